@@ -1,0 +1,45 @@
+# One Makefile for people, pre-commit and CI. Only python3 and make are needed; everything else is
+# installed into .venv by `make setup` from the pinned requirements files.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup preview preview-dev graph test lint unit golden clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+## Run the production stack through the offline engine and print what `pulumi up` would create.
+preview: setup
+	$(BIN)/blueprint preview prod-aws
+
+preview-dev: setup
+	$(BIN)/blueprint preview dev-aws
+
+## Write the production ResourceGraph to graph.json.
+graph: setup
+	$(BIN)/blueprint graph prod-aws -o graph.json
+
+## Lint, type-check, then run every test offline.
+test: lint unit
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+unit: setup
+	$(BIN)/python -m pytest -q
+
+## Regenerate tests/golden/*.json after an intended infrastructure change (review the diff!).
+golden: setup
+	$(BIN)/python -m pytest -q tests/test_golden.py --update-golden
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache graph.json

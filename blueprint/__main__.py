@@ -1,0 +1,5 @@
+"""``python -m blueprint``."""
+
+from blueprint.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,213 @@
+"""The offline engine: run the real Pulumi program under the SDK's mocks and record a ResourceGraph.
+
+The Pulumi CLI and provider plugins are not available offline, but the Python SDK runs a program
+against a mock resource monitor. :class:`RecordingMonitor` keeps every raw ``RegisterResource``
+request (type, name, inputs in wire format, parent, provider, protect, retainOnDelete, dependencies);
+:class:`OfflineMocks` echoes inputs and adds the computed outputs later resources read (ids, ARNs,
+the cluster endpoint and CA, the OIDC issuer, bucket and filesystem names). Each run happens in a
+fresh ``contextvars.Context`` so runs in one process never share Pulumi's global state.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import json
+import runpy
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from google.protobuf import json_format
+from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs, Mocks
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from blueprint.graph import SECRET, UNKNOWN, GraphResource, ResourceGraph
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT / "__main__.py"
+PROJECT = "gpu-cluster"
+OFFLINE_ACCOUNT = "123456789012"  # placeholder account id in offline ARNs; never a real account
+
+_SIG_KEY = "4dabf18193072939515e22adb298388d"
+_SIG_SECRET = "1b47061264138c4ac30d75fd1eb44270"
+_SIG_RESOURCE = "5cf8f73096256a8f31e491e813e4eb8e"
+_SIG_OUTPUT = "d0e6a833031e9bbcd3f4e8bde6ca49a4"
+
+_ID_PREFIXES = {
+    "aws:ec2/vpc:Vpc": "vpc-",
+    "aws:ec2/subnet:Subnet": "subnet-",
+    "aws:ec2/securityGroup:SecurityGroup": "sg-",
+    "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup": "sg-",
+    "aws:ec2/internetGateway:InternetGateway": "igw-",
+    "aws:ec2/natGateway:NatGateway": "nat-",
+    "aws:ec2/eip:Eip": "eipalloc-",
+    "aws:ec2/routeTable:RouteTable": "rtb-",
+    "aws:ec2/vpcEndpoint:VpcEndpoint": "vpce-",
+    "aws:ec2/launchTemplate:LaunchTemplate": "lt-",
+    "aws:fsx/lustreFileSystem:LustreFileSystem": "fs-",
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": "dra-",
+}
+
+
+def _digest(*parts: str, length: int = 17) -> str:
+    return hashlib.sha256("/".join(parts).encode()).hexdigest()[:length]
+
+
+def plain(value: Any) -> Any:
+    """Decode Pulumi's wire-format sentinels into the graph's plain JSON values."""
+    if isinstance(value, dict):
+        sig = value.get(_SIG_KEY)
+        if sig == _SIG_SECRET:
+            return SECRET
+        if sig == _SIG_RESOURCE:
+            return value.get("urn", UNKNOWN)
+        if sig == _SIG_OUTPUT:
+            if value.get("secret"):
+                return SECRET
+            return plain(value["value"]) if "value" in value else UNKNOWN
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # protobuf Struct has only doubles; sizes and ports are integers
+    return value
+
+
+class OfflineMocks(Mocks):
+    """Echo inputs and add the computed outputs the program reads, deterministically."""
+
+    def __init__(self, region: str) -> None:
+        self.region = region
+
+    def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
+        """Return a stable id and the state of one resource."""
+        typ, name, inputs = args.typ, args.name, dict(args.inputs)
+        rid = _ID_PREFIXES.get(typ, "") + _digest(typ, name)
+        state: dict[str, Any] = dict(inputs)
+        service = typ.split(":")[1].split("/")[0] if typ.startswith("aws:") else ""
+        state.setdefault("arn", f"arn:aws:{service}:{self.region}:{OFFLINE_ACCOUNT}:{name}")
+        if typ == "aws:eks/cluster:Cluster":
+            oidc_id = _digest("oidc", name, length=32).upper()
+            state.update(
+                endpoint=f"https://{oidc_id}.gr7.{self.region}.eks.amazonaws.com",
+                certificateAuthority={"data": "T0ZGTElORS1DQQ=="},
+                identities=[{"oidcs": [{"issuer": f"https://oidc.eks.{self.region}.amazonaws.com/id/{oidc_id}"}]}],
+                vpcConfig={**inputs.get("vpcConfig", {}), "clusterSecurityGroupId": "sg-" + _digest("eks-sg", name)},
+                arn=f"arn:aws:eks:{self.region}:{OFFLINE_ACCOUNT}:cluster/{inputs.get('name', name)}",
+            )
+            rid = str(inputs.get("name", name))
+        elif typ == "aws:s3/bucket:Bucket":
+            bucket = inputs.get("bucket") or f"{inputs.get('bucketPrefix', name)}{_digest('bucket', name, length=26)}"
+            state.update(bucket=bucket, arn=f"arn:aws:s3:::{bucket}")
+            rid = bucket
+        elif typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
+            state.update(dnsName=f"{rid}.fsx.{self.region}.amazonaws.com", mountName=_digest("mount", name, length=8))
+        elif typ == "aws:kms/key:Key":
+            key_id = str(uuid.UUID(_digest("kms", name, length=32)))
+            state.update(keyId=key_id, arn=f"arn:aws:kms:{self.region}:{OFFLINE_ACCOUNT}:key/{key_id}")
+            rid = key_id
+        elif typ == "aws:iam/role:Role":
+            state["arn"] = f"arn:aws:iam::{OFFLINE_ACCOUNT}:role/{inputs.get('name', name)}"
+            rid = str(inputs.get("name", name))
+        elif typ == "aws:iam/openIdConnectProvider:OpenIdConnectProvider":
+            url = str(inputs.get("url", "")).removeprefix("https://")
+            state["arn"] = f"arn:aws:iam::{OFFLINE_ACCOUNT}:oidc-provider/{url}"
+        elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
+            state.update(latestVersion=1, defaultVersion=1)
+        elif typ == "aws:ec2/eip:Eip":
+            state["allocationId"] = rid
+        elif typ == "aws:ec2/placementGroup:PlacementGroup":
+            rid = str(inputs.get("name", name))
+        return rid, state
+
+    def call(self, args: MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
+        """Invokes: the program makes none today; answer with the region and offline account."""
+        if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
+            return {"accountId": OFFLINE_ACCOUNT, "arn": f"arn:aws:iam::{OFFLINE_ACCOUNT}:root"}, None
+        if args.token == "aws:index/getRegion:getRegion":
+            return {"name": self.region, "region": self.region}, None
+        return {}, None
+
+
+class RecordingMonitor(MockMonitor):
+    """A mock monitor that also keeps each raw registration request, with parent and options."""
+
+    def __init__(self, mocks: Mocks) -> None:
+        super().__init__(mocks)
+        self.records: list[GraphResource] = []
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        """Record the request, then let the mock monitor answer it."""
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
+        inputs = json_format.MessageToDict(request.object) if request.HasField("object") else {}
+        self.records.append(GraphResource(
+            urn=response.urn,
+            type=request.type,
+            name=request.name,
+            parent=request.parent or None,
+            provider=request.provider or None,
+            inputs=plain(inputs),
+            protect=bool(request.protect),
+            retain_on_delete=bool(request.retainOnDelete),
+            dependencies=list(request.dependencies),
+        ))
+        return response
+
+
+class ProgramError(Exception):
+    """The program raised; carries what it had registered by then (nothing, for a bad spec)."""
+
+    def __init__(self, message: str, graph: ResourceGraph) -> None:
+        super().__init__(message)
+        self.graph = graph
+
+
+@dataclass(frozen=True)
+class ProgramRun:
+    """What one offline run produced."""
+
+    graph: ResourceGraph
+    outputs: dict[str, Any]
+
+
+def run_program(stack: str, config: dict[str, Any], region: str, program: Path = PROGRAM) -> ProgramRun:
+    """Run ``program`` as stack ``stack`` with ``config`` (Pulumi keys, e.g. ``gpu-cluster:spec``).
+
+    Raises:
+        ProgramError: the program raised; callers validate the spec first so users see a clean
+            message, and the exception's graph shows what was registered before the failure.
+    """
+
+    def _run() -> ProgramRun:
+        pulumi.runtime.set_all_config({k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()})
+        monitor = RecordingMonitor(OfflineMocks(region))
+        pulumi.runtime.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=True, monitor=monitor)
+        root = pulumi.runtime.settings.get_root_resource()
+
+        def body() -> None:
+            runpy.run_path(str(program), run_name="__main__")
+
+        try:
+            _sync_await(run_pulumi_func(body))
+        except Exception as err:
+            raise ProgramError(str(err), ResourceGraph(stack, monitor.records)) from err
+        outputs: dict[str, Any] = {}
+        if root is not None:
+            stack_outputs = getattr(root, "outputs", {}) or {}
+            outputs = {k: _resolve(v) for k, v in stack_outputs.items()}
+        return ProgramRun(ResourceGraph(stack, monitor.records), outputs)
+
+    return contextvars.Context().run(_run)
+
+
+def _resolve(value: Any) -> Any:
+    if isinstance(value, pulumi.Output):
+        future = value.future()
+        return _resolve(_sync_await(future)) if future is not None else None
+    if isinstance(value, dict):
+        return {k: _resolve(v) for k, v in value.items()}
+    return value

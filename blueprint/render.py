@@ -1,0 +1,236 @@
+"""Text rendering of a ResourceGraph for people: the resource tree grouped by plane, with the figures
+that matter (GPUs, EFA interfaces per node, placement, filesystem throughput, checkpoint write time).
+
+Figures are read from the graph (what the program would create), not from the spec, so the preview
+shows the infrastructure itself; the catalog adds hardware facts the graph cannot carry.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from blueprint.graph import GraphResource, ResourceGraph
+from components.catalog import load_aws_catalog
+from components.spec import ClusterSpec
+
+PLANE_ORDER = ("network", "compute", "storage", "control-plane")
+PLANE_TITLES = {
+    "network": "network & fabric",
+    "compute": "compute",
+    "storage": "storage",
+    "control-plane": "control plane",
+}
+# Checkpoint bytes per parameter: bf16 weights 2 + fp32 master 4 + Adam m 4 + Adam v 4 (derived in
+# ../shared/reference/gpu_facts.yaml, reliability.checkpoint_size.checkpoint_bytes_per_param).
+CHECKPOINT_BYTES_PER_PARAM = 14
+# SCRATCH_2 baseline throughput per TiB (secondary: gpu_facts.yaml storage.fsx_lustre).
+SCRATCH_2_MBPS_PER_TIB = 200
+
+
+@dataclass(frozen=True)
+class NodeGroupFigures:
+    """What a node group provides, read from its node group and launch template inputs."""
+
+    name: str
+    instance_type: str
+    min_size: int
+    desired_size: int
+    max_size: int
+    capacity_type: str
+    gpus_per_node: int
+    gpu_model: str | None
+    efa_per_node: int
+    efa_catalog: int
+    placement_group: bool
+    reservation_id: str | None
+    raid0: bool
+
+
+def _short_type(token: str) -> str:
+    if token.startswith("gpu-cluster:"):
+        return token.split(":")[2]
+    pkg, _, rest = token.partition(":")
+    module = rest.split("/")[0]
+    return f"{pkg}.{module}.{rest.rsplit(':', 1)[-1]}"
+
+
+def node_group_figures(graph: ResourceGraph) -> list[NodeGroupFigures]:
+    """Figures of every EKS node group in the graph."""
+    catalog = load_aws_catalog()
+    out = []
+    for ng in graph.of_type("aws:eks/nodeGroup:NodeGroup"):
+        inputs = ng.inputs
+        siblings = graph.children(ng.parent) if ng.parent else []
+        lt = next((s for s in siblings if s.type == "aws:ec2/launchTemplate:LaunchTemplate"), None)
+        lt_in: dict[str, Any] = lt.inputs if lt else {}
+        nis = lt_in.get("networkInterfaces") or []
+        efa = sum(1 for ni in nis if isinstance(ni, dict) and ni.get("interfaceType") in ("efa", "efa-only"))
+        itype = (inputs.get("instanceTypes") or ["?"])[0]
+        facts = catalog.get(itype)
+        scaling = inputs.get("scalingConfig") or {}
+        target = (lt_in.get("capacityReservationSpecification") or {}).get("capacityReservationTarget") or {}
+        out.append(NodeGroupFigures(
+            name=str(inputs.get("nodeGroupName", ng.name)),
+            instance_type=itype,
+            min_size=int(scaling.get("minSize", 0)),
+            desired_size=int(scaling.get("desiredSize", 0)),
+            max_size=int(scaling.get("maxSize", 0)),
+            capacity_type=str(inputs.get("capacityType", "ON_DEMAND")),
+            gpus_per_node=facts.gpu_count if facts else 0,
+            gpu_model=facts.gpu_model if facts else None,
+            efa_per_node=efa,
+            efa_catalog=facts.efa_count if facts else 0,
+            placement_group=bool((lt_in.get("placement") or {}).get("groupName")),
+            reservation_id=target.get("capacityReservationId"),
+            raid0=bool(lt_in.get("userData")),
+        ))
+    return out
+
+
+def _node_group_line(f: NodeGroupFigures) -> str:
+    gpus = f"{f.gpus_per_node} x {f.gpu_model}" if f.gpus_per_node else "no GPU"
+    parts = [
+        f"{f.name}: {f.instance_type} ({gpus}), nodes {f.min_size}/{f.desired_size}/{f.max_size} (min/desired/max)",
+        f"capacity {f.capacity_type}" + (f" {f.reservation_id}" if f.reservation_id else ""),
+    ]
+    if f.efa_catalog:
+        parts.append(f"EFA {f.efa_per_node} of {f.efa_catalog} interfaces per node")
+    if f.gpus_per_node:
+        placement = "cluster placement group" if f.placement_group else "no placement group"
+        if not f.placement_group and f.reservation_id:
+            placement += " (reserved capacity is already placed)"
+        parts.append(placement)
+        parts.append(f"GPUs at max {f.gpus_per_node * f.max_size}")
+    if f.raid0:
+        parts.append("local NVMe RAID0")
+    return "; ".join(parts)
+
+
+def _storage_lines(graph: ResourceGraph, spec: ClusterSpec) -> list[str]:
+    lines = []
+    for b in graph.of_type("aws:s3/bucket:Bucket"):
+        versioned = any(v.inputs.get("versioningConfiguration", {}).get("status") == "Enabled"
+                        for v in graph.of_type("aws:s3/bucketVersioning:BucketVersioning"))
+        days = [r.get("noncurrentVersionExpiration", {}).get("noncurrentDays")
+                for lc in graph.of_type("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
+                for r in lc.inputs.get("rules", []) if isinstance(r, dict)]
+        days = [d for d in days if d]
+        lines.append(
+            f"checkpoint bucket {b.inputs.get('bucketPrefix', b.name)}*: "
+            f"{'versioned' if versioned else 'NOT versioned'}, SSE-KMS, public access blocked"
+            + (f", noncurrent versions expire after {days[0]} days" if days else "")
+            + (", protected" if b.protect else "")
+        )
+    for fs in graph.of_type("aws:fsx/lustreFileSystem:LustreFileSystem"):
+        cap_gib = int(fs.inputs.get("storageCapacity", 0))
+        dtype = str(fs.inputs.get("deploymentType"))
+        tier = fs.inputs.get("perUnitStorageThroughput")
+        per_tib = int(tier) if tier else (SCRATCH_2_MBPS_PER_TIB if dtype == "SCRATCH_2" else 0)
+        mbps = cap_gib / 1024 * per_tib
+        line = f"FSx for Lustre {dtype} {cap_gib} GiB x {per_tib} MB/s/TiB = {mbps:,.0f} MB/s"
+        if dtype == "SCRATCH_2":
+            line += " (baseline; SCRATCH_2 figure is secondary)"
+        lines.append(line + (", protected" if fs.protect else ""))
+        if mbps:
+            ckpt_gb = spec.workload.model_parameters_billions * CHECKPOINT_BYTES_PER_PARAM
+            seconds = ckpt_gb * 1000 / mbps
+            lines.append(
+                f"checkpoint of the {spec.workload.model_parameters_billions:g}B model: ~{ckpt_gb / 1000:.2f} TB "
+                f"(14 B/param) writes in ~{seconds / 60:.1f} min at full filesystem throughput"
+            )
+    return lines
+
+
+def _control_plane_lines(graph: ResourceGraph) -> list[str]:
+    lines = []
+    for c in graph.of_type("aws:eks/cluster:Cluster"):
+        vpc = c.inputs.get("vpcConfig", {})
+        access = "private" if not vpc.get("endpointPublicAccess") else \
+            f"public from {', '.join(vpc.get('publicAccessCidrs') or [])}"
+        enc = "KMS-encrypted secrets" if c.inputs.get("encryptionConfig") else "secrets NOT encrypted"
+        logs = ", ".join(c.inputs.get("enabledClusterLogTypes") or []) or "none"
+        lines.append(f"EKS {c.inputs.get('name')} {c.inputs.get('version')}: endpoint {access}; {enc}; logs: {logs}"
+                     + ("; protected" if c.protect else ""))
+    addons = sorted(str(a.inputs.get("addonName")) for a in graph.of_type("aws:eks/addon:Addon"))
+    if addons:
+        lines.append(f"managed add-ons: {', '.join(addons)}")
+    entries = graph.of_type("aws:eks/accessEntry:AccessEntry")
+    lines.append(f"access entries: {len(entries)} admin role(s); no aws-auth ConfigMap")
+    return lines
+
+
+def _network_lines(graph: ResourceGraph) -> list[str]:
+    vpcs = graph.of_type("aws:ec2/vpc:Vpc")
+    subnets = graph.of_type("aws:ec2/subnet:Subnet")
+    roles = Counter(str(s.inputs.get("tags", {}).get("subnet-role", "?")) for s in subnets)
+    nats = len(graph.of_type("aws:ec2/natGateway:NatGateway"))
+    lines = [
+        f"VPC {vpcs[0].inputs.get('cidrBlock') if vpcs else '?'}: {len(subnets)} subnets ("
+        + ", ".join(f"{k} {v}" for k, v in sorted(roles.items())) + f"), {nats} NAT gateway(s), S3 gateway endpoint"
+    ]
+    efa_rules = [r for r in graph.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+                 if r.name.endswith("efa-ingress-self")]
+    if efa_rules:
+        lines.append("EFA security group: all protocols from and to itself")
+    return lines
+
+
+def _tree(graph: ResourceGraph, root: GraphResource, depth: int, out: list[str]) -> None:
+    for child in sorted(graph.children(root.urn), key=lambda r: (r.name, r.type)):
+        marker = " [protected]" if child.protect else ""
+        out.append(f"{'  ' * depth}- {_short_type(child.type)}  {child.name}{marker}")
+        _tree(graph, child, depth + 1, out)
+
+
+def render_preview(graph: ResourceGraph, spec: ClusterSpec, stack_file: str) -> str:
+    """The human preview: header, then per plane its figures and its resource tree, then totals."""
+    aws = spec.aws_spec()
+    custom = [r for r in graph.resources
+              if not r.is_component and not r.is_provider and r.type != "pulumi:pulumi:Stack"]
+    figures = node_group_figures(graph)
+    wl = spec.workload
+    out = [
+        f"stack {graph.stack} ({stack_file}): cluster {spec.name}, {spec.environment}, aws {aws.region} "
+        f"(GPU zone {aws.gpu_availability_zone})",
+        f"workload: {wl.kind}, {wl.model_parameters_billions:g}B parameters, {wl.target_work_per_month:g} "
+        f"{wl.work_unit}/month, peak {wl.peak_gpus} GPUs; accepted when: {wl.acceptance_metric}",
+        f"billing labels: {', '.join(f'{k}={v}' for k, v in sorted(spec.billing_labels.items()))}",
+    ]
+    if spec.teams:
+        out.append("teams: " + ", ".join(f"{t.name} ({t.cost_center}, {t.gpu_quota} GPUs)" for t in spec.teams))
+    summaries = {
+        "network": _network_lines(graph),
+        "compute": [_node_group_line(f) for f in figures],
+        "storage": _storage_lines(graph, spec),
+        "control-plane": _control_plane_lines(graph),
+    }
+    stack_root = next((r for r in graph.resources if r.type == "pulumi:pulumi:Stack"), None)
+    for plane in PLANE_ORDER:
+        members = [r for r in custom if graph.plane_of(r) == plane]
+        out.append("")
+        out.append(f"== {PLANE_TITLES[plane]} ({len(members)} resources)")
+        out.extend(f"   {line}" for line in summaries[plane])
+        tree: list[str] = []
+        for comp in graph.resources:
+            if comp.is_component and comp.type.split(":")[1] == plane and (
+                    stack_root is None or comp.parent == stack_root.urn):
+                tree.append(f"- {_short_type(comp.type)}  {comp.name}")
+                _tree(graph, comp, 1, tree)
+        out.extend(f"   {line}" for line in tree)
+    gpus_max = sum(f.gpus_per_node * f.max_size for f in figures)
+    gpus_desired = sum(f.gpus_per_node * f.desired_size for f in figures)
+    protected = sum(1 for r in custom if r.protect)
+    out += [
+        "",
+        f"total: {len(custom)} cloud resources ({protected} protected), GPUs {gpus_desired} desired / "
+        f"{gpus_max} at max size",
+    ]
+    unconfirmed = sorted({f.instance_type for f in figures
+                          if (fa := load_aws_catalog().get(f.instance_type)) and fa.efa_interfaces.status != "confirmed"
+                          and fa.efa_count})
+    if unconfirmed:
+        out.append(f"note: EFA interface counts for {', '.join(unconfirmed)} are not confirmed by a primary source "
+                   "(components/catalog/aws_instances.yaml)")
+    return "\n".join(out) + "\n"

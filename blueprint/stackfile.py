@@ -1,0 +1,91 @@
+"""Read a stack file (``stacks/Pulumi.<env>.yaml``) the way Pulumi does, with clear errors.
+
+Every failure, from a missing file to a bad spec, is a :class:`StackError` whose message names the
+file, the key path and the rule; the command-line tool prints it and exits with status 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.spec import SPEC_KEY, ClusterSpec, SpecError, parse_spec
+
+STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
+
+
+class StackError(Exception):
+    """A stack file that cannot be used; the message is ready to print."""
+
+
+@dataclass(frozen=True)
+class StackFile:
+    """A loaded and validated stack file."""
+
+    name: str
+    path: Path
+    display_path: str
+    config: dict[str, Any]
+    spec: ClusterSpec
+
+    @property
+    def region(self) -> str:
+        """The AWS region the stack deploys to."""
+        return self.spec.aws_spec().region
+
+
+def available_stacks(stacks_dir: Path = STACKS_DIR) -> list[str]:
+    """Stack names that have a file in ``stacks/``."""
+    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stacks_dir.glob("Pulumi.*.yaml"))
+
+
+def resolve(stack: str, stacks_dir: Path = STACKS_DIR) -> tuple[str, Path]:
+    """A stack name (``prod-aws``) or a path to a stack file, as (stack name, path)."""
+    candidate = Path(stack)
+    if candidate.suffix in (".yaml", ".yml"):
+        name = candidate.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
+        return name, candidate
+    return stack, stacks_dir / f"Pulumi.{stack}.yaml"
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def load_stack(stack: str, stacks_dir: Path = STACKS_DIR) -> StackFile:
+    """Load, parse and validate a stack; raise :class:`StackError` with a clear message otherwise."""
+    name, path = resolve(stack, stacks_dir)
+    shown = _display(path)
+    if not path.is_file():
+        known = ", ".join(available_stacks(stacks_dir)) or "none"
+        raise StackError(f"{shown}: stack file not found (stacks in {_display(stacks_dir)}: {known})")
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise StackError(f"{shown}: {where}not valid YAML: {problem} [rule: yaml-syntax]") from None
+    except UnicodeDecodeError:
+        raise StackError(f"{shown}: not UTF-8 text [rule: yaml-syntax]") from None
+    if not isinstance(doc, dict):
+        raise StackError(f"{shown}: a stack file is a mapping with a 'config' key [rule: stack-file-shape]")
+    config = doc.get("config")
+    if not isinstance(config, dict):
+        raise StackError(f"{shown}: config: required mapping is missing [rule: stack-file-shape]")
+    if SPEC_KEY not in config:
+        raise StackError(f"{shown}: config.{SPEC_KEY}: required key is missing [rule: schema-required-key]")
+    region = config.get("aws:region")
+    if region is not None and not isinstance(region, str):
+        raise StackError(f"{shown}: config.aws:region: must be a string [rule: schema-type]")
+    try:
+        spec = parse_spec(config[SPEC_KEY], shown, provider_region=region)
+    except SpecError as err:
+        raise StackError(str(err)) from None
+    return StackFile(name=name, path=path, display_path=shown, config=dict(config), spec=spec)

@@ -1,0 +1,1 @@
+"""AWS planes: network, compute, storage and the EKS control plane."""

@@ -1,0 +1,179 @@
+"""The compute plane on AWS: one EKS managed node group per spec group, with its launch template."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Optional
+
+import pulumi
+import pulumi_aws as aws
+
+from components.aws.launch import efa_layout, nodeadm_user_data
+from components.catalog import InstanceFacts
+from components.spec import GPU_TAINT_KEY, NodeGroupSpec, uses_placement_group
+from components.tags import merge_tags
+
+CAPACITY_TYPES = {
+    "on-demand": "ON_DEMAND",
+    "spot": "SPOT",
+    "capacity-block": "CAPACITY_BLOCK",
+    "reserved": "ON_DEMAND",
+}
+TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
+GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
+CPU_AMI_TYPE = "AL2023_x86_64_STANDARD"
+
+
+def node_labels(group: NodeGroupSpec, facts: InstanceFacts) -> dict[str, str]:
+    """Kubernetes labels of a group's nodes: the spec's, then the group and hardware facts."""
+    labels = dict(group.labels)
+    labels["gpu-cluster/node-group"] = group.name
+    labels["gpu-cluster/instance-type"] = group.instance_type
+    if facts.gpu_count:
+        labels["gpu-cluster/gpu-count"] = str(facts.gpu_count)
+    if facts.efa_capable:
+        labels["gpu-cluster/efa-interfaces"] = str(facts.efa_count)
+    return labels
+
+
+def node_taints(group: NodeGroupSpec, facts: InstanceFacts) -> list[dict[str, str]]:
+    """Taints in the EKS API's form; GPU nodes always repel pods that do not ask for GPUs."""
+    taints = [{"key": t.key, "value": t.value, "effect": TAINT_EFFECTS[t.effect]} for t in group.taints]
+    if facts.gpu_count and not any(t["key"] == GPU_TAINT_KEY for t in taints):
+        taints.insert(0, {"key": GPU_TAINT_KEY, "value": "true", "effect": "NO_SCHEDULE"})
+    return taints
+
+
+def wants_raid0(group: NodeGroupSpec, facts: InstanceFacts) -> bool:
+    """RAID0 the local NVMe when asked, or by default when the catalog confirms the type has it."""
+    if group.local_nvme == "none":
+        return False
+    return bool(facts.has_local_nvme)
+
+
+class AwsNodeGroup(pulumi.ComponentResource):
+    """A managed node group and the launch template that makes its nodes production-grade.
+
+    The launch template requires IMDSv2 (hop limit 2, so pods behind the node's network namespace can
+    still reach it), encrypts the root volume, declares no key pair, wires every EFA interface of the
+    instance type, tags instances, volumes and interfaces for cost attribution, and targets the
+    capacity reservation or Capacity Block when the spec uses one. Multi-node EFA groups on open
+    capacity get a cluster placement group.
+
+    Attributes:
+        node_group_name: the EKS node group's name.
+    """
+
+    node_group_name: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        group: NodeGroupSpec,
+        facts: InstanceFacts,
+        cluster_name: pulumi.Input[str],
+        physical_prefix: str,
+        node_role_arn: pulumi.Input[str],
+        subnet_ids: Sequence[pulumi.Input[str]],
+        node_security_group_ids: Sequence[pulumi.Input[str]],
+        efa_security_group_id: pulumi.Input[str],
+        labels: Mapping[str, str],
+        opts: Optional[pulumi.ResourceOptions] = None,
+    ) -> None:
+        super().__init__("gpu-cluster:compute:AwsNodeGroup", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        physical = f"{physical_prefix}-{group.name}"
+        tags = merge_tags(labels, physical, **{"node-group": group.name})
+
+        placement = None
+        if uses_placement_group(group, facts):
+            pg = aws.ec2.PlacementGroup(
+                f"{name}-placement", name=physical, strategy="cluster", tags=tags, opts=child
+            )
+            placement = {"group_name": pg.name}
+
+        interfaces = efa_layout(facts)
+        network_interfaces = None
+        vpc_security_group_ids: Optional[list[pulumi.Input[str]]] = list(node_security_group_ids)
+        if interfaces:
+            groups = [*node_security_group_ids, efa_security_group_id]
+            network_interfaces = [
+                {
+                    "network_card_index": ni.network_card_index,
+                    "device_index": ni.device_index,
+                    "security_groups": groups,
+                    "delete_on_termination": "true",
+                    # the primary ENA interface leaves interface_type unset ("interface")
+                    **({"interface_type": ni.interface_type} if ni.interface_type else {}),
+                }
+                for ni in interfaces
+            ]
+            vpc_security_group_ids = None  # security groups go on each interface instead
+
+        capacity_reservation = None
+        market = None
+        if group.capacity.type in ("capacity-block", "reserved"):
+            capacity_reservation = {
+                "capacity_reservation_target": {"capacity_reservation_id": group.capacity.reservation_id}
+            }
+        if group.capacity.type == "capacity-block":
+            market = {"market_type": "capacity-block"}
+
+        launch_template = aws.ec2.LaunchTemplate(
+            f"{name}-lt",
+            name=physical,
+            description=f"{group.instance_type} nodes of {physical}",
+            update_default_version=True,
+            metadata_options={
+                "http_endpoint": "enabled",
+                "http_tokens": "required",
+                "http_put_response_hop_limit": 2,
+                "instance_metadata_tags": "disabled",
+            },
+            block_device_mappings=[{
+                "device_name": "/dev/xvda",
+                "ebs": {
+                    "volume_size": group.root_volume_gib,
+                    "volume_type": "gp3",
+                    "encrypted": "true",
+                    "delete_on_termination": "true",
+                },
+            }],
+            network_interfaces=network_interfaces,
+            vpc_security_group_ids=vpc_security_group_ids,
+            placement=placement,
+            capacity_reservation_specification=capacity_reservation,
+            instance_market_options=market,
+            user_data=nodeadm_user_data(wants_raid0(group, facts)),
+            tag_specifications=[
+                {"resource_type": kind, "tags": tags} for kind in ("instance", "volume", "network-interface")
+            ],
+            tags=tags,
+            opts=child,
+        )
+
+        node_group = aws.eks.NodeGroup(
+            f"{name}-ng",
+            cluster_name=cluster_name,
+            node_group_name=physical,
+            node_role_arn=node_role_arn,
+            subnet_ids=list(subnet_ids),
+            instance_types=[group.instance_type],
+            ami_type=GPU_AMI_TYPE if facts.gpu_count else CPU_AMI_TYPE,
+            capacity_type=CAPACITY_TYPES[group.capacity.type],
+            scaling_config={
+                "min_size": group.min_size,
+                "desired_size": group.desired_size,
+                "max_size": group.max_size,
+            },
+            update_config={"max_unavailable": 1},
+            node_repair_config={"enabled": True},
+            launch_template={"id": launch_template.id, "version": launch_template.latest_version.apply(str)},
+            labels=node_labels(group, facts),
+            taints=node_taints(group, facts) or None,
+            tags=tags,
+            # The autoscaler owns desiredSize after creation; re-applying the stack must not undo it.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["scalingConfig.desiredSize"]),
+        )
+        self.node_group_name = node_group.node_group_name
+        self.register_outputs({"nodeGroupName": node_group.node_group_name})

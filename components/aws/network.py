@@ -1,0 +1,178 @@
+"""The network and fabric plane on AWS: VPC, subnets, NAT, S3 gateway endpoint, EFA security group."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Optional
+
+import pulumi
+import pulumi_aws as aws
+
+from components.spec import NetworkSpec
+from components.tags import merge_tags
+
+
+class AwsNetwork(pulumi.ComponentResource):
+    """A VPC laid out for a GPU cluster.
+
+    Private subnets route to the internet through NAT (one per zone, or a single one), S3 traffic stays
+    on the gateway endpoint (checkpoints never cross NAT), and the EFA security group allows all traffic
+    between its members, which EFA's SRD transport requires.
+
+    Attributes:
+        vpc_id: the VPC.
+        subnet_ids: subnet id by the spec's subnet name.
+        efa_security_group_id: attach to every EFA interface (and to the Lustre clients).
+    """
+
+    vpc_id: pulumi.Output[str]
+    subnet_ids: dict[str, pulumi.Output[str]]
+    efa_security_group_id: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        spec: NetworkSpec,
+        region: str,
+        cluster_name: str,
+        labels: Mapping[str, str],
+        opts: Optional[pulumi.ResourceOptions] = None,
+    ) -> None:
+        super().__init__("gpu-cluster:network:AwsNetwork", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        cluster_tag = {f"kubernetes.io/cluster/{cluster_name}": "shared"}
+
+        vpc = aws.ec2.Vpc(
+            f"{name}-vpc",
+            cidr_block=spec.vpc_cidr,
+            enable_dns_hostnames=True,
+            enable_dns_support=True,
+            tags=merge_tags(labels, f"{cluster_name}-vpc"),
+            opts=child,
+        )
+        # The default security group of a new VPC allows all traffic between members; strip its rules.
+        aws.ec2.DefaultSecurityGroup(
+            f"{name}-default-sg",
+            vpc_id=vpc.id,
+            tags=merge_tags(labels, f"{cluster_name}-default-deny"),
+            opts=child,
+        )
+        igw = aws.ec2.InternetGateway(
+            f"{name}-igw", vpc_id=vpc.id, tags=merge_tags(labels, f"{cluster_name}-igw"), opts=child
+        )
+
+        self.subnet_ids = {}
+        public_ids: dict[str, pulumi.Output[str]] = {}
+        for sn in spec.subnets:
+            elb_role = "kubernetes.io/role/elb" if sn.role == "public" else "kubernetes.io/role/internal-elb"
+            subnet = aws.ec2.Subnet(
+                f"{name}-subnet-{sn.name}",
+                vpc_id=vpc.id,
+                cidr_block=sn.cidr,
+                availability_zone=sn.availability_zone,
+                map_public_ip_on_launch=False,
+                tags=merge_tags(labels, f"{cluster_name}-{sn.name}", **cluster_tag,
+                                **{elb_role: "1", "subnet-role": sn.role}),
+                opts=child,
+            )
+            self.subnet_ids[sn.name] = subnet.id
+            if sn.role == "public" and sn.availability_zone not in public_ids:
+                public_ids[sn.availability_zone] = subnet.id
+
+        public_rt = aws.ec2.RouteTable(
+            f"{name}-rt-public", vpc_id=vpc.id, tags=merge_tags(labels, f"{cluster_name}-public"), opts=child
+        )
+        aws.ec2.Route(
+            f"{name}-route-public-igw",
+            route_table_id=public_rt.id,
+            destination_cidr_block="0.0.0.0/0",
+            gateway_id=igw.id,
+            opts=child,
+        )
+        for sn in spec.subnets:
+            if sn.role == "public":
+                aws.ec2.RouteTableAssociation(
+                    f"{name}-rta-{sn.name}", subnet_id=self.subnet_ids[sn.name],
+                    route_table_id=public_rt.id, opts=child,
+                )
+
+        nat_zones = sorted(public_ids) if spec.nat_gateways == "per-az" else sorted(public_ids)[:1]
+        nat_by_zone: dict[str, pulumi.Output[str]] = {}
+        for zone in nat_zones:
+            eip = aws.ec2.Eip(
+                f"{name}-nat-eip-{zone}", domain="vpc",
+                tags=merge_tags(labels, f"{cluster_name}-nat-{zone}"), opts=child,
+            )
+            nat = aws.ec2.NatGateway(
+                f"{name}-nat-{zone}",
+                allocation_id=eip.allocation_id,
+                subnet_id=public_ids[zone],
+                connectivity_type="public",
+                tags=merge_tags(labels, f"{cluster_name}-nat-{zone}"),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
+            )
+            nat_by_zone[zone] = nat.id
+
+        private_zones = sorted({sn.availability_zone for sn in spec.subnets if sn.role != "public"})
+        private_rts: list[pulumi.Output[str]] = []
+        for zone in private_zones:
+            rt = aws.ec2.RouteTable(
+                f"{name}-rt-private-{zone}", vpc_id=vpc.id,
+                tags=merge_tags(labels, f"{cluster_name}-private-{zone}"), opts=child,
+            )
+            nat_id = nat_by_zone.get(zone, nat_by_zone[nat_zones[0]])
+            aws.ec2.Route(
+                f"{name}-route-private-nat-{zone}",
+                route_table_id=rt.id,
+                destination_cidr_block="0.0.0.0/0",
+                nat_gateway_id=nat_id,
+                opts=child,
+            )
+            for sn in spec.subnets:
+                if sn.role != "public" and sn.availability_zone == zone:
+                    aws.ec2.RouteTableAssociation(
+                        f"{name}-rta-{sn.name}", subnet_id=self.subnet_ids[sn.name],
+                        route_table_id=rt.id, opts=child,
+                    )
+            private_rts.append(rt.id)
+
+        aws.ec2.VpcEndpoint(
+            f"{name}-s3-endpoint",
+            vpc_id=vpc.id,
+            service_name=f"com.amazonaws.{region}.s3",
+            vpc_endpoint_type="Gateway",
+            route_table_ids=private_rts,
+            tags=merge_tags(labels, f"{cluster_name}-s3"),
+            opts=child,
+        )
+
+        efa_sg = aws.ec2.SecurityGroup(
+            f"{name}-efa-sg",
+            vpc_id=vpc.id,
+            description="EFA: all traffic between members (required by the SRD transport)",
+            revoke_rules_on_delete=True,
+            tags=merge_tags(labels, f"{cluster_name}-efa"),
+            opts=child,
+        )
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-efa-ingress-self",
+            security_group_id=efa_sg.id,
+            referenced_security_group_id=efa_sg.id,
+            ip_protocol="-1",
+            description="EFA: all traffic from members",
+            tags=merge_tags(labels, f"{cluster_name}-efa-in"),
+            opts=child,
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-efa-egress-self",
+            security_group_id=efa_sg.id,
+            referenced_security_group_id=efa_sg.id,
+            ip_protocol="-1",
+            description="EFA: all traffic to members",
+            tags=merge_tags(labels, f"{cluster_name}-efa-out"),
+            opts=child,
+        )
+
+        self.vpc_id = vpc.id
+        self.efa_security_group_id = efa_sg.id
+        self.register_outputs({"vpcId": vpc.id, "efaSecurityGroupId": efa_sg.id})

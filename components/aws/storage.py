@@ -1,0 +1,220 @@
+"""The storage plane on AWS: the checkpoint bucket and the FSx for Lustre filesystem linked to it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Optional
+
+import pulumi
+import pulumi_aws as aws
+
+from components.aws.stateful import stateful_options
+from components.spec import StorageSpec
+from components.tags import merge_tags
+
+LUSTRE_PORTS: tuple[tuple[int, int], ...] = ((988, 988), (1018, 1023))
+S3_EVENTS = ["NEW", "CHANGED", "DELETED"]
+
+
+class AwsStorage(pulumi.ComponentResource):
+    """Checkpoints kept off the critical path.
+
+    The bucket is versioned and KMS-encrypted with a rotating key, blocks every form of public access,
+    refuses plain HTTP, and expires only *noncurrent* versions after the retention (a current
+    checkpoint never expires). The Lustre filesystem sits in the GPU subnet, is encrypted with the same
+    key, and is linked to the bucket so checkpoints written at filesystem speed are exported to S3.
+
+    Attributes:
+        bucket_name: the checkpoint bucket.
+        filesystem_dns_name, filesystem_mount_name: what a Lustre client mounts (None without FSx).
+    """
+
+    bucket_name: pulumi.Output[str]
+    filesystem_dns_name: Optional[pulumi.Output[str]]
+    filesystem_mount_name: Optional[pulumi.Output[str]]
+
+    def __init__(
+        self,
+        name: str,
+        spec: StorageSpec,
+        cluster_name: str,
+        vpc_id: pulumi.Input[str],
+        gpu_subnet_id: pulumi.Input[str],
+        client_security_group_id: pulumi.Input[str],
+        labels: Mapping[str, str],
+        protect: bool,
+        opts: Optional[pulumi.ResourceOptions] = None,
+    ) -> None:
+        super().__init__("gpu-cluster:storage:AwsStorage", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+
+        key = aws.kms.Key(
+            f"{name}-data-key",
+            description=f"{cluster_name}: checkpoints and shared filesystem",
+            enable_key_rotation=True,
+            deletion_window_in_days=30,
+            tags=merge_tags(labels, f"{cluster_name}-data"),
+            opts=stateful_options(self, protect),
+        )
+        aws.kms.Alias(
+            f"{name}-data-key-alias", name=f"alias/{cluster_name}-data", target_key_id=key.key_id, opts=child
+        )
+
+        bucket = aws.s3.Bucket(
+            f"{name}-checkpoints",
+            bucket_prefix=f"{cluster_name}-ckpt-",
+            force_destroy=False,
+            tags=merge_tags(labels, f"{cluster_name}-checkpoints", **{"data-class": "checkpoints"}),
+            opts=stateful_options(self, protect, ignore_changes=["bucketPrefix"]),
+        )
+        aws.s3.BucketOwnershipControls(
+            f"{name}-checkpoints-ownership",
+            bucket=bucket.id,
+            rule={"object_ownership": "BucketOwnerEnforced"},
+            opts=child,
+        )
+        aws.s3.BucketPublicAccessBlock(
+            f"{name}-checkpoints-public-access",
+            bucket=bucket.id,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+            opts=child,
+        )
+        versioning = aws.s3.BucketVersioning(
+            f"{name}-checkpoints-versioning",
+            bucket=bucket.id,
+            versioning_configuration={"status": "Enabled"},
+            opts=stateful_options(self, protect),
+        )
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            f"{name}-checkpoints-sse",
+            bucket=bucket.id,
+            rules=[{
+                "apply_server_side_encryption_by_default": {
+                    "sse_algorithm": "aws:kms", "kms_master_key_id": key.arn,
+                },
+                "bucket_key_enabled": True,
+            }],
+            opts=child,
+        )
+        aws.s3.BucketLifecycleConfiguration(
+            f"{name}-checkpoints-lifecycle",
+            bucket=bucket.id,
+            rules=[
+                {
+                    "id": "expire-noncurrent-versions",
+                    "status": "Enabled",
+                    "filter": {},
+                    "noncurrent_version_expiration": {
+                        "noncurrent_days": spec.checkpoint_bucket.noncurrent_version_retention_days,
+                    },
+                },
+                {
+                    "id": "abort-incomplete-multipart-uploads",
+                    "status": "Enabled",
+                    "filter": {},
+                    "abort_incomplete_multipart_upload": {"days_after_initiation": 7},
+                },
+            ],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
+        )
+        aws.s3.BucketPolicy(
+            f"{name}-checkpoints-policy",
+            bucket=bucket.id,
+            policy=bucket.arn.apply(lambda arn: json.dumps({
+                "Version": "2012-10-17",
+                "Statement": [{
+                    "Sid": "DenyInsecureTransport",
+                    "Effect": "Deny",
+                    "Principal": "*",
+                    "Action": "s3:*",
+                    "Resource": [arn, f"{arn}/*"],
+                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                }],
+            })),
+            opts=child,
+        )
+        self.bucket_name = bucket.bucket
+        self.filesystem_dns_name = None
+        self.filesystem_mount_name = None
+
+        fs_spec = spec.filesystem
+        if fs_spec is not None:
+            sg = aws.ec2.SecurityGroup(
+                f"{name}-lustre-sg",
+                vpc_id=vpc_id,
+                description="FSx for Lustre: LNet (988, 1018-1023) from the filesystem and its clients",
+                revoke_rules_on_delete=True,
+                tags=merge_tags(labels, f"{cluster_name}-lustre"),
+                opts=child,
+            )
+            for low, high in LUSTRE_PORTS:
+                for peer_name, peer in (("self", sg.id), ("clients", client_security_group_id)):
+                    aws.vpc.SecurityGroupIngressRule(
+                        f"{name}-lustre-in-{peer_name}-{low}",
+                        security_group_id=sg.id,
+                        referenced_security_group_id=peer,
+                        ip_protocol="tcp",
+                        from_port=low,
+                        to_port=high,
+                        description=f"Lustre {low}-{high} from {peer_name}",
+                        tags=merge_tags(labels, f"{cluster_name}-lustre-in-{peer_name}-{low}"),
+                        opts=child,
+                    )
+                    aws.vpc.SecurityGroupEgressRule(
+                        f"{name}-lustre-out-{peer_name}-{low}",
+                        security_group_id=sg.id,
+                        referenced_security_group_id=peer,
+                        ip_protocol="tcp",
+                        from_port=low,
+                        to_port=high,
+                        description=f"Lustre {low}-{high} to {peer_name}",
+                        tags=merge_tags(labels, f"{cluster_name}-lustre-out-{peer_name}-{low}"),
+                        opts=child,
+                    )
+
+            persistent = fs_spec.deployment_type.startswith("PERSISTENT")
+            link_scratch = fs_spec.link_checkpoint_bucket and not persistent
+            fs = aws.fsx.LustreFileSystem(
+                f"{name}-lustre",
+                deployment_type=fs_spec.deployment_type,
+                storage_capacity=fs_spec.capacity_gib,
+                storage_type="SSD",
+                per_unit_storage_throughput=fs_spec.per_unit_storage_throughput,
+                subnet_ids=gpu_subnet_id,  # a single subnet (string) in pulumi-aws v7
+                security_group_ids=[sg.id],
+                # Persistent types encrypt with our key; scratch types always use an AWS-managed key.
+                kms_key_id=key.arn if persistent else None,
+                file_system_type_version="2.15",
+                data_compression_type="LZ4",
+                metadata_configuration={"mode": "AUTOMATIC"} if fs_spec.deployment_type == "PERSISTENT_2" else None,
+                log_configuration={"level": "WARN_ERROR"},
+                copy_tags_to_backups=True if persistent else None,
+                import_path=bucket.bucket.apply(lambda b: f"s3://{b}") if link_scratch else None,
+                export_path=bucket.bucket.apply(lambda b: f"s3://{b}") if link_scratch else None,
+                auto_import_policy="NEW_CHANGED_DELETED" if link_scratch else None,
+                tags=merge_tags(labels, f"{cluster_name}-lustre", **{"data-class": "checkpoints"}),
+                opts=stateful_options(self, protect),
+            )
+            if fs_spec.link_checkpoint_bucket and persistent:
+                aws.fsx.DataRepositoryAssociation(
+                    f"{name}-lustre-checkpoints-link",
+                    file_system_id=fs.id,
+                    file_system_path=fs_spec.mount_path,
+                    data_repository_path=bucket.bucket.apply(lambda b: f"s3://{b}"),
+                    batch_import_meta_data_on_create=True,
+                    delete_data_in_filesystem=False,
+                    s3={
+                        "auto_export_policy": {"events": S3_EVENTS},
+                        "auto_import_policy": {"events": S3_EVENTS},
+                    },
+                    tags=merge_tags(labels, f"{cluster_name}-lustre-checkpoints-link"),
+                    opts=child,
+                )
+            self.filesystem_dns_name = fs.dns_name
+            self.filesystem_mount_name = fs.mount_name
+
+        self.register_outputs({"bucketName": bucket.bucket})

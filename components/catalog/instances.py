@@ -1,0 +1,107 @@
+"""The AWS instance catalog: GPU count, EFA interfaces, network cards and local NVMe per instance type.
+
+The figures live in ``aws_instances.yaml`` beside this module, each with a source, a status and a date,
+so that a reviewer can check where a number came from. Unknown figures are ``None``; the program never
+guesses them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CATALOG_FILE = Path(__file__).with_name("aws_instances.yaml")
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One figure with its provenance."""
+
+    value: int | None
+    status: str
+    source: str
+    as_of: str
+
+
+@dataclass(frozen=True)
+class InstanceFacts:
+    """What the blueprint knows about one instance type."""
+
+    instance_type: str
+    gpu_model: str | None
+    gpu_count: int
+    gpu_memory_gib_each: int | None
+    vcpu: Fact
+    memory_gib: Fact
+    efa_interfaces: Fact
+    network_cards: Fact
+    nvme_disks: int | None
+    nvme_disk_gb: int | None
+    network_gbps: Fact
+
+    @property
+    def efa_count(self) -> int:
+        """EFA interfaces to wire: the catalog's maximum, 0 when unknown (an unknown count wires none)."""
+        return self.efa_interfaces.value or 0
+
+    @property
+    def efa_capable(self) -> bool:
+        """True when the type supports at least one EFA interface."""
+        return self.efa_count > 0
+
+    @property
+    def has_local_nvme(self) -> bool | None:
+        """True or False when the catalog knows; None when the NVMe layout is unconfirmed."""
+        if self.nvme_disks is None:
+            return None
+        return self.nvme_disks > 0
+
+
+def _fact(raw: dict[str, Any], sources: dict[str, str]) -> Fact:
+    source = str(raw.get("source", raw.get("note", "")))
+    return Fact(
+        value=raw.get("value"),
+        status=str(raw["status"]),
+        source=sources.get(source, source),
+        as_of=str(raw.get("as_of", "")),
+    )
+
+
+def _parse(data: dict[str, Any]) -> dict[str, InstanceFacts]:
+    sources: dict[str, str] = data["meta"]["sources"]
+    out: dict[str, InstanceFacts] = {}
+    for name, raw in data["instances"].items():
+        gpu = raw["gpu"]
+        nvme = raw["local_nvme"]
+        facts = InstanceFacts(
+            instance_type=name,
+            gpu_model=gpu.get("model"),
+            gpu_count=int(gpu["count"]),
+            gpu_memory_gib_each=gpu.get("memory_gib_each"),
+            vcpu=_fact(raw["vcpu"], sources),
+            memory_gib=_fact(raw["memory_gib"], sources),
+            efa_interfaces=_fact(raw["efa_interfaces"], sources),
+            network_cards=_fact(raw["network_cards"], sources),
+            nvme_disks=nvme.get("disks"),
+            nvme_disk_gb=nvme.get("disk_gb"),
+            network_gbps=_fact(raw["network_gbps"], sources),
+        )
+        cards = facts.network_cards.value
+        if cards is not None and facts.efa_count > cards:
+            raise ValueError(
+                f"{CATALOG_FILE.name}: {name}: efa_interfaces ({facts.efa_count}) exceeds network_cards "
+                f"({cards}); each network card takes at most one EFA interface"
+            )
+        out[name] = facts
+    return out
+
+
+@lru_cache(maxsize=1)
+def load_aws_catalog() -> dict[str, InstanceFacts]:
+    """Load and check the AWS instance catalog (cached: the file is read once per process)."""
+    with CATALOG_FILE.open(encoding="utf-8") as fh:
+        return _parse(yaml.safe_load(fh))

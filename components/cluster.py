@@ -1,0 +1,109 @@
+"""The only module that knows every plane: it builds them in order and wires their outputs together."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import pulumi
+import pulumi_aws as aws
+
+from components.aws.compute import AwsNodeGroup
+from components.aws.eks import EksAddons, EksControlPlane
+from components.aws.kubeconfig import kubeconfig
+from components.aws.network import AwsNetwork
+from components.aws.storage import AwsStorage
+from components.catalog import load_aws_catalog
+from components.spec import ClusterSpec, default_subnets
+
+
+@dataclass
+class ClusterOutputs:
+    """What operators need from a stack; ``__main__`` exports it."""
+
+    cluster_name: pulumi.Output[str]
+    endpoint: pulumi.Output[str]
+    kubeconfig: pulumi.Output[str]
+    checkpoint_bucket: pulumi.Output[str]
+    filesystem_dns_name: Optional[pulumi.Output[str]]
+    filesystem_mount_name: Optional[pulumi.Output[str]]
+    node_group_names: dict[str, pulumi.Output[str]] = field(default_factory=dict)
+
+
+def build_cluster(spec: ClusterSpec) -> ClusterOutputs:
+    """Create every resource of a validated spec (call :func:`components.spec.parse_spec` first).
+
+    An explicit AWS provider carries the region and the billing labels as ``default_tags``; every
+    component takes it through ``providers`` so nothing depends on ambient provider configuration.
+    """
+    aws_spec = spec.aws_spec()
+    labels = spec.billing_labels
+    protect = spec.deletion_protection
+    catalog = load_aws_catalog()
+
+    provider = aws.Provider(
+        "aws",
+        region=aws_spec.region,
+        default_tags={"tags": {**labels, "cluster": spec.name}},
+    )
+    opts = pulumi.ResourceOptions(providers={"aws": provider})
+
+    network = AwsNetwork("network", aws_spec.network, aws_spec.region, spec.name, labels, opts=opts)
+    private_subnets = [network.subnet_ids[sn.name] for sn in aws_spec.network.subnets if sn.role != "public"]
+    control_plane = EksControlPlane(
+        "control-plane", aws_spec.control_plane, spec.name, private_subnets, labels, protect, opts=opts
+    )
+    gpu_subnet = next(sn.name for sn in aws_spec.network.subnets if sn.role == "gpu")
+    storage = AwsStorage(
+        "storage",
+        aws_spec.storage,
+        spec.name,
+        network.vpc_id,
+        network.subnet_ids[gpu_subnet],
+        control_plane.cluster_security_group_id,
+        labels,
+        protect,
+        opts=opts,
+    )
+
+    node_groups: dict[str, AwsNodeGroup] = {}
+    for group in aws_spec.node_groups:
+        facts = catalog[group.instance_type]
+        names = group.subnets if group.subnets is not None else default_subnets(aws_spec, facts)
+        node_groups[group.name] = AwsNodeGroup(
+            f"nodegroup-{group.name}",
+            group,
+            facts,
+            cluster_name=control_plane.cluster_name,
+            physical_prefix=spec.name,
+            node_role_arn=control_plane.node_role_arn,
+            subnet_ids=[network.subnet_ids[n] for n in names],
+            node_security_group_ids=[control_plane.cluster_security_group_id],
+            efa_security_group_id=network.efa_security_group_id,
+            labels=labels,
+            opts=opts,
+        )
+
+    EksAddons(
+        "addons",
+        control_plane.cluster_name,
+        spec.name,
+        control_plane.oidc_provider_arn,
+        control_plane.oidc_issuer,
+        with_fsx=aws_spec.storage.filesystem is not None,
+        labels=labels,
+        opts=pulumi.ResourceOptions(providers={"aws": provider}, depends_on=list(node_groups.values())),
+    )
+
+    config = pulumi.Output.all(
+        control_plane.cluster_name, control_plane.endpoint, control_plane.certificate_authority
+    ).apply(lambda a: kubeconfig(str(a[0]), str(a[1]), str(a[2]), aws_spec.region))
+    return ClusterOutputs(
+        cluster_name=control_plane.cluster_name,
+        endpoint=control_plane.endpoint,
+        kubeconfig=pulumi.Output.secret(config),
+        checkpoint_bucket=storage.bucket_name,
+        filesystem_dns_name=storage.filesystem_dns_name,
+        filesystem_mount_name=storage.filesystem_mount_name,
+        node_group_names={name: ng.node_group_name for name, ng in node_groups.items()},
+    )

@@ -1,0 +1,682 @@
+"""The stack's configuration as one typed model tree: ``ClusterSpec``.
+
+Everything the program builds is decided here, from the ``gpu-cluster:spec`` key of a stack file
+(``stacks/Pulumi.<env>.yaml``). All validation happens in :func:`parse_spec`, before any resource is
+registered, and every problem is reported with the stack file, the key path and the rule it breaks:
+
+    stacks/Pulumi.prod-aws.yaml: gpu-cluster:spec.aws.nodeGroups[1].desiredSize: desiredSize (20) must
+    be <= maxSize (16) [rule: node-group-size-order]
+
+Field-level rules (types, enums, ranges, unknown keys) are pydantic's; rules that relate fields to each
+other or to the instance catalog live in ``_check_*`` functions so that each has a stable key path, a
+rule name and a message that states the requirement. Environment-specific values (region, zones,
+CIDRs, account role ARNs, cluster name) have no defaults; everything else defaults to the secure,
+production-grade choice.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from components.catalog import InstanceFacts, load_aws_catalog
+
+SPEC_KEY = "gpu-cluster:spec"
+REQUIRED_LABEL_KEYS: tuple[str, ...] = ("team", "cost-center", "environment", "owner")
+LogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
+ALL_LOG_TYPES: tuple[LogType, ...] = ("api", "audit", "authenticator", "controllerManager", "scheduler")
+PROD_REQUIRED_LOG_TYPES: tuple[str, ...] = ("api", "audit", "authenticator")
+GPU_TAINT_KEY = "nvidia.com/gpu"
+
+# FSx for Lustre figures (AWS FSx API reference, CreateFileSystemLustreConfiguration; summarised with
+# sources in ../shared/reference/gpu_facts.yaml, storage.fsx_lustre).
+FSX_THROUGHPUT_TIERS: dict[str, tuple[int, ...]] = {"PERSISTENT_2": (125, 250, 500, 1000)}
+FSX_MIN_CAPACITY_GIB = 1200
+FSX_CAPACITY_STEP_GIB = 2400
+
+_LABEL_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{1,63}$")
+_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{1,22}[a-z0-9]$")
+_GROUP_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
+_ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+_RESERVATION_RE = re.compile(r"^cr-[0-9a-f]{8,17}$")
+_ZONE_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")
+_REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+
+
+class _Model(BaseModel):
+    """Base: camelCase keys in YAML, unknown keys rejected, immutable after validation."""
+
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+    )
+
+
+class WorkloadSpec(_Model):
+    """The one-page workload summary the seed asks for before any capacity is bought.
+
+    Later layers use it for sizing and unit cost; the program itself only reports it.
+    """
+
+    kind: Literal["training", "inference", "both"] = Field(
+        description="What the cluster is for: training, inference or both."
+    )
+    model_parameters_billions: float = Field(
+        gt=0, le=100_000, description="Largest model trained or served, in billions of parameters."
+    )
+    target_work_per_month: float = Field(
+        gt=0, description="Work the cluster must complete each month, in workUnit."
+    )
+    work_unit: str = Field(
+        min_length=1,
+        max_length=64,
+        description="Unit of useful work (completed training runs, accepted tokens, ...).",
+    )
+    peak_gpus: int = Field(ge=1, description="GPUs the workload needs at its peak.")
+    acceptance_metric: str = Field(
+        min_length=1, max_length=256, description="How a unit of work is accepted as useful."
+    )
+
+
+class SubnetSpec(_Model):
+    """One subnet of the VPC. ``gpu`` subnets hold GPU node groups and the shared filesystem."""
+
+    name: str = Field(pattern=_GROUP_NAME_RE.pattern, description="Unique subnet name.")
+    cidr: str = Field(description="IPv4 CIDR inside the VPC CIDR.")
+    availability_zone: str = Field(
+        pattern=_ZONE_RE.pattern, description="Availability zone, e.g. us-east-1a."
+    )
+    role: Literal["gpu", "system", "public"] = Field(
+        description="gpu: GPU nodes and storage; system: control-plane ENIs and system nodes; "
+        "public: NAT gateways and internet-facing load balancers."
+    )
+
+
+class NetworkSpec(_Model):
+    """The VPC: address space, subnets and NAT layout."""
+
+    vpc_cidr: str = Field(description="IPv4 CIDR of the VPC (no default: environment-specific).")
+    subnets: list[SubnetSpec] = Field(min_length=1, description="Every subnet of the VPC.")
+    nat_gateways: Literal["single", "per-az"] = Field(
+        default="per-az",
+        description="One NAT gateway for the VPC, or one per availability zone (default, no "
+        "cross-AZ single point of failure).",
+    )
+
+
+class CapacitySpec(_Model):
+    """How a node group's instances are bought."""
+
+    type: Literal["on-demand", "spot", "capacity-block", "reserved"] = Field(
+        default="on-demand",
+        description="on-demand, spot, an EC2 Capacity Block for ML, or a targeted On-Demand "
+        "Capacity Reservation.",
+    )
+    reservation_id: str | None = Field(
+        default=None,
+        description="Capacity Reservation id (cr-...) for capacity-block and reserved.",
+    )
+
+
+class TaintSpec(_Model):
+    """A Kubernetes taint applied to every node of a group."""
+
+    key: str = Field(min_length=1, max_length=253, description="Taint key.")
+    value: str = Field(default="", max_length=63, description="Taint value.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        default="NoSchedule", description="Taint effect."
+    )
+
+
+class NodeGroupSpec(_Model):
+    """One EKS managed node group."""
+
+    name: str = Field(pattern=_GROUP_NAME_RE.pattern, description="Unique node group name.")
+    instance_type: str = Field(description="EC2 instance type; must be in the instance catalog.")
+    min_size: int = Field(ge=0, le=1000, description="Minimum nodes.")
+    desired_size: int = Field(ge=0, le=1000, description="Desired nodes at creation.")
+    max_size: int = Field(ge=1, le=1000, description="Maximum nodes.")
+    capacity: CapacitySpec = Field(
+        default_factory=CapacitySpec, description="Purchase option (default on-demand)."
+    )
+    placement: Literal["auto", "cluster", "none"] = Field(
+        default="auto",
+        description="auto: a cluster placement group for multi-node EFA groups, except on "
+        "reserved capacity (which AWS already places); cluster: always; none: never.",
+    )
+    subnets: list[str] | None = Field(
+        default=None,
+        description="Subnet names; default: the gpu subnets for GPU types, the system subnets "
+        "otherwise.",
+    )
+    taints: list[TaintSpec] = Field(
+        default_factory=list,
+        description="Extra taints; GPU types always get nvidia.com/gpu=true:NoSchedule.",
+    )
+    labels: dict[str, str] = Field(default_factory=dict, description="Extra Kubernetes node labels.")
+    local_nvme: Literal["auto", "raid0", "none"] = Field(
+        default="auto",
+        description="auto: RAID0 the instance-store NVMe disks when the catalog confirms the type "
+        "has them; raid0: require it; none: leave them unused.",
+    )
+    root_volume_gib: int = Field(
+        alias="rootVolumeGiB",
+        default=200, ge=20, le=16384, description="Encrypted gp3 root volume size (GiB)."
+    )
+
+
+class BucketSpec(_Model):
+    """The checkpoint bucket: versioned, KMS-encrypted, private."""
+
+    noncurrent_version_retention_days: int = Field(
+        default=30,
+        ge=1,
+        le=3650,
+        description="Days a replaced or deleted checkpoint object is kept before it expires. "
+        "Current versions never expire.",
+    )
+
+
+class FilesystemSpec(_Model):
+    """The shared FSx for Lustre filesystem in the GPU subnet."""
+
+    deployment_type: Literal["PERSISTENT_2", "SCRATCH_2"] = Field(
+        default="PERSISTENT_2",
+        description="PERSISTENT_2 (replicated, for production) or SCRATCH_2 (cheap, no "
+        "replication, for development).",
+    )
+    capacity_gib: int = Field(
+        alias="capacityGiB",
+        description="Storage capacity in GiB: 1200, 2400, then steps of 2400.", ge=1
+    )
+    per_unit_storage_throughput: int | None = Field(
+        default=None,
+        description="MB/s per TiB for PERSISTENT_2: 125, 250, 500 or 1000. Not set for SCRATCH_2.",
+    )
+    link_checkpoint_bucket: bool = Field(
+        default=True,
+        description="Link the filesystem to the checkpoint bucket (data repository association "
+        "on PERSISTENT_2, import/export path on SCRATCH_2).",
+    )
+    mount_path: str = Field(
+        default="/checkpoints",
+        pattern=r"^/[a-z0-9/_-]+$",
+        description="Filesystem path linked to the bucket.",
+    )
+
+
+class StorageSpec(_Model):
+    """Checkpoint bucket and optional shared filesystem."""
+
+    checkpoint_bucket: BucketSpec = Field(
+        default_factory=BucketSpec, description="Checkpoint bucket settings."
+    )
+    filesystem: FilesystemSpec | None = Field(
+        default=None, description="Shared FSx for Lustre filesystem; none when omitted."
+    )
+
+
+class ControlPlaneSpec(_Model):
+    """The EKS control plane."""
+
+    kubernetes_version: str = Field(
+        default="1.35", pattern=r"^1\.(2[89]|3\d)$", description="Kubernetes minor version."
+    )
+    endpoint_access: Literal["private", "public"] = Field(
+        default="private",
+        description="private: API reachable only inside the VPC; public: also from "
+        "publicAccessCidrs.",
+    )
+    public_access_cidrs: list[str] = Field(
+        default_factory=list, description="CIDRs allowed to the public endpoint."
+    )
+    log_types: list[LogType] = Field(
+        default_factory=lambda: list(ALL_LOG_TYPES),
+        description="Control-plane log types sent to CloudWatch (default: all five).",
+    )
+    log_retention_days: Literal[
+        1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
+        2922, 3288, 3653,
+    ] = Field(default=365, description="CloudWatch retention of control-plane logs (days).")
+    secrets_encryption: bool = Field(
+        default=True, description="Envelope-encrypt Kubernetes secrets with a KMS key."
+    )
+    admin_role_arns: list[str] = Field(
+        min_length=1,
+        description="IAM roles granted cluster-admin through EKS access entries "
+        "(no default: account-specific).",
+    )
+
+
+class AwsSpec(_Model):
+    """Everything specific to AWS: region, zones, network, node groups, storage, control plane."""
+
+    region: str = Field(pattern=_REGION_RE.pattern, description="AWS region (no default).")
+    gpu_availability_zone: str = Field(
+        pattern=_ZONE_RE.pattern,
+        description="The zone of the GPU subnet, the capacity and the filesystem (no default).",
+    )
+    network: NetworkSpec = Field(description="VPC and subnets.")
+    node_groups: list[NodeGroupSpec] = Field(min_length=1, description="EKS managed node groups.")
+    storage: StorageSpec = Field(default_factory=StorageSpec, description="Storage plane.")
+    control_plane: ControlPlaneSpec = Field(description="EKS control plane.")
+
+
+class TeamSpec(_Model):
+    """A team that runs work on the cluster (queues and quotas come from this list)."""
+
+    name: str = Field(pattern=_GROUP_NAME_RE.pattern, description="Team name (a namespace name).")
+    cost_center: str = Field(
+        pattern=_LABEL_VALUE_RE.pattern, description="The team's cost-center label value."
+    )
+    gpu_quota: int = Field(ge=0, description="Nominal GPUs the team is guaranteed.")
+
+
+class ClusterSpec(_Model):
+    """The whole stack: identity, billing labels, workload, teams and the cloud's planes."""
+
+    name: str = Field(
+        pattern=_NAME_RE.pattern,
+        description="Cluster name, 3-24 characters [a-z0-9-] (no default).",
+    )
+    environment: Literal["dev", "staging", "prod"] = Field(description="Environment (no default).")
+    cloud: Literal["aws"] = Field(description="Cloud provider; gcp comes later.")
+    labels: dict[str, str] = Field(
+        description="Billing labels, merged into every taggable resource; must include team, "
+        "cost-center and owner (environment is added from the environment key)."
+    )
+    workload: WorkloadSpec = Field(description="The workload one-pager.")
+    teams: list[TeamSpec] = Field(default_factory=list, description="Teams using the cluster.")
+    deletion_protection: bool = Field(
+        default=True,
+        description="Protect and retain stateful resources (bucket, filesystem, KMS keys, cluster). "
+        "Cannot be turned off in prod.",
+    )
+    aws: AwsSpec | None = Field(default=None, description="AWS settings; required when cloud is aws.")
+
+    @property
+    def billing_labels(self) -> dict[str, str]:
+        """The labels with ``environment`` filled in, as applied to every resource."""
+        return {**self.labels, "environment": self.environment}
+
+    def aws_spec(self) -> AwsSpec:
+        """The AWS sub-spec (validated to exist when cloud is aws)."""
+        if self.aws is None:  # guarded by _check_cloud; kept for type narrowing
+            raise ValueError("aws settings are missing")
+        return self.aws
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpecIssue:
+    """One broken rule: where (key path), which rule, and the requirement in words."""
+
+    path: str
+    rule: str
+    message: str
+
+
+class SpecError(Exception):
+    """A stack file that cannot be built; ``str()`` lists every issue, one per line."""
+
+    def __init__(self, stack_file: str, issues: list[SpecIssue]) -> None:
+        self.stack_file = stack_file
+        self.issues = issues
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        """One line per issue: ``<file>: <key path>: <message> [rule: <rule>]``."""
+        return "\n".join(
+            _one_line(f"{self.stack_file}: {i.path}: {i.message} [rule: {i.rule}]") for i in self.issues
+        )
+
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _path(loc: Iterable[int | str], root: str = SPEC_KEY) -> str:
+    """``root.key[0].other``; keys that are not plain identifiers are quoted: ``labels["a b"]``."""
+    out = root
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _PLAIN_KEY.match(part):
+            out += f".{part}"
+        else:
+            out += "[" + json.dumps(part) + "]"
+    return out
+
+
+def _one_line(text: str) -> str:
+    """Escape control characters from user input so that each issue stays on one line."""
+    return _CONTROL.sub(lambda m: json.dumps(m.group())[1:-1], text)
+
+
+_PYDANTIC_RULES = {
+    "missing": ("schema-required-key", "required key is missing"),
+    "extra_forbidden": ("schema-unknown-key", "unknown key"),
+}
+
+
+def _issues_from_validation(err: ValidationError) -> list[SpecIssue]:
+    issues: list[SpecIssue] = []
+    for e in err.errors(include_url=False):
+        rule, message = _PYDANTIC_RULES.get(e["type"], ("schema-type", e["msg"]))
+        if e["type"] == "value_error":
+            message = str(e["ctx"]["error"]) if "ctx" in e else e["msg"]
+        # pydantic tags union/literal members in the location; keep only real keys and indices
+        loc = [p for p in e["loc"] if isinstance(p, int) or not str(p).startswith(("function-", "literal["))]
+        issues.append(SpecIssue(_path(loc), rule, message))
+    return issues
+
+
+# --- cross-field rules --------------------------------------------------------------------------
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.issues: list[SpecIssue] = []
+
+    def add(self, path: str, rule: str, message: str) -> None:
+        self.issues.append(SpecIssue(_path([]) + path, rule, message))
+
+
+def _check_labels(spec: ClusterSpec, out: _Collector) -> None:
+    for key, value in spec.labels.items():
+        if not _LABEL_RE.match(key):
+            out.add(_path(["labels", key], root=""), "label-syntax",
+                    "label keys must be 1-63 characters of lowercase letters, digits, '-' or '_', "
+                    "starting with a letter (valid as AWS tags and GCP labels alike)")
+        if not _LABEL_VALUE_RE.match(value):
+            out.add(_path(["labels", key], root=""), "label-syntax",
+                    f"label value '{value}' must be 1-63 characters of lowercase letters, digits, "
+                    "'-' or '_' (valid as AWS tags and GCP labels alike)")
+    for key in REQUIRED_LABEL_KEYS:
+        if key == "environment":
+            continue
+        if key not in spec.labels:
+            out.add(".labels", "billing-labels-required",
+                    f"billing label '{key}' is required (required keys: {', '.join(REQUIRED_LABEL_KEYS)})")
+    env = spec.labels.get("environment")
+    if env is not None and env != spec.environment:
+        out.add(".labels.environment", "billing-labels-required",
+                f"label environment '{env}' must equal the environment key '{spec.environment}' "
+                "(it is filled in from it; leave it out)")
+
+
+def _check_cloud(spec: ClusterSpec, provider_region: str | None, out: _Collector) -> None:
+    if spec.cloud == "aws" and spec.aws is None:
+        out.add(".aws", "cloud-settings-required", "cloud is aws, so the aws settings are required")
+        return
+    aws = spec.aws
+    if aws is None:
+        return
+    if provider_region is not None and provider_region != aws.region:
+        out.add(".aws.region", "region-matches-provider",
+                f"aws.region '{aws.region}' must equal the stack's aws:region '{provider_region}'")
+    if not aws.gpu_availability_zone.startswith(aws.region):
+        out.add(".aws.gpuAvailabilityZone", "zone-in-region",
+                f"zone '{aws.gpu_availability_zone}' is not in region '{aws.region}'")
+
+
+def _ipv4_cidr(value: str, where: str, out: _Collector) -> ipaddress.IPv4Network | None:
+    try:
+        return ipaddress.IPv4Network(value, strict=True)
+    except ValueError as err:
+        out.add(where, "cidr-valid", f"'{value}' is not an IPv4 CIDR (address/prefix, no host bits): {err}")
+        return None
+
+
+def _check_network(aws: AwsSpec, out: _Collector) -> None:
+    net = aws.network
+    vpc = _ipv4_cidr(net.vpc_cidr, ".aws.network.vpcCidr", out)
+    seen: dict[str, int] = {}
+    nets: list[tuple[int, ipaddress.IPv4Network]] = []
+    for i, sn in enumerate(net.subnets):
+        where = f".aws.network.subnets[{i}]"
+        if sn.name in seen:
+            out.add(f"{where}.name", "unique-names", f"subnet name '{sn.name}' is used twice")
+        seen[sn.name] = i
+        if not sn.availability_zone.startswith(aws.region):
+            out.add(f"{where}.availabilityZone", "zone-in-region",
+                    f"zone '{sn.availability_zone}' is not in region '{aws.region}'")
+        cidr = _ipv4_cidr(sn.cidr, f"{where}.cidr", out)
+        if cidr is None:
+            continue
+        if vpc is not None and not cidr.subnet_of(vpc):
+            out.add(f"{where}.cidr", "subnet-inside-vpc",
+                    f"subnet CIDR {sn.cidr} must lie inside the VPC CIDR {net.vpc_cidr}")
+        for j, other in nets:
+            if cidr.overlaps(other):
+                out.add(f"{where}.cidr", "cidr-no-overlap",
+                        f"subnet CIDR {sn.cidr} overlaps subnets[{j}] ({other}); subnets must not overlap")
+        nets.append((i, cidr))
+    roles = {sn.role for sn in net.subnets}
+    for role in ("gpu", "system"):
+        if role not in roles:
+            out.add(".aws.network.subnets", "subnet-roles",
+                    f"at least one subnet with role '{role}' is required")
+    private_zones = {sn.availability_zone for sn in net.subnets if sn.role != "public"}
+    if len(private_zones) < 2:
+        out.add(".aws.network.subnets", "eks-two-zones",
+                "EKS needs private (gpu or system) subnets in at least two availability zones")
+    for i, sn in enumerate(net.subnets):
+        if sn.role == "gpu" and sn.availability_zone != aws.gpu_availability_zone:
+            out.add(f".aws.network.subnets[{i}].availabilityZone", "gpu-subnet-in-gpu-zone",
+                    f"gpu subnet '{sn.name}' must be in gpuAvailabilityZone "
+                    f"'{aws.gpu_availability_zone}', not '{sn.availability_zone}'")
+    if "public" not in roles:
+        out.add(".aws.network.subnets", "subnet-roles",
+                "at least one subnet with role 'public' is required for the NAT gateway")
+
+
+def default_subnets(aws: AwsSpec, facts: InstanceFacts) -> list[str]:
+    """The subnets a node group uses when it names none: gpu subnets for GPU types, system otherwise."""
+    role = "gpu" if facts.gpu_count > 0 else "system"
+    return [sn.name for sn in aws.network.subnets if sn.role == role]
+
+
+def uses_placement_group(group: NodeGroupSpec, facts: InstanceFacts) -> bool:
+    """Whether the group gets a cluster placement group (validated specs only)."""
+    if group.placement == "cluster":
+        return True
+    if group.placement == "none":
+        return False
+    reserved = group.capacity.type in ("capacity-block", "reserved")
+    return facts.efa_capable and group.max_size > 1 and not reserved
+
+
+def _check_node_groups(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None:
+    catalog = load_aws_catalog()
+    subnets = {sn.name: sn for sn in aws.network.subnets}
+    names: set[str] = set()
+    for i, ng in enumerate(aws.node_groups):
+        where = f".aws.nodeGroups[{i}]"
+        if ng.name in names:
+            out.add(f"{where}.name", "unique-names", f"node group name '{ng.name}' is used twice")
+        names.add(ng.name)
+        if not ng.min_size <= ng.desired_size:
+            out.add(f"{where}.desiredSize", "node-group-size-order",
+                    f"desiredSize ({ng.desired_size}) must be >= minSize ({ng.min_size}); "
+                    "sizes must satisfy minSize <= desiredSize <= maxSize")
+        if not ng.desired_size <= ng.max_size:
+            out.add(f"{where}.desiredSize", "node-group-size-order",
+                    f"desiredSize ({ng.desired_size}) must be <= maxSize ({ng.max_size}); "
+                    "sizes must satisfy minSize <= desiredSize <= maxSize")
+        cap = ng.capacity
+        reserved = cap.type in ("capacity-block", "reserved")
+        if reserved and cap.reservation_id is None:
+            out.add(f"{where}.capacity.reservationId", "reservation-id",
+                    f"capacity type '{cap.type}' needs the Capacity Reservation id (cr-...)")
+        if cap.reservation_id is not None and not reserved:
+            out.add(f"{where}.capacity.reservationId", "reservation-id",
+                    f"reservationId only applies to capacity-block and reserved, not '{cap.type}'")
+        if cap.reservation_id is not None and not _RESERVATION_RE.match(cap.reservation_id):
+            out.add(f"{where}.capacity.reservationId", "reservation-id",
+                    f"'{cap.reservation_id}' is not a Capacity Reservation id (cr- and 8-17 hex digits)")
+        if reserved and ng.placement == "cluster":
+            out.add(f"{where}.placement", "no-placement-group-on-reserved-capacity",
+                    f"a cluster placement group must not be forced onto {cap.type} capacity: the "
+                    "reservation is already placed and a placement group causes "
+                    "InsufficientInstanceCapacity (terraform-aws-eks PR #3730); use auto or none")
+        facts = catalog.get(ng.instance_type)
+        if facts is None:
+            out.add(f"{where}.instanceType", "instance-type-in-catalog",
+                    f"'{ng.instance_type}' is not in the instance catalog "
+                    f"(components/catalog/aws_instances.yaml); known: {', '.join(sorted(catalog))}")
+            continue
+        if ng.local_nvme == "raid0" and not facts.has_local_nvme:
+            known = "has no" if facts.has_local_nvme is False else "has no confirmed"
+            out.add(f"{where}.localNvme", "local-nvme-exists",
+                    f"localNvme raid0 needs instance-store NVMe, and the catalog {known} local NVMe "
+                    f"for {ng.instance_type}; use auto or none")
+        group_subnets = ng.subnets if ng.subnets is not None else default_subnets(aws, facts)
+        missing = [s for s in group_subnets if s not in subnets]
+        if missing:
+            out.add(f"{where}.subnets", "subnet-exists",
+                    f"unknown subnet(s) {', '.join(missing)}; known: {', '.join(subnets)}")
+            continue
+        public = [s for s in group_subnets if subnets[s].role == "public"]
+        if public:
+            out.add(f"{where}.subnets", "nodes-in-private-subnets",
+                    f"nodes must run in private subnets, not public {', '.join(public)}")
+        zones = sorted({subnets[s].availability_zone for s in group_subnets})
+        if facts.efa_capable and ng.max_size > 1 and len(zones) > 1:
+            out.add(f"{where}.subnets", "efa-group-single-az",
+                    f"{ng.instance_type} is EFA-capable and the group spans nodes (maxSize "
+                    f"{ng.max_size}), so its subnets must be in one availability zone; got "
+                    f"{', '.join(zones)}")
+        if reserved and zones != [aws.gpu_availability_zone]:
+            out.add(f"{where}.subnets", "reserved-capacity-in-gpu-zone",
+                    f"{cap.type} capacity is bound to one zone; the group's subnets must all be in "
+                    f"gpuAvailabilityZone '{aws.gpu_availability_zone}'")
+    if any(ng.instance_type not in catalog for ng in aws.node_groups):
+        return  # the fleet-wide rules below need every group's facts; the unknown type is reported
+    catalog_groups = [(ng, catalog[ng.instance_type]) for ng in aws.node_groups]
+    if catalog_groups and not any(f.gpu_count == 0 for _, f in catalog_groups):
+        out.add(".aws.nodeGroups", "system-node-group",
+                "a node group without GPUs is required for system pods (GPU nodes carry the "
+                f"{GPU_TAINT_KEY}=true:NoSchedule taint)")
+    if catalog_groups and not any(f.gpu_count > 0 for _, f in catalog_groups):
+        out.add(".aws.nodeGroups", "gpu-node-group", "at least one node group with GPUs is required")
+    max_gpus = sum(ng.max_size * f.gpu_count for ng, f in catalog_groups)
+    if catalog_groups and spec.workload.peak_gpus > max_gpus:
+        out.add(".workload.peakGpus", "peak-gpus-fit",
+                f"peakGpus ({spec.workload.peak_gpus}) exceeds the {max_gpus} GPUs the node groups "
+                "provide at maxSize")
+
+
+def _check_storage(aws: AwsSpec, out: _Collector) -> None:
+    fs = aws.storage.filesystem
+    if fs is None:
+        return
+    where = ".aws.storage.filesystem"
+    cap = fs.capacity_gib
+    if cap not in (FSX_MIN_CAPACITY_GIB,) and (cap < FSX_CAPACITY_STEP_GIB or cap % FSX_CAPACITY_STEP_GIB):
+        out.add(f"{where}.capacityGiB", "fsx-capacity-valid",
+                f"capacityGiB {cap} is not a size FSx for Lustre {fs.deployment_type} accepts: "
+                f"{FSX_MIN_CAPACITY_GIB}, {FSX_CAPACITY_STEP_GIB}, or a multiple of {FSX_CAPACITY_STEP_GIB}")
+    tiers = FSX_THROUGHPUT_TIERS.get(fs.deployment_type)
+    if tiers is None and fs.per_unit_storage_throughput is not None:
+        out.add(f"{where}.perUnitStorageThroughput", "fsx-throughput-tier-valid",
+                f"perUnitStorageThroughput does not apply to {fs.deployment_type}; remove it")
+    if tiers is not None and fs.per_unit_storage_throughput not in tiers:
+        out.add(f"{where}.perUnitStorageThroughput", "fsx-throughput-tier-valid",
+                f"perUnitStorageThroughput must be one of {', '.join(map(str, tiers))} MB/s/TiB for "
+                f"{fs.deployment_type}, got {fs.per_unit_storage_throughput}")
+
+
+def _check_control_plane(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None:
+    cp = aws.control_plane
+    where = ".aws.controlPlane"
+    for i, arn in enumerate(cp.admin_role_arns):
+        if not _ROLE_ARN_RE.match(arn):
+            out.add(f"{where}.adminRoleArns[{i}]", "admin-role-arn",
+                    f"'{arn}' is not an IAM role ARN (arn:aws:iam::<12 digits>:role/<name>)")
+    for i, cidr in enumerate(cp.public_access_cidrs):
+        try:
+            net = ipaddress.ip_network(cidr, strict=True)
+        except ValueError:
+            out.add(f"{where}.publicAccessCidrs[{i}]", "cidr-valid", f"'{cidr}' is not a CIDR")
+            continue
+        if net.prefixlen == 0:
+            out.add(f"{where}.publicAccessCidrs[{i}]", "endpoint-not-open",
+                    f"{cidr} opens the API endpoint to the whole internet; list the networks that "
+                    "need access")
+    if cp.endpoint_access == "public" and not cp.public_access_cidrs:
+        out.add(f"{where}.publicAccessCidrs", "endpoint-not-open",
+                "a public endpoint needs publicAccessCidrs restricted to listed networks")
+    if cp.endpoint_access == "private" and cp.public_access_cidrs:
+        out.add(f"{where}.publicAccessCidrs", "endpoint-not-open",
+                "publicAccessCidrs only applies when endpointAccess is public")
+    if len(set(cp.log_types)) != len(cp.log_types):
+        out.add(f"{where}.logTypes", "unique-names", "log types are listed twice")
+    if spec.environment == "prod":
+        missing = [t for t in PROD_REQUIRED_LOG_TYPES if t not in cp.log_types]
+        if missing:
+            out.add(f"{where}.logTypes", "prod-audit-logs",
+                    f"prod clusters must log {', '.join(PROD_REQUIRED_LOG_TYPES)}; missing "
+                    f"{', '.join(missing)}")
+        if not cp.secrets_encryption:
+            out.add(f"{where}.secretsEncryption", "prod-secrets-encryption",
+                    "prod clusters must encrypt Kubernetes secrets with KMS")
+
+
+def _check_teams(spec: ClusterSpec, out: _Collector) -> None:
+    seen: set[str] = set()
+    for i, team in enumerate(spec.teams):
+        if team.name in seen:
+            out.add(f".teams[{i}].name", "unique-names", f"team name '{team.name}' is used twice")
+        seen.add(team.name)
+
+
+def _validate(spec: ClusterSpec, provider_region: str | None) -> list[SpecIssue]:
+    out = _Collector()
+    _check_labels(spec, out)
+    _check_cloud(spec, provider_region, out)
+    _check_teams(spec, out)
+    if spec.environment == "prod" and not spec.deletion_protection:
+        out.add(".deletionProtection", "prod-deletion-protection",
+                "prod stacks cannot turn off deletion protection of stateful resources")
+    if spec.aws is not None:
+        _check_network(spec.aws, out)
+        _check_node_groups(spec, spec.aws, out)
+        _check_storage(spec.aws, out)
+        _check_control_plane(spec, spec.aws, out)
+    return out.issues
+
+
+def parse_spec(
+    raw: Any, stack_file: str, provider_region: str | None = None
+) -> ClusterSpec:
+    """Parse and validate the ``gpu-cluster:spec`` object of a stack file.
+
+    Args:
+        raw: the decoded YAML/JSON value of the key.
+        stack_file: the file it came from, named in every error.
+        provider_region: the stack's ``aws:region`` when set, which must agree with the spec.
+
+    Raises:
+        SpecError: listing every broken rule; nothing else escapes for any input.
+    """
+    if not isinstance(raw, Mapping):
+        raise SpecError(stack_file, [SpecIssue(SPEC_KEY, "schema-type",
+                                               f"must be a mapping of keys, got {type(raw).__name__}")])
+    try:
+        spec = ClusterSpec.model_validate(dict(raw))
+    except ValidationError as err:
+        raise SpecError(stack_file, _issues_from_validation(err)) from None
+    issues = _validate(spec, provider_region)
+    if issues:
+        raise SpecError(stack_file, issues)
+    return spec

@@ -1,0 +1,62 @@
+"""Shared fixtures: the shipped stacks, their offline runs, and a mutable copy of a valid spec."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from blueprint.engine import ProgramRun, run_program
+from blueprint.stackfile import STACKS_DIR, StackFile, available_stacks, load_stack
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED_STACKS = available_stacks()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true", help="rewrite tests/golden/*.json from the program")
+
+
+@cache
+def stack(name: str) -> StackFile:
+    return load_stack(name)
+
+
+@cache
+def offline_run(name: str) -> ProgramRun:
+    sf = stack(name)
+    return run_program(sf.name, sf.config, sf.region)
+
+
+def raw_stack_config(name: str) -> dict[str, Any]:
+    doc = yaml.safe_load((STACKS_DIR / f"Pulumi.{name}.yaml").read_text())
+    return copy.deepcopy(doc["config"])
+
+
+@pytest.fixture
+def prod_spec() -> dict[str, Any]:
+    """A fresh, mutable copy of the production spec (valid as shipped)."""
+    return raw_stack_config("prod-aws")["gpu-cluster:spec"]
+
+
+@pytest.fixture
+def dev_spec() -> dict[str, Any]:
+    """A fresh, mutable copy of the development spec (valid as shipped)."""
+    return raw_stack_config("dev-aws")["gpu-cluster:spec"]
+
+
+def run_spec(spec: dict[str, Any], stack_name: str = "test", region: str | None = None) -> ProgramRun:
+    """Run the program on an in-memory spec (validated first, as the CLI does)."""
+    from components.spec import parse_spec
+
+    parsed = parse_spec(spec, f"stacks/Pulumi.{stack_name}.yaml")
+    config = {"gpu-cluster:spec": spec, "aws:region": region or parsed.aws_spec().region}
+    return run_program(stack_name, config, parsed.aws_spec().region)
+
+
+Mutator = Callable[[dict[str, Any]], None]

@@ -1,0 +1,102 @@
+"""The command-line tool: preview, graph, and clear errors with exit status 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from blueprint.cli import main
+from blueprint.graph import FORMAT_KEYS, ResourceGraph
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_preview_prints_the_production_stack_by_plane(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "preview", "prod-aws")
+    assert code == 0
+    for heading in ("== network & fabric", "== compute", "== storage", "== control plane"):
+        assert heading in out
+    assert ("prod-train-h100: p5.48xlarge (8 x NVIDIA H100 80GB), nodes 16/16/16 (min/desired/max); capacity "
+            "CAPACITY_BLOCK cr-0a1b2c3d4e5f60718; EFA 32 of 32 interfaces per node; no placement group (reserved "
+            "capacity is already placed); GPUs at max 128; local NVMe RAID0") in out
+    assert "FSx for Lustre PERSISTENT_2 9600 GiB x 500 MB/s/TiB = 4,688 MB/s, protected" in out
+    assert "checkpoint of the 70B model: ~0.98 TB (14 B/param) writes in ~3.5 min" in out
+    assert "EKS prod-train 1.35: endpoint private; KMS-encrypted secrets" in out
+    assert "GPUs 128 desired / 128 at max size" in out
+    assert "- aws.eks.NodeGroup  nodegroup-h100-ng" in out
+
+
+def test_preview_flags_secondary_efa_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = Path("stacks/Pulumi.prod-aws.yaml").read_text().replace("p5.48xlarge", "p6-b200.48xlarge")
+    text = text.replace("localNvme: raid0", "localNvme: auto")
+    stack_file = tmp_path / "Pulumi.b200.yaml"
+    stack_file.write_text(text)
+    code, out, _ = run(capsys, "preview", str(stack_file))
+    assert code == 0
+    assert "EFA 8 of 8 interfaces per node" in out
+    assert ("note: EFA interface counts for p6-b200.48xlarge are not confirmed by a primary source "
+            "(components/catalog/aws_instances.yaml)") in out
+
+
+def test_graph_writes_the_documented_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "graph.json"
+    code, out, err = run(capsys, "graph", "prod-aws", "-o", str(target))
+    assert code == 0 and out == ""
+    assert err.startswith(f"wrote {target} (")
+    doc = json.loads(target.read_text())
+    assert doc["stack"] == "prod-aws"
+    assert all(set(r) == set(FORMAT_KEYS) for r in doc["resources"])
+    cluster = next(r for r in doc["resources"] if r["type"] == "aws:eks/cluster:Cluster")
+    assert cluster["inputs"]["enabledClusterLogTypes"]  # camelCase wire format
+    assert cluster["protect"] is True and cluster["retain_on_delete"] is True
+    assert ResourceGraph.from_dict(doc).to_json() == target.read_text()
+
+
+def test_graph_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "graph", "dev-aws")
+    assert code == 0 and json.loads(out)["stack"] == "dev-aws"
+
+
+def test_unknown_stack(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "preview", "staging-aws")
+    assert code == 2 and out == ""
+    assert err == ("error: stacks/Pulumi.staging-aws.yaml: stack file not found (stacks in stacks: "
+                   "dev-aws, prod-aws)\n")
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("config: [unclosed", "line 1, column 18: not valid YAML: expected ',' or ']', but got '<stream end>' "
+                          "[rule: yaml-syntax]"),
+    ("- a list", "a stack file is a mapping with a 'config' key [rule: stack-file-shape]"),
+    ("encryptionsalt: x", "config: required mapping is missing [rule: stack-file-shape]"),
+    ("config:\n  aws:region: us-east-1", "config.gpu-cluster:spec: required key is missing "
+                                         "[rule: schema-required-key]"),
+    ("config:\n  gpu-cluster:spec: 3", "gpu-cluster:spec: must be a mapping of keys, got int [rule: schema-type]"),
+])
+def test_malformed_stack_files(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, message: str) -> None:
+    path = tmp_path / "Pulumi.broken.yaml"
+    path.write_text(content)
+    code, out, err = run(capsys, "graph", str(path))
+    assert code == 2 and out == ""
+    assert err == f"error: {path}: {message}\n"
+
+
+def test_rule_violation_lists_every_issue(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = Path("stacks/Pulumi.prod-aws.yaml").read_text()
+    text = text.replace("placement: auto", "placement: cluster").replace("deletionProtection", "x")
+    text = text.replace("    environment: prod\n", "    environment: prod\n    deletionProtection: false\n")
+    path = tmp_path / "Pulumi.bad.yaml"
+    path.write_text(text)
+    code, _, err = run(capsys, "preview", str(path))
+    assert code == 2
+    lines = err.splitlines()
+    assert lines[0] == (f"error: {path}: gpu-cluster:spec.deletionProtection: prod stacks cannot turn off "
+                        "deletion protection of stateful resources [rule: prod-deletion-protection]")
+    assert lines[1].startswith(f"{path}: gpu-cluster:spec.aws.nodeGroups[1].placement: a cluster placement "
+                               "group must not be forced onto capacity-block capacity")

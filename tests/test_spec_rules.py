@@ -1,0 +1,284 @@
+"""Every spec rule, each with the exact message a user sees (file, key path, requirement, rule)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from components.spec import SpecError, parse_spec
+
+FILE = "stacks/Pulumi.prod-aws.yaml"
+P = f"{FILE}: gpu-cluster:spec"
+
+
+def errors(spec: Any, region: str | None = "us-east-1") -> list[str]:
+    with pytest.raises(SpecError) as info:
+        parse_spec(spec, FILE, provider_region=region)
+    return str(info.value).splitlines()
+
+
+def group(spec: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(g for g in spec["aws"]["nodeGroups"] if g["name"] == name)
+
+
+def test_shipped_prod_spec_is_valid(prod_spec: dict[str, Any]) -> None:
+    spec = parse_spec(prod_spec, FILE, provider_region="us-east-1")
+    assert spec.billing_labels["environment"] == "prod"
+    assert spec.aws_spec().node_groups[1].capacity.type == "capacity-block"
+
+
+def test_instance_type_must_be_in_catalog(prod_spec: dict[str, Any]) -> None:
+    group(prod_spec, "h100")["instanceType"] = "p9.96xlarge"
+    assert errors(prod_spec) == [
+        f"{P}.aws.nodeGroups[1].instanceType: 'p9.96xlarge' is not in the instance catalog "
+        "(components/catalog/aws_instances.yaml); known: g5.48xlarge, g6.xlarge, g6e.48xlarge, m6i.2xlarge, "
+        "p4d.24xlarge, p4de.24xlarge, p5.48xlarge, p5e.48xlarge, p5en.48xlarge, p6-b200.48xlarge "
+        "[rule: instance-type-in-catalog]"
+    ]
+
+
+def test_multi_node_efa_group_must_stay_in_one_zone(prod_spec: dict[str, Any]) -> None:
+    g = group(prod_spec, "h100")
+    g["capacity"] = {"type": "on-demand"}
+    g["subnets"] = ["gpu-a", "system-b"]
+    assert errors(prod_spec) == [
+        f"{P}.aws.nodeGroups[1].subnets: p5.48xlarge is EFA-capable and the group spans nodes (maxSize 16), "
+        "so its subnets must be in one availability zone; got us-east-1a, us-east-1b [rule: efa-group-single-az]"
+    ]
+
+
+def test_single_node_efa_group_may_span_zones(prod_spec: dict[str, Any]) -> None:
+    g = group(prod_spec, "h100")
+    g.update(capacity={"type": "on-demand"}, subnets=["gpu-a", "system-b"], minSize=0, desiredSize=1, maxSize=1)
+    prod_spec["workload"]["peakGpus"] = 8
+    parse_spec(prod_spec, FILE, provider_region="us-east-1")
+
+
+@pytest.mark.parametrize("capacity", [
+    {"type": "capacity-block", "reservationId": "cr-0a1b2c3d4e5f60718"},
+    {"type": "reserved", "reservationId": "cr-0a1b2c3d4e5f60718"},
+])
+def test_placement_group_never_forced_onto_reserved_capacity(
+    prod_spec: dict[str, Any], capacity: dict[str, str]
+) -> None:
+    g = group(prod_spec, "h100")
+    g.update(capacity=capacity, placement="cluster")
+    assert errors(prod_spec) == [
+        f"{P}.aws.nodeGroups[1].placement: a cluster placement group must not be forced onto {capacity['type']} "
+        "capacity: the reservation is already placed and a placement group causes InsufficientInstanceCapacity "
+        "(terraform-aws-eks PR #3730); use auto or none [rule: no-placement-group-on-reserved-capacity]"
+    ]
+
+
+def test_sizes_must_be_ordered(prod_spec: dict[str, Any]) -> None:
+    g = group(prod_spec, "system")
+    g.update(minSize=4, desiredSize=3, maxSize=6)
+    assert errors(prod_spec) == [
+        f"{P}.aws.nodeGroups[0].desiredSize: desiredSize (3) must be >= minSize (4); sizes must satisfy "
+        "minSize <= desiredSize <= maxSize [rule: node-group-size-order]"
+    ]
+    g.update(minSize=1, desiredSize=7, maxSize=6)
+    assert errors(prod_spec) == [
+        f"{P}.aws.nodeGroups[0].desiredSize: desiredSize (7) must be <= maxSize (6); sizes must satisfy "
+        "minSize <= desiredSize <= maxSize [rule: node-group-size-order]"
+    ]
+
+
+@pytest.mark.parametrize("capacity_gib", [1000, 1800, 3600, 4000])
+def test_fsx_capacity_must_be_an_accepted_size(prod_spec: dict[str, Any], capacity_gib: int) -> None:
+    prod_spec["aws"]["storage"]["filesystem"]["capacityGiB"] = capacity_gib
+    assert errors(prod_spec) == [
+        f"{P}.aws.storage.filesystem.capacityGiB: capacityGiB {capacity_gib} is not a size FSx for Lustre "
+        "PERSISTENT_2 accepts: 1200, 2400, or a multiple of 2400 [rule: fsx-capacity-valid]"
+    ]
+
+
+@pytest.mark.parametrize("capacity_gib", [1200, 2400, 4800, 9600, 100800])
+def test_fsx_accepted_sizes_pass(prod_spec: dict[str, Any], capacity_gib: int) -> None:
+    prod_spec["aws"]["storage"]["filesystem"]["capacityGiB"] = capacity_gib
+    parse_spec(prod_spec, FILE, provider_region="us-east-1")
+
+
+def test_fsx_throughput_tier_must_be_valid(prod_spec: dict[str, Any]) -> None:
+    prod_spec["aws"]["storage"]["filesystem"]["perUnitStorageThroughput"] = 200
+    assert errors(prod_spec) == [
+        f"{P}.aws.storage.filesystem.perUnitStorageThroughput: perUnitStorageThroughput must be one of "
+        "125, 250, 500, 1000 MB/s/TiB for PERSISTENT_2, got 200 [rule: fsx-throughput-tier-valid]"
+    ]
+    prod_spec["aws"]["storage"]["filesystem"].update(deploymentType="SCRATCH_2", perUnitStorageThroughput=125)
+    assert errors(prod_spec) == [
+        f"{P}.aws.storage.filesystem.perUnitStorageThroughput: perUnitStorageThroughput does not apply to "
+        "SCRATCH_2; remove it [rule: fsx-throughput-tier-valid]"
+    ]
+
+
+def test_prod_cannot_turn_off_deletion_protection(prod_spec: dict[str, Any]) -> None:
+    prod_spec["deletionProtection"] = False
+    assert errors(prod_spec) == [
+        f"{P}.deletionProtection: prod stacks cannot turn off deletion protection of stateful resources "
+        "[rule: prod-deletion-protection]"
+    ]
+
+
+def test_dev_may_turn_off_deletion_protection(dev_spec: dict[str, Any]) -> None:
+    assert parse_spec(dev_spec, FILE, provider_region="us-west-2").deletion_protection is False
+
+
+def test_cidrs_must_parse(prod_spec: dict[str, Any]) -> None:
+    prod_spec["aws"]["network"]["vpcCidr"] = "10.40.0.0/33"
+    prod_spec["aws"]["network"]["subnets"][1]["cidr"] = "10.40.64.1/20"
+    assert errors(prod_spec) == [
+        f"{P}.aws.network.vpcCidr: '10.40.0.0/33' is not an IPv4 CIDR (address/prefix, no host bits): "
+        "'33' is not a valid netmask [rule: cidr-valid]",
+        f"{P}.aws.network.subnets[1].cidr: '10.40.64.1/20' is not an IPv4 CIDR (address/prefix, no host bits): "
+        "10.40.64.1/20 has host bits set [rule: cidr-valid]",
+    ]
+
+
+def test_cidrs_must_not_overlap_and_stay_inside_the_vpc(prod_spec: dict[str, Any]) -> None:
+    subnets = prod_spec["aws"]["network"]["subnets"]
+    subnets[1]["cidr"] = "10.40.32.0/20"  # inside gpu-a 10.40.0.0/18
+    subnets[4]["cidr"] = "10.41.0.0/24"
+    assert errors(prod_spec) == [
+        f"{P}.aws.network.subnets[1].cidr: subnet CIDR 10.40.32.0/20 overlaps subnets[0] (10.40.0.0/18); "
+        "subnets must not overlap [rule: cidr-no-overlap]",
+        f"{P}.aws.network.subnets[4].cidr: subnet CIDR 10.41.0.0/24 must lie inside the VPC CIDR 10.40.0.0/16 "
+        "[rule: subnet-inside-vpc]",
+    ]
+
+
+def test_public_endpoint_is_never_open_to_the_internet(prod_spec: dict[str, Any]) -> None:
+    cp = prod_spec["aws"]["controlPlane"]
+    cp.update(endpointAccess="public", publicAccessCidrs=["0.0.0.0/0"])
+    assert errors(prod_spec) == [
+        f"{P}.aws.controlPlane.publicAccessCidrs[0]: 0.0.0.0/0 opens the API endpoint to the whole internet; "
+        "list the networks that need access [rule: endpoint-not-open]"
+    ]
+    cp["publicAccessCidrs"] = []
+    assert errors(prod_spec) == [
+        f"{P}.aws.controlPlane.publicAccessCidrs: a public endpoint needs publicAccessCidrs restricted to "
+        "listed networks [rule: endpoint-not-open]"
+    ]
+
+
+def test_billing_labels_are_required(prod_spec: dict[str, Any]) -> None:
+    del prod_spec["labels"]["cost-center"]
+    prod_spec["labels"]["Owner Name"] = "x"
+    assert errors(prod_spec) == [
+        f"{P}.labels[\"Owner Name\"]: label keys must be 1-63 characters of lowercase letters, digits, '-' or '_', "
+        "starting with a letter (valid as AWS tags and GCP labels alike) [rule: label-syntax]",
+        f"{P}.labels: billing label 'cost-center' is required (required keys: team, cost-center, environment, "
+        "owner) [rule: billing-labels-required]",
+    ]
+
+
+def test_environment_label_must_match(prod_spec: dict[str, Any]) -> None:
+    prod_spec["labels"]["environment"] = "dev"
+    assert errors(prod_spec) == [
+        f"{P}.labels.environment: label environment 'dev' must equal the environment key 'prod' (it is filled "
+        "in from it; leave it out) [rule: billing-labels-required]"
+    ]
+
+
+def test_region_must_match_provider_config(prod_spec: dict[str, Any]) -> None:
+    assert errors(prod_spec, region="eu-west-1") == [
+        f"{P}.aws.region: aws.region 'us-east-1' must equal the stack's aws:region 'eu-west-1' "
+        "[rule: region-matches-provider]"
+    ]
+
+
+def test_reserved_capacity_needs_a_reservation_id(prod_spec: dict[str, Any]) -> None:
+    group(prod_spec, "h100")["capacity"] = {"type": "capacity-block"}
+    assert errors(prod_spec) == [
+        f"{P}.aws.nodeGroups[1].capacity.reservationId: capacity type 'capacity-block' needs the Capacity "
+        "Reservation id (cr-...) [rule: reservation-id]"
+    ]
+    group(prod_spec, "h100")["capacity"] = {"type": "spot", "reservationId": "cr-0a1b2c3d4e5f60718"}
+    assert errors(prod_spec) == [
+        f"{P}.aws.nodeGroups[1].capacity.reservationId: reservationId only applies to capacity-block and "
+        "reserved, not 'spot' [rule: reservation-id]"
+    ]
+
+
+def test_raid0_needs_local_nvme(prod_spec: dict[str, Any]) -> None:
+    group(prod_spec, "system")["localNvme"] = "raid0"
+    assert errors(prod_spec) == [
+        f"{P}.aws.nodeGroups[0].localNvme: localNvme raid0 needs instance-store NVMe, and the catalog has no "
+        "local NVMe for m6i.2xlarge; use auto or none [rule: local-nvme-exists]"
+    ]
+
+
+def test_peak_gpus_must_fit_the_node_groups(prod_spec: dict[str, Any]) -> None:
+    prod_spec["workload"]["peakGpus"] = 256
+    assert errors(prod_spec) == [
+        f"{P}.workload.peakGpus: peakGpus (256) exceeds the 128 GPUs the node groups provide at maxSize "
+        "[rule: peak-gpus-fit]"
+    ]
+
+
+def test_a_system_node_group_is_required(prod_spec: dict[str, Any]) -> None:
+    prod_spec["aws"]["nodeGroups"] = [group(prod_spec, "h100")]
+    assert errors(prod_spec) == [
+        f"{P}.aws.nodeGroups: a node group without GPUs is required for system pods (GPU nodes carry the "
+        "nvidia.com/gpu=true:NoSchedule taint) [rule: system-node-group]"
+    ]
+
+
+def test_prod_requires_audit_logs_and_secret_encryption(prod_spec: dict[str, Any]) -> None:
+    prod_spec["aws"]["controlPlane"].update(logTypes=["api", "scheduler"], secretsEncryption=False)
+    assert errors(prod_spec) == [
+        f"{P}.aws.controlPlane.logTypes: prod clusters must log api, audit, authenticator; missing audit, "
+        "authenticator [rule: prod-audit-logs]",
+        f"{P}.aws.controlPlane.secretsEncryption: prod clusters must encrypt Kubernetes secrets with KMS "
+        "[rule: prod-secrets-encryption]",
+    ]
+
+
+def test_gpu_subnet_must_be_in_the_gpu_zone(prod_spec: dict[str, Any]) -> None:
+    prod_spec["aws"]["gpuAvailabilityZone"] = "us-east-1b"
+    lines = errors(prod_spec)
+    assert lines[0] == (
+        f"{P}.aws.network.subnets[0].availabilityZone: gpu subnet 'gpu-a' must be in gpuAvailabilityZone "
+        "'us-east-1b', not 'us-east-1a' [rule: gpu-subnet-in-gpu-zone]"
+    )
+    assert lines[1] == (
+        f"{P}.aws.nodeGroups[1].subnets: capacity-block capacity is bound to one zone; the group's subnets must "
+        "all be in gpuAvailabilityZone 'us-east-1b' [rule: reserved-capacity-in-gpu-zone]"
+    )
+
+
+def test_malformed_values_name_the_key_and_the_rule(prod_spec: dict[str, Any]) -> None:
+    prod_spec["environment"] = "production"
+    group(prod_spec, "system")["maxSize"] = "lots"
+    prod_spec["aws"]["controlPlane"]["extraKey"] = 1
+    del prod_spec["workload"]["peakGpus"]
+    assert errors(prod_spec) == [
+        f"{P}.environment: Input should be 'dev', 'staging' or 'prod' [rule: schema-type]",
+        f"{P}.workload.peakGpus: required key is missing [rule: schema-required-key]",
+        f"{P}.aws.nodeGroups[0].maxSize: Input should be a valid integer, unable to parse string as an integer "
+        "[rule: schema-type]",
+        f"{P}.aws.controlPlane.extraKey: unknown key [rule: schema-unknown-key]",
+    ]
+
+
+@pytest.mark.parametrize("raw", [None, "a string", 3, ["a", "list"]])
+def test_spec_that_is_not_a_mapping(raw: Any) -> None:
+    assert errors(raw) == [f"{P}: must be a mapping of keys, got {type(raw).__name__} [rule: schema-type]"]
+
+
+def test_admin_role_arns_must_be_role_arns(prod_spec: dict[str, Any]) -> None:
+    prod_spec["aws"]["controlPlane"]["adminRoleArns"] = ["arn:aws:iam::111122223333:user/alice"]
+    assert errors(prod_spec) == [
+        f"{P}.aws.controlPlane.adminRoleArns[0]: 'arn:aws:iam::111122223333:user/alice' is not an IAM role ARN "
+        "(arn:aws:iam::<12 digits>:role/<name>) [rule: admin-role-arn]"
+    ]
+
+
+def test_duplicate_names_are_rejected(prod_spec: dict[str, Any]) -> None:
+    prod_spec["teams"][1]["name"] = "research"
+    group(prod_spec, "h100")["name"] = "system"
+    assert errors(prod_spec) == [
+        f"{P}.teams[1].name: team name 'research' is used twice [rule: unique-names]",
+        f"{P}.aws.nodeGroups[1].name: node group name 'system' is used twice [rule: unique-names]",
+    ]
