@@ -67,7 +67,7 @@ def node_group_figures(graph: ResourceGraph) -> list[NodeGroupFigures]:
         lt_in: dict[str, Any] = lt.inputs if lt else {}
         nis = lt_in.get("networkInterfaces") or []
         efa = sum(1 for ni in nis if isinstance(ni, dict) and ni.get("interfaceType") in ("efa", "efa-only"))
-        itype = (inputs.get("instanceTypes") or ["?"])[0]
+        itype = str((inputs.get("instanceTypes") or [lt_in.get("instanceType", "?")])[0])
         facts = catalog.get(itype)
         scaling = inputs.get("scalingConfig") or {}
         target = (lt_in.get("capacityReservationSpecification") or {}).get("capacityReservationTarget") or {}

@@ -44,7 +44,7 @@ def one(graph: ResourceGraph, type_: str, name_suffix: str) -> GraphResource:
 def test_prod_has_sixteen_p5_nodes_with_all_efa_and_no_placement_group_on_the_capacity_block() -> None:
     graph = offline_run("prod-aws").graph
     ng = one(graph, "aws:eks/nodeGroup:NodeGroup", "nodegroup-h100-ng").inputs
-    assert ng["instanceTypes"] == ["p5.48xlarge"]
+    assert "instanceTypes" not in ng  # a Capacity Block group names its type in the launch template
     assert ng["scalingConfig"] == {"minSize": 16, "desiredSize": 16, "maxSize": 16}
     assert ng["capacityType"] == "CAPACITY_BLOCK"
     assert ng["amiType"] == "AL2023_x86_64_NVIDIA"
@@ -52,6 +52,7 @@ def test_prod_has_sixteen_p5_nodes_with_all_efa_and_no_placement_group_on_the_ca
     assert ng["labels"]["gpu-cluster/node-group"] == "h100"
     assert ng["labels"]["gpu-cluster/instance-type"] == "p5.48xlarge"
     lt = one(graph, "aws:ec2/launchTemplate:LaunchTemplate", "nodegroup-h100-lt").inputs
+    assert lt["instanceType"] == "p5.48xlarge"
     efa = [ni for ni in lt["networkInterfaces"] if ni.get("interfaceType") == "efa-only"]
     assert len(efa) == 32
     assert sorted(ni["networkCardIndex"] for ni in efa) == list(range(32))
@@ -87,6 +88,9 @@ def test_on_demand_multi_node_efa_group_gets_a_cluster_placement_group(prod_spec
     lt = one(graph, "aws:ec2/launchTemplate:LaunchTemplate", "nodegroup-h100-lt").inputs
     assert lt["placement"] == {"groupName": "prod-train-h100"}
     assert "instanceMarketOptions" not in lt and "capacityReservationSpecification" not in lt
+    assert "instanceType" not in lt
+    ng = one(graph, "aws:eks/nodeGroup:NodeGroup", "nodegroup-h100-ng").inputs
+    assert ng["instanceTypes"] == ["p5.48xlarge"] and ng["capacityType"] == "ON_DEMAND"
 
 
 def test_placement_none_is_respected(prod_spec: dict[str, Any]) -> None:

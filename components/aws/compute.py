@@ -144,6 +144,9 @@ class AwsNodeGroup(pulumi.ComponentResource):
             placement=placement,
             capacity_reservation_specification=capacity_reservation,
             instance_market_options=market,
+            # EKS requires a Capacity Block node group's instance type in its launch template (and then
+            # not on the node group); other capacity types name it on the node group.
+            instance_type=group.instance_type if group.capacity.type == "capacity-block" else None,
             user_data=nodeadm_user_data(wants_raid0(group, facts)),
             tag_specifications=[
                 {"resource_type": kind, "tags": tags} for kind in ("instance", "volume", "network-interface")
@@ -158,7 +161,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
             node_group_name=physical,
             node_role_arn=node_role_arn,
             subnet_ids=list(subnet_ids),
-            instance_types=[group.instance_type],
+            instance_types=None if group.capacity.type == "capacity-block" else [group.instance_type],
             ami_type=GPU_AMI_TYPE if facts.gpu_count else CPU_AMI_TYPE,
             capacity_type=CAPACITY_TYPES[group.capacity.type],
             scaling_config={
