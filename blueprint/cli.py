@@ -2,6 +2,7 @@
 
     blueprint preview <stack>            resource tree grouped by plane, with the figures that matter
     blueprint graph <stack> -o FILE      the ResourceGraph as JSON (format in README.md)
+    blueprint manifests <stack> -o DIR   every Kubernetes object and Helm release's values as YAML
 
 ``<stack>`` is a stack name (``prod-aws`` reads ``stacks/Pulumi.prod-aws.yaml``) or a path to a stack
 file. A stack file that breaks a rule prints the file, key path and rule, and exits with status 2.
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from blueprint.engine import run_program
+from blueprint.manifests import write_manifests
 from blueprint.render import render_preview
 from blueprint.stackfile import StackError, StackFile, load_stack
 
@@ -30,6 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     graph = sub.add_parser("graph", help="write the stack's ResourceGraph as JSON")
     graph.add_argument("stack", help="stack name (prod-aws) or path to a stack file")
     graph.add_argument("-o", "--output", type=Path, help="output file (default: standard output)")
+    manifests = sub.add_parser("manifests", help="write the stack's Kubernetes objects and Helm values as YAML")
+    manifests.add_argument("stack", help="stack name (prod-aws) or path to a stack file")
+    manifests.add_argument("-o", "--output", type=Path, required=True, help="output directory")
     return parser
 
 
@@ -55,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             args.output.write_text(text, encoding="utf-8")
             print(f"wrote {args.output} ({len(run.graph.resources)} resources)", file=sys.stderr)
+    elif args.command == "manifests":
+        files = write_manifests(run.graph, args.output)
+        print(f"wrote {len(files)} files under {args.output}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -15,13 +15,16 @@ from blueprint.graph import GraphResource, ResourceGraph
 from components.catalog import load_aws_catalog
 from components.spec import ClusterSpec
 
-PLANE_ORDER = ("network", "compute", "storage", "control-plane")
+PLANE_ORDER = ("network", "compute", "storage", "control-plane", "telemetry")
 PLANE_TITLES = {
     "network": "network & fabric",
     "compute": "compute",
     "storage": "storage",
     "control-plane": "control plane",
+    "telemetry": "telemetry & cost",
 }
+RELEASE = "kubernetes:helm.sh/v3:Release"
+KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
 # Checkpoint bytes per parameter: bf16 weights 2 + fp32 master 4 + Adam m 4 + Adam v 4 (derived in
 # ../shared/reference/gpu_facts.yaml, reliability.checkpoint_size.checkpoint_bytes_per_param).
 CHECKPOINT_BYTES_PER_PARAM = 14
@@ -157,8 +160,74 @@ def _control_plane_lines(graph: ResourceGraph) -> list[str]:
     if addons:
         lines.append(f"managed add-ons: {', '.join(addons)}")
     entries = graph.of_type("aws:eks/accessEntry:AccessEntry")
-    lines.append(f"access entries: {len(entries)} admin role(s); no aws-auth ConfigMap")
+    associations = graph.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
+    admins = {a.inputs.get("principalArn") for a in associations}
+    teams = [e for e in entries if e.inputs.get("kubernetesGroups")]
+    lines.append(f"access entries: {len(admins)} cluster-admin role(s), {len(teams)} team role(s) mapped to "
+                 "namespace groups; no aws-auth ConfigMap")
     return lines
+
+
+def _release(graph: ResourceGraph, name: str) -> GraphResource | None:
+    return next((r for r in graph.of_type(RELEASE) if r.inputs.get("name") == name), None)
+
+
+def _chart(rel: GraphResource | None) -> str:
+    return f"{rel.inputs.get('name')} {rel.inputs.get('version')}" if rel else "not installed"
+
+
+def _platform_lines(graph: ResourceGraph) -> list[str]:
+    lines = []
+    gpu_op = _release(graph, "gpu-operator")
+    if gpu_op:
+        values = gpu_op.inputs.get("values", {})
+        driver = "driver and toolkit from the node image" if not values.get("driver", {}).get("enabled", True) \
+            else "operator-managed driver"
+        sharing = "time-slicing" if values.get("devicePlugin", {}).get("config") else \
+            ("MIG" if values.get("migManager", {}).get("enabled") else "whole GPUs")
+        lines.append(f"GPU stack: {_chart(gpu_op)} ({driver}, {sharing}); EFA device plugin: "
+                     f"{_chart(_release(graph, 'aws-efa-k8s-device-plugin'))}")
+    kueue = _release(graph, "kueue")
+    if kueue:
+        cohorts = [c.inputs["metadata"]["name"] for c in graph.of_type(KUEUE + "Cohort")]
+        lines.append(f"queues: {_chart(kueue)}; cohort {', '.join(cohorts) or 'none'}; "
+                     f"{len(graph.of_type(KUEUE + 'ResourceFlavor'))} flavor(s), "
+                     f"{len(graph.of_type(KUEUE + 'WorkloadPriorityClass'))} priority classes")
+    local = {r.inputs["spec"]["clusterQueue"] for r in graph.of_type(KUEUE + "LocalQueue")}
+    quotas = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"]
+              for r in graph.of_type("kubernetes:core/v1:ResourceQuota")}
+    for cq in graph.of_type(KUEUE + "ClusterQueue"):
+        team = cq.inputs["metadata"]["name"]
+        parts = []
+        for group in cq.inputs["spec"].get("resourceGroups", []):
+            for flavor in group.get("flavors", []):
+                gpu: dict[str, Any] = next((r for r in flavor["resources"] if r["name"] == "nvidia.com/gpu"), {})
+                text = f"{flavor['name']} {gpu.get('nominalQuota', '?')} GPUs"
+                if "borrowingLimit" in gpu:
+                    text += f" (+{gpu['borrowingLimit']} borrowable)"
+                if "lendingLimit" in gpu:
+                    text += f" (lends at most {gpu['lendingLimit']})"
+                parts.append(text)
+        hard = quotas.get(team, {}).get("requests.nvidia.com/gpu", "none")
+        lines.append(f"team {team}: {', '.join(parts)}; LocalQueue {'yes' if team in local else 'MISSING'}; "
+                     f"namespace GPU ceiling {hard}")
+    return lines
+
+
+def _telemetry_lines(graph: ResourceGraph) -> list[str]:
+    prom = _release(graph, "kube-prometheus-stack")
+    gpu_op = _release(graph, "gpu-operator")
+    kueue = _release(graph, "kueue")
+    dcgm = bool(gpu_op and gpu_op.inputs.get("values", {}).get("dcgmExporter", {}).get("enabled"))
+    kueue_metrics = bool(kueue and kueue.inputs.get("values", {}).get("enablePrometheus"))
+    rules = graph.of_type("kubernetes:monitoring.coreos.com/v1:PrometheusRule")
+    counts = Counter("alert" if "alert" in rule else "record"
+                     for r in rules for g in r.inputs.get("spec", {}).get("groups", []) for rule in g.get("rules", []))
+    return [
+        f"Prometheus: {_chart(prom)}; DCGM exporter {'on' if dcgm else 'OFF'}; Kueue metrics "
+        f"{'on' if kueue_metrics else 'OFF'}; {counts['record']} recording rules, {counts['alert']} alerts",
+        f"cost attribution: {_chart(_release(graph, 'opencost'))} (aggregate by label:team, label:cost-center)",
+    ]
 
 
 def _network_lines(graph: ResourceGraph) -> list[str]:
@@ -204,7 +273,8 @@ def render_preview(graph: ResourceGraph, spec: ClusterSpec, stack_file: str) -> 
         "network": _network_lines(graph),
         "compute": [_node_group_line(f) for f in figures],
         "storage": _storage_lines(graph, spec),
-        "control-plane": _control_plane_lines(graph),
+        "control-plane": _control_plane_lines(graph) + _platform_lines(graph),
+        "telemetry": _telemetry_lines(graph),
     }
     stack_root = next((r for r in graph.resources if r.type == "pulumi:pulumi:Stack"), None)
     for plane in PLANE_ORDER:

@@ -7,6 +7,7 @@ from typing import Optional
 
 import pulumi
 import pulumi_aws as aws
+import pulumi_kubernetes as k8s
 
 from components.aws.compute import AwsNodeGroup
 from components.aws.eks import EksAddons, EksControlPlane
@@ -14,7 +15,46 @@ from components.aws.kubeconfig import kubeconfig
 from components.aws.network import AwsNetwork
 from components.aws.storage import AwsStorage
 from components.catalog import load_aws_catalog
-from components.spec import ClusterSpec, default_subnets
+from components.kubernetes.platform import PlatformInputs, build_platform
+from components.kubernetes.quotas import GpuPool
+from components.spec import ClusterSpec, default_subnets, gpu_units_per_gpu, uses_placement_group
+
+# EKS's encrypted gp3 volumes through the EBS CSI driver, for the platform's own volumes.
+EBS_GP3 = ("ebs.csi.aws.com", {"type": "gp3", "encrypted": "true"})
+
+
+def platform_inputs(spec: ClusterSpec) -> PlatformInputs:
+    """The cloud-neutral description of the cluster that the Kubernetes platform is built from."""
+    aws_spec = spec.aws_spec()
+    catalog = load_aws_catalog()
+    units = gpu_units_per_gpu(spec.platform.gpu_sharing)
+    pools = []
+    for group in aws_spec.node_groups:
+        facts = catalog[group.instance_type]
+        if not facts.gpu_count:
+            continue
+        reserved = group.capacity.type in ("capacity-block", "reserved")
+        pools.append(GpuPool(
+            name=group.name,
+            instance_type=group.instance_type,
+            gpus_per_node=facts.gpu_count,
+            max_nodes=group.max_size,
+            efa_per_node=facts.efa_count,
+            vcpu_per_node=facts.vcpu.value,
+            memory_gib_per_node=facts.memory_gib.value,
+            placed=facts.efa_capable and group.max_size > 1 and (reserved or uses_placement_group(group, facts)),
+            gpu_units_per_gpu=units,
+        ))
+    return PlatformInputs(
+        cluster_name=spec.name,
+        labels=spec.billing_labels,
+        teams=list(spec.teams),
+        platform=spec.platform,
+        pools=pools,
+        driver_on_host=True,  # the EKS AL2023 NVIDIA AMI ships the driver and container toolkit
+        storage_provisioner=EBS_GP3[0],
+        storage_parameters=EBS_GP3[1],
+    )
 
 
 @dataclass
@@ -50,8 +90,10 @@ def build_cluster(spec: ClusterSpec) -> ClusterOutputs:
 
     network = AwsNetwork("network", aws_spec.network, aws_spec.region, spec.name, labels, opts=opts)
     private_subnets = [network.subnet_ids[sn.name] for sn in aws_spec.network.subnets if sn.role != "public"]
+    team_access = [(arn, team.k8s_group) for team in spec.teams for arn in team.role_arns]
     control_plane = EksControlPlane(
-        "control-plane", aws_spec.control_plane, spec.name, private_subnets, labels, protect, opts=opts
+        "control-plane", aws_spec.control_plane, spec.name, private_subnets, labels, protect,
+        team_access=team_access, opts=opts,
     )
     gpu_subnet = next(sn.name for sn in aws_spec.network.subnets if sn.role == "gpu")
     storage = AwsStorage(
@@ -84,7 +126,7 @@ def build_cluster(spec: ClusterSpec) -> ClusterOutputs:
             opts=opts,
         )
 
-    EksAddons(
+    addons = EksAddons(
         "addons",
         control_plane.cluster_name,
         spec.name,
@@ -98,10 +140,19 @@ def build_cluster(spec: ClusterSpec) -> ClusterOutputs:
     config = pulumi.Output.all(
         control_plane.cluster_name, control_plane.endpoint, control_plane.certificate_authority
     ).apply(lambda a: kubeconfig(str(a[0]), str(a[1]), str(a[2]), aws_spec.region))
+    kubeconfig_secret: pulumi.Output[str] = pulumi.Output.secret(config)
+    k8s_provider = k8s.Provider(
+        "kubernetes",
+        kubeconfig=kubeconfig_secret,
+        enable_server_side_apply=True,
+        opts=pulumi.ResourceOptions(depends_on=[addons, *node_groups.values()]),
+    )
+    build_platform(platform_inputs(spec), pulumi.ResourceOptions(providers={"kubernetes": k8s_provider}))
+
     return ClusterOutputs(
         cluster_name=control_plane.cluster_name,
         endpoint=control_plane.endpoint,
-        kubeconfig=pulumi.Output.secret(config),
+        kubeconfig=kubeconfig_secret,
         checkpoint_bucket=storage.bucket_name,
         filesystem_dns_name=storage.filesystem_dns_name,
         filesystem_mount_name=storage.filesystem_mount_name,

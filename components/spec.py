@@ -34,6 +34,12 @@ LogType = Literal["api", "audit", "authenticator", "controllerManager", "schedul
 ALL_LOG_TYPES: tuple[LogType, ...] = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 PROD_REQUIRED_LOG_TYPES: tuple[str, ...] = ("api", "audit", "authenticator")
 GPU_TAINT_KEY = "nvidia.com/gpu"
+# Namespaces whose pods may run privileged (node agents: GPU Operator, EFA plugin, node exporter).
+PRIVILEGED_NAMESPACES: tuple[str, ...] = ("kube-system", "gpu-operator", "monitoring")
+# Names no team may take: Kubernetes' own namespaces and the platform components'.
+SYSTEM_NAMESPACES: tuple[str, ...] = (
+    *PRIVILEGED_NAMESPACES, "kube-public", "kube-node-lease", "default", "kueue-system", "opencost",
+)
 
 # FSx for Lustre figures (AWS FSx API reference, CreateFileSystemLustreConfiguration; summarised with
 # sources in ../shared/reference/gpu_facts.yaml, storage.fsx_lustre).
@@ -269,14 +275,90 @@ class AwsSpec(_Model):
     control_plane: ControlPlaneSpec = Field(description="EKS control plane.")
 
 
-class TeamSpec(_Model):
-    """A team that runs work on the cluster (queues and quotas come from this list)."""
+class QuotaSpec(_Model):
+    """A team's nominal share of one GPU node group, in the Kueue ClusterQueue of the team."""
 
-    name: str = Field(pattern=_GROUP_NAME_RE.pattern, description="Team name (a namespace name).")
+    node_group: str = Field(description="A GPU node group of the stack (one Kueue ResourceFlavor each).")
+    gpus: int = Field(ge=0, le=100_000, description="Nominal nvidia.com/gpu quota (GPUs, or shares when "
+                      "time-slicing).")
+    borrowing_limit_gpus: int | None = Field(
+        default=None, ge=0, description="Most GPUs the team may borrow from the cohort (default: no limit)."
+    )
+    lending_limit_gpus: int | None = Field(
+        default=None, ge=0, description="Most of its nominal GPUs the team lends to the cohort (default: all)."
+    )
+    cpu: int | None = Field(
+        default=None, ge=0, description="Nominal CPU cores; default: the node's vCPUs per GPU x gpus."
+    )
+    memory_gib: int | None = Field(
+        default=None, alias="memoryGiB", ge=0,
+        description="Nominal memory (GiB); default: the node's memory per GPU x gpus.",
+    )
+
+
+class TeamSpec(_Model):
+    """A team that runs work on the cluster: a namespace, a queue, a quota and an access group."""
+
+    name: str = Field(pattern=_GROUP_NAME_RE.pattern, description="Team name (its namespace name).")
     cost_center: str = Field(
         pattern=_LABEL_VALUE_RE.pattern, description="The team's cost-center label value."
     )
-    gpu_quota: int = Field(ge=0, description="Nominal GPUs the team is guaranteed.")
+    group: str | None = Field(
+        default=None, pattern=r"^[a-z0-9][a-z0-9:._-]{0,62}$",
+        description="Kubernetes group bound to the team's Role (default: gpu-cluster:<name>).",
+    )
+    role_arns: list[str] = Field(
+        default_factory=list, description="IAM roles mapped to the team's group through EKS access entries."
+    )
+    quotas: list[QuotaSpec] = Field(default_factory=list, description="GPU quotas, one per node group.")
+
+    @property
+    def k8s_group(self) -> str:
+        """The Kubernetes group the team's RoleBinding names."""
+        return self.group or f"gpu-cluster:{self.name}"
+
+    @property
+    def gpu_quota(self) -> int:
+        """Nominal GPUs over all node groups."""
+        return sum(q.gpus for q in self.quotas)
+
+
+class GpuSharingSpec(_Model):
+    """How GPUs are handed to pods: whole GPUs (default), time-slicing or MIG."""
+
+    mode: Literal["none", "time-slicing", "mig"] = Field(
+        default="none", description="none: whole GPUs; time-slicing: replicas per GPU; mig: MIG partitions."
+    )
+    replicas: int = Field(default=1, ge=1, le=48, description="Time-slicing replicas per GPU (2-48).")
+    mig_strategy: Literal["single", "mixed"] = Field(
+        default="single", description="MIG strategy of the GPU Operator when mode is mig."
+    )
+
+
+class MonitoringSpec(_Model):
+    """Prometheus retention and storage."""
+
+    retention_days: int = Field(default=15, ge=1, le=365, description="Prometheus retention (days).")
+    storage_gib: int = Field(default=200, alias="storageGiB", ge=10, le=16384,
+                             description="Prometheus volume size (GiB, encrypted gp3).")
+
+
+class PlatformSpec(_Model):
+    """The Kubernetes platform on top of the cluster: GPU stack, queues, tenancy and telemetry."""
+
+    gpu_sharing: GpuSharingSpec = Field(default_factory=GpuSharingSpec, description="GPU sharing policy.")
+    cohort: bool = Field(
+        default=True, description="Put every team's ClusterQueue in one Kueue Cohort so idle quota is lent."
+    )
+    allowed_registries: list[str] = Field(
+        default_factory=lambda: ["nvcr.io/", "public.ecr.aws/", "registry.k8s.io/"],
+        min_length=1,
+        description="Image prefixes team pods may pull from (enforced by a ValidatingAdmissionPolicy).",
+    )
+    allow_https_egress: bool = Field(
+        default=True, description="Let team pods reach HTTPS endpoints (S3 checkpoints, package mirrors)."
+    )
+    monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec, description="Prometheus settings.")
 
 
 class ClusterSpec(_Model):
@@ -294,6 +376,9 @@ class ClusterSpec(_Model):
     )
     workload: WorkloadSpec = Field(description="The workload one-pager.")
     teams: list[TeamSpec] = Field(default_factory=list, description="Teams using the cluster.")
+    platform: PlatformSpec = Field(
+        default_factory=PlatformSpec, description="GPU stack, queues, tenancy and telemetry on the cluster."
+    )
     deletion_protection: bool = Field(
         default=True,
         description="Protect and retain stateful resources (bucket, filesystem, KMS keys, cluster). "
@@ -634,10 +719,84 @@ def _check_control_plane(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> No
 
 def _check_teams(spec: ClusterSpec, out: _Collector) -> None:
     seen: set[str] = set()
+    groups = {ng.name: ng for ng in spec.aws.node_groups} if spec.aws else {}
+    catalog = load_aws_catalog()
     for i, team in enumerate(spec.teams):
+        where = f".teams[{i}]"
         if team.name in seen:
-            out.add(f".teams[{i}].name", "unique-names", f"team name '{team.name}' is used twice")
+            out.add(f"{where}.name", "unique-names", f"team name '{team.name}' is used twice")
         seen.add(team.name)
+        if team.name in SYSTEM_NAMESPACES:
+            out.add(f"{where}.name", "team-namespace-free",
+                    f"'{team.name}' is a system namespace; choose another team name")
+        for j, arn in enumerate(team.role_arns):
+            if not _ROLE_ARN_RE.match(arn):
+                out.add(f"{where}.roleArns[{j}]", "admin-role-arn",
+                        f"'{arn}' is not an IAM role ARN (arn:aws:iam::<12 digits>:role/<name>)")
+        if not team.quotas:
+            out.add(f"{where}.quotas", "team-quota-required",
+                    f"team '{team.name}' has no quota; every team needs a GPU quota on at least one node group")
+        used: set[str] = set()
+        for j, q in enumerate(team.quotas):
+            qwhere = f"{where}.quotas[{j}]"
+            if q.node_group in used:
+                out.add(f"{qwhere}.nodeGroup", "unique-names",
+                        f"team '{team.name}' lists node group '{q.node_group}' twice")
+            used.add(q.node_group)
+            group = groups.get(q.node_group)
+            facts = catalog.get(group.instance_type) if group else None
+            if group is not None and facts is None:
+                continue  # the unknown instance type is reported on the node group
+            if group is None or facts is None or facts.gpu_count == 0:
+                out.add(f"{qwhere}.nodeGroup", "quota-node-group-exists",
+                        f"'{q.node_group}' is not a GPU node group of this stack; known: "
+                        + ", ".join(n for n, g in groups.items()
+                                    if (f := catalog.get(g.instance_type)) and f.gpu_count))
+                continue
+            if q.borrowing_limit_gpus is not None and not spec.platform.cohort:
+                out.add(f"{qwhere}.borrowingLimitGpus", "borrowing-limit-needs-cohort",
+                        "a borrowing limit needs a cohort to borrow from; set platform.cohort: true or remove it")
+            if q.lending_limit_gpus is not None and q.lending_limit_gpus > q.gpus:
+                out.add(f"{qwhere}.lendingLimitGpus", "lending-limit-within-quota",
+                        f"lendingLimitGpus ({q.lending_limit_gpus}) must be <= the nominal gpus ({q.gpus})")
+            for field, known in (("cpu", facts.vcpu.value), ("memoryGiB", facts.memory_gib.value)):
+                given = q.cpu if field == "cpu" else q.memory_gib
+                if given is None and known is None:
+                    out.add(f"{qwhere}.{field}", "quota-resources-known",
+                            f"the catalog has no confirmed {'vCPU' if field == 'cpu' else 'memory'} figure for "
+                            f"{group.instance_type}; set {field} for this quota")
+    shares = gpu_units_per_gpu(spec.platform.gpu_sharing)
+    for name, group in groups.items():
+        facts = catalog.get(group.instance_type)
+        if facts is None or not facts.gpu_count:
+            continue
+        takers = [(t.name, q.gpus) for t in spec.teams for q in t.quotas if q.node_group == name]
+        total = sum(g for _, g in takers)
+        capacity = group.max_size * facts.gpu_count * shares
+        if total > capacity:
+            out.add(".teams", "quota-fits-node-groups",
+                    f"nominal GPU quotas on node group '{name}' add up to {total} ("
+                    + ", ".join(f"{t} {g}" for t, g in takers)
+                    + f") but the group provides at most {capacity} at maxSize {group.max_size}")
+
+
+def _check_platform(spec: ClusterSpec, out: _Collector) -> None:
+    sharing = spec.platform.gpu_sharing
+    if sharing.mode == "time-slicing" and sharing.replicas < 2:
+        out.add(".platform.gpuSharing.replicas", "time-slicing-replicas",
+                "time-slicing needs replicas >= 2 (1 replica is whole-GPU allocation: use mode none)")
+    if sharing.mode != "time-slicing" and sharing.replicas != 1:
+        out.add(".platform.gpuSharing.replicas", "time-slicing-replicas",
+                f"replicas only applies to time-slicing, not '{sharing.mode}'")
+    for i, prefix in enumerate(spec.platform.allowed_registries):
+        if not re.match(r"^[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9._/-]*)?/$", prefix):
+            out.add(f".platform.allowedRegistries[{i}]", "registry-prefix",
+                    f"'{prefix}' must be a registry host (and optional path) ending in '/', e.g. nvcr.io/nvidia/")
+
+
+def gpu_units_per_gpu(sharing: GpuSharingSpec) -> int:
+    """nvidia.com/gpu units one physical GPU advertises (time-slicing replicas, else 1)."""
+    return sharing.replicas if sharing.mode == "time-slicing" else 1
 
 
 def _validate(spec: ClusterSpec, provider_region: str | None) -> list[SpecIssue]:
@@ -645,6 +804,7 @@ def _validate(spec: ClusterSpec, provider_region: str | None) -> list[SpecIssue]
     _check_labels(spec, out)
     _check_cloud(spec, provider_region, out)
     _check_teams(spec, out)
+    _check_platform(spec, out)
     if spec.environment == "prod" and not spec.deletion_protection:
         out.add(".deletionProtection", "prod-deletion-protection",
                 "prod stacks cannot turn off deletion protection of stateful resources")

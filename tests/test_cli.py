@@ -30,11 +30,18 @@ def test_preview_prints_the_production_stack_by_plane(capsys: pytest.CaptureFixt
     assert "EKS prod-train 1.35: endpoint private; KMS-encrypted secrets" in out
     assert "GPUs 128 desired / 128 at max size" in out
     assert "- aws.eks.NodeGroup  nodegroup-h100-ng" in out
+    assert ("GPU stack: gpu-operator v26.7.0 (driver and toolkit from the node image, whole GPUs); EFA device "
+            "plugin: aws-efa-k8s-device-plugin v0.5.20") in out
+    assert "team research: h100 64 GPUs (+32 borrowable); LocalQueue yes; namespace GPU ceiling 96" in out
+    assert ("Prometheus: kube-prometheus-stack 81.4.5; DCGM exporter on; Kueue metrics on; 5 recording rules, "
+            "10 alerts") in out
+    assert "== telemetry & cost" in out
 
 
 def test_preview_flags_secondary_efa_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = Path("stacks/Pulumi.prod-aws.yaml").read_text().replace("p5.48xlarge", "p6-b200.48xlarge")
     text = text.replace("localNvme: raid0", "localNvme: auto")
+    text = text.replace("{nodeGroup: h100, gpus:", "{nodeGroup: h100, cpu: 100, memoryGiB: 1000, gpus:")
     stack_file = tmp_path / "Pulumi.b200.yaml"
     stack_file.write_text(text)
     code, out, _ = run(capsys, "preview", str(stack_file))

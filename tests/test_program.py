@@ -219,7 +219,8 @@ def test_eks_control_plane() -> None:
     addons = {a.inputs["addonName"] for a in graph.of_type("aws:eks/addon:Addon")}
     assert addons == {"vpc-cni", "kube-proxy", "coredns", "aws-ebs-csi-driver", "aws-fsx-csi-driver"}
     assert len(graph.of_type("aws:iam/openIdConnectProvider:OpenIdConnectProvider")) == 1
-    principals = {e.inputs["principalArn"] for e in graph.of_type("aws:eks/accessEntry:AccessEntry")}
+    principals = {e.inputs["principalArn"] for e in graph.of_type("aws:eks/accessEntry:AccessEntry")
+                  if "kubernetesGroups" not in e.inputs}
     assert principals == {"arn:aws:iam::111122223333:role/platform-admin", "arn:aws:iam::111122223333:role/break-glass"}
     log_group = graph.of_type("aws:cloudwatch/logGroup:LogGroup")[0].inputs
     assert log_group["name"] == "/aws/eks/prod-train/cluster" and log_group["retentionInDays"] == 365

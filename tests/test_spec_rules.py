@@ -52,6 +52,8 @@ def test_single_node_efa_group_may_span_zones(prod_spec: dict[str, Any]) -> None
     g = group(prod_spec, "h100")
     g.update(capacity={"type": "on-demand"}, subnets=["gpu-a", "system-b"], minSize=0, desiredSize=1, maxSize=1)
     prod_spec["workload"]["peakGpus"] = 8
+    for team in prod_spec["teams"]:
+        team["quotas"] = [{"nodeGroup": "h100", "gpus": 2}]
     parse_spec(prod_spec, FILE, provider_region="us-east-1")
 
 
@@ -277,8 +279,95 @@ def test_admin_role_arns_must_be_role_arns(prod_spec: dict[str, Any]) -> None:
 
 def test_duplicate_names_are_rejected(prod_spec: dict[str, Any]) -> None:
     prod_spec["teams"][1]["name"] = "research"
-    group(prod_spec, "h100")["name"] = "system"
+    group(prod_spec, "system")["name"] = "h100"
     assert errors(prod_spec) == [
         f"{P}.teams[1].name: team name 'research' is used twice [rule: unique-names]",
-        f"{P}.aws.nodeGroups[1].name: node group name 'system' is used twice [rule: unique-names]",
+        f"{P}.aws.nodeGroups[1].name: node group name 'h100' is used twice [rule: unique-names]",
+    ]
+
+
+def test_every_team_needs_a_quota(prod_spec: dict[str, Any]) -> None:
+    prod_spec["teams"][2]["quotas"] = []
+    assert errors(prod_spec) == [
+        f"{P}.teams[2].quotas: team 'applied' has no quota; every team needs a GPU quota on at least one node "
+        "group [rule: team-quota-required]"
+    ]
+
+
+def test_quotas_must_fit_the_node_groups_at_max_size(prod_spec: dict[str, Any]) -> None:
+    prod_spec["teams"][0]["quotas"][0]["gpus"] = 96
+    assert errors(prod_spec) == [
+        f"{P}.teams: nominal GPU quotas on node group 'h100' add up to 160 (research 96, pretraining 48, "
+        "applied 16) but the group provides at most 128 at maxSize 16 [rule: quota-fits-node-groups]"
+    ]
+
+
+def test_time_slicing_multiplies_the_gpu_units_a_group_provides(dev_spec: dict[str, Any]) -> None:
+    dev_spec["teams"][0]["quotas"][0]["gpus"] = 8  # 2 nodes x 1 L4 x 4 replicas
+    parse_spec(dev_spec, FILE, provider_region="us-west-2")
+    dev_spec["teams"][0]["quotas"][0]["gpus"] = 9
+    assert errors(dev_spec, region="us-west-2") == [
+        f"{P}.teams: nominal GPU quotas on node group 'l4' add up to 9 (research 9) but the group provides at "
+        "most 8 at maxSize 2 [rule: quota-fits-node-groups]"
+    ]
+
+
+def test_borrowing_limit_needs_a_cohort(prod_spec: dict[str, Any]) -> None:
+    prod_spec["platform"]["cohort"] = False
+    assert errors(prod_spec) == [
+        f"{P}.teams[0].quotas[0].borrowingLimitGpus: a borrowing limit needs a cohort to borrow from; set "
+        "platform.cohort: true or remove it [rule: borrowing-limit-needs-cohort]",
+        f"{P}.teams[2].quotas[0].borrowingLimitGpus: a borrowing limit needs a cohort to borrow from; set "
+        "platform.cohort: true or remove it [rule: borrowing-limit-needs-cohort]",
+    ]
+
+
+def test_quota_must_name_a_gpu_node_group(prod_spec: dict[str, Any]) -> None:
+    prod_spec["teams"][0]["quotas"].append({"nodeGroup": "system", "gpus": 1})
+    prod_spec["teams"][1]["quotas"][0]["nodeGroup"] = "a100"
+    assert errors(prod_spec) == [
+        f"{P}.teams[0].quotas[1].nodeGroup: 'system' is not a GPU node group of this stack; known: h100 "
+        "[rule: quota-node-group-exists]",
+        f"{P}.teams[1].quotas[0].nodeGroup: 'a100' is not a GPU node group of this stack; known: h100 "
+        "[rule: quota-node-group-exists]",
+    ]
+
+
+def test_lending_limit_within_nominal_quota(prod_spec: dict[str, Any]) -> None:
+    prod_spec["teams"][1]["quotas"][0]["lendingLimitGpus"] = 64
+    assert errors(prod_spec) == [
+        f"{P}.teams[1].quotas[0].lendingLimitGpus: lendingLimitGpus (64) must be <= the nominal gpus (48) "
+        "[rule: lending-limit-within-quota]"
+    ]
+
+
+def test_quota_resources_must_be_known_or_given(prod_spec: dict[str, Any]) -> None:
+    group(prod_spec, "h100").update(instanceType="p6-b200.48xlarge", localNvme="auto")
+    assert errors(prod_spec)[:2] == [
+        f"{P}.teams[0].quotas[0].cpu: the catalog has no confirmed vCPU figure for p6-b200.48xlarge; set cpu for "
+        "this quota [rule: quota-resources-known]",
+        f"{P}.teams[0].quotas[0].memoryGiB: the catalog has no confirmed memory figure for p6-b200.48xlarge; set "
+        "memoryGiB for this quota [rule: quota-resources-known]",
+    ]
+    for team in prod_spec["teams"]:
+        team["quotas"][0].update(cpu=100, memoryGiB=1000)
+    parse_spec(prod_spec, FILE, provider_region="us-east-1")
+
+
+def test_team_may_not_take_a_system_namespace(prod_spec: dict[str, Any]) -> None:
+    prod_spec["teams"][0]["name"] = "kube-system"
+    assert errors(prod_spec) == [
+        f"{P}.teams[0].name: 'kube-system' is a system namespace; choose another team name "
+        "[rule: team-namespace-free]"
+    ]
+
+
+def test_platform_settings(prod_spec: dict[str, Any]) -> None:
+    prod_spec["platform"]["gpuSharing"] = {"mode": "time-slicing", "replicas": 1}
+    prod_spec["platform"]["allowedRegistries"] = ["docker.io"]
+    assert errors(prod_spec) == [
+        f"{P}.platform.gpuSharing.replicas: time-slicing needs replicas >= 2 (1 replica is whole-GPU allocation: "
+        "use mode none) [rule: time-slicing-replicas]",
+        f"{P}.platform.allowedRegistries[0]: 'docker.io' must be a registry host (and optional path) ending in "
+        "'/', e.g. nvcr.io/nvidia/ [rule: registry-prefix]",
     ]

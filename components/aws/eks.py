@@ -63,6 +63,7 @@ class EksControlPlane(pulumi.ComponentResource):
         subnet_ids: Sequence[pulumi.Input[str]],
         labels: Mapping[str, str],
         protect: bool,
+        team_access: Sequence[tuple[str, str]] = (),
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
         super().__init__("gpu-cluster:control-plane:EksControlPlane", name, None, opts)
@@ -172,12 +173,26 @@ class EksControlPlane(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]),
             )
 
-        # Networking add-ons come before compute so that nodes become Ready when they join.
-        for addon in ("vpc-cni", "kube-proxy"):
+        for i, (principal, group) in enumerate(team_access):
+            # Team roles get no cluster-wide access policy: only their namespace's RoleBinding applies.
+            aws.eks.AccessEntry(
+                f"{name}-team-{i}",
+                cluster_name=cluster.name,
+                principal_arn=principal,
+                type="STANDARD",
+                kubernetes_groups=[group],
+                tags=merge_tags(labels, f"{cluster_name}-team-{i}"),
+                opts=child,
+            )
+
+        # Networking add-ons come before compute so that nodes become Ready when they join. The VPC
+        # CNI enforces NetworkPolicy (team namespaces are default-deny) only when asked to.
+        for addon, config in (("vpc-cni", {"enableNetworkPolicy": "true"}), ("kube-proxy", None)):
             aws.eks.Addon(
                 f"{name}-addon-{addon}",
                 cluster_name=cluster.name,
                 addon_name=addon,
+                configuration_values=json.dumps(config) if config else None,
                 resolve_conflicts_on_create="OVERWRITE",
                 resolve_conflicts_on_update="OVERWRITE",
                 tags=merge_tags(labels, f"{cluster_name}-{addon}"),

@@ -1,0 +1,616 @@
+"""Kubernetes objects and Helm values of the platform, as plain manifests (dicts).
+
+Pure functions: the components turn these into Pulumi resources, the tests validate them offline
+(built-in kinds with kubernetes-validate, Kueue kinds against the CRD schemas), and ``blueprint
+manifests`` writes the same objects for review and GitOps.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+
+from components.kubernetes.quotas import EFA, GPU, FlavorQuota, GpuPool, Resources
+from components.spec import GPU_TAINT_KEY, PRIVILEGED_NAMESPACES, GpuSharingSpec, TeamSpec
+
+Manifest = dict[str, Any]
+
+TENANT_LABEL = "gpu-cluster/tenant"
+NODE_GROUP_LABEL = "gpu-cluster/node-group"
+MONITORING_NAMESPACE = "monitoring"
+GPU_OPERATOR_NAMESPACE = "gpu-operator"
+KUEUE_NAMESPACE = "kueue-system"
+OPENCOST_NAMESPACE = "opencost"
+PROMETHEUS_RELEASE = "kube-prometheus-stack"
+TOPOLOGY_NAME = "aws-network"
+GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+# Network topology labels that AWS's cloud controller puts on nodes of supported instance types
+# (top layer first), then the host: Kueue's topology-aware scheduling packs pods by these levels.
+AWS_TOPOLOGY_LEVELS = (
+    "topology.k8s.aws/network-node-layer-1",
+    "topology.k8s.aws/network-node-layer-2",
+    "topology.k8s.aws/network-node-layer-3",
+    "kubernetes.io/hostname",
+)
+PRIORITY_CLASSES = (
+    ("production", 1000, "Production training and serving; preempts lower priorities in its queue."),
+    ("standard", 100, "Default for team work."),
+    ("preemptible", 10, "Best-effort experiments; first to be preempted."),
+)
+# The DCGM fields exported: dcgm-exporter's defaults plus ECC, retired pages and throttling, which the
+# default list leaves commented out (NVIDIA/dcgm-exporter etc/default-counters.csv).
+DCGM_METRICS = """\
+DCGM_FI_DEV_SM_CLOCK, gauge, SM clock frequency (in MHz).
+DCGM_FI_DEV_MEM_CLOCK, gauge, Memory clock frequency (in MHz).
+DCGM_FI_DEV_MEMORY_TEMP, gauge, Memory temperature (in C).
+DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).
+DCGM_FI_DEV_POWER_USAGE, gauge, Power draw (in W).
+DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, counter, Total energy consumption since boot (in mJ).
+DCGM_FI_DEV_PCIE_REPLAY_COUNTER, counter, Total number of PCIe retries.
+DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).
+DCGM_FI_DEV_MEM_COPY_UTIL, gauge, Memory utilization (in %).
+DCGM_FI_DEV_FB_FREE, gauge, Framebuffer memory free (in MiB).
+DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).
+DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error encountered.
+DCGM_FI_DEV_POWER_VIOLATION, counter, Throttling duration due to power constraints (in us).
+DCGM_FI_DEV_THERMAL_VIOLATION, counter, Throttling duration due to thermal constraints (in us).
+DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, counter, Total number of single-bit volatile ECC errors.
+DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, counter, Total number of double-bit volatile ECC errors.
+DCGM_FI_DEV_RETIRED_DBE, counter, Total number of retired pages due to double-bit errors.
+DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS, counter, Number of remapped rows for uncorrectable errors.
+DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS, counter, Number of remapped rows for correctable errors.
+DCGM_FI_DEV_ROW_REMAP_FAILURE, gauge, Whether remapping of rows has failed.
+DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, counter, Total number of NVLink bandwidth counters for all lanes.
+"""
+
+
+def _meta(name: str, namespace: str | None = None, labels: Mapping[str, str] | None = None) -> Manifest:
+    meta: Manifest = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    if labels:
+        meta["labels"] = dict(labels)
+    return meta
+
+
+# --- namespaces and tenancy ---------------------------------------------------------------------
+
+
+def team_labels(team: TeamSpec, billing: Mapping[str, str]) -> dict[str, str]:
+    """Billing labels of a team's namespace: the stack's, with the team's own team and cost-center."""
+    return {**billing, "team": team.name, "cost-center": team.cost_center}
+
+
+def namespace(name: str, labels: Mapping[str, str], pod_security: str, tenant: bool = False) -> Manifest:
+    """A namespace with billing labels and Pod Security Admission labels.
+
+    Team namespaces enforce ``baseline`` (no privileged pods, no host namespaces) and warn/audit
+    against ``restricted``; only the system namespaces that run node agents enforce ``privileged``.
+    """
+    warn = "restricted" if pod_security != "privileged" else "privileged"
+    all_labels = {
+        **labels,
+        "pod-security.kubernetes.io/enforce": pod_security,
+        "pod-security.kubernetes.io/enforce-version": "latest",
+        "pod-security.kubernetes.io/audit": warn,
+        "pod-security.kubernetes.io/warn": warn,
+    }
+    if tenant:
+        all_labels[TENANT_LABEL] = "true"
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(name, labels=all_labels)}
+
+
+def team_role(team: TeamSpec) -> Manifest:
+    """What a team member may do in the team's namespace: run and inspect jobs, never change quotas."""
+    run = ["get", "list", "watch", "create", "update", "patch", "delete"]
+    read = ["get", "list", "watch"]
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _meta("team-member", team.name),
+        "rules": [
+            {"apiGroups": [""], "resources": ["pods", "pods/log", "events", "resourcequotas", "limitranges"],
+             "verbs": read},
+            {"apiGroups": [""], "resources": ["pods/exec", "pods/portforward"], "verbs": ["create"]},
+            {"apiGroups": [""], "resources": ["configmaps", "secrets", "services", "persistentvolumeclaims"],
+             "verbs": run},
+            {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": run},
+            {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets"], "verbs": run},
+            {"apiGroups": ["kubeflow.org"], "resources": ["mpijobs", "pytorchjobs"], "verbs": run},
+            {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": run},
+            {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": read},
+        ],
+    }
+
+
+def team_role_binding(team: TeamSpec) -> Manifest:
+    """Bind the team's Kubernetes group (mapped from IAM by access entries) to its Role."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _meta("team-member", team.name),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "team-member"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": team.k8s_group}],
+    }
+
+
+def resource_quota(team: TeamSpec, hard: Resources, with_efa: bool) -> Manifest:
+    """A backstop under Kueue: the most the namespace can have admitted, never less."""
+    limits = {
+        f"requests.{GPU}": str(hard.gpu),
+        "requests.cpu": str(hard.cpu),
+        "requests.memory": f"{hard.memory_gib}Gi",
+    }
+    if with_efa:
+        limits[f"requests.{EFA}"] = str(hard.efa)
+    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": _meta("gpu-quota", team.name),
+            "spec": {"hard": limits}}
+
+
+def limit_range(team: TeamSpec) -> Manifest:
+    """Defaults for containers that state no requests, so every pod is counted against the quota."""
+    return {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": _meta("defaults", team.name),
+        "spec": {"limits": [{
+            "type": "Container",
+            "defaultRequest": {"cpu": "500m", "memory": "1Gi"},
+            "default": {"cpu": "2", "memory": "8Gi"},
+        }]},
+    }
+
+
+def network_policies(team: TeamSpec, allow_https_egress: bool) -> list[Manifest]:
+    """Default deny, then what a distributed training job needs: its own namespace (NCCL bootstrap,
+    MPI launchers), DNS, the metrics scraper and, optionally, HTTPS egress (S3 checkpoints).
+
+    EFA traffic bypasses the kernel network stack and is governed by the EFA security group instead.
+    """
+    ns = team.name
+
+    def policy(name: str, spec: Manifest) -> Manifest:
+        return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _meta(name, ns),
+                "spec": spec}
+
+    out = [
+        policy("default-deny", {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}),
+        policy("allow-same-namespace", {
+            "podSelector": {},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [{"podSelector": {}}]}],
+            "egress": [{"to": [{"podSelector": {}}]}],
+        }),
+        policy("allow-dns", {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [{
+                "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+                "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+            }],
+        }),
+        policy("allow-metrics-scrape", {
+            "podSelector": {},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"namespaceSelector": {
+                "matchLabels": {"kubernetes.io/metadata.name": MONITORING_NAMESPACE}}}]}],
+        }),
+    ]
+    if allow_https_egress:
+        out.append(policy("allow-https-egress", {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"protocol": "TCP", "port": 443}]}],
+        }))
+    return out
+
+
+def _pod_rules() -> list[Manifest]:
+    return [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]
+
+
+def registry_policy(allowed: Sequence[str]) -> list[Manifest]:
+    """A ValidatingAdmissionPolicy (and binding) that admits team pods only from listed registries."""
+    prefixes = "[" + ", ".join(json.dumps(p) for p in allowed) + "]"
+    checks = []
+    for field in ("containers", "initContainers", "ephemeralContainers"):
+        guard = "" if field == "containers" else f"!has(object.spec.{field}) || "
+        checks.append({
+            "expression": f"{guard}object.spec.{field}.all(c, {prefixes}.exists(p, c.image.startsWith(p)))",
+            "message": f"{field} images must come from an allowed registry: {', '.join(allowed)}",
+            "reason": "Forbidden",
+        })
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": _meta("gpu-cluster-allowed-registries"),
+            "spec": {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": _pod_rules()},
+                     "validations": checks},
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": _meta("gpu-cluster-allowed-registries"),
+            "spec": {
+                "policyName": "gpu-cluster-allowed-registries",
+                "validationActions": ["Deny"],
+                "matchResources": {"namespaceSelector": {"matchLabels": {TENANT_LABEL: "true"}}},
+            },
+        },
+    ]
+
+
+def privileged_policy() -> list[Manifest]:
+    """Refuse privileged containers everywhere but the system namespaces that run node agents."""
+    def unprivileged(field: str) -> str:
+        check = (f"object.spec.{field}.all(c, !has(c.securityContext) || "
+                 "!has(c.securityContext.privileged) || !c.securityContext.privileged)")
+        return check if field == "containers" else f"!has(object.spec.{field}) || {check}"
+
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": _meta("gpu-cluster-no-privileged-pods"),
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": _pod_rules()},
+                "validations": [
+                    {"expression": unprivileged(f), "reason": "Forbidden",
+                     "message": f"privileged {f} run only in {', '.join(PRIVILEGED_NAMESPACES)}"}
+                    for f in ("containers", "initContainers")
+                ],
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": _meta("gpu-cluster-no-privileged-pods"),
+            "spec": {
+                "policyName": "gpu-cluster-no-privileged-pods",
+                "validationActions": ["Deny"],
+                "matchResources": {"namespaceSelector": {"matchExpressions": [{
+                    "key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                    "values": list(PRIVILEGED_NAMESPACES)}]}},
+            },
+        },
+    ]
+
+
+def storage_class(name: str, provisioner: str, parameters: Mapping[str, str]) -> Manifest:
+    """An encrypted block storage class for platform volumes (Prometheus)."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": _meta(name),
+        "provisioner": provisioner,
+        "parameters": dict(parameters),
+        "reclaimPolicy": "Delete",
+        "allowVolumeExpansion": True,
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+
+
+# --- Kueue --------------------------------------------------------------------------------------
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+
+
+def topology() -> Manifest:
+    """The AWS network topology, for topology-aware placement of multi-node jobs."""
+    return {"apiVersion": KUEUE_API, "kind": "Topology", "metadata": _meta(TOPOLOGY_NAME),
+            "spec": {"levels": [{"nodeLabel": label} for label in AWS_TOPOLOGY_LEVELS]}}
+
+
+def resource_flavor(pool: GpuPool) -> Manifest:
+    """One flavor per GPU node group: its node label, the GPU toleration, topology where placed."""
+    spec: Manifest = {"nodeLabels": {NODE_GROUP_LABEL: pool.name}, "tolerations": [GPU_TOLERATION]}
+    if pool.placed:
+        spec["topologyName"] = TOPOLOGY_NAME
+    return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": _meta(pool.name), "spec": spec}
+
+
+def cohort(name: str) -> Manifest:
+    """The cohort every team queue joins, so idle nominal quota is lent to whoever queues."""
+    return {"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": _meta(name), "spec": {}}
+
+
+def _resource_entries(nominal: Resources, borrow: Resources | None, lend: Resources | None,
+                      covered: Sequence[str]) -> list[Manifest]:
+    n = nominal.as_kueue(EFA in covered)
+    b = borrow.as_kueue(EFA in covered) if borrow else None
+    ln = lend.as_kueue(EFA in covered) if lend else None
+    out = []
+    for resource in covered:
+        entry: Manifest = {"name": resource, "nominalQuota": n[resource]}
+        if b is not None:
+            entry["borrowingLimit"] = b[resource]
+        if ln is not None:
+            entry["lendingLimit"] = ln[resource]
+        out.append(entry)
+    return out
+
+
+def covered_resources(pools: Sequence[GpuPool]) -> list[str]:
+    """Resources a team queue accounts for: GPUs, CPU, memory, and EFA where any pool has it."""
+    covered = [GPU, "cpu", "memory"]
+    if any(p.efa_per_node for p in pools):
+        covered.append(EFA)
+    return covered
+
+
+def cluster_queue(team: TeamSpec, flavors: Sequence[FlavorQuota], cohort_name: str | None,
+                  covered: Sequence[str]) -> Manifest:
+    """The team's ClusterQueue: nominal quota per flavor, borrowing/lending limits, preemption."""
+    spec: Manifest = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.name}},
+        "queueingStrategy": "BestEffortFIFO",
+        "resourceGroups": [{
+            "coveredResources": list(covered),
+            "flavors": [{"name": fq.pool.name,
+                         "resources": _resource_entries(fq.nominal, fq.borrowing_limit, fq.lending_limit, covered)}
+                        for fq in flavors],
+        }],
+        "preemption": {
+            "reclaimWithinCohort": "Any" if cohort_name else "Never",
+            "withinClusterQueue": "LowerPriority",
+        },
+    }
+    if cohort_name:
+        spec["cohortName"] = cohort_name
+    return {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": _meta(team.name), "spec": spec}
+
+
+def local_queue(team: TeamSpec) -> Manifest:
+    """The queue team jobs name (``kueue.x-k8s.io/queue-name: default``)."""
+    return {"apiVersion": KUEUE_API, "kind": "LocalQueue", "metadata": _meta("default", team.name),
+            "spec": {"clusterQueue": team.name}}
+
+
+def priority_classes() -> list[Manifest]:
+    """WorkloadPriorityClasses: production, standard, preemptible."""
+    return [{"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass", "metadata": _meta(name),
+             "value": value, "description": description} for name, value, description in PRIORITY_CLASSES]
+
+
+def kueue_manager_config() -> str:
+    """Kueue's controller configuration: quota metrics on, all-or-nothing admission for multi-node jobs,
+    and every job in a team namespace managed even without a queue name (no bypassing the quota)."""
+    config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443", "enableClusterQueueResources": True},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "clientConnection": {"qps": 50, "burst": 100},
+        "waitForPodsReady": {
+            "timeout": "10m",
+            "blockAdmission": True,
+            "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 5},
+        },
+        "manageJobsWithoutQueueName": True,
+        "managedJobsNamespaceSelector": {"matchLabels": {TENANT_LABEL: "true"}},
+        "integrations": {"frameworks": [
+            "batch/job", "kubeflow.org/mpijob", "kubeflow.org/pytorchjob", "jobset.x-k8s.io/jobset",
+            "ray.io/rayjob", "ray.io/raycluster", "pod", "deployment", "statefulset",
+        ]},
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def kueue_values() -> Manifest:
+    """Helm values of the Kueue chart."""
+    return {
+        "enablePrometheus": True,
+        "managerConfig": {"controllerManagerConfigYaml": kueue_manager_config()},
+        "metrics": {"prometheusNamespace": MONITORING_NAMESPACE},
+        "controllerManager": {"replicas": 2, "podDisruptionBudget": {"enabled": True, "minAvailable": 1}},
+    }
+
+
+# --- GPU stack ----------------------------------------------------------------------------------
+
+
+def device_plugin_config(sharing: GpuSharingSpec) -> str:
+    """NVIDIA device plugin configuration for time-slicing."""
+    return yaml.safe_dump({
+        "version": "v1",
+        "flags": {"migStrategy": "none"},
+        "sharing": {"timeSlicing": {
+            "renameByDefault": False,
+            "failRequestsGreaterThanOne": True,
+            "resources": [{"name": GPU, "replicas": sharing.replicas}],
+        }},
+    }, sort_keys=False)
+
+
+def gpu_operator_values(sharing: GpuSharingSpec, driver_on_host: bool) -> Manifest:
+    """GPU Operator values.
+
+    On images that ship the NVIDIA driver and container toolkit (EKS AL2023 NVIDIA AMI) the operator
+    must not install them again. DCGM exporter is on with its ServiceMonitor (honouring the pod's
+    namespace label, so utilization is attributed to the team) and an extended metric list.
+    """
+    values: Manifest = {
+        "driver": {"enabled": not driver_on_host},
+        "toolkit": {"enabled": not driver_on_host},
+        "dcgmExporter": {
+            "enabled": True,
+            "serviceMonitor": {"enabled": True, "interval": "15s", "honorLabels": True},
+            "config": {"name": "gpu-cluster-dcgm-metrics", "create": True, "data": DCGM_METRICS},
+        },
+        "migManager": {"enabled": sharing.mode == "mig"},
+        "mig": {"strategy": sharing.mig_strategy if sharing.mode == "mig" else "single"},
+        "daemonsets": {"tolerations": [GPU_TOLERATION], "priorityClassName": "system-node-critical"},
+        "nfd": {"enabled": True},
+    }
+    if sharing.mode == "time-slicing":
+        values["devicePlugin"] = {"config": {
+            "create": True, "name": "gpu-cluster-device-plugin", "default": "time-slicing",
+            "data": {"time-slicing": device_plugin_config(sharing)},
+        }}
+    return values
+
+
+def efa_plugin_values(instance_types: Sequence[str]) -> Manifest:
+    """AWS EFA device plugin values: run on the EFA node groups' types, tolerate the GPU taint."""
+    return {
+        "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"],
+                                    "values": sorted(set(instance_types))},
+        "tolerations": [GPU_TOLERATION],
+    }
+
+
+# --- telemetry ----------------------------------------------------------------------------------
+
+KUBE_STATE_METRICS_LABELS = [
+    "namespaces=[team,cost-center,environment,owner]",
+    "pods=[team,cost-center,model,experiment,kueue.x-k8s.io/queue-name]",
+    f"nodes=[{NODE_GROUP_LABEL},node.kubernetes.io/instance-type,topology.kubernetes.io/zone]",
+]
+
+
+def prometheus_stack_values(retention_days: int, storage_gib: int, storage_class_name: str,
+                            grafana_secret: str) -> Manifest:
+    """kube-prometheus-stack values: scrape every ServiceMonitor and rule in the cluster, keep data on
+    an encrypted volume, export the billing labels of namespaces and pods (OpenCost aggregates by them),
+    and take Grafana's admin credentials from a generated Secret instead of the chart's default."""
+    return {
+        "prometheus": {"prometheusSpec": {
+            "retention": f"{retention_days}d",
+            "serviceMonitorSelectorNilUsesHelmValues": False,
+            "podMonitorSelectorNilUsesHelmValues": False,
+            "ruleSelectorNilUsesHelmValues": False,
+            "storageSpec": {"volumeClaimTemplate": {"spec": {
+                "storageClassName": storage_class_name,
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": f"{storage_gib}Gi"}},
+            }}},
+        }},
+        "grafana": {
+            "admin": {"existingSecret": grafana_secret, "userKey": "admin-user", "passwordKey": "admin-password"},
+            "sidecar": {"dashboards": {"enabled": True, "label": "grafana_dashboard", "searchNamespace": "ALL"}},
+        },
+        "kube-state-metrics": {"metricLabelsAllowlist": KUBE_STATE_METRICS_LABELS},
+        "alertmanager": {"enabled": True},
+    }
+
+
+def opencost_values(cluster_name: str) -> Manifest:
+    """OpenCost reading the in-cluster Prometheus; cost per team, cost-center and model is the
+    allocation API aggregated by label (``/allocation?aggregate=label:team``)."""
+    return {"opencost": {
+        "exporter": {"defaultClusterId": cluster_name},
+        "prometheus": {"internal": {
+            "enabled": True, "namespaceName": MONITORING_NAMESPACE,
+            "serviceName": f"{PROMETHEUS_RELEASE}-prometheus", "port": 9090,
+        }},
+        "metrics": {"serviceMonitor": {"enabled": True, "namespace": OPENCOST_NAMESPACE}},
+        "ui": {"enabled": True},
+    }}
+
+
+def _alert(name: str, expr: str, minutes: int, severity: str, summary: str) -> Manifest:
+    return {"alert": name, "expr": expr, "for": f"{minutes}m", "labels": {"severity": severity},
+            "annotations": {"summary": summary}}
+
+
+def prometheus_rules() -> Manifest:
+    """Recording rules and alerts for the seed's minimum telemetry: GPU utilization, errors (XID, ECC,
+    row remapping), temperature and power; queue wait time and quota denials (evictions, preemptions,
+    inadmissible workloads)."""
+    recording = [
+        {"record": "gpu_cluster:gpu_utilization:avg_by_namespace",
+         "expr": "avg by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=\"\"})"},
+        {"record": "gpu_cluster:gpu_allocated:sum_by_namespace",
+         "expr": "sum by (namespace) (kube_pod_container_resource_requests{resource=\"nvidia_com_gpu\"})"},
+        {"record": "gpu_cluster:gpu_power_watts:sum_by_node",
+         "expr": "sum by (Hostname) (DCGM_FI_DEV_POWER_USAGE)"},
+        {"record": "gpu_cluster:queue_wait_seconds:p90_by_cluster_queue",
+         "expr": "histogram_quantile(0.9, sum by (le, cluster_queue) "
+                 "(rate(kueue_admission_wait_time_seconds_bucket[30m])))"},
+        {"record": "gpu_cluster:quota_usage_ratio:by_cluster_queue",
+         "expr": "sum by (cluster_queue, resource) (kueue_cluster_queue_resource_usage) / "
+                 "sum by (cluster_queue, resource) (kueue_cluster_queue_nominal_quota)"},
+    ]
+    alerts = [
+        _alert("GpuXidError", "max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS) > 0", 0, "critical",
+               "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported XID {{ $value }}"),
+        _alert("GpuEccDoubleBitErrors", "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m]) > 0", 0, "critical",
+               "uncorrectable ECC errors on GPU {{ $labels.gpu }} of {{ $labels.Hostname }}"),
+        _alert("GpuRowRemapFailure", "max by (Hostname, gpu) (DCGM_FI_DEV_ROW_REMAP_FAILURE) > 0", 0, "critical",
+               "row remapping failed on GPU {{ $labels.gpu }} of {{ $labels.Hostname }}: replace the node"),
+        _alert("GpuTemperatureHigh", "max by (Hostname, gpu) (DCGM_FI_DEV_GPU_TEMP) > 85", 10, "warning",
+               "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} above 85 C"),
+        _alert("GpuPowerThrottling", "rate(DCGM_FI_DEV_POWER_VIOLATION[10m]) > 0", 15, "warning",
+               "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is throttled by its power limit"),
+        _alert("GpuAllocatedButIdle",
+               "gpu_cluster:gpu_utilization:avg_by_namespace < 10 and "
+               "gpu_cluster:gpu_allocated:sum_by_namespace > 0", 60, "warning",
+               "namespace {{ $labels.namespace }} holds GPUs at under 10% utilization"),
+        _alert("KueueQueueWaitHigh", "gpu_cluster:queue_wait_seconds:p90_by_cluster_queue > 3600", 30, "warning",
+               "90% of workloads in {{ $labels.cluster_queue }} waited more than an hour for admission"),
+        _alert("KueueInadmissibleWorkloads", "sum by (cluster_queue) "
+               "(kueue_pending_workloads{status=\"inadmissible\"}) > 0", 30, "warning",
+               "{{ $labels.cluster_queue }} has workloads its quota cannot admit"),
+        _alert("KueueWorkloadsEvicted", "sum by (cluster_queue, reason) "
+               "(increase(kueue_evicted_workloads_total[30m])) > 0", 0, "info",
+               "{{ $labels.cluster_queue }} evicted workloads ({{ $labels.reason }})"),
+        _alert("KueueWorkloadsPreempted", "sum by (preempting_cluster_queue, reason) "
+               "(increase(kueue_preempted_workloads_total[30m])) > 0", 0, "info",
+               "workloads were preempted ({{ $labels.reason }})"),
+    ]
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": _meta("gpu-cluster", MONITORING_NAMESPACE),
+        "spec": {"groups": [
+            {"name": "gpu-cluster.recording", "interval": "1m", "rules": recording},
+            {"name": "gpu-cluster.alerts", "rules": alerts},
+        ]},
+    }
+
+
+def _panel(panel_id: int, title: str, expr: str, legend: str, unit: str, x: int, y: int) -> Manifest:
+    return {
+        "id": panel_id, "type": "timeseries", "title": title,
+        "gridPos": {"h": 8, "w": 12, "x": x, "y": y},
+        "datasource": {"type": "prometheus", "uid": "prometheus"},
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "targets": [{"refId": "A", "expr": expr, "legendFormat": legend}],
+    }
+
+
+def grafana_dashboard() -> Manifest:
+    """A ConfigMap the Grafana sidecar loads: GPU utilization and queue time by team."""
+    dashboard = {
+        "title": "GPU cluster: utilization and queues by team",
+        "uid": "gpu-cluster-teams",
+        "schemaVersion": 39,
+        "time": {"from": "now-24h", "to": "now"},
+        "panels": [
+            _panel(1, "GPU utilization by team", "gpu_cluster:gpu_utilization:avg_by_namespace",
+                   "{{namespace}}", "percent", 0, 0),
+            _panel(2, "GPUs allocated by team", "gpu_cluster:gpu_allocated:sum_by_namespace",
+                   "{{namespace}}", "short", 12, 0),
+            _panel(3, "Queue wait p90 by team", "gpu_cluster:queue_wait_seconds:p90_by_cluster_queue",
+                   "{{cluster_queue}}", "s", 0, 8),
+            _panel(4, "Quota usage / nominal", "gpu_cluster:quota_usage_ratio:by_cluster_queue",
+                   "{{cluster_queue}} {{resource}}", "percentunit", 12, 8),
+            _panel(5, "Pending workloads", "sum by (cluster_queue, status) (kueue_pending_workloads)",
+                   "{{cluster_queue}} {{status}}", "short", 0, 16),
+            _panel(6, "GPU power", "gpu_cluster:gpu_power_watts:sum_by_node", "{{Hostname}}", "watt", 12, 16),
+        ],
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta("gpu-cluster-dashboard", MONITORING_NAMESPACE, {"grafana_dashboard": "1"}),
+        "data": {"gpu-cluster.json": json.dumps(dashboard, indent=1)},
+    }

@@ -1,0 +1,273 @@
+"""The governed GPU platform on the cluster: GPU stack, queues and quotas, tenancy, telemetry.
+
+Four components, created in dependency order by :func:`build_platform`: Monitoring first (its CRDs,
+ServiceMonitor and PrometheusRule, are needed by the others), then the GPU stack, team tenancy, and the
+Kueue queues, whose objects wait for Kueue's release (and so for its admission webhook) to be ready.
+Every Kubernetes object comes from :mod:`components.kubernetes.objects`, so what is deployed is what
+the tests validate and what ``blueprint manifests`` writes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pulumi_random as random
+
+from components.catalog import ChartPin, load_charts
+from components.kubernetes import objects as obj
+from components.kubernetes.quotas import EFA, GpuPool, namespace_hard_limits, team_flavor_quotas
+from components.spec import PRIVILEGED_NAMESPACES, PlatformSpec, TeamSpec
+
+GRAFANA_SECRET = "grafana-admin"
+STORAGE_CLASS = "gp3-encrypted"
+
+_TYPED: dict[tuple[str, str], Any] = {
+    ("v1", "Namespace"): k8s.core.v1.Namespace,
+    ("v1", "ResourceQuota"): k8s.core.v1.ResourceQuota,
+    ("v1", "LimitRange"): k8s.core.v1.LimitRange,
+    ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
+    ("v1", "Secret"): k8s.core.v1.Secret,
+    ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
+    ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
+    ("storage.k8s.io/v1", "StorageClass"): k8s.storage.v1.StorageClass,
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"):
+        k8s.admissionregistration.v1.ValidatingAdmissionPolicy,
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"):
+        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding,
+}
+
+
+class CrdObject(pulumi.CustomResource):
+    """An object of a CRD kind, with every top-level field of its manifest.
+
+    ``kubernetes.apiextensions.CustomResource`` in Python takes only ``metadata`` and ``spec``, which
+    cannot express kinds such as Kueue's WorkloadPriorityClass (``value``, ``description`` at the top
+    level). The type token is the same (``kubernetes:<apiVersion>:<kind>``), so the provider treats it
+    exactly like a CustomResource.
+    """
+
+    def __init__(self, name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions) -> None:
+        api_version, kind = str(manifest["apiVersion"]), str(manifest["kind"])
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=k8s_version()))
+        super().__init__(f"kubernetes:{api_version}:{kind}", name, dict(manifest), opts)
+
+
+def k8s_version() -> str:
+    """The pulumi-kubernetes plugin version this SDK asks the engine for."""
+    from pulumi_kubernetes import _utilities
+
+    return str(_utilities.get_version())  # type: ignore[no-untyped-call]
+
+
+def _snake(key: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+
+
+def apply(name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    """Create one Kubernetes object from its manifest: a typed resource for built-in kinds, a
+    ``CustomResource`` for CRD kinds. Nested keys stay camelCase, as the API expects."""
+    api_version, kind = str(manifest["apiVersion"]), str(manifest["kind"])
+    fields = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+    cls = _TYPED.get((api_version, kind))
+    if cls is not None:
+        resource: pulumi.CustomResource = cls(name, opts=opts, **{_snake(k): v for k, v in fields.items()})
+        return resource
+    return CrdObject(name, manifest, opts)
+
+
+def _object_name(prefix: str, manifest: Mapping[str, Any]) -> str:
+    meta = manifest["metadata"]
+    parts = [prefix, str(manifest["kind"]).lower()]
+    if "namespace" in meta:
+        parts.append(str(meta["namespace"]))
+    parts.append(str(meta["name"]))
+    return "-".join(parts)
+
+
+def release(name: str, pin: ChartPin, namespace: str, values: Mapping[str, Any],
+            opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+    """A Helm release of a pinned chart that waits until its workloads are ready (``skip_await`` off),
+    rolls back a failed upgrade (``atomic``) and keeps a bounded history."""
+    chart = f"{pin.repository}/{pin.chart}" if pin.is_oci else pin.chart
+    return k8s.helm.v3.Release(
+        name,
+        name=name,
+        chart=chart,
+        version=pin.version,
+        repository_opts=None if pin.is_oci else {"repo": pin.repository},
+        namespace=namespace,
+        create_namespace=False,
+        values=dict(values),
+        atomic=True,
+        cleanup_on_fail=True,
+        timeout=900,
+        max_history=10,
+        skip_await=False,
+        opts=opts,
+    )
+
+
+def _system_namespace(parent: pulumi.Resource, name: str, labels: Mapping[str, str]) -> pulumi.CustomResource:
+    security = "privileged" if name in PRIVILEGED_NAMESPACES else "baseline"
+    return apply(f"ns-{name}", obj.namespace(name, labels, security), pulumi.ResourceOptions(parent=parent))
+
+
+@dataclass(frozen=True)
+class PlatformInputs:
+    """What the platform needs from the cluster and the spec (no cloud types)."""
+
+    cluster_name: str
+    labels: Mapping[str, str]
+    teams: Sequence[TeamSpec]
+    platform: PlatformSpec
+    pools: Sequence[GpuPool]
+    driver_on_host: bool
+    storage_provisioner: str
+    storage_parameters: Mapping[str, str]
+
+    @property
+    def pools_by_name(self) -> dict[str, GpuPool]:
+        """GPU pools by node group name."""
+        return {p.name: p for p in self.pools}
+
+
+class Monitoring(pulumi.ComponentResource):
+    """kube-prometheus-stack with the GPU and queue rules and dashboard, and OpenCost.
+
+    Attributes:
+        prometheus: the kube-prometheus-stack release (its CRDs are needed by every ServiceMonitor).
+    """
+
+    prometheus: k8s.helm.v3.Release
+
+    def __init__(self, name: str, inputs: PlatformInputs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:telemetry:Monitoring", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        charts = load_charts()
+        mon_ns = _system_namespace(self, obj.MONITORING_NAMESPACE, inputs.labels)
+        cost_ns = _system_namespace(self, obj.OPENCOST_NAMESPACE, inputs.labels)
+        storage = apply(f"{name}-storageclass",
+                        obj.storage_class(STORAGE_CLASS, inputs.storage_provisioner, inputs.storage_parameters),
+                        child)
+        password = random.RandomPassword(f"{name}-grafana-password", length=32, special=False, opts=child)
+        secret = k8s.core.v1.Secret(
+            f"{name}-grafana-admin",
+            metadata={"name": GRAFANA_SECRET, "namespace": obj.MONITORING_NAMESPACE, "labels": dict(inputs.labels)},
+            string_data={"admin-user": "admin", "admin-password": password.result},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[mon_ns]),
+        )
+        mon = inputs.platform.monitoring
+        self.prometheus = release(
+            obj.PROMETHEUS_RELEASE, charts["kube-prometheus-stack"], obj.MONITORING_NAMESPACE,
+            obj.prometheus_stack_values(mon.retention_days, mon.storage_gib, STORAGE_CLASS, GRAFANA_SECRET),
+            pulumi.ResourceOptions(parent=self, depends_on=[mon_ns, storage, secret]),
+        )
+        after_prometheus = pulumi.ResourceOptions(parent=self, depends_on=[self.prometheus])
+        apply(f"{name}-rules", obj.prometheus_rules(), after_prometheus)
+        apply(f"{name}-dashboard", obj.grafana_dashboard(), after_prometheus)
+        release("opencost", charts["opencost"], obj.OPENCOST_NAMESPACE, obj.opencost_values(inputs.cluster_name),
+                pulumi.ResourceOptions(parent=self, depends_on=[cost_ns, self.prometheus]))
+        self.register_outputs({})
+
+
+class GpuStack(pulumi.ComponentResource):
+    """The NVIDIA GPU Operator and, where node groups have EFA, the AWS EFA device plugin."""
+
+    def __init__(self, name: str, inputs: PlatformInputs, prometheus: pulumi.Resource,
+                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:control-plane:GpuStack", name, None, opts)
+        charts = load_charts()
+        ns = _system_namespace(self, obj.GPU_OPERATOR_NAMESPACE, inputs.labels)
+        release("gpu-operator", charts["gpu-operator"], obj.GPU_OPERATOR_NAMESPACE,
+                obj.gpu_operator_values(inputs.platform.gpu_sharing, inputs.driver_on_host),
+                pulumi.ResourceOptions(parent=self, depends_on=[ns, prometheus]))
+        efa_types = [p.instance_type for p in inputs.pools if p.efa_per_node]
+        if efa_types:
+            release("aws-efa-k8s-device-plugin", charts["aws-efa-k8s-device-plugin"], "kube-system",
+                    obj.efa_plugin_values(efa_types), pulumi.ResourceOptions(parent=self))
+        self.register_outputs({})
+
+
+class Tenancy(pulumi.ComponentResource):
+    """One isolated namespace per team, and the cluster-wide admission policies.
+
+    Attributes:
+        namespaces: the team namespaces by team name (LocalQueues are created in them).
+    """
+
+    namespaces: dict[str, pulumi.Resource]
+
+    def __init__(self, name: str, inputs: PlatformInputs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:control-plane:Tenancy", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        pools = inputs.pools_by_name
+        with_efa = EFA in obj.covered_resources(inputs.pools)
+        self.namespaces = {}
+        for team in inputs.teams:
+            ns = apply(f"{name}-ns-{team.name}",
+                       obj.namespace(team.name, obj.team_labels(team, inputs.labels), "baseline", tenant=True),
+                       child)
+            self.namespaces[team.name] = ns
+            in_ns = pulumi.ResourceOptions(parent=self, depends_on=[ns])
+            hard = namespace_hard_limits(team, list(inputs.teams), pools, inputs.platform.cohort)
+            manifests = [
+                obj.team_role(team),
+                obj.team_role_binding(team),
+                obj.resource_quota(team, hard, with_efa),
+                obj.limit_range(team),
+                *obj.network_policies(team, inputs.platform.allow_https_egress),
+            ]
+            for m in manifests:
+                apply(_object_name(name, m), m, in_ns)
+        for m in [*obj.registry_policy(inputs.platform.allowed_registries), *obj.privileged_policy()]:
+            apply(_object_name(name, m), m, child)
+        self.register_outputs({})
+
+
+class Queues(pulumi.ComponentResource):
+    """Kueue and the queue objects: flavors, cohort, one ClusterQueue and LocalQueue per team,
+    priority classes, and the network topology for placed node groups."""
+
+    def __init__(self, name: str, inputs: PlatformInputs, prometheus: pulumi.Resource,
+                 namespaces: Mapping[str, pulumi.Resource], opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:control-plane:Queues", name, None, opts)
+        charts = load_charts()
+        ns = _system_namespace(self, obj.KUEUE_NAMESPACE, inputs.labels)
+        kueue = release("kueue", charts["kueue"], obj.KUEUE_NAMESPACE, obj.kueue_values(),
+                        pulumi.ResourceOptions(parent=self, depends_on=[ns, prometheus]))
+        # Kueue's webhooks reject every queue object until its controller is ready ("failed calling
+        # webhook mresourceflavor.kb.io", kueue#12008, #3794): the release waits for readiness, and
+        # every object below waits for the release.
+        after = pulumi.ResourceOptions(parent=self, depends_on=[kueue])
+        pools = inputs.pools_by_name
+        covered = obj.covered_resources(inputs.pools)
+        cohort_name = f"{inputs.cluster_name}-gpus" if inputs.platform.cohort else None
+        manifests: list[dict[str, Any]] = []
+        if any(p.placed for p in inputs.pools):
+            manifests.append(obj.topology())
+        manifests += [obj.resource_flavor(p) for p in inputs.pools]
+        if cohort_name:
+            manifests.append(obj.cohort(cohort_name))
+        manifests += obj.priority_classes()
+        manifests += [obj.cluster_queue(t, team_flavor_quotas(t, pools), cohort_name, covered) for t in inputs.teams]
+        for m in manifests:
+            apply(_object_name(name, m), m, after)
+        for team in inputs.teams:
+            m = obj.local_queue(team)
+            apply(_object_name(name, m), m,
+                  pulumi.ResourceOptions(parent=self, depends_on=[kueue, namespaces[team.name]]))
+        self.register_outputs({})
+
+
+def build_platform(inputs: PlatformInputs, opts: pulumi.ResourceOptions) -> None:
+    """Create the four platform components in dependency order."""
+    monitoring = Monitoring("monitoring", inputs, opts=opts)
+    GpuStack("gpu-stack", inputs, monitoring.prometheus, opts=opts)
+    tenancy = Tenancy("tenancy", inputs, opts=opts)
+    Queues("queues", inputs, monitoring.prometheus, tenancy.namespaces, opts=opts)

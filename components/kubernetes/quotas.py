@@ -1,0 +1,137 @@
+"""Quota arithmetic for Kueue and ResourceQuotas, free of Pulumi so it is tested directly.
+
+A team's quota is written in GPUs per node group. Each GPU brings its share of the node: vCPUs, memory
+and EFA interfaces (p5.48xlarge: 24 vCPU, 256 GiB and 4 EFA per GPU), so a job that asks for a whole
+node's worth of GPUs also fits its CPU, memory and EFA requests in the same quota.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from components.spec import QuotaSpec, TeamSpec
+
+GPU = "nvidia.com/gpu"
+EFA = "vpc.amazonaws.com/efa"
+CPU = "cpu"
+MEMORY = "memory"
+
+
+@dataclass(frozen=True)
+class GpuPool:
+    """What one GPU node group provides, as the Kubernetes layer needs it (no cloud types)."""
+
+    name: str
+    instance_type: str
+    gpus_per_node: int
+    max_nodes: int
+    efa_per_node: int
+    vcpu_per_node: int | None
+    memory_gib_per_node: int | None
+    placed: bool  # nodes share a placement group or a reservation: topology-aware scheduling applies
+    gpu_units_per_gpu: int = 1  # time-slicing replicas
+
+    @property
+    def capacity_units(self) -> int:
+        """nvidia.com/gpu units at max size."""
+        return self.max_nodes * self.gpus_per_node * self.gpu_units_per_gpu
+
+
+@dataclass(frozen=True)
+class Resources:
+    """One amount of each covered resource: GPU units, CPU cores, memory GiB, EFA interfaces."""
+
+    gpu: int
+    cpu: int
+    memory_gib: int
+    efa: int
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(self.gpu + other.gpu, self.cpu + other.cpu, self.memory_gib + other.memory_gib,
+                         self.efa + other.efa)
+
+    def capped(self, cap: Resources) -> Resources:
+        """Element-wise minimum."""
+        return Resources(min(self.gpu, cap.gpu), min(self.cpu, cap.cpu), min(self.memory_gib, cap.memory_gib),
+                         min(self.efa, cap.efa))
+
+    def as_kueue(self, with_efa: bool) -> dict[str, str]:
+        """Kubernetes quantities by resource name."""
+        out = {GPU: str(self.gpu), CPU: str(self.cpu), MEMORY: f"{self.memory_gib}Gi"}
+        if with_efa:
+            out[EFA] = str(self.efa)
+        return out
+
+
+ZERO = Resources(0, 0, 0, 0)
+
+
+def resources_for(gpu_units: int, pool: GpuPool, quota: QuotaSpec | None = None) -> Resources:
+    """The node share that goes with ``gpu_units`` of a pool; explicit cpu/memory in ``quota`` win.
+
+    Rounds down, so quotas never promise more than the nodes have. Explicit figures apply to the
+    nominal amount only; borrowing and lending limits scale them by the same GPU fraction.
+    """
+    physical = gpu_units / pool.gpu_units_per_gpu
+    per_node = physical / pool.gpus_per_node if pool.gpus_per_node else 0.0
+    nominal = quota.gpus if quota else 0
+    fraction = gpu_units / nominal if nominal else 0.0
+    if quota is not None and quota.cpu is not None:
+        cpu = math.floor(quota.cpu * fraction)
+    else:
+        cpu = math.floor((pool.vcpu_per_node or 0) * per_node)
+    if quota is not None and quota.memory_gib is not None:
+        memory = math.floor(quota.memory_gib * fraction)
+    else:
+        memory = math.floor((pool.memory_gib_per_node or 0) * per_node)
+    efa = math.floor(pool.efa_per_node * per_node)
+    return Resources(gpu_units, cpu, memory, efa)
+
+
+@dataclass(frozen=True)
+class FlavorQuota:
+    """One team's entry for one flavor in its ClusterQueue."""
+
+    pool: GpuPool
+    nominal: Resources
+    borrowing_limit: Resources | None
+    lending_limit: Resources | None
+
+
+def team_flavor_quotas(team: TeamSpec, pools: dict[str, GpuPool]) -> list[FlavorQuota]:
+    """The team's ClusterQueue flavors, in the order of its quotas."""
+    out = []
+    for q in team.quotas:
+        pool = pools[q.node_group]
+        out.append(FlavorQuota(
+            pool=pool,
+            nominal=resources_for(q.gpus, pool, q),
+            borrowing_limit=None if q.borrowing_limit_gpus is None else resources_for(q.borrowing_limit_gpus, pool, q),
+            lending_limit=None if q.lending_limit_gpus is None else resources_for(q.lending_limit_gpus, pool, q),
+        ))
+    return out
+
+
+def namespace_hard_limits(team: TeamSpec, teams: list[TeamSpec], pools: dict[str, GpuPool], cohort: bool) -> Resources:
+    """The most a team's namespace can ever have admitted at once, for its ResourceQuota.
+
+    Nominal quota plus what it can borrow: its borrowing limit, or else everything the other teams lend
+    (their lending limit, or their whole nominal quota). The ResourceQuota is a backstop that must never
+    refuse a workload Kueue admitted, so it is the upper bound, not the nominal share.
+    """
+    total = ZERO
+    for fq in team_flavor_quotas(team, pools):
+        amount = fq.nominal
+        if cohort:
+            lendable = ZERO
+            for other in teams:
+                if other.name == team.name:
+                    continue
+                for ofq in team_flavor_quotas(other, pools):
+                    if ofq.pool.name == fq.pool.name:
+                        lendable = lendable + (ofq.lending_limit or ofq.nominal)
+            borrow = lendable if fq.borrowing_limit is None else fq.borrowing_limit.capped(lendable)
+            amount = amount + borrow
+        total = total + amount
+    return total

@@ -1,0 +1,83 @@
+"""Offline schema checks for the Kubernetes objects the program creates.
+
+Built-in kinds: kubernetes-validate in strict mode (unknown fields are errors) for the cluster's
+Kubernetes version. Kueue and MPIJob kinds: the CRD's openAPIV3Schema from ../shared/reference, made
+strict the way the API server's strict field validation is (unknown fields are errors), plus the CEL
+rules of the ClusterQueue schema that a JSON-schema check cannot run.
+"""
+
+from __future__ import annotations
+
+import copy
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import yaml
+
+REFERENCE = Path(__file__).resolve().parent.parent.parent / "shared" / "reference"
+CRD_DIRS = (REFERENCE / "kueue-crds", REFERENCE / "mpi-operator-crds")
+BUILTIN_GROUPS = ("v1", "rbac.authorization.k8s.io/", "networking.k8s.io/", "storage.k8s.io/",
+                  "admissionregistration.k8s.io/", "apps/", "batch/")
+
+
+def is_builtin(manifest: dict[str, Any]) -> bool:
+    api = str(manifest["apiVersion"])
+    return api == "v1" or api.startswith(BUILTIN_GROUPS)
+
+
+def validate_builtin(manifest: dict[str, Any], kubernetes_version: str) -> None:
+    """Raise kubernetes_validate.ValidationError when the object is not valid for the version."""
+    kubernetes_validate.validate(manifest, kubernetes_version, strict=True)
+
+
+def _strict(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        out = {k: _strict(v) for k, v in schema.items()}
+        if "properties" in out and "additionalProperties" not in out \
+                and not out.get("x-kubernetes-preserve-unknown-fields"):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [_strict(v) for v in schema]
+    return schema
+
+
+@cache
+def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
+    """(apiVersion, kind) -> strict JSON schema, for every served version of the reference CRDs."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for folder in CRD_DIRS:
+        for path in sorted(folder.glob("*.yaml")):
+            crd = yaml.safe_load(path.read_text())
+            group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+            for version in crd["spec"]["versions"]:
+                schema = copy.deepcopy(version["schema"]["openAPIV3Schema"])
+                out[(f"{group}/{version['name']}", kind)] = _strict(schema)
+    return out
+
+
+def validate_crd_object(manifest: dict[str, Any]) -> None:
+    """Raise jsonschema.ValidationError (or KeyError for an unknown kind) for a CRD object."""
+    schema = crd_schemas()[(manifest["apiVersion"], manifest["kind"])]
+    jsonschema.validate(manifest, schema, cls=jsonschema.Draft7Validator)
+
+
+def cluster_queue_cel(manifest: dict[str, Any]) -> list[str]:
+    """The ClusterQueue CEL rules the schema check cannot run; returns the messages of broken ones."""
+    spec = manifest.get("spec", {})
+    problems = []
+    groups = spec.get("resourceGroups", [])
+    if "cohortName" not in spec and any(
+            "borrowingLimit" in r for g in groups for f in g.get("flavors", []) for r in f.get("resources", [])):
+        problems.append("borrowingLimit must be nil when cohort is empty")
+    for g in groups:
+        covered = list(g.get("coveredResources", []))
+        for f in g.get("flavors", []):
+            names = [r["name"] for r in f.get("resources", [])]
+            if names != covered:
+                problems.append(f"flavor {f.get('name')} must list exactly the covered resources {covered}, "
+                                f"in order; got {names}")
+    return problems
