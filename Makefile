@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup preview preview-dev graph test lint unit golden clean
+.PHONY: setup preview preview-dev policy graph test lint unit golden clean
 
 setup: $(STAMP)
 
@@ -22,6 +22,10 @@ preview: setup
 
 preview-dev: setup
 	$(BIN)/blueprint preview dev-aws
+
+## Run the policy pack on the production stack (exit 1 on a mandatory violation).
+policy: setup
+	$(BIN)/blueprint policy prod-aws
 
 ## Write the production ResourceGraph to graph.json.
 graph: setup

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -15,6 +16,9 @@ from blueprint.engine import ProgramRun, run_program
 from blueprint.stackfile import STACKS_DIR, StackFile, available_stacks, load_stack
 
 ROOT = Path(__file__).resolve().parent.parent
+# The policy pack is imported the way the Pulumi CLI runs it: from its own folder.
+if str(ROOT / "policies") not in sys.path:
+    sys.path.insert(0, str(ROOT / "policies"))
 SHIPPED_STACKS = available_stacks()
 
 

@@ -1,0 +1,294 @@
+"""The offline policy runner: the real CrossGuard pack in ``policies/``, run in-process on a graph.
+
+The pack's analyzer (``pulumi_policy``'s servicer, the object the CLI talks to over gRPC) is built
+without starting its server, configured like ``--policy-pack-config`` configures it, and called with
+``Analyze`` (each resource) and ``AnalyzeStack`` (the whole stack) requests made from the graph. The
+verdicts are therefore the ones ``pulumi preview --policy-pack policies`` gives.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2
+from pulumi.runtime.proto import analyzer_pb2 as proto
+
+from blueprint.graph import GraphResource, ResourceGraph
+
+PACK_DIR = Path(__file__).resolve().parent.parent / "policies"
+LEVELS: dict[str, int] = {"advisory": proto.ADVISORY, "mandatory": proto.MANDATORY, "remediate": proto.REMEDIATE,
+          "disabled": proto.DISABLED}
+LEVEL_NAMES = {v: k for k, v in LEVELS.items()}
+SEVERITIES = {proto.POLICY_SEVERITY_LOW: "low", proto.POLICY_SEVERITY_MEDIUM: "medium",
+              proto.POLICY_SEVERITY_HIGH: "high", proto.POLICY_SEVERITY_CRITICAL: "critical",
+              proto.POLICY_SEVERITY_UNSPECIFIED: "unspecified"}
+
+
+LevelConfig = dict[str, tuple[int, dict[str, Any]]]
+
+
+class PolicyConfigError(ValueError):
+    """A pack config file that names unknown policies or levels, or has the wrong shape."""
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One reported violation, in the JSON output's shape."""
+
+    policy: str
+    enforcement: str
+    severity: str
+    urn: str
+    type: str
+    message: str
+
+
+@dataclass
+class PolicyReport:
+    """Everything one run of the pack found."""
+
+    pack: str
+    violations: list[Violation] = field(default_factory=list)
+    not_applicable: list[tuple[str, str]] = field(default_factory=list)
+    rules: list[Any] = field(default_factory=list)
+
+    @property
+    def mandatory(self) -> list[Violation]:
+        """Violations that block a deployment."""
+        return [v for v in self.violations if v.enforcement == "mandatory"]
+
+    @property
+    def passed(self) -> bool:
+        """True when no mandatory policy is violated."""
+        return not self.mandatory
+
+
+@dataclass(frozen=True)
+class Pack:
+    """The loaded pack: its name, policy objects and documentation rows."""
+
+    name: str
+    policies: list[Any]
+    rules: list[Any]
+
+
+def load_pack(pack_dir: Path = PACK_DIR) -> Pack:
+    """Import the pack from ``policies/`` the way the CLI does (its folder on the import path)."""
+    if str(pack_dir) not in sys.path:
+        sys.path.insert(0, str(pack_dir))
+    pack = importlib.import_module("gpu_policies.pack")
+    common = importlib.import_module("gpu_policies.common")
+    return Pack(pack.PACK_NAME, list(pack.POLICIES), list(common.RULES))
+
+
+def _level_of(value: Any, where: str) -> int:
+    if not isinstance(value, str) or value not in LEVELS:
+        raise PolicyConfigError(f"{where}: enforcement level must be one of {', '.join(LEVELS)}, got {value!r}")
+    return LEVELS[value]
+
+
+def normalize_config(raw: Any, policies: list[Any], source: str = "policy config") -> LevelConfig:
+    """Turn a ``--policy-pack-config`` document into (enforcement level, properties) per policy.
+
+    Accepts what the CLI accepts: ``{"all": "advisory"}``, ``{"<policy>": "disabled"}`` and
+    ``{"<policy>": {"enforcementLevel": "mandatory", "<knob>": value}}``. Unknown policies, levels or
+    knobs are errors, so a typo never silently leaves a policy unconfigured.
+    """
+    if not isinstance(raw, dict):
+        raise PolicyConfigError(f"{source}: must be a JSON object of policy names")
+    by_name = {p.name: p for p in policies}
+    default_level: dict[str, int] = {p.name: int(LEVELS[p.enforcement_level.value]) for p in policies}
+    if "all" in raw:
+        level = _level_of(raw["all"], f"{source}: all")
+        default_level = {name: level for name in by_name}
+    out: LevelConfig = {}
+    for name, value in raw.items():
+        if name == "all":
+            continue
+        if name not in by_name:
+            raise PolicyConfigError(f"{source}: {name}: no such policy (known: {', '.join(sorted(by_name))})")
+        knobs = set((by_name[name].config_schema.properties if by_name[name].config_schema else {}) or {})
+        if isinstance(value, str):
+            out[name] = (_level_of(value, f"{source}: {name}"), {})
+        elif isinstance(value, dict):
+            props = {k: v for k, v in value.items() if k != "enforcementLevel"}
+            unknown = sorted(set(props) - knobs)
+            if unknown:
+                raise PolicyConfigError(f"{source}: {name}: unknown setting(s) {', '.join(unknown)} "
+                                        f"(known: {', '.join(sorted(knobs)) or 'none'})")
+            level = (_level_of(value["enforcementLevel"], f"{source}: {name}.enforcementLevel")
+                     if "enforcementLevel" in value else default_level[name])
+            out[name] = (level, props)
+        else:
+            raise PolicyConfigError(f"{source}: {name}: must be a level string or an object")
+    for name, level in default_level.items():
+        out.setdefault(name, (level, {}))
+    return out
+
+
+def load_config_file(path: Path, policies: list[Any]) -> LevelConfig:
+    """Read and normalize a pack config file."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise PolicyConfigError(f"{path}: not a readable JSON file: {err}") from None
+    return normalize_config(raw, policies, str(path))
+
+
+def _struct(values: dict[str, Any]) -> struct_pb2.Struct:
+    out = struct_pb2.Struct()
+    json_format.ParseDict(values, out)
+    return out
+
+
+def _options(res: GraphResource) -> proto.AnalyzerResourceOptions:
+    return proto.AnalyzerResourceOptions(protect=res.protect, parent=res.parent or "")
+
+
+def _provider(graph: ResourceGraph, res: GraphResource) -> proto.AnalyzerProviderResource | None:
+    prov = graph.get(res.provider_urn) if res.provider_urn else None
+    if prov is None:
+        return None
+    return proto.AnalyzerProviderResource(type=prov.type, properties=_struct(prov.inputs), urn=prov.urn,
+                                          name=prov.name)
+
+
+def _collect(report: PolicyReport, graph: ResourceGraph, response: Any, default_urn: str = "") -> None:
+    for d in response.diagnostics:
+        urn = d.urn or default_urn
+        res = graph.get(urn)
+        report.violations.append(Violation(
+            policy=d.policyName,
+            enforcement=LEVEL_NAMES.get(d.enforcementLevel, "advisory"),
+            severity=SEVERITIES.get(d.severity, "unspecified"),
+            urn=urn,
+            type=res.type if res else "",
+            message=d.message,
+        ))
+    for na in response.not_applicable:
+        report.not_applicable.append((na.policy_name, na.reason))
+
+
+def run_policies(graph: ResourceGraph, config: LevelConfig | None = None,
+                 pack: Pack | None = None) -> PolicyReport:
+    """Run every policy of the pack on the graph and return the violations."""
+    from pulumi_policy.policy import EnforcementLevel, _PolicyAnalyzerServicer
+
+    pack = pack or load_pack()
+    servicer = _PolicyAnalyzerServicer(pack.name, "0.1.0", list(pack.policies), EnforcementLevel.ADVISORY)
+    levels = config if config is not None else normalize_config({}, pack.policies)
+    servicer.Configure(proto.ConfigureAnalyzerRequest(policyConfig={
+        name: proto.PolicyConfig(enforcementLevel=level, properties=_struct(props))  # type: ignore[arg-type]
+        for name, (level, props) in levels.items()
+    }), None)  # type: ignore[no-untyped-call]
+
+    report = PolicyReport(pack=pack.name, rules=list(pack.rules))
+    stack_resources = []
+    for res in graph.resources:
+        provider = _provider(graph, res)
+        props = _struct(res.inputs)
+        if not res.is_component and not res.is_provider and res.type != "pulumi:pulumi:Stack":
+            request = proto.AnalyzeRequest(type=res.type, properties=props, urn=res.urn, name=res.name,
+                                           options=_options(res), provider=provider)
+            _collect(report, graph, servicer.Analyze(request, None), res.urn)  # type: ignore[no-untyped-call]
+        stack_resources.append(proto.AnalyzerResource(
+            type=res.type, properties=props, urn=res.urn, name=res.name, options=_options(res),
+            provider=provider, parent=res.parent or "", dependencies=list(res.dependencies)))
+    stack_request = proto.AnalyzeStackRequest(resources=stack_resources)
+    _collect(report, graph, servicer.AnalyzeStack(stack_request, None))  # type: ignore[no-untyped-call]
+    report.violations.sort(key=lambda v: (v.enforcement != "mandatory", v.policy, v.urn))
+    return report
+
+
+# --- output formats -----------------------------------------------------------------------------
+
+
+def _short(message: str) -> str:
+    """The violation text without the policy description the analyzer prepends."""
+    return message.split("\n", 1)[1] if "\n" in message else message
+
+
+def render_table(report: PolicyReport) -> str:
+    """A plain-text verdict and table for terminals and logs."""
+    lines = [verdict_line(report)]
+    for v in report.violations:
+        lines.append(f"  {v.enforcement.upper():9} {v.severity:8} {v.policy}")
+        lines.append(f"            {v.urn or '(stack)'}")
+        lines.append(f"            {_short(v.message)}")
+    return "\n".join(lines) + "\n"
+
+
+def verdict_line(report: PolicyReport) -> str:
+    """One line: pass or fail, with counts."""
+    advisory = len(report.violations) - len(report.mandatory)
+    state = "PASS" if report.passed else "FAIL"
+    return (f"policy verdict: {state} ({len(report.mandatory)} mandatory, {advisory} advisory violation(s); "
+            f"{len(report.rules)} policies in {report.pack})")
+
+
+def render_markdown(report: PolicyReport, stack: str) -> str:
+    """A pull-request comment."""
+    icon = "✅" if report.passed else "❌"
+    out = [f"### {icon} Policy check for `{stack}`", "", verdict_line(report), ""]
+    if report.violations:
+        out += ["| enforcement | severity | policy | resource | requirement |", "| --- | --- | --- | --- | --- |"]
+        for v in report.violations:
+            name = v.urn.rsplit("::", 1)[-1] if v.urn else "(stack)"
+            text = _short(v.message).replace("|", "\\|").replace("\n", " ")
+            out.append(f"| {v.enforcement} | {v.severity} | `{v.policy}` | `{name}` | {text} |")
+        by_name = {r.name: r for r in report.rules}
+        fixes = sorted({v.policy for v in report.violations})
+        out += ["", "<details><summary>How to fix</summary>", ""]
+        out += [f"- `{p}`: {by_name[p].remediation}" for p in fixes if p in by_name]
+        out += ["", "</details>"]
+    return "\n".join(out) + "\n"
+
+
+def render_json(report: PolicyReport) -> str:
+    """``{"violations": [{"policy", "enforcement", "severity", "urn", "type", "message"}]}``."""
+    return json.dumps({"violations": [asdict(v) for v in report.violations]}, indent=2) + "\n"
+
+
+def render_sarif(report: PolicyReport, artifact: str) -> str:
+    """SARIF 2.1.0 for GitHub code scanning: one rule per policy, one result per violation, located in
+    the stack file (line 1; a violation belongs to the resource, named as a logical location)."""
+    rules = sorted(report.rules, key=lambda r: r.name)
+    index = {r.name: i for i, r in enumerate(rules)}
+    driver = {
+        "name": report.pack,
+        "informationUri": "https://www.pulumi.com/docs/iac/using-pulumi/crossguard/",
+        "rules": [{
+            "id": r.name,
+            "name": "".join(part.capitalize() for part in r.name.split("-")),
+            "shortDescription": {"text": r.description},
+            "fullDescription": {"text": r.description},
+            "help": {"text": r.remediation},
+            "defaultConfiguration": {"level": "error" if r.area in ("billing", "quotas", "telemetry") else "warning"},
+            "properties": {"tags": [r.area, r.kind], "severity": r.severity.value},
+        } for r in rules],
+    }
+    results = []
+    for v in report.violations:
+        result: dict[str, Any] = {
+            "ruleId": v.policy,
+            "level": "error" if v.enforcement == "mandatory" else "warning",
+            "message": {"text": _short(v.message)},
+            "locations": [{
+                "physicalLocation": {"artifactLocation": {"uri": artifact}, "region": {"startLine": 1}},
+                "logicalLocations": [{"fullyQualifiedName": v.urn or "stack", "kind": "resource"}],
+            }],
+        }
+        if v.policy in index:
+            result["ruleIndex"] = index[v.policy]
+        results.append(result)
+    doc = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{"tool": {"driver": driver}, "results": results}],
+    }
+    return json.dumps(doc, indent=2) + "\n"

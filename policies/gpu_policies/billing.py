@@ -1,0 +1,126 @@
+"""Billing: every cost-bearing object names who pays for it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pulumi_policy import ResourceValidationArgs, Severity
+
+from gpu_policies.common import NAMESPACE, Knob, Reporter, effective_tags, get, is_gpu_node_group, resource_policy
+
+REQUIRED_TAGS = Knob("requiredTags", {"type": "array", "items": {"type": "string"}},
+                     ["team", "cost-center", "environment", "owner"])
+REQUIRED_LABELS = Knob("requiredLabels", {"type": "array", "items": {"type": "string"}},
+                       ["team", "cost-center", "environment"])
+# AWS resource types of this blueprint that accept tags (a test keeps the list in step with the program).
+TAGGABLE = Knob("taggableTypes", {"type": "array", "items": {"type": "string"}}, [
+    "aws:cloudwatch/logGroup:LogGroup",
+    "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup",
+    "aws:ec2/eip:Eip",
+    "aws:ec2/internetGateway:InternetGateway",
+    "aws:ec2/launchTemplate:LaunchTemplate",
+    "aws:ec2/natGateway:NatGateway",
+    "aws:ec2/placementGroup:PlacementGroup",
+    "aws:ec2/routeTable:RouteTable",
+    "aws:ec2/securityGroup:SecurityGroup",
+    "aws:ec2/subnet:Subnet",
+    "aws:ec2/vpc:Vpc",
+    "aws:ec2/vpcEndpoint:VpcEndpoint",
+    "aws:ebs/volume:Volume",
+    "aws:eks/accessEntry:AccessEntry",
+    "aws:eks/addon:Addon",
+    "aws:eks/cluster:Cluster",
+    "aws:eks/nodeGroup:NodeGroup",
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation",
+    "aws:fsx/lustreFileSystem:LustreFileSystem",
+    "aws:iam/openIdConnectProvider:OpenIdConnectProvider",
+    "aws:iam/role:Role",
+    "aws:kms/key:Key",
+    "aws:s3/bucket:Bucket",
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+])
+
+
+def _aws_tags(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if args.resource_type not in cfg["taggableTypes"] and "tags" not in args.props:
+        return
+    if not args.resource_type.startswith("aws:"):
+        return
+    tags = effective_tags(args.props, args.provider.props if args.provider else None)
+    missing = [k for k in cfg["requiredTags"] if not str(tags.get(k, "")).strip()]
+    if missing:
+        report(f"{args.name} must carry the billing tags {', '.join(cfg['requiredTags'])} (directly or through "
+               f"the provider's defaultTags); missing: {', '.join(missing)}.")
+
+
+aws_billing_tags = resource_policy(
+    "aws-resources-require-billing-tags", "billing",
+    "Every taggable AWS resource carries the billing tags, counting the provider's default tags.",
+    "Add the missing keys to the stack's labels (gpu-cluster:spec.labels), which feed the provider's "
+    "defaultTags and every resource's tags.",
+    Severity.HIGH, _aws_tags, [REQUIRED_TAGS, TAGGABLE],
+)
+
+
+def _gcp_labels(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if not args.resource_type.startswith("gcp:") or "labels" not in args.props:
+        return
+    labels = dict(args.props.get("labels") or {})
+    if args.provider is not None:
+        defaults = args.provider.props.get("defaultLabels")
+        if isinstance(defaults, dict):
+            labels = {**defaults, **labels}
+    missing = [k for k in cfg["requiredLabels"] if not str(labels.get(k, "")).strip()]
+    if missing:
+        report(f"{args.name} must carry the billing labels {', '.join(cfg['requiredLabels'])} (directly or "
+               f"through the provider's defaultLabels); missing: {', '.join(missing)}.")
+
+
+gcp_billing_labels = resource_policy(
+    "gcp-resources-require-billing-labels", "billing",
+    "Every labelled GCP resource carries the billing labels, counting the provider's default labels.",
+    "Add the missing keys to the stack's labels, which feed the provider's defaultLabels.",
+    Severity.HIGH, _gcp_labels, [REQUIRED_LABELS],
+)
+
+
+def _namespace_labels(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if args.resource_type != NAMESPACE:
+        return
+    labels = get(args.props, "metadata", "labels", default={}) or {}
+    missing = [k for k in cfg["requiredLabels"] if not str(labels.get(k, "")).strip()]
+    if missing:
+        name = get(args.props, "metadata", "name", default=args.name)
+        report(f"namespace {name} must carry the billing labels {', '.join(cfg['requiredLabels'])} so that "
+               f"cost is attributed to a team; missing: {', '.join(missing)}.")
+
+
+namespace_billing_labels = resource_policy(
+    "kubernetes-namespaces-require-billing-labels", "billing",
+    "Every namespace the stack creates carries the billing labels that cost attribution aggregates by.",
+    "Give the team a costCenter in gpu-cluster:spec.teams; system namespaces take the stack's labels.",
+    Severity.HIGH, _namespace_labels, [REQUIRED_LABELS],
+)
+
+OWNER_KEYS = Knob("ownerTags", {"type": "array", "items": {"type": "string"}}, ["owner", "cost-center"])
+
+
+def _node_group_owner(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if args.resource_type != "aws:eks/nodeGroup:NodeGroup" or not is_gpu_node_group(args.props):
+        return
+    tags = effective_tags(args.props, args.provider.props if args.provider else None)
+    missing = [k for k in cfg["ownerTags"] if not str(tags.get(k, "")).strip()]
+    if missing:
+        report(f"GPU node group {args.props.get('nodeGroupName', args.name)} must name its "
+               f"{' and '.join(cfg['ownerTags'])}; missing: {', '.join(missing)}.")
+
+
+gpu_node_group_owner = resource_policy(
+    "aws-eks-gpu-nodegroup-require-owner", "billing",
+    "Every GPU node group names its owner and cost-center, the most expensive line of the bill.",
+    "Set owner and cost-center in gpu-cluster:spec.labels.",
+    Severity.HIGH, _node_group_owner, [OWNER_KEYS],
+)
+
+POLICIES = [aws_billing_tags, gcp_billing_labels, namespace_billing_labels, gpu_node_group_owner]

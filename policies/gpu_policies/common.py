@@ -1,0 +1,212 @@
+"""Shared machinery of the pack: policy construction by area, config with defaults, graph helpers.
+
+The pack is standalone (``pulumi preview --policy-pack policies`` installs only its own
+requirements): nothing here imports the program's ``components``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    PolicyResource,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    Severity,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+from pulumi_policy.proxy import UnknownValueError
+
+# The mission's three areas block a deployment; the rest advise. Pack config overrides either way.
+AREA_ENFORCEMENT = {
+    "billing": EnforcementLevel.MANDATORY,
+    "quotas": EnforcementLevel.MANDATORY,
+    "telemetry": EnforcementLevel.MANDATORY,
+    "security": EnforcementLevel.ADVISORY,
+    "fabric": EnforcementLevel.ADVISORY,
+    "data-safety": EnforcementLevel.ADVISORY,
+}
+RELEASE = "kubernetes:helm.sh/v3:Release"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+DEFAULT_SYSTEM_NAMESPACES = ["kube-system", "kube-public", "kube-node-lease", "default", "gpu-operator",
+                             "kueue-system", "monitoring", "opencost"]
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One configuration property of a policy: its JSON schema and its default."""
+
+    name: str
+    schema: dict[str, Any]
+    default: Any
+
+
+def config(args: ResourceValidationArgs | StackValidationArgs, knobs: Sequence[Knob]) -> dict[str, Any]:
+    """The policy's configuration, defaults filled in (the CLI fills them too; the offline runner may not)."""
+    given = dict(args.get_config() or {})
+    return {k.name: given.get(k.name, k.default) for k in knobs}
+
+
+def _schema(knobs: Sequence[Knob]) -> PolicyConfigSchema | None:
+    if not knobs:
+        return None
+    return PolicyConfigSchema({k.name: {**k.schema, "default": k.default} for k in knobs})
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Documentation of a policy, for ``policies/README.md`` and SARIF rule metadata."""
+
+    name: str
+    area: str
+    description: str
+    remediation: str
+    severity: Severity
+    kind: str  # "resource" or "stack"
+
+
+RULES: list[Rule] = []
+
+class Reporter(Protocol):
+    """Reports one violation; ``urn`` names the resource for stack policies."""
+
+    def __call__(self, message: str, urn: str | None = None) -> None: ...
+
+
+def _reporter(report: ReportViolation) -> Reporter:
+    def call(message: str, urn: str | None = None) -> None:
+        report(message, urn)
+    return call
+
+
+ResourceCheck = Callable[[ResourceValidationArgs, Reporter, dict[str, Any]], None]
+StackCheck = Callable[[StackValidationArgs, Reporter, dict[str, Any]], None]
+
+
+def resource_policy(name: str, area: str, description: str, remediation: str, severity: Severity,
+                    check: ResourceCheck, knobs: Sequence[Knob] = ()) -> ResourceValidationPolicy:
+    """A resource policy whose unknown-at-preview inputs make it not applicable, never an error."""
+
+    def validate(args: ResourceValidationArgs, report: ReportViolation) -> None:
+        try:
+            check(args, _reporter(report), config(args, knobs))
+        except UnknownValueError as err:
+            args.not_applicable(f"an input is unknown during preview: {err}")
+
+    RULES.append(Rule(name, area, description, remediation, severity, "resource"))
+    return ResourceValidationPolicy(
+        name=name, description=description, validate=validate, enforcement_level=AREA_ENFORCEMENT[area],
+        config_schema=_schema(knobs), severity=severity, tags=[area], remediation_steps=remediation,
+    )
+
+
+def stack_policy(name: str, area: str, description: str, remediation: str, severity: Severity,
+                 check: StackCheck, knobs: Sequence[Knob] = ()) -> StackValidationPolicy:
+    """A stack policy with the same unknown handling."""
+
+    def validate(args: StackValidationArgs, report: ReportViolation) -> None:
+        try:
+            check(args, _reporter(report), config(args, knobs))
+        except UnknownValueError as err:
+            args.not_applicable(f"an input is unknown during preview: {err}")
+
+    RULES.append(Rule(name, area, description, remediation, severity, "stack"))
+    return StackValidationPolicy(
+        name=name, description=description, validate=validate, enforcement_level=AREA_ENFORCEMENT[area],
+        config_schema=_schema(knobs), severity=severity, tags=[area], remediation_steps=remediation,
+    )
+
+
+# --- reading resources --------------------------------------------------------------------------
+
+
+def get(value: Any, *path: str | int, default: Any = None) -> Any:
+    """Walk nested dicts/lists; ``default`` where a step is missing."""
+    cur = value
+    for step in path:
+        if isinstance(step, int):
+            if not isinstance(cur, (list, tuple)) or step >= len(cur):
+                return default
+            cur = cur[step]
+        else:
+            if not isinstance(cur, Mapping) or step not in cur:
+                return default
+            cur = cur[step]
+    return cur
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """Provider inputs arrive as JSON strings for nested objects; resource inputs as objects."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def effective_tags(props: Mapping[str, Any], provider_props: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A resource's tags with its provider's ``defaultTags`` merged under them, as AWS applies them."""
+    tags: dict[str, Any] = {}
+    if provider_props is not None:
+        tags.update(as_dict(as_dict(provider_props.get("defaultTags")).get("tags")))
+    own = props.get("tags")
+    if isinstance(own, Mapping):
+        tags.update(own)
+    return tags
+
+
+def of_type(resources: Iterable[PolicyResource], *types: str) -> list[PolicyResource]:
+    """The stack's resources of the given type tokens."""
+    return [r for r in resources if r.resource_type in types]
+
+
+def dependents(resources: Iterable[PolicyResource], target: PolicyResource, *types: str) -> list[PolicyResource]:
+    """Resources of ``types`` that depend on ``target`` (configuration resources of a bucket, say).
+
+    Ids are unknown during a real preview, so links between resources are read from dependencies.
+    """
+    return [r for r in of_type(resources, *types) if any(d.urn == target.urn for d in r.dependencies)]
+
+
+def helm_release(resources: Iterable[PolicyResource], chart: str) -> list[PolicyResource]:
+    """Helm releases of a chart, whether named by repository (``chart``) or OCI URL (``.../chart``)."""
+    out = []
+    for r in of_type(resources, RELEASE):
+        name = str(r.props.get("chart", ""))
+        if name == chart or name.endswith(f"/{chart}"):
+            out.append(r)
+    return out
+
+
+def k8s_name(props: Mapping[str, Any]) -> str:
+    """metadata.name of a Kubernetes object."""
+    return str(get(props, "metadata", "name", default=""))
+
+
+def k8s_namespace(props: Mapping[str, Any]) -> str:
+    """metadata.namespace of a namespaced Kubernetes object."""
+    return str(get(props, "metadata", "namespace", default=""))
+
+
+def team_namespaces(resources: Iterable[PolicyResource], system: Sequence[str]) -> list[PolicyResource]:
+    """Namespaces the stack creates that are not system namespaces: the teams'."""
+    return [r for r in of_type(resources, NAMESPACE) if k8s_name(r.props) not in system]
+
+
+SYSTEM_NAMESPACES_KNOB = Knob("systemNamespaces", {"type": "array", "items": {"type": "string"}},
+                              DEFAULT_SYSTEM_NAMESPACES)
+
+
+def is_gpu_node_group(props: Mapping[str, Any]) -> bool:
+    """An EKS node group of GPU nodes: an NVIDIA AMI type or the GPU taint."""
+    if "NVIDIA" in str(props.get("amiType", "")):
+        return True
+    return any(get(t, "key") == "nvidia.com/gpu" for t in props.get("taints") or [])

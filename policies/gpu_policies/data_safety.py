@@ -1,0 +1,76 @@
+"""Data safety: checkpoints survive mistakes, renames and deletions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pulumi_policy import ResourceValidationArgs, Severity, StackValidationArgs
+
+from gpu_policies.common import Knob, Reporter, dependents, effective_tags, get, of_type, resource_policy, stack_policy
+
+
+def _versioned(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    versioning_type = "aws:s3/bucketVersioning:BucketVersioning"
+    for bucket in of_type(args.resources, "aws:s3/bucket:Bucket"):
+        configs = dependents(args.resources, bucket, versioning_type)
+        if not any(get(c.props, "versioningConfiguration", "status") == "Enabled" for c in configs):
+            report(f"Bucket {bucket.name} must be versioned (BucketVersioning status Enabled), so an overwritten or "
+                   "deleted checkpoint can be restored.", bucket.urn)
+
+
+bucket_versioned = stack_policy(
+    "aws-s3-checkpoint-bucket-versioned", "data-safety",
+    "Every bucket is versioned.",
+    "Keep the BucketVersioning of the storage component with status Enabled.",
+    Severity.HIGH, _versioned,
+)
+
+
+def _lifecycle(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if args.resource_type != "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration":
+        return
+    for rule in args.props.get("rules") or []:
+        if rule.get("status") != "Enabled":
+            continue
+        expiration = rule.get("expiration") or {}
+        if expiration.get("days") is not None or expiration.get("date"):
+            report(f"Lifecycle rule {rule.get('id', '?')} must not expire current object versions; expire only "
+                   "noncurrent versions (noncurrentVersionExpiration).")
+
+
+lifecycle_keeps_current = resource_policy(
+    "aws-s3-lifecycle-keeps-current-versions", "data-safety",
+    "Bucket lifecycle rules never expire current object versions, only noncurrent ones.",
+    "Use noncurrentVersionExpiration (checkpointBucket.noncurrentVersionRetentionDays) instead of expiration.",
+    Severity.CRITICAL, _lifecycle,
+)
+
+STATEFUL = Knob("statefulTypes", {"type": "array", "items": {"type": "string"}}, [
+    "aws:s3/bucket:Bucket", "aws:fsx/lustreFileSystem:LustreFileSystem", "aws:kms/key:Key",
+    "aws:eks/cluster:Cluster",
+])
+PROTECTED_ENVS = Knob("protectedEnvironments", {"type": "array", "items": {"type": "string"}}, ["prod"])
+
+
+def _protected(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if args.resource_type not in cfg["statefulTypes"]:
+        return
+    tags = effective_tags(args.props, args.provider.props if args.provider else None)
+    if tags.get("environment") not in cfg["protectedEnvironments"]:
+        return
+    if not args.opts.protect:
+        report(f"{args.name} holds data in environment {tags.get('environment')} and must be protected "
+               "(protect: true) so no update or destroy can delete it.")
+    if args.resource_type == "aws:eks/cluster:Cluster" and args.props.get("deletionProtection") is not True:
+        report(f"EKS cluster {args.props.get('name', args.name)} in {tags.get('environment')} must have "
+               "deletionProtection enabled.")
+
+
+stateful_protected = resource_policy(
+    "stateful-resources-protected-in-production", "data-safety",
+    "Buckets, filesystems, KMS keys and clusters are protected in production environments.",
+    "Keep deletionProtection: true in the stack spec (it cannot be turned off in prod).",
+    Severity.CRITICAL, _protected, [STATEFUL, PROTECTED_ENVS],
+)
+
+POLICIES = [bucket_versioned, lifecycle_keeps_current, stateful_protected]

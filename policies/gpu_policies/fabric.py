@@ -1,0 +1,137 @@
+"""Fabric: multi-node GPU groups get every EFA interface, one zone, and the right placement."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pulumi_policy import PolicyResource, ResourceValidationArgs, Severity, StackValidationArgs
+
+from gpu_policies.common import Knob, Reporter, get, of_type, resource_policy, stack_policy
+
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+SUBNET = "aws:ec2/subnet:Subnet"
+# EC2 MaximumEfaInterfaces per instance type (sources and dates in components/catalog/aws_instances.yaml;
+# the pack keeps its own copy because it runs standalone, and a test keeps the two equal).
+EFA_INTERFACES = Knob("efaInterfaces", {"type": "object", "additionalProperties": {"type": "integer"}}, {
+    "p4d.24xlarge": 4, "p4de.24xlarge": 4, "p5.48xlarge": 32, "p5e.48xlarge": 32, "p5en.48xlarge": 16,
+    "p6-b200.48xlarge": 8, "g5.48xlarge": 1, "g6e.48xlarge": 4,
+})
+
+
+def _launch_template(ng: PolicyResource) -> PolicyResource | None:
+    return next((d for d in ng.dependencies if d.resource_type == LAUNCH_TEMPLATE), None)
+
+
+def _instance_type(ng: PolicyResource, lt: PolicyResource | None) -> str:
+    types = ng.props.get("instanceTypes") or []
+    if types:
+        return str(types[0])
+    return str(lt.props.get("instanceType", "")) if lt is not None else ""
+
+
+def _efa_interfaces(lt: PolicyResource | None) -> int:
+    if lt is None:
+        return 0
+    return sum(1 for ni in lt.props.get("networkInterfaces") or [] if ni.get("interfaceType") in ("efa", "efa-only"))
+
+
+def _wired(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    table = cfg["efaInterfaces"]
+    for ng in of_type(args.resources, NODE_GROUP):
+        lt = _launch_template(ng)
+        itype = _instance_type(ng, lt)
+        expected = int(table.get(itype, 0))
+        if expected and _efa_interfaces(lt) != expected:
+            report(f"Node group {ng.props.get('nodeGroupName', ng.name)} ({itype}) must wire all {expected} EFA "
+                   f"interfaces of its instance type in its launch template; it wires {_efa_interfaces(lt)}.", ng.urn)
+
+
+efa_wired = stack_policy(
+    "aws-efa-node-groups-wire-all-interfaces", "fabric",
+    "An EFA-capable node group's launch template declares every EFA interface the instance type has.",
+    "Let the program derive the interfaces from the instance catalog (components/aws/launch.py efa_layout).",
+    Severity.HIGH, _wired, [EFA_INTERFACES],
+)
+
+
+def _reserved(ng: PolicyResource, lt: PolicyResource | None) -> bool:
+    if ng.props.get("capacityType") == "CAPACITY_BLOCK":
+        return True
+    return lt is not None and bool(get(lt.props, "capacityReservationSpecification", "capacityReservationTarget"))
+
+
+def _placed(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    table = cfg["efaInterfaces"]
+    for ng in of_type(args.resources, NODE_GROUP):
+        lt = _launch_template(ng)
+        if not table.get(_instance_type(ng, lt)) or float(get(ng.props, "scalingConfig", "maxSize", default=1)) <= 1:
+            continue
+        name = ng.props.get("nodeGroupName", ng.name)
+        zones = sorted({str(d.props.get("availabilityZone")) for d in ng.dependencies if d.resource_type == SUBNET})
+        if len(zones) > 1:
+            report(f"Multi-node EFA node group {name} must sit in one availability zone; its subnets span "
+                   f"{', '.join(zones)}.", ng.urn)
+        in_group = lt is not None and bool(get(lt.props, "placement", "groupName"))
+        if not in_group and not _reserved(ng, lt):
+            report(f"Multi-node EFA node group {name} must run in a cluster placement group unless its capacity "
+                   "is reserved (Capacity Block or capacity reservation).", ng.urn)
+
+
+efa_placed = stack_policy(
+    "aws-efa-node-groups-single-az-and-placed", "fabric",
+    "A multi-node EFA group sits in one zone, in a cluster placement group unless its capacity is reserved.",
+    "Use the GPU subnets (one zone) and placement: auto for the node group.",
+    Severity.HIGH, _placed, [EFA_INTERFACES],
+)
+
+
+def _no_pg_on_reserved(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if args.resource_type != LAUNCH_TEMPLATE or not get(args.props, "placement", "groupName"):
+        return
+    reserved = get(args.props, "instanceMarketOptions", "marketType") == "capacity-block" or bool(
+        get(args.props, "capacityReservationSpecification", "capacityReservationTarget"))
+    if reserved:
+        report(f"Launch template {args.props.get('name', args.name)} must not force a cluster placement group onto "
+               "reserved capacity: the reservation is already placed and the group causes "
+               "InsufficientInstanceCapacity.")
+
+
+no_pg_on_reserved = resource_policy(
+    "aws-no-placement-group-on-reserved-capacity", "fabric",
+    "Capacity Blocks and capacity reservations are never combined with a cluster placement group.",
+    "Set placement: auto (or none) for node groups on capacity-block or reserved capacity.",
+    Severity.HIGH, _no_pg_on_reserved,
+)
+
+
+def _self_rules(args: StackValidationArgs, sg: PolicyResource, type_: str) -> bool:
+    for rule in of_type(args.resources, type_):
+        deps = [d for d in rule.dependencies if d.resource_type == "aws:ec2/securityGroup:SecurityGroup"]
+        if not any(d.urn == sg.urn for d in deps) or str(rule.props.get("ipProtocol")) != "-1":
+            continue
+        if rule.props.get("securityGroupId") == rule.props.get("referencedSecurityGroupId") and len(deps) == 1:
+            return True
+    return False
+
+
+def _efa_sg(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    for lt in of_type(args.resources, LAUNCH_TEMPLATE):
+        if not _efa_interfaces(lt):
+            continue
+        groups = [d for d in lt.dependencies if d.resource_type == "aws:ec2/securityGroup:SecurityGroup"]
+        ok = any(_self_rules(args, sg, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+                 and _self_rules(args, sg, "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule") for sg in groups)
+        if not ok:
+            report(f"The EFA interfaces of launch template {lt.props.get('name', lt.name)} must join a security "
+                   "group that allows all traffic from and to itself (EFA's SRD transport needs it).", lt.urn)
+
+
+efa_security_group = stack_policy(
+    "aws-efa-security-group-allows-self", "fabric",
+    "The security group on EFA interfaces allows all protocols from and to itself.",
+    "Keep the EFA security group and its self-referencing ingress and egress rules (components/aws/network.py).",
+    Severity.HIGH, _efa_sg,
+)
+
+POLICIES = [efa_wired, efa_placed, no_pg_on_reserved, efa_security_group]

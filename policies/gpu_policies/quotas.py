@@ -1,0 +1,94 @@
+"""Quotas: GPUs are handed out through queues with quotas, never first come, first served."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pulumi_policy import ResourceValidationArgs, Severity, StackValidationArgs
+
+from gpu_policies.common import (
+    SYSTEM_NAMESPACES_KNOB,
+    Knob,
+    Reporter,
+    get,
+    is_gpu_node_group,
+    k8s_name,
+    k8s_namespace,
+    of_type,
+    resource_policy,
+    stack_policy,
+    team_namespaces,
+)
+
+KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
+GPU = "nvidia.com/gpu"
+
+
+def _quantity(value: Any) -> float:
+    try:
+        return float(str(value))
+    except ValueError:
+        return 0.0
+
+
+def _gpu_quota(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    for cq in of_type(args.resources, KUEUE + "ClusterQueue"):
+        for group in get(cq.props, "spec", "resourceGroups", default=[]) or []:
+            for flavor in group.get("flavors") or []:
+                for res in flavor.get("resources") or []:
+                    if res.get("name") == GPU and _quantity(res.get("nominalQuota")) > 0:
+                        return
+    report("The stack must define a Kueue ClusterQueue with a nominal nvidia.com/gpu quota above zero, so GPUs "
+           "are admitted through queues.")
+
+
+cluster_queue_gpu_quota = stack_policy(
+    "kueue-cluster-queue-requires-gpu-quota", "quotas",
+    "The stack has a Kueue ClusterQueue with a nominal GPU quota.",
+    "List the teams with their GPU quotas in gpu-cluster:spec.teams; each gets a ClusterQueue.",
+    Severity.HIGH, _gpu_quota,
+)
+
+
+def _team_objects(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    required = {
+        "LocalQueue": KUEUE + "LocalQueue",
+        "ResourceQuota": "kubernetes:core/v1:ResourceQuota",
+        "LimitRange": "kubernetes:core/v1:LimitRange",
+    }
+    for ns in team_namespaces(args.resources, cfg["systemNamespaces"]):
+        name = k8s_name(ns.props)
+        missing = [kind for kind, type_ in required.items()
+                   if not any(k8s_namespace(r.props) == name for r in of_type(args.resources, type_))]
+        if missing:
+            report(f"Team namespace {name} must have a Kueue LocalQueue, a ResourceQuota and a LimitRange; "
+                   f"missing: {', '.join(missing)}.", ns.urn)
+
+
+team_namespace_quotas = stack_policy(
+    "team-namespaces-require-queue-and-quotas", "quotas",
+    "Every team namespace has a LocalQueue, a ResourceQuota and a LimitRange.",
+    "Give the team a quota in gpu-cluster:spec.teams; the program creates all three objects.",
+    Severity.HIGH, _team_objects, [SYSTEM_NAMESPACES_KNOB],
+)
+
+MAX_NODES = Knob("maxNodes", {"type": "integer", "minimum": 1}, 64)
+
+
+def _max_size(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if args.resource_type != "aws:eks/nodeGroup:NodeGroup" or not is_gpu_node_group(args.props):
+        return
+    size = get(args.props, "scalingConfig", "maxSize", default=0)
+    if float(size) > cfg["maxNodes"]:
+        report(f"GPU node group {args.props.get('nodeGroupName', args.name)} must not scale beyond "
+               f"{cfg['maxNodes']} nodes; maxSize is {int(float(size))}.")
+
+
+gpu_node_group_cap = resource_policy(
+    "aws-eks-gpu-nodegroup-max-size-cap", "quotas",
+    "GPU node groups cannot scale past a configured cap, so a typo cannot rent a fleet.",
+    "Lower maxSize, or raise maxNodes in the pack config after a capacity review.",
+    Severity.MEDIUM, _max_size, [MAX_NODES],
+)
+
+POLICIES = [cluster_queue_gpu_quota, team_namespace_quotas, gpu_node_group_cap]

@@ -1,0 +1,108 @@
+"""Telemetry: GPU, queue and control-plane signals, and cost attribution, exist before production."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pulumi_policy import ResourceValidationArgs, Severity, StackValidationArgs
+
+from gpu_policies.common import Knob, Reporter, get, helm_release, resource_policy, stack_policy
+
+
+def _values(release: Any) -> dict[str, Any]:
+    return dict(release.props.get("values") or {})
+
+
+def _dcgm(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    operators = helm_release(args.resources, "gpu-operator")
+    standalone = helm_release(args.resources, "dcgm-exporter")
+    on = [r for r in operators if get(_values(r), "dcgmExporter", "enabled", default=True) is not False]
+    if not on and not standalone:
+        report("The stack must run the NVIDIA DCGM exporter (GPU Operator dcgmExporter.enabled, or the "
+               "dcgm-exporter chart) so GPU utilization, memory, power, temperature and ECC/XID errors are measured.")
+
+
+dcgm_exporter = stack_policy(
+    "gpu-telemetry-requires-dcgm-exporter", "telemetry",
+    "A DCGM exporter runs on the GPU nodes.",
+    "Keep the GPU Operator's dcgmExporter enabled (components/kubernetes/objects.py gpu_operator_values).",
+    Severity.HIGH, _dcgm,
+)
+
+
+def _prometheus(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    stacks = helm_release(args.resources, "kube-prometheus-stack")
+    if not stacks:
+        report("The stack must install a Prometheus stack (kube-prometheus-stack) to store GPU and queue metrics.")
+        return
+    spec = get(_values(stacks[0]), "prometheus", "prometheusSpec", default={}) or {}
+    if spec.get("serviceMonitorSelectorNilUsesHelmValues", True) is not False:
+        report("Prometheus must select every ServiceMonitor in the cluster "
+               "(prometheusSpec.serviceMonitorSelectorNilUsesHelmValues: false), or it never scrapes DCGM.",
+               stacks[0].urn)
+    for op in helm_release(args.resources, "gpu-operator"):
+        if get(_values(op), "dcgmExporter", "serviceMonitor", "enabled", default=False) is not True:
+            report("The GPU Operator must create the DCGM exporter's ServiceMonitor "
+                   "(dcgmExporter.serviceMonitor.enabled: true) so Prometheus scrapes it.", op.urn)
+
+
+prometheus_scrapes_dcgm = stack_policy(
+    "prometheus-scrapes-gpu-metrics", "telemetry",
+    "A Prometheus stack is installed and scrapes the DCGM exporter.",
+    "Keep kube-prometheus-stack with serviceMonitorSelectorNilUsesHelmValues: false and the DCGM ServiceMonitor on.",
+    Severity.HIGH, _prometheus,
+)
+
+
+def _kueue_metrics(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    for kueue in helm_release(args.resources, "kueue"):
+        values = _values(kueue)
+        config = str(get(values, "managerConfig", "controllerManagerConfigYaml", default=""))
+        if values.get("enablePrometheus") is not True or "enableClusterQueueResources: true" not in config:
+            report("Kueue must export metrics (enablePrometheus: true) including quota usage "
+                   "(metrics.enableClusterQueueResources: true), so queue time and quota denials are measured.",
+                   kueue.urn)
+
+
+kueue_metrics = stack_policy(
+    "kueue-requires-metrics", "telemetry",
+    "Kueue exports its metrics, including per-ClusterQueue quota usage.",
+    "Keep enablePrometheus and enableClusterQueueResources in the Kueue values (kueue_values).",
+    Severity.MEDIUM, _kueue_metrics,
+)
+
+LOG_TYPES = Knob("requiredLogTypes", {"type": "array", "items": {"type": "string"}},
+                 ["api", "audit", "authenticator"])
+
+
+def _control_plane_logs(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if args.resource_type != "aws:eks/cluster:Cluster":
+        return
+    enabled = set(args.props.get("enabledClusterLogTypes") or [])
+    missing = [t for t in cfg["requiredLogTypes"] if t not in enabled]
+    if missing:
+        report(f"EKS cluster {args.props.get('name', args.name)} must send the {', '.join(cfg['requiredLogTypes'])} "
+               f"control-plane logs to CloudWatch; missing: {', '.join(missing)}.")
+
+
+control_plane_logs = resource_policy(
+    "aws-eks-control-plane-logging", "telemetry",
+    "The EKS control plane logs api, audit and authenticator events.",
+    "Add the missing types to gpu-cluster:spec.aws.controlPlane.logTypes.",
+    Severity.HIGH, _control_plane_logs, [LOG_TYPES],
+)
+
+
+def _opencost(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if not helm_release(args.resources, "opencost"):
+        report("The stack must install cost attribution (OpenCost) so cost per job, team and model can be read.")
+
+
+cost_attribution = stack_policy(
+    "cost-attribution-installed", "telemetry",
+    "Cost attribution (OpenCost) is installed.",
+    "Keep the OpenCost release of the Monitoring component.",
+    Severity.MEDIUM, _opencost,
+)
+
+POLICIES = [dcgm_exporter, prometheus_scrapes_dcgm, kueue_metrics, control_plane_logs, cost_attribution]

