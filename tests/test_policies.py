@@ -138,6 +138,19 @@ def _privileged_pod(graph: ResourceGraph) -> ResourceGraph:
                                          "securityContext": {"privileged": True}}]}}))
 
 
+def _gcp_bucket(graph: ResourceGraph) -> ResourceGraph:
+    stack = next(r for r in graph.resources if r.type == "pulumi:pulumi:Stack")
+    provider = GraphResource(
+        urn=stack.urn.replace("pulumi:pulumi:Stack::", "pulumi:providers:gcp::").rsplit("::", 1)[0] + "::gcp",
+        type="pulumi:providers:gcp", name="gcp", parent=stack.urn,
+        inputs={"project": "ml-prod", "defaultLabels": json.dumps({"team": "ml-platform", "environment": "prod"})})
+    bucket = GraphResource(
+        urn=stack.urn.rsplit("::", 2)[0] + "::gcp:storage/bucket:Bucket::datasets", type="gcp:storage/bucket:Bucket",
+        name="datasets", parent=stack.urn, provider=f"{provider.urn}::id",
+        inputs={"name": "datasets", "location": "US", "labels": {"owner": "data"}})
+    return add(add(graph, provider), bucket)
+
+
 def _split_zones(graph: ResourceGraph) -> ResourceGraph:
     graph = edit(graph, "aws:eks/nodeGroup:NodeGroup", "nodegroup-h100-ng", _set(["capacityType", ], "ON_DEMAND"))
     ng = next(r for r in graph.resources if r.name == "nodegroup-h100-ng")
@@ -257,6 +270,7 @@ MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] = {
         lambda g: edit(g, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", "efa-ingress-self",
                        remove=True),
         "aws-efa-security-group-allows-self"),
+    "add a GCP bucket without its cost-center label": (_gcp_bucket, "gcp-resources-require-billing-labels"),
     "turn off bucket versioning": (
         lambda g: edit(g, "aws:s3/bucketVersioning:BucketVersioning", "checkpoints-versioning",
                        _set(["versioningConfiguration", "status"], "Suspended")),
@@ -290,7 +304,15 @@ def test_mutation_suite_is_broad() -> None:
     assert len(MUTATIONS) >= 25
     covered = {policy for _, policy in MUTATIONS.values()}
     pack = {p.name for p in load_pack().policies}
-    assert pack - covered == {"gcp-resources-require-billing-labels"}  # no GCP resources until the GCP issue
+    assert pack == covered  # every policy has at least one mutation it rejects
+
+
+def test_the_pack_never_imports_the_program() -> None:
+    pack_dir = Path(__file__).resolve().parent.parent / "policies"
+    for path in pack_dir.rglob("*.py"):
+        text = path.read_text()
+        assert "import components" not in text and "from components" not in text, path
+        assert "import blueprint" not in text and "from blueprint" not in text, path
 
 
 def test_violation_messages_state_the_requirement() -> None:

@@ -6,7 +6,16 @@ from typing import Any
 
 from pulumi_policy import ResourceValidationArgs, Severity
 
-from gpu_policies.common import NAMESPACE, Knob, Reporter, effective_tags, get, is_gpu_node_group, resource_policy
+from gpu_policies.common import (
+    NAMESPACE,
+    Knob,
+    Reporter,
+    as_dict,
+    effective_tags,
+    get,
+    is_gpu_node_group,
+    resource_policy,
+)
 
 REQUIRED_TAGS = Knob("requiredTags", {"type": "array", "items": {"type": "string"}},
                      ["team", "cost-center", "environment", "owner"])
@@ -68,9 +77,7 @@ def _gcp_labels(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, A
         return
     labels = dict(args.props.get("labels") or {})
     if args.provider is not None:
-        defaults = args.provider.props.get("defaultLabels")
-        if isinstance(defaults, dict):
-            labels = {**defaults, **labels}
+        labels = {**as_dict(args.provider.props.get("defaultLabels")), **labels}
     missing = [k for k in cfg["requiredLabels"] if not str(labels.get(k, "")).strip()]
     if missing:
         report(f"{args.name} must carry the billing labels {', '.join(cfg['requiredLabels'])} (directly or "
