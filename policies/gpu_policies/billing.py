@@ -14,6 +14,7 @@ from gpu_policies.common import (
     effective_tags,
     get,
     is_gpu_node_group,
+    missing_keys,
     resource_policy,
 )
 
@@ -57,7 +58,7 @@ def _aws_tags(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any
     if not args.resource_type.startswith("aws:"):
         return
     tags = effective_tags(args.props, args.provider.props if args.provider else None)
-    missing = [k for k in cfg["requiredTags"] if not str(tags.get(k, "")).strip()]
+    missing = missing_keys(tags, cfg["requiredTags"])
     if missing:
         report(f"{args.name} must carry the billing tags {', '.join(cfg['requiredTags'])} (directly or through "
                f"the provider's defaultTags); missing: {', '.join(missing)}.")
@@ -78,7 +79,7 @@ def _gcp_labels(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, A
     labels = dict(args.props.get("labels") or {})
     if args.provider is not None:
         labels = {**as_dict(args.provider.props.get("defaultLabels")), **labels}
-    missing = [k for k in cfg["requiredLabels"] if not str(labels.get(k, "")).strip()]
+    missing = missing_keys(labels, cfg["requiredLabels"])
     if missing:
         report(f"{args.name} must carry the billing labels {', '.join(cfg['requiredLabels'])} (directly or "
                f"through the provider's defaultLabels); missing: {', '.join(missing)}.")
@@ -96,7 +97,7 @@ def _namespace_labels(args: ResourceValidationArgs, report: Reporter, cfg: dict[
     if args.resource_type != NAMESPACE:
         return
     labels = get(args.props, "metadata", "labels", default={}) or {}
-    missing = [k for k in cfg["requiredLabels"] if not str(labels.get(k, "")).strip()]
+    missing = missing_keys(labels, cfg["requiredLabels"])
     if missing:
         name = get(args.props, "metadata", "name", default=args.name)
         report(f"namespace {name} must carry the billing labels {', '.join(cfg['requiredLabels'])} so that "
@@ -117,7 +118,7 @@ def _node_group_owner(args: ResourceValidationArgs, report: Reporter, cfg: dict[
     if args.resource_type != "aws:eks/nodeGroup:NodeGroup" or not is_gpu_node_group(args.props):
         return
     tags = effective_tags(args.props, args.provider.props if args.provider else None)
-    missing = [k for k in cfg["ownerTags"] if not str(tags.get(k, "")).strip()]
+    missing = missing_keys(tags, cfg["ownerTags"])
     if missing:
         report(f"GPU node group {args.props.get('nodeGroupName', args.name)} must name its "
                f"{' and '.join(cfg['ownerTags'])}; missing: {', '.join(missing)}.")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -90,16 +90,27 @@ ResourceCheck = Callable[[ResourceValidationArgs, Reporter, dict[str, Any]], Non
 StackCheck = Callable[[StackValidationArgs, Reporter, dict[str, Any]], None]
 
 
-def resource_policy(name: str, area: str, description: str, remediation: str, severity: Severity,
-                    check: ResourceCheck, knobs: Sequence[Knob] = ()) -> ResourceValidationPolicy:
-    """A resource policy whose unknown-at-preview inputs make it not applicable, never an error."""
+Args = TypeVar("Args", ResourceValidationArgs, StackValidationArgs)
 
-    def validate(args: ResourceValidationArgs, report: ReportViolation) -> None:
+
+def _guarded(check: Callable[[Args, Reporter, dict[str, Any]], None],
+             knobs: Sequence[Knob]) -> Callable[[Args, ReportViolation], None]:
+    """The validate function the SDK calls: config filled in, and an input that is unknown during
+    preview makes the policy not applicable instead of an error."""
+
+    def validate(args: Args, report: ReportViolation) -> None:
         try:
             check(args, _reporter(report), config(args, knobs))
         except UnknownValueError as err:
             args.not_applicable(f"an input is unknown during preview: {err}")
 
+    return validate
+
+
+def resource_policy(name: str, area: str, description: str, remediation: str, severity: Severity,
+                    check: ResourceCheck, knobs: Sequence[Knob] = ()) -> ResourceValidationPolicy:
+    """A policy that looks at one resource at a time."""
+    validate = _guarded(check, knobs)
     RULES.append(Rule(name, area, description, remediation, severity, "resource"))
     return ResourceValidationPolicy(
         name=name, description=description, validate=validate, enforcement_level=AREA_ENFORCEMENT[area],
@@ -109,14 +120,8 @@ def resource_policy(name: str, area: str, description: str, remediation: str, se
 
 def stack_policy(name: str, area: str, description: str, remediation: str, severity: Severity,
                  check: StackCheck, knobs: Sequence[Knob] = ()) -> StackValidationPolicy:
-    """A stack policy with the same unknown handling."""
-
-    def validate(args: StackValidationArgs, report: ReportViolation) -> None:
-        try:
-            check(args, _reporter(report), config(args, knobs))
-        except UnknownValueError as err:
-            args.not_applicable(f"an input is unknown during preview: {err}")
-
+    """A policy that looks at the whole stack (absence rules, links between resources)."""
+    validate = _guarded(check, knobs)
     RULES.append(Rule(name, area, description, remediation, severity, "stack"))
     return StackValidationPolicy(
         name=name, description=description, validate=validate, enforcement_level=AREA_ENFORCEMENT[area],
@@ -161,6 +166,11 @@ def effective_tags(props: Mapping[str, Any], provider_props: Mapping[str, Any] |
     if isinstance(own, Mapping):
         tags.update(own)
     return tags
+
+
+def missing_keys(mapping: Mapping[str, Any], keys: Iterable[str]) -> list[str]:
+    """The keys that are absent or blank in a tags/labels mapping."""
+    return [k for k in keys if not str(mapping.get(k, "")).strip()]
 
 
 def of_type(resources: Iterable[PolicyResource], *types: str) -> list[PolicyResource]:
