@@ -9,7 +9,7 @@ from typing import Optional
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.stateful import stateful_options
+from components.aws.stateful import rotating_kms_key, stateful_options
 from components.spec import ControlPlaneSpec
 from components.tags import merge_tags
 
@@ -69,19 +69,9 @@ class EksControlPlane(pulumi.ComponentResource):
         super().__init__("gpu-cluster:control-plane:EksControlPlane", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
 
-        secrets_key = aws.kms.Key(
-            f"{name}-secrets-key",
-            description=f"{cluster_name}: envelope encryption of Kubernetes secrets",
-            enable_key_rotation=True,
-            deletion_window_in_days=30,
-            tags=merge_tags(labels, f"{cluster_name}-secrets"),
-            opts=stateful_options(self, protect),
-        )
-        aws.kms.Alias(
-            f"{name}-secrets-key-alias",
-            name=f"alias/{cluster_name}-eks-secrets",
-            target_key_id=secrets_key.key_id,
-            opts=child,
+        secrets_key = rotating_kms_key(
+            self, f"{name}-secrets-key", f"{cluster_name}-eks-secrets",
+            f"{cluster_name}: envelope encryption of Kubernetes secrets", labels, protect,
         )
         log_group = aws.cloudwatch.LogGroup(
             f"{name}-log-group",

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Optional
 
 import pulumi
+import pulumi_aws as aws
+
+from components.tags import merge_tags
 
 
 def stateful_options(
@@ -29,3 +32,28 @@ def stateful_options(
         ignore_changes=list(ignore_changes) if ignore_changes else None,
         depends_on=list(depends_on) if depends_on else None,
     )
+
+
+def rotating_kms_key(
+    parent: pulumi.Resource,
+    logical_name: str,
+    alias: str,
+    description: str,
+    labels: Mapping[str, str],
+    protect: bool,
+) -> aws.kms.Key:
+    """A customer-managed key that rotates yearly, with a 30-day deletion window and an alias.
+
+    The key is stateful (data encrypted with it is lost with it), so it gets :func:`stateful_options`.
+    """
+    key = aws.kms.Key(
+        logical_name,
+        description=description,
+        enable_key_rotation=True,
+        deletion_window_in_days=30,
+        tags=merge_tags(labels, alias),
+        opts=stateful_options(parent, protect),
+    )
+    aws.kms.Alias(f"{logical_name}-alias", name=f"alias/{alias}", target_key_id=key.key_id,
+                  opts=pulumi.ResourceOptions(parent=parent))
+    return key

@@ -9,7 +9,7 @@ from typing import Optional
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.stateful import stateful_options
+from components.aws.stateful import rotating_kms_key, stateful_options
 from components.spec import StorageSpec
 from components.tags import merge_tags
 
@@ -49,16 +49,9 @@ class AwsStorage(pulumi.ComponentResource):
         super().__init__("gpu-cluster:storage:AwsStorage", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
 
-        key = aws.kms.Key(
-            f"{name}-data-key",
-            description=f"{cluster_name}: checkpoints and shared filesystem",
-            enable_key_rotation=True,
-            deletion_window_in_days=30,
-            tags=merge_tags(labels, f"{cluster_name}-data"),
-            opts=stateful_options(self, protect),
-        )
-        aws.kms.Alias(
-            f"{name}-data-key-alias", name=f"alias/{cluster_name}-data", target_key_id=key.key_id, opts=child
+        key = rotating_kms_key(
+            self, f"{name}-data-key", f"{cluster_name}-data",
+            f"{cluster_name}: checkpoints and shared filesystem", labels, protect,
         )
 
         bucket = aws.s3.Bucket(
