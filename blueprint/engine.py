@@ -139,6 +139,7 @@ class RecordingMonitor(MockMonitor):
     def __init__(self, mocks: Mocks) -> None:
         super().__init__(mocks)
         self.records: list[GraphResource] = []
+        self.ignore_changes: dict[str, list[str]] = {}
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
         """Record the request, then let the mock monitor answer it."""
@@ -155,6 +156,8 @@ class RecordingMonitor(MockMonitor):
             retain_on_delete=bool(request.retainOnDelete),
             dependencies=list(request.dependencies),
         ))
+        if request.ignoreChanges:
+            self.ignore_changes[response.urn] = list(request.ignoreChanges)
         return response
 
 
@@ -172,6 +175,7 @@ class ProgramRun:
 
     graph: ResourceGraph
     outputs: dict[str, Any]
+    ignore_changes: dict[str, list[str]]  # by URN; not part of the graph format, kept for tests
 
 
 def run_program(stack: str, config: dict[str, Any], region: str, program: Path = PROGRAM) -> ProgramRun:
@@ -199,7 +203,7 @@ def run_program(stack: str, config: dict[str, Any], region: str, program: Path =
         if root is not None:
             stack_outputs = getattr(root, "outputs", {}) or {}
             outputs = {k: _resolve(v) for k, v in stack_outputs.items()}
-        return ProgramRun(ResourceGraph(stack, monitor.records), outputs)
+        return ProgramRun(ResourceGraph(stack, monitor.records), outputs, monitor.ignore_changes)
 
     return contextvars.Context().run(_run)
 

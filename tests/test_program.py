@@ -236,16 +236,18 @@ def test_no_fsx_csi_driver_without_a_filesystem(dev_spec: dict[str, Any]) -> Non
 def test_renaming_the_cluster_keeps_the_urns_of_everything_that_holds_data(prod_spec: dict[str, Any]) -> None:
     before = run_spec(prod_spec, stack_name="rename").graph
     prod_spec["name"] = "prod-train-v2"
-    after = run_spec(prod_spec, stack_name="rename").graph
+    run = run_spec(prod_spec, stack_name="rename")
+    after = run.graph
     for type_ in STATEFUL_TYPES:
         assert sorted(r.urn for r in before.of_type(type_)) == sorted(r.urn for r in after.of_type(type_)), type_
     bucket = after.of_type("aws:s3/bucket:Bucket")[0]
-    assert bucket.inputs["bucketPrefix"] == "prod-train-v2-ckpt-"  # new physical name would replace it ...
+    assert bucket.inputs["bucketPrefix"] == "prod-train-v2-ckpt-"  # a new physical name would replace it ...
     cluster = after.of_type("aws:eks/cluster:Cluster")[0]
     assert cluster.inputs["name"] == "prod-train-v2"
-    # ... so the program ignores changes to name-like properties of stateful resources (checked in
-    # components/aws/stateful.py); the mock monitor does not echo ignore_changes, so the URN check above
-    # and the protect/retain check are what this test can observe offline.
+    # ... so the program ignores changes to the name-like inputs of stateful resources,
+    assert run.ignore_changes[bucket.urn] == ["bucketPrefix"]
+    assert run.ignore_changes[cluster.urn] == ["name"]
+    # and protects and retains them, so even a replacement could not delete the data.
     assert bucket.protect and bucket.retain_on_delete
 
 
