@@ -19,6 +19,7 @@ STATEFUL_TYPES = {
     "aws:fsx/lustreFileSystem:LustreFileSystem",
     "aws:kms/key:Key",
     "aws:eks/cluster:Cluster",
+    "aws:cloudwatch/logGroup:LogGroup",
 }
 
 

@@ -79,7 +79,8 @@ class EksControlPlane(pulumi.ComponentResource):
             name=f"/aws/eks/{cluster_name}/cluster",
             retention_in_days=spec.log_retention_days,
             tags=merge_tags(labels, f"{cluster_name}-control-plane-logs"),
-            opts=child,
+            # Audit logs are evidence: kept through renames and protected like the cluster itself.
+            opts=stateful_options(self, protect, ignore_changes=["name"]),
         )
 
         cluster_role = aws.iam.Role(

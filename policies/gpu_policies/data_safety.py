@@ -47,7 +47,7 @@ lifecycle_keeps_current = resource_policy(
 
 STATEFUL = Knob("statefulTypes", {"type": "array", "items": {"type": "string"}}, [
     "aws:s3/bucket:Bucket", "aws:fsx/lustreFileSystem:LustreFileSystem", "aws:kms/key:Key",
-    "aws:eks/cluster:Cluster",
+    "aws:eks/cluster:Cluster", "aws:cloudwatch/logGroup:LogGroup",
 ])
 PROTECTED_ENVS = Knob("protectedEnvironments", {"type": "array", "items": {"type": "string"}}, ["prod"])
 
@@ -68,7 +68,7 @@ def _protected(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, An
 
 stateful_protected = resource_policy(
     "stateful-resources-protected-in-production", "data-safety",
-    "Buckets, filesystems, KMS keys and clusters are protected in production environments.",
+    "Buckets, filesystems, KMS keys, clusters and audit log groups are protected in production environments.",
     "Keep deletionProtection: true in the stack spec (it cannot be turned off in prod).",
     Severity.CRITICAL, _protected, [STATEFUL, PROTECTED_ENVS],
 )
