@@ -31,7 +31,7 @@ from blueprint.policy import (
     run_policies,
 )
 from blueprint.render import render_preview
-from blueprint.stackfile import StackError, StackFile, load_stack
+from blueprint.stackfile import StackError, load_stack
 
 EXIT_OK = 0
 EXIT_POLICY = 1
@@ -58,10 +58,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load(stack: str) -> StackFile:
-    return load_stack(stack)
-
-
 def _policy(args: argparse.Namespace) -> int:
     """``blueprint policy``: exit 0 (no mandatory violation), 1 (mandatory violation), 2 (bad input)."""
     target = Path(args.target)
@@ -72,7 +68,7 @@ def _policy(args: argparse.Namespace) -> int:
             graph = ResourceGraph.load(target)
             artifact = str(target)
         else:
-            stack = _load(args.target)
+            stack = load_stack(args.target)
             graph = run_program(stack.name, stack.config, stack.region).graph
             artifact = stack.display_path
     except (StackError, PolicyConfigError, GraphFormatError) as err:
@@ -102,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "policy":
         return _policy(args)
     try:
-        stack = _load(args.stack)
+        stack = load_stack(args.stack)
     except StackError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_INVALID

@@ -150,12 +150,10 @@ def _options(res: GraphResource) -> proto.AnalyzerResourceOptions:
     return proto.AnalyzerResourceOptions(protect=res.protect, parent=res.parent or "")
 
 
-def _provider(graph: ResourceGraph, res: GraphResource) -> proto.AnalyzerProviderResource | None:
-    prov = graph.get(res.provider_urn) if res.provider_urn else None
-    if prov is None:
-        return None
-    return proto.AnalyzerProviderResource(type=prov.type, properties=_struct(prov.inputs), urn=prov.urn,
-                                          name=prov.name)
+def _providers(graph: ResourceGraph) -> dict[str, proto.AnalyzerProviderResource]:
+    """Each provider of the graph as the analyzer sees it, built once (every resource refers to one)."""
+    return {p.urn: proto.AnalyzerProviderResource(type=p.type, properties=_struct(p.inputs), urn=p.urn, name=p.name)
+            for p in graph.resources if p.is_provider}
 
 
 def _collect(report: PolicyReport, graph: ResourceGraph, response: Any, default_urn: str = "") -> None:
@@ -189,8 +187,9 @@ def run_policies(graph: ResourceGraph, config: LevelConfig | None = None,
 
     report = PolicyReport(pack=pack.name, rules=list(pack.rules))
     stack_resources = []
+    providers = _providers(graph)
     for res in graph.resources:
-        provider = _provider(graph, res)
+        provider = providers.get(res.provider_urn) if res.provider_urn else None
         props = _struct(res.inputs)
         if not res.is_component and not res.is_provider and res.type != "pulumi:pulumi:Stack":
             request = proto.AnalyzeRequest(type=res.type, properties=props, urn=res.urn, name=res.name,
