@@ -105,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = run_program(stack.name, stack.config, stack.region)
     if args.command == "preview":
         report = run_policies(run.graph)
-        sys.stdout.write(render_preview(run.graph, stack.spec, stack.display_path))
+        sys.stdout.write(render_preview(run.graph, stack.spec, stack.display_path, run.outputs))
         sys.stdout.write("\n" + render_table(report))
     elif args.command == "graph":
         text = run.graph.to_json()

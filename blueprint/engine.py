@@ -27,8 +27,6 @@ from pulumi.runtime.sync_await import _sync_await
 
 from blueprint.graph import SECRET, UNKNOWN, GraphResource, ResourceGraph
 
-ROOT = Path(__file__).resolve().parent.parent
-PROGRAM = ROOT / "__main__.py"
 PROJECT = "gpu-cluster"
 OFFLINE_ACCOUNT = "123456789012"  # placeholder account id in offline ARNs; never a real account
 
@@ -122,15 +120,35 @@ class OfflineMocks(Mocks):
             state["allocationId"] = rid
         elif typ == "aws:ec2/placementGroup:PlacementGroup":
             rid = str(inputs.get("name", name))
+        elif typ == "aws:eks/nodeGroup:NodeGroup":
+            # EKS names the node group's Auto Scaling group eks-<node group>-<uuid>.
+            asg = f"eks-{inputs.get('nodeGroupName', name)}-{uuid.UUID(_digest('asg', name, length=32))}"
+            state["resources"] = [{"autoscalingGroups": [{"name": asg}]}]
         return rid, state
 
     def call(self, args: MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
-        """Invokes: the program makes none today; answer with the region and offline account."""
+        """Invokes: the offline account, partition and region, and zone names for AZ IDs."""
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
-            return {"accountId": OFFLINE_ACCOUNT, "arn": f"arn:aws:iam::{OFFLINE_ACCOUNT}:root"}, None
+            return {"accountId": OFFLINE_ACCOUNT, "arn": f"arn:aws:iam::{OFFLINE_ACCOUNT}:root",
+                    "userId": OFFLINE_ACCOUNT}, []
+        if args.token == "aws:index/getPartition:getPartition":
+            return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}, []
         if args.token == "aws:index/getRegion:getRegion":
-            return {"name": self.region, "region": self.region}, None
-        return {}, None
+            return {"name": self.region, "region": self.region}, []
+        if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+            ids = [str(v) for f in args.args.get("filters") or [] if f.get("name") == "zone-id"
+                   for v in f.get("values") or []]
+            return {"zoneIds": ids, "names": [offline_zone_name(self.region, i) for i in ids]}, []
+        return {}, []
+
+
+def offline_zone_name(region: str, zone_id: str) -> str:
+    """A placeholder zone name for an AZ ID offline (``use1-az4`` -> ``us-east-1d``).
+
+    Real accounts map IDs to names differently; only ``aws.get_availability_zones`` in a real run knows.
+    """
+    number = zone_id.rsplit("-az", 1)[-1]
+    return region + (chr(ord("a") + int(number) - 1) if number.isdigit() and 0 < int(number) <= 26 else "?")
 
 
 class RecordingMonitor(MockMonitor):
@@ -139,7 +157,6 @@ class RecordingMonitor(MockMonitor):
     def __init__(self, mocks: Mocks) -> None:
         super().__init__(mocks)
         self.records: list[GraphResource] = []
-        self.ignore_changes: dict[str, list[str]] = {}
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
         """Record the request, then let the mock monitor answer it."""
@@ -155,9 +172,8 @@ class RecordingMonitor(MockMonitor):
             protect=bool(request.protect),
             retain_on_delete=bool(request.retainOnDelete),
             dependencies=list(request.dependencies),
+            ignore_changes=sorted(request.ignoreChanges),
         ))
-        if request.ignoreChanges:
-            self.ignore_changes[response.urn] = list(request.ignoreChanges)
         return response
 
 
@@ -175,11 +191,13 @@ class ProgramRun:
 
     graph: ResourceGraph
     outputs: dict[str, Any]
-    ignore_changes: dict[str, list[str]]  # by URN; not part of the graph format, kept for tests
 
 
-def run_program(stack: str, config: dict[str, Any], region: str, program: Path = PROGRAM) -> ProgramRun:
-    """Run ``program`` as stack ``stack`` with ``config`` (Pulumi keys, e.g. ``gpu-cluster:spec``).
+def run_program(stack: str, config: dict[str, Any], region: str, program: Path | None = None) -> ProgramRun:
+    """Run the program as stack ``stack`` with ``config`` (Pulumi keys, e.g. ``gpu-cluster:spec``).
+
+    The program is :func:`components.program.main` (what ``__main__.py`` calls), imported as a module so
+    that an installed package runs it; ``program`` runs a file instead (the project's ``__main__.py``).
 
     Raises:
         ProgramError: the program raised; callers validate the spec first so users see a clean
@@ -193,7 +211,12 @@ def run_program(stack: str, config: dict[str, Any], region: str, program: Path =
         root = pulumi.runtime.settings.get_root_resource()
 
         def body() -> None:
-            runpy.run_path(str(program), run_name="__main__")
+            if program is not None:
+                runpy.run_path(str(program), run_name="__main__")
+            else:
+                from components.program import main
+
+                main()
 
         try:
             _sync_await(run_pulumi_func(body))
@@ -203,7 +226,7 @@ def run_program(stack: str, config: dict[str, Any], region: str, program: Path =
         if root is not None:
             stack_outputs = getattr(root, "outputs", {}) or {}
             outputs = {k: _resolve(v) for k, v in stack_outputs.items()}
-        return ProgramRun(ResourceGraph(stack, monitor.records), outputs, monitor.ignore_changes)
+        return ProgramRun(ResourceGraph(stack, monitor.records), outputs)
 
     return contextvars.Context().run(_run)
 

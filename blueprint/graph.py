@@ -10,7 +10,7 @@ Its JSON form is a public contract (README, "Graph format")::
 
     {"stack": "prod-aws",
      "resources": [{"urn", "type", "name", "parent", "provider", "inputs", "protect",
-                    "retain_on_delete", "dependencies"}]}
+                    "retain_on_delete", "dependencies", "ignore_changes"}]}
 
 ``inputs`` are the provider's wire format (camelCase keys). Secret values are the string
 ``[secret]`` and values unknown at preview time the string :data:`UNKNOWN`; treat both as unknown.
@@ -26,7 +26,8 @@ from typing import Any
 
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 SECRET = "[secret]"
-FORMAT_KEYS = ("urn", "type", "name", "parent", "provider", "inputs", "protect", "retain_on_delete", "dependencies")
+FORMAT_KEYS = ("urn", "type", "name", "parent", "provider", "inputs", "protect", "retain_on_delete", "dependencies",
+               "ignore_changes")
 
 
 class GraphFormatError(ValueError):
@@ -46,6 +47,15 @@ class GraphResource:
     protect: bool = False
     retain_on_delete: bool = False
     dependencies: list[str] = field(default_factory=list)
+    # Inputs the engine never updates (the ignoreChanges option): name-like inputs of stateful
+    # resources, so a rename cannot replace (delete) data. None when not recorded: a real preview or a
+    # stack export carries it only where the state has an ``ignoreChanges`` field.
+    ignore_changes: list[str] | None = field(default_factory=list)
+
+    @property
+    def options_recorded(self) -> bool:
+        """Whether resource options such as ignoreChanges were recorded (offline graphs: always)."""
+        return self.ignore_changes is not None
 
     @property
     def is_provider(self) -> bool:
@@ -142,7 +152,9 @@ class ResourceGraph:
         ordered = sorted(self.resources, key=lambda r: r.urn)
         return {
             "stack": self.stack,
-            "resources": [{**asdict(r), "dependencies": sorted(r.dependencies)} for r in ordered],
+            "resources": [{**asdict(r), "dependencies": sorted(r.dependencies),
+                           "ignore_changes": None if r.ignore_changes is None else sorted(r.ignore_changes)}
+                          for r in ordered],
         }
 
     def to_json(self) -> str:
@@ -206,6 +218,7 @@ def _from_state(state: dict[str, Any]) -> GraphResource:
         protect=bool(state.get("protect", False)),
         retain_on_delete=bool(state.get("retainOnDelete", False)),
         dependencies=list(state.get("dependencies") or []),
+        ignore_changes=list(state["ignoreChanges"]) if isinstance(state.get("ignoreChanges"), list) else None,
     )
 
 

@@ -30,6 +30,8 @@ SEVERITIES = {proto.POLICY_SEVERITY_LOW: "low", proto.POLICY_SEVERITY_MEDIUM: "m
 
 
 LevelConfig = dict[str, tuple[int, dict[str, Any]]]
+# Policies that read resource options a graph may not record (ignoreChanges): not applicable there.
+OPTION_POLICIES = ("stateful-names-ignore-changes",)
 
 
 class PolicyConfigError(ValueError):
@@ -78,8 +80,9 @@ class Pack:
 
 
 def load_pack(pack_dir: Path = PACK_DIR) -> Pack:
-    """Import the pack from ``policies/`` the way the CLI does (its folder on the import path)."""
-    if str(pack_dir) not in sys.path:
+    """Import the pack from ``policies/`` the way the CLI does (its folder on the import path); an installed
+    package has no source tree and imports the ``gpu_policies`` it ships instead."""
+    if (pack_dir / "gpu_policies").is_dir() and str(pack_dir) not in sys.path:
         sys.path.insert(0, str(pack_dir))
     pack = importlib.import_module("gpu_policies.pack")
     common = importlib.import_module("gpu_policies.common")
@@ -147,7 +150,8 @@ def _struct(values: dict[str, Any]) -> struct_pb2.Struct:
 
 
 def _options(res: GraphResource) -> proto.AnalyzerResourceOptions:
-    return proto.AnalyzerResourceOptions(protect=res.protect, parent=res.parent or "")
+    return proto.AnalyzerResourceOptions(protect=res.protect, parent=res.parent or "",
+                                         ignoreChanges=list(res.ignore_changes or []))
 
 
 def _providers(graph: ResourceGraph) -> dict[str, proto.AnalyzerProviderResource]:
@@ -179,13 +183,21 @@ def run_policies(graph: ResourceGraph, config: LevelConfig | None = None,
 
     pack = pack or load_pack()
     servicer = _PolicyAnalyzerServicer(pack.name, "0.1.0", list(pack.policies), EnforcementLevel.ADVISORY)
-    levels = config if config is not None else normalize_config({}, pack.policies)
+    levels = dict(config if config is not None else normalize_config({}, pack.policies))
+    unrecorded = [r for r in graph.resources if not r.options_recorded]
+    skipped = [name for name in OPTION_POLICIES if name in levels] if unrecorded else []
+    for name in skipped:
+        # `pulumi preview --json` and `pulumi stack export` do not carry ignoreChanges; under
+        # `pulumi preview --policy-pack` the engine gives it to the analyzer and the policy runs.
+        levels[name] = (proto.DISABLED, levels[name][1])
     servicer.Configure(proto.ConfigureAnalyzerRequest(policyConfig={
         name: proto.PolicyConfig(enforcementLevel=level, properties=_struct(props))  # type: ignore[arg-type]
         for name, (level, props) in levels.items()
     }), None)  # type: ignore[no-untyped-call]
 
     report = PolicyReport(pack=pack.name, rules=list(pack.rules))
+    report.not_applicable += [(name, "the graph does not record ignoreChanges (pulumi preview --json and stack "
+                                     "export omit it); run it under pulumi preview --policy-pack") for name in skipped]
     stack_resources = []
     providers = _providers(graph)
     for res in graph.resources:

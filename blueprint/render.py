@@ -8,11 +8,16 @@ shows the infrastructure itself; the catalog adds hardware facts the graph canno
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from blueprint.graph import GraphResource, ResourceGraph
-from components.catalog import load_aws_catalog
+from components.aws.capacity_block import BlockWindow, utc_text
+from components.aws.data_access import CHECKPOINT_SERVICE_ACCOUNT, PLATFORM_SERVICE_ACCOUNT
+from components.catalog import AddonPin, load_addon_pins, load_aws_catalog
+from components.clock import utcnow
 from components.spec import ClusterSpec
 
 PLANE_ORDER = ("network", "compute", "storage", "control-plane", "telemetry")
@@ -111,6 +116,63 @@ def _node_group_line(f: NodeGroupFigures) -> str:
     return "; ".join(parts)
 
 
+def _block_lines(graph: ResourceGraph, spec: ClusterSpec, now: datetime) -> list[str]:
+    """Each Capacity Block's window, where it stands now, and the operator's steps for it."""
+    lines = []
+    schedules = graph.of_type("aws:autoscaling/schedule:Schedule")
+    for group in spec.aws_spec().node_groups:
+        cap = group.capacity
+        if cap.type != "capacity-block" or not (cap.start and cap.end and cap.instance_count):
+            continue
+        block = BlockWindow(start=cap.start, end=cap.end, instance_count=cap.instance_count, now=now)
+        lines.append(
+            f"Capacity Block {cap.reservation_id} ({group.name}): {block.instance_count} x {group.instance_type}, "
+            f"{utc_text(block.start)} -> {utc_text(block.end)} ({block.hours:,.0f} h, paid whether nodes run or "
+            f"not); now {utc_text(now)}: {block.phase.upper()}")
+        scheduled = [s for s in schedules if str(s.inputs.get("scheduledActionName", "")).endswith(
+            f"-{group.name}-capacity-block-start")]
+        scale = (f"aws eks update-nodegroup-config --cluster-name {spec.name} --nodegroup-name "
+                 f"{spec.name}-{group.name} --scaling-config minSize=0,maxSize={group.max_size},"
+                 f"desiredSize={group.max_size}")
+        if block.phase == "future" and scheduled:
+            lines.append(f"  the group is created at 0 nodes; a scheduled action scales it to {group.max_size} at "
+                         f"{utc_text(block.start)}")
+        elif block.phase == "future":
+            lines.append(f"  the group is created at 0 nodes; scale it when the block starts: {scale}")
+        elif block.phase == "active":
+            lines.append(f"  the block is active: the group is created at 0 nodes; scale it now: {scale}")
+        if block.phase in ("future", "active"):
+            lines.append(f"  operator step: scale to 0 at least 30 minutes before the block ends (by "
+                         f"{utc_text(block.scale_to_zero_by)}; EC2 reclaims the instances then); EKS's own "
+                         f"scheduled action does it at {utc_text(block.eks_scaledown_at)}")
+            lines.append("  upgrades of this node group need desiredSize 0: apply AMI or launch template changes "
+                         "outside the window")
+        elif block.phase == "ending":
+            lines.append("  EC2 is reclaiming the instances: the group must be at 0")
+        else:
+            lines.append("  the block has ended: the group stays at 0; buy a new block and update "
+                         "reservationId, start, end and instanceCount")
+    return lines
+
+
+def _data_access_lines(graph: ResourceGraph) -> list[str]:
+    """Who can read and write the checkpoint bucket (EKS Pod Identity associations)."""
+    assoc = graph.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    teams = sorted(str(a.inputs.get("namespace")) for a in assoc
+                   if a.inputs.get("serviceAccount") == CHECKPOINT_SERVICE_ACCOUNT)
+    readers = [f"{a.inputs.get('namespace')}/{a.inputs.get('serviceAccount')}" for a in assoc
+               if a.inputs.get("serviceAccount") == PLATFORM_SERVICE_ACCOUNT]
+    if not assoc:
+        return []
+    lines = []
+    if teams:
+        lines.append(f"team data access (EKS Pod Identity): service account <team>/{CHECKPOINT_SERVICE_ACCOUNT} "
+                     f"reads and writes only s3://<bucket>/<team>/ for {', '.join(teams)}")
+    if readers:
+        lines.append(f"platform reader: {', '.join(readers)} reads every prefix")
+    return lines
+
+
 def _storage_lines(graph: ResourceGraph, spec: ClusterSpec) -> list[str]:
     lines = []
     for b in graph.of_type("aws:s3/bucket:Bucket"):
@@ -156,9 +218,13 @@ def _control_plane_lines(graph: ResourceGraph) -> list[str]:
         logs = ", ".join(c.inputs.get("enabledClusterLogTypes") or []) or "none"
         lines.append(f"EKS {c.inputs.get('name')} {c.inputs.get('version')}: endpoint {access}; {enc}; logs: {logs}"
                      + ("; protected" if c.protect else ""))
-    addons = sorted(str(a.inputs.get("addonName")) for a in graph.of_type("aws:eks/addon:Addon"))
+    addons = sorted((str(a.inputs.get("addonName")), str(a.inputs.get("addonVersion", "EKS default")))
+                    for a in graph.of_type("aws:eks/addon:Addon"))
     if addons:
-        lines.append(f"managed add-ons: {', '.join(addons)}")
+        pins = {name: p for p in _all_addon_pins(graph) for name in [p.name]}
+        lines.append("managed add-ons (pinned): " + ", ".join(
+            f"{name} {version}" + (" [secondary source]" if pins.get(name) and pins[name].status != "confirmed"
+                                   else "") for name, version in addons))
     entries = graph.of_type("aws:eks/accessEntry:AccessEntry")
     associations = graph.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
     admins = {a.inputs.get("principalArn") for a in associations}
@@ -166,6 +232,23 @@ def _control_plane_lines(graph: ResourceGraph) -> list[str]:
     lines.append(f"access entries: {len(admins)} cluster-admin role(s), {len(teams)} team role(s) mapped to "
                  "namespace groups; no aws-auth ConfigMap")
     return lines
+
+
+def _all_addon_pins(graph: ResourceGraph) -> list[AddonPin]:
+    versions = {str(c.inputs.get("version")) for c in graph.of_type("aws:eks/cluster:Cluster")}
+    return [pin for v in sorted(versions) for pin in load_addon_pins(v).values()]
+
+
+def _deployer_lines(spec: ClusterSpec) -> list[str]:
+    dep = spec.aws_spec().control_plane.deployer
+    if dep.api_access == "in-vpc":
+        path = (f"from inside the VPC: a self-hosted CI runner or Pulumi Deployments agent in "
+                f"{', '.join(dep.runner_cidrs)} (HTTPS 443 allowed on the cluster security group; the network must "
+                "route to the VPC and resolve the private endpoint)")
+    else:
+        path = f"through the public endpoint from {', '.join(dep.runner_cidrs)}"
+    return [f"deployer: {dep.role_arn} (cluster-admin access entry created before any Kubernetes resource; the "
+            f"program's kubeconfig assumes it) {path}"]
 
 
 def _release(graph: ResourceGraph, name: str) -> GraphResource | None:
@@ -253,16 +336,26 @@ def _tree(graph: ResourceGraph, root: GraphResource, depth: int, out: list[str])
         _tree(graph, child, depth + 1, out)
 
 
-def render_preview(graph: ResourceGraph, spec: ClusterSpec, stack_file: str) -> str:
-    """The human preview: header, then per plane its figures and its resource tree, then totals."""
+def render_preview(graph: ResourceGraph, spec: ClusterSpec, stack_file: str,
+                   outputs: Mapping[str, Any] | None = None, now: datetime | None = None) -> str:
+    """The human preview: header, then per plane its figures and its resource tree, then totals.
+
+    ``outputs`` are the program's stack outputs (the resolved GPU zone name, the kubeconfig command);
+    ``now`` is the moment Capacity Block windows are compared with (default: the program's clock).
+    """
     aws = spec.aws_spec()
+    outputs = outputs or {}
+    now = now or utcnow()
+    zone = f"GPU zone {aws.gpu_zone}"
+    if aws.zones_by_id:
+        zone += (f" = {outputs.get('gpuAvailabilityZone', '?')} in this account (resolved with "
+                 "aws.get_availability_zones; offline, a placeholder name)")
     custom = [r for r in graph.resources
               if not r.is_component and not r.is_provider and r.type != "pulumi:pulumi:Stack"]
     figures = node_group_figures(graph)
     wl = spec.workload
     out = [
-        f"stack {graph.stack} ({stack_file}): cluster {spec.name}, {spec.environment}, aws {aws.region} "
-        f"(GPU zone {aws.gpu_availability_zone})",
+        f"stack {graph.stack} ({stack_file}): cluster {spec.name}, {spec.environment}, aws {aws.region} ({zone})",
         f"workload: {wl.kind}, {wl.model_parameters_billions:g}B parameters, {wl.target_work_per_month:g} "
         f"{wl.work_unit}/month, peak {wl.peak_gpus} GPUs; accepted when: {wl.acceptance_metric}",
         f"billing labels: {', '.join(f'{k}={v}' for k, v in sorted(spec.billing_labels.items()))}",
@@ -271,9 +364,9 @@ def render_preview(graph: ResourceGraph, spec: ClusterSpec, stack_file: str) -> 
         out.append("teams: " + ", ".join(f"{t.name} ({t.cost_center}, {t.gpu_quota} GPUs)" for t in spec.teams))
     summaries = {
         "network": _network_lines(graph),
-        "compute": [_node_group_line(f) for f in figures],
-        "storage": _storage_lines(graph, spec),
-        "control-plane": _control_plane_lines(graph) + _platform_lines(graph),
+        "compute": [_node_group_line(f) for f in figures] + _block_lines(graph, spec, now),
+        "storage": _storage_lines(graph, spec) + _data_access_lines(graph),
+        "control-plane": _deployer_lines(spec) + _control_plane_lines(graph) + _platform_lines(graph),
         "telemetry": _telemetry_lines(graph),
     }
     stack_root = next((r for r in graph.resources if r.type == "pulumi:pulumi:Stack"), None)
@@ -292,14 +385,18 @@ def render_preview(graph: ResourceGraph, spec: ClusterSpec, stack_file: str) -> 
     gpus_max = sum(f.gpus_per_node * f.max_size for f in figures)
     gpus_desired = sum(f.gpus_per_node * f.desired_size for f in figures)
     protected = sum(1 for r in custom if r.protect)
+    in_blocks = sum(f.gpus_per_node * f.max_size for f in figures if f.capacity_type == "CAPACITY_BLOCK")
     out += [
         "",
         f"total: {len(custom)} cloud resources ({protected} protected), GPUs {gpus_desired} desired / "
-        f"{gpus_max} at max size",
+        f"{gpus_max} at max size" + (f" ({in_blocks} on Capacity Blocks, running only in their window)"
+                                     if in_blocks else ""),
     ]
     unconfirmed = sorted({f.instance_type for f in figures
                           if (fa := load_aws_catalog().get(f.instance_type)) and fa.efa_interfaces.status != "confirmed"
                           and fa.efa_count})
+    if "kubeconfigCommand" in outputs:
+        out.append(f"kubeconfig for people (their own admin or team role): {outputs['kubeconfigCommand']}")
     if unconfirmed:
         out.append(f"note: EFA interface counts for {', '.join(unconfirmed)} are not confirmed by a primary source "
                    "(components/catalog/aws_instances.yaml)")

@@ -14,7 +14,14 @@ import yaml
 
 from components.spec import SPEC_KEY, ClusterSpec, SpecError, parse_spec
 
+# The source tree's stacks; an installed ``blueprint`` reads ``./stacks`` of the project it runs in.
 STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
+
+
+def default_stacks_dir() -> Path:
+    """``./stacks`` when the current directory is a Pulumi project of this blueprint, else the source tree's."""
+    here = Path.cwd() / "stacks"
+    return here if here.is_dir() else STACKS_DIR
 
 
 class StackError(Exception):
@@ -37,13 +44,15 @@ class StackFile:
         return self.spec.aws_spec().region
 
 
-def available_stacks(stacks_dir: Path = STACKS_DIR) -> list[str]:
+def available_stacks(stacks_dir: Path | None = None) -> list[str]:
     """Stack names that have a file in ``stacks/``."""
+    stacks_dir = stacks_dir or default_stacks_dir()
     return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stacks_dir.glob("Pulumi.*.yaml"))
 
 
-def resolve(stack: str, stacks_dir: Path = STACKS_DIR) -> tuple[str, Path]:
+def resolve(stack: str, stacks_dir: Path | None = None) -> tuple[str, Path]:
     """A stack name (``prod-aws``) or a path to a stack file, as (stack name, path)."""
+    stacks_dir = stacks_dir or default_stacks_dir()
     candidate = Path(stack)
     if candidate.suffix in (".yaml", ".yml"):
         name = candidate.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
@@ -58,8 +67,9 @@ def _display(path: Path) -> str:
         return str(path)
 
 
-def load_stack(stack: str, stacks_dir: Path = STACKS_DIR) -> StackFile:
+def load_stack(stack: str, stacks_dir: Path | None = None) -> StackFile:
     """Load, parse and validate a stack; raise :class:`StackError` with a clear message otherwise."""
+    stacks_dir = stacks_dir or default_stacks_dir()
     name, path = resolve(stack, stacks_dir)
     shown = _display(path)
     if not path.is_file():

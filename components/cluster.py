@@ -9,12 +9,21 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.aws.capacity_block import BlockWindow
 from components.aws.compute import AwsNodeGroup
+from components.aws.data_access import (
+    CHECKPOINT_SERVICE_ACCOUNT,
+    PLATFORM_NAMESPACE,
+    PLATFORM_SERVICE_ACCOUNT,
+    AwsDataAccess,
+    DataAccessArgs,
+)
 from components.aws.eks import EksAddons, EksControlPlane
-from components.aws.kubeconfig import kubeconfig
+from components.aws.kubeconfig import kubeconfig, update_kubeconfig_command
 from components.aws.network import AwsNetwork
 from components.aws.storage import AwsStorage
-from components.catalog import load_aws_catalog
+from components.catalog import load_addon_pins, load_aws_catalog
+from components.clock import utcnow
 from components.kubernetes.platform import PlatformInputs, build_platform
 from components.kubernetes.quotas import GpuPool
 from components.spec import ClusterSpec, default_subnets, gpu_units_per_gpu, uses_placement_group
@@ -54,7 +63,20 @@ def platform_inputs(spec: ClusterSpec) -> PlatformInputs:
         driver_on_host=True,  # the EKS AL2023 NVIDIA AMI ships the driver and container toolkit
         storage_provisioner=EBS_GP3[0],
         storage_parameters=EBS_GP3[1],
+        checkpoint_service_account=CHECKPOINT_SERVICE_ACCOUNT,
+        platform_reader=(PLATFORM_NAMESPACE, PLATFORM_SERVICE_ACCOUNT),
     )
+
+
+def block_windows(spec: ClusterSpec) -> dict[str, BlockWindow]:
+    """The Capacity Block window of each capacity-block node group, compared with the program's clock."""
+    now = utcnow()
+    out = {}
+    for group in spec.aws_spec().node_groups:
+        cap = group.capacity
+        if cap.type == "capacity-block" and cap.start and cap.end and cap.instance_count:
+            out[group.name] = BlockWindow(start=cap.start, end=cap.end, instance_count=cap.instance_count, now=now)
+    return out
 
 
 @dataclass
@@ -64,10 +86,13 @@ class ClusterOutputs:
     cluster_name: pulumi.Output[str]
     endpoint: pulumi.Output[str]
     kubeconfig: pulumi.Output[str]
+    kubeconfig_command: pulumi.Output[str]
+    gpu_availability_zone: pulumi.Output[str]
     checkpoint_bucket: pulumi.Output[str]
     filesystem_dns_name: Optional[pulumi.Output[str]]
     filesystem_mount_name: Optional[pulumi.Output[str]]
     node_group_names: dict[str, pulumi.Output[str]] = field(default_factory=dict)
+    checkpoint_role_arns: dict[str, pulumi.Output[str]] = field(default_factory=dict)
 
 
 def build_cluster(spec: ClusterSpec) -> ClusterOutputs:
@@ -88,12 +113,21 @@ def build_cluster(spec: ClusterSpec) -> ClusterOutputs:
     )
     opts = pulumi.ResourceOptions(providers={"aws": provider})
 
+    addons = load_addon_pins(aws_spec.control_plane.kubernetes_version)
     network = AwsNetwork("network", aws_spec.network, aws_spec.region, spec.name, labels, opts=opts)
+    if aws_spec.zones_by_id:
+        # Capacity Blocks and ODCRs are sold by AZ ID; zone names differ per account.
+        zones = aws.get_availability_zones_output(
+            filters=[{"name": "zone-id", "values": [aws_spec.gpu_zone]}],
+            opts=pulumi.InvokeOutputOptions(provider=provider))
+        gpu_zone: pulumi.Output[str] = zones.names.apply(lambda names: names[0] if names else "")
+    else:
+        gpu_zone = pulumi.Output.from_input(aws_spec.gpu_zone)
     private_subnets = [network.subnet_ids[sn.name] for sn in aws_spec.network.subnets if sn.role != "public"]
     team_access = [(arn, team.k8s_group) for team in spec.teams for arn in team.role_arns]
     control_plane = EksControlPlane(
-        "control-plane", aws_spec.control_plane, spec.name, private_subnets, labels, protect,
-        team_access=team_access, opts=opts,
+        "control-plane", spec=aws_spec.control_plane, physical_name=spec.name, subnet_ids=private_subnets,
+        labels=labels, protect=protect, addons=addons, team_access=team_access, opts=opts,
     )
     gpu_subnet = next(sn.name for sn in aws_spec.network.subnets if sn.role == "gpu")
     storage = AwsStorage(
@@ -105,9 +139,20 @@ def build_cluster(spec: ClusterSpec) -> ClusterOutputs:
         control_plane.cluster_security_group_id,
         labels,
         protect,
+        region=aws_spec.region,
         opts=opts,
     )
+    data_access = AwsDataAccess("data-access", DataAccessArgs(
+        cluster_name=control_plane.cluster_name,
+        physical_prefix=spec.name,
+        region=aws_spec.region,
+        bucket_arn=storage.bucket_arn,
+        data_key_arn=storage.data_key_arn,
+        teams=[t.name for t in spec.teams],
+        labels=labels,
+    ), opts=opts)
 
+    windows = block_windows(spec)
     node_groups: dict[str, AwsNodeGroup] = {}
     for group in aws_spec.node_groups:
         facts = catalog[group.instance_type]
@@ -123,29 +168,34 @@ def build_cluster(spec: ClusterSpec) -> ClusterOutputs:
             node_security_group_ids=[control_plane.cluster_security_group_id],
             efa_security_group_id=network.efa_security_group_id,
             labels=labels,
+            block=windows.get(group.name),
             opts=opts,
         )
 
-    addons = EksAddons(
+    cluster_addons = EksAddons(
         "addons",
-        control_plane.cluster_name,
-        spec.name,
-        control_plane.oidc_provider_arn,
-        control_plane.oidc_issuer,
+        cluster_name=control_plane.cluster_name,
+        physical_prefix=spec.name,
+        addons=addons,
         with_fsx=aws_spec.storage.filesystem is not None,
         labels=labels,
-        opts=pulumi.ResourceOptions(providers={"aws": provider}, depends_on=list(node_groups.values())),
+        opts=pulumi.ResourceOptions(providers={"aws": provider},
+                                    depends_on=[control_plane.pod_identity_agent, *node_groups.values()]),
     )
 
+    deployer = aws_spec.control_plane.deployer
     config = pulumi.Output.all(
         control_plane.cluster_name, control_plane.endpoint, control_plane.certificate_authority
-    ).apply(lambda a: kubeconfig(str(a[0]), str(a[1]), str(a[2]), aws_spec.region))
+    ).apply(lambda a: kubeconfig(str(a[0]), str(a[1]), str(a[2]), aws_spec.region, deployer.role_arn))
     kubeconfig_secret: pulumi.Output[str] = pulumi.Output.secret(config)
+    # Every Kubernetes resource goes through this provider, so it waits for the deployer's access entry
+    # (and its network path), the add-ons and the nodes.
     k8s_provider = k8s.Provider(
         "kubernetes",
         kubeconfig=kubeconfig_secret,
         enable_server_side_apply=True,
-        opts=pulumi.ResourceOptions(depends_on=[addons, *node_groups.values()]),
+        opts=pulumi.ResourceOptions(
+            depends_on=[*control_plane.deployer_access, cluster_addons, *node_groups.values()]),
     )
     build_platform(platform_inputs(spec), pulumi.ResourceOptions(providers={"kubernetes": k8s_provider}))
 
@@ -153,8 +203,12 @@ def build_cluster(spec: ClusterSpec) -> ClusterOutputs:
         cluster_name=control_plane.cluster_name,
         endpoint=control_plane.endpoint,
         kubeconfig=kubeconfig_secret,
+        kubeconfig_command=control_plane.cluster_name.apply(
+            lambda name: update_kubeconfig_command(name, aws_spec.region)),
+        gpu_availability_zone=gpu_zone,
         checkpoint_bucket=storage.bucket_name,
         filesystem_dns_name=storage.filesystem_dns_name,
         filesystem_mount_name=storage.filesystem_mount_name,
         node_group_names={name: ng.node_group_name for name, ng in node_groups.items()},
+        checkpoint_role_arns=dict(data_access.team_role_arns),
     )

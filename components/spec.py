@@ -21,12 +21,13 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from components.catalog import InstanceFacts, load_aws_catalog
+from components.catalog import InstanceFacts, addon_names, load_addon_pins, load_aws_catalog, zone_id_prefix
 
 SPEC_KEY = "gpu-cluster:spec"
 REQUIRED_LABEL_KEYS: tuple[str, ...] = ("team", "cost-center", "environment", "owner")
@@ -55,6 +56,7 @@ _ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 _RESERVATION_RE = re.compile(r"^cr-[0-9a-f]{8,17}$")
 _ZONE_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")
 _REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+_ZONE_ID_RE = re.compile(r"^[a-z]{2,5}\d-az\d{1,2}$")
 
 
 class _Model(BaseModel):
@@ -96,13 +98,24 @@ class SubnetSpec(_Model):
 
     name: str = Field(pattern=_GROUP_NAME_RE.pattern, description="Unique subnet name.")
     cidr: str = Field(description="IPv4 CIDR inside the VPC CIDR.")
-    availability_zone: str = Field(
-        pattern=_ZONE_RE.pattern, description="Availability zone, e.g. us-east-1a."
+    availability_zone: str | None = Field(
+        default=None, pattern=_ZONE_RE.pattern,
+        description="Availability zone name, e.g. us-east-1a; or give availabilityZoneId.",
+    )
+    availability_zone_id: str | None = Field(
+        default=None, pattern=_ZONE_ID_RE.pattern,
+        description="Availability zone ID, e.g. use1-az4: the same physical zone in every account "
+        "(zone names are shuffled per account). One of availabilityZone and availabilityZoneId.",
     )
     role: Literal["gpu", "system", "public"] = Field(
         description="gpu: GPU nodes and storage; system: control-plane ENIs and system nodes; "
         "public: NAT gateways and internet-facing load balancers."
     )
+
+    @property
+    def zone(self) -> str:
+        """The zone as written in the spec: its name or its ID (a stack uses one form throughout)."""
+        return self.availability_zone or self.availability_zone_id or ""
 
 
 class NetworkSpec(_Model):
@@ -128,6 +141,20 @@ class CapacitySpec(_Model):
     reservation_id: str | None = Field(
         default=None,
         description="Capacity Reservation id (cr-...) for capacity-block and reserved.",
+    )
+    start: datetime | None = Field(
+        default=None,
+        description="capacity-block only: when the block starts, in UTC (ISO 8601 with Z, e.g. "
+        "2027-01-04T11:30:00Z). A block is paid whether nodes run or not.",
+    )
+    end: datetime | None = Field(
+        default=None,
+        description="capacity-block only: when the block ends, in UTC. EC2 reclaims the instances before it; "
+        "the node group is scaled to 0 in time (see the preview).",
+    )
+    instance_count: int | None = Field(
+        default=None, ge=1, le=1000,
+        description="capacity-block only: the instances the block holds (the node group's maxSize at most).",
     )
 
 
@@ -229,6 +256,29 @@ class StorageSpec(_Model):
     )
 
 
+class DeployerSpec(_Model):
+    """Who runs ``pulumi up`` and how it reaches the Kubernetes API.
+
+    Everything above the cloud resources (namespaces, Helm releases, queues) is applied through the
+    cluster's API with this role's credentials, so the role gets a cluster-admin access entry before any
+    Kubernetes resource is created, and the program's kubeconfig assumes it.
+    """
+
+    role_arn: str = Field(
+        description="IAM role that runs pulumi up (the CI runner's or Pulumi Deployments' role); no default."
+    )
+    api_access: Literal["in-vpc", "public-endpoint"] = Field(
+        description="in-vpc: the deployer runs inside the VPC or a network routed to it (a self-hosted CI "
+        "runner or a Pulumi Deployments agent); public-endpoint: it reaches the public endpoint from "
+        "publicAccessCidrs. No default: it depends on where your CI runs.",
+    )
+    runner_cidrs: list[str] = Field(
+        min_length=1,
+        description="Where the deployer's requests come from. in-vpc: allowed to HTTPS (443) on the "
+        "cluster security group; public-endpoint: must lie inside publicAccessCidrs.",
+    )
+
+
 class ControlPlaneSpec(_Model):
     """The EKS control plane."""
 
@@ -259,20 +309,39 @@ class ControlPlaneSpec(_Model):
         description="IAM roles granted cluster-admin through EKS access entries "
         "(no default: account-specific).",
     )
+    deployer: DeployerSpec = Field(
+        description="The identity and network path of whoever runs pulumi up (no default: account-specific)."
+    )
 
 
 class AwsSpec(_Model):
     """Everything specific to AWS: region, zones, network, node groups, storage, control plane."""
 
     region: str = Field(pattern=_REGION_RE.pattern, description="AWS region (no default).")
-    gpu_availability_zone: str = Field(
-        pattern=_ZONE_RE.pattern,
-        description="The zone of the GPU subnet, the capacity and the filesystem (no default).",
+    gpu_availability_zone: str | None = Field(
+        default=None, pattern=_ZONE_RE.pattern,
+        description="The zone of the GPU subnet, the capacity and the filesystem, by name (no default); or "
+        "give gpuAvailabilityZoneId.",
+    )
+    gpu_availability_zone_id: str | None = Field(
+        default=None, pattern=_ZONE_ID_RE.pattern,
+        description="The GPU zone by AZ ID (e.g. use1-az4), as Capacity Blocks and ODCRs are sold; the program "
+        "resolves it to this account's zone name. One of gpuAvailabilityZone and gpuAvailabilityZoneId.",
     )
     network: NetworkSpec = Field(description="VPC and subnets.")
     node_groups: list[NodeGroupSpec] = Field(min_length=1, description="EKS managed node groups.")
     storage: StorageSpec = Field(default_factory=StorageSpec, description="Storage plane.")
     control_plane: ControlPlaneSpec = Field(description="EKS control plane.")
+
+    @property
+    def gpu_zone(self) -> str:
+        """The GPU zone as written: its name or its AZ ID."""
+        return self.gpu_availability_zone or self.gpu_availability_zone_id or ""
+
+    @property
+    def zones_by_id(self) -> bool:
+        """True when the stack names zones by AZ ID (use1-az4) rather than by name (us-east-1a)."""
+        return self.gpu_availability_zone_id is not None
 
 
 class QuotaSpec(_Model):
@@ -509,9 +578,28 @@ def _check_cloud(spec: ClusterSpec, provider_region: str | None, out: _Collector
     if provider_region is not None and provider_region != aws.region:
         out.add(".aws.region", "region-matches-provider",
                 f"aws.region '{aws.region}' must equal the stack's aws:region '{provider_region}'")
-    if not aws.gpu_availability_zone.startswith(aws.region):
-        out.add(".aws.gpuAvailabilityZone", "zone-in-region",
-                f"zone '{aws.gpu_availability_zone}' is not in region '{aws.region}'")
+    if not _gpu_zone_given_once(aws):
+        out.add(".aws.gpuAvailabilityZone", "zone-given-once",
+                "give the GPU zone once: gpuAvailabilityZone (a name, e.g. us-east-1a) or gpuAvailabilityZoneId "
+                "(an AZ ID, e.g. use1-az4, as Capacity Blocks and ODCRs are sold)")
+        return
+    key = "gpuAvailabilityZone" if aws.gpu_availability_zone else "gpuAvailabilityZoneId"
+    _check_zone_in_region(aws, aws.gpu_zone, f".aws.{key}", out)
+
+
+def _check_zone_in_region(aws: AwsSpec, zone: str, where: str, out: _Collector) -> None:
+    if _ZONE_RE.match(zone):
+        if not zone.startswith(aws.region):
+            out.add(where, "zone-in-region", f"zone '{zone}' is not in region '{aws.region}'")
+        return
+    prefix = zone_id_prefix(aws.region)
+    if prefix is None:
+        out.add(where, "zone-in-region",
+                f"the region catalog (components/catalog/aws_regions.yaml) has no AZ ID prefix for region "
+                f"'{aws.region}', so zone '{zone}' cannot be checked; name the zone instead (e.g. {aws.region}a)")
+    elif not zone.startswith(f"{prefix}-az"):
+        out.add(where, "zone-in-region",
+                f"zone ID '{zone}' is not in region '{aws.region}' (its zone IDs are {prefix}-az<N>)")
 
 
 def _ipv4_cidr(value: str, where: str, out: _Collector) -> ipaddress.IPv4Network | None:
@@ -532,9 +620,19 @@ def _check_network(aws: AwsSpec, out: _Collector) -> None:
         if sn.name in seen:
             out.add(f"{where}.name", "unique-names", f"subnet name '{sn.name}' is used twice")
         seen[sn.name] = i
-        if not sn.availability_zone.startswith(aws.region):
-            out.add(f"{where}.availabilityZone", "zone-in-region",
-                    f"zone '{sn.availability_zone}' is not in region '{aws.region}'")
+        if (sn.availability_zone is None) == (sn.availability_zone_id is None):
+            out.add(f"{where}.availabilityZone", "zone-given-once",
+                    "give the subnet's zone once: availabilityZone (a name) or availabilityZoneId (an AZ ID)")
+        else:
+            key = "availabilityZone" if sn.availability_zone else "availabilityZoneId"
+            if (sn.availability_zone_id is not None) != aws.zones_by_id:
+                gpu_key = "gpuAvailabilityZoneId" if aws.zones_by_id else "gpuAvailabilityZone"
+                out.add(f"{where}.{key}", "zone-form-consistent",
+                        f"the stack names its GPU zone with {gpu_key}, so every subnet must use "
+                        f"{'availabilityZoneId' if aws.zones_by_id else 'availabilityZone'} too (names and IDs "
+                        "cannot be compared before the account maps them)")
+            else:
+                _check_zone_in_region(aws, sn.zone, f"{where}.{key}", out)
         cidr = _ipv4_cidr(sn.cidr, f"{where}.cidr", out)
         if cidr is None:
             continue
@@ -551,18 +649,26 @@ def _check_network(aws: AwsSpec, out: _Collector) -> None:
         if role not in roles:
             out.add(".aws.network.subnets", "subnet-roles",
                     f"at least one subnet with role '{role}' is required")
-    private_zones = {sn.availability_zone for sn in net.subnets if sn.role != "public"}
+    private_zones = {sn.zone for sn in net.subnets if sn.role != "public"}
     if len(private_zones) < 2:
         out.add(".aws.network.subnets", "eks-two-zones",
                 "EKS needs private (gpu or system) subnets in at least two availability zones")
     for i, sn in enumerate(net.subnets):
-        if sn.role == "gpu" and sn.availability_zone != aws.gpu_availability_zone:
-            out.add(f".aws.network.subnets[{i}].availabilityZone", "gpu-subnet-in-gpu-zone",
-                    f"gpu subnet '{sn.name}' must be in gpuAvailabilityZone "
-                    f"'{aws.gpu_availability_zone}', not '{sn.availability_zone}'")
+        if sn.role == "gpu" and _gpu_zone_given_once(aws) and sn.zone != aws.gpu_zone:
+            key = "availabilityZoneId" if aws.zones_by_id else "availabilityZone"
+            out.add(f".aws.network.subnets[{i}].{key}", "gpu-subnet-in-gpu-zone",
+                    f"gpu subnet '{sn.name}' must be in {_gpu_zone_key(aws)} '{aws.gpu_zone}', not '{sn.zone}'")
     if "public" not in roles:
         out.add(".aws.network.subnets", "subnet-roles",
                 "at least one subnet with role 'public' is required for the NAT gateway")
+
+
+def _gpu_zone_given_once(aws: AwsSpec) -> bool:
+    return (aws.gpu_availability_zone is None) != (aws.gpu_availability_zone_id is None)
+
+
+def _gpu_zone_key(aws: AwsSpec) -> str:
+    return "gpuAvailabilityZoneId" if aws.zones_by_id else "gpuAvailabilityZone"
 
 
 def default_subnets(aws: AwsSpec, facts: InstanceFacts) -> list[str]:
@@ -579,6 +685,49 @@ def uses_placement_group(group: NodeGroupSpec, facts: InstanceFacts) -> bool:
         return False
     reserved = group.capacity.type in ("capacity-block", "reserved")
     return facts.efa_capable and group.max_size > 1 and not reserved
+
+
+def _check_capacity_block(ng: NodeGroupSpec, where: str, out: _Collector) -> None:
+    """A Capacity Block is a dated window of a fixed number of instances: the spec records it, and the
+    node group is sized so that it can be created, updated and left outside the window."""
+    cap = ng.capacity
+    given = {"start": cap.start, "end": cap.end, "instanceCount": cap.instance_count}
+    if cap.type != "capacity-block":
+        for key, value in given.items():
+            if value is not None:
+                out.add(f"{where}.capacity.{key}", "capacity-block-window",
+                        f"{key} only applies to capacity-block capacity, not '{cap.type}'")
+        return
+    for key, value in given.items():
+        if value is None:
+            out.add(f"{where}.capacity.{key}", "capacity-block-window",
+                    f"capacity-block capacity needs the block's {key} (start and end in UTC, and the instance "
+                    "count, as shown by `aws ec2 describe-capacity-reservations`): the preview shows the window "
+                    "and the node group is scaled for it")
+    for key, value in (("start", cap.start), ("end", cap.end)):
+        if value is not None and value.utcoffset() != timedelta(0):
+            out.add(f"{where}.capacity.{key}", "capacity-block-window",
+                    f"{key} must be given in UTC with a Z suffix (e.g. 2027-01-04T11:30:00Z), got "
+                    f"'{value.isoformat()}'")
+    if cap.start is not None and cap.end is not None and cap.start.utcoffset() is not None \
+            and cap.end.utcoffset() is not None and cap.end <= cap.start:
+        out.add(f"{where}.capacity.end", "capacity-block-window",
+                f"end ({_utc(cap.end)}) must be after start ({_utc(cap.start)})")
+    if ng.min_size > 0 or ng.desired_size > 0:
+        field = "minSize" if ng.min_size > 0 else "desiredSize"
+        out.add(f"{where}.{field}", "capacity-block-scales-from-zero",
+                f"a capacity-block node group is created with minSize 0 and desiredSize 0 (got {ng.min_size} and "
+                f"{ng.desired_size}): no instance can launch before the block starts or after it ends, and EKS "
+                "needs desiredSize 0 to update such a group; its scheduled actions scale it to the block for the "
+                "window (EKS user guide, capacity-blocks-mng)")
+    if cap.instance_count is not None and ng.max_size > cap.instance_count:
+        out.add(f"{where}.maxSize", "capacity-block-size",
+                f"maxSize ({ng.max_size}) must be <= the block's instanceCount ({cap.instance_count}): nodes beyond "
+                "the block cannot launch")
+
+
+def _utc(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _check_node_groups(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None:
@@ -609,6 +758,7 @@ def _check_node_groups(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None
         if cap.reservation_id is not None and not _RESERVATION_RE.match(cap.reservation_id):
             out.add(f"{where}.capacity.reservationId", "reservation-id",
                     f"'{cap.reservation_id}' is not a Capacity Reservation id (cr- and 8-17 hex digits)")
+        _check_capacity_block(ng, where, out)
         if reserved and ng.placement == "cluster":
             out.add(f"{where}.placement", "no-placement-group-on-reserved-capacity",
                     f"a cluster placement group must not be forced onto {cap.type} capacity: the "
@@ -635,16 +785,16 @@ def _check_node_groups(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None
         if public:
             out.add(f"{where}.subnets", "nodes-in-private-subnets",
                     f"nodes must run in private subnets, not public {', '.join(public)}")
-        zones = sorted({subnets[s].availability_zone for s in group_subnets})
+        zones = sorted({subnets[s].zone for s in group_subnets})
         if facts.efa_capable and ng.max_size > 1 and len(zones) > 1:
             out.add(f"{where}.subnets", "efa-group-single-az",
                     f"{ng.instance_type} is EFA-capable and the group spans nodes (maxSize "
                     f"{ng.max_size}), so its subnets must be in one availability zone; got "
                     f"{', '.join(zones)}")
-        if reserved and zones != [aws.gpu_availability_zone]:
+        if reserved and _gpu_zone_given_once(aws) and zones != [aws.gpu_zone]:
             out.add(f"{where}.subnets", "reserved-capacity-in-gpu-zone",
                     f"{cap.type} capacity is bound to one zone; the group's subnets must all be in "
-                    f"gpuAvailabilityZone '{aws.gpu_availability_zone}'")
+                    f"{_gpu_zone_key(aws)} '{aws.gpu_zone}'")
     if any(ng.instance_type not in catalog for ng in aws.node_groups):
         return  # the fleet-wide rules below need every group's facts; the unknown type is reported
     catalog_groups = [(ng, catalog[ng.instance_type]) for ng in aws.node_groups]
@@ -704,6 +854,14 @@ def _check_control_plane(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> No
     if cp.endpoint_access == "private" and cp.public_access_cidrs:
         out.add(f"{where}.publicAccessCidrs", "endpoint-not-open",
                 "publicAccessCidrs only applies when endpointAccess is public")
+    _check_deployer(spec, aws, out)
+    needed = [n for n in addon_names() if n != "aws-fsx-csi-driver" or aws.storage.filesystem is not None]
+    unpinned = [n for n in needed if n not in load_addon_pins(cp.kubernetes_version)]
+    if unpinned:
+        out.add(f"{where}.kubernetesVersion", "addon-versions-pinned",
+                f"no pinned EKS add-on version for Kubernetes {cp.kubernetes_version}: {', '.join(unpinned)}; pin "
+                "them under eksAddons in components/catalog/charts.yaml (aws eks describe-addon-versions "
+                f"--kubernetes-version {cp.kubernetes_version}) or use a version that has pins")
     if len(set(cp.log_types)) != len(cp.log_types):
         out.add(f"{where}.logTypes", "unique-names", "log types are listed twice")
     if spec.environment == "prod":
@@ -715,6 +873,46 @@ def _check_control_plane(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> No
         if not cp.secrets_encryption:
             out.add(f"{where}.secretsEncryption", "prod-secrets-encryption",
                     "prod clusters must encrypt Kubernetes secrets with KMS")
+
+
+def _check_deployer(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None:
+    """The deployer must be able to reach the API it applies the platform through, as an admin."""
+    cp = aws.control_plane
+    dep = cp.deployer
+    where = ".aws.controlPlane.deployer"
+    if not _ROLE_ARN_RE.match(dep.role_arn):
+        out.add(f"{where}.roleArn", "admin-role-arn",
+                f"'{dep.role_arn}' is not an IAM role ARN (arn:aws:iam::<12 digits>:role/<name>)")
+    others = {*cp.admin_role_arns, *(arn for t in spec.teams for arn in t.role_arns)}
+    if dep.role_arn in others:
+        out.add(f"{where}.roleArn", "deployer-access-entry",
+                f"'{dep.role_arn}' is also listed as an admin or team role; the deployer gets its own cluster-admin "
+                "access entry and EKS allows one access entry per principal: list it only as the deployer")
+    runners = []
+    for i, cidr in enumerate(dep.runner_cidrs):
+        try:
+            runners.append((i, ipaddress.ip_network(cidr, strict=True)))
+        except ValueError:
+            out.add(f"{where}.runnerCidrs[{i}]", "cidr-valid", f"'{cidr}' is not a CIDR (address/prefix, no host bits)")
+    if cp.endpoint_access == "private" and dep.api_access != "in-vpc":
+        out.add(f"{where}.apiAccess", "deployer-reaches-api",
+                "the API endpoint is private, so a deployer outside the VPC cannot apply the Kubernetes platform "
+                "(every namespace and Helm release would time out); either run pulumi up inside the VPC (a "
+                "self-hosted CI runner or Pulumi Deployments agent) and set apiAccess: in-vpc with its runnerCidrs, "
+                "or set endpointAccess: public with publicAccessCidrs that include the runner and apiAccess: "
+                "public-endpoint")
+    if dep.api_access == "public-endpoint" and cp.endpoint_access == "public":
+        allowed = []
+        for cidr in cp.public_access_cidrs:
+            try:
+                allowed.append(ipaddress.ip_network(cidr, strict=True))
+            except ValueError:
+                continue  # reported on publicAccessCidrs
+        for i, runner in runners:
+            if not any(runner.version == a.version and runner.subnet_of(a) for a in allowed):  # type: ignore[arg-type]
+                out.add(f"{where}.runnerCidrs[{i}]", "deployer-reaches-api",
+                        f"runner CIDR {runner} is not inside publicAccessCidrs, so the deployer cannot reach the "
+                        "public endpoint; add it to publicAccessCidrs")
 
 
 def _check_teams(spec: ClusterSpec, out: _Collector) -> None:

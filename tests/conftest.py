@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import sys
 from collections.abc import Callable
 from functools import cache
@@ -16,6 +17,10 @@ from blueprint.engine import ProgramRun, run_program
 from blueprint.stackfile import STACKS_DIR, StackFile, available_stacks, load_stack
 
 ROOT = Path(__file__).resolve().parent.parent
+# The program compares Capacity Block windows with the clock; pin it so graphs and goldens do not change
+# as days pass (the shipped prod block, 2027-01-04 to 2027-01-18, is in the future at this moment).
+TEST_NOW = "2026-11-29T00:00:00Z"
+os.environ["GPU_CLUSTER_NOW"] = TEST_NOW
 # The policy pack is imported the way the Pulumi CLI runs it: from its own folder.
 if str(ROOT / "policies") not in sys.path:
     sys.path.insert(0, str(ROOT / "policies"))

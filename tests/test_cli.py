@@ -22,13 +22,22 @@ def test_preview_prints_the_production_stack_by_plane(capsys: pytest.CaptureFixt
     assert code == 0
     for heading in ("== network & fabric", "== compute", "== storage", "== control plane"):
         assert heading in out
-    assert ("prod-train-h100: p5.48xlarge (8 x NVIDIA H100 80GB), nodes 16/16/16 (min/desired/max); capacity "
+    assert ("prod-train-h100: p5.48xlarge (8 x NVIDIA H100 80GB), nodes 0/0/16 (min/desired/max); capacity "
             "CAPACITY_BLOCK cr-0a1b2c3d4e5f60718; EFA 32 of 32 interfaces per node; no placement group (reserved "
             "capacity is already placed); GPUs at max 128; local NVMe RAID0") in out
     assert "FSx for Lustre PERSISTENT_2 9600 GiB x 500 MB/s/TiB = 4,688 MB/s, protected" in out
     assert "checkpoint of the 70B model: ~0.98 TB (14 B/param) writes in ~3.5 min" in out
     assert "EKS prod-train 1.35: endpoint private; KMS-encrypted secrets" in out
-    assert "GPUs 128 desired / 128 at max size" in out
+    assert "GPUs 0 desired / 128 at max size (128 on Capacity Blocks, running only in their window)" in out
+    assert ("deployer: arn:aws:iam::111122223333:role/pulumi-deployer (cluster-admin access entry created before "
+            "any Kubernetes resource; the program's kubeconfig assumes it) from inside the VPC: a self-hosted CI "
+            "runner or Pulumi Deployments agent in 10.8.0.0/24") in out
+    assert ("Capacity Block cr-0a1b2c3d4e5f60718 (h100): 16 x p5.48xlarge, 2027-01-04T11:30:00Z -> "
+            "2027-01-18T11:30:00Z (336 h, paid whether nodes run or not)") in out
+    assert "operator step: scale to 0 at least 30 minutes before the block ends (by 2027-01-18T11:00:00Z" in out
+    assert ("team data access (EKS Pod Identity): service account <team>/checkpoints reads and writes only "
+            "s3://<bucket>/<team>/ for applied, pretraining, research") in out
+    assert "GPU zone use1-az4 = us-east-1d in this account" in out
     assert "- aws.eks.NodeGroup  nodegroup-h100-ng" in out
     assert ("GPU stack: gpu-operator v26.7.0 (driver and toolkit from the node image, whole GPUs); EFA device "
             "plugin: aws-efa-k8s-device-plugin v0.5.20") in out

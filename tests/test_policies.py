@@ -282,6 +282,10 @@ MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] = {
     "unprotect the checkpoint bucket in prod": (
         lambda g: edit(g, "aws:s3/bucket:Bucket", "storage-checkpoints", protect=False),
         "stateful-resources-protected-in-production"),
+    "let a cluster rename replace the checkpoint bucket in prod": (
+        lambda g: ResourceGraph(g.stack, [dataclasses.replace(r, ignore_changes=[])
+                                          if r.type == "aws:s3/bucket:Bucket" else r for r in g.resources]),
+        "stateful-names-ignore-changes"),
     "turn off the cluster's deletion protection in prod": (
         lambda g: edit(g, CLUSTER, "control-plane-eks", _set(["deletionProtection"], False)),
         "stateful-resources-protected-in-production"),
@@ -479,5 +483,5 @@ def test_sarif_validates_against_the_sarif_2_1_0_schema(tmp_path: Path) -> None:
 
 def test_preview_shows_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["preview", "prod-aws"]) == 0
-    assert "policy verdict: PASS (0 mandatory, 0 advisory violation(s); 28 policies in gpu-cluster-policies)" in \
+    assert "policy verdict: PASS (0 mandatory, 0 advisory violation(s); 29 policies in gpu-cluster-policies)" in \
         capsys.readouterr().out

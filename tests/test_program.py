@@ -46,7 +46,7 @@ def test_prod_has_sixteen_p5_nodes_with_all_efa_and_no_placement_group_on_the_ca
     graph = offline_run("prod-aws").graph
     ng = one(graph, "aws:eks/nodeGroup:NodeGroup", "nodegroup-h100-ng").inputs
     assert "instanceTypes" not in ng  # a Capacity Block group names its type in the launch template
-    assert ng["scalingConfig"] == {"minSize": 16, "desiredSize": 16, "maxSize": 16}
+    assert ng["scalingConfig"] == {"minSize": 0, "desiredSize": 0, "maxSize": 16}
     assert ng["capacityType"] == "CAPACITY_BLOCK"
     assert ng["amiType"] == "AL2023_x86_64_NVIDIA"
     assert {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"} in ng["taints"]
@@ -116,7 +116,11 @@ def test_launch_templates_require_imdsv2_encrypt_and_open_no_ssh(stack_name: str
     for ng in graph.of_type("aws:eks/nodeGroup:NodeGroup"):
         assert "remoteAccess" not in ng.inputs, ng.name
     for rule in graph.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"):
-        assert rule.inputs.get("fromPort") != 22 and "cidrIpv4" not in rule.inputs, rule.name
+        assert rule.inputs.get("fromPort") != 22, rule.name
+        # the only CIDR-sourced rules are the deployer's HTTPS to the API
+        if "cidrIpv4" in rule.inputs:
+            assert rule.name.startswith("control-plane-deployer-https-"), rule.name
+            assert (rule.inputs["fromPort"], rule.inputs["toPort"]) == (443, 443)
 
 
 @pytest.mark.parametrize("stack_name", SHIPPED_STACKS)
@@ -167,7 +171,7 @@ def test_dev_is_cheap_spot_scale_to_zero_and_disposable() -> None:
     assert "networkInterfaces" not in lt  # g6.xlarge has no EFA
     fs = graph.of_type("aws:fsx/lustreFileSystem:LustreFileSystem")[0]
     assert fs.inputs["deploymentType"] == "SCRATCH_2"
-    assert fs.inputs["importPath"].startswith("s3://dev-gpu-ckpt-")
+    assert "importPath" not in fs.inputs and "exportPath" not in fs.inputs
     assert not any(r.protect for r in graph.resources)
     assert len(graph.of_type("aws:ec2/natGateway:NatGateway")) == 1
 
@@ -218,11 +222,14 @@ def test_eks_control_plane() -> None:
     assert set(c["enabledClusterLogTypes"]) == {"api", "audit", "authenticator", "controllerManager", "scheduler"}
     assert c["accessConfig"] == {"authenticationMode": "API", "bootstrapClusterCreatorAdminPermissions": False}
     addons = {a.inputs["addonName"] for a in graph.of_type("aws:eks/addon:Addon")}
-    assert addons == {"vpc-cni", "kube-proxy", "coredns", "aws-ebs-csi-driver", "aws-fsx-csi-driver"}
-    assert len(graph.of_type("aws:iam/openIdConnectProvider:OpenIdConnectProvider")) == 1
+    assert addons == {"vpc-cni", "kube-proxy", "coredns", "aws-ebs-csi-driver", "aws-fsx-csi-driver",
+                      "eks-pod-identity-agent", "eks-node-monitoring-agent"}
+    # one way of granting AWS access in the cluster: EKS Pod Identity, no OIDC provider for IRSA
+    assert graph.of_type("aws:iam/openIdConnectProvider:OpenIdConnectProvider") == []
     principals = {e.inputs["principalArn"] for e in graph.of_type("aws:eks/accessEntry:AccessEntry")
                   if "kubernetesGroups" not in e.inputs}
-    assert principals == {"arn:aws:iam::111122223333:role/platform-admin", "arn:aws:iam::111122223333:role/break-glass"}
+    assert principals == {"arn:aws:iam::111122223333:role/platform-admin", "arn:aws:iam::111122223333:role/break-glass",
+                          "arn:aws:iam::111122223333:role/pulumi-deployer"}
     log_group = graph.of_type("aws:cloudwatch/logGroup:LogGroup")[0].inputs
     assert log_group["name"] == "/aws/eks/prod-train/cluster" and log_group["retentionInDays"] == 365
 
@@ -245,9 +252,10 @@ def test_renaming_the_cluster_keeps_the_urns_of_everything_that_holds_data(prod_
     assert bucket.inputs["bucketPrefix"] == "prod-train-v2-ckpt-"  # a new physical name would replace it ...
     cluster = after.of_type("aws:eks/cluster:Cluster")[0]
     assert cluster.inputs["name"] == "prod-train-v2"
-    # ... so the program ignores changes to the name-like inputs of stateful resources,
-    assert run.ignore_changes[bucket.urn] == ["bucketPrefix"]
-    assert run.ignore_changes[cluster.urn] == ["name"]
+    # ... so the program ignores changes to the name-like inputs of stateful resources (part of the graph),
+    assert bucket.ignore_changes == ["bucketPrefix"]
+    assert cluster.ignore_changes == ["name"]
+    assert after.of_type("aws:cloudwatch/logGroup:LogGroup")[0].ignore_changes == ["name"]
     # and protects and retains them, so even a replacement could not delete the data.
     assert bucket.protect and bucket.retain_on_delete
 
@@ -266,5 +274,6 @@ def test_program_refuses_an_invalid_spec_and_registers_nothing() -> None:
 def test_exports_what_operators_need(stack_name: str) -> None:
     outputs = offline_run(stack_name).outputs
     assert {"clusterName", "endpoint", "kubeconfig", "checkpointBucket", "filesystemDnsName",
-            "filesystemMountName", "nodeGroupNames"} <= set(outputs)
+            "filesystemMountName", "nodeGroupNames", "kubeconfigCommand", "gpuAvailabilityZone",
+            "checkpointRoleArns"} <= set(outputs)
     assert '"command": "aws"' in outputs["kubeconfig"]

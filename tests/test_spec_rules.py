@@ -10,6 +10,8 @@ from components.spec import SpecError, parse_spec
 
 FILE = "stacks/Pulumi.prod-aws.yaml"
 P = f"{FILE}: gpu-cluster:spec"
+# The shipped block's window (Pulumi.prod-aws.yaml), for capacity-block mutations.
+WINDOW = {"start": "2027-01-04T11:30:00Z", "end": "2027-01-18T11:30:00Z", "instanceCount": 16}
 
 
 def errors(spec: Any, region: str | None = "us-east-1") -> list[str]:
@@ -44,7 +46,7 @@ def test_multi_node_efa_group_must_stay_in_one_zone(prod_spec: dict[str, Any]) -
     g["subnets"] = ["gpu-a", "system-b"]
     assert errors(prod_spec) == [
         f"{P}.aws.nodeGroups[1].subnets: p5.48xlarge is EFA-capable and the group spans nodes (maxSize 16), "
-        "so its subnets must be in one availability zone; got us-east-1a, us-east-1b [rule: efa-group-single-az]"
+        "so its subnets must be in one availability zone; got use1-az4, use1-az6 [rule: efa-group-single-az]"
     ]
 
 
@@ -58,7 +60,7 @@ def test_single_node_efa_group_may_span_zones(prod_spec: dict[str, Any]) -> None
 
 
 @pytest.mark.parametrize("capacity", [
-    {"type": "capacity-block", "reservationId": "cr-0a1b2c3d4e5f60718"},
+    {"type": "capacity-block", "reservationId": "cr-0a1b2c3d4e5f60718", **WINDOW},
     {"type": "reserved", "reservationId": "cr-0a1b2c3d4e5f60718"},
 ])
 def test_placement_group_never_forced_onto_reserved_capacity(
@@ -191,7 +193,7 @@ def test_region_must_match_provider_config(prod_spec: dict[str, Any]) -> None:
 
 
 def test_reserved_capacity_needs_a_reservation_id(prod_spec: dict[str, Any]) -> None:
-    group(prod_spec, "h100")["capacity"] = {"type": "capacity-block"}
+    group(prod_spec, "h100")["capacity"] = {"type": "capacity-block", **WINDOW}
     assert errors(prod_spec) == [
         f"{P}.aws.nodeGroups[1].capacity.reservationId: capacity type 'capacity-block' needs the Capacity "
         "Reservation id (cr-...) [rule: reservation-id]"
@@ -238,15 +240,15 @@ def test_prod_requires_audit_logs_and_secret_encryption(prod_spec: dict[str, Any
 
 
 def test_gpu_subnet_must_be_in_the_gpu_zone(prod_spec: dict[str, Any]) -> None:
-    prod_spec["aws"]["gpuAvailabilityZone"] = "us-east-1b"
+    prod_spec["aws"]["gpuAvailabilityZoneId"] = "use1-az6"
     lines = errors(prod_spec)
     assert lines[0] == (
-        f"{P}.aws.network.subnets[0].availabilityZone: gpu subnet 'gpu-a' must be in gpuAvailabilityZone "
-        "'us-east-1b', not 'us-east-1a' [rule: gpu-subnet-in-gpu-zone]"
+        f"{P}.aws.network.subnets[0].availabilityZoneId: gpu subnet 'gpu-a' must be in gpuAvailabilityZoneId "
+        "'use1-az6', not 'use1-az4' [rule: gpu-subnet-in-gpu-zone]"
     )
     assert lines[1] == (
         f"{P}.aws.nodeGroups[1].subnets: capacity-block capacity is bound to one zone; the group's subnets must "
-        "all be in gpuAvailabilityZone 'us-east-1b' [rule: reserved-capacity-in-gpu-zone]"
+        "all be in gpuAvailabilityZoneId 'use1-az6' [rule: reserved-capacity-in-gpu-zone]"
     )
 
 
@@ -370,4 +372,130 @@ def test_platform_settings(prod_spec: dict[str, Any]) -> None:
         "use mode none) [rule: time-slicing-replicas]",
         f"{P}.platform.allowedRegistries[0]: 'docker.io' must be a registry host (and optional path) ending in "
         "'/', e.g. nvcr.io/nvidia/ [rule: registry-prefix]",
+    ]
+
+
+# --- issue 7: deployer, Capacity Block window, zone IDs, pinned add-ons --------------------------
+
+
+def test_a_private_endpoint_needs_an_in_vpc_deployer(prod_spec: dict[str, Any]) -> None:
+    prod_spec["aws"]["controlPlane"]["deployer"]["apiAccess"] = "public-endpoint"
+    assert errors(prod_spec) == [
+        f"{P}.aws.controlPlane.deployer.apiAccess: the API endpoint is private, so a deployer outside the VPC cannot "
+        "apply the Kubernetes platform (every namespace and Helm release would time out); either run pulumi up "
+        "inside the VPC (a self-hosted CI runner or Pulumi Deployments agent) and set apiAccess: in-vpc with its "
+        "runnerCidrs, or set endpointAccess: public with publicAccessCidrs that include the runner and apiAccess: "
+        "public-endpoint [rule: deployer-reaches-api]"
+    ]
+
+
+def test_the_deployer_is_required(prod_spec: dict[str, Any]) -> None:
+    del prod_spec["aws"]["controlPlane"]["deployer"]
+    assert errors(prod_spec) == [
+        f"{P}.aws.controlPlane.deployer: required key is missing [rule: schema-required-key]"
+    ]
+
+
+def test_a_public_endpoint_deployer_must_be_inside_the_allowed_cidrs(dev_spec: dict[str, Any]) -> None:
+    dev_spec["aws"]["controlPlane"]["deployer"]["runnerCidrs"] = ["198.51.100.0/24"]
+    assert errors(dev_spec, region="us-west-2") == [
+        f"{P}.aws.controlPlane.deployer.runnerCidrs[0]: runner CIDR 198.51.100.0/24 is not inside "
+        "publicAccessCidrs, so the deployer cannot reach the public endpoint; add it to publicAccessCidrs "
+        "[rule: deployer-reaches-api]"
+    ]
+
+
+def test_the_deployer_has_its_own_access_entry(prod_spec: dict[str, Any]) -> None:
+    arn = "arn:aws:iam::111122223333:role/platform-admin"
+    prod_spec["aws"]["controlPlane"]["deployer"]["roleArn"] = arn
+    assert errors(prod_spec) == [
+        f"{P}.aws.controlPlane.deployer.roleArn: '{arn}' is also listed as an admin or team role; the deployer gets "
+        "its own cluster-admin access entry and EKS allows one access entry per principal: list it only as the "
+        "deployer [rule: deployer-access-entry]"
+    ]
+
+
+def test_capacity_block_groups_scale_from_zero(prod_spec: dict[str, Any]) -> None:
+    group(prod_spec, "h100").update(minSize=16, desiredSize=16)
+    assert errors(prod_spec) == [
+        f"{P}.aws.nodeGroups[1].minSize: a capacity-block node group is created with minSize 0 and desiredSize 0 "
+        "(got 16 and 16): no instance can launch before the block starts or after it ends, and EKS needs "
+        "desiredSize 0 to update such a group; its scheduled actions scale it to the block for the window (EKS "
+        "user guide, capacity-blocks-mng) [rule: capacity-block-scales-from-zero]"
+    ]
+    group(prod_spec, "h100").update(minSize=0, desiredSize=4)
+    assert errors(prod_spec)[0].startswith(f"{P}.aws.nodeGroups[1].desiredSize: a capacity-block node group")
+
+
+def test_capacity_block_window_is_recorded(prod_spec: dict[str, Any]) -> None:
+    cap = group(prod_spec, "h100")["capacity"]
+    del cap["end"]
+    assert errors(prod_spec) == [
+        f"{P}.aws.nodeGroups[1].capacity.end: capacity-block capacity needs the block's end (start and end in UTC, "
+        "and the instance count, as shown by `aws ec2 describe-capacity-reservations`): the preview shows the "
+        "window and the node group is scaled for it [rule: capacity-block-window]"
+    ]
+    cap["end"] = "2027-01-04T11:30:00Z"
+    assert errors(prod_spec) == [
+        f"{P}.aws.nodeGroups[1].capacity.end: end (2027-01-04T11:30:00Z) must be after start "
+        "(2027-01-04T11:30:00Z) [rule: capacity-block-window]"
+    ]
+    cap["end"] = "2027-01-18T12:30:00+01:00"
+    assert errors(prod_spec) == [
+        f"{P}.aws.nodeGroups[1].capacity.end: end must be given in UTC with a Z suffix (e.g. 2027-01-04T11:30:00Z), "
+        "got '2027-01-18T12:30:00+01:00' [rule: capacity-block-window]"
+    ]
+
+
+def test_window_fields_only_apply_to_capacity_blocks(prod_spec: dict[str, Any]) -> None:
+    group(prod_spec, "system")["capacity"] = {"type": "on-demand", "instanceCount": 3}
+    assert errors(prod_spec) == [
+        f"{P}.aws.nodeGroups[0].capacity.instanceCount: instanceCount only applies to capacity-block capacity, "
+        "not 'on-demand' [rule: capacity-block-window]"
+    ]
+
+
+def test_capacity_block_group_fits_the_block(prod_spec: dict[str, Any]) -> None:
+    group(prod_spec, "h100")["capacity"]["instanceCount"] = 8
+    assert errors(prod_spec) == [
+        f"{P}.aws.nodeGroups[1].maxSize: maxSize (16) must be <= the block's instanceCount (8): nodes beyond the "
+        "block cannot launch [rule: capacity-block-size]"
+    ]
+
+
+def test_zone_ids_belong_to_the_region(prod_spec: dict[str, Any]) -> None:
+    prod_spec["aws"]["gpuAvailabilityZoneId"] = "usw2-az1"
+    assert errors(prod_spec)[0] == (
+        f"{P}.aws.gpuAvailabilityZoneId: zone ID 'usw2-az1' is not in region 'us-east-1' (its zone IDs are "
+        "use1-az<N>) [rule: zone-in-region]"
+    )
+
+
+def test_the_gpu_zone_is_given_once(prod_spec: dict[str, Any]) -> None:
+    prod_spec["aws"]["gpuAvailabilityZone"] = "us-east-1a"
+    assert errors(prod_spec) == [
+        f"{P}.aws.gpuAvailabilityZone: give the GPU zone once: gpuAvailabilityZone (a name, e.g. us-east-1a) or "
+        "gpuAvailabilityZoneId (an AZ ID, e.g. use1-az4, as Capacity Blocks and ODCRs are sold) "
+        "[rule: zone-given-once]"
+    ]
+
+
+def test_zone_names_and_ids_are_not_mixed(prod_spec: dict[str, Any]) -> None:
+    subnet = prod_spec["aws"]["network"]["subnets"][2]
+    del subnet["availabilityZoneId"]
+    subnet["availabilityZone"] = "us-east-1b"
+    assert errors(prod_spec) == [
+        f"{P}.aws.network.subnets[2].availabilityZone: the stack names its GPU zone with gpuAvailabilityZoneId, so "
+        "every subnet must use availabilityZoneId too (names and IDs cannot be compared before the account maps "
+        "them) [rule: zone-form-consistent]"
+    ]
+
+
+def test_every_addon_is_pinned_for_the_kubernetes_version(prod_spec: dict[str, Any]) -> None:
+    prod_spec["aws"]["controlPlane"]["kubernetesVersion"] = "1.33"
+    assert errors(prod_spec) == [
+        f"{P}.aws.controlPlane.kubernetesVersion: no pinned EKS add-on version for Kubernetes 1.33: "
+        "eks-pod-identity-agent, aws-ebs-csi-driver, aws-fsx-csi-driver, eks-node-monitoring-agent; pin them "
+        "under eksAddons in components/catalog/charts.yaml (aws eks describe-addon-versions --kubernetes-version "
+        "1.33) or use a version that has pins [rule: addon-versions-pinned]"
     ]

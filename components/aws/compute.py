@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Optional
+from typing import Any, Optional
 
 import pulumi
 import pulumi_aws as aws
 
+from components.aws.capacity_block import BlockWindow, utc_text
 from components.aws.launch import efa_layout, nodeadm_user_data
 from components.catalog import InstanceFacts
 from components.spec import GPU_TAINT_KEY, NodeGroupSpec, uses_placement_group
@@ -44,6 +45,20 @@ def node_taints(group: NodeGroupSpec, facts: InstanceFacts) -> list[dict[str, st
     return taints
 
 
+def update_config(group: NodeGroupSpec) -> dict[str, Any]:
+    """How EKS replaces nodes when the launch template or AMI changes.
+
+    Open capacity: one node at a time, EKS's default surge-first strategy. A Capacity Block has no spare
+    instance to surge into, and its multi-node jobs are admitted all-or-nothing (losing one node stops
+    the job like losing all), so the MINIMAL strategy (terminate, then launch; the EKS API's choice for
+    accelerated nodes) replaces every node in one wave: the shortest time the paid block is degraded.
+    EKS still asks for desiredSize 0 to upgrade such a group (EKS user guide, capacity-blocks-mng).
+    """
+    if group.capacity.type == "capacity-block":
+        return {"update_strategy": "MINIMAL", "max_unavailable_percentage": 100}
+    return {"max_unavailable": 1}
+
+
 def wants_raid0(group: NodeGroupSpec, facts: InstanceFacts) -> bool:
     """RAID0 the local NVMe when asked, or by default when the catalog confirms the type has it."""
     if group.local_nvme == "none":
@@ -58,7 +73,8 @@ class AwsNodeGroup(pulumi.ComponentResource):
     still reach it), encrypts the root volume, declares no key pair, wires every EFA interface of the
     instance type, tags instances, volumes and interfaces for cost attribution, and targets the
     capacity reservation or Capacity Block when the spec uses one. Multi-node EFA groups on open
-    capacity get a cluster placement group.
+    capacity get a cluster placement group. A Capacity Block group starts at size 0 and gets a scheduled
+    action on its Auto Scaling group that scales it to the block when the block starts.
 
     Attributes:
         node_group_name: the EKS node group's name.
@@ -78,6 +94,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
         node_security_group_ids: Sequence[pulumi.Input[str]],
         efa_security_group_id: pulumi.Input[str],
         labels: Mapping[str, str],
+        block: Optional[BlockWindow] = None,
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
         super().__init__("gpu-cluster:compute:AwsNodeGroup", name, None, opts)
@@ -169,7 +186,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
                 "desired_size": group.desired_size,
                 "max_size": group.max_size,
             },
-            update_config={"max_unavailable": 1},
+            update_config=update_config(group),
             node_repair_config={"enabled": True},
             launch_template={"id": launch_template.id, "version": launch_template.latest_version.apply(str)},
             labels=node_labels(group, facts),
@@ -178,5 +195,19 @@ class AwsNodeGroup(pulumi.ComponentResource):
             # The autoscaler owns desiredSize after creation; re-applying the stack must not undo it.
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["scalingConfig.desiredSize"]),
         )
+        if block is not None and block.schedule_scale_up:
+            # Scale up when the block starts; EKS scales the group back to 0 before the block ends.
+            asg_name = node_group.resources.apply(
+                lambda rs: rs[0].autoscaling_groups[0].name if rs and rs[0].autoscaling_groups else "")
+            aws.autoscaling.Schedule(
+                f"{name}-block-start",
+                scheduled_action_name=f"{physical}-capacity-block-start",
+                autoscaling_group_name=asg_name,
+                start_time=utc_text(block.start),
+                min_size=0,
+                max_size=group.max_size,
+                desired_capacity=group.max_size,
+                opts=child,
+            )
         self.node_group_name = node_group.node_group_name
         self.register_outputs({"nodeGroupName": node_group.node_group_name})

@@ -1,15 +1,18 @@
-"""The control plane on AWS: EKS with private endpoint, KMS secrets, audit logs, OIDC, access entries."""
+"""The control plane on AWS: EKS with private endpoint, KMS secrets, audit logs, access entries, add-ons."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Mapping, Sequence
-from typing import Optional
+from typing import Any, Optional
 
 import pulumi
 import pulumi_aws as aws
 
+from components.aws.iam import pod_identity_trust, service_trust, to_json
 from components.aws.stateful import rotating_kms_key, stateful_options
+from components.catalog import AddonPin
 from components.spec import ControlPlaneSpec
 from components.tags import merge_tags
 
@@ -23,13 +26,31 @@ NODE_POLICIES: tuple[str, ...] = (
 )
 
 
-def assume_role_policy(service: str) -> str:
-    """Trust policy letting one AWS service principal assume a role."""
-    return json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Principal": {"Service": service},
-                       "Action": "sts:AssumeRole"}],
-    })
+def addon(
+    parent: pulumi.Resource,
+    logical_name: str,
+    cluster_name: pulumi.Input[str],
+    pin: AddonPin,
+    tags: Mapping[str, str],
+    opts: pulumi.ResourceOptions,
+    **extra: Any,
+) -> aws.eks.Addon:
+    """An EKS managed add-on at its pinned version (``components/catalog/charts.yaml``, eksAddons).
+
+    A pinned version makes upgrades deliberate: a Kubernetes version bump that needs a newer add-on is a
+    catalog change reviewed in a pull request, not a silent change of EKS's default.
+    """
+    return aws.eks.Addon(
+        logical_name,
+        cluster_name=cluster_name,
+        addon_name=pin.name,
+        addon_version=pin.version,
+        resolve_conflicts_on_create="OVERWRITE",
+        resolve_conflicts_on_update="OVERWRITE",
+        tags=dict(tags),
+        opts=pulumi.ResourceOptions.merge(pulumi.ResourceOptions(parent=parent), opts),
+        **extra,
+    )
 
 
 class EksControlPlane(pulumi.ComponentResource):
@@ -37,14 +58,19 @@ class EksControlPlane(pulumi.ComponentResource):
 
     API authentication through access entries only (no aws-auth ConfigMap), secrets envelope-encrypted
     with a rotating KMS key, every control-plane log type to CloudWatch with a retention, standard
-    support only (no silent extended-support charges), and an IAM OIDC provider for service-account
-    roles. vpc-cni and kube-proxy are installed as managed add-ons before any node exists.
+    support only (no silent extended-support charges). vpc-cni, kube-proxy and the EKS Pod Identity
+    agent are installed as managed add-ons before any node exists.
+
+    The deployer (the role that runs ``pulumi up``) gets its own cluster-admin access entry, and, when it
+    runs inside the VPC, HTTPS from its CIDRs on the cluster security group (which the control plane's
+    network interfaces carry). :attr:`deployer_access` is what every Kubernetes resource must wait for.
 
     Attributes:
         cluster_name, endpoint, certificate_authority: what a kubeconfig needs.
         cluster_security_group_id: the EKS-managed security group nodes must join.
         node_role_arn: the IAM role every managed node group uses.
-        oidc_provider_arn, oidc_issuer: for IAM roles for service accounts.
+        deployer_access: the resources that let the deployer reach and administer the API.
+        pod_identity_agent: the EKS Pod Identity agent add-on (add-ons with pod identities wait for it).
     """
 
     cluster_name: pulumi.Output[str]
@@ -52,22 +78,25 @@ class EksControlPlane(pulumi.ComponentResource):
     certificate_authority: pulumi.Output[str]
     cluster_security_group_id: pulumi.Output[str]
     node_role_arn: pulumi.Output[str]
-    oidc_provider_arn: pulumi.Output[str]
-    oidc_issuer: pulumi.Output[str]
+    deployer_access: list[pulumi.Resource]
+    pod_identity_agent: aws.eks.Addon
 
     def __init__(
         self,
         name: str,
+        *,
         spec: ControlPlaneSpec,
-        cluster_name: str,
+        physical_name: str,
         subnet_ids: Sequence[pulumi.Input[str]],
         labels: Mapping[str, str],
         protect: bool,
+        addons: Mapping[str, AddonPin],
         team_access: Sequence[tuple[str, str]] = (),
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
         super().__init__("gpu-cluster:control-plane:EksControlPlane", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        cluster_name = physical_name
 
         secrets_key = rotating_kms_key(
             self, f"{name}-secrets-key", f"{cluster_name}-eks-secrets",
@@ -86,7 +115,7 @@ class EksControlPlane(pulumi.ComponentResource):
         cluster_role = aws.iam.Role(
             f"{name}-cluster-role",
             name=f"{cluster_name}-eks-cluster",
-            assume_role_policy=assume_role_policy("eks.amazonaws.com"),
+            assume_role_policy=to_json(service_trust("eks.amazonaws.com")),
             tags=merge_tags(labels, f"{cluster_name}-eks-cluster"),
             opts=child,
         )
@@ -111,6 +140,7 @@ class EksControlPlane(pulumi.ComponentResource):
             },
             access_config={
                 "authentication_mode": "API",
+                # The deployer is named explicitly below; whoever happens to create the cluster gets nothing.
                 "bootstrap_cluster_creator_admin_permissions": False,
             },
             encryption_config={"provider": {"key_arn": secrets_key.arn}, "resources": ["secrets"]}
@@ -122,20 +152,12 @@ class EksControlPlane(pulumi.ComponentResource):
             opts=stateful_options(self, protect, ignore_changes=["name"],
                                   depends_on=[log_group, cluster_policy]),
         )
-
-        oidc_issuer = cluster.identities.apply(lambda ids: ids[0].oidcs[0].issuer if ids and ids[0].oidcs else "")
-        oidc = aws.iam.OpenIdConnectProvider(
-            f"{name}-oidc",
-            url=oidc_issuer,
-            client_id_lists=["sts.amazonaws.com"],
-            tags=merge_tags(labels, f"{cluster_name}-oidc"),
-            opts=child,
-        )
+        cluster_sg = cluster.vpc_config.apply(lambda v: v.cluster_security_group_id or "")
 
         node_role = aws.iam.Role(
             f"{name}-node-role",
             name=f"{cluster_name}-eks-node",
-            assume_role_policy=assume_role_policy("ec2.amazonaws.com"),
+            assume_role_policy=to_json(service_trust("ec2.amazonaws.com")),
             tags=merge_tags(labels, f"{cluster_name}-eks-node"),
             opts=child,
         )
@@ -146,23 +168,44 @@ class EksControlPlane(pulumi.ComponentResource):
             for arn in NODE_POLICIES
         ]
 
-        for i, principal in enumerate(spec.admin_role_arns):
+        def admin_entry(key: str, principal: str) -> aws.eks.AccessPolicyAssociation:
             entry = aws.eks.AccessEntry(
-                f"{name}-admin-{i}",
+                f"{name}-{key}",
                 cluster_name=cluster.name,
                 principal_arn=principal,
                 type="STANDARD",
-                tags=merge_tags(labels, f"{cluster_name}-admin-{i}"),
+                tags=merge_tags(labels, f"{cluster_name}-{key}"),
                 opts=child,
             )
-            aws.eks.AccessPolicyAssociation(
-                f"{name}-admin-{i}-policy",
+            return aws.eks.AccessPolicyAssociation(
+                f"{name}-{key}-policy",
                 cluster_name=cluster.name,
                 principal_arn=principal,
                 policy_arn=ADMIN_POLICY_ARN,
                 access_scope={"type": "cluster"},
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]),
             )
+
+        for i, principal in enumerate(spec.admin_role_arns):
+            admin_entry(f"admin-{i}", principal)
+
+        deployer = spec.deployer
+        self.deployer_access = [admin_entry("deployer", deployer.role_arn)]
+        if deployer.api_access == "in-vpc":
+            for i, cidr in enumerate(deployer.runner_cidrs):
+                v6 = ipaddress.ip_network(cidr).version == 6
+                self.deployer_access.append(aws.vpc.SecurityGroupIngressRule(
+                    f"{name}-deployer-https-{i}",
+                    security_group_id=cluster_sg,
+                    cidr_ipv4=None if v6 else cidr,
+                    cidr_ipv6=cidr if v6 else None,
+                    ip_protocol="tcp",
+                    from_port=443,
+                    to_port=443,
+                    description=f"Kubernetes API (HTTPS) from the deployer's runners {cidr}",
+                    tags=merge_tags(labels, f"{cluster_name}-deployer-https-{i}"),
+                    opts=child,
+                ))
 
         for i, (principal, group) in enumerate(team_access):
             # Team roles get no cluster-wide access policy: only their namespace's RoleBinding applies.
@@ -176,62 +219,33 @@ class EksControlPlane(pulumi.ComponentResource):
                 opts=child,
             )
 
-        # Networking add-ons come before compute so that nodes become Ready when they join. The VPC
-        # CNI enforces NetworkPolicy (team namespaces are default-deny) only when asked to.
-        for addon, config in (("vpc-cni", {"enableNetworkPolicy": "true"}), ("kube-proxy", None)):
-            aws.eks.Addon(
-                f"{name}-addon-{addon}",
-                cluster_name=cluster.name,
-                addon_name=addon,
-                configuration_values=json.dumps(config) if config else None,
-                resolve_conflicts_on_create="OVERWRITE",
-                resolve_conflicts_on_update="OVERWRITE",
-                tags=merge_tags(labels, f"{cluster_name}-{addon}"),
-                opts=child,
-            )
+        # Networking add-ons and the Pod Identity agent come before compute, so that nodes become Ready
+        # when they join and pods can get AWS credentials from the start. The VPC CNI enforces
+        # NetworkPolicy (team namespaces are default-deny) only when asked to; it keeps the node role's
+        # AmazonEKS_CNI_Policy.
+        addon(self, f"{name}-addon-vpc-cni", cluster.name, addons["vpc-cni"],
+              merge_tags(labels, f"{cluster_name}-vpc-cni"), pulumi.ResourceOptions(),
+              configuration_values=json.dumps({"enableNetworkPolicy": "true"}))
+        addon(self, f"{name}-addon-kube-proxy", cluster.name, addons["kube-proxy"],
+              merge_tags(labels, f"{cluster_name}-kube-proxy"), pulumi.ResourceOptions())
+        self.pod_identity_agent = addon(
+            self, f"{name}-addon-eks-pod-identity-agent", cluster.name, addons["eks-pod-identity-agent"],
+            merge_tags(labels, f"{cluster_name}-eks-pod-identity-agent"), pulumi.ResourceOptions())
 
         self.cluster_name = cluster.name
         self.endpoint = cluster.endpoint
         self.certificate_authority = cluster.certificate_authority.apply(lambda ca: ca.data or "")
-        self.cluster_security_group_id = cluster.vpc_config.apply(lambda v: v.cluster_security_group_id or "")
+        self.cluster_security_group_id = cluster_sg
         self.node_role_arn = pulumi.Output.all(node_role.arn, *[p.id for p in node_policies]).apply(
             lambda args: str(args[0])
         )
-        self.oidc_provider_arn = oidc.arn
-        self.oidc_issuer = oidc_issuer
         self.register_outputs({
             "clusterName": cluster.name,
             "endpoint": cluster.endpoint,
-            "oidcProviderArn": oidc.arn,
         })
 
 
-def irsa_trust_policy(oidc_provider_arn: str, oidc_issuer: str, namespace: str, service_account: str) -> str:
-    """Trust policy letting exactly one Kubernetes service account assume a role through the OIDC provider."""
-    issuer = oidc_issuer.removeprefix("https://")
-    return json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [{
-            "Effect": "Allow",
-            "Principal": {"Federated": oidc_provider_arn},
-            "Action": "sts:AssumeRoleWithWebIdentity",
-            "Condition": {"StringEquals": {
-                f"{issuer}:sub": f"system:serviceaccount:{namespace}:{service_account}",
-                f"{issuer}:aud": "sts.amazonaws.com",
-            }},
-        }],
-    })
-
-
-def _irsa_policy_output(
-    provider_arn: pulumi.Input[str], issuer: pulumi.Input[str], service_account: str
-) -> pulumi.Output[str]:
-    return pulumi.Output.all(provider_arn, issuer).apply(
-        lambda a: irsa_trust_policy(str(a[0]), str(a[1]), "kube-system", service_account)
-    )
-
-
-# (add-on, service account, AWS managed policy) for the CSI drivers that need AWS permissions.
+# (add-on, controller service account, AWS managed policy) for the CSI drivers that call AWS APIs.
 CSI_ADDONS: dict[str, tuple[str, str]] = {
     "aws-ebs-csi-driver": ("ebs-csi-controller-sa", "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"),
     "aws-fsx-csi-driver": ("fsx-csi-controller-sa", "arn:aws:iam::aws:policy/AmazonFSxFullAccess"),
@@ -239,57 +253,48 @@ CSI_ADDONS: dict[str, tuple[str, str]] = {
 
 
 class EksAddons(pulumi.ComponentResource):
-    """Managed add-ons that need running nodes: CoreDNS and the storage CSI drivers.
+    """Managed add-ons that need running nodes: CoreDNS, the storage CSI drivers and node monitoring.
 
     Created after the node groups (CoreDNS cannot become healthy without nodes). The EBS CSI driver is
-    always installed; the FSx CSI driver only where a filesystem exists. Each CSI driver gets its own
-    IAM role bound to its controller's service account (IRSA), not the node role.
+    always installed; the FSx CSI driver only where a filesystem exists. Each CSI driver gets its own IAM
+    role, bound to its controller's service account through EKS Pod Identity (the add-on's
+    ``podIdentityAssociations``), not the node role. The node monitoring agent reports GPU, kernel,
+    network and storage faults as node conditions, which is what node auto repair acts on.
     """
 
     def __init__(
         self,
         name: str,
+        *,
         cluster_name: pulumi.Input[str],
         physical_prefix: str,
-        oidc_provider_arn: pulumi.Input[str],
-        oidc_issuer: pulumi.Input[str],
+        addons: Mapping[str, AddonPin],
         with_fsx: bool,
         labels: Mapping[str, str],
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
         super().__init__("gpu-cluster:control-plane:EksAddons", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        aws.eks.Addon(
-            f"{name}-coredns",
-            cluster_name=cluster_name,
-            addon_name="coredns",
-            resolve_conflicts_on_create="OVERWRITE",
-            resolve_conflicts_on_update="OVERWRITE",
-            tags=merge_tags(labels, f"{physical_prefix}-coredns"),
-            opts=child,
-        )
-        for addon, (service_account, policy_arn) in CSI_ADDONS.items():
-            if addon == "aws-fsx-csi-driver" and not with_fsx:
+        addon(self, f"{name}-coredns", cluster_name, addons["coredns"],
+              merge_tags(labels, f"{physical_prefix}-coredns"), pulumi.ResourceOptions())
+        addon(self, f"{name}-node-monitoring", cluster_name, addons["eks-node-monitoring-agent"],
+              merge_tags(labels, f"{physical_prefix}-node-monitoring"), pulumi.ResourceOptions())
+        for addon_name, (service_account, policy_arn) in CSI_ADDONS.items():
+            if addon_name == "aws-fsx-csi-driver" and not with_fsx:
                 continue
-            short = addon.removeprefix("aws-").removesuffix("-driver")
+            short = addon_name.removeprefix("aws-").removesuffix("-driver")
             role = aws.iam.Role(
                 f"{name}-{short}-role",
                 name=f"{physical_prefix}-{short}",
-                assume_role_policy=_irsa_policy_output(oidc_provider_arn, oidc_issuer, service_account),
+                assume_role_policy=to_json(pod_identity_trust()),
                 tags=merge_tags(labels, f"{physical_prefix}-{short}"),
                 opts=child,
             )
             attachment = aws.iam.RolePolicyAttachment(
                 f"{name}-{short}-policy", role=role.name, policy_arn=policy_arn, opts=child
             )
-            aws.eks.Addon(
-                f"{name}-{short}",
-                cluster_name=cluster_name,
-                addon_name=addon,
-                service_account_role_arn=role.arn,
-                resolve_conflicts_on_create="OVERWRITE",
-                resolve_conflicts_on_update="OVERWRITE",
-                tags=merge_tags(labels, f"{physical_prefix}-{short}"),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[attachment]),
-            )
+            addon(self, f"{name}-{short}", cluster_name, addons[addon_name],
+                  merge_tags(labels, f"{physical_prefix}-{short}"),
+                  pulumi.ResourceOptions(depends_on=[attachment]),
+                  pod_identity_associations=[{"role_arn": role.arn, "service_account": service_account}])
         self.register_outputs({})

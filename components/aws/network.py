@@ -70,14 +70,15 @@ class AwsNetwork(pulumi.ComponentResource):
                 vpc_id=vpc.id,
                 cidr_block=sn.cidr,
                 availability_zone=sn.availability_zone,
+                availability_zone_id=sn.availability_zone_id,  # an AZ ID names one physical zone everywhere
                 map_public_ip_on_launch=False,
                 tags=merge_tags(labels, f"{cluster_name}-{sn.name}", **cluster_tag,
                                 **{elb_role: "1", "subnet-role": sn.role}),
                 opts=child,
             )
             self.subnet_ids[sn.name] = subnet.id
-            if sn.role == "public" and sn.availability_zone not in public_ids:
-                public_ids[sn.availability_zone] = subnet.id
+            if sn.role == "public" and sn.zone not in public_ids:
+                public_ids[sn.zone] = subnet.id
 
         public_rt = aws.ec2.RouteTable(
             f"{name}-rt-public", vpc_id=vpc.id, tags=merge_tags(labels, f"{cluster_name}-public"), opts=child
@@ -113,7 +114,7 @@ class AwsNetwork(pulumi.ComponentResource):
             )
             nat_by_zone[zone] = nat.id
 
-        private_zones = sorted({sn.availability_zone for sn in spec.subnets if sn.role != "public"})
+        private_zones = sorted({sn.zone for sn in spec.subnets if sn.role != "public"})
         private_rts: list[pulumi.Output[str]] = []
         for zone in private_zones:
             rt = aws.ec2.RouteTable(
@@ -129,7 +130,7 @@ class AwsNetwork(pulumi.ComponentResource):
                 opts=child,
             )
             for sn in spec.subnets:
-                if sn.role != "public" and sn.availability_zone == zone:
+                if sn.role != "public" and sn.zone == zone:
                     aws.ec2.RouteTableAssociation(
                         f"{name}-rta-{sn.name}", subnet_id=self.subnet_ids[sn.name],
                         route_table_id=rt.id, opts=child,

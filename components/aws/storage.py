@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Optional
 
 import pulumi
 import pulumi_aws as aws
 
+from components.aws.iam import data_key_policy, deny_insecure_transport, to_json
 from components.aws.stateful import rotating_kms_key, stateful_options
 from components.spec import StorageSpec
 from components.tags import merge_tags
@@ -25,12 +25,19 @@ class AwsStorage(pulumi.ComponentResource):
     checkpoint never expires). The Lustre filesystem sits in the GPU subnet, is encrypted with the same
     key, and is linked to the bucket so checkpoints written at filesystem speed are exported to S3.
 
+    The data key's policy lets the FSx data repository link use it through S3 (the bucket is SSE-KMS with
+    Bucket Keys), and the filesystem's clients (the cluster security group) accept LNet from it, so
+    checkpoints really flow: node -> Lustre -> automatic export -> bucket.
+
     Attributes:
-        bucket_name: the checkpoint bucket.
+        bucket_name, bucket_arn: the checkpoint bucket.
+        data_key_arn: the key that encrypts it (team roles use it through S3).
         filesystem_dns_name, filesystem_mount_name: what a Lustre client mounts (None without FSx).
     """
 
     bucket_name: pulumi.Output[str]
+    bucket_arn: pulumi.Output[str]
+    data_key_arn: pulumi.Output[str]
     filesystem_dns_name: Optional[pulumi.Output[str]]
     filesystem_mount_name: Optional[pulumi.Output[str]]
 
@@ -44,6 +51,8 @@ class AwsStorage(pulumi.ComponentResource):
         client_security_group_id: pulumi.Input[str],
         labels: Mapping[str, str],
         protect: bool,
+        *,
+        region: str,
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
         super().__init__("gpu-cluster:storage:AwsStorage", name, None, opts)
@@ -117,22 +126,24 @@ class AwsStorage(pulumi.ComponentResource):
         aws.s3.BucketPolicy(
             f"{name}-checkpoints-policy",
             bucket=bucket.id,
-            policy=bucket.arn.apply(lambda arn: json.dumps({
-                "Version": "2012-10-17",
-                "Statement": [{
-                    "Sid": "DenyInsecureTransport",
-                    "Effect": "Deny",
-                    "Principal": "*",
-                    "Action": "s3:*",
-                    "Resource": [arn, f"{arn}/*"],
-                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-                }],
-            })),
+            policy=bucket.arn.apply(lambda arn: to_json(deny_insecure_transport(arn))),
             opts=child,
         )
         self.bucket_name = bucket.bucket
+        self.bucket_arn = bucket.arn
+        self.data_key_arn = key.arn
         self.filesystem_dns_name = None
         self.filesystem_mount_name = None
+        identity = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self))
+
+        def key_policy(file_system_id: Optional[pulumi.Output[str]]) -> aws.kms.KeyPolicy:
+            # The key's whole policy, managed apart from the key because the FSx statement names the
+            # filesystem, which is encrypted with this key and so created after it.
+            doc = pulumi.Output.all(partition.partition, identity.account_id, bucket.arn,
+                                    file_system_id if file_system_id is not None else "").apply(
+                lambda a: to_json(data_key_policy(str(a[0]), str(a[1]), region, str(a[2]), str(a[3]) or None)))
+            return aws.kms.KeyPolicy(f"{name}-data-key-policy", key_id=key.key_id, policy=doc, opts=child)
 
         fs_spec = spec.filesystem
         if fs_spec is not None:
@@ -145,6 +156,19 @@ class AwsStorage(pulumi.ComponentResource):
                 opts=child,
             )
             for low, high in LUSTRE_PORTS:
+                # The clients' side (FSx "Limiting access with security groups"): nodes accept LNet
+                # from the filesystem's group; their group already lets all traffic out.
+                aws.vpc.SecurityGroupIngressRule(
+                    f"{name}-lustre-clients-in-{low}",
+                    security_group_id=client_security_group_id,
+                    referenced_security_group_id=sg.id,
+                    ip_protocol="tcp",
+                    from_port=low,
+                    to_port=high,
+                    description=f"Lustre {low}-{high} from the FSx filesystem",
+                    tags=merge_tags(labels, f"{cluster_name}-lustre-clients-in-{low}"),
+                    opts=child,
+                )
                 for peer_name, peer in (("self", sg.id), ("clients", client_security_group_id)):
                     aws.vpc.SecurityGroupIngressRule(
                         f"{name}-lustre-in-{peer_name}-{low}",
@@ -170,7 +194,6 @@ class AwsStorage(pulumi.ComponentResource):
                     )
 
             persistent = fs_spec.deployment_type.startswith("PERSISTENT")
-            link_scratch = fs_spec.link_checkpoint_bucket and not persistent
             fs = aws.fsx.LustreFileSystem(
                 f"{name}-lustre",
                 deployment_type=fs_spec.deployment_type,
@@ -186,13 +209,15 @@ class AwsStorage(pulumi.ComponentResource):
                 metadata_configuration={"mode": "AUTOMATIC"} if fs_spec.deployment_type == "PERSISTENT_2" else None,
                 log_configuration={"level": "WARN_ERROR"},
                 copy_tags_to_backups=True if persistent else None,
-                import_path=bucket.bucket.apply(lambda b: f"s3://{b}") if link_scratch else None,
-                export_path=bucket.bucket.apply(lambda b: f"s3://{b}") if link_scratch else None,
-                auto_import_policy="NEW_CHANGED_DELETED" if link_scratch else None,
                 tags=merge_tags(labels, f"{cluster_name}-lustre", **{"data-class": "checkpoints"}),
                 opts=stateful_options(self, protect),
             )
-            if fs_spec.link_checkpoint_bucket and persistent:
+            policy = key_policy(fs.id if fs_spec.link_checkpoint_bucket else None)
+            if fs_spec.link_checkpoint_bucket:
+                # A data repository association on every deployment type the spec allows (FSx API
+                # reference: "supported on all FSx for Lustre 2.12 and 2.15 file systems, excluding
+                # scratch_1"), so dev exports checkpoints like prod. It waits for the key policy that
+                # lets FSx's S3 role use the bucket's key; without it automatic export fails.
                 aws.fsx.DataRepositoryAssociation(
                     f"{name}-lustre-checkpoints-link",
                     file_system_id=fs.id,
@@ -205,9 +230,11 @@ class AwsStorage(pulumi.ComponentResource):
                         "auto_import_policy": {"events": S3_EVENTS},
                     },
                     tags=merge_tags(labels, f"{cluster_name}-lustre-checkpoints-link"),
-                    opts=child,
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
                 )
             self.filesystem_dns_name = fs.dns_name
             self.filesystem_mount_name = fs.mount_name
+        else:
+            key_policy(None)
 
         self.register_outputs({"bucketName": bucket.bucket})

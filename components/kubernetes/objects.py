@@ -126,6 +126,14 @@ def team_role(team: TeamSpec) -> Manifest:
     }
 
 
+def service_account(name: str, namespace: str, labels: Mapping[str, str], purpose: str) -> Manifest:
+    """A service account whose AWS permissions come from an EKS Pod Identity association (no annotation
+    is needed: the association names the namespace and service account)."""
+    return {"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {**_meta(name, namespace, labels), "annotations": {"gpu-cluster/purpose": purpose}},
+            "automountServiceAccountToken": True}
+
+
 def team_role_binding(team: TeamSpec) -> Manifest:
     """Bind the team's Kubernetes group (mapped from IAM by access entries) to its Role."""
     return {

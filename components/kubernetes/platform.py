@@ -31,6 +31,7 @@ _TYPED: dict[tuple[str, str], Any] = {
     ("v1", "ResourceQuota"): k8s.core.v1.ResourceQuota,
     ("v1", "LimitRange"): k8s.core.v1.LimitRange,
     ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
+    ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
     ("v1", "Secret"): k8s.core.v1.Secret,
     ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
@@ -130,6 +131,8 @@ class PlatformInputs:
     driver_on_host: bool
     storage_provisioner: str
     storage_parameters: Mapping[str, str]
+    checkpoint_service_account: str | None = None  # per team namespace: read/write of <team>/ in the bucket
+    platform_reader: tuple[str, str] | None = None  # (namespace, service account): read of every prefix
 
     @property
     def pools_by_name(self) -> dict[str, GpuPool]:
@@ -217,6 +220,10 @@ class Tenancy(pulumi.ComponentResource):
             in_ns = pulumi.ResourceOptions(parent=self, depends_on=[ns])
             hard = namespace_hard_limits(team, list(inputs.teams), pools, inputs.platform.cohort)
             manifests = [
+                *([obj.service_account(inputs.checkpoint_service_account, team.name,
+                                       obj.team_labels(team, inputs.labels),
+                                       f"read and write s3://<checkpoint bucket>/{team.name}/")]
+                  if inputs.checkpoint_service_account else []),
                 obj.team_role(team),
                 obj.team_role_binding(team),
                 obj.resource_quota(team, hard, with_efa),
@@ -225,6 +232,10 @@ class Tenancy(pulumi.ComponentResource):
             ]
             for m in manifests:
                 apply(_object_name(name, m), m, in_ns)
+        if inputs.platform_reader is not None:
+            reader_ns, account = inputs.platform_reader
+            m = obj.service_account(account, reader_ns, inputs.labels, "read every prefix of the checkpoint bucket")
+            apply(_object_name(name, m), m, child)
         for m in [*obj.registry_policy(inputs.platform.allowed_registries), *obj.privileged_policy()]:
             apply(_object_name(name, m), m, child)
         self.register_outputs({})

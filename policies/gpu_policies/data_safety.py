@@ -73,4 +73,34 @@ stateful_protected = resource_policy(
     Severity.CRITICAL, _protected, [STATEFUL, PROTECTED_ENVS],
 )
 
-POLICIES = [bucket_versioned, lifecycle_keeps_current, stateful_protected]
+NAME_INPUTS = Knob("nameInputs",
+                   {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
+                   {
+                       "aws:s3/bucket:Bucket": ["bucket", "bucketPrefix"],
+                       "aws:eks/cluster:Cluster": ["name"],
+                       "aws:cloudwatch/logGroup:LogGroup": ["name", "namePrefix"],
+                   })
+
+
+def _rename_safe(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    inputs = cfg["nameInputs"].get(args.resource_type) if isinstance(cfg["nameInputs"], dict) else None
+    if not isinstance(inputs, list):
+        return
+    tags = effective_tags(args.props, args.provider.props if args.provider else None)
+    if tags.get("environment") not in cfg["protectedEnvironments"]:
+        return
+    ignored = set(args.opts.ignore_changes or [])
+    for key in inputs:
+        if key in args.props and key not in ignored:
+            report(f"{args.name} holds data and its {key} is derived from a name: list {key} in ignoreChanges so "
+                   "that renaming the cluster never replaces (and so deletes) it.")
+
+
+stateful_rename_safe = resource_policy(
+    "stateful-names-ignore-changes", "data-safety",
+    "Name-like inputs of buckets, clusters and audit log groups are ignoreChanges in production environments.",
+    "Create stateful resources with stateful_options(..., ignore_changes=[<name input>]) (components/aws/stateful.py).",
+    Severity.HIGH, _rename_safe, [NAME_INPUTS, PROTECTED_ENVS],
+)
+
+POLICIES = [bucket_versioned, lifecycle_keeps_current, stateful_protected, stateful_rename_safe]

@@ -1,0 +1,89 @@
+"""Who may read and write checkpoints: one IAM role per team, bound to a Kubernetes service account in
+the team's namespace through EKS Pod Identity, and a read-only platform role.
+
+Pod Identity is the one way AWS access is granted inside the cluster (the CSI drivers use it too): no
+node-role grants (every pod on a node would inherit them) and no OIDC provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+import pulumi
+import pulumi_aws as aws
+
+from components.aws.iam import platform_checkpoint_read_policy, pod_identity_trust, team_checkpoint_policy, to_json
+from components.tags import merge_tags
+
+# The service account every team namespace gets for checkpoint access, and the platform's reader.
+CHECKPOINT_SERVICE_ACCOUNT = "checkpoints"
+PLATFORM_NAMESPACE = "kube-system"
+PLATFORM_SERVICE_ACCOUNT = "checkpoint-reader"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataAccessArgs:
+    """Inputs of :class:`AwsDataAccess`."""
+
+    cluster_name: pulumi.Input[str]
+    physical_prefix: str
+    region: str
+    bucket_arn: pulumi.Input[str]
+    data_key_arn: pulumi.Input[str]
+    teams: Sequence[str]
+    labels: Mapping[str, str]
+
+
+class AwsDataAccess(pulumi.ComponentResource):
+    """Per-team checkpoint roles (``<team>/`` prefix, read and write) and a platform reader role.
+
+    Attributes:
+        team_role_arns: the IAM role of each team's ``checkpoints`` service account.
+        platform_role_arn: the read-all role of ``kube-system/checkpoint-reader``.
+    """
+
+    team_role_arns: dict[str, pulumi.Output[str]]
+    platform_role_arn: pulumi.Output[str]
+
+    def __init__(self, name: str, args: DataAccessArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:storage:AwsDataAccess", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        trust = to_json(pod_identity_trust())
+
+        def bind(key: str, physical: str, namespace: str, policy: pulumi.Output[str]) -> pulumi.Output[str]:
+            role = aws.iam.Role(
+                f"{name}-{key}-role",
+                name=physical,
+                assume_role_policy=trust,
+                tags=merge_tags(args.labels, physical),
+                opts=child,
+            )
+            aws.iam.RolePolicy(f"{name}-{key}-policy", role=role.id, policy=policy, opts=child)
+            aws.eks.PodIdentityAssociation(
+                f"{name}-{key}-pod-identity",
+                cluster_name=args.cluster_name,
+                namespace=namespace,
+                service_account=PLATFORM_SERVICE_ACCOUNT if key == "platform" else CHECKPOINT_SERVICE_ACCOUNT,
+                role_arn=role.arn,
+                tags=merge_tags(args.labels, f"{physical}-pod-identity"),
+                opts=child,
+            )
+            arn: pulumi.Output[str] = role.arn
+            return arn
+
+        def team_policy(team: str) -> pulumi.Output[str]:
+            return pulumi.Output.all(args.bucket_arn, args.data_key_arn).apply(
+                lambda a: to_json(team_checkpoint_policy(str(a[0]), str(a[1]), team, args.region)))
+
+        self.team_role_arns = {}
+        for team in args.teams:
+            policy = team_policy(team)
+            self.team_role_arns[team] = bind(
+                f"team-{team}", f"{args.physical_prefix}-{team}-ckpt", team, policy)
+        read_all = pulumi.Output.all(args.bucket_arn, args.data_key_arn).apply(
+            lambda a: to_json(platform_checkpoint_read_policy(str(a[0]), str(a[1]), args.region)))
+        self.platform_role_arn = bind(
+            "platform", f"{args.physical_prefix}-checkpoint-reader", PLATFORM_NAMESPACE, read_all)
+        self.register_outputs({"platformRoleArn": self.platform_role_arn})

@@ -1,0 +1,136 @@
+"""IAM and KMS policy documents as typed data (never string templates), built by pure functions.
+
+Each function returns a :class:`PolicyDocument`; :func:`to_json` serialises it for a resource input.
+Kept free of Pulumi so the exact grants are tested directly (``tests/test_data_access.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Literal, NotRequired, TypedDict
+
+ConditionBlock = dict[str, dict[str, str | list[str]]]
+
+
+class Statement(TypedDict):
+    """One statement of an IAM or KMS key policy."""
+
+    Sid: str
+    Effect: Literal["Allow", "Deny"]
+    Action: list[str]
+    Resource: NotRequired[str | list[str]]
+    Principal: NotRequired[dict[str, str | list[str]] | Literal["*"]]
+    Condition: NotRequired[ConditionBlock]
+
+
+class PolicyDocument(TypedDict):
+    """An IAM policy document (identity, trust, resource or key policy)."""
+
+    Version: Literal["2012-10-17"]
+    Statement: list[Statement]
+
+
+def document(*statements: Statement) -> PolicyDocument:
+    """A policy document of the given statements."""
+    return {"Version": "2012-10-17", "Statement": list(statements)}
+
+
+def to_json(doc: PolicyDocument) -> str:
+    """The document as the JSON string resource inputs take (stable key order)."""
+    return json.dumps(doc, sort_keys=True)
+
+
+def service_trust(service: str) -> PolicyDocument:
+    """Trust policy letting one AWS service principal assume a role."""
+    return document({"Sid": "AssumeByService", "Effect": "Allow", "Principal": {"Service": service},
+                     "Action": ["sts:AssumeRole"]})
+
+
+# EKS Pod Identity: the agent on each node assumes the role for the pod with the pods.eks.amazonaws.com
+# principal and tags the session (EKS user guide, "Create an IAM role with a trust policy for EKS Pod
+# Identity": actions sts:AssumeRole and sts:TagSession).
+POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
+
+
+def pod_identity_trust() -> PolicyDocument:
+    """Trust policy of a role bound to Kubernetes service accounts through EKS Pod Identity."""
+    return document({"Sid": "AssumeByEksPodIdentity", "Effect": "Allow",
+                     "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
+                     "Action": ["sts:AssumeRole", "sts:TagSession"]})
+
+
+def _via_s3(region: str) -> ConditionBlock:
+    return {"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}}
+
+
+def team_checkpoint_policy(bucket_arn: str, key_arn: str, prefix: str, region: str) -> PolicyDocument:
+    """Read and write one team's prefix of the checkpoint bucket (``<team>/``), and nothing else.
+
+    Listing is limited to the prefix with the ``s3:prefix`` condition; object actions are limited by
+    resource ARN. The data key may be used only through S3 (SSE-KMS), not directly.
+    """
+    top = prefix.rstrip("/") + "/"
+    return document(
+        {"Sid": "ListTeamPrefix", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": bucket_arn,
+         "Condition": {"StringLike": {"s3:prefix": [top, f"{top}*"]}}},
+        {"Sid": "ReadWriteTeamObjects", "Effect": "Allow",
+         "Action": ["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject", "s3:DeleteObject",
+                    "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+         "Resource": f"{bucket_arn}/{top}*"},
+        {"Sid": "UseDataKeyThroughS3", "Effect": "Allow",
+         "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": key_arn, "Condition": _via_s3(region)},
+    )
+
+
+def platform_checkpoint_read_policy(bucket_arn: str, key_arn: str, region: str) -> PolicyDocument:
+    """Read every prefix of the checkpoint bucket (the platform team's audits and restores)."""
+    return document(
+        {"Sid": "ListAllPrefixes", "Effect": "Allow", "Action": ["s3:ListBucket", "s3:ListBucketVersions"],
+         "Resource": bucket_arn},
+        {"Sid": "ReadAllObjects", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
+         "Resource": f"{bucket_arn}/*"},
+        {"Sid": "DecryptThroughS3", "Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": key_arn,
+         "Condition": _via_s3(region)},
+    )
+
+
+def deny_insecure_transport(bucket_arn: str) -> PolicyDocument:
+    """Bucket policy refusing every request that does not use TLS."""
+    return document({"Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*", "Action": ["s3:*"],
+                     "Resource": [bucket_arn, f"{bucket_arn}/*"],
+                     "Condition": {"Bool": {"aws:SecureTransport": "false"}}})
+
+
+def fsx_s3_access_role_arn(partition: str, account: str, file_system_id: str) -> str:
+    """The service-linked role FSx for Lustre creates to reach a linked S3 bucket, for one file system."""
+    return (f"arn:{partition}:iam::{account}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/"
+            f"AWSServiceRoleForFSxS3Access_{file_system_id}")
+
+
+def data_key_policy(partition: str, account: str, region: str, bucket_arn: str,
+                    fsx_file_system_id: str | None) -> PolicyDocument:
+    """Key policy of the data key that encrypts the checkpoint bucket (and the persistent filesystem).
+
+    The first statement is the default key policy (the account's IAM policies decide who uses the key;
+    without it the key would lock out its own administrators). The second lets the FSx data repository
+    link read and export objects of the SSE-KMS bucket: FSx for Lustre user guide, "Working with
+    server-side encrypted Amazon S3 buckets" — the ``AWSServiceRoleForFSxS3Access_<fs-id>`` role needs
+    Encrypt, Decrypt, ReEncrypt*, GenerateDataKey* and DescribeKey through S3, and with S3 Bucket Keys on
+    the encryption context is the bucket's ARN.
+    """
+    statements: list[Statement] = [
+        {"Sid": "EnableIamPolicies", "Effect": "Allow", "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"},
+         "Action": ["kms:*"], "Resource": "*"},
+    ]
+    if fsx_file_system_id is not None:
+        statements.append({
+            "Sid": "FsxLustreS3DataRepository", "Effect": "Allow",
+            "Principal": {"AWS": fsx_s3_access_role_arn(partition, account, fsx_file_system_id)},
+            "Action": ["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey"],
+            "Resource": "*",
+            "Condition": {
+                "StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com", "kms:CallerAccount": account},
+                "StringLike": {"kms:EncryptionContext:aws:s3:arn": bucket_arn},
+            },
+        })
+    return document(*statements)

@@ -1,0 +1,26 @@
+"""AWS regions the blueprint knows: the prefix of each region's availability-zone IDs (``use1-az4``).
+
+Zone names (``us-east-1a``) are shuffled per account; zone IDs name the same physical zone everywhere,
+which is how Capacity Blocks and ODCRs are sold. The data lives in ``aws_regions.yaml`` with its source.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+REGIONS_FILE = Path(__file__).with_name("aws_regions.yaml")
+
+
+@lru_cache(maxsize=1)
+def _prefixes() -> dict[str, str]:
+    with REGIONS_FILE.open(encoding="utf-8") as fh:
+        data = yaml.safe_load(fh)
+    return {str(region): str(raw["az_id_prefix"]) for region, raw in data["regions"].items()}
+
+
+def zone_id_prefix(region: str) -> str | None:
+    """The AZ ID prefix of a region (``us-east-1`` -> ``use1``), or None when the catalog lacks it."""
+    return _prefixes().get(region)

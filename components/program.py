@@ -1,0 +1,36 @@
+"""The Pulumi program: read the stack's spec, validate it, build the cluster, export what operators need.
+
+``__main__.py`` (what the Pulumi CLI runs) calls :func:`main`; the offline engine calls it too, so an
+installed package (``pip install .``) carries the whole program, not a path into a source tree.
+"""
+
+from __future__ import annotations
+
+import pulumi
+
+from components.cluster import build_cluster
+from components.spec import SpecError, parse_spec
+
+
+def main() -> None:
+    """Run the program for the selected stack."""
+    stack_file = f"stacks/Pulumi.{pulumi.get_stack()}.yaml"
+    raw = pulumi.Config("gpu-cluster").get_object("spec")
+    try:
+        spec = parse_spec(raw, stack_file, provider_region=pulumi.Config("aws").get("region"))
+    except SpecError as err:
+        # RunError prints the message alone (no traceback) and registers nothing.
+        raise pulumi.RunError(f"invalid stack configuration:\n{err}") from None
+
+    out = build_cluster(spec)
+    pulumi.export("clusterName", out.cluster_name)
+    pulumi.export("endpoint", out.endpoint)
+    pulumi.export("kubeconfig", out.kubeconfig)
+    pulumi.export("kubeconfigCommand", out.kubeconfig_command)
+    pulumi.export("gpuAvailabilityZone", out.gpu_availability_zone)
+    pulumi.export("checkpointBucket", out.checkpoint_bucket)
+    if out.filesystem_dns_name is not None:
+        pulumi.export("filesystemDnsName", out.filesystem_dns_name)
+        pulumi.export("filesystemMountName", out.filesystem_mount_name)
+    pulumi.export("nodeGroupNames", out.node_group_names)
+    pulumi.export("checkpointRoleArns", out.checkpoint_role_arns)

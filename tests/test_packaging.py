@@ -1,0 +1,60 @@
+"""A non-editable install (`pip install .`) carries the whole program: the wheel's `blueprint` builds the
+platform from a project folder that has only `stacks/`, with no source tree beside it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = ("pyproject.toml", "README.md", "components", "blueprint", "policies")
+
+
+def _copy_sources(dest: Path) -> None:
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".venv", "*.egg-info")
+    for name in SOURCES:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=ignore)
+        else:
+            shutil.copy2(src, dest / name)
+
+
+def test_wheel_install_runs_the_preview(tmp_path: Path) -> None:
+    src, dist, venv, project = tmp_path / "src", tmp_path / "dist", tmp_path / "venv", tmp_path / "project"
+    src.mkdir()
+    _copy_sources(src)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                    "-w", str(dist), str(src)], check=True, capture_output=True)
+    (wheel,) = dist.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for module in ("components/kubernetes/platform.py", "components/program.py", "gpu_policies/pack.py",
+                   "components/catalog/charts.yaml", "components/catalog/aws_regions.yaml"):
+        assert module in names, module
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
+                    str(wheel)], check=True, capture_output=True)
+    # The project's dependencies (pulumi, pydantic, ...) come from this venv, after the wheel's own files.
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    (Path(site) / "project-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+
+    project.mkdir()
+    shutil.copytree(ROOT / "stacks", project / "stacks")
+    env = {"PATH": "/usr/bin:/bin", "GPU_CLUSTER_NOW": "2026-11-29T00:00:00Z", "HOME": str(tmp_path)}
+    where = subprocess.run([str(python), "-c", "import components, gpu_policies; print(components.__file__); "
+                            "print(gpu_policies.__file__)"], cwd=project, env=env, check=True,
+                           capture_output=True, text=True).stdout
+    assert str(ROOT) not in where and where.count(site) == 2, where
+    out = subprocess.run([str(venv / "bin" / "blueprint"), "preview", "prod-aws"], cwd=project, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "queues: kueue 0.19.2; cohort prod-train-gpus" in out.stdout
+    assert "GPU stack: gpu-operator v26.7.0" in out.stdout
+    assert "policy verdict: PASS" in out.stdout
