@@ -28,6 +28,94 @@ class StackError(Exception):
     """A stack file that cannot be used; the message is ready to print."""
 
 
+MAX_STACK_FILE_BYTES = 1024 * 1024
+MAX_YAML_DEPTH = 64
+
+
+class _YamlRuleError(Exception):
+    """A YAML construct stack files do not allow (aliases, duplicate keys, deep nesting, odd keys)."""
+
+    def __init__(self, mark: yaml.Mark | None, problem: str, rule: str) -> None:
+        super().__init__(problem)
+        self.mark, self.problem, self.rule = mark, problem, rule
+
+
+class _StackLoader(yaml.SafeLoader):
+    """YAML as the Pulumi CLI reads stack files, minus what only hurts here.
+
+    Refused: aliases (``*ref``, which make cycles and billion-laughs bombs possible; Pulumi stack files
+    need none), duplicate keys (a second ``environment:`` would silently win), non-string keys and nesting
+    deeper than :data:`MAX_YAML_DEPTH`. Timestamps stay strings, as the Pulumi CLI passes them.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise _YamlRuleError(event.start_mark, "aliases (*name) are not allowed in stack files; write the "
+                                 "value out", "yaml-no-aliases")
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise _YamlRuleError(self.peek_event().start_mark,  # type: ignore[no-untyped-call]
+                                     f"nested deeper than {MAX_YAML_DEPTH} levels", "yaml-depth")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[object, object]:
+        seen: set[str] = set()
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != "tag:yaml.org,2002:str":
+                raise _YamlRuleError(key_node.start_mark, "keys must be plain strings", "yaml-key-type")
+            if key_node.value in seen:
+                raise _YamlRuleError(key_node.start_mark, f"duplicate key '{_clip(key_node.value)}' (the first "
+                                     "value would be silently replaced)", "yaml-duplicate-key")
+            seen.add(key_node.value)
+        return super().construct_mapping(node, deep=deep)
+
+
+_StackLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    """A user value, on one line and at most ``limit`` characters, for an error message."""
+    flat = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in text)
+    return flat if len(flat) <= limit else flat[:limit] + "..."
+
+
+def parse_stack_yaml(text: str, shown: str) -> object:
+    """Parse stack-file YAML with :class:`_StackLoader`; every failure is a one-line :class:`StackError`."""
+    try:
+        loader = _StackLoader(text)
+    except yaml.reader.ReaderError as err:
+        raise StackError(f"{shown}: position {err.position}: not valid YAML: unacceptable character "
+                         f"#x{err.character:04x} [rule: yaml-syntax]") from None
+    try:
+        return loader.get_single_data()
+    except _YamlRuleError as err:
+        where = f"line {err.mark.line + 1}, column {err.mark.column + 1}: " if err.mark is not None else ""
+        raise StackError(f"{shown}: {where}{err.problem} [rule: {err.rule}]") from None
+    except yaml.reader.ReaderError as err:
+        raise StackError(f"{shown}: position {err.position}: not valid YAML: unacceptable character "
+                         f"#x{err.character:04x} [rule: yaml-syntax]") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(err, "problem", None) or "cannot be parsed"
+        raise StackError(f"{shown}: {where}not valid YAML: {_clip(str(problem), 200)} [rule: yaml-syntax]") from None
+    except RecursionError:
+        raise StackError(f"{shown}: nested too deeply [rule: yaml-depth]") from None
+    finally:
+        loader.dispose()
+
+
 @dataclass(frozen=True)
 class StackFile:
     """A loaded and validated stack file."""
@@ -76,14 +164,17 @@ def load_stack(stack: str, stacks_dir: Path | None = None) -> StackFile:
         known = ", ".join(available_stacks(stacks_dir)) or "none"
         raise StackError(f"{shown}: stack file not found (stacks in {_display(stacks_dir)}: {known})")
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err)
-        raise StackError(f"{shown}: {where}not valid YAML: {problem} [rule: yaml-syntax]") from None
+        data = path.read_bytes()
+    except OSError as err:
+        raise StackError(f"{shown}: cannot be read: {err.strerror or err} [rule: stack-file-readable]") from None
+    if len(data) > MAX_STACK_FILE_BYTES:
+        raise StackError(f"{shown}: {len(data):,} bytes; a stack file is at most {MAX_STACK_FILE_BYTES:,} bytes "
+                         "[rule: stack-file-size]")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise StackError(f"{shown}: not UTF-8 text [rule: yaml-syntax]") from None
+    doc = parse_stack_yaml(text, shown)
     if not isinstance(doc, dict):
         raise StackError(f"{shown}: a stack file is a mapping with a 'config' key [rule: stack-file-shape]")
     config = doc.get("config")

@@ -24,10 +24,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, ValidationError
 from pydantic.alias_generators import to_camel
 
-from components.catalog import InstanceFacts, addon_names, load_addon_pins, load_aws_catalog, zone_id_prefix
+from components.catalog import (
+    InstanceFacts,
+    addon_names,
+    known_regions,
+    load_addon_pins,
+    load_aws_catalog,
+    load_eks_versions,
+    zone_id_prefix,
+)
+from components.clock import utcnow
 
 SPEC_KEY = "gpu-cluster:spec"
 REQUIRED_LABEL_KEYS: tuple[str, ...] = ("team", "cost-center", "environment", "owner")
@@ -35,6 +44,9 @@ LogType = Literal["api", "audit", "authenticator", "controllerManager", "schedul
 ALL_LOG_TYPES: tuple[LogType, ...] = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 PROD_REQUIRED_LOG_TYPES: tuple[str, ...] = ("api", "audit", "authenticator")
 GPU_TAINT_KEY = "nvidia.com/gpu"
+MAX_PUBLIC_ACCESS_CIDRS = 40  # EKS API, VpcConfigRequest.publicAccessCidrs
+MAX_TAINTS = 50  # EKS API, CreateNodegroup taints
+MAX_TAGS = 50  # AWS: user tags per resource
 # Namespaces whose pods may run privileged (node agents: GPU Operator, EFA plugin, node exporter).
 PRIVILEGED_NAMESPACES: tuple[str, ...] = ("kube-system", "gpu-operator", "monitoring")
 # Names no team may take: Kubernetes' own namespaces and the platform components'.
@@ -60,10 +72,11 @@ _ZONE_ID_RE = re.compile(r"^[a-z]{2,5}\d-az\d{1,2}$")
 
 
 class _Model(BaseModel):
-    """Base: camelCase keys in YAML, unknown keys rejected, immutable after validation."""
+    """Base: camelCase keys in YAML, unknown keys rejected, immutable after validation. Integers and
+    booleans are strict (``maxSize: true`` is refused, not read as 1); numbers are finite."""
 
     model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True, allow_inf_nan=False
     )
 
 
@@ -76,10 +89,10 @@ class WorkloadSpec(_Model):
     kind: Literal["training", "inference", "both"] = Field(
         description="What the cluster is for: training, inference or both."
     )
-    model_parameters_billions: float = Field(
+    model_parameters_billions: StrictFloat = Field(
         gt=0, le=100_000, description="Largest model trained or served, in billions of parameters."
     )
-    target_work_per_month: float = Field(
+    target_work_per_month: StrictFloat = Field(
         gt=0, description="Work the cluster must complete each month, in workUnit."
     )
     work_unit: str = Field(
@@ -87,7 +100,7 @@ class WorkloadSpec(_Model):
         max_length=64,
         description="Unit of useful work (completed training runs, accepted tokens, ...).",
     )
-    peak_gpus: int = Field(ge=1, description="GPUs the workload needs at its peak.")
+    peak_gpus: StrictInt = Field(ge=1, description="GPUs the workload needs at its peak.")
     acceptance_metric: str = Field(
         min_length=1, max_length=256, description="How a unit of work is accepted as useful."
     )
@@ -122,7 +135,7 @@ class NetworkSpec(_Model):
     """The VPC: address space, subnets and NAT layout."""
 
     vpc_cidr: str = Field(description="IPv4 CIDR of the VPC (no default: environment-specific).")
-    subnets: list[SubnetSpec] = Field(min_length=1, description="Every subnet of the VPC.")
+    subnets: list[SubnetSpec] = Field(min_length=1, max_length=1000, description="Every subnet of the VPC.")
     nat_gateways: Literal["single", "per-az"] = Field(
         default="per-az",
         description="One NAT gateway for the VPC, or one per availability zone (default, no "
@@ -152,7 +165,7 @@ class CapacitySpec(_Model):
         description="capacity-block only: when the block ends, in UTC. EC2 reclaims the instances before it; "
         "the node group is scaled to 0 in time (see the preview).",
     )
-    instance_count: int | None = Field(
+    instance_count: StrictInt | None = Field(
         default=None, ge=1, le=1000,
         description="capacity-block only: the instances the block holds (the node group's maxSize at most).",
     )
@@ -173,9 +186,9 @@ class NodeGroupSpec(_Model):
 
     name: str = Field(pattern=_GROUP_NAME_RE.pattern, description="Unique node group name.")
     instance_type: str = Field(description="EC2 instance type; must be in the instance catalog.")
-    min_size: int = Field(ge=0, le=1000, description="Minimum nodes.")
-    desired_size: int = Field(ge=0, le=1000, description="Desired nodes at creation.")
-    max_size: int = Field(ge=1, le=1000, description="Maximum nodes.")
+    min_size: StrictInt = Field(ge=0, le=1000, description="Minimum nodes.")
+    desired_size: StrictInt = Field(ge=0, le=1000, description="Desired nodes at creation.")
+    max_size: StrictInt = Field(ge=1, le=1000, description="Maximum nodes.")
     capacity: CapacitySpec = Field(
         default_factory=CapacitySpec, description="Purchase option (default on-demand)."
     )
@@ -199,7 +212,7 @@ class NodeGroupSpec(_Model):
         description="auto: RAID0 the instance-store NVMe disks when the catalog confirms the type "
         "has them; raid0: require it; none: leave them unused.",
     )
-    root_volume_gib: int = Field(
+    root_volume_gib: StrictInt = Field(
         alias="rootVolumeGiB",
         default=200, ge=20, le=16384, description="Encrypted gp3 root volume size (GiB)."
     )
@@ -208,7 +221,7 @@ class NodeGroupSpec(_Model):
 class BucketSpec(_Model):
     """The checkpoint bucket: versioned, KMS-encrypted, private."""
 
-    noncurrent_version_retention_days: int = Field(
+    noncurrent_version_retention_days: StrictInt = Field(
         default=30,
         ge=1,
         le=3650,
@@ -225,15 +238,15 @@ class FilesystemSpec(_Model):
         description="PERSISTENT_2 (replicated, for production) or SCRATCH_2 (cheap, no "
         "replication, for development).",
     )
-    capacity_gib: int = Field(
+    capacity_gib: StrictInt = Field(
         alias="capacityGiB",
         description="Storage capacity in GiB: 1200, 2400, then steps of 2400.", ge=1
     )
-    per_unit_storage_throughput: int | None = Field(
+    per_unit_storage_throughput: StrictInt | None = Field(
         default=None,
         description="MB/s per TiB for PERSISTENT_2: 125, 250, 500 or 1000. Not set for SCRATCH_2.",
     )
-    link_checkpoint_bucket: bool = Field(
+    link_checkpoint_bucket: StrictBool = Field(
         default=True,
         description="Link the filesystem to the checkpoint bucket (data repository association "
         "on PERSISTENT_2, import/export path on SCRATCH_2).",
@@ -283,7 +296,8 @@ class ControlPlaneSpec(_Model):
     """The EKS control plane."""
 
     kubernetes_version: str = Field(
-        default="1.35", pattern=r"^1\.(2[89]|3\d)$", description="Kubernetes minor version."
+        default="1.35", pattern=r"^1\.\d{2}$",
+        description="Kubernetes minor version; one EKS supports (components/catalog/eks_versions.yaml)."
     )
     endpoint_access: Literal["private", "public"] = Field(
         default="private",
@@ -301,7 +315,7 @@ class ControlPlaneSpec(_Model):
         1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
         2922, 3288, 3653,
     ] = Field(default=365, description="CloudWatch retention of control-plane logs (days).")
-    secrets_encryption: bool = Field(
+    secrets_encryption: StrictBool = Field(
         default=True, description="Envelope-encrypt Kubernetes secrets with a KMS key."
     )
     admin_role_arns: list[str] = Field(
@@ -329,7 +343,7 @@ class AwsSpec(_Model):
         "resolves it to this account's zone name. One of gpuAvailabilityZone and gpuAvailabilityZoneId.",
     )
     network: NetworkSpec = Field(description="VPC and subnets.")
-    node_groups: list[NodeGroupSpec] = Field(min_length=1, description="EKS managed node groups.")
+    node_groups: list[NodeGroupSpec] = Field(min_length=1, max_length=1000, description="EKS managed node groups.")
     storage: StorageSpec = Field(default_factory=StorageSpec, description="Storage plane.")
     control_plane: ControlPlaneSpec = Field(description="EKS control plane.")
 
@@ -348,18 +362,18 @@ class QuotaSpec(_Model):
     """A team's nominal share of one GPU node group, in the Kueue ClusterQueue of the team."""
 
     node_group: str = Field(description="A GPU node group of the stack (one Kueue ResourceFlavor each).")
-    gpus: int = Field(ge=0, le=100_000, description="Nominal nvidia.com/gpu quota (GPUs, or shares when "
+    gpus: StrictInt = Field(ge=0, le=100_000, description="Nominal nvidia.com/gpu quota (GPUs, or shares when "
                       "time-slicing).")
-    borrowing_limit_gpus: int | None = Field(
+    borrowing_limit_gpus: StrictInt | None = Field(
         default=None, ge=0, description="Most GPUs the team may borrow from the cohort (default: no limit)."
     )
-    lending_limit_gpus: int | None = Field(
+    lending_limit_gpus: StrictInt | None = Field(
         default=None, ge=0, description="Most of its nominal GPUs the team lends to the cohort (default: all)."
     )
-    cpu: int | None = Field(
+    cpu: StrictInt | None = Field(
         default=None, ge=0, description="Nominal CPU cores; default: the node's vCPUs per GPU x gpus."
     )
-    memory_gib: int | None = Field(
+    memory_gib: StrictInt | None = Field(
         default=None, alias="memoryGiB", ge=0,
         description="Nominal memory (GiB); default: the node's memory per GPU x gpus.",
     )
@@ -398,7 +412,7 @@ class GpuSharingSpec(_Model):
     mode: Literal["none", "time-slicing", "mig"] = Field(
         default="none", description="none: whole GPUs; time-slicing: replicas per GPU; mig: MIG partitions."
     )
-    replicas: int = Field(default=1, ge=1, le=48, description="Time-slicing replicas per GPU (2-48).")
+    replicas: StrictInt = Field(default=1, ge=1, le=48, description="Time-slicing replicas per GPU (2-48).")
     mig_strategy: Literal["single", "mixed"] = Field(
         default="single", description="MIG strategy of the GPU Operator when mode is mig."
     )
@@ -407,8 +421,8 @@ class GpuSharingSpec(_Model):
 class MonitoringSpec(_Model):
     """Prometheus retention and storage."""
 
-    retention_days: int = Field(default=15, ge=1, le=365, description="Prometheus retention (days).")
-    storage_gib: int = Field(default=200, alias="storageGiB", ge=10, le=16384,
+    retention_days: StrictInt = Field(default=15, ge=1, le=365, description="Prometheus retention (days).")
+    storage_gib: StrictInt = Field(default=200, alias="storageGiB", ge=10, le=16384,
                              description="Prometheus volume size (GiB, encrypted gp3).")
 
 
@@ -416,7 +430,7 @@ class PlatformSpec(_Model):
     """The Kubernetes platform on top of the cluster: GPU stack, queues, tenancy and telemetry."""
 
     gpu_sharing: GpuSharingSpec = Field(default_factory=GpuSharingSpec, description="GPU sharing policy.")
-    cohort: bool = Field(
+    cohort: StrictBool = Field(
         default=True, description="Put every team's ClusterQueue in one Kueue Cohort so idle quota is lent."
     )
     allowed_registries: list[str] = Field(
@@ -424,7 +438,7 @@ class PlatformSpec(_Model):
         min_length=1,
         description="Image prefixes team pods may pull from (enforced by a ValidatingAdmissionPolicy).",
     )
-    allow_https_egress: bool = Field(
+    allow_https_egress: StrictBool = Field(
         default=True, description="Let team pods reach HTTPS endpoints (S3 checkpoints, package mirrors)."
     )
     monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec, description="Prometheus settings.")
@@ -444,11 +458,11 @@ class ClusterSpec(_Model):
         "cost-center and owner (environment is added from the environment key)."
     )
     workload: WorkloadSpec = Field(description="The workload one-pager.")
-    teams: list[TeamSpec] = Field(default_factory=list, description="Teams using the cluster.")
+    teams: list[TeamSpec] = Field(default_factory=list, max_length=1000, description="Teams using the cluster.")
     platform: PlatformSpec = Field(
         default_factory=PlatformSpec, description="GPU stack, queues, tenancy and telemetry on the cluster."
     )
-    deletion_protection: bool = Field(
+    deletion_protection: StrictBool = Field(
         default=True,
         description="Protect and retain stateful resources (bucket, filesystem, KMS keys, cluster). "
         "Cannot be turned off in prod.",
@@ -479,19 +493,45 @@ class SpecIssue:
     message: str
 
 
-class SpecError(Exception):
-    """A stack file that cannot be built; ``str()`` lists every issue, one per line."""
+# What an error may echo: a line is at most this long, a rule repeats at most this often, and the whole
+# report has at most this many lines (1,000 copies of one subnet would otherwise print 100 MB).
+MAX_LINE = 500
+MAX_PER_RULE = 10
+MAX_LINES = 60
 
-    def __init__(self, stack_file: str, issues: list[SpecIssue]) -> None:
+
+class SpecError(Exception):
+    """A stack file that cannot be built; ``str()`` lists the issues, one per line, within the caps above."""
+
+    def __init__(self, stack_file: str, issues: list[SpecIssue], totals: Mapping[str, int] | None = None) -> None:
         self.stack_file = stack_file
         self.issues = issues
+        self.totals = dict(totals or {})
         super().__init__(self.render())
 
     def render(self) -> str:
-        """One line per issue: ``<file>: <key path>: <message> [rule: <rule>]``."""
-        return "\n".join(
-            _one_line(f"{self.stack_file}: {i.path}: {i.message} [rule: {i.rule}]") for i in self.issues
-        )
+        """One line per issue: ``<file>: <key path>: <message> [rule: <rule>]``; repeats are summarised."""
+        lines: list[str] = []
+        shown: dict[str, int] = {}
+        hidden: dict[str, int] = {}
+        for i in self.issues:
+            if shown.get(i.rule, 0) >= MAX_PER_RULE or len(lines) >= MAX_LINES:
+                hidden[i.rule] = hidden.get(i.rule, 0) + 1
+                continue
+            shown[i.rule] = shown.get(i.rule, 0) + 1
+            lines.append(_clip(_one_line(f"{self.stack_file}: {i.path}: {i.message}"), MAX_LINE)
+                         + f" [rule: {i.rule}]")
+        for rule in self.totals:
+            if self.totals[rule] > shown.get(rule, 0):
+                hidden[rule] = self.totals[rule] - shown.get(rule, 0)
+        for rule, count in hidden.items():
+            lines.append(f"{self.stack_file}: {SPEC_KEY}: {count} more problem(s) of this rule not shown "
+                         f"[rule: {rule}]")
+        return "\n".join(lines)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
@@ -538,11 +578,21 @@ def _issues_from_validation(err: ValidationError) -> list[SpecIssue]:
 
 
 class _Collector:
+    """Issues of the cross-field rules; keeps the first few of each rule, counts the rest."""
+
     def __init__(self) -> None:
         self.issues: list[SpecIssue] = []
+        self._per_rule: dict[str, int] = {}
+
+    @property
+    def totals(self) -> dict[str, int]:
+        """How many issues each rule found, shown or not."""
+        return dict(self._per_rule)
 
     def add(self, path: str, rule: str, message: str) -> None:
-        self.issues.append(SpecIssue(_path([]) + path, rule, message))
+        seen = self._per_rule[rule] = self._per_rule.get(rule, 0) + 1
+        if seen <= MAX_PER_RULE + 1:  # one more than shown, so the summary line knows there are more
+            self.issues.append(SpecIssue(_path([]) + path, rule, message))
 
 
 def _check_labels(spec: ClusterSpec, out: _Collector) -> None:
@@ -561,6 +611,15 @@ def _check_labels(spec: ClusterSpec, out: _Collector) -> None:
         if key not in spec.labels:
             out.add(".labels", "billing-labels-required",
                     f"billing label '{key}' is required (required keys: {', '.join(REQUIRED_LABEL_KEYS)})")
+    # Subnets carry the most tags: the billing labels, Name, the provider's cluster tag and three
+    # Kubernetes tags (kubernetes.io/cluster/<name>, the load-balancer role, subnet-role).
+    added = {"Name", "cluster", f"kubernetes.io/cluster/{spec.name}", "kubernetes.io/role/internal-elb",
+             "subnet-role"}
+    total = len(set(spec.billing_labels) | added)
+    if total > MAX_TAGS:
+        out.add(".labels", "tag-limit",
+                f"the {len(spec.billing_labels)} billing labels and the {len(added)} tags the program adds make "
+                f"{total} tags on a subnet; AWS allows {MAX_TAGS} per resource")
     env = spec.labels.get("environment")
     if env is not None and env != spec.environment:
         out.add(".labels.environment", "billing-labels-required",
@@ -575,6 +634,10 @@ def _check_cloud(spec: ClusterSpec, provider_region: str | None, out: _Collector
     aws = spec.aws
     if aws is None:
         return
+    if aws.region not in known_regions():
+        out.add(".aws.region", "region-known",
+                f"'{aws.region}' is not a region of the catalog (components/catalog/aws_regions.yaml, with sources); "
+                f"known: {', '.join(known_regions())}")
     if provider_region is not None and provider_region != aws.region:
         out.add(".aws.region", "region-matches-provider",
                 f"aws.region '{aws.region}' must equal the stack's aws:region '{provider_region}'")
@@ -602,17 +665,37 @@ def _check_zone_in_region(aws: AwsSpec, zone: str, where: str, out: _Collector) 
                 f"zone ID '{zone}' is not in region '{aws.region}' (its zone IDs are {prefix}-az<N>)")
 
 
-def _ipv4_cidr(value: str, where: str, out: _Collector) -> ipaddress.IPv4Network | None:
+_PREFIX_NOTATION = re.compile(r"^[0-9A-Fa-f.:]+/\d{1,3}$")
+
+
+def parse_cidr(value: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | str:
+    """A CIDR in prefix notation (``10.0.0.0/16``) without host bits, or the reason it is not one.
+
+    Python also reads ``10.0.0.0/255.255.0.0`` and a bare address; AWS APIs take prefix notation only.
+    """
+    if not _PREFIX_NOTATION.match(value):
+        return "not in prefix notation"
     try:
-        return ipaddress.IPv4Network(value, strict=True)
+        return ipaddress.ip_network(value, strict=True)
     except ValueError as err:
-        out.add(where, "cidr-valid", f"'{value}' is not an IPv4 CIDR (address/prefix, no host bits): {err}")
+        return str(err)
+
+
+def _ipv4_cidr(value: str, where: str, out: _Collector) -> ipaddress.IPv4Network | None:
+    net = parse_cidr(value)
+    if not isinstance(net, ipaddress.IPv4Network):
+        reason = net if isinstance(net, str) else "an IPv6 network"
+        out.add(where, "cidr-valid", f"'{value}' is not an IPv4 CIDR (address/prefix, no host bits): {reason}")
         return None
+    return net
 
 
 def _check_network(aws: AwsSpec, out: _Collector) -> None:
     net = aws.network
     vpc = _ipv4_cidr(net.vpc_cidr, ".aws.network.vpcCidr", out)
+    if vpc is not None and not 16 <= vpc.prefixlen <= 28:
+        out.add(".aws.network.vpcCidr", "vpc-cidr-size",
+                f"a VPC CIDR is between /16 and /28 (Amazon VPC user guide, VPC CIDR blocks); got /{vpc.prefixlen}")
     seen: dict[str, int] = {}
     nets: list[tuple[int, ipaddress.IPv4Network]] = []
     for i, sn in enumerate(net.subnets):
@@ -636,6 +719,9 @@ def _check_network(aws: AwsSpec, out: _Collector) -> None:
         cidr = _ipv4_cidr(sn.cidr, f"{where}.cidr", out)
         if cidr is None:
             continue
+        if cidr.prefixlen > 28:
+            out.add(f"{where}.cidr", "subnet-cidr-size",
+                    f"a subnet is at least a /28 (Amazon VPC user guide, subnet sizing); got /{cidr.prefixlen}")
         if vpc is not None and not cidr.subnet_of(vpc):
             out.add(f"{where}.cidr", "subnet-inside-vpc",
                     f"subnet CIDR {sn.cidr} must lie inside the VPC CIDR {net.vpc_cidr}")
@@ -661,6 +747,14 @@ def _check_network(aws: AwsSpec, out: _Collector) -> None:
     if "public" not in roles:
         out.add(".aws.network.subnets", "subnet-roles",
                 "at least one subnet with role 'public' is required for the NAT gateway")
+    elif net.nat_gateways == "per-az" and all((sn.availability_zone_id is not None) == aws.zones_by_id
+                                              for sn in net.subnets):
+        public_zones = {sn.zone for sn in net.subnets if sn.role == "public"}
+        missing = sorted(z for z in private_zones if z not in public_zones)
+        if missing:
+            out.add(".aws.network.natGateways", "nat-per-az",
+                    f"natGateways per-az puts a NAT gateway in a public subnet of each zone with private subnets, and "
+                    f"{', '.join(missing)} has no public subnet; add one there, or use natGateways: single")
 
 
 def _gpu_zone_given_once(aws: AwsSpec) -> bool:
@@ -726,6 +820,54 @@ def _check_capacity_block(ng: NodeGroupSpec, where: str, out: _Collector) -> Non
                 "the block cannot launch")
 
 
+_QUALIFIED = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def k8s_key_problem(key: str) -> str | None:
+    """Why ``key`` is not a Kubernetes label or taint key (``[prefix/]name``), or None."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return "its prefix must be a DNS subdomain (lowercase, at most 253 characters)"
+    if not _QUALIFIED.match(name):
+        return ("its name must be 1-63 characters of letters, digits, '-', '_' or '.', starting and ending with a "
+                "letter or digit")
+    return None
+
+
+def k8s_value_problem(value: str) -> str | None:
+    """Why ``value`` is not a Kubernetes label (or taint) value, or None; empty is allowed."""
+    if value and not _QUALIFIED.match(value):
+        return ("a value is empty or 1-63 characters of letters, digits, '-', '_' or '.', starting and ending with a "
+                "letter or digit")
+    return None
+
+
+def _check_node_labels(ng: NodeGroupSpec, facts: InstanceFacts, where: str, out: _Collector) -> None:
+    """Labels and taints EKS and Kubernetes accept; GPU nodes keep repelling pods that ask for no GPU."""
+    for key, value in ng.labels.items():
+        problem = k8s_key_problem(key) or k8s_value_problem(value)
+        if problem:
+            out.add(f"{where}{_path(['labels', key], root='')}", "k8s-label-syntax",
+                    f"'{key}: {value}' is not a valid Kubernetes label: {problem}")
+    if len(ng.taints) > MAX_TAINTS:
+        out.add(f"{where}.taints", "taint-limit", f"EKS accepts at most {MAX_TAINTS} taints per node group, "
+                f"got {len(ng.taints)}")
+    seen: set[tuple[str, str]] = set()
+    for j, taint in enumerate(ng.taints):
+        problem = k8s_key_problem(taint.key) or k8s_value_problem(taint.value)
+        if problem:
+            out.add(f"{where}.taints[{j}]", "k8s-taint-syntax", f"taint '{taint.key}={taint.value}' is not valid: "
+                    f"{problem}")
+        if (taint.key, taint.effect) in seen:
+            out.add(f"{where}.taints[{j}]", "taint-unique", f"taint {taint.key}:{taint.effect} is listed twice")
+        seen.add((taint.key, taint.effect))
+        if facts.gpu_count and taint.key == GPU_TAINT_KEY and taint.effect != "NoSchedule":
+            out.add(f"{where}.taints[{j}].effect", "gpu-taint-noschedule",
+                    f"GPU nodes keep {GPU_TAINT_KEY}=true:NoSchedule so that pods without GPU requests stay off them; "
+                    f"remove this taint or make it NoSchedule (got {taint.effect})")
+
+
 def _utc(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -770,6 +912,11 @@ def _check_node_groups(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None
                     f"'{ng.instance_type}' is not in the instance catalog "
                     f"(components/catalog/aws_instances.yaml); known: {', '.join(sorted(catalog))}")
             continue
+        if cap.type == "capacity-block" and not facts.capacity_blocks.value:
+            out.add(f"{where}.capacity.type", "capacity-block-instance-type",
+                    f"{ng.instance_type} is not sold as an EC2 Capacity Block for ML (catalog: "
+                    f"{facts.capacity_blocks.source}); use on-demand, spot or a reserved ODCR")
+        _check_node_labels(ng, facts, where, out)
         if ng.local_nvme == "raid0" and not facts.has_local_nvme:
             known = "has no" if facts.has_local_nvme is False else "has no confirmed"
             out.add(f"{where}.localNvme", "local-nvme-exists",
@@ -831,23 +978,46 @@ def _check_storage(aws: AwsSpec, out: _Collector) -> None:
                 f"{fs.deployment_type}, got {fs.per_unit_storage_throughput}")
 
 
-def _check_control_plane(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None:
+def _check_control_plane(spec: ClusterSpec, aws: AwsSpec, now: datetime, out: _Collector) -> None:
     cp = aws.control_plane
     where = ".aws.controlPlane"
     for i, arn in enumerate(cp.admin_role_arns):
         if not _ROLE_ARN_RE.match(arn):
             out.add(f"{where}.adminRoleArns[{i}]", "admin-role-arn",
                     f"'{arn}' is not an IAM role ARN (arn:aws:iam::<12 digits>:role/<name>)")
+    public_nets: list[ipaddress.IPv4Network] = []
     for i, cidr in enumerate(cp.public_access_cidrs):
-        try:
-            net = ipaddress.ip_network(cidr, strict=True)
-        except ValueError:
-            out.add(f"{where}.publicAccessCidrs[{i}]", "cidr-valid", f"'{cidr}' is not a CIDR")
+        net = parse_cidr(cidr)
+        if not isinstance(net, ipaddress.IPv4Network):
+            reason = net if isinstance(net, str) else "an IPv6 network"
+            out.add(f"{where}.publicAccessCidrs[{i}]", "cidr-valid",
+                    f"'{cidr}' is not an IPv4 CIDR (address/prefix, no host bits): {reason}")
             continue
         if net.prefixlen == 0:
             out.add(f"{where}.publicAccessCidrs[{i}]", "endpoint-not-open",
                     f"{cidr} opens the API endpoint to the whole internet; list the networks that "
                     "need access")
+        else:
+            public_nets.append(net)
+    if any(n.prefixlen == 0 for n in ipaddress.collapse_addresses(public_nets)):
+        out.add(f"{where}.publicAccessCidrs", "endpoint-not-open",
+                "publicAccessCidrs together cover the whole internet (e.g. 0.0.0.0/1 and 128.0.0.0/1); list the "
+                "networks that need access")
+    if len(cp.public_access_cidrs) > MAX_PUBLIC_ACCESS_CIDRS:
+        out.add(f"{where}.publicAccessCidrs", "endpoint-cidr-limit",
+                f"EKS accepts at most {MAX_PUBLIC_ACCESS_CIDRS} publicAccessCidrs, got {len(cp.public_access_cidrs)}")
+    principals: dict[str, str] = {}
+    for i, arn in enumerate(cp.admin_role_arns):
+        if arn in principals:
+            out.add(f"{where}.adminRoleArns[{i}]", "unique-principals",
+                    f"'{arn}' is already {principals[arn]}; EKS allows one access entry per principal")
+        principals.setdefault(arn, f"adminRoleArns[{i}]")
+    for t, team in enumerate(spec.teams):
+        for j, arn in enumerate(team.role_arns):
+            if arn in principals:
+                out.add(f".teams[{t}].roleArns[{j}]", "unique-principals",
+                        f"'{arn}' is already {principals[arn]}; EKS allows one access entry per principal")
+            principals.setdefault(arn, f"teams[{t}].roleArns[{j}]")
     if cp.endpoint_access == "public" and not cp.public_access_cidrs:
         out.add(f"{where}.publicAccessCidrs", "endpoint-not-open",
                 "a public endpoint needs publicAccessCidrs restricted to listed networks")
@@ -855,6 +1025,17 @@ def _check_control_plane(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> No
         out.add(f"{where}.publicAccessCidrs", "endpoint-not-open",
                 "publicAccessCidrs only applies when endpointAccess is public")
     _check_deployer(spec, aws, out)
+    release = load_eks_versions().get(cp.kubernetes_version)
+    if release is None:
+        out.add(f"{where}.kubernetesVersion", "kubernetes-version-supported",
+                f"Kubernetes {cp.kubernetes_version} is not a version of the EKS catalog "
+                f"(components/catalog/eks_versions.yaml); known: {', '.join(load_eks_versions())}")
+    elif now >= release.end_of_standard_support:
+        current = [v for v, r in load_eks_versions().items() if now < r.end_of_standard_support]
+        out.add(f"{where}.kubernetesVersion", "kubernetes-version-supported",
+                f"Kubernetes {cp.kubernetes_version} left EKS standard support on "
+                f"{release.end_of_standard_support:%Y-%m-%d}; this blueprint keeps clusters on standard support "
+                f"(no extended-support charges): use {', '.join(current) or 'a newer version'}")
     needed = [n for n in addon_names() if n != "aws-fsx-csi-driver" or aws.storage.filesystem is not None]
     unpinned = [n for n in needed if n not in load_addon_pins(cp.kubernetes_version)]
     if unpinned:
@@ -890,10 +1071,12 @@ def _check_deployer(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None:
                 "access entry and EKS allows one access entry per principal: list it only as the deployer")
     runners = []
     for i, cidr in enumerate(dep.runner_cidrs):
-        try:
-            runners.append((i, ipaddress.ip_network(cidr, strict=True)))
-        except ValueError:
-            out.add(f"{where}.runnerCidrs[{i}]", "cidr-valid", f"'{cidr}' is not a CIDR (address/prefix, no host bits)")
+        net = parse_cidr(cidr)
+        if isinstance(net, str):
+            out.add(f"{where}.runnerCidrs[{i}]", "cidr-valid",
+                    f"'{cidr}' is not a CIDR (address/prefix, no host bits): {net}")
+        else:
+            runners.append((i, net))
     if cp.endpoint_access == "private" and dep.api_access != "in-vpc":
         out.add(f"{where}.apiAccess", "deployer-reaches-api",
                 "the API endpoint is private, so a deployer outside the VPC cannot apply the Kubernetes platform "
@@ -904,10 +1087,9 @@ def _check_deployer(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None:
     if dep.api_access == "public-endpoint" and cp.endpoint_access == "public":
         allowed = []
         for cidr in cp.public_access_cidrs:
-            try:
-                allowed.append(ipaddress.ip_network(cidr, strict=True))
-            except ValueError:
-                continue  # reported on publicAccessCidrs
+            net = parse_cidr(cidr)
+            if not isinstance(net, str):  # a bad one is reported on publicAccessCidrs
+                allowed.append(net)
         for i, runner in runners:
             if not any(runner.version == a.version and runner.subnet_of(a) for a in allowed):  # type: ignore[arg-type]
                 out.add(f"{where}.runnerCidrs[{i}]", "deployer-reaches-api",
@@ -931,6 +1113,10 @@ def _check_teams(spec: ClusterSpec, out: _Collector) -> None:
             if not _ROLE_ARN_RE.match(arn):
                 out.add(f"{where}.roleArns[{j}]", "admin-role-arn",
                         f"'{arn}' is not an IAM role ARN (arn:aws:iam::<12 digits>:role/<name>)")
+        if team.k8s_group.startswith("system:"):
+            out.add(f"{where}.group", "team-group-not-system",
+                    f"'{team.k8s_group}' is a reserved Kubernetes group (system:masters is cluster-admin, past every "
+                    "RoleBinding); EKS access entries refuse groups that start with system:")
         if not team.quotas:
             out.add(f"{where}.quotas", "team-quota-required",
                     f"team '{team.name}' has no quota; every team needs a GPU quota on at least one node group")
@@ -980,6 +1166,14 @@ def _check_teams(spec: ClusterSpec, out: _Collector) -> None:
 
 def _check_platform(spec: ClusterSpec, out: _Collector) -> None:
     sharing = spec.platform.gpu_sharing
+    if sharing.mode == "mig" and spec.aws is not None:
+        catalog = load_aws_catalog()
+        for ng in spec.aws.node_groups:
+            facts = catalog.get(ng.instance_type)
+            if facts is not None and facts.gpu_count and not facts.mig.value:
+                out.add(".platform.gpuSharing.mode", "mig-supported",
+                        f"MIG needs GPUs that support it, and {ng.instance_type} ({facts.gpu_model}) does not "
+                        f"(catalog: {facts.mig.source}); use time-slicing or none")
     if sharing.mode == "time-slicing" and sharing.replicas < 2:
         out.add(".platform.gpuSharing.replicas", "time-slicing-replicas",
                 "time-slicing needs replicas >= 2 (1 replica is whole-GPU allocation: use mode none)")
@@ -997,7 +1191,7 @@ def gpu_units_per_gpu(sharing: GpuSharingSpec) -> int:
     return sharing.replicas if sharing.mode == "time-slicing" else 1
 
 
-def _validate(spec: ClusterSpec, provider_region: str | None) -> list[SpecIssue]:
+def _validate(spec: ClusterSpec, provider_region: str | None, now: datetime) -> _Collector:
     out = _Collector()
     _check_labels(spec, out)
     _check_cloud(spec, provider_region, out)
@@ -1010,12 +1204,12 @@ def _validate(spec: ClusterSpec, provider_region: str | None) -> list[SpecIssue]
         _check_network(spec.aws, out)
         _check_node_groups(spec, spec.aws, out)
         _check_storage(spec.aws, out)
-        _check_control_plane(spec, spec.aws, out)
-    return out.issues
+        _check_control_plane(spec, spec.aws, now, out)
+    return out
 
 
 def parse_spec(
-    raw: Any, stack_file: str, provider_region: str | None = None
+    raw: Any, stack_file: str, provider_region: str | None = None, now: datetime | None = None
 ) -> ClusterSpec:
     """Parse and validate the ``gpu-cluster:spec`` object of a stack file.
 
@@ -1023,6 +1217,7 @@ def parse_spec(
         raw: the decoded YAML/JSON value of the key.
         stack_file: the file it came from, named in every error.
         provider_region: the stack's ``aws:region`` when set, which must agree with the spec.
+        now: the moment support windows are compared with (default: :func:`components.clock.utcnow`).
 
     Raises:
         SpecError: listing every broken rule; nothing else escapes for any input.
@@ -1034,7 +1229,7 @@ def parse_spec(
         spec = ClusterSpec.model_validate(dict(raw))
     except ValidationError as err:
         raise SpecError(stack_file, _issues_from_validation(err)) from None
-    issues = _validate(spec, provider_region)
-    if issues:
-        raise SpecError(stack_file, issues)
+    found = _validate(spec, provider_region, now or utcnow())
+    if found.issues:
+        raise SpecError(stack_file, found.issues, found.totals)
     return spec

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -134,7 +135,7 @@ def test_cidrs_must_parse(prod_spec: dict[str, Any]) -> None:
     prod_spec["aws"]["network"]["subnets"][1]["cidr"] = "10.40.64.1/20"
     assert errors(prod_spec) == [
         f"{P}.aws.network.vpcCidr: '10.40.0.0/33' is not an IPv4 CIDR (address/prefix, no host bits): "
-        "'33' is not a valid netmask [rule: cidr-valid]",
+        "'10.40.0.0/33' does not appear to be an IPv4 or IPv6 network [rule: cidr-valid]",
         f"{P}.aws.network.subnets[1].cidr: '10.40.64.1/20' is not an IPv4 CIDR (address/prefix, no host bits): "
         "10.40.64.1/20 has host bits set [rule: cidr-valid]",
     ]
@@ -260,8 +261,7 @@ def test_malformed_values_name_the_key_and_the_rule(prod_spec: dict[str, Any]) -
     assert errors(prod_spec) == [
         f"{P}.environment: Input should be 'dev', 'staging' or 'prod' [rule: schema-type]",
         f"{P}.workload.peakGpus: required key is missing [rule: schema-required-key]",
-        f"{P}.aws.nodeGroups[0].maxSize: Input should be a valid integer, unable to parse string as an integer "
-        "[rule: schema-type]",
+        f"{P}.aws.nodeGroups[0].maxSize: Input should be a valid integer [rule: schema-type]",
         f"{P}.aws.controlPlane.extraKey: unknown key [rule: schema-unknown-key]",
     ]
 
@@ -492,10 +492,167 @@ def test_zone_names_and_ids_are_not_mixed(prod_spec: dict[str, Any]) -> None:
 
 
 def test_every_addon_is_pinned_for_the_kubernetes_version(prod_spec: dict[str, Any]) -> None:
-    prod_spec["aws"]["controlPlane"]["kubernetesVersion"] = "1.33"
+    prod_spec["aws"]["controlPlane"]["kubernetesVersion"] = "1.36"
     assert errors(prod_spec) == [
-        f"{P}.aws.controlPlane.kubernetesVersion: no pinned EKS add-on version for Kubernetes 1.33: "
-        "eks-pod-identity-agent, aws-ebs-csi-driver, aws-fsx-csi-driver, eks-node-monitoring-agent; pin them "
-        "under eksAddons in components/catalog/charts.yaml (aws eks describe-addon-versions --kubernetes-version "
-        "1.33) or use a version that has pins [rule: addon-versions-pinned]"
+        f"{P}.aws.controlPlane.kubernetesVersion: no pinned EKS add-on version for Kubernetes 1.36: "
+        "vpc-cni, kube-proxy, coredns, eks-pod-identity-agent, aws-ebs-csi-driver, aws-fsx-csi-driver, "
+        "eks-node-monitoring-agent; pin them under eksAddons in components/catalog/charts.yaml (aws eks "
+        "describe-addon-versions --kubernetes-version 1.36) or use a version that has pins "
+        "[rule: addon-versions-pinned]"
     ]
+
+
+# --- issue 8: the spec refuses what AWS refuses ----------------------------------------------------
+
+
+def test_vpc_and_subnet_sizes_follow_aws_limits(prod_spec: dict[str, Any]) -> None:
+    prod_spec["aws"]["network"]["vpcCidr"] = "10.0.0.0/8"
+    prod_spec["aws"]["network"]["subnets"][3]["cidr"] = "10.40.96.0/29"
+    lines = errors(prod_spec)
+    assert f"{P}.aws.network.vpcCidr: a VPC CIDR is between /16 and /28 (Amazon VPC user guide, VPC CIDR blocks); " \
+           "got /8 [rule: vpc-cidr-size]" in lines
+    assert f"{P}.aws.network.subnets[3].cidr: a subnet is at least a /28 (Amazon VPC user guide, subnet sizing); " \
+           "got /29 [rule: subnet-cidr-size]" in lines
+
+
+def test_cidrs_in_prefix_notation_only(prod_spec: dict[str, Any]) -> None:
+    prod_spec["aws"]["network"]["vpcCidr"] = "10.40.0.0/255.255.0.0"
+    assert errors(prod_spec)[0] == (
+        f"{P}.aws.network.vpcCidr: '10.40.0.0/255.255.0.0' is not an IPv4 CIDR (address/prefix, no host bits): not in "
+        "prefix notation [rule: cidr-valid]")
+
+
+def test_public_cidrs_never_cover_the_internet_in_pieces(dev_spec: dict[str, Any]) -> None:
+    cp = dev_spec["aws"]["controlPlane"]
+    cp["publicAccessCidrs"] = ["0.0.0.0/1", "128.0.0.0/1"]
+    cp["deployer"]["runnerCidrs"] = ["203.0.113.0/24"]
+    assert errors(dev_spec, region="us-west-2") == [
+        f"{P}.aws.controlPlane.publicAccessCidrs: publicAccessCidrs together cover the whole internet (e.g. "
+        "0.0.0.0/1 and 128.0.0.0/1); list the networks that need access [rule: endpoint-not-open]"
+    ]
+    cp["publicAccessCidrs"] = [f"203.0.{i}.0/24" for i in range(114)]
+    assert f"{P}.aws.controlPlane.publicAccessCidrs: EKS accepts at most 40 publicAccessCidrs, got 114 " \
+           "[rule: endpoint-cidr-limit]" in errors(dev_spec, region="us-west-2")
+
+
+def test_no_principal_twice(prod_spec: dict[str, Any]) -> None:
+    prod_spec["teams"][1]["roleArns"] = ["arn:aws:iam::111122223333:role/research-engineers"]
+    assert errors(prod_spec) == [
+        f"{P}.teams[1].roleArns[0]: 'arn:aws:iam::111122223333:role/research-engineers' is already "
+        "teams[0].roleArns[0]; EKS allows one access entry per principal [rule: unique-principals]"
+    ]
+
+
+def test_no_team_is_mapped_to_a_system_group(prod_spec: dict[str, Any]) -> None:
+    prod_spec["teams"][0]["group"] = "system:masters"
+    assert errors(prod_spec) == [
+        f"{P}.teams[0].group: 'system:masters' is a reserved Kubernetes group (system:masters is cluster-admin, "
+        "past every RoleBinding); EKS access entries refuse groups that start with system: "
+        "[rule: team-group-not-system]"
+    ]
+
+
+def test_label_and_taint_rules_exact(prod_spec: dict[str, Any]) -> None:
+    g = group(prod_spec, "h100")
+    g["labels"] = {"Bad Key": "x", "workload": "-training"}
+    g["taints"] = [{"key": "dedicated", "value": "a b"}, {"key": "dedicated", "value": "c"},
+                   {"key": "nvidia.com/gpu", "value": "true", "effect": "PreferNoSchedule"}]
+    assert errors(prod_spec) == [
+        f"{P}.aws.nodeGroups[1].labels[\"Bad Key\"]: 'Bad Key: x' is not a valid Kubernetes label: its name must be "
+        "1-63 characters of letters, digits, '-', '_' or '.', starting and ending with a letter or digit "
+        "[rule: k8s-label-syntax]",
+        f"{P}.aws.nodeGroups[1].labels.workload: 'workload: -training' is not a valid Kubernetes label: a value is "
+        "empty or 1-63 characters of letters, digits, '-', '_' or '.', starting and ending with a letter or digit "
+        "[rule: k8s-label-syntax]",
+        f"{P}.aws.nodeGroups[1].taints[0]: taint 'dedicated=a b' is not valid: a value is empty or 1-63 characters "
+        "of letters, digits, '-', '_' or '.', starting and ending with a letter or digit [rule: k8s-taint-syntax]",
+        f"{P}.aws.nodeGroups[1].taints[1]: taint dedicated:NoSchedule is listed twice [rule: taint-unique]",
+        f"{P}.aws.nodeGroups[1].taints[2].effect: GPU nodes keep nvidia.com/gpu=true:NoSchedule so that pods without "
+        "GPU requests stay off them; remove this taint or make it NoSchedule (got PreferNoSchedule) "
+        "[rule: gpu-taint-noschedule]",
+    ]
+    g["taints"] = [{"key": f"k{i}"} for i in range(51)]
+    g["labels"] = {}
+    assert errors(prod_spec) == [
+        f"{P}.aws.nodeGroups[1].taints: EKS accepts at most 50 taints per node group, got 51 [rule: taint-limit]"
+    ]
+
+
+def test_tags_stay_within_fifty_per_resource(prod_spec: dict[str, Any]) -> None:
+    prod_spec["labels"].update({f"extra-{i}": "x" for i in range(42)})
+    assert errors(prod_spec) == [
+        f"{P}.labels: the 46 billing labels and the 5 tags the program adds make 51 tags on a subnet; AWS allows "
+        "50 per resource [rule: tag-limit]"
+    ]
+
+
+def test_capacity_blocks_only_on_types_sold_as_blocks(prod_spec: dict[str, Any]) -> None:
+    g = group(prod_spec, "h100")
+    g["instanceType"] = "g6e.48xlarge"
+    g["localNvme"] = "none"
+    lines = errors(prod_spec)
+    assert lines[0] == (
+        f"{P}.aws.nodeGroups[1].capacity.type: g6e.48xlarge is not sold as an EC2 Capacity Block for ML (catalog: "
+        "AWS EC2 User Guide, Capacity Blocks for ML, supported instance types (read 2026-11-29; not listed)); use "
+        "on-demand, spot or a reserved ODCR [rule: capacity-block-instance-type]")
+
+
+def test_mig_only_on_gpus_that_support_it(dev_spec: dict[str, Any]) -> None:
+    dev_spec["platform"]["gpuSharing"] = {"mode": "mig"}
+    assert errors(dev_spec, region="us-west-2") == [
+        f"{P}.platform.gpuSharing.mode: MIG needs GPUs that support it, and g6.xlarge (NVIDIA L4 24GB) does not "
+        "(catalog: NVIDIA MIG User Guide, Supported GPUs (read 2026-11-29) (not in the table)); use time-slicing "
+        "or none [rule: mig-supported]"
+    ]
+
+
+def test_nat_per_az_needs_a_public_subnet_in_every_private_zone(prod_spec: dict[str, Any]) -> None:
+    del prod_spec["aws"]["network"]["subnets"][4]  # public-b in use1-az6
+    assert errors(prod_spec) == [
+        f"{P}.aws.network.natGateways: natGateways per-az puts a NAT gateway in a public subnet of each zone with "
+        "private subnets, and use1-az6 has no public subnet; add one there, or use natGateways: single "
+        "[rule: nat-per-az]"
+    ]
+
+
+def test_region_must_exist(prod_spec: dict[str, Any]) -> None:
+    prod_spec["aws"]["region"] = "us-east-9"
+    lines = errors(prod_spec, region=None)
+    assert lines[0].startswith(
+        f"{P}.aws.region: 'us-east-9' is not a region of the catalog (components/catalog/aws_regions.yaml, with "
+        "sources); known: ap-east-1, ap-northeast-1,")
+    assert lines[0].endswith("[rule: region-known]")
+
+
+def test_kubernetes_version_must_be_in_standard_support(prod_spec: dict[str, Any]) -> None:
+    prod_spec["aws"]["controlPlane"]["kubernetesVersion"] = "1.33"
+    lines = errors(prod_spec)
+    assert lines[0] == (
+        f"{P}.aws.controlPlane.kubernetesVersion: Kubernetes 1.33 left EKS standard support on 2026-07-29; this "
+        "blueprint keeps clusters on standard support (no extended-support charges): use 1.34, 1.35, 1.36 "
+        "[rule: kubernetes-version-supported]")
+    prod_spec["aws"]["controlPlane"]["kubernetesVersion"] = "1.99"
+    assert errors(prod_spec)[0].startswith(
+        f"{P}.aws.controlPlane.kubernetesVersion: Kubernetes 1.99 is not a version of the EKS catalog")
+
+
+def test_booleans_and_integers_are_strict_and_numbers_finite(prod_spec: dict[str, Any]) -> None:
+    group(prod_spec, "system")["maxSize"] = True
+    prod_spec["deletionProtection"] = "yes"
+    prod_spec["workload"]["targetWorkPerMonth"] = float("nan")
+    assert errors(prod_spec) == [
+        f"{P}.workload.targetWorkPerMonth: Input should be a finite number [rule: schema-type]",
+        f"{P}.deletionProtection: Input should be a valid boolean [rule: schema-type]",
+        f"{P}.aws.nodeGroups[0].maxSize: Input should be a valid integer [rule: schema-type]",
+    ]
+
+
+def test_repeated_problems_are_summarised(prod_spec: dict[str, Any]) -> None:
+    subnet = prod_spec["aws"]["network"]["subnets"][1]
+    prod_spec["aws"]["network"]["subnets"] += [dict(subnet, name=f"copy-{i}") for i in range(300)]
+    lines = errors(prod_spec)
+    assert len(lines) <= 61
+    assert sum(1 for line in lines if "[rule: cidr-no-overlap]" in line) == 11
+    assert re.fullmatch(rf"{re.escape(P)}: \d{{5}} more problem\(s\) of this rule not shown \[rule: cidr-no-overlap\]",
+                        lines[-1]), lines[-1]
+    assert max(len(line) for line in lines) < 600

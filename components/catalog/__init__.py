@@ -8,9 +8,10 @@ from components.catalog.charts import (
     load_charts,
 )
 from components.catalog.instances import Fact, InstanceFacts, load_aws_catalog
-from components.catalog.regions import zone_id_prefix
+from components.catalog.regions import known_regions, zone_id_prefix
+from components.catalog.versions import EksVersion, load_eks_versions
 
 __all__ = [
-    "AddonPin", "ChartPin", "Fact", "InstanceFacts", "addon_names", "load_addon_pins", "load_aws_catalog",
-    "load_charts", "zone_id_prefix",
+    "AddonPin", "ChartPin", "EksVersion", "Fact", "InstanceFacts", "addon_names", "known_regions",
+    "load_addon_pins", "load_aws_catalog", "load_charts", "load_eks_versions", "zone_id_prefix",
 ]

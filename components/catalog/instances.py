@@ -42,6 +42,8 @@ class InstanceFacts:
     nvme_disks: int | None
     nvme_disk_gb: int | None
     network_gbps: Fact
+    capacity_blocks: Fact  # 1 when EC2 sells the type as a Capacity Block for ML
+    mig: Fact  # 1 when the GPU supports Multi-Instance GPU
 
     @property
     def efa_count(self) -> int:
@@ -89,6 +91,8 @@ def _parse(data: dict[str, Any]) -> dict[str, InstanceFacts]:
             nvme_disks=nvme.get("disks"),
             nvme_disk_gb=nvme.get("disk_gb"),
             network_gbps=_fact(raw["network_gbps"], sources),
+            capacity_blocks=_fact(raw["capacity_blocks"], sources),
+            mig=_fact(raw["mig"], sources),
         )
         cards = facts.network_cards.value
         if cards is not None and facts.efa_count > cards:

@@ -24,3 +24,8 @@ def _prefixes() -> dict[str, str]:
 def zone_id_prefix(region: str) -> str | None:
     """The AZ ID prefix of a region (``us-east-1`` -> ``use1``), or None when the catalog lacks it."""
     return _prefixes().get(region)
+
+
+def known_regions() -> list[str]:
+    """Every region in the catalog."""
+    return sorted(_prefixes())
