@@ -239,16 +239,29 @@ def _all_addon_pins(graph: ResourceGraph) -> list[AddonPin]:
     return [pin for v in sorted(versions) for pin in load_addon_pins(v).values()]
 
 
-def _deployer_lines(spec: ClusterSpec) -> list[str]:
-    dep = spec.aws_spec().control_plane.deployer
+def _deployer_lines(graph: ResourceGraph, spec: ClusterSpec) -> list[str]:
+    aws = spec.aws_spec()
+    dep = aws.control_plane.deployer
     if dep.api_access == "in-vpc":
         path = (f"from inside the VPC: a self-hosted CI runner or Pulumi Deployments agent in "
-                f"{', '.join(dep.runner_cidrs)} (HTTPS 443 allowed on the cluster security group; the network must "
-                "route to the VPC and resolve the private endpoint)")
+                f"{', '.join(dep.runner_cidrs)} (HTTPS 443 allowed on the cluster security group)")
     else:
         path = f"through the public endpoint from {', '.join(dep.runner_cidrs)}"
-    return [f"deployer: {dep.role_arn} (cluster-admin access entry created before any Kubernetes resource; the "
-            f"program's kubeconfig assumes it) {path}"]
+    lines = [f"deployer: {dep.role_arn} (the AWS provider and the kubeconfig assume it; cluster-admin access entry "
+             f"created before any Kubernetes resource) {path}"]
+    attachments = graph.of_type("aws:ec2transitgateway/vpcAttachment:VpcAttachment")
+    if attachments:
+        routes = [r for r in graph.of_type("aws:ec2/route:Route") if r.inputs.get("transitGatewayId")]
+        lines.append(
+            f"  runner network: Transit Gateway {attachments[0].inputs.get('transitGatewayId')} attached in "
+            f"{len(attachments[0].inputs.get('subnetIds') or [])} zone(s), {len(routes)} route(s) back to the runners, "
+            "a Route 53 Resolver inbound endpoint for the private endpoint's name (output deployerDnsResolverIps)")
+        lines.append(
+            f"  outside this stack: the Transit Gateway route tables, the runners' route to {aws.network.vpc_cidr}, "
+            f"and their DNS forwarding of {aws.region}.eks.amazonaws.com to the resolver endpoint")
+    elif dep.api_access == "in-vpc":
+        lines.append("  the runners sit inside this VPC: they must exist before the Kubernetes layer is applied")
+    return lines
 
 
 def _release(graph: ResourceGraph, name: str) -> GraphResource | None:
@@ -366,7 +379,7 @@ def render_preview(graph: ResourceGraph, spec: ClusterSpec, stack_file: str,
         "network": _network_lines(graph),
         "compute": [_node_group_line(f) for f in figures] + _block_lines(graph, spec, now),
         "storage": _storage_lines(graph, spec) + _data_access_lines(graph),
-        "control-plane": _deployer_lines(spec) + _control_plane_lines(graph) + _platform_lines(graph),
+        "control-plane": _deployer_lines(graph, spec) + _control_plane_lines(graph) + _platform_lines(graph),
         "telemetry": _telemetry_lines(graph),
     }
     stack_root = next((r for r in graph.resources if r.type == "pulumi:pulumi:Stack"), None)

@@ -20,7 +20,7 @@ from components.aws.data_access import (
 )
 from components.aws.eks import EksAddons, EksControlPlane
 from components.aws.kubeconfig import kubeconfig, update_kubeconfig_command
-from components.aws.network import AwsNetwork
+from components.aws.network import AwsNetwork, DeployerPath
 from components.aws.storage import AwsStorage
 from components.catalog import load_addon_pins, load_aws_catalog
 from components.clock import utcnow
@@ -88,6 +88,7 @@ class ClusterOutputs:
     kubeconfig: pulumi.Output[str]
     kubeconfig_command: pulumi.Output[str]
     gpu_availability_zone: pulumi.Output[str]
+    deployer_dns_resolver_ips: pulumi.Output[list[str]]
     checkpoint_bucket: pulumi.Output[str]
     filesystem_dns_name: Optional[pulumi.Output[str]]
     filesystem_mount_name: Optional[pulumi.Output[str]]
@@ -106,15 +107,24 @@ def build_cluster(spec: ClusterSpec) -> ClusterOutputs:
     protect = spec.deletion_protection
     catalog = load_aws_catalog()
 
+    # One identity for the whole apply: the AWS provider assumes the deployer role, as the kubeconfig
+    # does for every Kubernetes resource, so the access entry and the AWS permissions belong to one role.
+    # The runner's own credentials only need sts:AssumeRole on it (its trust policy names the runner).
     provider = aws.Provider(
         "aws",
         region=aws_spec.region,
+        assume_roles=[aws.ProviderAssumeRoleArgs(role_arn=aws_spec.control_plane.deployer.role_arn,
+                                                 session_name=f"pulumi-{spec.name}")],
         default_tags={"tags": {**labels, "cluster": spec.name}},
     )
     opts = pulumi.ResourceOptions(providers={"aws": provider})
 
     addons = load_addon_pins(aws_spec.control_plane.kubernetes_version)
-    network = AwsNetwork("network", aws_spec.network, aws_spec.region, spec.name, labels, opts=opts)
+    deployer = aws_spec.control_plane.deployer
+    path = (DeployerPath(transit_gateway_id=deployer.transit_gateway_id, runner_cidrs=deployer.runner_cidrs)
+            if deployer.api_access == "in-vpc" and deployer.transit_gateway_id else None)
+    network = AwsNetwork("network", aws_spec.network, aws_spec.region, spec.name, labels, opts=opts,
+                         deployer_path=path)
     if aws_spec.zones_by_id:
         # Capacity Blocks and ODCRs are sold by AZ ID; zone names differ per account.
         zones = aws.get_availability_zones_output(
@@ -183,7 +193,6 @@ def build_cluster(spec: ClusterSpec) -> ClusterOutputs:
                                     depends_on=[control_plane.pod_identity_agent, *node_groups.values()]),
     )
 
-    deployer = aws_spec.control_plane.deployer
     config = pulumi.Output.all(
         control_plane.cluster_name, control_plane.endpoint, control_plane.certificate_authority
     ).apply(lambda a: kubeconfig(str(a[0]), str(a[1]), str(a[2]), aws_spec.region, deployer.role_arn))
@@ -195,7 +204,8 @@ def build_cluster(spec: ClusterSpec) -> ClusterOutputs:
         kubeconfig=kubeconfig_secret,
         enable_server_side_apply=True,
         opts=pulumi.ResourceOptions(
-            depends_on=[*control_plane.deployer_access, cluster_addons, *node_groups.values()]),
+            depends_on=[*network.deployer_path, *control_plane.deployer_access, cluster_addons,
+                        *node_groups.values()]),
     )
     build_platform(platform_inputs(spec), pulumi.ResourceOptions(providers={"kubernetes": k8s_provider}))
 
@@ -206,6 +216,7 @@ def build_cluster(spec: ClusterSpec) -> ClusterOutputs:
         kubeconfig_command=control_plane.cluster_name.apply(
             lambda name: update_kubeconfig_command(name, aws_spec.region)),
         gpu_availability_zone=gpu_zone,
+        deployer_dns_resolver_ips=network.resolver_ips,
         checkpoint_bucket=storage.bucket_name,
         filesystem_dns_name=storage.filesystem_dns_name,
         filesystem_mount_name=storage.filesystem_mount_name,

@@ -286,9 +286,15 @@ class DeployerSpec(_Model):
         "publicAccessCidrs. No default: it depends on where your CI runs.",
     )
     runner_cidrs: list[str] = Field(
-        min_length=1,
+        min_length=1, max_length=20,
         description="Where the deployer's requests come from. in-vpc: allowed to HTTPS (443) on the "
         "cluster security group; public-endpoint: must lie inside publicAccessCidrs.",
+    )
+    transit_gateway_id: str | None = Field(
+        default=None, pattern=r"^tgw-[0-9a-f]{8,17}$",
+        description="in-vpc with runners outside this VPC: the Transit Gateway that connects their network. The "
+        "stack attaches the VPC to it, routes runnerCidrs through it and opens a Route 53 Resolver inbound "
+        "endpoint so the runners resolve the private API endpoint.",
     )
 
 
@@ -1084,6 +1090,17 @@ def _check_deployer(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None:
                 "self-hosted CI runner or Pulumi Deployments agent) and set apiAccess: in-vpc with its runnerCidrs, "
                 "or set endpointAccess: public with publicAccessCidrs that include the runner and apiAccess: "
                 "public-endpoint")
+    vpc = parse_cidr(aws.network.vpc_cidr)
+    outside = [str(r) for _, r in runners if not isinstance(vpc, str) and not (
+        r.version == vpc.version and r.subnet_of(vpc))]  # type: ignore[arg-type]
+    if dep.api_access == "in-vpc" and outside and dep.transit_gateway_id is None:
+        out.add(f"{where}.transitGatewayId", "deployer-reaches-api",
+                f"runner CIDR(s) {', '.join(outside)} are outside the VPC ({aws.network.vpc_cidr}): give the Transit "
+                "Gateway that connects them (transitGatewayId), so the stack attaches the VPC, routes their traffic "
+                "back and lets them resolve the private endpoint; or run the deployer inside the VPC")
+    if dep.api_access != "in-vpc" and dep.transit_gateway_id is not None:
+        out.add(f"{where}.transitGatewayId", "deployer-reaches-api",
+                "transitGatewayId only applies to apiAccess: in-vpc")
     if dep.api_access == "public-endpoint" and cp.endpoint_access == "public":
         allowed = []
         for cidr in cp.public_access_cidrs:

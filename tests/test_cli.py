@@ -29,9 +29,11 @@ def test_preview_prints_the_production_stack_by_plane(capsys: pytest.CaptureFixt
     assert "checkpoint of the 70B model: ~0.98 TB (14 B/param) writes in ~3.5 min" in out
     assert "EKS prod-train 1.35: endpoint private; KMS-encrypted secrets" in out
     assert "GPUs 0 desired / 128 at max size (128 on Capacity Blocks, running only in their window)" in out
-    assert ("deployer: arn:aws:iam::111122223333:role/pulumi-deployer (cluster-admin access entry created before "
-            "any Kubernetes resource; the program's kubeconfig assumes it) from inside the VPC: a self-hosted CI "
-            "runner or Pulumi Deployments agent in 10.8.0.0/24") in out
+    assert ("deployer: arn:aws:iam::111122223333:role/pulumi-deployer (the AWS provider and the kubeconfig assume "
+            "it; cluster-admin access entry created before any Kubernetes resource) from inside the VPC: a "
+            "self-hosted CI runner or Pulumi Deployments agent in 10.8.0.0/24") in out
+    assert ("runner network: Transit Gateway tgw-0123456789abcdef0 attached in 2 zone(s), 2 route(s) back to the "
+            "runners") in out
     assert ("Capacity Block cr-0a1b2c3d4e5f60718 (h100): 16 x p5.48xlarge, 2027-01-04T11:30:00Z -> "
             "2027-01-18T11:30:00Z (336 h, paid whether nodes run or not)") in out
     assert "operator step: scale to 0 at least 30 minutes before the block ends (by 2027-01-18T11:00:00Z" in out

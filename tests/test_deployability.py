@@ -79,6 +79,35 @@ def test_kubeconfig_assumes_the_deployer_and_people_get_the_command() -> None:
         "aws eks update-kubeconfig --region us-east-1 --name prod-train --alias prod-train")
 
 
+def test_runners_outside_the_vpc_come_in_through_the_transit_gateway() -> None:
+    graph = offline_run("prod-aws").graph
+    tgw = one(graph, "aws:ec2transitgateway/vpcAttachment:VpcAttachment", "network-deployer-tgw").inputs
+    assert tgw["transitGatewayId"] == "tgw-0123456789abcdef0" and len(tgw["subnetIds"]) == 2  # one per zone
+    routes = [r for r in graph.of_type("aws:ec2/route:Route") if r.name.startswith("network-route-deployer-")]
+    private_tables = [r for r in graph.of_type("aws:ec2/routeTable:RouteTable") if "rt-private" in r.name]
+    assert len(routes) == len(private_tables) == 2
+    assert all(r.inputs["destinationCidrBlock"] == "10.8.0.0/24" and r.inputs["transitGatewayId"] ==
+               "tgw-0123456789abcdef0" for r in routes)
+    resolver = one(graph, "aws:route53/resolverEndpoint:ResolverEndpoint", "network-deployer-dns").inputs
+    assert resolver["direction"] == "INBOUND" and len(resolver["ipAddresses"]) == 2
+    dns = [r for r in graph.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+           if r.name.startswith("network-deployer-dns-")]
+    assert {(r.inputs["ipProtocol"], r.inputs["fromPort"], r.inputs["cidrIpv4"]) for r in dns} == {
+        ("udp", 53, "10.8.0.0/24"), ("tcp", 53, "10.8.0.0/24")}
+    provider = k8s_provider(graph)
+    for r in [*routes, *dns]:
+        assert r.urn in provider.dependencies
+    assert graph.of_type("aws:ec2transitgateway/vpcAttachment:VpcAttachment")[0].urn in provider.dependencies
+
+
+def test_aws_and_kubernetes_calls_run_as_the_deployer() -> None:
+    graph = offline_run("prod-aws").graph
+    (provider,) = graph.of_type("pulumi:providers:aws")
+    roles = provider.inputs["assumeRoles"]
+    roles = json.loads(roles) if isinstance(roles, str) else roles
+    assert roles == [{"roleArn": DEPLOYER, "sessionName": "pulumi-prod-train"}]
+
+
 # --- 2. Capacity Blocks: before and through the window ------------------------------------------
 
 
@@ -157,9 +186,12 @@ def test_data_key_lets_the_fsx_link_use_the_bucket(stack_name: str) -> None:
     statements = {s["Sid"]: s for s in _doc(policy, "policy")["Statement"]}
     assert statements["EnableIamPolicies"]["Principal"] == {"AWS": "arn:aws:iam::123456789012:root"}
     fsx = statements["FsxLustreS3DataRepository"]
-    # the service-linked role of exactly this filesystem (the DRA names the same filesystem id)
-    assert fsx["Principal"]["AWS"] == ("arn:aws:iam::123456789012:role/aws-service-role/s3.data-source.lustre.fsx."
-                                       f"amazonaws.com/AWSServiceRoleForFSxS3Access_{dra.inputs['fileSystemId']}")
+    # the service-linked role of exactly this filesystem (the DRA names the same filesystem id), named by
+    # condition because FSx creates it only with the DRA, after this policy
+    assert fsx["Principal"] == {"AWS": "*"}
+    assert fsx["Condition"]["ArnEquals"] == {"aws:PrincipalArn": (
+        "arn:aws:iam::123456789012:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/"
+        f"AWSServiceRoleForFSxS3Access_{dra.inputs['fileSystemId']}")}
     assert dra.inputs["fileSystemId"].startswith("fs-")
     assert sorted(fsx["Action"]) == ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey*",
                                      "kms:ReEncrypt*"]
@@ -177,8 +209,10 @@ def test_data_key_policy_names_the_filesystem_and_the_bucket() -> None:
     doc = data_key_policy("aws", "111122223333", "us-east-1", "arn:aws:s3:::ckpt", "fs-0123456789abcdef0")
     (root, fsx) = doc["Statement"]
     assert root["Action"] == ["kms:*"] and root["Principal"] == {"AWS": "arn:aws:iam::111122223333:root"}
-    assert fsx["Principal"] == {"AWS": "arn:aws:iam::111122223333:role/aws-service-role/s3.data-source.lustre.fsx."
-                                       "amazonaws.com/AWSServiceRoleForFSxS3Access_fs-0123456789abcdef0"}
+    assert fsx["Condition"]["ArnEquals"] == {"aws:PrincipalArn": (
+        "arn:aws:iam::111122223333:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/"
+        "AWSServiceRoleForFSxS3Access_fs-0123456789abcdef0")}
+    assert fsx["Condition"]["StringEquals"]["kms:CallerAccount"] == "111122223333"
     assert fsx.get("Condition", {}).get("StringLike") == {"kms:EncryptionContext:aws:s3:arn": "arn:aws:s3:::ckpt"}
     assert len(data_key_policy("aws", "1", "us-east-1", "arn:aws:s3:::ckpt", None)["Statement"]) == 1
 
@@ -207,6 +241,23 @@ def test_nodes_accept_lnet_from_the_filesystem(stack_name: str) -> None:
         assert cluster.urn in r.dependencies
         lt = one(graph, "aws:ec2/launchTemplate:LaunchTemplate", "nodegroup-system-lt")
         assert r.inputs["securityGroupId"] in lt.inputs["vpcSecurityGroupIds"]
+
+
+def test_filesystem_waits_for_its_lnet_rules() -> None:
+    graph = offline_run("prod-aws").graph
+    fs = one(graph, "aws:fsx/lustreFileSystem:LustreFileSystem", "storage-lustre")
+    self_rules = [r for r in graph.resources if r.name.startswith("storage-lustre-in-self-")
+                  or r.name.startswith("storage-lustre-out-self-")]
+    assert len(self_rules) == 4 and all(r.urn in fs.dependencies for r in self_rules)
+
+
+def test_team_pods_reach_the_pod_identity_agent() -> None:
+    graph = offline_run("prod-aws").graph
+    for team in ("research", "pretraining", "applied"):
+        policy = one(graph, "kubernetes:networking.k8s.io/v1:NetworkPolicy",
+                     f"tenancy-networkpolicy-{team}-allow-pod-identity-agent").inputs["spec"]
+        assert policy["egress"] == [{"to": [{"ipBlock": {"cidr": "169.254.170.23/32"}}],
+                                     "ports": [{"protocol": "TCP", "port": 80}]}]
 
 
 def test_every_team_reads_and_writes_only_its_prefix_through_pod_identity() -> None:

@@ -256,7 +256,7 @@ def test_network_policies_default_deny_with_training_allowances() -> None:
                 for r in graph.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
                 if r.inputs["metadata"]["namespace"] == "applied"}
     assert set(policies) == {"default-deny", "allow-same-namespace", "allow-dns", "allow-metrics-scrape",
-                             "allow-https-egress"}
+                             "allow-pod-identity-agent", "allow-https-egress"}
     assert policies["default-deny"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
     cni = next(a.inputs for a in graph.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "vpc-cni")
     assert cni["configurationValues"] == '{"enableNetworkPolicy": "true"}'

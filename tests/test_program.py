@@ -117,10 +117,11 @@ def test_launch_templates_require_imdsv2_encrypt_and_open_no_ssh(stack_name: str
         assert "remoteAccess" not in ng.inputs, ng.name
     for rule in graph.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"):
         assert rule.inputs.get("fromPort") != 22, rule.name
-        # the only CIDR-sourced rules are the deployer's HTTPS to the API
+        # the only CIDR-sourced rules are the deployer's: HTTPS to the API, DNS to the resolver endpoint
         if "cidrIpv4" in rule.inputs:
-            assert rule.name.startswith("control-plane-deployer-https-"), rule.name
-            assert (rule.inputs["fromPort"], rule.inputs["toPort"]) == (443, 443)
+            assert rule.name.startswith(("control-plane-deployer-https-", "network-deployer-dns-")), rule.name
+            assert (rule.inputs["fromPort"], rule.inputs["toPort"]) in ((443, 443), (53, 53))
+            assert rule.inputs["cidrIpv4"] == "10.8.0.0/24"
 
 
 @pytest.mark.parametrize("stack_name", SHIPPED_STACKS)

@@ -380,6 +380,7 @@ def test_platform_settings(prod_spec: dict[str, Any]) -> None:
 
 def test_a_private_endpoint_needs_an_in_vpc_deployer(prod_spec: dict[str, Any]) -> None:
     prod_spec["aws"]["controlPlane"]["deployer"]["apiAccess"] = "public-endpoint"
+    del prod_spec["aws"]["controlPlane"]["deployer"]["transitGatewayId"]
     assert errors(prod_spec) == [
         f"{P}.aws.controlPlane.deployer.apiAccess: the API endpoint is private, so a deployer outside the VPC cannot "
         "apply the Kubernetes platform (every namespace and Helm release would time out); either run pulumi up "
@@ -656,3 +657,15 @@ def test_repeated_problems_are_summarised(prod_spec: dict[str, Any]) -> None:
     assert re.fullmatch(rf"{re.escape(P)}: \d{{5}} more problem\(s\) of this rule not shown \[rule: cidr-no-overlap\]",
                         lines[-1]), lines[-1]
     assert max(len(line) for line in lines) < 600
+
+
+def test_runners_outside_the_vpc_need_the_transit_gateway(prod_spec: dict[str, Any]) -> None:
+    del prod_spec["aws"]["controlPlane"]["deployer"]["transitGatewayId"]
+    assert errors(prod_spec) == [
+        f"{P}.aws.controlPlane.deployer.transitGatewayId: runner CIDR(s) 10.8.0.0/24 are outside the VPC "
+        "(10.40.0.0/16): give the Transit Gateway that connects them (transitGatewayId), so the stack attaches the "
+        "VPC, routes their traffic back and lets them resolve the private endpoint; or run the deployer inside the "
+        "VPC [rule: deployer-reaches-api]"
+    ]
+    prod_spec["aws"]["controlPlane"]["deployer"]["runnerCidrs"] = ["10.40.112.0/24"]
+    parse_spec(prod_spec, FILE, provider_region="us-east-1")  # a runner inside the VPC needs no gateway

@@ -123,13 +123,18 @@ def data_key_policy(partition: str, account: str, region: str, bucket_arn: str,
          "Action": ["kms:*"], "Resource": "*"},
     ]
     if fsx_file_system_id is not None:
+        # The role is named by condition, not as the principal: FSx creates it when the data repository
+        # association is created, after this policy, and KMS refuses a policy whose principal does not
+        # exist yet. aws:PrincipalArn is the role's ARN for its sessions; kms:CallerAccount keeps it in the
+        # account (the FSx guide's account-wide variant uses Principal "*" the same way).
         statements.append({
             "Sid": "FsxLustreS3DataRepository", "Effect": "Allow",
-            "Principal": {"AWS": fsx_s3_access_role_arn(partition, account, fsx_file_system_id)},
+            "Principal": {"AWS": "*"},
             "Action": ["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey"],
             "Resource": "*",
             "Condition": {
                 "StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com", "kms:CallerAccount": account},
+                "ArnEquals": {"aws:PrincipalArn": fsx_s3_access_role_arn(partition, account, fsx_file_system_id)},
                 "StringLike": {"kms:EncryptionContext:aws:s3:arn": bucket_arn},
             },
         })

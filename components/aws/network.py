@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Optional
 
 import pulumi
@@ -10,6 +11,14 @@ import pulumi_aws as aws
 
 from components.spec import NetworkSpec
 from components.tags import merge_tags
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeployerPath:
+    """The deployer's runners outside this VPC, reached through a Transit Gateway."""
+
+    transit_gateway_id: str
+    runner_cidrs: Sequence[str]
 
 
 class AwsNetwork(pulumi.ComponentResource):
@@ -37,6 +46,8 @@ class AwsNetwork(pulumi.ComponentResource):
         cluster_name: str,
         labels: Mapping[str, str],
         opts: Optional[pulumi.ResourceOptions] = None,
+        *,
+        deployer_path: Optional[DeployerPath] = None,
     ) -> None:
         super().__init__("gpu-cluster:network:AwsNetwork", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
@@ -174,6 +185,84 @@ class AwsNetwork(pulumi.ComponentResource):
             opts=child,
         )
 
+        self.deployer_path: list[pulumi.Resource] = []
+        self.resolver_ips: pulumi.Output[list[str]] = pulumi.Output.from_input([])
+        if deployer_path is not None:
+            self._connect_deployer(name, spec, vpc.id, private_rts, deployer_path, cluster_name, labels)
+
         self.vpc_id = vpc.id
         self.efa_security_group_id = efa_sg.id
         self.register_outputs({"vpcId": vpc.id, "efaSecurityGroupId": efa_sg.id})
+
+    def _connect_deployer(self, name: str, spec: NetworkSpec, vpc_id: pulumi.Output[str],
+                          private_rts: Sequence[pulumi.Output[str]], path: DeployerPath, cluster_name: str,
+                          labels: Mapping[str, str]) -> None:
+        """Let runners in another network reach the private API endpoint (EKS user guide, "Cluster API server
+        endpoint", private access from a connected network): a Transit Gateway attachment in one private
+        subnet per zone, a route back to the runners from every private route table, and a Route 53 Resolver
+        inbound endpoint that answers for the VPC's private hosted zones (the endpoint's DNS name), reachable
+        on port 53 from the runners. The Transit Gateway's own route tables and the runners' DNS forwarding
+        rule belong to their network, not this stack; the preview lists them."""
+        child = pulumi.ResourceOptions(parent=self)
+        by_zone: dict[str, str] = {}
+        for sn in spec.subnets:
+            if sn.role == "system":
+                by_zone.setdefault(sn.zone, sn.name)
+        for sn in spec.subnets:
+            if sn.role != "public":
+                by_zone.setdefault(sn.zone, sn.name)
+        attachment_subnets = [self.subnet_ids[n] for _, n in sorted(by_zone.items())]
+        attachment = aws.ec2transitgateway.VpcAttachment(
+            f"{name}-deployer-tgw",
+            transit_gateway_id=path.transit_gateway_id,
+            vpc_id=vpc_id,
+            subnet_ids=attachment_subnets,  # at most one subnet per zone
+            dns_support="enable",
+            tags=merge_tags(labels, f"{cluster_name}-deployer-tgw"),
+            opts=child,
+        )
+        self.deployer_path.append(attachment)
+        for i, rt in enumerate(private_rts):
+            for j, cidr in enumerate(path.runner_cidrs):
+                self.deployer_path.append(aws.ec2.Route(
+                    f"{name}-route-deployer-{i}-{j}",
+                    route_table_id=rt,
+                    destination_cidr_block=cidr,
+                    transit_gateway_id=path.transit_gateway_id,
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[attachment]),
+                ))
+        dns_sg = aws.ec2.SecurityGroup(
+            f"{name}-deployer-dns-sg",
+            vpc_id=vpc_id,
+            description="Route 53 Resolver inbound endpoint: DNS from the deployer's runners",
+            revoke_rules_on_delete=True,
+            tags=merge_tags(labels, f"{cluster_name}-deployer-dns"),
+            opts=child,
+        )
+        for j, cidr in enumerate(path.runner_cidrs):
+            for proto in ("udp", "tcp"):
+                self.deployer_path.append(aws.vpc.SecurityGroupIngressRule(
+                    f"{name}-deployer-dns-{proto}-{j}",
+                    security_group_id=dns_sg.id,
+                    cidr_ipv4=cidr,
+                    ip_protocol=proto,
+                    from_port=53,
+                    to_port=53,
+                    description=f"DNS ({proto}) from the deployer's runners {cidr}",
+                    tags=merge_tags(labels, f"{cluster_name}-deployer-dns-{proto}-{j}"),
+                    opts=child,
+                ))
+        # A resolver endpoint needs two IP addresses; two zones keep it up when one zone is down.
+        resolver_subnets = attachment_subnets[:2] if len(attachment_subnets) >= 2 else attachment_subnets * 2
+        resolver = aws.route53.ResolverEndpoint(
+            f"{name}-deployer-dns",
+            name=f"{cluster_name}-deployer-dns",
+            direction="INBOUND",
+            security_group_ids=[dns_sg.id],
+            ip_addresses=[{"subnet_id": subnet} for subnet in resolver_subnets],
+            protocols=["Do53"],
+            tags=merge_tags(labels, f"{cluster_name}-deployer-dns"),
+            opts=child,
+        )
+        self.deployer_path.append(resolver)
+        self.resolver_ips = resolver.ip_addresses.apply(lambda ips: [ip.ip or "" for ip in ips or []])

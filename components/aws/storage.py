@@ -155,6 +155,7 @@ class AwsStorage(pulumi.ComponentResource):
                 tags=merge_tags(labels, f"{cluster_name}-lustre"),
                 opts=child,
             )
+            lnet_rules: list[pulumi.Resource] = []
             for low, high in LUSTRE_PORTS:
                 # The clients' side (FSx "Limiting access with security groups"): nodes accept LNet
                 # from the filesystem's group; their group already lets all traffic out.
@@ -170,7 +171,7 @@ class AwsStorage(pulumi.ComponentResource):
                     opts=child,
                 )
                 for peer_name, peer in (("self", sg.id), ("clients", client_security_group_id)):
-                    aws.vpc.SecurityGroupIngressRule(
+                    lnet_rules.append(aws.vpc.SecurityGroupIngressRule(
                         f"{name}-lustre-in-{peer_name}-{low}",
                         security_group_id=sg.id,
                         referenced_security_group_id=peer,
@@ -180,8 +181,8 @@ class AwsStorage(pulumi.ComponentResource):
                         description=f"Lustre {low}-{high} from {peer_name}",
                         tags=merge_tags(labels, f"{cluster_name}-lustre-in-{peer_name}-{low}"),
                         opts=child,
-                    )
-                    aws.vpc.SecurityGroupEgressRule(
+                    ))
+                    lnet_rules.append(aws.vpc.SecurityGroupEgressRule(
                         f"{name}-lustre-out-{peer_name}-{low}",
                         security_group_id=sg.id,
                         referenced_security_group_id=peer,
@@ -191,7 +192,7 @@ class AwsStorage(pulumi.ComponentResource):
                         description=f"Lustre {low}-{high} to {peer_name}",
                         tags=merge_tags(labels, f"{cluster_name}-lustre-out-{peer_name}-{low}"),
                         opts=child,
-                    )
+                    ))
 
             persistent = fs_spec.deployment_type.startswith("PERSISTENT")
             fs = aws.fsx.LustreFileSystem(
@@ -210,7 +211,9 @@ class AwsStorage(pulumi.ComponentResource):
                 log_configuration={"level": "WARN_ERROR"},
                 copy_tags_to_backups=True if persistent else None,
                 tags=merge_tags(labels, f"{cluster_name}-lustre", **{"data-class": "checkpoints"}),
-                opts=stateful_options(self, protect),
+                # FSx checks at creation that the group lets LNet (988, 1018-1023) flow within itself, so the
+                # rules come first (FSx for Lustre guide, "Cannot create a file system ... port 988").
+                opts=stateful_options(self, protect, depends_on=lnet_rules),
             )
             policy = key_policy(fs.id if fs_spec.link_checkpoint_bucket else None)
             if fs_spec.link_checkpoint_bucket:

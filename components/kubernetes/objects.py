@@ -26,6 +26,7 @@ KUEUE_NAMESPACE = "kueue-system"
 OPENCOST_NAMESPACE = "opencost"
 PROMETHEUS_RELEASE = "kube-prometheus-stack"
 TOPOLOGY_NAME = "aws-network"
+POD_IDENTITY_AGENT_CIDR = "169.254.170.23/32"
 GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
 # Network topology labels that AWS's cloud controller puts on nodes of supported instance types
 # (top layer first), then the host: Kueue's topology-aware scheduling packs pods by these levels.
@@ -208,6 +209,14 @@ def network_policies(team: TeamSpec, allow_https_egress: bool) -> list[Manifest]
                 "matchLabels": {"kubernetes.io/metadata.name": MONITORING_NAMESPACE}}}]}],
         }),
     ]
+    # The EKS Pod Identity agent serves credentials on the node's link-local address, port 80 (EKS user
+    # guide, pod-id-agent-setup); the VPC CNI's policy engine filters link-local traffic like any other.
+    out.append(policy("allow-pod-identity-agent", {
+        "podSelector": {},
+        "policyTypes": ["Egress"],
+        "egress": [{"to": [{"ipBlock": {"cidr": POD_IDENTITY_AGENT_CIDR}}],
+                    "ports": [{"protocol": "TCP", "port": 80}]}],
+    }))
     if allow_https_egress:
         out.append(policy("allow-https-egress", {
             "podSelector": {},
