@@ -7,19 +7,25 @@
                                          run the policy pack; exit 1 when a mandatory policy fails
 
 ``<stack>`` is a stack name (``prod-aws`` reads ``stacks/Pulumi.prod-aws.yaml``) or a path to a stack
-file. A stack file that breaks a rule prints the file, key path and rule, and exits with status 2.
+file. Exit status: 0 ok, 1 a mandatory policy violation, 2 invalid input (the file, key path and rule
+are printed), 3 an internal error (a short report; ``--debug`` writes the traceback to a log file).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 from blueprint.engine import run_program
 from blueprint.graph import GraphFormatError, ResourceGraph
 from blueprint.manifests import write_manifests
+from blueprint.output import OutputError, check_output_dir, check_output_file, write_atomic
 from blueprint.policy import (
     PolicyConfigError,
     load_config_file,
@@ -32,24 +38,31 @@ from blueprint.policy import (
 )
 from blueprint.render import render_preview
 from blueprint.stackfile import StackError, load_stack
+from components.clock import ClockError
 
 EXIT_OK = 0
 EXIT_POLICY = 1
 EXIT_INVALID = 2
+EXIT_INTERNAL = 3
+MAX_ERROR_CHARS = 20_000
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="blueprint", description=__doc__.split("\n\n")[0])
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="on an internal error, write the traceback to a log file and name it")
+    parser = argparse.ArgumentParser(prog="blueprint", description=__doc__.split("\n\n")[0], parents=[common])
     sub = parser.add_subparsers(dest="command", required=True)
-    preview = sub.add_parser("preview", help="print the resource tree of a stack, grouped by plane")
+    preview = sub.add_parser("preview", parents=[common], help="print the resource tree of a stack, grouped by plane")
     preview.add_argument("stack", help="stack name (prod-aws) or path to a stack file")
-    graph = sub.add_parser("graph", help="write the stack's ResourceGraph as JSON")
+    graph = sub.add_parser("graph", parents=[common], help="write the stack's ResourceGraph as JSON")
     graph.add_argument("stack", help="stack name (prod-aws) or path to a stack file")
     graph.add_argument("-o", "--output", type=Path, help="output file (default: standard output)")
-    manifests = sub.add_parser("manifests", help="write the stack's Kubernetes objects and Helm values as YAML")
+    manifests = sub.add_parser("manifests", parents=[common],
+                               help="write the stack's Kubernetes objects and Helm values as YAML")
     manifests.add_argument("stack", help="stack name (prod-aws) or path to a stack file")
     manifests.add_argument("-o", "--output", type=Path, required=True, help="output directory")
-    policy = sub.add_parser("policy", help="run the policy pack on a stack or a graph file")
+    policy = sub.add_parser("policy", parents=[common], help="run the policy pack on a stack or a graph file")
     policy.add_argument("target", help="stack name, stack file, or a graph JSON (offline graph, "
                                        "`pulumi preview --json`, or `pulumi stack export`)")
     policy.add_argument("--format", choices=("table", "markdown", "json", "sarif"), default="table")
@@ -58,25 +71,35 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _emit(stream: TextIO, text: str) -> None:
+    """Write text that may carry undecodable bytes of a path (surrogate escapes) without failing."""
+    stream.write(text.encode("utf-8", "backslashreplace").decode("utf-8"))
+
+
+def _write(text: str, output: Path | None) -> None:
+    if output is None:
+        _emit(sys.stdout, text)
+    else:
+        write_atomic(output, text)
+
+
 def _policy(args: argparse.Namespace) -> int:
     """``blueprint policy``: exit 0 (no mandatory violation), 1 (mandatory violation), 2 (bad input)."""
     target = Path(args.target)
-    try:
-        pack = load_pack()
-        config = load_config_file(args.config, pack.policies) if args.config else None
-        if target.suffix == ".json":
+    if args.output is not None:
+        check_output_file(args.output)
+    pack = load_pack()
+    config = load_config_file(args.config, pack.policies) if args.config else None
+    if target.suffix == ".json":
+        try:
             graph = ResourceGraph.load(target)
-            artifact = str(target)
-        else:
-            stack = load_stack(args.target)
-            graph = run_program(stack.name, stack.config, stack.region).graph
-            artifact = stack.display_path
-    except (StackError, PolicyConfigError, GraphFormatError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_INVALID
-    except (OSError, ValueError) as err:
-        print(f"error: {target}: cannot read the graph: {err}", file=sys.stderr)
-        return EXIT_INVALID
+        except GraphFormatError as err:
+            raise GraphFormatError(f"{target}: {err}") from None
+        artifact = str(target)
+    else:
+        stack = load_stack(args.target)
+        graph = run_program(stack.name, stack.config, stack.region).graph
+        artifact = stack.display_path
     report = run_policies(graph, config, pack)
     renderers = {
         "table": lambda: render_table(report),
@@ -84,40 +107,66 @@ def _policy(args: argparse.Namespace) -> int:
         "json": lambda: render_json(report),
         "sarif": lambda: render_sarif(report, artifact),
     }
-    text = renderers[args.format]()
-    if args.output is not None:
-        args.output.write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
+    _write(renderers[args.format](), args.output)
     return EXIT_OK if report.passed else EXIT_POLICY
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``blueprint`` and ``python -m blueprint``; returns the exit status."""
-    args = _parser().parse_args(argv)
+def _run(args: argparse.Namespace) -> int:
     if args.command == "policy":
         return _policy(args)
-    try:
-        stack = load_stack(args.stack)
-    except StackError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_INVALID
+    output: Path | None = getattr(args, "output", None)
+    if output is not None:
+        (check_output_dir if args.command == "manifests" else check_output_file)(output)
+    stack = load_stack(args.stack)
     run = run_program(stack.name, stack.config, stack.region)
     if args.command == "preview":
         report = run_policies(run.graph)
-        sys.stdout.write(render_preview(run.graph, stack.spec, stack.display_path, run.outputs))
-        sys.stdout.write("\n" + render_table(report))
+        _emit(sys.stdout, render_preview(run.graph, stack.spec, stack.display_path, run.outputs))
+        _emit(sys.stdout, "\n" + render_table(report))
     elif args.command == "graph":
-        text = run.graph.to_json()
-        if args.output is None:
-            sys.stdout.write(text)
-        else:
-            args.output.write_text(text, encoding="utf-8")
-            print(f"wrote {args.output} ({len(run.graph.resources)} resources)", file=sys.stderr)
+        _write(run.graph.to_json(), output)
+        if output is not None:
+            _emit(sys.stderr, f"wrote {output} ({len(run.graph.resources)} resources)\n")
     elif args.command == "manifests":
-        files = write_manifests(run.graph, args.output)
-        print(f"wrote {len(files)} files under {args.output}", file=sys.stderr)
+        assert output is not None
+        files = write_manifests(run.graph, output)
+        _emit(sys.stderr, f"wrote {len(files)} files under {output}\n")
     return EXIT_OK
+
+
+def _internal_error(err: BaseException, debug: bool) -> int:
+    """Exit 3 with a short report; the traceback goes to a log file only when asked (``--debug``)."""
+    summary = f"{type(err).__name__}: {err}".replace("\n", " ")[:500]
+    hint = "run again with --debug to write the traceback to a log file"
+    if debug:
+        fd, log = tempfile.mkstemp(prefix="blueprint-debug-", suffix=".log")
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
+            fh.write("".join(traceback.format_exception(err)))
+        hint = f"the traceback is in {log}"
+    _emit(sys.stderr, f"internal error: {summary}\nthis is a bug in blueprint, not in your input; {hint}\n")
+    return EXIT_INTERNAL
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``blueprint`` and ``python -m blueprint``; returns the exit status.
+
+    0: success; 1: a mandatory policy violation; 2: invalid input (stack file, graph, policy config, output
+    path), with the message on standard error; 3: an internal error, reported in one short paragraph.
+    """
+    args = _parser().parse_args(argv)
+    debug = bool(getattr(args, "debug", False))
+    try:
+        return _run(args)
+    except (StackError, PolicyConfigError, GraphFormatError, OutputError, ClockError) as err:
+        text = str(err)
+        if len(text) > MAX_ERROR_CHARS:
+            text = text[:MAX_ERROR_CHARS] + " ... (truncated)"
+        _emit(sys.stderr, f"error: {text}\n")
+        return EXIT_INVALID
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:
+        return _internal_error(err, debug)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ Its JSON form is a public contract (README, "Graph format")::
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,6 +33,74 @@ FORMAT_KEYS = ("urn", "type", "name", "parent", "provider", "inputs", "protect",
 
 class GraphFormatError(ValueError):
     """A graph document that does not have the documented shape."""
+
+
+MAX_DOCUMENT_BYTES = 1024 * 1024 * 1024
+MAX_DEPTH = 64
+
+
+def _check_value(value: Any, where: str, depth: int = 0) -> None:
+    """Inputs are JSON: objects with string keys, arrays, finite numbers, strings without lone surrogates."""
+    if depth > MAX_DEPTH:
+        raise GraphFormatError(f"{where}: nested deeper than {MAX_DEPTH} levels")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise GraphFormatError(f"{where}: object keys must be strings")
+            _check_text(key, where)
+            _check_value(item, f"{where}.{_short(key)}", depth + 1)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_value(item, f"{where}[{i}]", depth + 1)
+    elif isinstance(value, str):
+        _check_text(value, where)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise GraphFormatError(f"{where}: numbers must be finite")
+    elif value is not None and not isinstance(value, (bool, int, float)):
+        raise GraphFormatError(f"{where}: not a JSON value")
+
+
+def _check_text(text: str, where: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise GraphFormatError(f"{where}: a string holds a lone surrogate (\\ud800-\\udfff), not text") from None
+
+
+def _short(key: str) -> str:
+    return key if len(key) <= 40 else key[:37] + "..."
+
+
+def _field(raw: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str, *, required: bool = False,
+           nullable: bool = False, default: Any = None) -> Any:
+    """One field of a resource object, of exactly the given JSON type (``"false"`` is not a boolean)."""
+    if key not in raw or (raw[key] is None and nullable):
+        if required:
+            raise GraphFormatError(f"{where}.{key}: required")
+        return default
+    value = raw[key]
+    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        raise GraphFormatError(f"{where}.{key}: must be {_kind_name(kind)}, got a boolean")
+    if not isinstance(value, kind):
+        raise GraphFormatError(f"{where}.{key}: must be {_kind_name(kind)}, got {type(value).__name__}")
+    return value
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    names = {str: "a string", bool: "a boolean", dict: "an object", list: "an array"}
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def _string_list(raw: dict[str, Any], key: str, where: str, nullable: bool = False) -> list[str] | None:
+    value = _field(raw, key, list, where, nullable=nullable, default=None if nullable else [])
+    if value is None:
+        return None
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise GraphFormatError(f"{where}.{key}[{i}]: must be a string")
+        _check_text(item, f"{where}.{key}[{i}]")
+    return list(value)
 
 
 @dataclass(frozen=True)
@@ -166,12 +235,28 @@ class ResourceGraph:
         """Read the documented JSON form back."""
         if not isinstance(doc, dict) or not isinstance(doc.get("resources"), list):
             raise GraphFormatError("a graph is an object with 'stack' and a 'resources' list")
+        stack = _field(doc, "stack", str, "graph", default="")
         out: list[GraphResource] = []
         for i, raw in enumerate(doc["resources"]):
+            where = f"resources[{i}]"
             if not isinstance(raw, dict) or not {"urn", "type", "name"} <= raw.keys():
-                raise GraphFormatError(f"resources[{i}] needs at least urn, type and name")
-            out.append(GraphResource(**{k: raw[k] for k in FORMAT_KEYS if k in raw}))
-        return cls(str(doc.get("stack", "")), out)
+                raise GraphFormatError(f"{where} needs at least urn, type and name")
+            inputs = _field(raw, "inputs", dict, where, default={})
+            _check_value(inputs, f"{where}.inputs")
+            out.append(GraphResource(
+                urn=_text(raw, "urn", where),
+                type=_text(raw, "type", where),
+                name=_text(raw, "name", where),
+                parent=_field(raw, "parent", str, where, nullable=True),
+                provider=_field(raw, "provider", str, where, nullable=True),
+                inputs=inputs,
+                protect=_field(raw, "protect", bool, where, default=False),
+                retain_on_delete=_field(raw, "retain_on_delete", bool, where, default=False),
+                dependencies=_string_list(raw, "dependencies", where) or [],
+                ignore_changes=_string_list(raw, "ignore_changes", where, nullable=True)
+                if "ignore_changes" in raw else [],
+            ))
+        return cls(stack, out)
 
     @classmethod
     def from_preview_json(cls, doc: Any) -> ResourceGraph:
@@ -179,11 +264,15 @@ class ResourceGraph:
         if not isinstance(doc, dict) or not isinstance(doc.get("steps"), list):
             raise GraphFormatError("a preview document is an object with a 'steps' list")
         out = []
-        for step in doc["steps"]:
-            state = step.get("newState") if isinstance(step, dict) else None
-            if not isinstance(state, dict) or step.get("op") == "delete":
-                continue
-            out.append(_from_state(state))
+        for i, step in enumerate(doc["steps"]):
+            where = f"steps[{i}]"
+            if not isinstance(step, dict):
+                raise GraphFormatError(f"{where}: a step is an object")
+            op = _field(step, "op", str, where, required=True)
+            if op == "delete":
+                continue  # only oldState: the resource is going away
+            state = _field(step, "newState", dict, where, required=True)
+            out.append(_from_state(state, f"{where}.newState"))
         return cls(_stack_from(out), out)
 
     @classmethod
@@ -192,13 +281,37 @@ class ResourceGraph:
         deployment = doc.get("deployment") if isinstance(doc, dict) else None
         if not isinstance(deployment, dict) or not isinstance(deployment.get("resources"), list):
             raise GraphFormatError("a stack export is an object with deployment.resources")
-        out = [_from_state(s) for s in deployment["resources"] if isinstance(s, dict)]
+        out = []
+        for i, state in enumerate(deployment["resources"]):
+            if not isinstance(state, dict):
+                raise GraphFormatError(f"deployment.resources[{i}]: a resource is an object")
+            out.append(_from_state(state, f"deployment.resources[{i}]"))
         return cls(_stack_from(out), out)
 
     @classmethod
     def load(cls, path: Path) -> ResourceGraph:
-        """Read any of the three forms from a file, recognising it by shape."""
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        """Read any of the three forms from a file, recognising it by shape; every problem with the file or
+        its content is a :class:`GraphFormatError` naming it."""
+        try:
+            size = path.stat().st_size
+            if size > MAX_DOCUMENT_BYTES:
+                raise GraphFormatError(f"{size:,} bytes; a graph document is at most {MAX_DOCUMENT_BYTES:,} bytes")
+            text = path.read_bytes().decode("utf-8")
+        except OSError as err:
+            raise GraphFormatError(f"cannot be read: {err.strerror or err}") from None
+        except UnicodeDecodeError:
+            raise GraphFormatError("not UTF-8 text") from None
+        try:
+            doc = json.loads(text, parse_constant=_no_constant)
+        except RecursionError:
+            raise GraphFormatError("nested too deeply") from None
+        except ValueError as err:
+            raise GraphFormatError(f"not JSON: {str(err)[:200]}") from None
+        return cls.from_document(doc)
+
+    @classmethod
+    def from_document(cls, doc: Any) -> ResourceGraph:
+        """Any of the three forms, already decoded, recognised by shape."""
         if isinstance(doc, dict) and "steps" in doc:
             return cls.from_preview_json(doc)
         if isinstance(doc, dict) and "deployment" in doc:
@@ -206,19 +319,34 @@ class ResourceGraph:
         return cls.from_dict(doc)
 
 
-def _from_state(state: dict[str, Any]) -> GraphResource:
-    urn = str(state.get("urn", ""))
+def _text(raw: dict[str, Any], key: str, where: str) -> str:
+    value = _field(raw, key, str, where, required=True)
+    if not value:
+        raise GraphFormatError(f"{where}.{key}: must not be empty")
+    _check_text(value, f"{where}.{key}")
+    return str(value)
+
+
+def _no_constant(name: str) -> Any:
+    raise GraphFormatError(f"{name} is not a JSON number")
+
+
+def _from_state(state: dict[str, Any], where: str) -> GraphResource:
+    """A resource from a Pulumi state object (``ResourceV3``), checked field by field."""
+    urn = _text(state, "urn", where)
+    inputs = _field(state, "inputs", dict, where, nullable=True, default={})
+    _check_value(inputs, f"{where}.inputs")
     return GraphResource(
         urn=urn,
-        type=str(state.get("type", "")),
+        type=_text(state, "type", where),
         name=urn.rsplit("::", 1)[-1],
-        parent=state.get("parent") or None,
-        provider=state.get("provider") or None,
-        inputs=dict(state.get("inputs") or {}),
-        protect=bool(state.get("protect", False)),
-        retain_on_delete=bool(state.get("retainOnDelete", False)),
-        dependencies=list(state.get("dependencies") or []),
-        ignore_changes=list(state["ignoreChanges"]) if isinstance(state.get("ignoreChanges"), list) else None,
+        parent=_field(state, "parent", str, where, nullable=True) or None,
+        provider=_field(state, "provider", str, where, nullable=True) or None,
+        inputs=dict(inputs),
+        protect=_field(state, "protect", bool, where, nullable=True, default=False),
+        retain_on_delete=_field(state, "retainOnDelete", bool, where, nullable=True, default=False),
+        dependencies=_string_list(state, "dependencies", where, nullable=True) or [],
+        ignore_changes=_string_list(state, "ignoreChanges", where, nullable=True),
     )
 
 

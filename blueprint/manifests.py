@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from blueprint.graph import ResourceGraph
+from blueprint.output import OutputError, write_atomic
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 
@@ -67,7 +68,10 @@ def write_manifests(graph: ResourceGraph, out_dir: Path) -> list[Path]:
             stem = f"{meta['namespace']}-{meta['name']}" if "namespace" in meta else str(meta.get("name", res.name))
             path = out_dir / str(res.inputs.get("kind", "Object")).lower() / f"{stem}.yaml"
             text = _dump(_manifest(res.inputs))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise OutputError(f"{path.parent}: cannot be created: {err.strerror or err}") from None
+        write_atomic(path, text)
         written.append(path)
     return sorted(written)

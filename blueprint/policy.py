@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 from google.protobuf import json_format, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2 as proto
 
@@ -124,6 +125,9 @@ def normalize_config(raw: Any, policies: list[Any], source: str = "policy config
             if unknown:
                 raise PolicyConfigError(f"{source}: {name}: unknown setting(s) {', '.join(unknown)} "
                                         f"(known: {', '.join(sorted(knobs)) or 'none'})")
+            schema = by_name[name].config_schema.properties if by_name[name].config_schema else {}
+            for knob, setting in props.items():
+                _check_knob(setting, schema[knob], f"{source}: {name}.{knob}")
             level = (_level_of(value["enforcementLevel"], f"{source}: {name}.enforcementLevel")
                      if "enforcementLevel" in value else default_level[name])
             out[name] = (level, props)
@@ -134,12 +138,26 @@ def normalize_config(raw: Any, policies: list[Any], source: str = "policy config
     return out
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _check_knob(value: Any, schema: dict[str, Any], where: str) -> None:
+    """A knob's value against its JSON schema (the pack's configSchema), as the Pulumi CLI checks it."""
+    rules = {k: v for k, v in schema.items() if k != "default"}
+    try:
+        jsonschema.validate(value, rules)
+    except jsonschema.ValidationError as err:
+        at = "".join(f"[{p!r}]" for p in err.absolute_path)
+        raise PolicyConfigError(f"{where}{at}: {err.message[:300]}") from None
+
+
 def load_config_file(path: Path, policies: list[Any]) -> LevelConfig:
     """Read and normalize a pack config file."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise PolicyConfigError(f"{path}: not a readable JSON file: {err}") from None
+        raw = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+    except (OSError, ValueError, RecursionError) as err:
+        raise PolicyConfigError(f"{path}: not a readable JSON file: {str(err)[:200]}") from None
     return normalize_config(raw, policies, str(path))
 
 

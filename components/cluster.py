@@ -63,6 +63,7 @@ def platform_inputs(spec: ClusterSpec) -> PlatformInputs:
         driver_on_host=True,  # the EKS AL2023 NVIDIA AMI ships the driver and container toolkit
         storage_provisioner=EBS_GP3[0],
         storage_parameters=EBS_GP3[1],
+        retain_data=spec.deletion_protection,
         checkpoint_service_account=CHECKPOINT_SERVICE_ACCOUNT,
         platform_reader=(PLATFORM_NAMESPACE, PLATFORM_SERVICE_ACCOUNT),
     )

@@ -286,6 +286,13 @@ MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] = {
         lambda g: ResourceGraph(g.stack, [dataclasses.replace(r, ignore_changes=[])
                                           if r.type == "aws:s3/bucket:Bucket" else r for r in g.resources]),
         "stateful-names-ignore-changes"),
+    "let the Prometheus volume be deleted with its claim in prod": (
+        lambda g: edit(g, "kubernetes:storage.k8s.io/v1:StorageClass", "monitoring-storageclass",
+                       _set(["reclaimPolicy"], "Delete")),
+        "prometheus-metrics-retained-in-production"),
+    "unprotect the monitoring namespace in prod": (
+        lambda g: edit(g, _k8s("Namespace"), "ns-monitoring", protect=False),
+        "prometheus-metrics-retained-in-production"),
     "turn off the cluster's deletion protection in prod": (
         lambda g: edit(g, CLUSTER, "control-plane-eks", _set(["deletionProtection"], False)),
         "stateful-resources-protected-in-production"),
@@ -483,5 +490,5 @@ def test_sarif_validates_against_the_sarif_2_1_0_schema(tmp_path: Path) -> None:
 
 def test_preview_shows_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["preview", "prod-aws"]) == 0
-    assert "policy verdict: PASS (0 mandatory, 0 advisory violation(s); 29 policies in gpu-cluster-policies)" in \
+    assert "policy verdict: PASS (0 mandatory, 0 advisory violation(s); 30 policies in gpu-cluster-policies)" in \
         capsys.readouterr().out

@@ -299,15 +299,16 @@ def privileged_policy() -> list[Manifest]:
     ]
 
 
-def storage_class(name: str, provisioner: str, parameters: Mapping[str, str]) -> Manifest:
-    """An encrypted block storage class for platform volumes (Prometheus)."""
+def storage_class(name: str, provisioner: str, parameters: Mapping[str, str], retain: bool) -> Manifest:
+    """An encrypted block storage class for platform volumes (Prometheus). With ``retain`` (stacks with
+    deletion protection) a deleted claim leaves its volume, and so the metrics history, in place."""
     return {
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",
         "metadata": _meta(name),
         "provisioner": provisioner,
         "parameters": dict(parameters),
-        "reclaimPolicy": "Delete",
+        "reclaimPolicy": "Retain" if retain else "Delete",
         "allowVolumeExpansion": True,
         "volumeBindingMode": "WaitForFirstConsumer",
     }

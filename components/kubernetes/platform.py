@@ -114,9 +114,10 @@ def release(name: str, pin: ChartPin, namespace: str, values: Mapping[str, Any],
     )
 
 
-def _system_namespace(parent: pulumi.Resource, name: str, labels: Mapping[str, str]) -> pulumi.CustomResource:
+def _system_namespace(parent: pulumi.Resource, name: str, labels: Mapping[str, str],
+                      opts: Optional[pulumi.ResourceOptions] = None) -> pulumi.CustomResource:
     security = "privileged" if name in PRIVILEGED_NAMESPACES else "baseline"
-    return apply(f"ns-{name}", obj.namespace(name, labels, security), pulumi.ResourceOptions(parent=parent))
+    return apply(f"ns-{name}", obj.namespace(name, labels, security), opts or pulumi.ResourceOptions(parent=parent))
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,7 @@ class PlatformInputs:
     driver_on_host: bool
     storage_provisioner: str
     storage_parameters: Mapping[str, str]
+    retain_data: bool = False  # deletion protection: metrics volumes retained, their namespace and release protected
     checkpoint_service_account: str | None = None  # per team namespace: read/write of <team>/ in the bucket
     platform_reader: tuple[str, str] | None = None  # (namespace, service account): read of every prefix
 
@@ -153,10 +155,14 @@ class Monitoring(pulumi.ComponentResource):
         super().__init__("gpu-cluster:telemetry:Monitoring", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         charts = load_charts()
-        mon_ns = _system_namespace(self, obj.MONITORING_NAMESPACE, inputs.labels)
+        # The Prometheus volume holds the metrics history: with deletion protection its storage class
+        # retains volumes and the namespace and release that own the claim are protected and retained.
+        keep = pulumi.ResourceOptions(parent=self, protect=inputs.retain_data, retain_on_delete=inputs.retain_data)
+        mon_ns = _system_namespace(self, obj.MONITORING_NAMESPACE, inputs.labels, keep)
         cost_ns = _system_namespace(self, obj.OPENCOST_NAMESPACE, inputs.labels)
         storage = apply(f"{name}-storageclass",
-                        obj.storage_class(STORAGE_CLASS, inputs.storage_provisioner, inputs.storage_parameters),
+                        obj.storage_class(STORAGE_CLASS, inputs.storage_provisioner, inputs.storage_parameters,
+                                          inputs.retain_data),
                         child)
         password = random.RandomPassword(f"{name}-grafana-password", length=32, special=False, opts=child)
         secret = k8s.core.v1.Secret(
@@ -169,7 +175,7 @@ class Monitoring(pulumi.ComponentResource):
         self.prometheus = release(
             obj.PROMETHEUS_RELEASE, charts["kube-prometheus-stack"], obj.MONITORING_NAMESPACE,
             obj.prometheus_stack_values(mon.retention_days, mon.storage_gib, STORAGE_CLASS, GRAFANA_SECRET),
-            pulumi.ResourceOptions(parent=self, depends_on=[mon_ns, storage, secret]),
+            pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(depends_on=[mon_ns, storage, secret])),
         )
         after_prometheus = pulumi.ResourceOptions(parent=self, depends_on=[self.prometheus])
         apply(f"{name}-rules", obj.prometheus_rules(), after_prometheus)

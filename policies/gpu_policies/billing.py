@@ -8,6 +8,7 @@ from pulumi_policy import ResourceValidationArgs, Severity
 
 from gpu_policies.common import (
     NAMESPACE,
+    STRING_LIST,
     Knob,
     Reporter,
     as_dict,
@@ -18,12 +19,12 @@ from gpu_policies.common import (
     resource_policy,
 )
 
-REQUIRED_TAGS = Knob("requiredTags", {"type": "array", "items": {"type": "string"}},
+REQUIRED_TAGS = Knob("requiredTags", STRING_LIST,
                      ["team", "cost-center", "environment", "owner"])
-REQUIRED_LABELS = Knob("requiredLabels", {"type": "array", "items": {"type": "string"}},
+REQUIRED_LABELS = Knob("requiredLabels", STRING_LIST,
                        ["team", "cost-center", "environment"])
 # AWS resource types of this blueprint that accept tags (a test keeps the list in step with the program).
-TAGGABLE = Knob("taggableTypes", {"type": "array", "items": {"type": "string"}}, [
+TAGGABLE = Knob("taggableTypes", STRING_LIST, [
     "aws:cloudwatch/logGroup:LogGroup",
     "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup",
     "aws:ec2/eip:Eip",
@@ -114,7 +115,7 @@ namespace_billing_labels = resource_policy(
     Severity.HIGH, _namespace_labels, [REQUIRED_LABELS],
 )
 
-OWNER_KEYS = Knob("ownerTags", {"type": "array", "items": {"type": "string"}}, ["owner", "cost-center"])
+OWNER_KEYS = Knob("ownerTags", STRING_LIST, ["owner", "cost-center"])
 
 
 def _node_group_owner(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:

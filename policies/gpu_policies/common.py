@@ -39,6 +39,10 @@ DEFAULT_SYSTEM_NAMESPACES = ["kube-system", "kube-public", "kube-node-lease", "d
                              "kueue-system", "monitoring", "opencost"]
 
 
+# The schema of a knob that lists names (tags, types, namespaces): strings, none empty, none twice.
+STRING_LIST: dict[str, Any] = {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True}
+
+
 @dataclass(frozen=True)
 class Knob:
     """One configuration property of a policy: its JSON schema and its default."""
@@ -103,6 +107,11 @@ def _guarded(check: Callable[[Args, Reporter, dict[str, Any]], None],
             check(args, _reporter(report), config(args, knobs))
         except UnknownValueError as err:
             args.not_applicable(f"an input is unknown during preview: {err}")
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError) as err:
+            # A real preview can hand the pack any value; an input of an unexpected shape is a violation
+            # (the policy cannot show the requirement holds), never a crash of the pack.
+            report(f"An input has an unexpected shape, so this requirement cannot be verified: "
+                   f"{type(err).__name__}: {str(err)[:200]}", None)
 
     return validate
 
@@ -211,7 +220,7 @@ def team_namespaces(resources: Iterable[PolicyResource], system: Sequence[str]) 
     return [r for r in of_type(resources, NAMESPACE) if k8s_name(r.props) not in system]
 
 
-SYSTEM_NAMESPACES_KNOB = Knob("systemNamespaces", {"type": "array", "items": {"type": "string"}},
+SYSTEM_NAMESPACES_KNOB = Knob("systemNamespaces", STRING_LIST,
                               DEFAULT_SYSTEM_NAMESPACES)
 
 

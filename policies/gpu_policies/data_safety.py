@@ -6,7 +6,21 @@ from typing import Any
 
 from pulumi_policy import ResourceValidationArgs, Severity, StackValidationArgs
 
-from gpu_policies.common import Knob, Reporter, dependents, effective_tags, get, of_type, resource_policy, stack_policy
+from gpu_policies.common import (
+    NAMESPACE,
+    STRING_LIST,
+    Knob,
+    Reporter,
+    as_dict,
+    dependents,
+    effective_tags,
+    get,
+    helm_release,
+    k8s_name,
+    of_type,
+    resource_policy,
+    stack_policy,
+)
 
 
 def _versioned(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
@@ -45,11 +59,11 @@ lifecycle_keeps_current = resource_policy(
     Severity.CRITICAL, _lifecycle,
 )
 
-STATEFUL = Knob("statefulTypes", {"type": "array", "items": {"type": "string"}}, [
+STATEFUL = Knob("statefulTypes", STRING_LIST, [
     "aws:s3/bucket:Bucket", "aws:fsx/lustreFileSystem:LustreFileSystem", "aws:kms/key:Key",
     "aws:eks/cluster:Cluster", "aws:cloudwatch/logGroup:LogGroup",
 ])
-PROTECTED_ENVS = Knob("protectedEnvironments", {"type": "array", "items": {"type": "string"}}, ["prod"])
+PROTECTED_ENVS = Knob("protectedEnvironments", STRING_LIST, ["prod"])
 
 
 def _protected(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
@@ -74,7 +88,7 @@ stateful_protected = resource_policy(
 )
 
 NAME_INPUTS = Knob("nameInputs",
-                   {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
+                   {"type": "object", "additionalProperties": STRING_LIST},
                    {
                        "aws:s3/bucket:Bucket": ["bucket", "bucketPrefix"],
                        "aws:eks/cluster:Cluster": ["name"],
@@ -103,4 +117,37 @@ stateful_rename_safe = resource_policy(
     Severity.HIGH, _rename_safe, [NAME_INPUTS, PROTECTED_ENVS],
 )
 
-POLICIES = [bucket_versioned, lifecycle_keeps_current, stateful_protected, stateful_rename_safe]
+def _metrics_retained(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    namespaces = {k8s_name(r.props): r for r in of_type(args.resources, NAMESPACE)}
+    classes = {k8s_name(r.props): r for r in of_type(args.resources, "kubernetes:storage.k8s.io/v1:StorageClass")}
+    for release in helm_release(args.resources, "kube-prometheus-stack"):
+        ns = namespaces.get(str(release.props.get("namespace", "")))
+        env = get(ns.props, "metadata", "labels", "environment") if ns is not None else None
+        if env not in cfg["protectedEnvironments"]:
+            continue
+        where = f"the Prometheus release {release.props.get('name', release.name)} in {env}"
+        if not release.opts.protect:
+            report(f"{where} owns the metrics volume and must be protected (protect: true).", release.urn)
+        if ns is not None and not ns.opts.protect:
+            report(f"Namespace {k8s_name(ns.props)} holds {where} and its volume claim; it must be protected.", ns.urn)
+        spec = get(as_dict(release.props.get("values")), "prometheus", "prometheusSpec", "storageSpec",
+                   "volumeClaimTemplate", "spec")
+        name = get(spec, "storageClassName")
+        if not isinstance(name, str):
+            report(f"{where} must keep its metrics on a persistent volume (storageSpec.volumeClaimTemplate).",
+                   release.urn)
+            continue
+        storage = classes.get(name)
+        if storage is None or storage.props.get("reclaimPolicy") != "Retain":
+            report(f"StorageClass {name} of {where} must have reclaimPolicy Retain, so deleting the claim keeps "
+                   "the metrics history.", storage.urn if storage is not None else release.urn)
+
+
+metrics_retained = stack_policy(
+    "prometheus-metrics-retained-in-production", "data-safety",
+    "In production the Prometheus volume is retained and its namespace and release are protected.",
+    "Keep deletionProtection: true (the platform then retains the volume and protects the monitoring namespace).",
+    Severity.HIGH, _metrics_retained, [PROTECTED_ENVS],
+)
+
+POLICIES = [bucket_versioned, lifecycle_keeps_current, stateful_protected, stateful_rename_safe, metrics_retained]

@@ -13,7 +13,7 @@ LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 SUBNET = "aws:ec2/subnet:Subnet"
 # EC2 MaximumEfaInterfaces per instance type (sources and dates in components/catalog/aws_instances.yaml;
 # the pack keeps its own copy because it runs standalone, and a test keeps the two equal).
-EFA_INTERFACES = Knob("efaInterfaces", {"type": "object", "additionalProperties": {"type": "integer"}}, {
+EFA_INTERFACES = Knob("efaInterfaces", {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}, {
     "p4d.24xlarge": 4, "p4de.24xlarge": 4, "p5.48xlarge": 32, "p5e.48xlarge": 32, "p5en.48xlarge": 16,
     "p6-b200.48xlarge": 8, "g5.48xlarge": 1, "g6e.48xlarge": 4,
 })

@@ -9,6 +9,7 @@ from pulumi_policy import ResourceValidationArgs, Severity, StackValidationArgs
 
 from gpu_policies.common import (
     NAMESPACE,
+    STRING_LIST,
     SYSTEM_NAMESPACES_KNOB,
     Knob,
     Reporter,
@@ -214,7 +215,7 @@ default_deny = stack_policy(
     Severity.HIGH, _default_deny, [SYSTEM_NAMESPACES_KNOB],
 )
 
-PRIVILEGED_NAMESPACES = Knob("privilegedNamespaces", {"type": "array", "items": {"type": "string"}},
+PRIVILEGED_NAMESPACES = Knob("privilegedNamespaces", STRING_LIST,
                              ["kube-system", "gpu-operator", "monitoring"])
 WORKLOADS = {"Pod": ("spec",), "Deployment": ("spec", "template", "spec"), "StatefulSet": ("spec", "template", "spec"),
              "DaemonSet": ("spec", "template", "spec"), "ReplicaSet": ("spec", "template", "spec"),

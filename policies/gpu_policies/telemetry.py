@@ -6,7 +6,7 @@ from typing import Any
 
 from pulumi_policy import ResourceValidationArgs, Severity, StackValidationArgs
 
-from gpu_policies.common import Knob, Reporter, get, helm_release, resource_policy, stack_policy
+from gpu_policies.common import STRING_LIST, Knob, Reporter, get, helm_release, resource_policy, stack_policy
 
 
 def _values(release: Any) -> dict[str, Any]:
@@ -71,7 +71,7 @@ kueue_metrics = stack_policy(
     Severity.MEDIUM, _kueue_metrics,
 )
 
-LOG_TYPES = Knob("requiredLogTypes", {"type": "array", "items": {"type": "string"}},
+LOG_TYPES = Knob("requiredLogTypes", STRING_LIST,
                  ["api", "audit", "authenticator"])
 
 
