@@ -16,7 +16,7 @@ from typing import Any
 from blueprint.graph import GraphResource, ResourceGraph
 from components.aws.capacity_block import BlockWindow, utc_text
 from components.aws.data_access import CHECKPOINT_SERVICE_ACCOUNT, PLATFORM_SERVICE_ACCOUNT
-from components.catalog import AddonPin, load_addon_pins, load_aws_catalog
+from components.catalog import AddonPin, load_addon_pins, load_aws_catalog, load_eks_versions
 from components.clock import utcnow
 from components.spec import ClusterSpec
 
@@ -35,6 +35,8 @@ KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
 CHECKPOINT_BYTES_PER_PARAM = 14
 # SCRATCH_2 baseline throughput per TiB (secondary: gpu_facts.yaml storage.fsx_lustre).
 SCRATCH_2_MBPS_PER_TIB = 200
+# The preview warns this many days before a cluster's Kubernetes version leaves EKS standard support.
+SUPPORT_WARNING_DAYS = 90
 
 
 @dataclass(frozen=True)
@@ -408,6 +410,13 @@ def render_preview(graph: ResourceGraph, spec: ClusterSpec, stack_file: str,
     unconfirmed = sorted({f.instance_type for f in figures
                           if (fa := load_aws_catalog().get(f.instance_type)) and fa.efa_interfaces.status != "confirmed"
                           and fa.efa_count})
+    release = load_eks_versions().get(aws.control_plane.kubernetes_version)
+    if release is not None:
+        left = (release.end_of_standard_support - now).days
+        if left <= SUPPORT_WARNING_DAYS:
+            out.append(f"warning: Kubernetes {release.version} leaves EKS standard support on "
+                       f"{release.end_of_standard_support:%Y-%m-%d} (in {left} days): plan the upgrade; the cluster "
+                       "stays on standard support (upgradePolicy STANDARD) and EKS upgrades it after that date")
     if "kubeconfigCommand" in outputs:
         out.append(f"kubeconfig for people (their own admin or team role): {outputs['kubeconfigCommand']}")
     if unconfirmed:
