@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup preview preview-dev policy graph test lint unit golden clean
+.PHONY: setup preview preview-dev policy graph test lint unit golden bench bench-compare clean
 
 setup: $(STAMP)
 
@@ -44,6 +44,15 @@ unit: setup
 ## Regenerate tests/golden/*.json after an intended infrastructure change (review the diff!).
 golden: setup
 	$(BIN)/python -m pytest -q tests/test_golden.py --update-golden
+
+## Measure graph, policy and preview at prod-aws and 10/100/1,000 generated node groups (several minutes);
+## prints the table and the targets, writes bench/latest.json. Not part of `make test`.
+bench: setup
+	$(BIN)/python -m blueprint.bench --out bench
+
+## Compare the latest run with a saved one: make bench-compare BASE=bench/bench-<when>.json
+bench-compare: setup
+	$(BIN)/python -m blueprint.bench compare $(BASE) bench/latest.json
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache graph.json

@@ -1,5 +1,5 @@
-"""``python -m blueprint``."""
+"""``python -m blueprint``: the same command as the ``blueprint`` console script."""
 
-from blueprint.cli import main
+from blueprint.cli import run
 
-raise SystemExit(main())
+run()

@@ -11,10 +11,14 @@ fresh ``contextvars.Context`` so runs in one process never share Pulumi's global
 from __future__ import annotations
 
 import contextvars
+import gc
 import hashlib
+import importlib
 import json
 import runpy
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +33,7 @@ from blueprint.graph import SECRET, UNKNOWN, GraphResource, ResourceGraph
 
 PROJECT = "gpu-cluster"
 OFFLINE_ACCOUNT = "123456789012"  # placeholder account id in offline ARNs; never a real account
+GC_THRESHOLD = 100_000  # generation-0 threshold during a run (Python's default is 700)
 
 _SIG_KEY = "4dabf18193072939515e22adb298388d"
 _SIG_SECRET = "1b47061264138c4ac30d75fd1eb44270"
@@ -205,6 +210,10 @@ def run_program(stack: str, config: dict[str, Any], region: str, program: Path |
     """
 
     def _run() -> ProgramRun:
+        with _offline_runtime():
+            return _run_in_context()
+
+    def _run_in_context() -> ProgramRun:
         pulumi.runtime.set_all_config({k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()})
         monitor = RecordingMonitor(OfflineMocks(region))
         pulumi.runtime.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=True, monitor=monitor)
@@ -229,6 +238,36 @@ def run_program(stack: str, config: dict[str, Any], region: str, program: Path |
         return ProgramRun(ResourceGraph(stack, monitor.records), outputs)
 
     return contextvars.Context().run(_run)
+
+
+@contextmanager
+def _offline_runtime() -> Iterator[None]:
+    """What a real engine needs and this one does not, switched off for the run.
+
+    - The SDK walks the Python stack for every resource to report its source position (``traceback``
+      over every frame): 13 % of a large run. The mocks have no use for it.
+    - The cyclic garbage collector rescans every live SDK object (hundreds of thousands in a large
+      stack) each time allocations pass its first threshold; raising that threshold during the run and
+      freezing what was allocated before it keeps collection for the program's own garbage.
+    """
+    runtime_resource: Any = importlib.import_module("pulumi.runtime.resource")
+    saved_trace = runtime_resource._get_stack_trace
+    saved_threshold = gc.get_threshold()
+    runtime_resource._get_stack_trace = _no_stack_trace
+    gc.freeze()
+    gc.set_threshold(GC_THRESHOLD, saved_threshold[1], saved_threshold[2])
+    try:
+        yield
+    finally:
+        runtime_resource._get_stack_trace = saved_trace
+        gc.set_threshold(*saved_threshold)
+        gc.unfreeze()
+
+
+def _no_stack_trace() -> Any:
+    from pulumi.runtime.proto import source_pb2
+
+    return source_pb2.StackTrace()
 
 
 def _resolve(value: Any) -> Any:

@@ -154,20 +154,39 @@ class ResourceGraph:
 
     def __post_init__(self) -> None:
         self._by_urn = {r.urn: r for r in self.resources}
+        self._indexed_count = -1
+        self._by_type: dict[str, list[GraphResource]] = {}
+        self._by_parent: dict[str, list[GraphResource]] = {}
+
+    def _index(self) -> None:
+        """Resources by type and by parent, ordered by URN and built once (readers ask per node group, per
+        team: a scan of the whole graph each time is quadratic). Rebuilt if the list grew."""
+        if self._indexed_count == len(self.resources):
+            return
+        self._by_type, self._by_parent = {}, {}
+        for r in sorted(self.resources, key=lambda res: res.urn):
+            self._by_type.setdefault(r.type, []).append(r)
+            if r.parent:
+                self._by_parent.setdefault(r.parent, []).append(r)
+        self._by_urn = {r.urn: r for r in self.resources}
+        self._indexed_count = len(self.resources)
 
     # --- queries ---------------------------------------------------------------------------------
 
     def get(self, urn: str) -> GraphResource | None:
         """The resource with this URN, if any."""
+        self._index()
         return self._by_urn.get(urn)
 
     def of_type(self, type_: str) -> list[GraphResource]:
-        """Every resource of one type token."""
-        return [r for r in self.resources if r.type == type_]
+        """Every resource of one type token, ordered by URN (registration order varies between runs)."""
+        self._index()
+        return list(self._by_type.get(type_, []))
 
     def children(self, urn: str) -> list[GraphResource]:
-        """Direct children of a resource."""
-        return [r for r in self.resources if r.parent == urn]
+        """Direct children of a resource, ordered by URN."""
+        self._index()
+        return list(self._by_parent.get(urn, []))
 
     def ancestors(self, res: GraphResource) -> Iterator[GraphResource]:
         """Parent, grandparent, ... up to the stack."""

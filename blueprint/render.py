@@ -70,7 +70,7 @@ def node_group_figures(graph: ResourceGraph) -> list[NodeGroupFigures]:
     """Figures of every EKS node group in the graph."""
     catalog = load_aws_catalog()
     out = []
-    for ng in graph.of_type("aws:eks/nodeGroup:NodeGroup"):
+    for ng in sorted(graph.of_type("aws:eks/nodeGroup:NodeGroup"), key=lambda r: r.urn):
         inputs = ng.inputs
         siblings = graph.children(ng.parent) if ng.parent else []
         lt = next((s for s in siblings if s.type == "aws:ec2/launchTemplate:LaunchTemplate"), None)
@@ -385,13 +385,16 @@ def render_preview(graph: ResourceGraph, spec: ClusterSpec, stack_file: str,
         "telemetry": _telemetry_lines(graph),
     }
     stack_root = next((r for r in graph.resources if r.type == "pulumi:pulumi:Stack"), None)
+    # Registration order depends on when the engine answers each request; the preview is sorted so that
+    # the same stack always prints the same text.
+    ordered = sorted(graph.resources, key=lambda r: (r.name, r.urn))
     for plane in PLANE_ORDER:
         members = [r for r in custom if graph.plane_of(r) == plane]
         out.append("")
         out.append(f"== {PLANE_TITLES[plane]} ({len(members)} resources)")
         out.extend(f"   {line}" for line in summaries[plane])
         tree: list[str] = []
-        for comp in graph.resources:
+        for comp in ordered:
             if comp.is_component and comp.type.split(":")[1] == plane and (
                     stack_root is None or comp.parent == stack_root.urn):
                 tree.append(f"- {_short_type(comp.type)}  {comp.name}")

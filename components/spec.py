@@ -135,7 +135,7 @@ class NetworkSpec(_Model):
     """The VPC: address space, subnets and NAT layout."""
 
     vpc_cidr: str = Field(description="IPv4 CIDR of the VPC (no default: environment-specific).")
-    subnets: list[SubnetSpec] = Field(min_length=1, max_length=1000, description="Every subnet of the VPC.")
+    subnets: list[SubnetSpec] = Field(min_length=1, max_length=2000, description="Every subnet of the VPC.")
     nat_gateways: Literal["single", "per-az"] = Field(
         default="per-az",
         description="One NAT gateway for the VPC, or one per availability zone (default, no "
@@ -349,7 +349,7 @@ class AwsSpec(_Model):
         "resolves it to this account's zone name. One of gpuAvailabilityZone and gpuAvailabilityZoneId.",
     )
     network: NetworkSpec = Field(description="VPC and subnets.")
-    node_groups: list[NodeGroupSpec] = Field(min_length=1, max_length=1000, description="EKS managed node groups.")
+    node_groups: list[NodeGroupSpec] = Field(min_length=1, max_length=2000, description="EKS managed node groups.")
     storage: StorageSpec = Field(default_factory=StorageSpec, description="Storage plane.")
     control_plane: ControlPlaneSpec = Field(description="EKS control plane.")
 
@@ -464,7 +464,7 @@ class ClusterSpec(_Model):
         "cost-center and owner (environment is added from the environment key)."
     )
     workload: WorkloadSpec = Field(description="The workload one-pager.")
-    teams: list[TeamSpec] = Field(default_factory=list, max_length=1000, description="Teams using the cluster.")
+    teams: list[TeamSpec] = Field(default_factory=list, max_length=2000, description="Teams using the cluster.")
     platform: PlatformSpec = Field(
         default_factory=PlatformSpec, description="GPU stack, queues, tenancy and telemetry on the cluster."
     )

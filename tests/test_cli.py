@@ -118,3 +118,12 @@ def test_rule_violation_lists_every_issue(tmp_path: Path, capsys: pytest.Capture
                         "deletion protection of stateful resources [rule: prod-deletion-protection]")
     assert lines[1].startswith(f"{path}: gpu-cluster:spec.aws.nodeGroups[1].placement: a cluster placement "
                                "group must not be forced onto capacity-block capacity")
+
+
+def test_bench_stacks_pass_every_spec_rule() -> None:
+    from blueprint.bench import generated_spec
+    from components.spec import parse_spec
+
+    spec = parse_spec(generated_spec(25), "stacks/Pulumi.bench-25.yaml", provider_region="us-east-1")
+    gpu_groups = [g for g in spec.aws_spec().node_groups if g.name.startswith("gpu-")]
+    assert len(gpu_groups) == len(spec.teams) == 25

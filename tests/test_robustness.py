@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import blueprint.cli
+import blueprint.engine
 import blueprint.output
 from blueprint.cli import main
 from blueprint.render import render_preview
@@ -53,7 +53,7 @@ def test_exit_3_on_an_internal_error_with_a_short_report(monkeypatch: pytest.Mon
     def boom(*_: Any, **__: Any) -> Any:
         raise RuntimeError("engine exploded")
 
-    monkeypatch.setattr(blueprint.cli, "run_program", boom)
+    monkeypatch.setattr(blueprint.engine, "run_program", boom)
     code, out, err = run(capsys, "graph", "prod-aws")
     assert code == 3 and out == ""
     assert err == ("internal error: RuntimeError: engine exploded\nthis is a bug in blueprint, not in your input; "
@@ -65,7 +65,7 @@ def test_debug_writes_the_traceback_to_a_log(monkeypatch: pytest.MonkeyPatch,
     def boom(*_: Any, **__: Any) -> Any:
         raise RuntimeError("engine exploded")
 
-    monkeypatch.setattr(blueprint.cli, "run_program", boom)
+    monkeypatch.setattr(blueprint.engine, "run_program", boom)
     code, _, err = run(capsys, "graph", "prod-aws", "--debug")
     assert code == 3
     log = Path(err.rsplit("the traceback is in ", 1)[1].strip())
@@ -85,7 +85,7 @@ def test_output_paths_are_checked_before_the_program_runs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         target: str, message: str) -> None:
     (tmp_path / "file.txt").write_text("x")
-    monkeypatch.setattr(blueprint.cli, "run_program", lambda *a, **k: pytest.fail("the program ran"))
+    monkeypatch.setattr(blueprint.engine, "run_program", lambda *a, **k: pytest.fail("the program ran"))
     code, _, err = run(capsys, "graph", "prod-aws", "-o", target.format(tmp=tmp_path))
     assert code == 2 and err == f"error: {message.format(tmp=tmp_path)}\n"
 

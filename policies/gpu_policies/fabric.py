@@ -105,23 +105,26 @@ no_pg_on_reserved = resource_policy(
 )
 
 
-def _self_rules(args: StackValidationArgs, sg: PolicyResource, type_: str) -> bool:
+def _self_rules(args: StackValidationArgs, type_: str) -> set[str]:
+    """URNs of the security groups that a rule of ``type_`` opens to all protocols from or to themselves."""
+    out: set[str] = set()
     for rule in of_type(args.resources, type_):
         deps = [d for d in rule.dependencies if d.resource_type == "aws:ec2/securityGroup:SecurityGroup"]
-        if not any(d.urn == sg.urn for d in deps) or str(rule.props.get("ipProtocol")) != "-1":
+        if str(rule.props.get("ipProtocol")) != "-1" or len(deps) != 1:
             continue
-        if rule.props.get("securityGroupId") == rule.props.get("referencedSecurityGroupId") and len(deps) == 1:
-            return True
-    return False
+        if rule.props.get("securityGroupId") == rule.props.get("referencedSecurityGroupId"):
+            out.add(deps[0].urn)
+    return out
 
 
 def _efa_sg(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    ingress = _self_rules(args, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    egress = _self_rules(args, "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule")
     for lt in of_type(args.resources, LAUNCH_TEMPLATE):
         if not _efa_interfaces(lt):
             continue
         groups = [d for d in lt.dependencies if d.resource_type == "aws:ec2/securityGroup:SecurityGroup"]
-        ok = any(_self_rules(args, sg, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
-                 and _self_rules(args, sg, "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule") for sg in groups)
+        ok = any(sg.urn in ingress and sg.urn in egress for sg in groups)
         if not ok:
             report(f"The EFA interfaces of launch template {lt.props.get('name', lt.name)} must join a security "
                    "group that allows all traffic from and to itself (EFA's SRD transport needs it).", lt.urn)

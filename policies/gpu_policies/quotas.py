@@ -56,10 +56,14 @@ def _team_objects(args: StackValidationArgs, report: Reporter, cfg: dict[str, An
         "ResourceQuota": "kubernetes:core/v1:ResourceQuota",
         "LimitRange": "kubernetes:core/v1:LimitRange",
     }
+    # One pass over the stack: which namespaces have each kind (a scan per namespace is quadratic).
+    present: dict[str, set[str]] = {type_: set() for type_ in required.values()}
+    for r in args.resources:
+        if r.resource_type in present:
+            present[r.resource_type].add(k8s_namespace(r.props))
     for ns in team_namespaces(args.resources, cfg["systemNamespaces"]):
         name = k8s_name(ns.props)
-        missing = [kind for kind, type_ in required.items()
-                   if not any(k8s_namespace(r.props) == name for r in of_type(args.resources, type_))]
+        missing = [kind for kind, type_ in required.items() if name not in present[type_]]
         if missing:
             report(f"Team namespace {name} must have a Kueue LocalQueue, a ResourceQuota and a LimitRange; "
                    f"missing: {', '.join(missing)}.", ns.urn)

@@ -196,14 +196,15 @@ bucket_public_access = stack_policy(
 
 
 def _default_deny(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
-    policies = of_type(args.resources, "kubernetes:networking.k8s.io/v1:NetworkPolicy")
+    denying: set[str] = set()  # namespaces with a default-deny policy, found in one pass
+    for p in of_type(args.resources, "kubernetes:networking.k8s.io/v1:NetworkPolicy"):
+        if (get(p.props, "spec", "podSelector") == {}
+                and set(get(p.props, "spec", "policyTypes", default=[]) or []) == {"Ingress", "Egress"}
+                and not get(p.props, "spec", "ingress") and not get(p.props, "spec", "egress")):
+            denying.add(k8s_namespace(p.props))
     for ns in team_namespaces(args.resources, cfg["systemNamespaces"]):
         name = k8s_name(ns.props)
-        deny = [p for p in policies if k8s_namespace(p.props) == name
-                and get(p.props, "spec", "podSelector") == {}
-                and set(get(p.props, "spec", "policyTypes", default=[]) or []) == {"Ingress", "Egress"}
-                and not get(p.props, "spec", "ingress") and not get(p.props, "spec", "egress")]
-        if not deny:
+        if name not in denying:
             report(f"Team namespace {name} must have a default-deny NetworkPolicy (empty podSelector, Ingress and "
                    "Egress, no rules) under its allowances.", ns.urn)
 
