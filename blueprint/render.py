@@ -56,6 +56,7 @@ class NodeGroupFigures:
     placement_group: bool
     reservation_id: str | None
     raid0: bool
+    existing_placement_group: str | None = None
 
 
 def _short_type(token: str) -> str:
@@ -93,7 +94,9 @@ def node_group_figures(graph: ResourceGraph) -> list[NodeGroupFigures]:
             efa_per_node=efa,
             efa_catalog=facts.efa_count if facts else 0,
             placement_group=bool((lt_in.get("placement") or {}).get("groupName")),
-            reservation_id=target.get("capacityReservationId"),
+            reservation_id=target.get("capacityReservationId") or target.get("capacityReservationResourceGroupArn"),
+            existing_placement_group=(lt_in.get("placement") or {}).get("groupName")
+            if not any(s.type == "aws:ec2/placementGroup:PlacementGroup" for s in siblings) else None,
             raid0=bool(lt_in.get("userData")),
         ))
     return out
@@ -109,6 +112,8 @@ def _node_group_line(f: NodeGroupFigures) -> str:
         parts.append(f"EFA {f.efa_per_node} of {f.efa_catalog} interfaces per node")
     if f.gpus_per_node:
         placement = "cluster placement group" if f.placement_group else "no placement group"
+        if f.existing_placement_group:
+            placement = f"existing placement group {f.existing_placement_group} (not created here)"
         if not f.placement_group and f.reservation_id:
             placement += " (reserved capacity is already placed)"
         parts.append(placement)
@@ -177,6 +182,20 @@ def _data_access_lines(graph: ResourceGraph) -> list[str]:
 
 def _storage_lines(graph: ResourceGraph, spec: ClusterSpec) -> list[str]:
     lines = []
+    storage = spec.aws_spec().storage
+    if storage.checkpoint_bucket.existing_name:
+        key = storage.checkpoint_bucket.existing_kms_key_arn
+        lines.append(f"existing checkpoint bucket {storage.checkpoint_bucket.existing_name}, not managed here"
+                     + (f" (SSE-KMS {key})" if key else " (no KMS key given: teams get no key grant)"))
+    fs_spec = storage.filesystem
+    if fs_spec is not None and fs_spec.existing is not None:
+        tier = fs_spec.per_unit_storage_throughput or (SCRATCH_2_MBPS_PER_TIB if fs_spec.deployment_type ==
+                                                       "SCRATCH_2" else 0)
+        mbps = fs_spec.capacity_gib / 1024 * tier
+        lines.append(f"existing FSx for Lustre {fs_spec.existing.file_system_id} ({fs_spec.deployment_type} "
+                     f"{fs_spec.capacity_gib} GiB x {tier} MB/s/TiB = {mbps:,.0f} MB/s as described), not managed "
+                     "here; LNet opened between it and the nodes")
+        lines += _checkpoint_line(spec, mbps)
     for b in graph.of_type("aws:s3/bucket:Bucket"):
         versioned = any(v.inputs.get("versioningConfiguration", {}).get("status") == "Enabled"
                         for v in graph.of_type("aws:s3/bucketVersioning:BucketVersioning"))
@@ -193,21 +212,24 @@ def _storage_lines(graph: ResourceGraph, spec: ClusterSpec) -> list[str]:
     for fs in graph.of_type("aws:fsx/lustreFileSystem:LustreFileSystem"):
         cap_gib = int(fs.inputs.get("storageCapacity", 0))
         dtype = str(fs.inputs.get("deploymentType"))
-        tier = fs.inputs.get("perUnitStorageThroughput")
-        per_tib = int(tier) if tier else (SCRATCH_2_MBPS_PER_TIB if dtype == "SCRATCH_2" else 0)
+        given = fs.inputs.get("perUnitStorageThroughput")
+        per_tib = int(given) if given else (SCRATCH_2_MBPS_PER_TIB if dtype == "SCRATCH_2" else 0)
         mbps = cap_gib / 1024 * per_tib
         line = f"FSx for Lustre {dtype} {cap_gib} GiB x {per_tib} MB/s/TiB = {mbps:,.0f} MB/s"
         if dtype == "SCRATCH_2":
             line += " (baseline; SCRATCH_2 figure is secondary)"
         lines.append(line + (", protected" if fs.protect else ""))
-        if mbps:
-            ckpt_gb = spec.workload.model_parameters_billions * CHECKPOINT_BYTES_PER_PARAM
-            seconds = ckpt_gb * 1000 / mbps
-            lines.append(
-                f"checkpoint of the {spec.workload.model_parameters_billions:g}B model: ~{ckpt_gb / 1000:.2f} TB "
-                f"(14 B/param) writes in ~{seconds / 60:.1f} min at full filesystem throughput"
-            )
+        lines += _checkpoint_line(spec, mbps)
     return lines
+
+
+def _checkpoint_line(spec: ClusterSpec, mbps: float) -> list[str]:
+    if not mbps:
+        return []
+    ckpt_gb = spec.workload.model_parameters_billions * CHECKPOINT_BYTES_PER_PARAM
+    seconds = ckpt_gb * 1000 / mbps
+    return [f"checkpoint of the {spec.workload.model_parameters_billions:g}B model: ~{ckpt_gb / 1000:.2f} TB "
+            f"(14 B/param) writes in ~{seconds / 60:.1f} min at full filesystem throughput"]
 
 
 def _control_plane_lines(graph: ResourceGraph) -> list[str]:
@@ -328,7 +350,16 @@ def _telemetry_lines(graph: ResourceGraph) -> list[str]:
     ]
 
 
-def _network_lines(graph: ResourceGraph) -> list[str]:
+def _network_lines(graph: ResourceGraph, spec: ClusterSpec) -> list[str]:
+    net = spec.aws_spec().network
+    if net.existing is not None:
+        used: Counter[str] = Counter(sn.role for sn in net.subnets)
+        lines = [f"existing VPC {net.existing.vpc_id} ({net.vpc_cidr}), not managed here: {len(net.subnets)} subnets "
+                 "used by id (" + ", ".join(f"{k} {v}" for k, v in sorted(used.items())) + "); routing, NAT and "
+                 "endpoints are the VPC owner's"]
+        if graph.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"):
+            lines.append("EFA security group (created in the existing VPC): all protocols from and to itself")
+        return lines
     vpcs = graph.of_type("aws:ec2/vpc:Vpc")
     subnets = graph.of_type("aws:ec2/subnet:Subnet")
     roles = Counter(str(s.inputs.get("tags", {}).get("subnet-role", "?")) for s in subnets)
@@ -378,7 +409,7 @@ def render_preview(graph: ResourceGraph, spec: ClusterSpec, stack_file: str,
     if spec.teams:
         out.append("teams: " + ", ".join(f"{t.name} ({t.cost_center}, {t.gpu_quota} GPUs)" for t in spec.teams))
     summaries = {
-        "network": _network_lines(graph),
+        "network": _network_lines(graph, spec),
         "compute": [_node_group_line(f) for f in figures] + _block_lines(graph, spec, now),
         "storage": _storage_lines(graph, spec) + _data_access_lines(graph),
         "control-plane": _deployer_lines(graph, spec) + _control_plane_lines(graph) + _platform_lines(graph),

@@ -51,7 +51,8 @@ def platform_inputs(spec: ClusterSpec) -> PlatformInputs:
             efa_per_node=facts.efa_count,
             vcpu_per_node=facts.vcpu.value,
             memory_gib_per_node=facts.memory_gib.value,
-            placed=facts.efa_capable and group.max_size > 1 and (reserved or uses_placement_group(group, facts)),
+            placed=facts.efa_capable and group.max_size > 1 and (
+                reserved or uses_placement_group(group, facts) or group.placement_group_name is not None),
             gpu_units_per_gpu=units,
         ))
     return PlatformInputs(
@@ -116,7 +117,7 @@ def build_cluster(spec: ClusterSpec) -> ClusterOutputs:
         region=aws_spec.region,
         assume_roles=[aws.ProviderAssumeRoleArgs(role_arn=aws_spec.control_plane.deployer.role_arn,
                                                  session_name=f"pulumi-{spec.name}")],
-        default_tags={"tags": {**labels, "cluster": spec.name}},
+        default_tags={"tags": {**spec.tags, **labels, "cluster": spec.name}},
     )
     opts = pulumi.ResourceOptions(providers={"aws": provider})
 

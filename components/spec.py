@@ -16,6 +16,7 @@ production-grade choice.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import json
 import re
@@ -69,6 +70,9 @@ _RESERVATION_RE = re.compile(r"^cr-[0-9a-f]{8,17}$")
 _ZONE_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")
 _REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 _ZONE_ID_RE = re.compile(r"^[a-z]{2,5}\d-az\d{1,2}$")
+# AWS tag syntax (AWS General Reference, "Tagging best practices": letters, digits, spaces, + - = . _ : / @).
+_AWS_TAG_KEY = re.compile(r"^[\w\s+=.:/@-]{1,128}$")
+_AWS_TAG_VALUE = re.compile(r"^[\w\s+=.:/@-]{0,256}$")
 
 
 class _Model(BaseModel):
@@ -110,7 +114,11 @@ class SubnetSpec(_Model):
     """One subnet of the VPC. ``gpu`` subnets hold GPU node groups and the shared filesystem."""
 
     name: str = Field(pattern=_GROUP_NAME_RE.pattern, description="Unique subnet name.")
-    cidr: str = Field(description="IPv4 CIDR inside the VPC CIDR.")
+    cidr: str = Field(description="IPv4 CIDR inside the VPC CIDR (also for an existing subnet: the rules check it).")
+    id: str | None = Field(
+        default=None, pattern=r"^subnet-[0-9a-f]{8,17}$",
+        description="An existing subnet's id (network.existing only); the subnet is used, never created.",
+    )
     availability_zone: str | None = Field(
         default=None, pattern=_ZONE_RE.pattern,
         description="Availability zone name, e.g. us-east-1a; or give availabilityZoneId.",
@@ -131,9 +139,20 @@ class SubnetSpec(_Model):
         return self.availability_zone or self.availability_zone_id or ""
 
 
-class NetworkSpec(_Model):
-    """The VPC: address space, subnets and NAT layout."""
+class ExistingNetworkSpec(_Model):
+    """A VPC the cluster joins instead of creating one (routing, NAT and endpoints are its owner's)."""
 
+    vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$", description="The existing VPC's id.")
+
+
+class NetworkSpec(_Model):
+    """The VPC: address space, subnets and NAT layout, or an existing VPC and its subnets."""
+
+    existing: ExistingNetworkSpec | None = Field(
+        default=None,
+        description="Use this VPC and the subnets' ids; nothing of the network plane is created (the EFA "
+        "security group is, inside it). Ids are taken as given offline; preflight checks them.",
+    )
     vpc_cidr: str = Field(description="IPv4 CIDR of the VPC (no default: environment-specific).")
     subnets: list[SubnetSpec] = Field(min_length=1, max_length=2000, description="Every subnet of the VPC.")
     nat_gateways: Literal["single", "per-az"] = Field(
@@ -154,6 +173,11 @@ class CapacitySpec(_Model):
     reservation_id: str | None = Field(
         default=None,
         description="Capacity Reservation id (cr-...) for capacity-block and reserved.",
+    )
+    reservation_resource_group_arn: str | None = Field(
+        default=None, pattern=r"^arn:aws[a-z-]*:resource-groups:[a-z0-9-]+:\d{12}:group/[A-Za-z0-9._-]+$",
+        description="reserved only, instead of reservationId: a resource group of On-Demand Capacity Reservations "
+        "(AWS::EC2::CapacityReservationPool), how several ODCRs are targeted together.",
     )
     start: datetime | None = Field(
         default=None,
@@ -192,6 +216,28 @@ class NodeGroupSpec(_Model):
     capacity: CapacitySpec = Field(
         default_factory=CapacitySpec, description="Purchase option (default on-demand)."
     )
+    placement_group_name: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9._-]{1,255}$",
+        description="An existing cluster placement group to launch into (an ODCR created inside one); not "
+        "created by the program. Not with capacity-block capacity.",
+    )
+    gpu_taint: StrictBool = Field(
+        default=True,
+        description="GPU types get nvidia.com/gpu=true:NoSchedule (default); false for GPU-only clusters, where "
+        "no system node group is then required.",
+    )
+    instance_types: list[str] | None = Field(
+        default=None, min_length=1, max_length=20,
+        description="CPU groups only: more instance types for the group (spot groups should list several); "
+        "instanceType is the first.",
+    )
+    ami_type: Literal[
+        "AL2023_x86_64_STANDARD", "AL2023_ARM_64_STANDARD", "AL2023_x86_64_NVIDIA", "AL2023_ARM_64_NVIDIA",
+        "BOTTLEROCKET_x86_64", "BOTTLEROCKET_ARM_64", "BOTTLEROCKET_x86_64_NVIDIA", "BOTTLEROCKET_ARM_64_NVIDIA",
+    ] | None = Field(
+        default=None,
+        description="EKS AMI type; default derived from the instance: AL2023, x86_64 or ARM_64, NVIDIA for GPUs.",
+    )
     placement: Literal["auto", "cluster", "none"] = Field(
         default="auto",
         description="auto: a cluster placement group for multi-node EFA groups, except on "
@@ -219,7 +265,16 @@ class NodeGroupSpec(_Model):
 
 
 class BucketSpec(_Model):
-    """The checkpoint bucket: versioned, KMS-encrypted, private."""
+    """The checkpoint bucket: versioned, KMS-encrypted, private; or an existing bucket by name."""
+
+    existing_name: str | None = Field(
+        default=None, pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
+        description="An existing bucket to use instead of creating one; its settings stay its owner's.",
+    )
+    existing_kms_key_arn: str | None = Field(
+        default=None, pattern=r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}$",
+        description="The KMS key that encrypts the existing bucket (SSE-KMS), so team roles may use it.",
+    )
 
     noncurrent_version_retention_days: StrictInt = Field(
         default=30,
@@ -230,8 +285,21 @@ class BucketSpec(_Model):
     )
 
 
+class ExistingFilesystemSpec(_Model):
+    """An FSx for Lustre filesystem that already exists: the cluster mounts it, nothing is created."""
+
+    file_system_id: str = Field(pattern=r"^fs-[0-9a-f]{8,17}$", description="Its id.")
+    mount_name: str = Field(pattern=r"^[a-z0-9]{1,8}$", description="Its Lustre mount name.")
+    dns_name: str = Field(min_length=1, max_length=253, description="Its DNS name.")
+    security_group_id: str = Field(pattern=r"^sg-[0-9a-f]{8,17}$",
+                                   description="Its security group: LNet from the nodes is allowed on it.")
+
+
 class FilesystemSpec(_Model):
-    """The shared FSx for Lustre filesystem in the GPU subnet."""
+    """The shared FSx for Lustre filesystem in the GPU subnet (its figures describe an existing one)."""
+
+    existing: ExistingFilesystemSpec | None = Field(
+        default=None, description="Use this filesystem; deploymentType, capacity and tier describe it.")
 
     deployment_type: Literal["PERSISTENT_2", "SCRATCH_2"] = Field(
         default="PERSISTENT_2",
@@ -463,6 +531,11 @@ class ClusterSpec(_Model):
         description="Billing labels, merged into every taggable resource; must include team, "
         "cost-center and owner (environment is added from the environment key)."
     )
+    tags: dict[str, str] = Field(
+        default_factory=dict,
+        description="Other AWS tags for every resource (e.g. GithubRepo: github.com/org/repo), under AWS's own tag "
+        "rules; unlike labels they are not GCP labels and not billing keys.",
+    )
     workload: WorkloadSpec = Field(description="The workload one-pager.")
     teams: list[TeamSpec] = Field(default_factory=list, max_length=2000, description="Teams using the cluster.")
     platform: PlatformSpec = Field(
@@ -621,11 +694,20 @@ def _check_labels(spec: ClusterSpec, out: _Collector) -> None:
     # Kubernetes tags (kubernetes.io/cluster/<name>, the load-balancer role, subnet-role).
     added = {"Name", "cluster", f"kubernetes.io/cluster/{spec.name}", "kubernetes.io/role/internal-elb",
              "subnet-role"}
-    total = len(set(spec.billing_labels) | added)
+    total = len(set(spec.billing_labels) | set(spec.tags) | added)
     if total > MAX_TAGS:
+        extra = f" and {len(spec.tags)} tags" if spec.tags else ""
         out.add(".labels", "tag-limit",
-                f"the {len(spec.billing_labels)} billing labels and the {len(added)} tags the program adds make "
-                f"{total} tags on a subnet; AWS allows {MAX_TAGS} per resource")
+                f"the {len(spec.billing_labels)} billing labels{extra} and the {len(added)} tags the program adds "
+                f"make {total} tags on a subnet; AWS allows {MAX_TAGS} per resource")
+    for key, value in spec.tags.items():
+        if not _AWS_TAG_KEY.match(key) or key.lower().startswith("aws:") or not _AWS_TAG_VALUE.match(value):
+            out.add(_path(["tags", key], root=""), "aws-tag-syntax",
+                    "AWS tags have keys of 1-128 and values of 0-256 letters, digits, spaces and + - = . _ : / @ "
+                    "(keys may not start with aws:)")
+        if key in spec.billing_labels:
+            out.add(_path(["tags", key], root=""), "aws-tag-syntax",
+                    f"'{key}' is a billing label; set it under labels, not tags")
     env = spec.labels.get("environment")
     if env is not None and env != spec.environment:
         out.add(".labels.environment", "billing-labels-required",
@@ -736,6 +818,13 @@ def _check_network(aws: AwsSpec, out: _Collector) -> None:
                 out.add(f"{where}.cidr", "cidr-no-overlap",
                         f"subnet CIDR {sn.cidr} overlaps subnets[{j}] ({other}); subnets must not overlap")
         nets.append((i, cidr))
+    for i, sn in enumerate(net.subnets):
+        if net.existing is not None and sn.id is None:
+            out.add(f".aws.network.subnets[{i}].id", "network-existing",
+                    f"network.existing uses subnets that already exist: give subnet '{sn.name}' its id (subnet-...)")
+        if net.existing is None and sn.id is not None:
+            out.add(f".aws.network.subnets[{i}].id", "network-existing",
+                    "a subnet id only applies with network.existing (otherwise the program creates the subnet)")
     roles = {sn.role for sn in net.subnets}
     for role in ("gpu", "system"):
         if role not in roles:
@@ -750,6 +839,8 @@ def _check_network(aws: AwsSpec, out: _Collector) -> None:
             key = "availabilityZoneId" if aws.zones_by_id else "availabilityZone"
             out.add(f".aws.network.subnets[{i}].{key}", "gpu-subnet-in-gpu-zone",
                     f"gpu subnet '{sn.name}' must be in {_gpu_zone_key(aws)} '{aws.gpu_zone}', not '{sn.zone}'")
+    if net.existing is not None:
+        return  # NAT and public subnets are the existing VPC's
     if "public" not in roles:
         out.add(".aws.network.subnets", "subnet-roles",
                 "at least one subnet with role 'public' is required for the NAT gateway")
@@ -784,7 +875,7 @@ def uses_placement_group(group: NodeGroupSpec, facts: InstanceFacts) -> bool:
     if group.placement == "none":
         return False
     reserved = group.capacity.type in ("capacity-block", "reserved")
-    return facts.efa_capable and group.max_size > 1 and not reserved
+    return facts.efa_capable and group.max_size > 1 and not reserved and group.placement_group_name is None
 
 
 def _check_capacity_block(ng: NodeGroupSpec, where: str, out: _Collector) -> None:
@@ -874,6 +965,53 @@ def _check_node_labels(ng: NodeGroupSpec, facts: InstanceFacts, where: str, out:
                     f"remove this taint or make it NoSchedule (got {taint.effect})")
 
 
+def _check_instance_types(ng: NodeGroupSpec, facts: InstanceFacts, catalog: Mapping[str, InstanceFacts],
+                          where: str, out: _Collector) -> None:
+    """Several instance types for one group: CPU groups only, all known, one architecture; the AMI type
+    fits the architecture and the GPUs; GPU-only options stay on GPU types."""
+    if ng.instance_types is not None and facts.gpu_count:
+        out.add(f"{where}.instanceTypes", "instance-types-cpu-only",
+                "instanceTypes (several types) is for CPU groups; a GPU group's quotas and EFA layout need one "
+                "instance type")
+    elif ng.instance_types is not None:
+        if ng.instance_types[0] != ng.instance_type:
+            out.add(f"{where}.instanceTypes", "instance-types-cpu-only",
+                    f"instanceTypes must start with instanceType ({ng.instance_type})")
+        for j, other in enumerate(ng.instance_types):
+            known = catalog.get(other)
+            if known is None:
+                out.add(f"{where}.instanceTypes[{j}]", "instance-type-in-catalog",
+                        f"'{other}' is not in the instance catalog (components/catalog/aws_instances.yaml)")
+            elif known.arch != facts.arch or known.gpu_count:
+                out.add(f"{where}.instanceTypes[{j}]", "instance-types-cpu-only",
+                        f"'{other}' ({known.arch}, {known.gpu_count} GPUs) does not match {ng.instance_type} "
+                        f"({facts.arch}, CPU only): a group's types share one architecture and AMI")
+    if ng.ami_type is not None:
+        arch_ok = ("ARM_64" in ng.ami_type) == (facts.arch == "arm64")
+        gpu_ok = ng.ami_type.endswith("_NVIDIA") == bool(facts.gpu_count)
+        if not (arch_ok and gpu_ok):
+            out.add(f"{where}.amiType", "ami-type-fits",
+                    f"{ng.ami_type} does not fit {ng.instance_type} ({facts.arch}, "
+                    f"{'GPUs' if facts.gpu_count else 'no GPU'}); use {default_ami_type(facts)}")
+        if ng.ami_type.startswith("BOTTLEROCKET") and ng.local_nvme == "raid0":
+            out.add(f"{where}.localNvme", "ami-type-fits",
+                    "localNvme raid0 is written as AL2023 nodeadm user data; Bottlerocket nodes are not configured "
+                    "by it: use an AL2023 AMI type or localNvme none")
+    if not ng.gpu_taint and not facts.gpu_count:
+        out.add(f"{where}.gpuTaint", "gpu-taint-noschedule", "gpuTaint applies to GPU node groups only")
+
+
+def derive_ami_type(ng: NodeGroupSpec, facts: InstanceFacts) -> str:
+    """The EKS AMI type of a group: the spec's, else :func:`default_ami_type`."""
+    return ng.ami_type if ng.ami_type is not None else default_ami_type(facts)
+
+
+def default_ami_type(facts: InstanceFacts) -> str:
+    """AL2023 for the instance's architecture, NVIDIA where it has GPUs (EKS AMITypes values)."""
+    arch = "ARM_64" if facts.arch == "arm64" else "x86_64"
+    return f"AL2023_{arch}_{'NVIDIA' if facts.gpu_count else 'STANDARD'}"
+
+
 def _utc(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -897,9 +1035,17 @@ def _check_node_groups(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None
                     "sizes must satisfy minSize <= desiredSize <= maxSize")
         cap = ng.capacity
         reserved = cap.type in ("capacity-block", "reserved")
-        if reserved and cap.reservation_id is None:
+        by_group = cap.reservation_resource_group_arn is not None
+        if by_group and cap.type != "reserved":
+            out.add(f"{where}.capacity.reservationResourceGroupArn", "reservation-id",
+                    f"a reservation resource group only applies to reserved (ODCR) capacity, not '{cap.type}'")
+        if by_group and cap.reservation_id is not None:
             out.add(f"{where}.capacity.reservationId", "reservation-id",
-                    f"capacity type '{cap.type}' needs the Capacity Reservation id (cr-...)")
+                    "give reservationId or reservationResourceGroupArn, not both")
+        if reserved and cap.reservation_id is None and not (by_group and cap.type == "reserved"):
+            out.add(f"{where}.capacity.reservationId", "reservation-id",
+                    f"capacity type '{cap.type}' needs the Capacity Reservation id (cr-...)"
+                    + (" or, for reserved, reservationResourceGroupArn" if cap.type == "reserved" else ""))
         if cap.reservation_id is not None and not reserved:
             out.add(f"{where}.capacity.reservationId", "reservation-id",
                     f"reservationId only applies to capacity-block and reserved, not '{cap.type}'")
@@ -912,12 +1058,22 @@ def _check_node_groups(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None
                     f"a cluster placement group must not be forced onto {cap.type} capacity: the "
                     "reservation is already placed and a placement group causes "
                     "InsufficientInstanceCapacity (terraform-aws-eks PR #3730); use auto or none")
+        if ng.placement_group_name is not None:
+            if cap.type == "capacity-block":
+                out.add(f"{where}.placementGroupName", "no-placement-group-on-reserved-capacity",
+                        "a placement group must not be forced onto capacity-block capacity: the block is already "
+                        "placed (terraform-aws-eks PR #3730)")
+            if ng.placement == "none":
+                out.add(f"{where}.placementGroupName", "placement-group-existing",
+                        "placementGroupName and placement: none contradict each other")
         facts = catalog.get(ng.instance_type)
         if facts is None:
+            close = difflib.get_close_matches(ng.instance_type, list(catalog), n=3)
             out.add(f"{where}.instanceType", "instance-type-in-catalog",
-                    f"'{ng.instance_type}' is not in the instance catalog "
-                    f"(components/catalog/aws_instances.yaml); known: {', '.join(sorted(catalog))}")
+                    f"'{ng.instance_type}' is not in the instance catalog (components/catalog/aws_instances.yaml, "
+                    f"{len(catalog)} types)" + (f"; closest: {', '.join(close)}" if close else ""))
             continue
+        _check_instance_types(ng, facts, catalog, where, out)
         if cap.type == "capacity-block" and not facts.capacity_blocks.value:
             out.add(f"{where}.capacity.type", "capacity-block-instance-type",
                     f"{ng.instance_type} is not sold as an EC2 Capacity Block for ML (catalog: "
@@ -951,7 +1107,8 @@ def _check_node_groups(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None
     if any(ng.instance_type not in catalog for ng in aws.node_groups):
         return  # the fleet-wide rules below need every group's facts; the unknown type is reported
     catalog_groups = [(ng, catalog[ng.instance_type]) for ng in aws.node_groups]
-    if catalog_groups and not any(f.gpu_count == 0 for _, f in catalog_groups):
+    tainted = any(f.gpu_count and ng.gpu_taint for ng, f in catalog_groups)
+    if catalog_groups and tainted and not any(f.gpu_count == 0 for _, f in catalog_groups):
         out.add(".aws.nodeGroups", "system-node-group",
                 "a node group without GPUs is required for system pods (GPU nodes carry the "
                 f"{GPU_TAINT_KEY}=true:NoSchedule taint)")
@@ -1098,6 +1255,10 @@ def _check_deployer(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None:
                 f"runner CIDR(s) {', '.join(outside)} are outside the VPC ({aws.network.vpc_cidr}): give the Transit "
                 "Gateway that connects them (transitGatewayId), so the stack attaches the VPC, routes their traffic "
                 "back and lets them resolve the private endpoint; or run the deployer inside the VPC")
+    if dep.transit_gateway_id is not None and aws.network.existing is not None:
+        out.add(f"{where}.transitGatewayId", "deployer-reaches-api",
+                "with network.existing the VPC's route tables are its owner's: connect the runners there and leave "
+                "transitGatewayId out")
     if dep.api_access != "in-vpc" and dep.transit_gateway_id is not None:
         out.add(f"{where}.transitGatewayId", "deployer-reaches-api",
                 "transitGatewayId only applies to apiAccess: in-vpc")

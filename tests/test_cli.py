@@ -85,7 +85,7 @@ def test_unknown_stack(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "preview", "staging-aws")
     assert code == 2 and out == ""
     assert err == ("error: stacks/Pulumi.staging-aws.yaml: stack file not found (stacks in stacks: "
-                   "dev-aws, prod-aws)\n")
+                   "byo-aws, dev-aws, prod-aws)\n")
 
 
 @pytest.mark.parametrize(("content", "message"), [

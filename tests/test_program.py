@@ -12,7 +12,7 @@ import pytest
 from blueprint.engine import ProgramError, run_program
 from blueprint.graph import GraphResource, ResourceGraph
 from components.spec import REQUIRED_LABEL_KEYS
-from tests.conftest import SHIPPED_STACKS, offline_run, raw_stack_config, run_spec
+from tests.conftest import SHIPPED_STACKS, offline_run, raw_stack_config, run_spec, stack
 
 STATEFUL_TYPES = {
     "aws:s3/bucket:Bucket",
@@ -121,7 +121,8 @@ def test_launch_templates_require_imdsv2_encrypt_and_open_no_ssh(stack_name: str
         if "cidrIpv4" in rule.inputs:
             assert rule.name.startswith(("control-plane-deployer-https-", "network-deployer-dns-")), rule.name
             assert (rule.inputs["fromPort"], rule.inputs["toPort"]) in ((443, 443), (53, 53))
-            assert rule.inputs["cidrIpv4"] == "10.8.0.0/24"
+            runners = stack(stack_name).spec.aws_spec().control_plane.deployer.runner_cidrs
+            assert rule.inputs["cidrIpv4"] in runners
 
 
 @pytest.mark.parametrize("stack_name", SHIPPED_STACKS)

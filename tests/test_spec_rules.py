@@ -35,8 +35,7 @@ def test_instance_type_must_be_in_catalog(prod_spec: dict[str, Any]) -> None:
     group(prod_spec, "h100")["instanceType"] = "p9.96xlarge"
     assert errors(prod_spec) == [
         f"{P}.aws.nodeGroups[1].instanceType: 'p9.96xlarge' is not in the instance catalog "
-        "(components/catalog/aws_instances.yaml); known: g5.48xlarge, g6.xlarge, g6e.48xlarge, m6i.2xlarge, "
-        "p4d.24xlarge, p4de.24xlarge, p5.48xlarge, p5e.48xlarge, p5en.48xlarge, p6-b200.48xlarge "
+        "(components/catalog/aws_instances.yaml, 60 types); closest: p5.48xlarge, m5.xlarge, g6.xlarge "
         "[rule: instance-type-in-catalog]"
     ]
 

@@ -11,7 +11,7 @@ import pulumi_aws as aws
 from components.aws.capacity_block import BlockWindow, utc_text
 from components.aws.launch import efa_layout, nodeadm_user_data
 from components.catalog import InstanceFacts
-from components.spec import GPU_TAINT_KEY, NodeGroupSpec, uses_placement_group
+from components.spec import GPU_TAINT_KEY, NodeGroupSpec, derive_ami_type, uses_placement_group
 from components.tags import merge_tags
 
 CAPACITY_TYPES = {
@@ -21,8 +21,6 @@ CAPACITY_TYPES = {
     "reserved": "ON_DEMAND",
 }
 TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
-GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
-CPU_AMI_TYPE = "AL2023_x86_64_STANDARD"
 
 
 def node_labels(group: NodeGroupSpec, facts: InstanceFacts) -> dict[str, str]:
@@ -40,7 +38,7 @@ def node_labels(group: NodeGroupSpec, facts: InstanceFacts) -> dict[str, str]:
 def node_taints(group: NodeGroupSpec, facts: InstanceFacts) -> list[dict[str, str]]:
     """Taints in the EKS API's form; GPU nodes always repel pods that do not ask for GPUs."""
     taints = [{"key": t.key, "value": t.value, "effect": TAINT_EFFECTS[t.effect]} for t in group.taints]
-    if facts.gpu_count and not any(t["key"] == GPU_TAINT_KEY for t in taints):
+    if facts.gpu_count and group.gpu_taint and not any(t["key"] == GPU_TAINT_KEY for t in taints):
         taints.insert(0, {"key": GPU_TAINT_KEY, "value": "true", "effect": "NO_SCHEDULE"})
     return taints
 
@@ -103,7 +101,10 @@ class AwsNodeGroup(pulumi.ComponentResource):
         tags = merge_tags(labels, physical, **{"node-group": group.name})
 
         placement = None
-        if uses_placement_group(group, facts):
+        if group.placement_group_name is not None:
+            # An existing placement group (an ODCR created inside one): launched into, never created here.
+            placement = {"group_name": group.placement_group_name}
+        elif uses_placement_group(group, facts):
             pg = aws.ec2.PlacementGroup(
                 f"{name}-placement", name=physical, strategy="cluster", tags=tags, opts=child
             )
@@ -127,9 +128,13 @@ class AwsNodeGroup(pulumi.ComponentResource):
             ]
             vpc_security_group_ids = None  # security groups go on each interface instead
 
-        capacity_reservation = None
+        capacity_reservation: Optional[dict[str, dict[str, Optional[str]]]] = None
         market = None
-        if group.capacity.type in ("capacity-block", "reserved"):
+        if group.capacity.reservation_resource_group_arn is not None:
+            # Several ODCRs targeted together through a resource group (terraform's targeted-odcr pattern).
+            capacity_reservation = {"capacity_reservation_target": {
+                "capacity_reservation_resource_group_arn": group.capacity.reservation_resource_group_arn}}
+        elif group.capacity.type in ("capacity-block", "reserved"):
             capacity_reservation = {
                 "capacity_reservation_target": {"capacity_reservation_id": group.capacity.reservation_id}
             }
@@ -178,8 +183,9 @@ class AwsNodeGroup(pulumi.ComponentResource):
             node_group_name=physical,
             node_role_arn=node_role_arn,
             subnet_ids=list(subnet_ids),
-            instance_types=None if group.capacity.type == "capacity-block" else [group.instance_type],
-            ami_type=GPU_AMI_TYPE if facts.gpu_count else CPU_AMI_TYPE,
+            instance_types=None if group.capacity.type == "capacity-block"
+            else list(group.instance_types or [group.instance_type]),
+            ami_type=derive_ami_type(group, facts),
             capacity_type=CAPACITY_TYPES[group.capacity.type],
             scaling_config={
                 "min_size": group.min_size,

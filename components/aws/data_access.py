@@ -31,7 +31,7 @@ class DataAccessArgs:
     physical_prefix: str
     region: str
     bucket_arn: pulumi.Input[str]
-    data_key_arn: pulumi.Input[str]
+    data_key_arn: Optional[pulumi.Input[str]]
     teams: Sequence[str]
     labels: Mapping[str, str]
 
@@ -74,16 +74,16 @@ class AwsDataAccess(pulumi.ComponentResource):
             return arn
 
         def team_policy(team: str) -> pulumi.Output[str]:
-            return pulumi.Output.all(args.bucket_arn, args.data_key_arn).apply(
-                lambda a: to_json(team_checkpoint_policy(str(a[0]), str(a[1]), team, args.region)))
+            return pulumi.Output.all(args.bucket_arn, args.data_key_arn or "").apply(
+                lambda a: to_json(team_checkpoint_policy(str(a[0]), str(a[1]) or None, team, args.region)))
 
         self.team_role_arns = {}
         for team in args.teams:
             policy = team_policy(team)
             self.team_role_arns[team] = bind(
                 f"team-{team}", f"{args.physical_prefix}-{team}-ckpt", team, policy)
-        read_all = pulumi.Output.all(args.bucket_arn, args.data_key_arn).apply(
-            lambda a: to_json(platform_checkpoint_read_policy(str(a[0]), str(a[1]), args.region)))
+        read_all = pulumi.Output.all(args.bucket_arn, args.data_key_arn or "").apply(
+            lambda a: to_json(platform_checkpoint_read_policy(str(a[0]), str(a[1]) or None, args.region)))
         self.platform_role_arn = bind(
             "platform", f"{args.physical_prefix}-checkpoint-reader", PLATFORM_NAMESPACE, read_all)
         self.register_outputs({"platformRoleArn": self.platform_role_arn})

@@ -63,35 +63,40 @@ def _via_s3(region: str) -> ConditionBlock:
     return {"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}}
 
 
-def team_checkpoint_policy(bucket_arn: str, key_arn: str, prefix: str, region: str) -> PolicyDocument:
+def team_checkpoint_policy(bucket_arn: str, key_arn: str | None, prefix: str, region: str) -> PolicyDocument:
     """Read and write one team's prefix of the checkpoint bucket (``<team>/``), and nothing else.
 
     Listing is limited to the prefix with the ``s3:prefix`` condition; object actions are limited by
     resource ARN. The data key may be used only through S3 (SSE-KMS), not directly.
     """
     top = prefix.rstrip("/") + "/"
-    return document(
+    statements: list[Statement] = [
         {"Sid": "ListTeamPrefix", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": bucket_arn,
          "Condition": {"StringLike": {"s3:prefix": [top, f"{top}*"]}}},
         {"Sid": "ReadWriteTeamObjects", "Effect": "Allow",
          "Action": ["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject", "s3:DeleteObject",
                     "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
          "Resource": f"{bucket_arn}/{top}*"},
-        {"Sid": "UseDataKeyThroughS3", "Effect": "Allow",
-         "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": key_arn, "Condition": _via_s3(region)},
-    )
+    ]
+    if key_arn:  # an existing bucket without a known key is SSE-S3: no key to grant
+        statements.append({"Sid": "UseDataKeyThroughS3", "Effect": "Allow",
+                           "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": key_arn,
+                           "Condition": _via_s3(region)})
+    return document(*statements)
 
 
-def platform_checkpoint_read_policy(bucket_arn: str, key_arn: str, region: str) -> PolicyDocument:
+def platform_checkpoint_read_policy(bucket_arn: str, key_arn: str | None, region: str) -> PolicyDocument:
     """Read every prefix of the checkpoint bucket (the platform team's audits and restores)."""
-    return document(
+    statements: list[Statement] = [
         {"Sid": "ListAllPrefixes", "Effect": "Allow", "Action": ["s3:ListBucket", "s3:ListBucketVersions"],
          "Resource": bucket_arn},
         {"Sid": "ReadAllObjects", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
          "Resource": f"{bucket_arn}/*"},
-        {"Sid": "DecryptThroughS3", "Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": key_arn,
-         "Condition": _via_s3(region)},
-    )
+    ]
+    if key_arn:
+        statements.append({"Sid": "DecryptThroughS3", "Effect": "Allow", "Action": ["kms:Decrypt"],
+                           "Resource": key_arn, "Condition": _via_s3(region)})
+    return document(*statements)
 
 
 def deny_insecure_transport(bucket_arn: str) -> PolicyDocument:

@@ -51,8 +51,57 @@ class AwsNetwork(pulumi.ComponentResource):
     ) -> None:
         super().__init__("gpu-cluster:network:AwsNetwork", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        cluster_tag = {f"kubernetes.io/cluster/{cluster_name}": "shared"}
 
+        self.subnet_ids: dict[str, pulumi.Output[str]] = {}
+        private_rts: list[pulumi.Output[str]] = []
+        if spec.existing is not None:
+            # Join the VPC the network team owns: its routing, NAT and endpoints stay theirs.
+            vpc_id: pulumi.Output[str] = pulumi.Output.from_input(spec.existing.vpc_id)
+            self.subnet_ids = {sn.name: pulumi.Output.from_input(sn.id or "") for sn in spec.subnets}
+        else:
+            vpc_id, private_rts = self._build_vpc(name, spec, region, cluster_name, labels)
+
+        efa_sg = aws.ec2.SecurityGroup(
+            f"{name}-efa-sg",
+            vpc_id=vpc_id,
+            description="EFA: all traffic between members (required by the SRD transport)",
+            revoke_rules_on_delete=True,
+            tags=merge_tags(labels, f"{cluster_name}-efa"),
+            opts=child,
+        )
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-efa-ingress-self",
+            security_group_id=efa_sg.id,
+            referenced_security_group_id=efa_sg.id,
+            ip_protocol="-1",
+            description="EFA: all traffic from members",
+            tags=merge_tags(labels, f"{cluster_name}-efa-in"),
+            opts=child,
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-efa-egress-self",
+            security_group_id=efa_sg.id,
+            referenced_security_group_id=efa_sg.id,
+            ip_protocol="-1",
+            description="EFA: all traffic to members",
+            tags=merge_tags(labels, f"{cluster_name}-efa-out"),
+            opts=child,
+        )
+
+        self.deployer_path: list[pulumi.Resource] = []
+        self.resolver_ips: pulumi.Output[list[str]] = pulumi.Output.from_input([])
+        if deployer_path is not None:
+            self._connect_deployer(name, spec, vpc_id, private_rts, deployer_path, cluster_name, labels)
+
+        self.vpc_id = vpc_id
+        self.efa_security_group_id = efa_sg.id
+        self.register_outputs({"vpcId": vpc_id, "efaSecurityGroupId": efa_sg.id})
+
+    def _build_vpc(self, name: str, spec: NetworkSpec, region: str, cluster_name: str,
+                   labels: Mapping[str, str]) -> tuple[pulumi.Output[str], list[pulumi.Output[str]]]:
+        """The VPC, subnets, routing, NAT and S3 endpoint; returns the VPC id and private route tables."""
+        child = pulumi.ResourceOptions(parent=self)
+        cluster_tag = {f"kubernetes.io/cluster/{cluster_name}": "shared"}
         vpc = aws.ec2.Vpc(
             f"{name}-vpc",
             cidr_block=spec.vpc_cidr,
@@ -72,7 +121,6 @@ class AwsNetwork(pulumi.ComponentResource):
             f"{name}-igw", vpc_id=vpc.id, tags=merge_tags(labels, f"{cluster_name}-igw"), opts=child
         )
 
-        self.subnet_ids = {}
         public_ids: dict[str, pulumi.Output[str]] = {}
         for sn in spec.subnets:
             elb_role = "kubernetes.io/role/elb" if sn.role == "public" else "kubernetes.io/role/internal-elb"
@@ -157,42 +205,7 @@ class AwsNetwork(pulumi.ComponentResource):
             tags=merge_tags(labels, f"{cluster_name}-s3"),
             opts=child,
         )
-
-        efa_sg = aws.ec2.SecurityGroup(
-            f"{name}-efa-sg",
-            vpc_id=vpc.id,
-            description="EFA: all traffic between members (required by the SRD transport)",
-            revoke_rules_on_delete=True,
-            tags=merge_tags(labels, f"{cluster_name}-efa"),
-            opts=child,
-        )
-        aws.vpc.SecurityGroupIngressRule(
-            f"{name}-efa-ingress-self",
-            security_group_id=efa_sg.id,
-            referenced_security_group_id=efa_sg.id,
-            ip_protocol="-1",
-            description="EFA: all traffic from members",
-            tags=merge_tags(labels, f"{cluster_name}-efa-in"),
-            opts=child,
-        )
-        aws.vpc.SecurityGroupEgressRule(
-            f"{name}-efa-egress-self",
-            security_group_id=efa_sg.id,
-            referenced_security_group_id=efa_sg.id,
-            ip_protocol="-1",
-            description="EFA: all traffic to members",
-            tags=merge_tags(labels, f"{cluster_name}-efa-out"),
-            opts=child,
-        )
-
-        self.deployer_path: list[pulumi.Resource] = []
-        self.resolver_ips: pulumi.Output[list[str]] = pulumi.Output.from_input([])
-        if deployer_path is not None:
-            self._connect_deployer(name, spec, vpc.id, private_rts, deployer_path, cluster_name, labels)
-
-        self.vpc_id = vpc.id
-        self.efa_security_group_id = efa_sg.id
-        self.register_outputs({"vpcId": vpc.id, "efaSecurityGroupId": efa_sg.id})
+        return vpc.id, private_rts
 
     def _connect_deployer(self, name: str, spec: NetworkSpec, vpc_id: pulumi.Output[str],
                           private_rts: Sequence[pulumi.Output[str]], path: DeployerPath, cluster_name: str,

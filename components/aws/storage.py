@@ -37,7 +37,7 @@ class AwsStorage(pulumi.ComponentResource):
 
     bucket_name: pulumi.Output[str]
     bucket_arn: pulumi.Output[str]
-    data_key_arn: pulumi.Output[str]
+    data_key_arn: Optional[pulumi.Output[str]]
     filesystem_dns_name: Optional[pulumi.Output[str]]
     filesystem_mount_name: Optional[pulumi.Output[str]]
 
@@ -58,95 +58,130 @@ class AwsStorage(pulumi.ComponentResource):
         super().__init__("gpu-cluster:storage:AwsStorage", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
 
-        key = rotating_kms_key(
-            self, f"{name}-data-key", f"{cluster_name}-data",
-            f"{cluster_name}: checkpoints and shared filesystem", labels, protect,
-        )
-
-        bucket = aws.s3.Bucket(
-            f"{name}-checkpoints",
-            bucket_prefix=f"{cluster_name}-ckpt-",
-            force_destroy=False,
-            tags=merge_tags(labels, f"{cluster_name}-checkpoints", **{"data-class": "checkpoints"}),
-            opts=stateful_options(self, protect, ignore_changes=["bucketPrefix"]),
-        )
-        aws.s3.BucketOwnershipControls(
-            f"{name}-checkpoints-ownership",
-            bucket=bucket.id,
-            rule={"object_ownership": "BucketOwnerEnforced"},
-            opts=child,
-        )
-        aws.s3.BucketPublicAccessBlock(
-            f"{name}-checkpoints-public-access",
-            bucket=bucket.id,
-            block_public_acls=True,
-            block_public_policy=True,
-            ignore_public_acls=True,
-            restrict_public_buckets=True,
-            opts=child,
-        )
-        versioning = aws.s3.BucketVersioning(
-            f"{name}-checkpoints-versioning",
-            bucket=bucket.id,
-            versioning_configuration={"status": "Enabled"},
-            opts=stateful_options(self, protect),
-        )
-        aws.s3.BucketServerSideEncryptionConfiguration(
-            f"{name}-checkpoints-sse",
-            bucket=bucket.id,
-            rules=[{
-                "apply_server_side_encryption_by_default": {
-                    "sse_algorithm": "aws:kms", "kms_master_key_id": key.arn,
-                },
-                "bucket_key_enabled": True,
-            }],
-            opts=child,
-        )
-        aws.s3.BucketLifecycleConfiguration(
-            f"{name}-checkpoints-lifecycle",
-            bucket=bucket.id,
-            rules=[
-                {
-                    "id": "expire-noncurrent-versions",
-                    "status": "Enabled",
-                    "filter": {},
-                    "noncurrent_version_expiration": {
-                        "noncurrent_days": spec.checkpoint_bucket.noncurrent_version_retention_days,
+        bucket_spec = spec.checkpoint_bucket
+        fs_spec = spec.filesystem
+        new_persistent_fs = fs_spec is not None and fs_spec.existing is None and \
+            fs_spec.deployment_type.startswith("PERSISTENT")
+        key: Optional[aws.kms.Key] = None
+        if bucket_spec.existing_name is None or new_persistent_fs:
+            key = rotating_kms_key(
+                self, f"{name}-data-key", f"{cluster_name}-data",
+                f"{cluster_name}: checkpoints and shared filesystem", labels, protect,
+            )
+        if bucket_spec.existing_name is not None:
+            # An existing bucket: used by name; its encryption, versioning and policy stay its owner's.
+            self.bucket_name = pulumi.Output.from_input(bucket_spec.existing_name)
+            self.bucket_arn = pulumi.Output.from_input(f"arn:aws:s3:::{bucket_spec.existing_name}")
+            self.data_key_arn = pulumi.Output.from_input(bucket_spec.existing_kms_key_arn) \
+                if bucket_spec.existing_kms_key_arn else None
+        else:
+            assert key is not None
+            bucket = aws.s3.Bucket(
+                f"{name}-checkpoints",
+                bucket_prefix=f"{cluster_name}-ckpt-",
+                force_destroy=False,
+                tags=merge_tags(labels, f"{cluster_name}-checkpoints", **{"data-class": "checkpoints"}),
+                opts=stateful_options(self, protect, ignore_changes=["bucketPrefix"]),
+            )
+            aws.s3.BucketOwnershipControls(
+                f"{name}-checkpoints-ownership",
+                bucket=bucket.id,
+                rule={"object_ownership": "BucketOwnerEnforced"},
+                opts=child,
+            )
+            aws.s3.BucketPublicAccessBlock(
+                f"{name}-checkpoints-public-access",
+                bucket=bucket.id,
+                block_public_acls=True,
+                block_public_policy=True,
+                ignore_public_acls=True,
+                restrict_public_buckets=True,
+                opts=child,
+            )
+            versioning = aws.s3.BucketVersioning(
+                f"{name}-checkpoints-versioning",
+                bucket=bucket.id,
+                versioning_configuration={"status": "Enabled"},
+                opts=stateful_options(self, protect),
+            )
+            aws.s3.BucketServerSideEncryptionConfiguration(
+                f"{name}-checkpoints-sse",
+                bucket=bucket.id,
+                rules=[{
+                    "apply_server_side_encryption_by_default": {
+                        "sse_algorithm": "aws:kms", "kms_master_key_id": key.arn,
                     },
-                },
-                {
-                    "id": "abort-incomplete-multipart-uploads",
-                    "status": "Enabled",
-                    "filter": {},
-                    "abort_incomplete_multipart_upload": {"days_after_initiation": 7},
-                },
-            ],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
-        )
-        aws.s3.BucketPolicy(
-            f"{name}-checkpoints-policy",
-            bucket=bucket.id,
-            policy=bucket.arn.apply(lambda arn: to_json(deny_insecure_transport(arn))),
-            opts=child,
-        )
-        self.bucket_name = bucket.bucket
-        self.bucket_arn = bucket.arn
-        self.data_key_arn = key.arn
+                    "bucket_key_enabled": True,
+                }],
+                opts=child,
+            )
+            aws.s3.BucketLifecycleConfiguration(
+                f"{name}-checkpoints-lifecycle",
+                bucket=bucket.id,
+                rules=[
+                    {
+                        "id": "expire-noncurrent-versions",
+                        "status": "Enabled",
+                        "filter": {},
+                        "noncurrent_version_expiration": {
+                            "noncurrent_days": spec.checkpoint_bucket.noncurrent_version_retention_days,
+                        },
+                    },
+                    {
+                        "id": "abort-incomplete-multipart-uploads",
+                        "status": "Enabled",
+                        "filter": {},
+                        "abort_incomplete_multipart_upload": {"days_after_initiation": 7},
+                    },
+                ],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
+            )
+            aws.s3.BucketPolicy(
+                f"{name}-checkpoints-policy",
+                bucket=bucket.id,
+                policy=bucket.arn.apply(lambda arn: to_json(deny_insecure_transport(arn))),
+                opts=child,
+            )
+            self.bucket_name = bucket.bucket
+            self.bucket_arn = bucket.arn
+            self.data_key_arn = key.arn
         self.filesystem_dns_name = None
         self.filesystem_mount_name = None
         identity = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self))
         partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self))
 
-        def key_policy(file_system_id: Optional[pulumi.Output[str]]) -> aws.kms.KeyPolicy:
+        def key_policy(file_system_id: Optional[pulumi.Output[str]]) -> Optional[aws.kms.KeyPolicy]:
             # The key's whole policy, managed apart from the key because the FSx statement names the
             # filesystem, which is encrypted with this key and so created after it.
-            doc = pulumi.Output.all(partition.partition, identity.account_id, bucket.arn,
+            if key is None:
+                return None
+            doc = pulumi.Output.all(partition.partition, identity.account_id, self.bucket_arn,
                                     file_system_id if file_system_id is not None else "").apply(
                 lambda a: to_json(data_key_policy(str(a[0]), str(a[1]), region, str(a[2]), str(a[3]) or None)))
             return aws.kms.KeyPolicy(f"{name}-data-key-policy", key_id=key.key_id, policy=doc, opts=child)
 
-        fs_spec = spec.filesystem
-        if fs_spec is not None:
+        if fs_spec is not None and fs_spec.existing is not None:
+            # An existing filesystem: the nodes and it exchange LNet on both security groups; its link
+            # to a bucket, if any, is its owner's.
+            existing = fs_spec.existing
+            for low, high in LUSTRE_PORTS:
+                for rule_name, target, source in (("clients-in", client_security_group_id, existing.security_group_id),
+                                                  ("in-clients", existing.security_group_id, client_security_group_id)):
+                    aws.vpc.SecurityGroupIngressRule(
+                        f"{name}-lustre-{rule_name}-{low}",
+                        security_group_id=target,
+                        referenced_security_group_id=source,
+                        ip_protocol="tcp",
+                        from_port=low,
+                        to_port=high,
+                        description=f"Lustre {low}-{high} between the nodes and {existing.file_system_id}",
+                        tags=merge_tags(labels, f"{cluster_name}-lustre-{rule_name}-{low}"),
+                        opts=child,
+                    )
+            self.filesystem_dns_name = pulumi.Output.from_input(existing.dns_name)
+            self.filesystem_mount_name = pulumi.Output.from_input(existing.mount_name)
+            key_policy(None)
+        elif fs_spec is not None:
             sg = aws.ec2.SecurityGroup(
                 f"{name}-lustre-sg",
                 vpc_id=vpc_id,
@@ -204,7 +239,7 @@ class AwsStorage(pulumi.ComponentResource):
                 subnet_ids=gpu_subnet_id,  # a single subnet (string) in pulumi-aws v7
                 security_group_ids=[sg.id],
                 # Persistent types encrypt with our key; scratch types always use an AWS-managed key.
-                kms_key_id=key.arn if persistent else None,
+                kms_key_id=key.arn if persistent and key is not None else None,
                 file_system_type_version="2.15",
                 data_compression_type="LZ4",
                 metadata_configuration={"mode": "AUTOMATIC"} if fs_spec.deployment_type == "PERSISTENT_2" else None,
@@ -225,7 +260,7 @@ class AwsStorage(pulumi.ComponentResource):
                     f"{name}-lustre-checkpoints-link",
                     file_system_id=fs.id,
                     file_system_path=fs_spec.mount_path,
-                    data_repository_path=bucket.bucket.apply(lambda b: f"s3://{b}"),
+                    data_repository_path=self.bucket_name.apply(lambda b: f"s3://{b}"),
                     batch_import_meta_data_on_create=True,
                     delete_data_in_filesystem=False,
                     s3={
@@ -233,11 +268,11 @@ class AwsStorage(pulumi.ComponentResource):
                         "auto_import_policy": {"events": S3_EVENTS},
                     },
                     tags=merge_tags(labels, f"{cluster_name}-lustre-checkpoints-link"),
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[policy] if policy is not None else None),
                 )
             self.filesystem_dns_name = fs.dns_name
             self.filesystem_mount_name = fs.mount_name
         else:
             key_policy(None)
 
-        self.register_outputs({"bucketName": bucket.bucket})
+        self.register_outputs({"bucketName": self.bucket_name})

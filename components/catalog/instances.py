@@ -32,6 +32,7 @@ class InstanceFacts:
     """What the blueprint knows about one instance type."""
 
     instance_type: str
+    arch: str  # x86_64 or arm64
     gpu_model: str | None
     gpu_count: int
     gpu_memory_gib_each: int | None
@@ -81,6 +82,7 @@ def _parse(data: dict[str, Any]) -> dict[str, InstanceFacts]:
         nvme = raw["local_nvme"]
         facts = InstanceFacts(
             instance_type=name,
+            arch=str(raw["arch"]),
             gpu_model=gpu.get("model"),
             gpu_count=int(gpu["count"]),
             gpu_memory_gib_each=gpu.get("memory_gib_each"),

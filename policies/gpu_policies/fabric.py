@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pulumi_policy import PolicyResource, ResourceValidationArgs, Severity, StackValidationArgs
+from pulumi_policy import PolicyResource, Severity, StackValidationArgs
 
-from gpu_policies.common import Knob, Reporter, get, of_type, resource_policy, stack_policy
+from gpu_policies.common import Knob, Reporter, get, of_type, stack_policy
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -86,21 +86,25 @@ efa_placed = stack_policy(
 )
 
 
-def _no_pg_on_reserved(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
-    if args.resource_type != LAUNCH_TEMPLATE or not get(args.props, "placement", "groupName"):
-        return
-    reserved = get(args.props, "instanceMarketOptions", "marketType") == "capacity-block" or bool(
-        get(args.props, "capacityReservationSpecification", "capacityReservationTarget"))
-    if reserved:
-        report(f"Launch template {args.props.get('name', args.name)} must not force a cluster placement group onto "
-               "reserved capacity: the reservation is already placed and the group causes "
-               "InsufficientInstanceCapacity.")
+def _no_pg_on_reserved(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    for lt in of_type(args.resources, LAUNCH_TEMPLATE):
+        if not get(lt.props, "placement", "groupName"):
+            continue
+        block = get(lt.props, "instanceMarketOptions", "marketType") == "capacity-block"
+        odcr = bool(get(lt.props, "capacityReservationSpecification", "capacityReservationTarget"))
+        # A placement group created by this stack is a dependency; an existing one (the group an ODCR was
+        # created in) is named only, and is where that reservation's capacity is.
+        created = any(d.resource_type == "aws:ec2/placementGroup:PlacementGroup" for d in lt.dependencies)
+        if block or (odcr and created):
+            report(f"Launch template {lt.props.get('name', lt.name)} must not force a cluster placement group onto "
+                   "reserved capacity: the reservation is already placed and the group causes "
+                   "InsufficientInstanceCapacity.", lt.urn)
 
 
-no_pg_on_reserved = resource_policy(
+no_pg_on_reserved = stack_policy(
     "aws-no-placement-group-on-reserved-capacity", "fabric",
-    "Capacity Blocks and capacity reservations are never combined with a cluster placement group.",
-    "Set placement: auto (or none) for node groups on capacity-block or reserved capacity.",
+    "Capacity Blocks never get a cluster placement group; ODCRs only the existing one they were created in.",
+    "Set placement: auto (or none); for an ODCR created in a placement group, name it with placementGroupName.",
     Severity.HIGH, _no_pg_on_reserved,
 )
 
