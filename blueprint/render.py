@@ -162,6 +162,18 @@ def _block_lines(graph: ResourceGraph, spec: ClusterSpec, now: datetime) -> list
     return lines
 
 
+def _nvme_lines(spec: ClusterSpec) -> list[str]:
+    """Groups whose local NVMe stays unused because the catalog does not confirm the type has any."""
+    catalog = load_aws_catalog()
+    lines = []
+    for group in spec.aws_spec().node_groups:
+        facts = catalog.get(group.instance_type)
+        if group.local_nvme == "auto" and facts is not None and facts.has_local_nvme is None:
+            lines.append(f"note: {group.name}: localNvme auto found no confirmed local NVMe for {group.instance_type} "
+                         "in the catalog, so no RAID0 is written; confirm the type's instance store and set raid0")
+    return lines
+
+
 def _data_access_lines(graph: ResourceGraph) -> list[str]:
     """Who can read and write the checkpoint bucket (EKS Pod Identity associations)."""
     assoc = graph.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
@@ -410,7 +422,7 @@ def render_preview(graph: ResourceGraph, spec: ClusterSpec, stack_file: str,
         out.append("teams: " + ", ".join(f"{t.name} ({t.cost_center}, {t.gpu_quota} GPUs)" for t in spec.teams))
     summaries = {
         "network": _network_lines(graph, spec),
-        "compute": [_node_group_line(f) for f in figures] + _block_lines(graph, spec, now),
+        "compute": [_node_group_line(f) for f in figures] + _block_lines(graph, spec, now) + _nvme_lines(spec),
         "storage": _storage_lines(graph, spec) + _data_access_lines(graph),
         "control-plane": _deployer_lines(graph, spec) + _control_plane_lines(graph) + _platform_lines(graph),
         "telemetry": _telemetry_lines(graph),

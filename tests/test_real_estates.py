@@ -248,3 +248,11 @@ def test_random_valid_specs_build_and_the_graph_agrees(spec: dict[str, Any]) -> 
     assert subnets == {sn["cidr"] for sn in spec["aws"]["network"]["subnets"]}
     (fs,) = graph.of_type("aws:fsx/lustreFileSystem:LustreFileSystem")
     assert fs.inputs["storageCapacity"] == spec["aws"]["storage"]["filesystem"]["capacityGiB"]
+
+
+def test_preview_says_when_auto_nvme_finds_no_confirmed_disks(capsys: pytest.CaptureFixture[str]) -> None:
+    from blueprint.cli import main
+
+    assert main(["preview", "dev-aws"]) == 0
+    assert ("note: l4: localNvme auto found no confirmed local NVMe for g6.xlarge in the catalog, so no RAID0 is "
+            "written; confirm the type's instance store and set raid0") in capsys.readouterr().out
