@@ -62,6 +62,7 @@ class PolicyReport:
     violations: list[Violation] = field(default_factory=list)
     not_applicable: list[tuple[str, str]] = field(default_factory=list)
     rules: list[Any] = field(default_factory=list)
+    levels: dict[str, str] = field(default_factory=dict)  # each policy's configured enforcement level
 
     @property
     def mandatory(self) -> list[Violation]:
@@ -280,7 +281,8 @@ def _run_policies(graph: ResourceGraph, config: LevelConfig | None, pack: Pack |
         for name, (level, props) in levels.items()
     }), None)  # type: ignore[no-untyped-call]
 
-    report = PolicyReport(pack=pack.name, rules=list(pack.rules))
+    report = PolicyReport(pack=pack.name, rules=list(pack.rules),
+                          levels={name: LEVEL_NAMES.get(level, "advisory") for name, (level, _) in levels.items()})
     report.not_applicable += [(name, "the graph does not record ignoreChanges (pulumi preview --json and stack "
                                      "export omit it); run it under pulumi preview --policy-pack") for name in skipped]
     stack_resources = []
@@ -364,7 +366,9 @@ def render_sarif(report: PolicyReport, artifact: str) -> str:
             "shortDescription": {"text": r.description},
             "fullDescription": {"text": r.description},
             "help": {"text": r.remediation},
-            "defaultConfiguration": {"level": "error" if r.area in ("billing", "quotas", "telemetry") else "warning"},
+            # from the pack's configured enforcement: mandatory is an error, disabled is off, the rest warn
+            "defaultConfiguration": {"level": {"mandatory": "error", "remediate": "error", "disabled": "none"}.get(
+                report.levels.get(r.name, "advisory"), "warning")},
             "properties": {"tags": [r.area, r.kind], "severity": r.severity.value},
         } for r in rules],
     }

@@ -289,7 +289,7 @@ def test_monitoring_stack_scrapes_gpus_and_queues_and_exports_billing_labels() -
     assert "namespaces=[team,cost-center,environment,owner]" in allow
     assert prom["values"]["grafana"]["admin"]["existingSecret"] == "grafana-admin"
     gpu_op, kueue = release(graph, "gpu-operator"), release(graph, "kueue")
-    assert prom is not None and release(graph, "kube-prometheus-stack").urn in gpu_op.dependencies
+    assert release(graph, "kube-prometheus-stack").urn in gpu_op.dependencies
     assert release(graph, "kube-prometheus-stack").urn in kueue.dependencies
 
 

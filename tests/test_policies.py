@@ -486,6 +486,16 @@ def test_sarif_validates_against_the_sarif_2_1_0_schema(tmp_path: Path) -> None:
     out = tmp_path / "out.sarif"
     assert main(["policy", "prod-aws", "--format", "sarif", "-o", str(out)]) == 0
     jsonschema.Draft4Validator(schema).validate(json.loads(out.read_text()))
+    # the rules' default levels follow the pack's configured enforcement, not a fixed list of areas
+    levels = {r["id"]: r["defaultConfiguration"]["level"] for r in rules}
+    assert levels["aws-resources-require-billing-tags"] == "error" and levels["aws-s3-bucket-encrypted"] == "warning"
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"aws-s3-bucket-encrypted": "mandatory", "aws-resources-require-billing-tags":
+                                  "disabled"}))
+    assert main(["policy", "prod-aws", "--format", "sarif", "--config", str(config), "-o", str(out)]) == 0
+    levels = {r["id"]: r["defaultConfiguration"]["level"] for r in json.loads(out.read_text())["runs"][0]["tool"][
+        "driver"]["rules"]}
+    assert levels["aws-s3-bucket-encrypted"] == "error" and levels["aws-resources-require-billing-tags"] == "none"
 
 
 def test_preview_shows_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:

@@ -28,8 +28,8 @@ def _taggable(type_token: str) -> bool:
     """Whether the installed pulumi-aws resource class takes a ``tags`` argument."""
     module, _, cls = type_token.removeprefix("aws:").partition(":")
     mod = importlib.import_module(f"pulumi_aws.{module.split('/')[0]}")
-    resource = getattr(mod, cls)
-    return "tags" in inspect.signature(resource._internal_init).parameters
+    args = getattr(mod, f"{cls}Args")  # the public input type of the resource, e.g. aws.ec2.VpcArgs
+    return "tags" in inspect.signature(args.__init__).parameters
 
 
 def custom(graph: ResourceGraph) -> list[GraphResource]:

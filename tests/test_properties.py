@@ -100,3 +100,21 @@ def test_cli_registers_nothing_for_an_invalid_spec(spec: dict[str, Any], monkeyp
         path.write_text(yaml.safe_dump({"config": {"aws:region": "us-east-1", "gpu-cluster:spec": spec}}))
         assert blueprint.cli.main(["graph", str(path)]) == 2
     assert calls == []
+
+
+REQUIRED = [("name",), ("environment",), ("labels",), ("workload",), ("aws", "region"), ("aws", "network"),
+            ("aws", "nodeGroups"), ("aws", "controlPlane"), ("aws", "controlPlane", "deployer"),
+            ("workload", "peakGpus"), ("aws", "network", "vpcCidr")]
+
+
+@pytest.mark.parametrize("path", REQUIRED, ids=".".join)
+def test_removing_a_required_key_is_always_rejected(path: tuple[str, ...]) -> None:
+    # Guards the properties above: with validation switched off they would pass, this would not.
+    spec = copy.deepcopy(BASE)
+    parent: Any = spec
+    for part in path[:-1]:
+        parent = parent[part]
+    del parent[path[-1]]
+    err = _check(spec)
+    assert err is not None
+    assert any(i.rule == "schema-required-key" for i in err.issues)
