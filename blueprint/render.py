@@ -199,6 +199,12 @@ def _storage_lines(graph: ResourceGraph, spec: ClusterSpec) -> list[str]:
         key = storage.checkpoint_bucket.existing_kms_key_arn
         lines.append(f"existing checkpoint bucket {storage.checkpoint_bucket.existing_name}, not managed here"
                      + (f" (SSE-KMS {key})" if key else " (no KMS key given: teams get no key grant)"))
+    if storage.checkpoint_bucket.existing_name:
+        roles = sorted(str(r.inputs.get("name")) for r in graph.of_type("aws:iam/role:Role")
+                       if str(r.name).startswith("data-access-"))
+        if roles:
+            lines.append("  the bucket's owner must not deny these roles in the bucket policy, its VPC endpoint policy "
+                         "or the key policy: " + ", ".join(roles))
     fs_spec = storage.filesystem
     if fs_spec is not None and fs_spec.existing is not None:
         tier = fs_spec.per_unit_storage_throughput or (SCRATCH_2_MBPS_PER_TIB if fs_spec.deployment_type ==

@@ -181,6 +181,7 @@ def build_cluster(spec: ClusterSpec) -> ClusterOutputs:
             efa_security_group_id=network.efa_security_group_id,
             labels=labels,
             block=windows.get(group.name),
+            instance_tags={**spec.tags, "cluster": spec.name},
             opts=opts,
         )
 

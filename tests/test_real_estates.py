@@ -63,6 +63,10 @@ def test_byo_filesystem_and_bucket_are_still_wired() -> None:
              if "lustre" in r.name}
     assert {(r["securityGroupId"] == "sg-0123456789abcdef0", r["fromPort"]) for r in rules.values()} == {
         (True, 988), (True, 1018), (False, 988), (False, 1018)}  # both ends of LNet
+    egress = [r.inputs for r in graph.of_type("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule")
+              if r.name.startswith("storage-lustre-out-clients-")]
+    assert {(r["securityGroupId"], r["fromPort"]) for r in egress} == {
+        ("sg-0123456789abcdef0", 988), ("sg-0123456789abcdef0", 1018)}  # servers reach their clients too
     assert all(r.get("referencedSecurityGroupId") for r in rules.values())
     assert run.outputs["filesystemDnsName"] == "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com"
     assert run.outputs["checkpointBucket"] == "example-ml-checkpoints-usw2"
@@ -76,8 +80,15 @@ def test_byo_filesystem_and_bucket_are_still_wired() -> None:
 def test_odcr_resource_group_and_existing_placement_group() -> None:
     graph = offline_run("byo-aws").graph
     lt = one(graph, "aws:ec2/launchTemplate:LaunchTemplate", "nodegroup-a100-lt").inputs
-    assert lt["capacityReservationSpecification"] == {"capacityReservationTarget": {
-        "capacityReservationResourceGroupArn": "arn:aws:resource-groups:us-west-2:777788889999:group/a100-odcrs"}}
+    assert lt["capacityReservationSpecification"] == {
+        "capacityReservationPreference": "capacity-reservations-only",  # never fall back to full-price On-Demand
+        "capacityReservationTarget": {
+            "capacityReservationResourceGroupArn": "arn:aws:resource-groups:us-west-2:777788889999:group/a100-odcrs"}}
+    ng = one(graph, "aws:eks/nodeGroup:NodeGroup", "nodegroup-a100-ng").inputs
+    assert ng["updateConfig"] == {"updateStrategy": "MINIMAL", "maxUnavailable": 1}  # no spare ODCR to surge into
+    for spec in lt["tagSpecifications"]:  # launched instances get no provider default tags
+        assert spec["tags"]["GithubRepo"] == "github.com/example-org/gpu-clusters"
+        assert spec["tags"]["cluster"] == "byo-train"
     assert lt["placement"] == {"groupName": "a100-odcr-pg"}
     assert len([ni for ni in lt["networkInterfaces"] if ni.get("interfaceType") == "efa-only"]) == 4
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Optional
 
 import pulumi
@@ -54,6 +55,9 @@ def update_config(group: NodeGroupSpec) -> dict[str, Any]:
     """
     if group.capacity.type == "capacity-block":
         return {"update_strategy": "MINIMAL", "max_unavailable_percentage": 100}
+    if group.capacity.type == "reserved":
+        # A full ODCR has no instance to surge into either: terminate first, one node at a time.
+        return {"update_strategy": "MINIMAL", "max_unavailable": 1}
     return {"max_unavailable": 1}
 
 
@@ -93,12 +97,16 @@ class AwsNodeGroup(pulumi.ComponentResource):
         efa_security_group_id: pulumi.Input[str],
         labels: Mapping[str, str],
         block: Optional[BlockWindow] = None,
+        instance_tags: Mapping[str, str] = MappingProxyType({}),
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
         super().__init__("gpu-cluster:compute:AwsNodeGroup", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         physical = f"{physical_prefix}-{group.name}"
         tags = merge_tags(labels, physical, **{"node-group": group.name})
+        # Instances, volumes and interfaces launched by the Auto Scaling group get no provider default
+        # tags: their tag specifications carry the stack's other tags and the cluster tag too.
+        launched_tags = merge_tags(labels, physical, **{**instance_tags, "node-group": group.name})
 
         placement = None
         if group.placement_group_name is not None:
@@ -128,13 +136,22 @@ class AwsNodeGroup(pulumi.ComponentResource):
             ]
             vpc_security_group_ids = None  # security groups go on each interface instead
 
-        capacity_reservation: Optional[dict[str, dict[str, Optional[str]]]] = None
+        capacity_reservation: Optional[dict[str, Any]] = None
         market = None
         if group.capacity.reservation_resource_group_arn is not None:
             # Several ODCRs targeted together through a resource group (terraform's targeted-odcr pattern).
-            capacity_reservation = {"capacity_reservation_target": {
-                "capacity_reservation_resource_group_arn": group.capacity.reservation_resource_group_arn}}
-        elif group.capacity.type in ("capacity-block", "reserved"):
+            # Reservations only: without it EC2 falls back to full-price On-Demand when no reservation has room
+            # (EC2 user guide, launching into a Capacity Reservation group).
+            capacity_reservation = {
+                "capacity_reservation_preference": "capacity-reservations-only",
+                "capacity_reservation_target": {
+                    "capacity_reservation_resource_group_arn": group.capacity.reservation_resource_group_arn}}
+        elif group.capacity.type == "reserved":
+            capacity_reservation = {
+                "capacity_reservation_preference": "capacity-reservations-only",
+                "capacity_reservation_target": {"capacity_reservation_id": group.capacity.reservation_id},
+            }
+        elif group.capacity.type == "capacity-block":
             capacity_reservation = {
                 "capacity_reservation_target": {"capacity_reservation_id": group.capacity.reservation_id}
             }
@@ -171,7 +188,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
             instance_type=group.instance_type if group.capacity.type == "capacity-block" else None,
             user_data=nodeadm_user_data(wants_raid0(group, facts)),
             tag_specifications=[
-                {"resource_type": kind, "tags": tags} for kind in ("instance", "volume", "network-interface")
+                {"resource_type": kind, "tags": launched_tags} for kind in ("instance", "volume", "network-interface")
             ],
             tags=tags,
             opts=child,

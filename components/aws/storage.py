@@ -178,6 +178,19 @@ class AwsStorage(pulumi.ComponentResource):
                         tags=merge_tags(labels, f"{cluster_name}-lustre-{rule_name}-{low}"),
                         opts=child,
                     )
+                # Lustre servers also open connections to their clients: allowed out of the filesystem's group
+                # even where its owner removed the default allow-all egress.
+                aws.vpc.SecurityGroupEgressRule(
+                    f"{name}-lustre-out-clients-{low}",
+                    security_group_id=existing.security_group_id,
+                    referenced_security_group_id=client_security_group_id,
+                    ip_protocol="tcp",
+                    from_port=low,
+                    to_port=high,
+                    description=f"Lustre {low}-{high} from {existing.file_system_id} to the nodes",
+                    tags=merge_tags(labels, f"{cluster_name}-lustre-out-clients-{low}"),
+                    opts=child,
+                )
             self.filesystem_dns_name = pulumi.Output.from_input(existing.dns_name)
             self.filesystem_mount_name = pulumi.Output.from_input(existing.mount_name)
             key_policy(None)
