@@ -69,3 +69,15 @@ def run_spec(spec: dict[str, Any], stack_name: str = "test", region: str | None 
 
 
 Mutator = Callable[[dict[str, Any]], None]
+
+
+def json_paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every key path of a JSON-like value (for mutation strategies)."""
+    out = [prefix] if prefix else []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out += json_paths(v, (*prefix, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out += json_paths(v, (*prefix, i))
+    return out

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from blueprint.graph import ResourceGraph
 from blueprint.policy import LevelConfig, Pack, load_pack, normalize_config, run_policies
-from tests.conftest import offline_run
+from tests.conftest import json_paths, offline_run
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False)
@@ -55,15 +55,6 @@ def types_checked(policy: str) -> tuple[str, ...]:
     return tuple(sorted(named & present)) or tuple(sorted(t for t in present if t != "pulumi:pulumi:Stack"))
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix] if prefix else []
-    if isinstance(node, dict):
-        for k, v in node.items():
-            out += _paths(v, (*prefix, k))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            out += _paths(v, (*prefix, i))
-    return out
 
 
 @st.composite
@@ -72,7 +63,7 @@ def mutated_inputs(draw: st.DrawFn, base: dict[str, Any]) -> dict[str, Any]:
     if draw(st.booleans()):
         # every top-level input of a wrong shape at once: what a hostile or buggy preview could send
         return {key: draw(json_values) for key in inputs}
-    paths = _paths(inputs)
+    paths = json_paths(inputs)
     for _ in range(draw(st.integers(1, 3))):
         action = draw(st.sampled_from(["replace", "delete", "add", "wrong-top"] if paths else ["add"]))
         if action == "add":

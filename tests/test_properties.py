@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import blueprint.cli
 import blueprint.engine
 from components.spec import SpecError, parse_spec
-from tests.conftest import raw_stack_config
+from tests.conftest import json_paths, raw_stack_config
 
 FILE = "stacks/Pulumi.fuzz.yaml"
 LINE = re.compile(r"^stacks/Pulumi\.fuzz\.yaml: gpu-cluster:spec.*?: .+ \[rule: [a-z0-9-]+\]$")
@@ -29,18 +29,9 @@ json_values = st.recursive(
 )
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix] if prefix else []
-    if isinstance(node, dict):
-        for k, v in node.items():
-            out += _paths(v, (*prefix, k))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            out += _paths(v, (*prefix, i))
-    return out
 
 
-PATHS = _paths(BASE)
+PATHS = json_paths(BASE)
 
 
 @st.composite

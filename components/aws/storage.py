@@ -160,37 +160,35 @@ class AwsStorage(pulumi.ComponentResource):
                 lambda a: to_json(data_key_policy(str(a[0]), str(a[1]), region, str(a[2]), str(a[3]) or None)))
             return aws.kms.KeyPolicy(f"{name}-data-key-policy", key_id=key.key_id, policy=doc, opts=child)
 
+        def lnet(key: str, direction: str, group: pulumi.Input[str], peer: pulumi.Input[str], low: int, high: int,
+                 description: str) -> pulumi.Resource:
+            """One TCP rule of the Lustre port range between two security groups."""
+            rule = aws.vpc.SecurityGroupIngressRule if direction == "in" else aws.vpc.SecurityGroupEgressRule
+            resource: pulumi.Resource = rule(
+                f"{name}-lustre-{key}-{low}",
+                security_group_id=group,
+                referenced_security_group_id=peer,
+                ip_protocol="tcp",
+                from_port=low,
+                to_port=high,
+                description=f"Lustre {low}-{high} {description}",
+                tags=merge_tags(labels, f"{cluster_name}-lustre-{key}-{low}"),
+                opts=child,
+            )
+            return resource
+
         if fs_spec is not None and fs_spec.existing is not None:
             # An existing filesystem: the nodes and it exchange LNet on both security groups; its link
             # to a bucket, if any, is its owner's.
             existing = fs_spec.existing
+            between = f"between the nodes and {existing.file_system_id}"
             for low, high in LUSTRE_PORTS:
-                for rule_name, target, source in (("clients-in", client_security_group_id, existing.security_group_id),
-                                                  ("in-clients", existing.security_group_id, client_security_group_id)):
-                    aws.vpc.SecurityGroupIngressRule(
-                        f"{name}-lustre-{rule_name}-{low}",
-                        security_group_id=target,
-                        referenced_security_group_id=source,
-                        ip_protocol="tcp",
-                        from_port=low,
-                        to_port=high,
-                        description=f"Lustre {low}-{high} between the nodes and {existing.file_system_id}",
-                        tags=merge_tags(labels, f"{cluster_name}-lustre-{rule_name}-{low}"),
-                        opts=child,
-                    )
+                lnet("clients-in", "in", client_security_group_id, existing.security_group_id, low, high, between)
+                lnet("in-clients", "in", existing.security_group_id, client_security_group_id, low, high, between)
                 # Lustre servers also open connections to their clients: allowed out of the filesystem's group
                 # even where its owner removed the default allow-all egress.
-                aws.vpc.SecurityGroupEgressRule(
-                    f"{name}-lustre-out-clients-{low}",
-                    security_group_id=existing.security_group_id,
-                    referenced_security_group_id=client_security_group_id,
-                    ip_protocol="tcp",
-                    from_port=low,
-                    to_port=high,
-                    description=f"Lustre {low}-{high} from {existing.file_system_id} to the nodes",
-                    tags=merge_tags(labels, f"{cluster_name}-lustre-out-clients-{low}"),
-                    opts=child,
-                )
+                lnet("out-clients", "out", existing.security_group_id, client_security_group_id, low, high,
+                     f"from {existing.file_system_id} to the nodes")
             self.filesystem_dns_name = pulumi.Output.from_input(existing.dns_name)
             self.filesystem_mount_name = pulumi.Output.from_input(existing.mount_name)
             key_policy(None)
@@ -207,40 +205,10 @@ class AwsStorage(pulumi.ComponentResource):
             for low, high in LUSTRE_PORTS:
                 # The clients' side (FSx "Limiting access with security groups"): nodes accept LNet
                 # from the filesystem's group; their group already lets all traffic out.
-                aws.vpc.SecurityGroupIngressRule(
-                    f"{name}-lustre-clients-in-{low}",
-                    security_group_id=client_security_group_id,
-                    referenced_security_group_id=sg.id,
-                    ip_protocol="tcp",
-                    from_port=low,
-                    to_port=high,
-                    description=f"Lustre {low}-{high} from the FSx filesystem",
-                    tags=merge_tags(labels, f"{cluster_name}-lustre-clients-in-{low}"),
-                    opts=child,
-                )
+                lnet("clients-in", "in", client_security_group_id, sg.id, low, high, "from the FSx filesystem")
                 for peer_name, peer in (("self", sg.id), ("clients", client_security_group_id)):
-                    lnet_rules.append(aws.vpc.SecurityGroupIngressRule(
-                        f"{name}-lustre-in-{peer_name}-{low}",
-                        security_group_id=sg.id,
-                        referenced_security_group_id=peer,
-                        ip_protocol="tcp",
-                        from_port=low,
-                        to_port=high,
-                        description=f"Lustre {low}-{high} from {peer_name}",
-                        tags=merge_tags(labels, f"{cluster_name}-lustre-in-{peer_name}-{low}"),
-                        opts=child,
-                    ))
-                    lnet_rules.append(aws.vpc.SecurityGroupEgressRule(
-                        f"{name}-lustre-out-{peer_name}-{low}",
-                        security_group_id=sg.id,
-                        referenced_security_group_id=peer,
-                        ip_protocol="tcp",
-                        from_port=low,
-                        to_port=high,
-                        description=f"Lustre {low}-{high} to {peer_name}",
-                        tags=merge_tags(labels, f"{cluster_name}-lustre-out-{peer_name}-{low}"),
-                        opts=child,
-                    ))
+                    lnet_rules.append(lnet(f"in-{peer_name}", "in", sg.id, peer, low, high, f"from {peer_name}"))
+                    lnet_rules.append(lnet(f"out-{peer_name}", "out", sg.id, peer, low, high, f"to {peer_name}"))
 
             persistent = fs_spec.deployment_type.startswith("PERSISTENT")
             fs = aws.fsx.LustreFileSystem(
