@@ -1328,11 +1328,15 @@ def _check_teams(spec: ClusterSpec, out: _Collector) -> None:
                             f"the catalog has no confirmed {'vCPU' if field == 'cpu' else 'memory'} figure for "
                             f"{group.instance_type}; set {field} for this quota")
     shares = gpu_units_per_gpu(spec.platform.gpu_sharing)
+    by_group: dict[str, list[tuple[str, int]]] = {}  # one pass over the quotas, not one per node group
+    for t in spec.teams:
+        for q in t.quotas:
+            by_group.setdefault(q.node_group, []).append((t.name, q.gpus))
     for name, group in groups.items():
         facts = catalog.get(group.instance_type)
         if facts is None or not facts.gpu_count:
             continue
-        takers = [(t.name, q.gpus) for t in spec.teams for q in t.quotas if q.node_group == name]
+        takers = by_group.get(name, [])
         total = sum(g for _, g in takers)
         capacity = group.max_size * facts.gpu_count * shares
         if total > capacity:

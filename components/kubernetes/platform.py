@@ -20,7 +20,7 @@ import pulumi_random as random
 
 from components.catalog import ChartPin, load_charts
 from components.kubernetes import objects as obj
-from components.kubernetes.quotas import EFA, GpuPool, namespace_hard_limits, team_flavor_quotas
+from components.kubernetes.quotas import EFA, GpuPool, lendable_by_pool, namespace_hard_limits, team_flavor_quotas
 from components.spec import PRIVILEGED_NAMESPACES, PlatformSpec, TeamSpec
 
 GRAFANA_SECRET = "grafana-admin"
@@ -218,13 +218,14 @@ class Tenancy(pulumi.ComponentResource):
         pools = inputs.pools_by_name
         with_efa = EFA in obj.covered_resources(inputs.pools)
         self.namespaces = {}
+        lendable = lendable_by_pool(list(inputs.teams), pools)
         for team in inputs.teams:
             ns = apply(f"{name}-ns-{team.name}",
                        obj.namespace(team.name, obj.team_labels(team, inputs.labels), "baseline", tenant=True),
                        child)
             self.namespaces[team.name] = ns
             in_ns = pulumi.ResourceOptions(parent=self, depends_on=[ns])
-            hard = namespace_hard_limits(team, list(inputs.teams), pools, inputs.platform.cohort)
+            hard = namespace_hard_limits(team, list(inputs.teams), pools, inputs.platform.cohort, lendable)
             manifests = [
                 *([obj.service_account(inputs.checkpoint_service_account, team.name,
                                        obj.team_labels(team, inputs.labels),

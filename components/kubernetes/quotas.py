@@ -51,6 +51,10 @@ class Resources:
         return Resources(self.gpu + other.gpu, self.cpu + other.cpu, self.memory_gib + other.memory_gib,
                          self.efa + other.efa)
 
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(self.gpu - other.gpu, self.cpu - other.cpu, self.memory_gib - other.memory_gib,
+                         self.efa - other.efa)
+
     def capped(self, cap: Resources) -> Resources:
         """Element-wise minimum."""
         return Resources(min(self.gpu, cap.gpu), min(self.cpu, cap.cpu), min(self.memory_gib, cap.memory_gib),
@@ -113,25 +117,31 @@ def team_flavor_quotas(team: TeamSpec, pools: dict[str, GpuPool]) -> list[Flavor
     return out
 
 
-def namespace_hard_limits(team: TeamSpec, teams: list[TeamSpec], pools: dict[str, GpuPool], cohort: bool) -> Resources:
+def lendable_by_pool(teams: list[TeamSpec], pools: dict[str, GpuPool]) -> dict[str, Resources]:
+    """What all teams together lend on each pool: their lending limit, or their whole nominal quota."""
+    out: dict[str, Resources] = {}
+    for team in teams:
+        for fq in team_flavor_quotas(team, pools):
+            out[fq.pool.name] = out.get(fq.pool.name, ZERO) + (fq.lending_limit or fq.nominal)
+    return out
+
+
+def namespace_hard_limits(team: TeamSpec, teams: list[TeamSpec], pools: dict[str, GpuPool], cohort: bool,
+                          lendable: dict[str, Resources] | None = None) -> Resources:
     """The most a team's namespace can ever have admitted at once, for its ResourceQuota.
 
     Nominal quota plus what it can borrow: its borrowing limit, or else everything the other teams lend
     (their lending limit, or their whole nominal quota). The ResourceQuota is a backstop that must never
-    refuse a workload Kueue admitted, so it is the upper bound, not the nominal share.
+    refuse a workload Kueue admitted, so it is the upper bound, not the nominal share. ``lendable`` (from
+    :func:`lendable_by_pool`, computed once for all teams) keeps this linear in the number of teams.
     """
+    lent = lendable if lendable is not None else lendable_by_pool(teams, pools)
     total = ZERO
     for fq in team_flavor_quotas(team, pools):
         amount = fq.nominal
         if cohort:
-            lendable = ZERO
-            for other in teams:
-                if other.name == team.name:
-                    continue
-                for ofq in team_flavor_quotas(other, pools):
-                    if ofq.pool.name == fq.pool.name:
-                        lendable = lendable + (ofq.lending_limit or ofq.nominal)
-            borrow = lendable if fq.borrowing_limit is None else fq.borrowing_limit.capped(lendable)
+            others = lent.get(fq.pool.name, ZERO) - (fq.lending_limit or fq.nominal)  # all but the team's own
+            borrow = others if fq.borrowing_limit is None else fq.borrowing_limit.capped(others)
             amount = amount + borrow
         total = total + amount
     return total
