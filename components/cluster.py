@@ -21,15 +21,13 @@ from components.aws.data_access import (
 from components.aws.eks import EksAddons, EksControlPlane
 from components.aws.kubeconfig import kubeconfig, update_kubeconfig_command
 from components.aws.network import AwsNetwork, DeployerPath
+from components.aws.platform import AWS_TOPOLOGY, EBS_GP3, POD_IDENTITY_EGRESS, efa_fabric
 from components.aws.storage import AwsStorage
 from components.catalog import load_addon_pins, load_aws_catalog
 from components.clock import utcnow
 from components.kubernetes.platform import PlatformInputs, build_platform
 from components.kubernetes.quotas import GpuPool
 from components.spec import ClusterSpec, default_subnets, gpu_units_per_gpu, uses_placement_group
-
-# EKS's encrypted gp3 volumes through the EBS CSI driver, for the platform's own volumes.
-EBS_GP3 = ("ebs.csi.aws.com", {"type": "gp3", "encrypted": "true"})
 
 
 def platform_inputs(spec: ClusterSpec) -> PlatformInputs:
@@ -48,7 +46,7 @@ def platform_inputs(spec: ClusterSpec) -> PlatformInputs:
             instance_type=group.instance_type,
             gpus_per_node=facts.gpu_count,
             max_nodes=group.max_size,
-            efa_per_node=facts.efa_count,
+            fabric_per_node=facts.efa_count,
             vcpu_per_node=facts.vcpu.value,
             memory_gib_per_node=facts.memory_gib.value,
             placed=facts.efa_capable and group.max_size > 1 and (
@@ -64,6 +62,9 @@ def platform_inputs(spec: ClusterSpec) -> PlatformInputs:
         driver_on_host=True,  # the EKS AL2023 NVIDIA AMI ships the driver and container toolkit
         storage_provisioner=EBS_GP3[0],
         storage_parameters=EBS_GP3[1],
+        fabric=efa_fabric([p.instance_type for p in pools if p.fabric_per_node]),
+        topology=AWS_TOPOLOGY,
+        extra_egress=(POD_IDENTITY_EGRESS,),
         retain_data=spec.deletion_protection,
         checkpoint_service_account=CHECKPOINT_SERVICE_ACCOUNT,
         platform_reader=(PLATFORM_NAMESPACE, PLATFORM_SERVICE_ACCOUNT),

@@ -23,7 +23,7 @@ from tests.k8s_checks import (
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
-P5 = GpuPool("h100", "p5.48xlarge", gpus_per_node=8, max_nodes=16, efa_per_node=32, vcpu_per_node=192,
+P5 = GpuPool("h100", "p5.48xlarge", gpus_per_node=8, max_nodes=16, fabric_per_node=32, vcpu_per_node=192,
              memory_gib_per_node=2048, placed=True)
 
 
@@ -96,7 +96,7 @@ def test_crd_check_rejects_unknown_fields_and_wrong_types() -> None:
 def test_cel_rules_catch_borrowing_without_cohort_and_uneven_flavors() -> None:
     team = TeamSpec.model_validate({"name": "tm", "costCenter": "c",
                                     "quotas": [{"nodeGroup": "h100", "gpus": 8, "borrowingLimitGpus": 8}]})
-    cq = cluster_queue(team, team_flavor_quotas(team, {"h100": P5}), None, covered_resources([P5]))
+    cq = cluster_queue(team, team_flavor_quotas(team, {"h100": P5}), None, covered_resources([P5], "vpc.amazonaws.com/efa"))
     assert cluster_queue_cel(cq) == ["borrowingLimit must be nil when cohort is empty"]
     cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"].pop()
     assert cluster_queue_cel(cq)[1].startswith("flavor h100 must list exactly the covered resources")
@@ -195,7 +195,7 @@ def test_queue_objects_wait_for_the_kueue_release() -> None:
 
 
 def test_quota_arithmetic() -> None:
-    assert resources_for(8, P5) == Resources(gpu=8, cpu=192, memory_gib=2048, efa=32)
+    assert resources_for(8, P5) == Resources(gpu=8, cpu=192, memory_gib=2048, fabric=32)
     explicit = QuotaSpec.model_validate({"nodeGroup": "h100", "gpus": 16, "cpu": 100, "memoryGiB": 1000})
     assert resources_for(16, P5, explicit) == Resources(16, 100, 1000, 64)
     assert resources_for(8, P5, explicit) == Resources(8, 50, 500, 32)  # a limit of half the nominal

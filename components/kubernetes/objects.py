@@ -9,14 +9,33 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
-from components.kubernetes.quotas import EFA, GPU, FlavorQuota, GpuPool, Resources
+from components.kubernetes.quotas import CPU, GPU, MEMORY, FlavorQuota, GpuPool, Resources
 from components.spec import GPU_TAINT_KEY, PRIVILEGED_NAMESPACES, GpuSharingSpec, TeamSpec
 
 Manifest = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class EgressRule:
+    """Egress a team namespace allows on top of its defaults, named as its NetworkPolicy."""
+
+    name: str
+    cidr: str
+    port: int
+    protocol: str = "TCP"
+
+
+@dataclass(frozen=True)
+class NetworkTopology:
+    """A Kueue Topology: its name and the node labels of its levels, top first (the host last)."""
+
+    name: str
+    node_labels: tuple[str, ...]
 
 TENANT_LABEL = "gpu-cluster/tenant"
 NODE_GROUP_LABEL = "gpu-cluster/node-group"
@@ -25,17 +44,7 @@ GPU_OPERATOR_NAMESPACE = "gpu-operator"
 KUEUE_NAMESPACE = "kueue-system"
 OPENCOST_NAMESPACE = "opencost"
 PROMETHEUS_RELEASE = "kube-prometheus-stack"
-TOPOLOGY_NAME = "aws-network"
-POD_IDENTITY_AGENT_CIDR = "169.254.170.23/32"
 GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
-# Network topology labels that AWS's cloud controller puts on nodes of supported instance types
-# (top layer first), then the host: Kueue's topology-aware scheduling packs pods by these levels.
-AWS_TOPOLOGY_LEVELS = (
-    "topology.k8s.aws/network-node-layer-1",
-    "topology.k8s.aws/network-node-layer-2",
-    "topology.k8s.aws/network-node-layer-3",
-    "kubernetes.io/hostname",
-)
 PRIORITY_CLASSES = (
     ("production", 1000, "Production training and serving; preempts lower priorities in its queue."),
     ("standard", 100, "Default for team work."),
@@ -146,15 +155,15 @@ def team_role_binding(team: TeamSpec) -> Manifest:
     }
 
 
-def resource_quota(team: TeamSpec, hard: Resources, with_efa: bool) -> Manifest:
+def resource_quota(team: TeamSpec, hard: Resources, fabric_resource: str | None) -> Manifest:
     """A backstop under Kueue: the most the namespace can have admitted, never less."""
     limits = {
         f"requests.{GPU}": str(hard.gpu),
         "requests.cpu": str(hard.cpu),
         "requests.memory": f"{hard.memory_gib}Gi",
     }
-    if with_efa:
-        limits[f"requests.{EFA}"] = str(hard.efa)
+    if fabric_resource is not None:
+        limits[f"requests.{fabric_resource}"] = str(hard.fabric)
     return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": _meta("gpu-quota", team.name),
             "spec": {"hard": limits}}
 
@@ -173,7 +182,8 @@ def limit_range(team: TeamSpec) -> Manifest:
     }
 
 
-def network_policies(team: TeamSpec, allow_https_egress: bool) -> list[Manifest]:
+def network_policies(team: TeamSpec, allow_https_egress: bool,
+                     extra_egress: Sequence[EgressRule] = ()) -> list[Manifest]:
     """Default deny, then what a distributed training job needs: its own namespace (NCCL bootstrap,
     MPI launchers), DNS, the metrics scraper and, optionally, HTTPS egress (S3 checkpoints).
 
@@ -209,14 +219,13 @@ def network_policies(team: TeamSpec, allow_https_egress: bool) -> list[Manifest]
                 "matchLabels": {"kubernetes.io/metadata.name": MONITORING_NAMESPACE}}}]}],
         }),
     ]
-    # The EKS Pod Identity agent serves credentials on the node's link-local address, port 80 (EKS user
-    # guide, pod-id-agent-setup); the VPC CNI's policy engine filters link-local traffic like any other.
-    out.append(policy("allow-pod-identity-agent", {
-        "podSelector": {},
-        "policyTypes": ["Egress"],
-        "egress": [{"to": [{"ipBlock": {"cidr": POD_IDENTITY_AGENT_CIDR}}],
-                    "ports": [{"protocol": "TCP", "port": 80}]}],
-    }))
+    for rule in extra_egress:  # what the cloud's node agents need (e.g. the credentials agent)
+        out.append(policy(rule.name, {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [{"to": [{"ipBlock": {"cidr": rule.cidr}}],
+                        "ports": [{"protocol": rule.protocol, "port": rule.port}]}],
+        }))
     if allow_https_egress:
         out.append(policy("allow-https-egress", {
             "podSelector": {},
@@ -319,17 +328,17 @@ def storage_class(name: str, provisioner: str, parameters: Mapping[str, str], re
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 
 
-def topology() -> Manifest:
-    """The AWS network topology, for topology-aware placement of multi-node jobs."""
-    return {"apiVersion": KUEUE_API, "kind": "Topology", "metadata": _meta(TOPOLOGY_NAME),
-            "spec": {"levels": [{"nodeLabel": label} for label in AWS_TOPOLOGY_LEVELS]}}
+def topology(levels: NetworkTopology) -> Manifest:
+    """The cloud's network topology, for topology-aware placement of multi-node jobs."""
+    return {"apiVersion": KUEUE_API, "kind": "Topology", "metadata": _meta(levels.name),
+            "spec": {"levels": [{"nodeLabel": label} for label in levels.node_labels]}}
 
 
-def resource_flavor(pool: GpuPool) -> Manifest:
+def resource_flavor(pool: GpuPool, topology_name: str | None) -> Manifest:
     """One flavor per GPU node group: its node label, the GPU toleration, topology where placed."""
     spec: Manifest = {"nodeLabels": {NODE_GROUP_LABEL: pool.name}, "tolerations": [GPU_TOLERATION]}
-    if pool.placed:
-        spec["topologyName"] = TOPOLOGY_NAME
+    if pool.placed and topology_name is not None:
+        spec["topologyName"] = topology_name
     return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": _meta(pool.name), "spec": spec}
 
 
@@ -340,9 +349,10 @@ def cohort(name: str) -> Manifest:
 
 def _resource_entries(nominal: Resources, borrow: Resources | None, lend: Resources | None,
                       covered: Sequence[str]) -> list[Manifest]:
-    n = nominal.as_kueue(EFA in covered)
-    b = borrow.as_kueue(EFA in covered) if borrow else None
-    ln = lend.as_kueue(EFA in covered) if lend else None
+    fabric = next((r for r in covered if r not in (GPU, CPU, MEMORY)), None)
+    n = nominal.as_kueue(fabric)
+    b = borrow.as_kueue(fabric) if borrow else None
+    ln = lend.as_kueue(fabric) if lend else None
     out = []
     for resource in covered:
         entry: Manifest = {"name": resource, "nominalQuota": n[resource]}
@@ -354,11 +364,11 @@ def _resource_entries(nominal: Resources, borrow: Resources | None, lend: Resour
     return out
 
 
-def covered_resources(pools: Sequence[GpuPool]) -> list[str]:
-    """Resources a team queue accounts for: GPUs, CPU, memory, and EFA where any pool has it."""
-    covered = [GPU, "cpu", "memory"]
-    if any(p.efa_per_node for p in pools):
-        covered.append(EFA)
+def covered_resources(pools: Sequence[GpuPool], fabric_resource: str | None) -> list[str]:
+    """Resources a team queue accounts for: GPUs, CPU, memory, and the fabric's where any pool has it."""
+    covered = [GPU, CPU, MEMORY]
+    if fabric_resource is not None and any(p.fabric_per_node for p in pools):
+        covered.append(fabric_resource)
     return covered
 
 
@@ -476,15 +486,6 @@ def gpu_operator_values(sharing: GpuSharingSpec, driver_on_host: bool) -> Manife
     return values
 
 
-def efa_plugin_values(instance_types: Sequence[str]) -> Manifest:
-    """AWS EFA device plugin values: run on the EFA node groups' types, tolerate the GPU taint."""
-    return {
-        "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"],
-                                    "values": sorted(set(instance_types))},
-        "tolerations": [GPU_TOLERATION],
-    }
-
-
 # --- telemetry ----------------------------------------------------------------------------------
 
 KUBE_STATE_METRICS_LABELS = [
@@ -492,7 +493,6 @@ KUBE_STATE_METRICS_LABELS = [
     "pods=[team,cost-center,model,experiment,kueue.x-k8s.io/queue-name]",
     f"nodes=[{NODE_GROUP_LABEL},node.kubernetes.io/instance-type,topology.kubernetes.io/zone]",
 ]
-
 
 def prometheus_stack_values(retention_days: int, storage_gib: int, storage_class_name: str,
                             grafana_secret: str) -> Manifest:

@@ -20,7 +20,8 @@ import pulumi_random as random
 
 from components.catalog import ChartPin, load_charts
 from components.kubernetes import objects as obj
-from components.kubernetes.quotas import EFA, GpuPool, lendable_by_pool, namespace_hard_limits, team_flavor_quotas
+from components.kubernetes.objects import EgressRule, Manifest, NetworkTopology
+from components.kubernetes.quotas import GpuPool, lendable_by_pool, namespace_hard_limits, team_flavor_quotas
 from components.spec import PRIVILEGED_NAMESPACES, PlatformSpec, TeamSpec
 
 GRAFANA_SECRET = "grafana-admin"
@@ -120,9 +121,22 @@ def _system_namespace(parent: pulumi.Resource, name: str, labels: Mapping[str, s
     return apply(f"ns-{name}", obj.namespace(name, labels, security), opts or pulumi.ResourceOptions(parent=parent))
 
 
+@dataclass(frozen=True, kw_only=True)
+class CloudFabric:
+    """The cloud's high-speed fabric as pods see it: the extended resource its device plugin advertises
+    (``vpc.amazonaws.com/efa`` on AWS) and that plugin's pinned chart, namespace and values."""
+
+    resource_name: str
+    plugin_release: str
+    plugin_chart: str  # key in components/catalog/charts.yaml
+    plugin_namespace: str
+    plugin_values: Manifest
+
+
 @dataclass(frozen=True)
 class PlatformInputs:
-    """What the platform needs from the cluster and the spec (no cloud types)."""
+    """What the platform needs from the cluster and the spec (no cloud types): each cloud module fills in
+    its fabric, network topology, storage class and the egress its node agents need."""
 
     cluster_name: str
     labels: Mapping[str, str]
@@ -132,6 +146,9 @@ class PlatformInputs:
     driver_on_host: bool
     storage_provisioner: str
     storage_parameters: Mapping[str, str]
+    fabric: CloudFabric | None = None
+    topology: NetworkTopology | None = None  # for placed pools (topology-aware scheduling)
+    extra_egress: tuple[EgressRule, ...] = ()
     retain_data: bool = False  # deletion protection: metrics volumes retained, their namespace and release protected
     checkpoint_service_account: str | None = None  # per team namespace: read/write of <team>/ in the bucket
     platform_reader: tuple[str, str] | None = None  # (namespace, service account): read of every prefix
@@ -186,7 +203,7 @@ class Monitoring(pulumi.ComponentResource):
 
 
 class GpuStack(pulumi.ComponentResource):
-    """The NVIDIA GPU Operator and, where node groups have EFA, the AWS EFA device plugin."""
+    """The NVIDIA GPU Operator and, where node groups have fabric devices, the cloud's device plugin."""
 
     def __init__(self, name: str, inputs: PlatformInputs, prometheus: pulumi.Resource,
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
@@ -196,10 +213,10 @@ class GpuStack(pulumi.ComponentResource):
         release("gpu-operator", charts["gpu-operator"], obj.GPU_OPERATOR_NAMESPACE,
                 obj.gpu_operator_values(inputs.platform.gpu_sharing, inputs.driver_on_host),
                 pulumi.ResourceOptions(parent=self, depends_on=[ns, prometheus]))
-        efa_types = [p.instance_type for p in inputs.pools if p.efa_per_node]
-        if efa_types:
-            release("aws-efa-k8s-device-plugin", charts["aws-efa-k8s-device-plugin"], "kube-system",
-                    obj.efa_plugin_values(efa_types), pulumi.ResourceOptions(parent=self))
+        fabric = inputs.fabric
+        if fabric is not None and any(p.fabric_per_node for p in inputs.pools):
+            release(fabric.plugin_release, charts[fabric.plugin_chart], fabric.plugin_namespace,
+                    fabric.plugin_values, pulumi.ResourceOptions(parent=self))
         self.register_outputs({})
 
 
@@ -216,7 +233,9 @@ class Tenancy(pulumi.ComponentResource):
         super().__init__("gpu-cluster:control-plane:Tenancy", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         pools = inputs.pools_by_name
-        with_efa = EFA in obj.covered_resources(inputs.pools)
+        fabric_name = inputs.fabric.resource_name if inputs.fabric else None
+        covered = obj.covered_resources(inputs.pools, fabric_name)
+        fabric_resource = fabric_name if fabric_name in covered else None
         self.namespaces = {}
         lendable = lendable_by_pool(list(inputs.teams), pools)
         for team in inputs.teams:
@@ -233,9 +252,9 @@ class Tenancy(pulumi.ComponentResource):
                   if inputs.checkpoint_service_account else []),
                 obj.team_role(team),
                 obj.team_role_binding(team),
-                obj.resource_quota(team, hard, with_efa),
+                obj.resource_quota(team, hard, fabric_resource),
                 obj.limit_range(team),
-                *obj.network_policies(team, inputs.platform.allow_https_egress),
+                *obj.network_policies(team, inputs.platform.allow_https_egress, inputs.extra_egress),
             ]
             for m in manifests:
                 apply(_object_name(name, m), m, in_ns)
@@ -264,12 +283,13 @@ class Queues(pulumi.ComponentResource):
         # every object below waits for the release.
         after = pulumi.ResourceOptions(parent=self, depends_on=[kueue])
         pools = inputs.pools_by_name
-        covered = obj.covered_resources(inputs.pools)
+        covered = obj.covered_resources(inputs.pools, inputs.fabric.resource_name if inputs.fabric else None)
+        topology = inputs.topology
         cohort_name = f"{inputs.cluster_name}-gpus" if inputs.platform.cohort else None
         manifests: list[dict[str, Any]] = []
-        if any(p.placed for p in inputs.pools):
-            manifests.append(obj.topology())
-        manifests += [obj.resource_flavor(p) for p in inputs.pools]
+        if topology is not None and any(p.placed for p in inputs.pools):
+            manifests.append(obj.topology(topology))
+        manifests += [obj.resource_flavor(p, topology.name if topology else None) for p in inputs.pools]
         if cohort_name:
             manifests.append(obj.cohort(cohort_name))
         manifests += obj.priority_classes()

@@ -1,8 +1,9 @@
 """Quota arithmetic for Kueue and ResourceQuotas, free of Pulumi so it is tested directly.
 
 A team's quota is written in GPUs per node group. Each GPU brings its share of the node: vCPUs, memory
-and EFA interfaces (p5.48xlarge: 24 vCPU, 256 GiB and 4 EFA per GPU), so a job that asks for a whole
-node's worth of GPUs also fits its CPU, memory and EFA requests in the same quota.
+and fabric devices (on AWS, EFA interfaces: p5.48xlarge has 24 vCPU, 256 GiB and 4 EFA per GPU), so a job
+that asks for a whole node's worth of GPUs also fits its CPU, memory and fabric requests in the same quota.
+The fabric's resource name comes from the cloud (``CloudFabric``); nothing here names a cloud.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from dataclasses import dataclass
 from components.spec import QuotaSpec, TeamSpec
 
 GPU = "nvidia.com/gpu"
-EFA = "vpc.amazonaws.com/efa"
 CPU = "cpu"
 MEMORY = "memory"
 
@@ -26,7 +26,7 @@ class GpuPool:
     instance_type: str
     gpus_per_node: int
     max_nodes: int
-    efa_per_node: int
+    fabric_per_node: int  # devices of the cloud's fabric per node (EFA interfaces on AWS)
     vcpu_per_node: int | None
     memory_gib_per_node: int | None
     placed: bool  # nodes share a placement group or a reservation: topology-aware scheduling applies
@@ -40,31 +40,31 @@ class GpuPool:
 
 @dataclass(frozen=True)
 class Resources:
-    """One amount of each covered resource: GPU units, CPU cores, memory GiB, EFA interfaces."""
+    """One amount of each covered resource: GPU units, CPU cores, memory GiB, fabric devices."""
 
     gpu: int
     cpu: int
     memory_gib: int
-    efa: int
+    fabric: int
 
     def __add__(self, other: Resources) -> Resources:
         return Resources(self.gpu + other.gpu, self.cpu + other.cpu, self.memory_gib + other.memory_gib,
-                         self.efa + other.efa)
+                         self.fabric + other.fabric)
 
     def __sub__(self, other: Resources) -> Resources:
         return Resources(self.gpu - other.gpu, self.cpu - other.cpu, self.memory_gib - other.memory_gib,
-                         self.efa - other.efa)
+                         self.fabric - other.fabric)
 
     def capped(self, cap: Resources) -> Resources:
         """Element-wise minimum."""
         return Resources(min(self.gpu, cap.gpu), min(self.cpu, cap.cpu), min(self.memory_gib, cap.memory_gib),
-                         min(self.efa, cap.efa))
+                         min(self.fabric, cap.fabric))
 
-    def as_kueue(self, with_efa: bool) -> dict[str, str]:
-        """Kubernetes quantities by resource name."""
+    def as_kueue(self, fabric_resource: str | None) -> dict[str, str]:
+        """Kubernetes quantities by resource name (the fabric's under its cloud's resource name)."""
         out = {GPU: str(self.gpu), CPU: str(self.cpu), MEMORY: f"{self.memory_gib}Gi"}
-        if with_efa:
-            out[EFA] = str(self.efa)
+        if fabric_resource is not None:
+            out[fabric_resource] = str(self.fabric)
         return out
 
 
@@ -89,8 +89,8 @@ def resources_for(gpu_units: int, pool: GpuPool, quota: QuotaSpec | None = None)
         memory = math.floor(quota.memory_gib * fraction)
     else:
         memory = math.floor((pool.memory_gib_per_node or 0) * per_node)
-    efa = math.floor(pool.efa_per_node * per_node)
-    return Resources(gpu_units, cpu, memory, efa)
+    fabric = math.floor(pool.fabric_per_node * per_node)
+    return Resources(gpu_units, cpu, memory, fabric)
 
 
 @dataclass(frozen=True)

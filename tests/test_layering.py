@@ -1,0 +1,67 @@
+"""Imports only point down (DESIGN.md, "Layers"): spec -> catalog -> clouds and kubernetes -> cluster ->
+program; `blueprint/` reads them all and nothing imports it; the Kubernetes layer names no cloud; no cloud
+imports another; the policy pack stays standalone."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CLOUDS = ("aws", "gcp")
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module a file imports (absolute names; relative imports resolved against its package)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+            out |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return out
+
+
+def modules(folder: str) -> list[Path]:
+    return sorted((ROOT / folder).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", modules("components/kubernetes"), ids=lambda p: p.name)
+def test_the_kubernetes_layer_imports_no_cloud(path: Path) -> None:
+    bad = {m for m in imports_of(path) if m.startswith(("pulumi_aws", "pulumi_gcp"))
+           or any(m.startswith(f"components.{cloud}") for cloud in CLOUDS)}
+    assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_no_cloud_imports_another(cloud: str) -> None:
+    others = [c for c in CLOUDS if c != cloud]
+    for path in modules(f"components/{cloud}"):
+        bad = {m for m in imports_of(path) for o in others
+               if m.startswith((f"components.{o}", f"pulumi_{o}"))}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_lower_layers_never_import_upper_ones() -> None:
+    below = {
+        "components/spec.py": ("components.aws", "components.kubernetes", "components.cluster", "pulumi"),
+        "components/catalog": ("components.spec", "components.aws", "components.kubernetes", "components.cluster"),
+        "components/clock.py": ("components.",),
+    }
+    for where, forbidden in below.items():
+        target = ROOT / where
+        for path in ([target] if target.is_file() else modules(where)):
+            bad = {m for m in imports_of(path) if m.startswith(forbidden)}
+            assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_nothing_imports_the_tooling() -> None:
+    for folder in ("components", "policies"):
+        for path in modules(folder):
+            bad = {m for m in imports_of(path) if m == "blueprint" or m.startswith("blueprint.")}
+            assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+    for path in modules("policies"):
+        assert not {m for m in imports_of(path) if m.startswith("components")}, path
