@@ -65,3 +65,11 @@ def test_nothing_imports_the_tooling() -> None:
             assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
     for path in modules("policies"):
         assert not {m for m in imports_of(path) if m.startswith("components")}, path
+
+
+@pytest.mark.parametrize("where", ["components/cluster.py", "components/planes.py", "components/program.py"])
+def test_the_wiring_picks_the_cloud_by_name(where: str) -> None:
+    # cluster.py imports components.<spec.cloud> at run time; it names no cloud in its imports
+    bad = {m for m in imports_of(ROOT / where) if m.startswith(("pulumi_aws", "pulumi_gcp"))
+           or any(m.startswith(f"components.{cloud}") for cloud in CLOUDS)}
+    assert not bad, f"{where} imports {sorted(bad)}"

@@ -96,7 +96,8 @@ def test_crd_check_rejects_unknown_fields_and_wrong_types() -> None:
 def test_cel_rules_catch_borrowing_without_cohort_and_uneven_flavors() -> None:
     team = TeamSpec.model_validate({"name": "tm", "costCenter": "c",
                                     "quotas": [{"nodeGroup": "h100", "gpus": 8, "borrowingLimitGpus": 8}]})
-    cq = cluster_queue(team, team_flavor_quotas(team, {"h100": P5}), None, covered_resources([P5], "vpc.amazonaws.com/efa"))
+    covered = covered_resources([P5], "vpc.amazonaws.com/efa")
+    cq = cluster_queue(team, team_flavor_quotas(team, {"h100": P5}), None, covered)
     assert cluster_queue_cel(cq) == ["borrowingLimit must be nil when cohort is empty"]
     cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"].pop()
     assert cluster_queue_cel(cq)[1].startswith("flavor h100 must list exactly the covered resources")

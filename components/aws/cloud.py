@@ -1,0 +1,212 @@
+"""The AWS cloud module: builds the network, compute, storage and EKS planes in order, wires their outputs
+together, and hands the cloud-neutral wiring (``components/cluster.py``) a :class:`CloudPlanes`."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.aws.capacity_block import BlockWindow
+from components.aws.compute import AwsNodeGroup
+from components.aws.data_access import (
+    CHECKPOINT_SERVICE_ACCOUNT,
+    PLATFORM_NAMESPACE,
+    PLATFORM_SERVICE_ACCOUNT,
+    AwsDataAccess,
+    DataAccessArgs,
+)
+from components.aws.eks import EksAddons, EksControlPlane
+from components.aws.kubeconfig import kubeconfig, update_kubeconfig_command
+from components.aws.network import AwsNetwork, DeployerPath
+from components.aws.platform import AWS_TOPOLOGY, EBS_GP3, POD_IDENTITY_EGRESS, efa_fabric
+from components.aws.storage import AwsStorage
+from components.catalog import load_addon_pins, load_aws_catalog
+from components.clock import utcnow
+from components.kubernetes.platform import PlatformInputs
+from components.kubernetes.quotas import GpuPool
+from components.planes import CloudPlanes, ClusterOutputs
+from components.spec import ClusterSpec, default_subnets, gpu_units_per_gpu, uses_placement_group
+
+
+def platform_inputs(spec: ClusterSpec) -> PlatformInputs:
+    """The cloud-neutral description of the cluster that the Kubernetes platform is built from."""
+    aws_spec = spec.aws_spec()
+    catalog = load_aws_catalog()
+    units = gpu_units_per_gpu(spec.platform.gpu_sharing)
+    pools = []
+    for group in aws_spec.node_groups:
+        facts = catalog[group.instance_type]
+        if not facts.gpu_count:
+            continue
+        reserved = group.capacity.type in ("capacity-block", "reserved")
+        pools.append(GpuPool(
+            name=group.name,
+            instance_type=group.instance_type,
+            gpus_per_node=facts.gpu_count,
+            max_nodes=group.max_size,
+            fabric_per_node=facts.efa_count,
+            vcpu_per_node=facts.vcpu.value,
+            memory_gib_per_node=facts.memory_gib.value,
+            placed=facts.efa_capable and group.max_size > 1 and (
+                reserved or uses_placement_group(group, facts) or group.placement_group_name is not None),
+            gpu_units_per_gpu=units,
+        ))
+    return PlatformInputs(
+        cluster_name=spec.name,
+        labels=spec.billing_labels,
+        teams=list(spec.teams),
+        platform=spec.platform,
+        pools=pools,
+        driver_on_host=True,  # the EKS AL2023 NVIDIA AMI ships the driver and container toolkit
+        storage_provisioner=EBS_GP3[0],
+        storage_parameters=EBS_GP3[1],
+        fabric=efa_fabric([p.instance_type for p in pools if p.fabric_per_node]),
+        topology=AWS_TOPOLOGY,
+        extra_egress=(POD_IDENTITY_EGRESS,),
+        retain_data=spec.deletion_protection,
+        checkpoint_service_account=CHECKPOINT_SERVICE_ACCOUNT,
+        platform_reader=(PLATFORM_NAMESPACE, PLATFORM_SERVICE_ACCOUNT),
+    )
+
+
+def block_windows(spec: ClusterSpec) -> dict[str, BlockWindow]:
+    """The Capacity Block window of each capacity-block node group, compared with the program's clock."""
+    now = utcnow()
+    out = {}
+    for group in spec.aws_spec().node_groups:
+        cap = group.capacity
+        if cap.type == "capacity-block" and cap.start and cap.end and cap.instance_count:
+            out[group.name] = BlockWindow(start=cap.start, end=cap.end, instance_count=cap.instance_count, now=now)
+    return out
+
+
+
+
+def build(spec: ClusterSpec) -> CloudPlanes:
+    """Create every AWS resource of a validated spec and the Kubernetes provider the platform goes through.
+
+    An explicit AWS provider carries the region and the billing labels as ``default_tags``; every
+    component takes it through ``providers`` so nothing depends on ambient provider configuration.
+    """
+    aws_spec = spec.aws_spec()
+    labels = spec.billing_labels
+    protect = spec.deletion_protection
+    catalog = load_aws_catalog()
+
+    # One identity for the whole apply: the AWS provider assumes the deployer role, as the kubeconfig
+    # does for every Kubernetes resource, so the access entry and the AWS permissions belong to one role.
+    # The runner's own credentials only need sts:AssumeRole on it (its trust policy names the runner).
+    provider = aws.Provider(
+        "aws",
+        region=aws_spec.region,
+        assume_roles=[aws.ProviderAssumeRoleArgs(role_arn=aws_spec.control_plane.deployer.role_arn,
+                                                 session_name=f"pulumi-{spec.name}")],
+        default_tags={"tags": {**spec.tags, **labels, "cluster": spec.name}},
+    )
+    opts = pulumi.ResourceOptions(providers={"aws": provider})
+
+    addons = load_addon_pins(aws_spec.control_plane.kubernetes_version)
+    deployer = aws_spec.control_plane.deployer
+    path = (DeployerPath(transit_gateway_id=deployer.transit_gateway_id, runner_cidrs=deployer.runner_cidrs)
+            if deployer.api_access == "in-vpc" and deployer.transit_gateway_id else None)
+    network = AwsNetwork("network", aws_spec.network, aws_spec.region, spec.name, labels, opts=opts,
+                         deployer_path=path)
+    if aws_spec.zones_by_id:
+        # Capacity Blocks and ODCRs are sold by AZ ID; zone names differ per account.
+        zones = aws.get_availability_zones_output(
+            filters=[{"name": "zone-id", "values": [aws_spec.gpu_zone]}],
+            opts=pulumi.InvokeOutputOptions(provider=provider))
+        gpu_zone: pulumi.Output[str] = zones.names.apply(lambda names: names[0] if names else "")
+    else:
+        gpu_zone = pulumi.Output.from_input(aws_spec.gpu_zone)
+    private_subnets = [network.subnet_ids[sn.name] for sn in aws_spec.network.subnets if sn.role != "public"]
+    team_access = [(arn, team.k8s_group) for team in spec.teams for arn in team.role_arns]
+    control_plane = EksControlPlane(
+        "control-plane", spec=aws_spec.control_plane, physical_name=spec.name, subnet_ids=private_subnets,
+        labels=labels, protect=protect, addons=addons, team_access=team_access, opts=opts,
+    )
+    gpu_subnet = next(sn.name for sn in aws_spec.network.subnets if sn.role == "gpu")
+    storage = AwsStorage(
+        "storage",
+        aws_spec.storage,
+        spec.name,
+        network.vpc_id,
+        network.subnet_ids[gpu_subnet],
+        control_plane.cluster_security_group_id,
+        labels,
+        protect,
+        region=aws_spec.region,
+        opts=opts,
+    )
+    data_access = AwsDataAccess("data-access", DataAccessArgs(
+        cluster_name=control_plane.cluster_name,
+        physical_prefix=spec.name,
+        region=aws_spec.region,
+        bucket_arn=storage.bucket_arn,
+        data_key_arn=storage.data_key_arn,
+        teams=[t.name for t in spec.teams],
+        labels=labels,
+    ), opts=opts)
+
+    windows = block_windows(spec)
+    node_groups: dict[str, AwsNodeGroup] = {}
+    for group in aws_spec.node_groups:
+        facts = catalog[group.instance_type]
+        names = group.subnets if group.subnets is not None else default_subnets(aws_spec, facts)
+        node_groups[group.name] = AwsNodeGroup(
+            f"nodegroup-{group.name}",
+            group,
+            facts,
+            cluster_name=control_plane.cluster_name,
+            physical_prefix=spec.name,
+            node_role_arn=control_plane.node_role_arn,
+            subnet_ids=[network.subnet_ids[n] for n in names],
+            node_security_group_ids=[control_plane.cluster_security_group_id],
+            efa_security_group_id=network.efa_security_group_id,
+            labels=labels,
+            block=windows.get(group.name),
+            instance_tags={**spec.tags, "cluster": spec.name},
+            opts=opts,
+        )
+
+    cluster_addons = EksAddons(
+        "addons",
+        cluster_name=control_plane.cluster_name,
+        physical_prefix=spec.name,
+        addons=addons,
+        with_fsx=aws_spec.storage.filesystem is not None,
+        labels=labels,
+        opts=pulumi.ResourceOptions(providers={"aws": provider},
+                                    depends_on=[control_plane.pod_identity_agent, *node_groups.values()]),
+    )
+
+    config = pulumi.Output.all(
+        control_plane.cluster_name, control_plane.endpoint, control_plane.certificate_authority
+    ).apply(lambda a: kubeconfig(str(a[0]), str(a[1]), str(a[2]), aws_spec.region, deployer.role_arn))
+    kubeconfig_secret: pulumi.Output[str] = pulumi.Output.secret(config)
+    # Every Kubernetes resource goes through this provider, so it waits for the deployer's access entry
+    # (and its network path), the add-ons and the nodes.
+    k8s_provider = k8s.Provider(
+        "kubernetes",
+        kubeconfig=kubeconfig_secret,
+        enable_server_side_apply=True,
+        opts=pulumi.ResourceOptions(
+            depends_on=[*network.deployer_path, *control_plane.deployer_access, cluster_addons,
+                        *node_groups.values()]),
+    )
+    outputs = ClusterOutputs(
+        cluster_name=control_plane.cluster_name,
+        endpoint=control_plane.endpoint,
+        kubeconfig=kubeconfig_secret,
+        kubeconfig_command=control_plane.cluster_name.apply(
+            lambda name: update_kubeconfig_command(name, aws_spec.region)),
+        gpu_availability_zone=gpu_zone,
+        deployer_dns_resolver_ips=network.resolver_ips,
+        checkpoint_bucket=storage.bucket_name,
+        filesystem_dns_name=storage.filesystem_dns_name,
+        filesystem_mount_name=storage.filesystem_mount_name,
+        node_group_names={name: ng.node_group_name for name, ng in node_groups.items()},
+        checkpoint_role_arns=dict(data_access.team_role_arns),
+    )
+    return CloudPlanes(kubernetes_provider=k8s_provider, platform=platform_inputs(spec), outputs=outputs)
