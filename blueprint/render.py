@@ -20,12 +20,16 @@ from components.catalog import AddonPin, load_addon_pins, load_aws_catalog, load
 from components.clock import utcnow
 from components.spec import ClusterSpec
 
-PLANE_ORDER = ("network", "compute", "storage", "control-plane", "telemetry")
+PLANE_ORDER = ("network", "compute", "storage", "control-plane", "platform", "telemetry")
+# The Kubernetes platform's components keep their control-plane type tokens (a new token would change every
+# URN under them); the preview shows them under their own heading.
+PLATFORM_COMPONENTS = ("GpuStack", "Tenancy", "Queues")
 PLANE_TITLES = {
     "network": "network & fabric",
     "compute": "compute",
     "storage": "storage",
     "control-plane": "control plane",
+    "platform": "Kubernetes platform",
     "telemetry": "telemetry & cost",
 }
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -430,21 +434,28 @@ def render_preview(graph: ResourceGraph, spec: ClusterSpec, stack_file: str,
         "network": _network_lines(graph, spec),
         "compute": [_node_group_line(f) for f in figures] + _block_lines(graph, spec, now) + _nvme_lines(spec),
         "storage": _storage_lines(graph, spec) + _data_access_lines(graph),
-        "control-plane": _deployer_lines(graph, spec) + _control_plane_lines(graph) + _platform_lines(graph),
+        "control-plane": _deployer_lines(graph, spec) + _control_plane_lines(graph),
+        "platform": _platform_lines(graph),
         "telemetry": _telemetry_lines(graph),
     }
     stack_root = next((r for r in graph.resources if r.type == "pulumi:pulumi:Stack"), None)
     # Registration order depends on when the engine answers each request; the preview is sorted so that
     # the same stack always prints the same text.
     ordered = sorted(graph.resources, key=lambda r: (r.name, r.urn))
+    def heading(res: GraphResource) -> str:
+        comp = res if res.is_component else graph.component_of(res)
+        if comp is not None and comp.type.rsplit(":", 1)[-1] in PLATFORM_COMPONENTS:
+            return "platform"
+        return graph.plane_of(res)
+
     for plane in PLANE_ORDER:
-        members = [r for r in custom if graph.plane_of(r) == plane]
+        members = [r for r in custom if heading(r) == plane]
         out.append("")
         out.append(f"== {PLANE_TITLES[plane]} ({len(members)} resources)")
         out.extend(f"   {line}" for line in summaries[plane])
         tree: list[str] = []
         for comp in ordered:
-            if comp.is_component and comp.type.split(":")[1] == plane and (
+            if comp.is_component and heading(comp) == plane and (
                     stack_root is None or comp.parent == stack_root.urn):
                 tree.append(f"- {_short_type(comp.type)}  {comp.name}")
                 _tree(graph, comp, 1, tree)

@@ -20,8 +20,11 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 def test_preview_prints_the_production_stack_by_plane(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "preview", "prod-aws")
     assert code == 0
-    for heading in ("== network & fabric", "== compute", "== storage", "== control plane"):
+    for heading in ("== network & fabric", "== compute", "== storage", "== control plane", "== Kubernetes platform"):
         assert heading in out
+    platform = out.split("== Kubernetes platform", 1)[1].split("\n== ", 1)[0]
+    assert "GPU stack: gpu-operator" in platform and "- Queues  queues" in platform and "- Tenancy  tenancy" in platform
+    assert "GPU stack" not in out.split("== control plane", 1)[1].split("\n== ", 1)[0]
     assert ("prod-train-h100: p5.48xlarge (8 x NVIDIA H100 80GB), nodes 0/0/16 (min/desired/max); capacity "
             "CAPACITY_BLOCK cr-0a1b2c3d4e5f60718; EFA 32 of 32 interfaces per node; no placement group (reserved "
             "capacity is already placed); GPUs at max 128; local NVMe RAID0") in out

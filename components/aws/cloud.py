@@ -110,8 +110,8 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     deployer = aws_spec.control_plane.deployer
     path = (DeployerPath(transit_gateway_id=deployer.transit_gateway_id, runner_cidrs=deployer.runner_cidrs)
             if deployer.api_access == "in-vpc" and deployer.transit_gateway_id else None)
-    network = AwsNetwork("network", aws_spec.network, aws_spec.region, spec.name, labels, opts=opts,
-                         deployer_path=path)
+    network = AwsNetwork("network", spec=aws_spec.network, region=aws_spec.region, physical_prefix=spec.name,
+                         labels=labels, deployer_path=path, opts=opts)
     if aws_spec.zones_by_id:
         # Capacity Blocks and ODCRs are sold by AZ ID; zone names differ per account.
         zones = aws.get_availability_zones_output(
@@ -129,18 +129,18 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     gpu_subnet = next(sn.name for sn in aws_spec.network.subnets if sn.role == "gpu")
     storage = AwsStorage(
         "storage",
-        aws_spec.storage,
-        spec.name,
-        network.vpc_id,
-        network.subnet_ids[gpu_subnet],
-        control_plane.cluster_security_group_id,
-        labels,
-        protect,
+        spec=aws_spec.storage,
+        physical_prefix=spec.name,
+        vpc_id=network.vpc_id,
+        gpu_subnet_id=network.subnet_ids[gpu_subnet],
+        client_security_group_id=control_plane.cluster_security_group_id,
+        labels=labels,
+        protect=protect,
         region=aws_spec.region,
         opts=opts,
     )
     data_access = AwsDataAccess("data-access", DataAccessArgs(
-        cluster_name=control_plane.cluster_name,
+        eks_cluster_name=control_plane.eks_cluster_name,
         physical_prefix=spec.name,
         region=aws_spec.region,
         bucket_arn=storage.bucket_arn,
@@ -156,9 +156,9 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         names = group.subnets if group.subnets is not None else default_subnets(aws_spec, facts)
         node_groups[group.name] = AwsNodeGroup(
             f"nodegroup-{group.name}",
-            group,
-            facts,
-            cluster_name=control_plane.cluster_name,
+            group=group,
+            facts=facts,
+            eks_cluster_name=control_plane.eks_cluster_name,
             physical_prefix=spec.name,
             node_role_arn=control_plane.node_role_arn,
             subnet_ids=[network.subnet_ids[n] for n in names],
@@ -172,7 +172,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
 
     cluster_addons = EksAddons(
         "addons",
-        cluster_name=control_plane.cluster_name,
+        eks_cluster_name=control_plane.eks_cluster_name,
         physical_prefix=spec.name,
         addons=addons,
         with_fsx=aws_spec.storage.filesystem is not None,
@@ -182,7 +182,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     )
 
     config = pulumi.Output.all(
-        control_plane.cluster_name, control_plane.endpoint, control_plane.certificate_authority
+        control_plane.eks_cluster_name, control_plane.endpoint, control_plane.certificate_authority
     ).apply(lambda a: kubeconfig(str(a[0]), str(a[1]), str(a[2]), aws_spec.region, deployer.role_arn))
     kubeconfig_secret: pulumi.Output[str] = pulumi.Output.secret(config)
     # Every Kubernetes resource goes through this provider, so it waits for the deployer's access entry
@@ -196,10 +196,10 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                         *node_groups.values()]),
     )
     outputs = ClusterOutputs(
-        cluster_name=control_plane.cluster_name,
+        cluster_name=control_plane.eks_cluster_name,
         endpoint=control_plane.endpoint,
         kubeconfig=kubeconfig_secret,
-        kubeconfig_command=control_plane.cluster_name.apply(
+        kubeconfig_command=control_plane.eks_cluster_name.apply(
             lambda name: update_kubeconfig_command(name, aws_spec.region)),
         gpu_availability_zone=gpu_zone,
         deployer_dns_resolver_ips=network.resolver_ips,

@@ -87,9 +87,10 @@ class AwsNodeGroup(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
+        *,
         group: NodeGroupSpec,
         facts: InstanceFacts,
-        cluster_name: pulumi.Input[str],
+        eks_cluster_name: pulumi.Input[str],
         physical_prefix: str,
         node_role_arn: pulumi.Input[str],
         subnet_ids: Sequence[pulumi.Input[str]],
@@ -196,7 +197,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
 
         node_group = aws.eks.NodeGroup(
             f"{name}-ng",
-            cluster_name=cluster_name,
+            cluster_name=eks_cluster_name,
             node_group_name=physical,
             node_role_arn=node_role_arn,
             subnet_ids=list(subnet_ids),

@@ -27,7 +27,7 @@ PLATFORM_SERVICE_ACCOUNT = "checkpoint-reader"
 class DataAccessArgs:
     """Inputs of :class:`AwsDataAccess`."""
 
-    cluster_name: pulumi.Input[str]
+    eks_cluster_name: pulumi.Input[str]
     physical_prefix: str
     region: str
     bucket_arn: pulumi.Input[str]
@@ -63,7 +63,7 @@ class AwsDataAccess(pulumi.ComponentResource):
             aws.iam.RolePolicy(f"{name}-{key}-policy", role=role.id, policy=policy, opts=child)
             aws.eks.PodIdentityAssociation(
                 f"{name}-{key}-pod-identity",
-                cluster_name=args.cluster_name,
+                cluster_name=args.eks_cluster_name,
                 namespace=namespace,
                 service_account=PLATFORM_SERVICE_ACCOUNT if key == "platform" else CHECKPOINT_SERVICE_ACCOUNT,
                 role_arn=role.arn,

@@ -66,14 +66,14 @@ class EksControlPlane(pulumi.ComponentResource):
     network interfaces carry). :attr:`deployer_access` is what every Kubernetes resource must wait for.
 
     Attributes:
-        cluster_name, endpoint, certificate_authority: what a kubeconfig needs.
+        eks_cluster_name, endpoint, certificate_authority: what a kubeconfig needs.
         cluster_security_group_id: the EKS-managed security group nodes must join.
         node_role_arn: the IAM role every managed node group uses.
         deployer_access: the resources that let the deployer reach and administer the API.
         pod_identity_agent: the EKS Pod Identity agent add-on (add-ons with pod identities wait for it).
     """
 
-    cluster_name: pulumi.Output[str]
+    eks_cluster_name: pulumi.Output[str]
     endpoint: pulumi.Output[str]
     certificate_authority: pulumi.Output[str]
     cluster_security_group_id: pulumi.Output[str]
@@ -232,7 +232,7 @@ class EksControlPlane(pulumi.ComponentResource):
             self, f"{name}-addon-eks-pod-identity-agent", cluster.name, addons["eks-pod-identity-agent"],
             merge_tags(labels, f"{cluster_name}-eks-pod-identity-agent"), pulumi.ResourceOptions())
 
-        self.cluster_name = cluster.name
+        self.eks_cluster_name = cluster.name
         self.endpoint = cluster.endpoint
         self.certificate_authority = cluster.certificate_authority.apply(lambda ca: ca.data or "")
         self.cluster_security_group_id = cluster_sg
@@ -266,7 +266,7 @@ class EksAddons(pulumi.ComponentResource):
         self,
         name: str,
         *,
-        cluster_name: pulumi.Input[str],
+        eks_cluster_name: pulumi.Input[str],
         physical_prefix: str,
         addons: Mapping[str, AddonPin],
         with_fsx: bool,
@@ -275,9 +275,9 @@ class EksAddons(pulumi.ComponentResource):
     ) -> None:
         super().__init__("gpu-cluster:control-plane:EksAddons", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        addon(self, f"{name}-coredns", cluster_name, addons["coredns"],
+        addon(self, f"{name}-coredns", eks_cluster_name, addons["coredns"],
               merge_tags(labels, f"{physical_prefix}-coredns"), pulumi.ResourceOptions())
-        addon(self, f"{name}-node-monitoring", cluster_name, addons["eks-node-monitoring-agent"],
+        addon(self, f"{name}-node-monitoring", eks_cluster_name, addons["eks-node-monitoring-agent"],
               merge_tags(labels, f"{physical_prefix}-node-monitoring"), pulumi.ResourceOptions())
         for addon_name, (service_account, policy_arn) in CSI_ADDONS.items():
             if addon_name == "aws-fsx-csi-driver" and not with_fsx:
@@ -293,7 +293,7 @@ class EksAddons(pulumi.ComponentResource):
             attachment = aws.iam.RolePolicyAttachment(
                 f"{name}-{short}-policy", role=role.name, policy_arn=policy_arn, opts=child
             )
-            addon(self, f"{name}-{short}", cluster_name, addons[addon_name],
+            addon(self, f"{name}-{short}", eks_cluster_name, addons[addon_name],
                   merge_tags(labels, f"{physical_prefix}-{short}"),
                   pulumi.ResourceOptions(depends_on=[attachment]),
                   pod_identity_associations=[{"role_arn": role.arn, "service_account": service_account}])

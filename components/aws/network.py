@@ -41,13 +41,13 @@ class AwsNetwork(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
+        *,
         spec: NetworkSpec,
         region: str,
-        cluster_name: str,
+        physical_prefix: str,
         labels: Mapping[str, str],
-        opts: Optional[pulumi.ResourceOptions] = None,
-        *,
         deployer_path: Optional[DeployerPath] = None,
+        opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
         super().__init__("gpu-cluster:network:AwsNetwork", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
@@ -59,14 +59,14 @@ class AwsNetwork(pulumi.ComponentResource):
             vpc_id: pulumi.Output[str] = pulumi.Output.from_input(spec.existing.vpc_id)
             self.subnet_ids = {sn.name: pulumi.Output.from_input(sn.id or "") for sn in spec.subnets}
         else:
-            vpc_id, private_rts = self._build_vpc(name, spec, region, cluster_name, labels)
+            vpc_id, private_rts = self._build_vpc(name, spec, region, physical_prefix, labels)
 
         efa_sg = aws.ec2.SecurityGroup(
             f"{name}-efa-sg",
             vpc_id=vpc_id,
             description="EFA: all traffic between members (required by the SRD transport)",
             revoke_rules_on_delete=True,
-            tags=merge_tags(labels, f"{cluster_name}-efa"),
+            tags=merge_tags(labels, f"{physical_prefix}-efa"),
             opts=child,
         )
         aws.vpc.SecurityGroupIngressRule(
@@ -75,7 +75,7 @@ class AwsNetwork(pulumi.ComponentResource):
             referenced_security_group_id=efa_sg.id,
             ip_protocol="-1",
             description="EFA: all traffic from members",
-            tags=merge_tags(labels, f"{cluster_name}-efa-in"),
+            tags=merge_tags(labels, f"{physical_prefix}-efa-in"),
             opts=child,
         )
         aws.vpc.SecurityGroupEgressRule(
@@ -84,41 +84,41 @@ class AwsNetwork(pulumi.ComponentResource):
             referenced_security_group_id=efa_sg.id,
             ip_protocol="-1",
             description="EFA: all traffic to members",
-            tags=merge_tags(labels, f"{cluster_name}-efa-out"),
+            tags=merge_tags(labels, f"{physical_prefix}-efa-out"),
             opts=child,
         )
 
         self.deployer_path: list[pulumi.Resource] = []
         self.resolver_ips: pulumi.Output[list[str]] = pulumi.Output.from_input([])
         if deployer_path is not None:
-            self._connect_deployer(name, spec, vpc_id, private_rts, deployer_path, cluster_name, labels)
+            self._connect_deployer(name, spec, vpc_id, private_rts, deployer_path, physical_prefix, labels)
 
         self.vpc_id = vpc_id
         self.efa_security_group_id = efa_sg.id
         self.register_outputs({"vpcId": vpc_id, "efaSecurityGroupId": efa_sg.id})
 
-    def _build_vpc(self, name: str, spec: NetworkSpec, region: str, cluster_name: str,
+    def _build_vpc(self, name: str, spec: NetworkSpec, region: str, physical_prefix: str,
                    labels: Mapping[str, str]) -> tuple[pulumi.Output[str], list[pulumi.Output[str]]]:
         """The VPC, subnets, routing, NAT and S3 endpoint; returns the VPC id and private route tables."""
         child = pulumi.ResourceOptions(parent=self)
-        cluster_tag = {f"kubernetes.io/cluster/{cluster_name}": "shared"}
+        cluster_tag = {f"kubernetes.io/cluster/{physical_prefix}": "shared"}
         vpc = aws.ec2.Vpc(
             f"{name}-vpc",
             cidr_block=spec.vpc_cidr,
             enable_dns_hostnames=True,
             enable_dns_support=True,
-            tags=merge_tags(labels, f"{cluster_name}-vpc"),
+            tags=merge_tags(labels, f"{physical_prefix}-vpc"),
             opts=child,
         )
         # The default security group of a new VPC allows all traffic between members; strip its rules.
         aws.ec2.DefaultSecurityGroup(
             f"{name}-default-sg",
             vpc_id=vpc.id,
-            tags=merge_tags(labels, f"{cluster_name}-default-deny"),
+            tags=merge_tags(labels, f"{physical_prefix}-default-deny"),
             opts=child,
         )
         igw = aws.ec2.InternetGateway(
-            f"{name}-igw", vpc_id=vpc.id, tags=merge_tags(labels, f"{cluster_name}-igw"), opts=child
+            f"{name}-igw", vpc_id=vpc.id, tags=merge_tags(labels, f"{physical_prefix}-igw"), opts=child
         )
 
         public_ids: dict[str, pulumi.Output[str]] = {}
@@ -131,7 +131,7 @@ class AwsNetwork(pulumi.ComponentResource):
                 availability_zone=sn.availability_zone,
                 availability_zone_id=sn.availability_zone_id,  # an AZ ID names one physical zone everywhere
                 map_public_ip_on_launch=False,
-                tags=merge_tags(labels, f"{cluster_name}-{sn.name}", **cluster_tag,
+                tags=merge_tags(labels, f"{physical_prefix}-{sn.name}", **cluster_tag,
                                 **{elb_role: "1", "subnet-role": sn.role}),
                 opts=child,
             )
@@ -140,7 +140,7 @@ class AwsNetwork(pulumi.ComponentResource):
                 public_ids[sn.zone] = subnet.id
 
         public_rt = aws.ec2.RouteTable(
-            f"{name}-rt-public", vpc_id=vpc.id, tags=merge_tags(labels, f"{cluster_name}-public"), opts=child
+            f"{name}-rt-public", vpc_id=vpc.id, tags=merge_tags(labels, f"{physical_prefix}-public"), opts=child
         )
         aws.ec2.Route(
             f"{name}-route-public-igw",
@@ -161,14 +161,14 @@ class AwsNetwork(pulumi.ComponentResource):
         for zone in nat_zones:
             eip = aws.ec2.Eip(
                 f"{name}-nat-eip-{zone}", domain="vpc",
-                tags=merge_tags(labels, f"{cluster_name}-nat-{zone}"), opts=child,
+                tags=merge_tags(labels, f"{physical_prefix}-nat-{zone}"), opts=child,
             )
             nat = aws.ec2.NatGateway(
                 f"{name}-nat-{zone}",
                 allocation_id=eip.allocation_id,
                 subnet_id=public_ids[zone],
                 connectivity_type="public",
-                tags=merge_tags(labels, f"{cluster_name}-nat-{zone}"),
+                tags=merge_tags(labels, f"{physical_prefix}-nat-{zone}"),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
             )
             nat_by_zone[zone] = nat.id
@@ -178,7 +178,7 @@ class AwsNetwork(pulumi.ComponentResource):
         for zone in private_zones:
             rt = aws.ec2.RouteTable(
                 f"{name}-rt-private-{zone}", vpc_id=vpc.id,
-                tags=merge_tags(labels, f"{cluster_name}-private-{zone}"), opts=child,
+                tags=merge_tags(labels, f"{physical_prefix}-private-{zone}"), opts=child,
             )
             nat_id = nat_by_zone.get(zone, nat_by_zone[nat_zones[0]])
             aws.ec2.Route(
@@ -202,13 +202,13 @@ class AwsNetwork(pulumi.ComponentResource):
             service_name=f"com.amazonaws.{region}.s3",
             vpc_endpoint_type="Gateway",
             route_table_ids=private_rts,
-            tags=merge_tags(labels, f"{cluster_name}-s3"),
+            tags=merge_tags(labels, f"{physical_prefix}-s3"),
             opts=child,
         )
         return vpc.id, private_rts
 
     def _connect_deployer(self, name: str, spec: NetworkSpec, vpc_id: pulumi.Output[str],
-                          private_rts: Sequence[pulumi.Output[str]], path: DeployerPath, cluster_name: str,
+                          private_rts: Sequence[pulumi.Output[str]], path: DeployerPath, physical_prefix: str,
                           labels: Mapping[str, str]) -> None:
         """Let runners in another network reach the private API endpoint (EKS user guide, "Cluster API server
         endpoint", private access from a connected network): a Transit Gateway attachment in one private
@@ -231,7 +231,7 @@ class AwsNetwork(pulumi.ComponentResource):
             vpc_id=vpc_id,
             subnet_ids=attachment_subnets,  # at most one subnet per zone
             dns_support="enable",
-            tags=merge_tags(labels, f"{cluster_name}-deployer-tgw"),
+            tags=merge_tags(labels, f"{physical_prefix}-deployer-tgw"),
             opts=child,
         )
         self.deployer_path.append(attachment)
@@ -249,7 +249,7 @@ class AwsNetwork(pulumi.ComponentResource):
             vpc_id=vpc_id,
             description="Route 53 Resolver inbound endpoint: DNS from the deployer's runners",
             revoke_rules_on_delete=True,
-            tags=merge_tags(labels, f"{cluster_name}-deployer-dns"),
+            tags=merge_tags(labels, f"{physical_prefix}-deployer-dns"),
             opts=child,
         )
         for j, cidr in enumerate(path.runner_cidrs):
@@ -262,19 +262,19 @@ class AwsNetwork(pulumi.ComponentResource):
                     from_port=53,
                     to_port=53,
                     description=f"DNS ({proto}) from the deployer's runners {cidr}",
-                    tags=merge_tags(labels, f"{cluster_name}-deployer-dns-{proto}-{j}"),
+                    tags=merge_tags(labels, f"{physical_prefix}-deployer-dns-{proto}-{j}"),
                     opts=child,
                 ))
         # A resolver endpoint needs two IP addresses; two zones keep it up when one zone is down.
         resolver_subnets = attachment_subnets[:2] if len(attachment_subnets) >= 2 else attachment_subnets * 2
         resolver = aws.route53.ResolverEndpoint(
             f"{name}-deployer-dns",
-            name=f"{cluster_name}-deployer-dns",
+            name=f"{physical_prefix}-deployer-dns",
             direction="INBOUND",
             security_group_ids=[dns_sg.id],
             ip_addresses=[{"subnet_id": subnet} for subnet in resolver_subnets],
             protocols=["Do53"],
-            tags=merge_tags(labels, f"{cluster_name}-deployer-dns"),
+            tags=merge_tags(labels, f"{physical_prefix}-deployer-dns"),
             opts=child,
         )
         self.deployer_path.append(resolver)

@@ -44,14 +44,14 @@ class AwsStorage(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
+        *,
         spec: StorageSpec,
-        cluster_name: str,
+        physical_prefix: str,
         vpc_id: pulumi.Input[str],
         gpu_subnet_id: pulumi.Input[str],
         client_security_group_id: pulumi.Input[str],
         labels: Mapping[str, str],
         protect: bool,
-        *,
         region: str,
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
@@ -65,8 +65,8 @@ class AwsStorage(pulumi.ComponentResource):
         key: Optional[aws.kms.Key] = None
         if bucket_spec.existing_name is None or new_persistent_fs:
             key = rotating_kms_key(
-                self, f"{name}-data-key", f"{cluster_name}-data",
-                f"{cluster_name}: checkpoints and shared filesystem", labels, protect,
+                self, f"{name}-data-key", f"{physical_prefix}-data",
+                f"{physical_prefix}: checkpoints and shared filesystem", labels, protect,
             )
         if bucket_spec.existing_name is not None:
             # An existing bucket: used by name; its encryption, versioning and policy stay its owner's.
@@ -78,9 +78,9 @@ class AwsStorage(pulumi.ComponentResource):
             assert key is not None
             bucket = aws.s3.Bucket(
                 f"{name}-checkpoints",
-                bucket_prefix=f"{cluster_name}-ckpt-",
+                bucket_prefix=f"{physical_prefix}-ckpt-",
                 force_destroy=False,
-                tags=merge_tags(labels, f"{cluster_name}-checkpoints", **{"data-class": "checkpoints"}),
+                tags=merge_tags(labels, f"{physical_prefix}-checkpoints", **{"data-class": "checkpoints"}),
                 opts=stateful_options(self, protect, ignore_changes=["bucketPrefix"]),
             )
             aws.s3.BucketOwnershipControls(
@@ -172,7 +172,7 @@ class AwsStorage(pulumi.ComponentResource):
                 from_port=low,
                 to_port=high,
                 description=f"Lustre {low}-{high} {description}",
-                tags=merge_tags(labels, f"{cluster_name}-lustre-{key}-{low}"),
+                tags=merge_tags(labels, f"{physical_prefix}-lustre-{key}-{low}"),
                 opts=child,
             )
             return resource
@@ -198,7 +198,7 @@ class AwsStorage(pulumi.ComponentResource):
                 vpc_id=vpc_id,
                 description="FSx for Lustre: LNet (988, 1018-1023) from the filesystem and its clients",
                 revoke_rules_on_delete=True,
-                tags=merge_tags(labels, f"{cluster_name}-lustre"),
+                tags=merge_tags(labels, f"{physical_prefix}-lustre"),
                 opts=child,
             )
             lnet_rules: list[pulumi.Resource] = []
@@ -226,7 +226,7 @@ class AwsStorage(pulumi.ComponentResource):
                 metadata_configuration={"mode": "AUTOMATIC"} if fs_spec.deployment_type == "PERSISTENT_2" else None,
                 log_configuration={"level": "WARN_ERROR"},
                 copy_tags_to_backups=True if persistent else None,
-                tags=merge_tags(labels, f"{cluster_name}-lustre", **{"data-class": "checkpoints"}),
+                tags=merge_tags(labels, f"{physical_prefix}-lustre", **{"data-class": "checkpoints"}),
                 # FSx checks at creation that the group lets LNet (988, 1018-1023) flow within itself, so the
                 # rules come first (FSx for Lustre guide, "Cannot create a file system ... port 988").
                 opts=stateful_options(self, protect, depends_on=lnet_rules),
@@ -248,7 +248,7 @@ class AwsStorage(pulumi.ComponentResource):
                         "auto_export_policy": {"events": S3_EVENTS},
                         "auto_import_policy": {"events": S3_EVENTS},
                     },
-                    tags=merge_tags(labels, f"{cluster_name}-lustre-checkpoints-link"),
+                    tags=merge_tags(labels, f"{physical_prefix}-lustre-checkpoints-link"),
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[policy] if policy is not None else None),
                 )
             self.filesystem_dns_name = fs.dns_name
