@@ -47,7 +47,7 @@ def test_no_cloud_imports_another(cloud: str) -> None:
 
 def test_lower_layers_never_import_upper_ones() -> None:
     below = {
-        "components/spec.py": ("components.aws", "components.kubernetes", "components.cluster", "pulumi"),
+        "components/spec": ("components.aws", "components.kubernetes", "components.cluster", "pulumi"),
         "components/catalog": ("components.spec", "components.aws", "components.kubernetes", "components.cluster"),
         "components/clock.py": ("components.",),
     }

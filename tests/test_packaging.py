@@ -33,6 +33,7 @@ def test_wheel_install_runs_the_preview(tmp_path: Path) -> None:
     (wheel,) = dist.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for module in ("components/kubernetes/platform.py", "components/program.py", "gpu_policies/pack.py",
+                   "components/spec/rules/node_groups.py",
                    "components/catalog/charts.yaml", "components/catalog/aws_regions.yaml"):
         assert module in names, module
 

@@ -26,7 +26,7 @@ from components.clock import utcnow
 from components.kubernetes.platform import PlatformInputs
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
-from components.spec import ClusterSpec, default_subnets, gpu_units_per_gpu, uses_placement_group
+from components.spec import ClusterSpec, default_subnets, gpu_units_per_gpu, is_placed
 
 
 def platform_inputs(spec: ClusterSpec) -> PlatformInputs:
@@ -39,7 +39,6 @@ def platform_inputs(spec: ClusterSpec) -> PlatformInputs:
         facts = catalog[group.instance_type]
         if not facts.gpu_count:
             continue
-        reserved = group.capacity.type in ("capacity-block", "reserved")
         pools.append(GpuPool(
             name=group.name,
             instance_type=group.instance_type,
@@ -48,8 +47,7 @@ def platform_inputs(spec: ClusterSpec) -> PlatformInputs:
             fabric_per_node=facts.efa_count,
             vcpu_per_node=facts.vcpu.value,
             memory_gib_per_node=facts.memory_gib.value,
-            placed=facts.efa_capable and group.max_size > 1 and (
-                reserved or uses_placement_group(group, facts) or group.placement_group_name is not None),
+            placed=is_placed(group, facts),
             gpu_units_per_gpu=units,
         ))
     return PlatformInputs(

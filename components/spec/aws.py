@@ -1,0 +1,332 @@
+"""The AWS sub-model: region and zones, network, node groups, storage and the EKS control plane."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field, StrictBool, StrictInt
+
+from components.spec.base import _GROUP_NAME_RE, _REGION_RE, _ZONE_ID_RE, _ZONE_RE, ALL_LOG_TYPES, LogType, _Model
+
+
+class SubnetSpec(_Model):
+    """One subnet of the VPC. ``gpu`` subnets hold GPU node groups and the shared filesystem."""
+
+    name: str = Field(pattern=_GROUP_NAME_RE.pattern, description="Unique subnet name.")
+    cidr: str = Field(description="IPv4 CIDR inside the VPC CIDR (also for an existing subnet: the rules check it).")
+    id: str | None = Field(
+        default=None, pattern=r"^subnet-[0-9a-f]{8,17}$",
+        description="An existing subnet's id (network.existing only); the subnet is used, never created.",
+    )
+    availability_zone: str | None = Field(
+        default=None, pattern=_ZONE_RE.pattern,
+        description="Availability zone name, e.g. us-east-1a; or give availabilityZoneId.",
+    )
+    availability_zone_id: str | None = Field(
+        default=None, pattern=_ZONE_ID_RE.pattern,
+        description="Availability zone ID, e.g. use1-az4: the same physical zone in every account "
+        "(zone names are shuffled per account). One of availabilityZone and availabilityZoneId.",
+    )
+    role: Literal["gpu", "system", "public"] = Field(
+        description="gpu: GPU nodes and storage; system: control-plane ENIs and system nodes; "
+        "public: NAT gateways and internet-facing load balancers."
+    )
+
+    @property
+    def zone(self) -> str:
+        """The zone as written in the spec: its name or its ID (a stack uses one form throughout)."""
+        return self.availability_zone or self.availability_zone_id or ""
+
+
+class ExistingNetworkSpec(_Model):
+    """A VPC the cluster joins instead of creating one (routing, NAT and endpoints are its owner's)."""
+
+    vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$", description="The existing VPC's id.")
+
+
+class NetworkSpec(_Model):
+    """The VPC: address space, subnets and NAT layout, or an existing VPC and its subnets."""
+
+    existing: ExistingNetworkSpec | None = Field(
+        default=None,
+        description="Use this VPC and the subnets' ids; nothing of the network plane is created (the EFA "
+        "security group is, inside it). Ids are taken as given offline; preflight checks them.",
+    )
+    vpc_cidr: str = Field(description="IPv4 CIDR of the VPC (no default: environment-specific).")
+    subnets: list[SubnetSpec] = Field(min_length=1, max_length=2000, description="Every subnet of the VPC.")
+    nat_gateways: Literal["single", "per-az"] = Field(
+        default="per-az",
+        description="One NAT gateway for the VPC, or one per availability zone (default, no "
+        "cross-AZ single point of failure).",
+    )
+
+
+class CapacitySpec(_Model):
+    """How a node group's instances are bought."""
+
+    type: Literal["on-demand", "spot", "capacity-block", "reserved"] = Field(
+        default="on-demand",
+        description="on-demand, spot, an EC2 Capacity Block for ML, or a targeted On-Demand "
+        "Capacity Reservation.",
+    )
+    reservation_id: str | None = Field(
+        default=None,
+        description="Capacity Reservation id (cr-...) for capacity-block and reserved.",
+    )
+    reservation_resource_group_arn: str | None = Field(
+        default=None, pattern=r"^arn:aws[a-z-]*:resource-groups:[a-z0-9-]+:\d{12}:group/[A-Za-z0-9._-]+$",
+        description="reserved only, instead of reservationId: a resource group of On-Demand Capacity Reservations "
+        "(AWS::EC2::CapacityReservationPool), how several ODCRs are targeted together.",
+    )
+    start: datetime | None = Field(
+        default=None,
+        description="capacity-block only: when the block starts, in UTC (ISO 8601 with Z, e.g. "
+        "2027-01-04T11:30:00Z). A block is paid whether nodes run or not.",
+    )
+    end: datetime | None = Field(
+        default=None,
+        description="capacity-block only: when the block ends, in UTC. EC2 reclaims the instances before it; "
+        "the node group is scaled to 0 in time (see the preview).",
+    )
+    instance_count: StrictInt | None = Field(
+        default=None, ge=1, le=1000,
+        description="capacity-block only: the instances the block holds (the node group's maxSize at most).",
+    )
+
+
+class TaintSpec(_Model):
+    """A Kubernetes taint applied to every node of a group."""
+
+    key: str = Field(min_length=1, max_length=253, description="Taint key.")
+    value: str = Field(default="", max_length=63, description="Taint value.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        default="NoSchedule", description="Taint effect."
+    )
+
+
+class NodeGroupSpec(_Model):
+    """One EKS managed node group."""
+
+    name: str = Field(pattern=_GROUP_NAME_RE.pattern, description="Unique node group name.")
+    instance_type: str = Field(description="EC2 instance type; must be in the instance catalog.")
+    min_size: StrictInt = Field(ge=0, le=1000, description="Minimum nodes.")
+    desired_size: StrictInt = Field(ge=0, le=1000, description="Desired nodes at creation.")
+    max_size: StrictInt = Field(ge=1, le=1000, description="Maximum nodes.")
+    capacity: CapacitySpec = Field(
+        default_factory=CapacitySpec, description="Purchase option (default on-demand)."
+    )
+    placement_group_name: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9._-]{1,255}$",
+        description="An existing cluster placement group to launch into (an ODCR created inside one); not "
+        "created by the program. Not with capacity-block capacity.",
+    )
+    gpu_taint: StrictBool = Field(
+        default=True,
+        description="GPU types get nvidia.com/gpu=true:NoSchedule (default); false for GPU-only clusters, where "
+        "no system node group is then required.",
+    )
+    instance_types: list[str] | None = Field(
+        default=None, min_length=1, max_length=20,
+        description="CPU groups only: more instance types for the group (spot groups should list several); "
+        "instanceType is the first.",
+    )
+    ami_type: Literal[
+        "AL2023_x86_64_STANDARD", "AL2023_ARM_64_STANDARD", "AL2023_x86_64_NVIDIA", "AL2023_ARM_64_NVIDIA",
+        "BOTTLEROCKET_x86_64", "BOTTLEROCKET_ARM_64", "BOTTLEROCKET_x86_64_NVIDIA", "BOTTLEROCKET_ARM_64_NVIDIA",
+    ] | None = Field(
+        default=None,
+        description="EKS AMI type; default derived from the instance: AL2023, x86_64 or ARM_64, NVIDIA for GPUs.",
+    )
+    placement: Literal["auto", "cluster", "none"] = Field(
+        default="auto",
+        description="auto: a cluster placement group for multi-node EFA groups, except on "
+        "reserved capacity (which AWS already places); cluster: always; none: never.",
+    )
+    subnets: list[str] | None = Field(
+        default=None,
+        description="Subnet names; default: the gpu subnets for GPU types, the system subnets "
+        "otherwise.",
+    )
+    taints: list[TaintSpec] = Field(
+        default_factory=list,
+        description="Extra taints; GPU types always get nvidia.com/gpu=true:NoSchedule.",
+    )
+    labels: dict[str, str] = Field(default_factory=dict, description="Extra Kubernetes node labels.")
+    local_nvme: Literal["auto", "raid0", "none"] = Field(
+        default="auto",
+        description="auto: RAID0 the instance-store NVMe disks when the catalog confirms the type "
+        "has them; raid0: require it; none: leave them unused.",
+    )
+    root_volume_gib: StrictInt = Field(
+        alias="rootVolumeGiB",
+        default=200, ge=20, le=16384, description="Encrypted gp3 root volume size (GiB)."
+    )
+
+
+class BucketSpec(_Model):
+    """The checkpoint bucket: versioned, KMS-encrypted, private; or an existing bucket by name."""
+
+    existing_name: str | None = Field(
+        default=None, pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
+        description="An existing bucket to use instead of creating one; its settings stay its owner's.",
+    )
+    existing_kms_key_arn: str | None = Field(
+        default=None, pattern=r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[0-9a-f-]{36}$",
+        description="The KMS key that encrypts the existing bucket (SSE-KMS), so team roles may use it.",
+    )
+
+    noncurrent_version_retention_days: StrictInt = Field(
+        default=30,
+        ge=1,
+        le=3650,
+        description="Days a replaced or deleted checkpoint object is kept before it expires. "
+        "Current versions never expire.",
+    )
+
+
+class ExistingFilesystemSpec(_Model):
+    """An FSx for Lustre filesystem that already exists: the cluster mounts it, nothing is created."""
+
+    file_system_id: str = Field(pattern=r"^fs-[0-9a-f]{8,17}$", description="Its id.")
+    mount_name: str = Field(pattern=r"^[a-z0-9]{1,8}$", description="Its Lustre mount name.")
+    dns_name: str = Field(min_length=1, max_length=253, description="Its DNS name.")
+    security_group_id: str = Field(pattern=r"^sg-[0-9a-f]{8,17}$",
+                                   description="Its security group: LNet from the nodes is allowed on it.")
+
+
+class FilesystemSpec(_Model):
+    """The shared FSx for Lustre filesystem in the GPU subnet (its figures describe an existing one)."""
+
+    existing: ExistingFilesystemSpec | None = Field(
+        default=None, description="Use this filesystem; deploymentType, capacity and tier describe it.")
+
+    deployment_type: Literal["PERSISTENT_2", "SCRATCH_2"] = Field(
+        default="PERSISTENT_2",
+        description="PERSISTENT_2 (replicated, for production) or SCRATCH_2 (cheap, no "
+        "replication, for development).",
+    )
+    capacity_gib: StrictInt = Field(
+        alias="capacityGiB",
+        description="Storage capacity in GiB: 1200, 2400, then steps of 2400.", ge=1
+    )
+    per_unit_storage_throughput: StrictInt | None = Field(
+        default=None,
+        description="MB/s per TiB for PERSISTENT_2: 125, 250, 500 or 1000. Not set for SCRATCH_2.",
+    )
+    link_checkpoint_bucket: StrictBool = Field(
+        default=True,
+        description="Link the filesystem to the checkpoint bucket (data repository association "
+        "on PERSISTENT_2, import/export path on SCRATCH_2).",
+    )
+    mount_path: str = Field(
+        default="/checkpoints",
+        pattern=r"^/[a-z0-9/_-]+$",
+        description="Filesystem path linked to the bucket.",
+    )
+
+
+class StorageSpec(_Model):
+    """Checkpoint bucket and optional shared filesystem."""
+
+    checkpoint_bucket: BucketSpec = Field(
+        default_factory=BucketSpec, description="Checkpoint bucket settings."
+    )
+    filesystem: FilesystemSpec | None = Field(
+        default=None, description="Shared FSx for Lustre filesystem; none when omitted."
+    )
+
+
+class DeployerSpec(_Model):
+    """Who runs ``pulumi up`` and how it reaches the Kubernetes API.
+
+    Everything above the cloud resources (namespaces, Helm releases, queues) is applied through the
+    cluster's API with this role's credentials, so the role gets a cluster-admin access entry before any
+    Kubernetes resource is created, and the program's kubeconfig assumes it.
+    """
+
+    role_arn: str = Field(
+        description="IAM role that runs pulumi up (the CI runner's or Pulumi Deployments' role); no default."
+    )
+    api_access: Literal["in-vpc", "public-endpoint"] = Field(
+        description="in-vpc: the deployer runs inside the VPC or a network routed to it (a self-hosted CI "
+        "runner or a Pulumi Deployments agent); public-endpoint: it reaches the public endpoint from "
+        "publicAccessCidrs. No default: it depends on where your CI runs.",
+    )
+    runner_cidrs: list[str] = Field(
+        min_length=1, max_length=20,
+        description="Where the deployer's requests come from. in-vpc: allowed to HTTPS (443) on the "
+        "cluster security group; public-endpoint: must lie inside publicAccessCidrs.",
+    )
+    transit_gateway_id: str | None = Field(
+        default=None, pattern=r"^tgw-[0-9a-f]{8,17}$",
+        description="in-vpc with runners outside this VPC: the Transit Gateway that connects their network. The "
+        "stack attaches the VPC to it, routes runnerCidrs through it and opens a Route 53 Resolver inbound "
+        "endpoint so the runners resolve the private API endpoint.",
+    )
+
+
+class ControlPlaneSpec(_Model):
+    """The EKS control plane."""
+
+    kubernetes_version: str = Field(
+        default="1.35", pattern=r"^1\.\d{2}$",
+        description="Kubernetes minor version; one EKS supports (components/catalog/eks_versions.yaml)."
+    )
+    endpoint_access: Literal["private", "public"] = Field(
+        default="private",
+        description="private: API reachable only inside the VPC; public: also from "
+        "publicAccessCidrs.",
+    )
+    public_access_cidrs: list[str] = Field(
+        default_factory=list, description="CIDRs allowed to the public endpoint."
+    )
+    log_types: list[LogType] = Field(
+        default_factory=lambda: list(ALL_LOG_TYPES),
+        description="Control-plane log types sent to CloudWatch (default: all five).",
+    )
+    log_retention_days: Literal[
+        1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
+        2922, 3288, 3653,
+    ] = Field(default=365, description="CloudWatch retention of control-plane logs (days).")
+    secrets_encryption: StrictBool = Field(
+        default=True, description="Envelope-encrypt Kubernetes secrets with a KMS key."
+    )
+    admin_role_arns: list[str] = Field(
+        min_length=1,
+        description="IAM roles granted cluster-admin through EKS access entries "
+        "(no default: account-specific).",
+    )
+    deployer: DeployerSpec = Field(
+        description="The identity and network path of whoever runs pulumi up (no default: account-specific)."
+    )
+
+
+class AwsSpec(_Model):
+    """Everything specific to AWS: region, zones, network, node groups, storage, control plane."""
+
+    region: str = Field(pattern=_REGION_RE.pattern, description="AWS region (no default).")
+    gpu_availability_zone: str | None = Field(
+        default=None, pattern=_ZONE_RE.pattern,
+        description="The zone of the GPU subnet, the capacity and the filesystem, by name (no default); or "
+        "give gpuAvailabilityZoneId.",
+    )
+    gpu_availability_zone_id: str | None = Field(
+        default=None, pattern=_ZONE_ID_RE.pattern,
+        description="The GPU zone by AZ ID (e.g. use1-az4), as Capacity Blocks and ODCRs are sold; the program "
+        "resolves it to this account's zone name. One of gpuAvailabilityZone and gpuAvailabilityZoneId.",
+    )
+    network: NetworkSpec = Field(description="VPC and subnets.")
+    node_groups: list[NodeGroupSpec] = Field(min_length=1, max_length=2000, description="EKS managed node groups.")
+    storage: StorageSpec = Field(default_factory=StorageSpec, description="Storage plane.")
+    control_plane: ControlPlaneSpec = Field(description="EKS control plane.")
+
+    @property
+    def gpu_zone(self) -> str:
+        """The GPU zone as written: its name or its AZ ID."""
+        return self.gpu_availability_zone or self.gpu_availability_zone_id or ""
+
+    @property
+    def zones_by_id(self) -> bool:
+        """True when the stack names zones by AZ ID (use1-az4) rather than by name (us-east-1a)."""
+        return self.gpu_availability_zone_id is not None

@@ -1,0 +1,53 @@
+"""Constants, patterns and the model base class every part of the spec shares."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+SPEC_KEY = "gpu-cluster:spec"
+REQUIRED_LABEL_KEYS: tuple[str, ...] = ("team", "cost-center", "environment", "owner")
+LogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
+ALL_LOG_TYPES: tuple[LogType, ...] = ("api", "audit", "authenticator", "controllerManager", "scheduler")
+PROD_REQUIRED_LOG_TYPES: tuple[str, ...] = ("api", "audit", "authenticator")
+GPU_TAINT_KEY = "nvidia.com/gpu"
+MAX_PUBLIC_ACCESS_CIDRS = 40  # EKS API, VpcConfigRequest.publicAccessCidrs
+MAX_TAINTS = 50  # EKS API, CreateNodegroup taints
+MAX_TAGS = 50  # AWS: user tags per resource
+# Namespaces whose pods may run privileged (node agents: GPU Operator, EFA plugin, node exporter).
+PRIVILEGED_NAMESPACES: tuple[str, ...] = ("kube-system", "gpu-operator", "monitoring")
+# Names no team may take: Kubernetes' own namespaces and the platform components'.
+SYSTEM_NAMESPACES: tuple[str, ...] = (
+    *PRIVILEGED_NAMESPACES, "kube-public", "kube-node-lease", "default", "kueue-system", "opencost",
+)
+
+# FSx for Lustre figures (AWS FSx API reference, CreateFileSystemLustreConfiguration; summarised with
+# sources in ../shared/reference/gpu_facts.yaml, storage.fsx_lustre).
+FSX_THROUGHPUT_TIERS: dict[str, tuple[int, ...]] = {"PERSISTENT_2": (125, 250, 500, 1000)}
+FSX_MIN_CAPACITY_GIB = 1200
+FSX_CAPACITY_STEP_GIB = 2400
+
+_LABEL_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{1,63}$")
+_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{1,22}[a-z0-9]$")
+_GROUP_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
+_ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+_RESERVATION_RE = re.compile(r"^cr-[0-9a-f]{8,17}$")
+_ZONE_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")
+_REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+_ZONE_ID_RE = re.compile(r"^[a-z]{2,5}\d-az\d{1,2}$")
+# AWS tag syntax (AWS General Reference, "Tagging best practices": letters, digits, spaces, + - = . _ : / @).
+_AWS_TAG_KEY = re.compile(r"^[\w\s+=.:/@-]{1,128}$")
+_AWS_TAG_VALUE = re.compile(r"^[\w\s+=.:/@-]{0,256}$")
+
+
+class _Model(BaseModel):
+    """Base: camelCase keys in YAML, unknown keys rejected, immutable after validation. Integers and
+    booleans are strict (``maxSize: true`` is refused, not read as 1); numbers are finite."""
+
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True, allow_inf_nan=False
+    )

@@ -1,0 +1,104 @@
+"""Decisions several places need, written once as functions of the spec and the catalog (which subnets a
+group uses, whether its capacity is reserved, whether it gets or sits in a placement group, its AMI type),
+and the syntax checks the rules and the program share."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from components.catalog import (
+    InstanceFacts,
+)
+from components.spec.aws import AwsSpec, NodeGroupSpec
+from components.spec.platform import GpuSharingSpec
+
+_PREFIX_NOTATION = re.compile(r"^[0-9A-Fa-f.:]+/\d{1,3}$")
+
+
+def parse_cidr(value: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | str:
+    """A CIDR in prefix notation (``10.0.0.0/16``) without host bits, or the reason it is not one.
+
+    Python also reads ``10.0.0.0/255.255.0.0`` and a bare address; AWS APIs take prefix notation only.
+    """
+    if not _PREFIX_NOTATION.match(value):
+        return "not in prefix notation"
+    try:
+        return ipaddress.ip_network(value, strict=True)
+    except ValueError as err:
+        return str(err)
+
+
+def _gpu_zone_given_once(aws: AwsSpec) -> bool:
+    return (aws.gpu_availability_zone is None) != (aws.gpu_availability_zone_id is None)
+
+
+def _gpu_zone_key(aws: AwsSpec) -> str:
+    return "gpuAvailabilityZoneId" if aws.zones_by_id else "gpuAvailabilityZone"
+
+
+def default_subnets(aws: AwsSpec, facts: InstanceFacts) -> list[str]:
+    """The subnets a node group uses when it names none: gpu subnets for GPU types, system otherwise."""
+    role = "gpu" if facts.gpu_count > 0 else "system"
+    return [sn.name for sn in aws.network.subnets if sn.role == role]
+
+
+def is_reserved(group: NodeGroupSpec) -> bool:
+    """Whether the group runs on capacity bought ahead (a Capacity Block or an ODCR): bound to one zone,
+    already placed by AWS, and needing a reservation id (or, for ODCRs, a reservation group)."""
+    return group.capacity.type in ("capacity-block", "reserved")
+
+
+def uses_placement_group(group: NodeGroupSpec, facts: InstanceFacts) -> bool:
+    """Whether the program creates a cluster placement group for the group (validated specs only)."""
+    if group.placement == "cluster":
+        return True
+    if group.placement == "none":
+        return False
+    return facts.efa_capable and group.max_size > 1 and not is_reserved(group) and group.placement_group_name is None
+
+
+def is_placed(group: NodeGroupSpec, facts: InstanceFacts) -> bool:
+    """Whether a multi-node EFA group's nodes sit close together (its placement group, an existing one, or a
+    reservation AWS already placed), so Kueue's topology-aware scheduling applies to it."""
+    return facts.efa_capable and group.max_size > 1 and (
+        is_reserved(group) or uses_placement_group(group, facts) or group.placement_group_name is not None)
+
+
+_QUALIFIED = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def k8s_key_problem(key: str) -> str | None:
+    """Why ``key`` is not a Kubernetes label or taint key (``[prefix/]name``), or None."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return "its prefix must be a DNS subdomain (lowercase, at most 253 characters)"
+    if not _QUALIFIED.match(name):
+        return ("its name must be 1-63 characters of letters, digits, '-', '_' or '.', starting and ending with a "
+                "letter or digit")
+    return None
+
+
+def k8s_value_problem(value: str) -> str | None:
+    """Why ``value`` is not a Kubernetes label (or taint) value, or None; empty is allowed."""
+    if value and not _QUALIFIED.match(value):
+        return ("a value is empty or 1-63 characters of letters, digits, '-', '_' or '.', starting and ending with a "
+                "letter or digit")
+    return None
+
+
+def derive_ami_type(ng: NodeGroupSpec, facts: InstanceFacts) -> str:
+    """The EKS AMI type of a group: the spec's, else :func:`default_ami_type`."""
+    return ng.ami_type if ng.ami_type is not None else default_ami_type(facts)
+
+
+def default_ami_type(facts: InstanceFacts) -> str:
+    """AL2023 for the instance's architecture, NVIDIA where it has GPUs (EKS AMITypes values)."""
+    arch = "ARM_64" if facts.arch == "arm64" else "x86_64"
+    return f"AL2023_{arch}_{'NVIDIA' if facts.gpu_count else 'STANDARD'}"
+
+
+def gpu_units_per_gpu(sharing: GpuSharingSpec) -> int:
+    """nvidia.com/gpu units one physical GPU advertises (time-slicing replicas, else 1)."""
+    return sharing.replicas if sharing.mode == "time-slicing" else 1

@@ -1,0 +1,55 @@
+"""The whole stack: identity, billing labels, workload, teams and the cloud's planes."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, StrictBool
+
+from components.spec.aws import AwsSpec
+from components.spec.base import _NAME_RE, _Model
+from components.spec.platform import PlatformSpec
+from components.spec.teams import TeamSpec
+from components.spec.workload import WorkloadSpec
+
+
+class ClusterSpec(_Model):
+    """The whole stack: identity, billing labels, workload, teams and the cloud's planes."""
+
+    name: str = Field(
+        pattern=_NAME_RE.pattern,
+        description="Cluster name, 3-24 characters [a-z0-9-] (no default).",
+    )
+    environment: Literal["dev", "staging", "prod"] = Field(description="Environment (no default).")
+    cloud: Literal["aws"] = Field(description="Cloud provider; gcp comes later.")
+    labels: dict[str, str] = Field(
+        description="Billing labels, merged into every taggable resource; must include team, "
+        "cost-center and owner (environment is added from the environment key)."
+    )
+    tags: dict[str, str] = Field(
+        default_factory=dict,
+        description="Other AWS tags for every resource (e.g. GithubRepo: github.com/org/repo), under AWS's own tag "
+        "rules; unlike labels they are not GCP labels and not billing keys.",
+    )
+    workload: WorkloadSpec = Field(description="The workload one-pager.")
+    teams: list[TeamSpec] = Field(default_factory=list, max_length=2000, description="Teams using the cluster.")
+    platform: PlatformSpec = Field(
+        default_factory=PlatformSpec, description="GPU stack, queues, tenancy and telemetry on the cluster."
+    )
+    deletion_protection: StrictBool = Field(
+        default=True,
+        description="Protect and retain stateful resources (bucket, filesystem, KMS keys, cluster). "
+        "Cannot be turned off in prod.",
+    )
+    aws: AwsSpec | None = Field(default=None, description="AWS settings; required when cloud is aws.")
+
+    @property
+    def billing_labels(self) -> dict[str, str]:
+        """The labels with ``environment`` filled in, as applied to every resource."""
+        return {**self.labels, "environment": self.environment}
+
+    def aws_spec(self) -> AwsSpec:
+        """The AWS sub-spec (validated to exist when cloud is aws)."""
+        if self.aws is None:  # guarded by _check_cloud; kept for type narrowing
+            raise ValueError("aws settings are missing")
+        return self.aws

@@ -1,0 +1,34 @@
+"""Every cross-field rule, grouped by plane in this package; :func:`validate` runs them all."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from components.spec.errors import _Collector
+from components.spec.model import ClusterSpec
+from components.spec.rules.cloud import _check_cloud
+from components.spec.rules.control_plane import _check_control_plane
+from components.spec.rules.identity import _check_labels
+from components.spec.rules.network import _check_network
+from components.spec.rules.node_groups import _check_node_groups
+from components.spec.rules.platform import _check_platform
+from components.spec.rules.storage import _check_storage
+from components.spec.rules.teams import _check_teams
+
+
+def validate(spec: ClusterSpec, provider_region: str | None, now: datetime) -> _Collector:
+    """Run every rule on a spec that pydantic accepted; the collector holds what broke."""
+    out = _Collector()
+    _check_labels(spec, out)
+    _check_cloud(spec, provider_region, out)
+    _check_teams(spec, out)
+    _check_platform(spec, out)
+    if spec.environment == "prod" and not spec.deletion_protection:
+        out.add(".deletionProtection", "prod-deletion-protection",
+                "prod stacks cannot turn off deletion protection of stateful resources")
+    if spec.aws is not None:
+        _check_network(spec.aws, out)
+        _check_node_groups(spec, spec.aws, out)
+        _check_storage(spec.aws, out)
+        _check_control_plane(spec, spec.aws, now, out)
+    return out

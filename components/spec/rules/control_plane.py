@@ -1,0 +1,151 @@
+"""Rules on the control plane: endpoint, logs, Kubernetes version, add-ons, the deployer."""
+
+from __future__ import annotations
+
+import ipaddress
+from datetime import datetime
+
+from components.catalog import (
+    addon_names,
+    load_addon_pins,
+    load_eks_versions,
+)
+from components.spec.aws import AwsSpec
+from components.spec.base import _ROLE_ARN_RE, MAX_PUBLIC_ACCESS_CIDRS, PROD_REQUIRED_LOG_TYPES
+from components.spec.decisions import parse_cidr
+from components.spec.errors import _Collector
+from components.spec.model import ClusterSpec
+
+
+def _check_control_plane(spec: ClusterSpec, aws: AwsSpec, now: datetime, out: _Collector) -> None:
+    cp = aws.control_plane
+    where = ".aws.controlPlane"
+    for i, arn in enumerate(cp.admin_role_arns):
+        if not _ROLE_ARN_RE.match(arn):
+            out.add(f"{where}.adminRoleArns[{i}]", "admin-role-arn",
+                    f"'{arn}' is not an IAM role ARN (arn:aws:iam::<12 digits>:role/<name>)")
+    public_nets: list[ipaddress.IPv4Network] = []
+    for i, cidr in enumerate(cp.public_access_cidrs):
+        net = parse_cidr(cidr)
+        if not isinstance(net, ipaddress.IPv4Network):
+            reason = net if isinstance(net, str) else "an IPv6 network"
+            out.add(f"{where}.publicAccessCidrs[{i}]", "cidr-valid",
+                    f"'{cidr}' is not an IPv4 CIDR (address/prefix, no host bits): {reason}")
+            continue
+        if net.prefixlen == 0:
+            out.add(f"{where}.publicAccessCidrs[{i}]", "endpoint-not-open",
+                    f"{cidr} opens the API endpoint to the whole internet; list the networks that "
+                    "need access")
+        else:
+            public_nets.append(net)
+    if any(n.prefixlen == 0 for n in ipaddress.collapse_addresses(public_nets)):
+        out.add(f"{where}.publicAccessCidrs", "endpoint-not-open",
+                "publicAccessCidrs together cover the whole internet (e.g. 0.0.0.0/1 and 128.0.0.0/1); list the "
+                "networks that need access")
+    if len(cp.public_access_cidrs) > MAX_PUBLIC_ACCESS_CIDRS:
+        out.add(f"{where}.publicAccessCidrs", "endpoint-cidr-limit",
+                f"EKS accepts at most {MAX_PUBLIC_ACCESS_CIDRS} publicAccessCidrs, got {len(cp.public_access_cidrs)}")
+    principals: dict[str, str] = {}
+    for i, arn in enumerate(cp.admin_role_arns):
+        if arn in principals:
+            out.add(f"{where}.adminRoleArns[{i}]", "unique-principals",
+                    f"'{arn}' is already {principals[arn]}; EKS allows one access entry per principal")
+        principals.setdefault(arn, f"adminRoleArns[{i}]")
+    for t, team in enumerate(spec.teams):
+        for j, arn in enumerate(team.role_arns):
+            if arn in principals:
+                out.add(f".teams[{t}].roleArns[{j}]", "unique-principals",
+                        f"'{arn}' is already {principals[arn]}; EKS allows one access entry per principal")
+            principals.setdefault(arn, f"teams[{t}].roleArns[{j}]")
+    if cp.endpoint_access == "public" and not cp.public_access_cidrs:
+        out.add(f"{where}.publicAccessCidrs", "endpoint-not-open",
+                "a public endpoint needs publicAccessCidrs restricted to listed networks")
+    if cp.endpoint_access == "private" and cp.public_access_cidrs:
+        out.add(f"{where}.publicAccessCidrs", "endpoint-not-open",
+                "publicAccessCidrs only applies when endpointAccess is public")
+    _check_deployer(spec, aws, out)
+    release = load_eks_versions().get(cp.kubernetes_version)
+    if release is None:
+        out.add(f"{where}.kubernetesVersion", "kubernetes-version-supported",
+                f"Kubernetes {cp.kubernetes_version} is not a version of the EKS catalog "
+                f"(components/catalog/eks_versions.yaml); known: {', '.join(load_eks_versions())}")
+    elif now >= release.end_of_standard_support:
+        current = [v for v, r in load_eks_versions().items() if now < r.end_of_standard_support]
+        out.add(f"{where}.kubernetesVersion", "kubernetes-version-supported",
+                f"Kubernetes {cp.kubernetes_version} left EKS standard support on "
+                f"{release.end_of_standard_support:%Y-%m-%d}; this blueprint keeps clusters on standard support "
+                f"(no extended-support charges): use {', '.join(current) or 'a newer version'}")
+    needed = [n for n in addon_names() if n != "aws-fsx-csi-driver" or aws.storage.filesystem is not None]
+    unpinned = [n for n in needed if n not in load_addon_pins(cp.kubernetes_version)]
+    if unpinned:
+        out.add(f"{where}.kubernetesVersion", "addon-versions-pinned",
+                f"no pinned EKS add-on version for Kubernetes {cp.kubernetes_version}: {', '.join(unpinned)}; pin "
+                "them under eksAddons in components/catalog/charts.yaml (aws eks describe-addon-versions "
+                f"--kubernetes-version {cp.kubernetes_version}) or use a version that has pins")
+    if len(set(cp.log_types)) != len(cp.log_types):
+        out.add(f"{where}.logTypes", "unique-names", "log types are listed twice")
+    if spec.environment == "prod":
+        missing = [t for t in PROD_REQUIRED_LOG_TYPES if t not in cp.log_types]
+        if missing:
+            out.add(f"{where}.logTypes", "prod-audit-logs",
+                    f"prod clusters must log {', '.join(PROD_REQUIRED_LOG_TYPES)}; missing "
+                    f"{', '.join(missing)}")
+        if not cp.secrets_encryption:
+            out.add(f"{where}.secretsEncryption", "prod-secrets-encryption",
+                    "prod clusters must encrypt Kubernetes secrets with KMS")
+
+
+def _check_deployer(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None:
+    """The deployer must be able to reach the API it applies the platform through, as an admin."""
+    cp = aws.control_plane
+    dep = cp.deployer
+    where = ".aws.controlPlane.deployer"
+    if not _ROLE_ARN_RE.match(dep.role_arn):
+        out.add(f"{where}.roleArn", "admin-role-arn",
+                f"'{dep.role_arn}' is not an IAM role ARN (arn:aws:iam::<12 digits>:role/<name>)")
+    others = {*cp.admin_role_arns, *(arn for t in spec.teams for arn in t.role_arns)}
+    if dep.role_arn in others:
+        out.add(f"{where}.roleArn", "deployer-access-entry",
+                f"'{dep.role_arn}' is also listed as an admin or team role; the deployer gets its own cluster-admin "
+                "access entry and EKS allows one access entry per principal: list it only as the deployer")
+    runners = []
+    for i, cidr in enumerate(dep.runner_cidrs):
+        net = parse_cidr(cidr)
+        if isinstance(net, str):
+            out.add(f"{where}.runnerCidrs[{i}]", "cidr-valid",
+                    f"'{cidr}' is not a CIDR (address/prefix, no host bits): {net}")
+        else:
+            runners.append((i, net))
+    if cp.endpoint_access == "private" and dep.api_access != "in-vpc":
+        out.add(f"{where}.apiAccess", "deployer-reaches-api",
+                "the API endpoint is private, so a deployer outside the VPC cannot apply the Kubernetes platform "
+                "(every namespace and Helm release would time out); either run pulumi up inside the VPC (a "
+                "self-hosted CI runner or Pulumi Deployments agent) and set apiAccess: in-vpc with its runnerCidrs, "
+                "or set endpointAccess: public with publicAccessCidrs that include the runner and apiAccess: "
+                "public-endpoint")
+    vpc = parse_cidr(aws.network.vpc_cidr)
+    outside = [str(r) for _, r in runners if not isinstance(vpc, str) and not (
+        r.version == vpc.version and r.subnet_of(vpc))]  # type: ignore[arg-type]
+    if dep.api_access == "in-vpc" and outside and dep.transit_gateway_id is None:
+        out.add(f"{where}.transitGatewayId", "deployer-reaches-api",
+                f"runner CIDR(s) {', '.join(outside)} are outside the VPC ({aws.network.vpc_cidr}): give the Transit "
+                "Gateway that connects them (transitGatewayId), so the stack attaches the VPC, routes their traffic "
+                "back and lets them resolve the private endpoint; or run the deployer inside the VPC")
+    if dep.transit_gateway_id is not None and aws.network.existing is not None:
+        out.add(f"{where}.transitGatewayId", "deployer-reaches-api",
+                "with network.existing the VPC's route tables are its owner's: connect the runners there and leave "
+                "transitGatewayId out")
+    if dep.api_access != "in-vpc" and dep.transit_gateway_id is not None:
+        out.add(f"{where}.transitGatewayId", "deployer-reaches-api",
+                "transitGatewayId only applies to apiAccess: in-vpc")
+    if dep.api_access == "public-endpoint" and cp.endpoint_access == "public":
+        allowed = []
+        for cidr in cp.public_access_cidrs:
+            net = parse_cidr(cidr)
+            if not isinstance(net, str):  # a bad one is reported on publicAccessCidrs
+                allowed.append(net)
+        for i, runner in runners:
+            if not any(runner.version == a.version and runner.subnet_of(a) for a in allowed):  # type: ignore[arg-type]
+                out.add(f"{where}.runnerCidrs[{i}]", "deployer-reaches-api",
+                        f"runner CIDR {runner} is not inside publicAccessCidrs, so the deployer cannot reach the "
+                        "public endpoint; add it to publicAccessCidrs")

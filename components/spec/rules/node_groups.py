@@ -1,0 +1,234 @@
+"""Rules on the compute plane: node groups, capacity, Capacity Block windows, labels, taints, types."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+
+from components.catalog import (
+    InstanceFacts,
+    load_aws_catalog,
+)
+from components.spec.aws import AwsSpec, NodeGroupSpec
+from components.spec.base import _RESERVATION_RE, GPU_TAINT_KEY, MAX_TAINTS
+from components.spec.decisions import (
+    _gpu_zone_given_once,
+    _gpu_zone_key,
+    default_ami_type,
+    default_subnets,
+    is_reserved,
+    k8s_key_problem,
+    k8s_value_problem,
+)
+from components.spec.errors import _Collector, _path
+from components.spec.model import ClusterSpec
+
+
+def _check_capacity_block(ng: NodeGroupSpec, where: str, out: _Collector) -> None:
+    """A Capacity Block is a dated window of a fixed number of instances: the spec records it, and the
+    node group is sized so that it can be created, updated and left outside the window."""
+    cap = ng.capacity
+    given = {"start": cap.start, "end": cap.end, "instanceCount": cap.instance_count}
+    if cap.type != "capacity-block":
+        for key, value in given.items():
+            if value is not None:
+                out.add(f"{where}.capacity.{key}", "capacity-block-window",
+                        f"{key} only applies to capacity-block capacity, not '{cap.type}'")
+        return
+    for key, value in given.items():
+        if value is None:
+            out.add(f"{where}.capacity.{key}", "capacity-block-window",
+                    f"capacity-block capacity needs the block's {key} (start and end in UTC, and the instance "
+                    "count, as shown by `aws ec2 describe-capacity-reservations`): the preview shows the window "
+                    "and the node group is scaled for it")
+    for key, value in (("start", cap.start), ("end", cap.end)):
+        if value is not None and value.utcoffset() != timedelta(0):
+            out.add(f"{where}.capacity.{key}", "capacity-block-window",
+                    f"{key} must be given in UTC with a Z suffix (e.g. 2027-01-04T11:30:00Z), got "
+                    f"'{value.isoformat()}'")
+    if cap.start is not None and cap.end is not None and cap.start.utcoffset() is not None \
+            and cap.end.utcoffset() is not None and cap.end <= cap.start:
+        out.add(f"{where}.capacity.end", "capacity-block-window",
+                f"end ({_utc(cap.end)}) must be after start ({_utc(cap.start)})")
+    if ng.min_size > 0 or ng.desired_size > 0:
+        field = "minSize" if ng.min_size > 0 else "desiredSize"
+        out.add(f"{where}.{field}", "capacity-block-scales-from-zero",
+                f"a capacity-block node group is created with minSize 0 and desiredSize 0 (got {ng.min_size} and "
+                f"{ng.desired_size}): no instance can launch before the block starts or after it ends, and EKS "
+                "needs desiredSize 0 to update such a group; its scheduled actions scale it to the block for the "
+                "window (EKS user guide, capacity-blocks-mng)")
+    if cap.instance_count is not None and ng.max_size > cap.instance_count:
+        out.add(f"{where}.maxSize", "capacity-block-size",
+                f"maxSize ({ng.max_size}) must be <= the block's instanceCount ({cap.instance_count}): nodes beyond "
+                "the block cannot launch")
+
+
+def _check_node_labels(ng: NodeGroupSpec, facts: InstanceFacts, where: str, out: _Collector) -> None:
+    """Labels and taints EKS and Kubernetes accept; GPU nodes keep repelling pods that ask for no GPU."""
+    for key, value in ng.labels.items():
+        problem = k8s_key_problem(key) or k8s_value_problem(value)
+        if problem:
+            out.add(f"{where}{_path(['labels', key], root='')}", "k8s-label-syntax",
+                    f"'{key}: {value}' is not a valid Kubernetes label: {problem}")
+    if len(ng.taints) > MAX_TAINTS:
+        out.add(f"{where}.taints", "taint-limit", f"EKS accepts at most {MAX_TAINTS} taints per node group, "
+                f"got {len(ng.taints)}")
+    seen: set[tuple[str, str]] = set()
+    for j, taint in enumerate(ng.taints):
+        problem = k8s_key_problem(taint.key) or k8s_value_problem(taint.value)
+        if problem:
+            out.add(f"{where}.taints[{j}]", "k8s-taint-syntax", f"taint '{taint.key}={taint.value}' is not valid: "
+                    f"{problem}")
+        if (taint.key, taint.effect) in seen:
+            out.add(f"{where}.taints[{j}]", "taint-unique", f"taint {taint.key}:{taint.effect} is listed twice")
+        seen.add((taint.key, taint.effect))
+        if facts.gpu_count and taint.key == GPU_TAINT_KEY and taint.effect != "NoSchedule":
+            out.add(f"{where}.taints[{j}].effect", "gpu-taint-noschedule",
+                    f"GPU nodes keep {GPU_TAINT_KEY}=true:NoSchedule so that pods without GPU requests stay off them; "
+                    f"remove this taint or make it NoSchedule (got {taint.effect})")
+
+
+def _check_instance_types(ng: NodeGroupSpec, facts: InstanceFacts, catalog: Mapping[str, InstanceFacts],
+                          where: str, out: _Collector) -> None:
+    """Several instance types for one group: CPU groups only, all known, one architecture; the AMI type
+    fits the architecture and the GPUs; GPU-only options stay on GPU types."""
+    if ng.instance_types is not None and facts.gpu_count:
+        out.add(f"{where}.instanceTypes", "instance-types-cpu-only",
+                "instanceTypes (several types) is for CPU groups; a GPU group's quotas and EFA layout need one "
+                "instance type")
+    elif ng.instance_types is not None:
+        if ng.instance_types[0] != ng.instance_type:
+            out.add(f"{where}.instanceTypes", "instance-types-cpu-only",
+                    f"instanceTypes must start with instanceType ({ng.instance_type})")
+        for j, other in enumerate(ng.instance_types):
+            known = catalog.get(other)
+            if known is None:
+                out.add(f"{where}.instanceTypes[{j}]", "instance-type-in-catalog",
+                        f"'{other}' is not in the instance catalog (components/catalog/aws_instances.yaml)")
+            elif known.arch != facts.arch or known.gpu_count:
+                out.add(f"{where}.instanceTypes[{j}]", "instance-types-cpu-only",
+                        f"'{other}' ({known.arch}, {known.gpu_count} GPUs) does not match {ng.instance_type} "
+                        f"({facts.arch}, CPU only): a group's types share one architecture and AMI")
+    if ng.ami_type is not None:
+        arch_ok = ("ARM_64" in ng.ami_type) == (facts.arch == "arm64")
+        gpu_ok = ng.ami_type.endswith("_NVIDIA") == bool(facts.gpu_count)
+        if not (arch_ok and gpu_ok):
+            out.add(f"{where}.amiType", "ami-type-fits",
+                    f"{ng.ami_type} does not fit {ng.instance_type} ({facts.arch}, "
+                    f"{'GPUs' if facts.gpu_count else 'no GPU'}); use {default_ami_type(facts)}")
+        if ng.ami_type.startswith("BOTTLEROCKET") and ng.local_nvme == "raid0":
+            out.add(f"{where}.localNvme", "ami-type-fits",
+                    "localNvme raid0 is written as AL2023 nodeadm user data; Bottlerocket nodes are not configured "
+                    "by it: use an AL2023 AMI type or localNvme none")
+    if not ng.gpu_taint and not facts.gpu_count:
+        out.add(f"{where}.gpuTaint", "gpu-taint-noschedule", "gpuTaint applies to GPU node groups only")
+
+
+def _utc(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _check_node_groups(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None:
+    catalog = load_aws_catalog()
+    subnets = {sn.name: sn for sn in aws.network.subnets}
+    names: set[str] = set()
+    for i, ng in enumerate(aws.node_groups):
+        where = f".aws.nodeGroups[{i}]"
+        if ng.name in names:
+            out.add(f"{where}.name", "unique-names", f"node group name '{ng.name}' is used twice")
+        names.add(ng.name)
+        if not ng.min_size <= ng.desired_size:
+            out.add(f"{where}.desiredSize", "node-group-size-order",
+                    f"desiredSize ({ng.desired_size}) must be >= minSize ({ng.min_size}); "
+                    "sizes must satisfy minSize <= desiredSize <= maxSize")
+        if not ng.desired_size <= ng.max_size:
+            out.add(f"{where}.desiredSize", "node-group-size-order",
+                    f"desiredSize ({ng.desired_size}) must be <= maxSize ({ng.max_size}); "
+                    "sizes must satisfy minSize <= desiredSize <= maxSize")
+        cap = ng.capacity
+        reserved = is_reserved(ng)
+        by_group = cap.reservation_resource_group_arn is not None
+        if by_group and cap.type != "reserved":
+            out.add(f"{where}.capacity.reservationResourceGroupArn", "reservation-id",
+                    f"a reservation resource group only applies to reserved (ODCR) capacity, not '{cap.type}'")
+        if by_group and cap.reservation_id is not None:
+            out.add(f"{where}.capacity.reservationId", "reservation-id",
+                    "give reservationId or reservationResourceGroupArn, not both")
+        if reserved and cap.reservation_id is None and not (by_group and cap.type == "reserved"):
+            out.add(f"{where}.capacity.reservationId", "reservation-id",
+                    f"capacity type '{cap.type}' needs the Capacity Reservation id (cr-...)"
+                    + (" or, for reserved, reservationResourceGroupArn" if cap.type == "reserved" else ""))
+        if cap.reservation_id is not None and not reserved:
+            out.add(f"{where}.capacity.reservationId", "reservation-id",
+                    f"reservationId only applies to capacity-block and reserved, not '{cap.type}'")
+        if cap.reservation_id is not None and not _RESERVATION_RE.match(cap.reservation_id):
+            out.add(f"{where}.capacity.reservationId", "reservation-id",
+                    f"'{cap.reservation_id}' is not a Capacity Reservation id (cr- and 8-17 hex digits)")
+        _check_capacity_block(ng, where, out)
+        if reserved and ng.placement == "cluster":
+            out.add(f"{where}.placement", "no-placement-group-on-reserved-capacity",
+                    f"a cluster placement group must not be forced onto {cap.type} capacity: the "
+                    "reservation is already placed and a placement group causes "
+                    "InsufficientInstanceCapacity (terraform-aws-eks PR #3730); use auto or none")
+        if ng.placement_group_name is not None:
+            if cap.type == "capacity-block":
+                out.add(f"{where}.placementGroupName", "no-placement-group-on-reserved-capacity",
+                        "a placement group must not be forced onto capacity-block capacity: the block is already "
+                        "placed (terraform-aws-eks PR #3730)")
+            if ng.placement == "none":
+                out.add(f"{where}.placementGroupName", "placement-group-existing",
+                        "placementGroupName and placement: none contradict each other")
+        facts = catalog.get(ng.instance_type)
+        if facts is None:
+            close = difflib.get_close_matches(ng.instance_type, list(catalog), n=3)
+            out.add(f"{where}.instanceType", "instance-type-in-catalog",
+                    f"'{ng.instance_type}' is not in the instance catalog (components/catalog/aws_instances.yaml, "
+                    f"{len(catalog)} types)" + (f"; closest: {', '.join(close)}" if close else ""))
+            continue
+        _check_instance_types(ng, facts, catalog, where, out)
+        if cap.type == "capacity-block" and not facts.capacity_blocks.value:
+            out.add(f"{where}.capacity.type", "capacity-block-instance-type",
+                    f"{ng.instance_type} is not sold as an EC2 Capacity Block for ML (catalog: "
+                    f"{facts.capacity_blocks.source}); use on-demand, spot or a reserved ODCR")
+        _check_node_labels(ng, facts, where, out)
+        if ng.local_nvme == "raid0" and not facts.has_local_nvme:
+            known = "has no" if facts.has_local_nvme is False else "has no confirmed"
+            out.add(f"{where}.localNvme", "local-nvme-exists",
+                    f"localNvme raid0 needs instance-store NVMe, and the catalog {known} local NVMe "
+                    f"for {ng.instance_type}; use auto or none")
+        group_subnets = ng.subnets if ng.subnets is not None else default_subnets(aws, facts)
+        missing = [s for s in group_subnets if s not in subnets]
+        if missing:
+            out.add(f"{where}.subnets", "subnet-exists",
+                    f"unknown subnet(s) {', '.join(missing)}; known: {', '.join(subnets)}")
+            continue
+        public = [s for s in group_subnets if subnets[s].role == "public"]
+        if public:
+            out.add(f"{where}.subnets", "nodes-in-private-subnets",
+                    f"nodes must run in private subnets, not public {', '.join(public)}")
+        zones = sorted({subnets[s].zone for s in group_subnets})
+        if facts.efa_capable and ng.max_size > 1 and len(zones) > 1:
+            out.add(f"{where}.subnets", "efa-group-single-az",
+                    f"{ng.instance_type} is EFA-capable and the group spans nodes (maxSize "
+                    f"{ng.max_size}), so its subnets must be in one availability zone; got "
+                    f"{', '.join(zones)}")
+        if reserved and _gpu_zone_given_once(aws) and zones != [aws.gpu_zone]:
+            out.add(f"{where}.subnets", "reserved-capacity-in-gpu-zone",
+                    f"{cap.type} capacity is bound to one zone; the group's subnets must all be in "
+                    f"{_gpu_zone_key(aws)} '{aws.gpu_zone}'")
+    if any(ng.instance_type not in catalog for ng in aws.node_groups):
+        return  # the fleet-wide rules below need every group's facts; the unknown type is reported
+    catalog_groups = [(ng, catalog[ng.instance_type]) for ng in aws.node_groups]
+    tainted = any(f.gpu_count and ng.gpu_taint for ng, f in catalog_groups)
+    if catalog_groups and tainted and not any(f.gpu_count == 0 for _, f in catalog_groups):
+        out.add(".aws.nodeGroups", "system-node-group",
+                "a node group without GPUs is required for system pods (GPU nodes carry the "
+                f"{GPU_TAINT_KEY}=true:NoSchedule taint)")
+    if catalog_groups and not any(f.gpu_count > 0 for _, f in catalog_groups):
+        out.add(".aws.nodeGroups", "gpu-node-group", "at least one node group with GPUs is required")
+    max_gpus = sum(ng.max_size * f.gpu_count for ng, f in catalog_groups)
+    if catalog_groups and spec.workload.peak_gpus > max_gpus:
+        out.add(".workload.peakGpus", "peak-gpus-fit",
+                f"peakGpus ({spec.workload.peak_gpus}) exceeds the {max_gpus} GPUs the node groups "
+                "provide at maxSize")

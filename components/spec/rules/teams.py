@@ -1,0 +1,82 @@
+"""Rules on teams and their quotas."""
+
+from __future__ import annotations
+
+from components.catalog import (
+    load_aws_catalog,
+)
+from components.spec.base import _ROLE_ARN_RE, SYSTEM_NAMESPACES
+from components.spec.decisions import gpu_units_per_gpu
+from components.spec.errors import _Collector
+from components.spec.model import ClusterSpec
+
+
+def _check_teams(spec: ClusterSpec, out: _Collector) -> None:
+    seen: set[str] = set()
+    groups = {ng.name: ng for ng in spec.aws.node_groups} if spec.aws else {}
+    catalog = load_aws_catalog()
+    for i, team in enumerate(spec.teams):
+        where = f".teams[{i}]"
+        if team.name in seen:
+            out.add(f"{where}.name", "unique-names", f"team name '{team.name}' is used twice")
+        seen.add(team.name)
+        if team.name in SYSTEM_NAMESPACES:
+            out.add(f"{where}.name", "team-namespace-free",
+                    f"'{team.name}' is a system namespace; choose another team name")
+        for j, arn in enumerate(team.role_arns):
+            if not _ROLE_ARN_RE.match(arn):
+                out.add(f"{where}.roleArns[{j}]", "admin-role-arn",
+                        f"'{arn}' is not an IAM role ARN (arn:aws:iam::<12 digits>:role/<name>)")
+        if team.k8s_group.startswith("system:"):
+            out.add(f"{where}.group", "team-group-not-system",
+                    f"'{team.k8s_group}' is a reserved Kubernetes group (system:masters is cluster-admin, past every "
+                    "RoleBinding); EKS access entries refuse groups that start with system:")
+        if not team.quotas:
+            out.add(f"{where}.quotas", "team-quota-required",
+                    f"team '{team.name}' has no quota; every team needs a GPU quota on at least one node group")
+        used: set[str] = set()
+        for j, q in enumerate(team.quotas):
+            qwhere = f"{where}.quotas[{j}]"
+            if q.node_group in used:
+                out.add(f"{qwhere}.nodeGroup", "unique-names",
+                        f"team '{team.name}' lists node group '{q.node_group}' twice")
+            used.add(q.node_group)
+            group = groups.get(q.node_group)
+            facts = catalog.get(group.instance_type) if group else None
+            if group is not None and facts is None:
+                continue  # the unknown instance type is reported on the node group
+            if group is None or facts is None or facts.gpu_count == 0:
+                out.add(f"{qwhere}.nodeGroup", "quota-node-group-exists",
+                        f"'{q.node_group}' is not a GPU node group of this stack; known: "
+                        + ", ".join(n for n, g in groups.items()
+                                    if (f := catalog.get(g.instance_type)) and f.gpu_count))
+                continue
+            if q.borrowing_limit_gpus is not None and not spec.platform.cohort:
+                out.add(f"{qwhere}.borrowingLimitGpus", "borrowing-limit-needs-cohort",
+                        "a borrowing limit needs a cohort to borrow from; set platform.cohort: true or remove it")
+            if q.lending_limit_gpus is not None and q.lending_limit_gpus > q.gpus:
+                out.add(f"{qwhere}.lendingLimitGpus", "lending-limit-within-quota",
+                        f"lendingLimitGpus ({q.lending_limit_gpus}) must be <= the nominal gpus ({q.gpus})")
+            for field, known in (("cpu", facts.vcpu.value), ("memoryGiB", facts.memory_gib.value)):
+                given = q.cpu if field == "cpu" else q.memory_gib
+                if given is None and known is None:
+                    out.add(f"{qwhere}.{field}", "quota-resources-known",
+                            f"the catalog has no confirmed {'vCPU' if field == 'cpu' else 'memory'} figure for "
+                            f"{group.instance_type}; set {field} for this quota")
+    shares = gpu_units_per_gpu(spec.platform.gpu_sharing)
+    by_group: dict[str, list[tuple[str, int]]] = {}  # one pass over the quotas, not one per node group
+    for t in spec.teams:
+        for q in t.quotas:
+            by_group.setdefault(q.node_group, []).append((t.name, q.gpus))
+    for name, group in groups.items():
+        facts = catalog.get(group.instance_type)
+        if facts is None or not facts.gpu_count:
+            continue
+        takers = by_group.get(name, [])
+        total = sum(g for _, g in takers)
+        capacity = group.max_size * facts.gpu_count * shares
+        if total > capacity:
+            out.add(".teams", "quota-fits-node-groups",
+                    f"nominal GPU quotas on node group '{name}' add up to {total} ("
+                    + ", ".join(f"{t} {g}" for t, g in takers)
+                    + f") but the group provides at most {capacity} at maxSize {group.max_size}")

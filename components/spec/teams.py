@@ -1,0 +1,55 @@
+"""Teams: their namespaces, queues, quotas and access groups."""
+
+from __future__ import annotations
+
+from pydantic import Field, StrictInt
+
+from components.spec.base import _GROUP_NAME_RE, _LABEL_VALUE_RE, _Model
+
+
+class QuotaSpec(_Model):
+    """A team's nominal share of one GPU node group, in the Kueue ClusterQueue of the team."""
+
+    node_group: str = Field(description="A GPU node group of the stack (one Kueue ResourceFlavor each).")
+    gpus: StrictInt = Field(ge=0, le=100_000, description="Nominal nvidia.com/gpu quota (GPUs, or shares when "
+                      "time-slicing).")
+    borrowing_limit_gpus: StrictInt | None = Field(
+        default=None, ge=0, description="Most GPUs the team may borrow from the cohort (default: no limit)."
+    )
+    lending_limit_gpus: StrictInt | None = Field(
+        default=None, ge=0, description="Most of its nominal GPUs the team lends to the cohort (default: all)."
+    )
+    cpu: StrictInt | None = Field(
+        default=None, ge=0, description="Nominal CPU cores; default: the node's vCPUs per GPU x gpus."
+    )
+    memory_gib: StrictInt | None = Field(
+        default=None, alias="memoryGiB", ge=0,
+        description="Nominal memory (GiB); default: the node's memory per GPU x gpus.",
+    )
+
+
+class TeamSpec(_Model):
+    """A team that runs work on the cluster: a namespace, a queue, a quota and an access group."""
+
+    name: str = Field(pattern=_GROUP_NAME_RE.pattern, description="Team name (its namespace name).")
+    cost_center: str = Field(
+        pattern=_LABEL_VALUE_RE.pattern, description="The team's cost-center label value."
+    )
+    group: str | None = Field(
+        default=None, pattern=r"^[a-z0-9][a-z0-9:._-]{0,62}$",
+        description="Kubernetes group bound to the team's Role (default: gpu-cluster:<name>).",
+    )
+    role_arns: list[str] = Field(
+        default_factory=list, description="IAM roles mapped to the team's group through EKS access entries."
+    )
+    quotas: list[QuotaSpec] = Field(default_factory=list, description="GPU quotas, one per node group.")
+
+    @property
+    def k8s_group(self) -> str:
+        """The Kubernetes group the team's RoleBinding names."""
+        return self.group or f"gpu-cluster:{self.name}"
+
+    @property
+    def gpu_quota(self) -> int:
+        """Nominal GPUs over all node groups."""
+        return sum(q.gpus for q in self.quotas)
