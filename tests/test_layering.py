@@ -73,3 +73,12 @@ def test_the_wiring_picks_the_cloud_by_name(where: str) -> None:
     bad = {m for m in imports_of(ROOT / where) if m.startswith(("pulumi_aws", "pulumi_gcp"))
            or any(m.startswith(f"components.{cloud}") for cloud in CLOUDS)}
     assert not bad, f"{where} imports {sorted(bad)}"
+
+
+def test_the_packs_namespace_lists_equal_the_catalogs() -> None:
+    # The pack stays standalone, so it keeps copies; they must not drift from the program's one place.
+    from components.catalog.namespaces import privileged_namespaces, system_namespaces
+    from gpu_policies import common, security
+
+    assert sorted(common.DEFAULT_SYSTEM_NAMESPACES) == sorted(system_namespaces())
+    assert list(security.PRIVILEGED_NAMESPACES.default) == list(privileged_namespaces())

@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
+from components.catalog.namespaces import fsx_lustre, privileged_namespaces, system_namespaces
+
 SPEC_KEY = "gpu-cluster:spec"
 REQUIRED_LABEL_KEYS: tuple[str, ...] = ("team", "cost-center", "environment", "owner")
 LogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
@@ -18,17 +20,14 @@ MAX_PUBLIC_ACCESS_CIDRS = 40  # EKS API, VpcConfigRequest.publicAccessCidrs
 MAX_TAINTS = 50  # EKS API, CreateNodegroup taints
 MAX_TAGS = 50  # AWS: user tags per resource
 # Namespaces whose pods may run privileged (node agents: GPU Operator, EFA plugin, node exporter).
-PRIVILEGED_NAMESPACES: tuple[str, ...] = ("kube-system", "gpu-operator", "monitoring")
-# Names no team may take: Kubernetes' own namespaces and the platform components'.
-SYSTEM_NAMESPACES: tuple[str, ...] = (
-    *PRIVILEGED_NAMESPACES, "kube-public", "kube-node-lease", "default", "kueue-system", "opencost",
-)
+PRIVILEGED_NAMESPACES: tuple[str, ...] = privileged_namespaces()
+# Names no team may take: Kubernetes' own namespaces and the platform components' (components/catalog).
+SYSTEM_NAMESPACES: tuple[str, ...] = system_namespaces()
 
-# FSx for Lustre figures (AWS FSx API reference, CreateFileSystemLustreConfiguration; summarised with
-# sources in ../shared/reference/gpu_facts.yaml, storage.fsx_lustre).
-FSX_THROUGHPUT_TIERS: dict[str, tuple[int, ...]] = {"PERSISTENT_2": (125, 250, 500, 1000)}
-FSX_MIN_CAPACITY_GIB = 1200
-FSX_CAPACITY_STEP_GIB = 2400
+# FSx for Lustre sizes and tiers: components/catalog/fsx.yaml (with its source).
+FSX_THROUGHPUT_TIERS: dict[str, tuple[int, ...]] = fsx_lustre().throughput_tiers
+FSX_MIN_CAPACITY_GIB = fsx_lustre().min_capacity_gib
+FSX_CAPACITY_STEP_GIB = fsx_lustre().capacity_step_gib
 
 _LABEL_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{1,63}$")
