@@ -9,8 +9,9 @@ accounts) and the stack outputs. ``components/cluster.py`` picks the module from
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional, Protocol
 
 import pulumi
 
@@ -43,3 +44,45 @@ class CloudPlanes:
     kubernetes_provider: pulumi.ProviderResource
     platform: PlatformInputs
     outputs: ClusterOutputs
+
+
+class ResourceView(Protocol):
+    """A resource of a graph as a cloud's preview summary reads it (``blueprint.graph.GraphResource``)."""
+
+    @property
+    def urn(self) -> str: ...
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def parent(self) -> str | None: ...
+
+    @property
+    def inputs(self) -> dict[str, Any]: ...
+
+    @property
+    def protect(self) -> bool: ...
+
+
+class GraphView(Protocol):
+    """The graph queries a cloud's preview summary needs (``blueprint.graph.ResourceGraph``)."""
+
+    def of_type(self, type_: str) -> Sequence[ResourceView]: ...
+
+    def children(self, urn: str) -> Sequence[ResourceView]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class CloudSummary:
+    """A cloud module's part of the preview: where the cluster is, its planes' figures, GPU totals, notes."""
+
+    location: str
+    planes: dict[str, list[str]]
+    gpus_desired: int
+    gpus_max: int
+    gpus_note: str = ""
+    notes: list[str] = field(default_factory=list)

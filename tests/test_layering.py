@@ -77,8 +77,15 @@ def test_the_wiring_picks_the_cloud_by_name(where: str) -> None:
 
 def test_the_packs_namespace_lists_equal_the_catalogs() -> None:
     # The pack stays standalone, so it keeps copies; they must not drift from the program's one place.
-    from components.catalog.namespaces import privileged_namespaces, system_namespaces
     from gpu_policies import common, security
+
+    from components.catalog.namespaces import privileged_namespaces, system_namespaces
 
     assert sorted(common.DEFAULT_SYSTEM_NAMESPACES) == sorted(system_namespaces())
     assert list(security.PRIVILEGED_NAMESPACES.default) == list(privileged_namespaces())
+
+
+def test_the_renderer_leaves_the_cloud_planes_to_the_cloud_module() -> None:
+    bad = {m for m in imports_of(ROOT / "blueprint" / "render.py")
+           if any(m.startswith(f"components.{cloud}") for cloud in CLOUDS)}
+    assert not bad, f"blueprint/render.py imports {sorted(bad)}"

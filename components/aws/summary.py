@@ -1,0 +1,351 @@
+"""The AWS side of the preview: the figures of each AWS plane, read from the graph (what the program would
+create), with the catalog's hardware facts the graph cannot carry. ``blueprint/render.py`` asks the cloud
+module of the stack for them and renders the cloud-neutral parts itself.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from components.aws.capacity_block import BlockWindow, utc_text
+from components.aws.data_access import CHECKPOINT_SERVICE_ACCOUNT, PLATFORM_SERVICE_ACCOUNT
+from components.catalog import AddonPin, load_addon_pins, load_aws_catalog, load_eks_versions
+from components.planes import CloudSummary, GraphView
+from components.spec import ClusterSpec
+
+# Checkpoint bytes per parameter: bf16 weights 2 + fp32 master 4 + Adam m 4 + Adam v 4 (derived in
+# ../shared/reference/gpu_facts.yaml, reliability.checkpoint_size.checkpoint_bytes_per_param).
+CHECKPOINT_BYTES_PER_PARAM = 14
+# SCRATCH_2 baseline throughput per TiB (secondary: gpu_facts.yaml storage.fsx_lustre).
+SCRATCH_2_MBPS_PER_TIB = 200
+# The preview warns this many days before a cluster's Kubernetes version leaves EKS standard support.
+SUPPORT_WARNING_DAYS = 90
+
+
+@dataclass(frozen=True)
+class NodeGroupFigures:
+    """What a node group provides, read from its node group and launch template inputs."""
+
+    name: str
+    instance_type: str
+    min_size: int
+    desired_size: int
+    max_size: int
+    capacity_type: str
+    gpus_per_node: int
+    gpu_model: str | None
+    efa_per_node: int
+    efa_catalog: int
+    placement_group: bool
+    reservation_id: str | None
+    raid0: bool
+    existing_placement_group: str | None = None
+
+
+def node_group_figures(graph: GraphView) -> list[NodeGroupFigures]:
+    """Figures of every EKS node group in the graph."""
+    catalog = load_aws_catalog()
+    out = []
+    for ng in sorted(graph.of_type("aws:eks/nodeGroup:NodeGroup"), key=lambda r: r.urn):
+        inputs = ng.inputs
+        siblings = graph.children(ng.parent) if ng.parent else []
+        lt = next((s for s in siblings if s.type == "aws:ec2/launchTemplate:LaunchTemplate"), None)
+        lt_in: dict[str, Any] = lt.inputs if lt else {}
+        nis = lt_in.get("networkInterfaces") or []
+        efa = sum(1 for ni in nis if isinstance(ni, dict) and ni.get("interfaceType") in ("efa", "efa-only"))
+        itype = str((inputs.get("instanceTypes") or [lt_in.get("instanceType", "?")])[0])
+        facts = catalog.get(itype)
+        scaling = inputs.get("scalingConfig") or {}
+        target = (lt_in.get("capacityReservationSpecification") or {}).get("capacityReservationTarget") or {}
+        out.append(NodeGroupFigures(
+            name=str(inputs.get("nodeGroupName", ng.name)),
+            instance_type=itype,
+            min_size=int(scaling.get("minSize", 0)),
+            desired_size=int(scaling.get("desiredSize", 0)),
+            max_size=int(scaling.get("maxSize", 0)),
+            capacity_type=str(inputs.get("capacityType", "ON_DEMAND")),
+            gpus_per_node=facts.gpu_count if facts else 0,
+            gpu_model=facts.gpu_model if facts else None,
+            efa_per_node=efa,
+            efa_catalog=facts.efa_count if facts else 0,
+            placement_group=bool((lt_in.get("placement") or {}).get("groupName")),
+            reservation_id=target.get("capacityReservationId") or target.get("capacityReservationResourceGroupArn"),
+            existing_placement_group=(lt_in.get("placement") or {}).get("groupName")
+            if not any(s.type == "aws:ec2/placementGroup:PlacementGroup" for s in siblings) else None,
+            raid0=bool(lt_in.get("userData")),
+        ))
+    return out
+
+
+def _node_group_line(f: NodeGroupFigures) -> str:
+    gpus = f"{f.gpus_per_node} x {f.gpu_model}" if f.gpus_per_node else "no GPU"
+    parts = [
+        f"{f.name}: {f.instance_type} ({gpus}), nodes {f.min_size}/{f.desired_size}/{f.max_size} (min/desired/max)",
+        f"capacity {f.capacity_type}" + (f" {f.reservation_id}" if f.reservation_id else ""),
+    ]
+    if f.efa_catalog:
+        parts.append(f"EFA {f.efa_per_node} of {f.efa_catalog} interfaces per node")
+    if f.gpus_per_node:
+        placement = "cluster placement group" if f.placement_group else "no placement group"
+        if f.existing_placement_group:
+            placement = f"existing placement group {f.existing_placement_group} (not created here)"
+        if not f.placement_group and f.reservation_id:
+            placement += " (reserved capacity is already placed)"
+        parts.append(placement)
+        parts.append(f"GPUs at max {f.gpus_per_node * f.max_size}")
+    if f.raid0:
+        parts.append("local NVMe RAID0")
+    return "; ".join(parts)
+
+
+def _block_lines(graph: GraphView, spec: ClusterSpec, now: datetime) -> list[str]:
+    """Each Capacity Block's window, where it stands now, and the operator's steps for it."""
+    lines = []
+    schedules = graph.of_type("aws:autoscaling/schedule:Schedule")
+    for group in spec.aws_spec().node_groups:
+        cap = group.capacity
+        if cap.type != "capacity-block" or not (cap.start and cap.end and cap.instance_count):
+            continue
+        block = BlockWindow(start=cap.start, end=cap.end, instance_count=cap.instance_count, now=now)
+        lines.append(
+            f"Capacity Block {cap.reservation_id} ({group.name}): {block.instance_count} x {group.instance_type}, "
+            f"{utc_text(block.start)} -> {utc_text(block.end)} ({block.hours:,.0f} h, paid whether nodes run or "
+            f"not); now {utc_text(now)}: {block.phase.upper()}")
+        scheduled = [s for s in schedules if str(s.inputs.get("scheduledActionName", "")).endswith(
+            f"-{group.name}-capacity-block-start")]
+        scale = (f"aws eks update-nodegroup-config --cluster-name {spec.name} --nodegroup-name "
+                 f"{spec.name}-{group.name} --scaling-config minSize=0,maxSize={group.max_size},"
+                 f"desiredSize={group.max_size}")
+        if block.phase == "future" and scheduled:
+            lines.append(f"  the group is created at 0 nodes; a scheduled action scales it to {group.max_size} at "
+                         f"{utc_text(block.start)}")
+        elif block.phase == "future":
+            lines.append(f"  the group is created at 0 nodes; scale it when the block starts: {scale}")
+        elif block.phase == "active":
+            lines.append(f"  the block is active: the group is created at 0 nodes; scale it now: {scale}")
+        if block.phase in ("future", "active"):
+            lines.append(f"  operator step: scale to 0 at least 30 minutes before the block ends (by "
+                         f"{utc_text(block.scale_to_zero_by)}; EC2 reclaims the instances then); EKS's own "
+                         f"scheduled action does it at {utc_text(block.eks_scaledown_at)}")
+            lines.append("  upgrades of this node group need desiredSize 0: apply AMI or launch template changes "
+                         "outside the window")
+        elif block.phase == "ending":
+            lines.append("  EC2 is reclaiming the instances: the group must be at 0")
+        else:
+            lines.append("  the block has ended: the group stays at 0; buy a new block and update "
+                         "reservationId, start, end and instanceCount")
+    return lines
+
+
+def _nvme_lines(spec: ClusterSpec) -> list[str]:
+    """Groups whose local NVMe stays unused because the catalog does not confirm the type has any."""
+    catalog = load_aws_catalog()
+    lines = []
+    for group in spec.aws_spec().node_groups:
+        facts = catalog.get(group.instance_type)
+        if group.local_nvme == "auto" and facts is not None and facts.has_local_nvme is None:
+            lines.append(f"note: {group.name}: localNvme auto found no confirmed local NVMe for {group.instance_type} "
+                         "in the catalog, so no RAID0 is written; confirm the type's instance store and set raid0")
+    return lines
+
+
+def _data_access_lines(graph: GraphView) -> list[str]:
+    """Who can read and write the checkpoint bucket (EKS Pod Identity associations)."""
+    assoc = graph.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    teams = sorted(str(a.inputs.get("namespace")) for a in assoc
+                   if a.inputs.get("serviceAccount") == CHECKPOINT_SERVICE_ACCOUNT)
+    readers = [f"{a.inputs.get('namespace')}/{a.inputs.get('serviceAccount')}" for a in assoc
+               if a.inputs.get("serviceAccount") == PLATFORM_SERVICE_ACCOUNT]
+    if not assoc:
+        return []
+    lines = []
+    if teams:
+        lines.append(f"team data access (EKS Pod Identity): service account <team>/{CHECKPOINT_SERVICE_ACCOUNT} "
+                     f"reads and writes only s3://<bucket>/<team>/ for {', '.join(teams)}")
+    if readers:
+        lines.append(f"platform reader: {', '.join(readers)} reads every prefix")
+    return lines
+
+
+def _storage_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
+    lines = []
+    storage = spec.aws_spec().storage
+    if storage.checkpoint_bucket.existing_name:
+        key = storage.checkpoint_bucket.existing_kms_key_arn
+        lines.append(f"existing checkpoint bucket {storage.checkpoint_bucket.existing_name}, not managed here"
+                     + (f" (SSE-KMS {key})" if key else " (no KMS key given: teams get no key grant)"))
+    if storage.checkpoint_bucket.existing_name:
+        roles = sorted(str(r.inputs.get("name")) for r in graph.of_type("aws:iam/role:Role")
+                       if str(r.name).startswith("data-access-"))
+        if roles:
+            lines.append("  the bucket's owner must not deny these roles in the bucket policy, its VPC endpoint policy "
+                         "or the key policy: " + ", ".join(roles))
+    fs_spec = storage.filesystem
+    if fs_spec is not None and fs_spec.existing is not None:
+        tier = fs_spec.per_unit_storage_throughput or (SCRATCH_2_MBPS_PER_TIB if fs_spec.deployment_type ==
+                                                       "SCRATCH_2" else 0)
+        mbps = fs_spec.capacity_gib / 1024 * tier
+        lines.append(f"existing FSx for Lustre {fs_spec.existing.file_system_id} ({fs_spec.deployment_type} "
+                     f"{fs_spec.capacity_gib} GiB x {tier} MB/s/TiB = {mbps:,.0f} MB/s as described), not managed "
+                     "here; LNet opened between it and the nodes")
+        lines += _checkpoint_line(spec, mbps)
+    for b in graph.of_type("aws:s3/bucket:Bucket"):
+        versioned = any(v.inputs.get("versioningConfiguration", {}).get("status") == "Enabled"
+                        for v in graph.of_type("aws:s3/bucketVersioning:BucketVersioning"))
+        days = [r.get("noncurrentVersionExpiration", {}).get("noncurrentDays")
+                for lc in graph.of_type("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
+                for r in lc.inputs.get("rules", []) if isinstance(r, dict)]
+        days = [d for d in days if d]
+        lines.append(
+            f"checkpoint bucket {b.inputs.get('bucketPrefix', b.name)}*: "
+            f"{'versioned' if versioned else 'NOT versioned'}, SSE-KMS, public access blocked"
+            + (f", noncurrent versions expire after {days[0]} days" if days else "")
+            + (", protected" if b.protect else "")
+        )
+    for fs in graph.of_type("aws:fsx/lustreFileSystem:LustreFileSystem"):
+        cap_gib = int(fs.inputs.get("storageCapacity", 0))
+        dtype = str(fs.inputs.get("deploymentType"))
+        given = fs.inputs.get("perUnitStorageThroughput")
+        per_tib = int(given) if given else (SCRATCH_2_MBPS_PER_TIB if dtype == "SCRATCH_2" else 0)
+        mbps = cap_gib / 1024 * per_tib
+        line = f"FSx for Lustre {dtype} {cap_gib} GiB x {per_tib} MB/s/TiB = {mbps:,.0f} MB/s"
+        if dtype == "SCRATCH_2":
+            line += " (baseline; SCRATCH_2 figure is secondary)"
+        lines.append(line + (", protected" if fs.protect else ""))
+        lines += _checkpoint_line(spec, mbps)
+    return lines
+
+
+def _checkpoint_line(spec: ClusterSpec, mbps: float) -> list[str]:
+    if not mbps:
+        return []
+    ckpt_gb = spec.workload.model_parameters_billions * CHECKPOINT_BYTES_PER_PARAM
+    seconds = ckpt_gb * 1000 / mbps
+    return [f"checkpoint of the {spec.workload.model_parameters_billions:g}B model: ~{ckpt_gb / 1000:.2f} TB "
+            f"(14 B/param) writes in ~{seconds / 60:.1f} min at full filesystem throughput"]
+
+
+def _control_plane_lines(graph: GraphView) -> list[str]:
+    lines = []
+    for c in graph.of_type("aws:eks/cluster:Cluster"):
+        vpc = c.inputs.get("vpcConfig", {})
+        access = "private" if not vpc.get("endpointPublicAccess") else \
+            f"public from {', '.join(vpc.get('publicAccessCidrs') or [])}"
+        enc = "KMS-encrypted secrets" if c.inputs.get("encryptionConfig") else "secrets NOT encrypted"
+        logs = ", ".join(c.inputs.get("enabledClusterLogTypes") or []) or "none"
+        lines.append(f"EKS {c.inputs.get('name')} {c.inputs.get('version')}: endpoint {access}; {enc}; logs: {logs}"
+                     + ("; protected" if c.protect else ""))
+    addons = sorted((str(a.inputs.get("addonName")), str(a.inputs.get("addonVersion", "EKS default")))
+                    for a in graph.of_type("aws:eks/addon:Addon"))
+    if addons:
+        pins = {name: p for p in _all_addon_pins(graph) for name in [p.name]}
+        lines.append("managed add-ons (pinned): " + ", ".join(
+            f"{name} {version}" + (" [secondary source]" if pins.get(name) and pins[name].status != "confirmed"
+                                   else "") for name, version in addons))
+    entries = graph.of_type("aws:eks/accessEntry:AccessEntry")
+    associations = graph.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
+    admins = {a.inputs.get("principalArn") for a in associations}
+    teams = [e for e in entries if e.inputs.get("kubernetesGroups")]
+    lines.append(f"access entries: {len(admins)} cluster-admin role(s), {len(teams)} team role(s) mapped to "
+                 "namespace groups; no aws-auth ConfigMap")
+    return lines
+
+
+def _all_addon_pins(graph: GraphView) -> list[AddonPin]:
+    versions = {str(c.inputs.get("version")) for c in graph.of_type("aws:eks/cluster:Cluster")}
+    return [pin for v in sorted(versions) for pin in load_addon_pins(v).values()]
+
+
+def _deployer_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
+    aws = spec.aws_spec()
+    dep = aws.control_plane.deployer
+    if dep.api_access == "in-vpc":
+        path = (f"from inside the VPC: a self-hosted CI runner or Pulumi Deployments agent in "
+                f"{', '.join(dep.runner_cidrs)} (HTTPS 443 allowed on the cluster security group)")
+    else:
+        path = f"through the public endpoint from {', '.join(dep.runner_cidrs)}"
+    lines = [f"deployer: {dep.role_arn} (the AWS provider and the kubeconfig assume it; cluster-admin access entry "
+             f"created before any Kubernetes resource) {path}"]
+    attachments = graph.of_type("aws:ec2transitgateway/vpcAttachment:VpcAttachment")
+    if attachments:
+        routes = [r for r in graph.of_type("aws:ec2/route:Route") if r.inputs.get("transitGatewayId")]
+        lines.append(
+            f"  runner network: Transit Gateway {attachments[0].inputs.get('transitGatewayId')} attached in "
+            f"{len(attachments[0].inputs.get('subnetIds') or [])} zone(s), {len(routes)} route(s) back to the runners, "
+            "a Route 53 Resolver inbound endpoint for the private endpoint's name (output deployerDnsResolverIps)")
+        lines.append(
+            f"  outside this stack: the Transit Gateway route tables, the runners' route to {aws.network.vpc_cidr}, "
+            f"and their DNS forwarding of {aws.region}.eks.amazonaws.com to the resolver endpoint")
+    elif dep.api_access == "in-vpc":
+        lines.append("  the runners sit inside this VPC: they must exist before the Kubernetes layer is applied")
+    return lines
+
+
+def _network_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
+    net = spec.aws_spec().network
+    if net.existing is not None:
+        used: Counter[str] = Counter(sn.role for sn in net.subnets)
+        lines = [f"existing VPC {net.existing.vpc_id} ({net.vpc_cidr}), not managed here: {len(net.subnets)} subnets "
+                 "used by id (" + ", ".join(f"{k} {v}" for k, v in sorted(used.items())) + "); routing, NAT and "
+                 "endpoints are the VPC owner's"]
+        if graph.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"):
+            lines.append("EFA security group (created in the existing VPC): all protocols from and to itself")
+        return lines
+    vpcs = graph.of_type("aws:ec2/vpc:Vpc")
+    subnets = graph.of_type("aws:ec2/subnet:Subnet")
+    roles = Counter(str(s.inputs.get("tags", {}).get("subnet-role", "?")) for s in subnets)
+    nats = len(graph.of_type("aws:ec2/natGateway:NatGateway"))
+    lines = [
+        f"VPC {vpcs[0].inputs.get('cidrBlock') if vpcs else '?'}: {len(subnets)} subnets ("
+        + ", ".join(f"{k} {v}" for k, v in sorted(roles.items())) + f"), {nats} NAT gateway(s), S3 gateway endpoint"
+    ]
+    efa_rules = [r for r in graph.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+                 if r.name.endswith("efa-ingress-self")]
+    if efa_rules:
+        lines.append("EFA security group: all protocols from and to itself")
+    return lines
+
+
+def summarize(graph: GraphView, spec: ClusterSpec, outputs: Mapping[str, Any], now: datetime) -> CloudSummary:
+    """The AWS parts of the preview: where the cluster is, each AWS plane's figures, the GPU totals and the
+    closing notes (Kubernetes support, the kubeconfig command, unconfirmed EFA counts)."""
+    aws = spec.aws_spec()
+    zone = f"GPU zone {aws.gpu_zone}"
+    if aws.zones_by_id:
+        zone += (f" = {outputs.get('gpuAvailabilityZone', '?')} in this account (resolved with "
+                 "aws.get_availability_zones; offline, a placeholder name)")
+    figures = node_group_figures(graph)
+    in_blocks = sum(f.gpus_per_node * f.max_size for f in figures if f.capacity_type == "CAPACITY_BLOCK")
+    notes = []
+    release = load_eks_versions().get(aws.control_plane.kubernetes_version)
+    if release is not None:
+        left = (release.end_of_standard_support - now).days
+        if left <= SUPPORT_WARNING_DAYS:
+            notes.append(f"warning: Kubernetes {release.version} leaves EKS standard support on "
+                         f"{release.end_of_standard_support:%Y-%m-%d} (in {left} days): plan the upgrade; the cluster "
+                         "stays on standard support (upgradePolicy STANDARD) and EKS upgrades it after that date")
+    if "kubeconfigCommand" in outputs:
+        notes.append(f"kubeconfig for people (their own admin or team role): {outputs['kubeconfigCommand']}")
+    unconfirmed = sorted({f.instance_type for f in figures
+                          if (fa := load_aws_catalog().get(f.instance_type)) and fa.efa_interfaces.status != "confirmed"
+                          and fa.efa_count})
+    if unconfirmed:
+        notes.append(f"note: EFA interface counts for {', '.join(unconfirmed)} are not confirmed by a primary source "
+                     "(components/catalog/aws_instances.yaml)")
+    return CloudSummary(
+        location=f"aws {aws.region} ({zone})",
+        planes={
+            "network": _network_lines(graph, spec),
+            "compute": [_node_group_line(f) for f in figures] + _block_lines(graph, spec, now) + _nvme_lines(spec),
+            "storage": _storage_lines(graph, spec) + _data_access_lines(graph),
+            "control-plane": _deployer_lines(graph, spec) + _control_plane_lines(graph),
+        },
+        gpus_desired=sum(f.gpus_per_node * f.desired_size for f in figures),
+        gpus_max=sum(f.gpus_per_node * f.max_size for f in figures),
+        gpus_note=f" ({in_blocks} on Capacity Blocks, running only in their window)" if in_blocks else "",
+        notes=notes,
+    )
