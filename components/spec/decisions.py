@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Mapping
 
 from components.catalog import (
     InstanceFacts,
+    load_aws_catalog,
 )
 from components.spec.aws import AwsSpec, NodeGroupSpec
+from components.spec.model import ClusterSpec
 from components.spec.platform import GpuSharingSpec
 
 _PREFIX_NOTATION = re.compile(r"^[0-9A-Fa-f.:]+/\d{1,3}$")
@@ -102,3 +105,13 @@ def default_ami_type(facts: InstanceFacts) -> str:
 def gpu_units_per_gpu(sharing: GpuSharingSpec) -> int:
     """nvidia.com/gpu units one physical GPU advertises (time-slicing replicas, else 1)."""
     return sharing.replicas if sharing.mode == "time-slicing" else 1
+
+
+def cloud_node_groups(spec: ClusterSpec) -> list[NodeGroupSpec]:
+    """The node groups of the stack's cloud, for rules that do not depend on the cloud (quotas, sharing)."""
+    return list(spec.aws.node_groups) if spec.aws is not None else []
+
+
+def instance_catalog(spec: ClusterSpec) -> Mapping[str, InstanceFacts]:
+    """The instance catalog of the stack's cloud (a new cloud adds its catalog file and a branch here)."""
+    return load_aws_catalog()

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import re
 
-from components.catalog import (
-    load_aws_catalog,
-)
+from components.spec.decisions import cloud_node_groups, instance_catalog
 from components.spec.errors import _Collector
 from components.spec.model import ClusterSpec
 
 
 def _check_platform(spec: ClusterSpec, out: _Collector) -> None:
     sharing = spec.platform.gpu_sharing
-    if sharing.mode == "mig" and spec.aws is not None:
-        catalog = load_aws_catalog()
-        for ng in spec.aws.node_groups:
+    if sharing.mode == "mig":
+        catalog = instance_catalog(spec)
+        for ng in cloud_node_groups(spec):
             facts = catalog.get(ng.instance_type)
             if facts is not None and facts.gpu_count and not facts.mig.value:
                 out.add(".platform.gpuSharing.mode", "mig-supported",

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from components.catalog import (
-    load_aws_catalog,
-)
 from components.spec.base import _ROLE_ARN_RE, SYSTEM_NAMESPACES
-from components.spec.decisions import gpu_units_per_gpu
+from components.spec.decisions import cloud_node_groups, gpu_units_per_gpu, instance_catalog
 from components.spec.errors import _Collector
 from components.spec.model import ClusterSpec
 
 
 def _check_teams(spec: ClusterSpec, out: _Collector) -> None:
     seen: set[str] = set()
-    groups = {ng.name: ng for ng in spec.aws.node_groups} if spec.aws else {}
-    catalog = load_aws_catalog()
+    groups = {ng.name: ng for ng in cloud_node_groups(spec)}
+    catalog = instance_catalog(spec)
     for i, team in enumerate(spec.teams):
         where = f".teams[{i}]"
         if team.name in seen:
