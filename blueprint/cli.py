@@ -67,6 +67,10 @@ def _parser() -> argparse.ArgumentParser:
     policy.add_argument("--format", choices=("table", "markdown", "json", "sarif"), default="table")
     policy.add_argument("--config", type=Path, help="pack config, as given to --policy-pack-config")
     policy.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
+    cost = sub.add_parser("cost", parents=[common], help="price a stack or a graph file (USD per month)")
+    cost.add_argument("target", help="stack name, stack file, or a graph JSON")
+    cost.add_argument("--format", choices=("table", "json"), default="table")
+    cost.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
     return parser
 
 
@@ -84,24 +88,11 @@ def _write(text: str, output: Path | None) -> None:
 
 def _policy(args: argparse.Namespace) -> int:
     """``blueprint policy``: exit 0 (no mandatory violation), 1 (mandatory violation), 2 (bad input)."""
-    target = Path(args.target)
     if args.output is not None:
         check_output_file(args.output)
     pack = load_pack()
     config = load_config_file(args.config, pack.policies) if args.config else None
-    if target.suffix == ".json":
-        try:
-            graph = ResourceGraph.load(target)
-        except GraphFormatError as err:
-            raise GraphFormatError(f"{target}: {err}") from None
-        artifact = str(target)
-    else:
-        from blueprint.engine import run_program
-        from blueprint.stackfile import load_stack
-
-        stack = load_stack(args.target)
-        graph = run_program(stack.name, stack.config, stack.region).graph
-        artifact = stack.display_path
+    graph, artifact = _target_graph(args.target)
     report = run_policies(graph, config, pack)
     renderers = {
         "table": lambda: render_table(report),
@@ -113,9 +104,39 @@ def _policy(args: argparse.Namespace) -> int:
     return EXIT_OK if report.passed else EXIT_POLICY
 
 
+def _target_graph(target_text: str) -> tuple[ResourceGraph, str]:
+    """A graph JSON file as given, or the graph of a stack run through the offline engine."""
+    target = Path(target_text)
+    if target.suffix == ".json":
+        try:
+            return ResourceGraph.load(target), str(target)
+        except GraphFormatError as err:
+            raise GraphFormatError(f"{target}: {err}") from None
+    from blueprint.engine import run_program
+    from blueprint.stackfile import load_stack
+
+    stack = load_stack(target_text)
+    return run_program(stack.name, stack.config, stack.region).graph, stack.display_path
+
+
+def _cost(args: argparse.Namespace) -> int:
+    """``blueprint cost``: the monthly cost of a stack or a graph file, as a table or JSON."""
+    from blueprint.cost.engine import price_graph
+    from blueprint.cost.render import render_cost_json, render_cost_table
+
+    if args.output is not None:
+        check_output_file(args.output)
+    graph, _ = _target_graph(args.target)
+    report = price_graph(graph)
+    _write(render_cost_json(report) if args.format == "json" else render_cost_table(report), args.output)
+    return EXIT_OK
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.command == "policy":
         return _policy(args)
+    if args.command == "cost":
+        return _cost(args)
     from blueprint.engine import run_program
     from blueprint.manifests import write_manifests
     from blueprint.render import render_preview
@@ -128,7 +149,11 @@ def _run(args: argparse.Namespace) -> int:
     run = run_program(stack.name, stack.config, stack.region)
     if args.command == "preview":
         report = run_policies(run.graph)
+        from blueprint.cost.engine import price_graph
+        from blueprint.cost.render import render_cost_summary
+
         _emit(sys.stdout, render_preview(run.graph, stack.spec, stack.display_path, run.outputs))
+        _emit(sys.stdout, "\n" + render_cost_summary(price_graph(run.graph)))
         _emit(sys.stdout, "\n" + render_table(report))
     elif args.command == "graph":
         _write(run.graph.to_json(), output)

@@ -215,7 +215,14 @@ class AwsNodeGroup(pulumi.ComponentResource):
             launch_template={"id": launch_template.id, "version": launch_template.latest_version.apply(str)},
             labels=node_labels(group, facts),
             taints=node_taints(group, facts) or None,
-            tags=tags,
+            # A Capacity Block's window and size go on its node group, so that the graph alone prices the
+            # block (it is paid for the whole window, nodes or not) and finance sees it in the console.
+            # An ISO 8601 interval; ':' '/' '-' are valid in AWS tag values. No more tags than a subnet gets.
+            tags=tags if block is None else {
+                **tags,
+                "capacity-block-window": f"{utc_text(block.start)}/{utc_text(block.end)}",
+                "capacity-block-instances": str(block.instance_count),
+            },
             # The autoscaler owns desiredSize after creation; re-applying the stack must not undo it.
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["scalingConfig.desiredSize"]),
         )

@@ -1,0 +1,248 @@
+"""Price a ResourceGraph: every cost line is exactly quantity x unit price, from the price catalog.
+
+The engine reads only the graph (offline, ``pulumi preview --json`` or ``pulumi stack export``), so users of
+the real CLI get the same figures. It prices what the graph fixes: node-group instance hours (at desired
+and at max size), their root volumes, FSx for Lustre capacity, the EKS control plane, NAT gateway hours and
+KMS keys. What depends on usage (bucket GB, requests, NAT GB, log volume) is listed as not priced rather
+than guessed. A price that was never read leaves its line unpriced (``monthly_usd`` null), never zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from blueprint.cost.prices import Price, load_aws_prices
+from blueprint.graph import GraphResource, ResourceGraph
+
+HOURS_PER_MONTH = 730  # the convention of AWS's pricing calculator and Infracost: 8,760 h / 12
+
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+FSX_LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
+EKS_CLUSTER = "aws:eks/cluster:Cluster"
+NAT_GATEWAY = "aws:ec2/natGateway:NatGateway"
+KMS_KEY = "aws:kms/key:Key"
+USAGE_PRICED = {  # resource type -> what its cost depends on; not priced without a usage estimate
+    "aws:s3/bucketV2:BucketV2": "stored GB and requests",
+    "aws:s3/bucket:Bucket": "stored GB and requests",
+    "aws:cloudwatch/logGroup:LogGroup": "GB ingested and stored",
+}
+_MARKET = {"ON_DEMAND": "ec2_on_demand", "SPOT": "ec2_spot", "CAPACITY_BLOCK": "ec2_capacity_block"}
+
+
+@dataclass(frozen=True)
+class CostLine:
+    """One priced quantity: ``monthly_usd == quantity * unit_price_usd`` (null when the price is unknown)."""
+
+    name: str
+    quantity: float
+    unit: str
+    unit_price_usd: float | None
+    price_status: str
+    price_key: str
+    price_source: str
+    price_as_of: str
+
+    @property
+    def monthly_usd(self) -> float | None:
+        return None if self.unit_price_usd is None else self.quantity * self.unit_price_usd
+
+    @property
+    def stale(self) -> bool:
+        return self.price_status == "stale"
+
+
+@dataclass(frozen=True)
+class ResourceCost:
+    """The cost lines of one resource, at desired size and (for node groups) at max size."""
+
+    urn: str
+    type: str
+    name: str
+    plane: str
+    team: str
+    components: tuple[CostLine, ...]
+    components_at_max: tuple[CostLine, ...]
+    note: str = ""
+
+    @property
+    def monthly_usd(self) -> float:
+        return sum(c.monthly_usd or 0.0 for c in self.components)
+
+    @property
+    def monthly_usd_at_max(self) -> float:
+        return sum(c.monthly_usd or 0.0 for c in self.components_at_max)
+
+
+@dataclass(frozen=True)
+class CostReport:
+    """A stack's monthly cost, what could not be priced and why, and which prices may be stale."""
+
+    stack: str
+    region: str
+    resources: tuple[ResourceCost, ...]
+    usage_not_priced: tuple[tuple[str, str], ...]  # (urn, what it depends on)
+    notes: tuple[str, ...] = field(default=())
+    currency: str = "USD"
+
+    @property
+    def total_monthly_usd(self) -> float:
+        return sum(r.monthly_usd for r in self.resources)
+
+    @property
+    def total_monthly_usd_at_max(self) -> float:
+        return sum(r.monthly_usd_at_max for r in self.resources)
+
+    def lines(self) -> Iterable[CostLine]:
+        for res in self.resources:
+            yield from res.components
+            yield from res.components_at_max
+
+    @property
+    def unpriced(self) -> list[str]:
+        """Price keys with no known figure that a line of this stack needed."""
+        return sorted({c.price_key for c in self.lines() if c.unit_price_usd is None})
+
+    @property
+    def stale_prices(self) -> list[str]:
+        return sorted({c.price_key for c in self.lines() if c.stale})
+
+
+def _line(name: str, quantity: float, prices: dict[str, Price], key: str, unit: str) -> CostLine:
+    price = prices.get(key)
+    if price is None:
+        return CostLine(name, quantity, unit, None, "unconfirmed", key, "", "")
+    return CostLine(name, quantity, price.unit, price.usd, price.status, key, price.source, price.as_of)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _launch_template(graph: ResourceGraph, group: GraphResource) -> dict[str, Any]:
+    """The launch template created beside a node group (the same component), or an empty mapping."""
+    if group.parent is None:
+        return {}
+    for sibling in graph.children(group.parent):
+        if sibling.type == LAUNCH_TEMPLATE:
+            return sibling.inputs
+    return {}
+
+
+def _block_window(tags: Any) -> tuple[datetime, datetime, int] | None:
+    """A Capacity Block's window and instance count, from the tags the program puts on its node group."""
+    if not isinstance(tags, dict):
+        return None
+    try:
+        start_text, end_text = str(tags["capacity-block-window"]).split("/")
+        start, end = datetime.fromisoformat(start_text), datetime.fromisoformat(end_text)
+        instances = int(str(tags["capacity-block-instances"]))
+    except (KeyError, ValueError):
+        return None
+    return (start, end, instances) if end > start and instances > 0 else None
+
+
+def _root_gb(template: dict[str, Any]) -> int:
+    return sum(_int((m.get("ebs") or {}).get("volumeSize")) for m in template.get("blockDeviceMappings") or []
+               if isinstance(m, dict) and (m.get("ebs") or {}).get("volumeType", "gp3") == "gp3")
+
+
+def _root_volumes(count: int, root_gb: int, prices: dict[str, Price]) -> tuple[CostLine, ...]:
+    if not root_gb:
+        return ()
+    return (_line("root volumes (gp3)", count * root_gb, prices, "ebs.gp3_storage", "GB-month"),)
+
+
+def _node_group(graph: ResourceGraph, res: GraphResource, prices: dict[str, Price]) -> tuple[
+        tuple[CostLine, ...], tuple[CostLine, ...], str]:
+    """A node group's lines at desired and at max size, and a note on how it was priced."""
+    inputs = res.inputs
+    template = _launch_template(graph, res)
+    types = inputs.get("instanceTypes") or [template.get("instanceType", "")]
+    instance_type = str(types[0]) if types else ""
+    capacity = str(inputs.get("capacityType") or "ON_DEMAND")
+    scaling = inputs.get("scalingConfig") or {}
+    desired, maximum = _int(scaling.get("desiredSize")), _int(scaling.get("maxSize"))
+    market = _MARKET.get(capacity, "ec2_on_demand")
+    root_gb = _root_gb(template)
+    block = _block_window(inputs.get("tags")) if capacity == "CAPACITY_BLOCK" else None
+    if block is not None:
+        # A Capacity Block is prepaid for its whole window, nodes or not: one charge, the same at any size.
+        start, end, instances = block
+        hours = (end - start).total_seconds() / 3600
+        reach = f"the group reaches {maximum} of them at max size" if maximum < instances else "all used at max size"
+        charge = (_line(f"{instance_type} capacity block {start:%Y-%m-%d %H:%M}-{end:%Y-%m-%d %H:%M} UTC, "
+                        f"{instances} instances x {hours:g} h (prepaid once)", instances * hours, prices,
+                        f"{market}.{instance_type}", "hour"),)
+        note = f"capacity block of {instances} instances ({reach}); prepaid for the window, not a monthly charge"
+        return (charge + _root_volumes(desired, root_gb, prices), charge + _root_volumes(maximum, root_gb, prices),
+                note)
+    note = f"priced as {instance_type}, the first of {len(types)} instance types" if len(types) > 1 else ""
+    if capacity == "CAPACITY_BLOCK" or template.get("capacityReservationSpecification"):
+        # A reservation is paid whether nodes run or not; the reserved count is not in the graph, so the
+        # group's reach (maxSize never exceeds it) is priced at both sizes.
+        desired = maximum
+        note = f"reserved capacity: paid whether nodes run or not, priced at maxSize ({maximum}) for a full month"
+
+    def lines(count: int) -> tuple[CostLine, ...]:
+        hours = _line(f"{instance_type} instance hours ({capacity.lower()})", count * HOURS_PER_MONTH, prices,
+                      f"{market}.{instance_type}", "hour")
+        return (hours, *_root_volumes(count, root_gb, prices))
+
+    return lines(desired), lines(maximum), note
+
+
+def _fsx(res: GraphResource, prices: dict[str, Price]) -> tuple[CostLine, ...]:
+    inputs = res.inputs
+    deployment = str(inputs.get("deploymentType") or "")
+    tier = _int(inputs.get("perUnitStorageThroughput"))
+    key = deployment if deployment.startswith("SCRATCH") else f"{deployment}_{tier}"
+    return (_line(f"{key} storage", float(_int(inputs.get("storageCapacity"))), prices, f"fsx_lustre.{key}",
+                  "GB-month"),)
+
+
+def _region(graph: ResourceGraph) -> str:
+    for res in graph.resources:
+        if res.type == "pulumi:providers:aws" and isinstance(res.inputs.get("region"), str):
+            return str(res.inputs["region"])
+    return ""
+
+
+def price_graph(graph: ResourceGraph, prices: dict[str, Price] | None = None) -> CostReport:
+    """The monthly cost of every priced resource of ``graph``, sorted by URN."""
+    prices = load_aws_prices() if prices is None else prices
+    costs: list[ResourceCost] = []
+    usage: list[tuple[str, str]] = []
+    for res in sorted(graph.resources, key=lambda r: r.urn):
+        note = ""
+        if res.type == NODE_GROUP:
+            now, at_max, note = _node_group(graph, res, prices)
+        elif res.type == FSX_LUSTRE:
+            now = at_max = _fsx(res, prices)
+        elif res.type == EKS_CLUSTER:
+            now = at_max = (_line("cluster hours (standard support)", HOURS_PER_MONTH, prices,
+                                  "eks.cluster_standard_support", "hour"),)
+        elif res.type == NAT_GATEWAY:
+            now = at_max = (_line("NAT gateway hours", HOURS_PER_MONTH, prices, "vpc.nat_gateway_hour", "hour"),)
+            usage.append((res.urn, "GB processed"))
+        elif res.type == KMS_KEY:
+            now = at_max = (_line("customer managed key", 1, prices, "kms.customer_managed_key", "key-month"),)
+        else:
+            if res.type in USAGE_PRICED:
+                usage.append((res.urn, USAGE_PRICED[res.type]))
+            continue
+        tags = graph.effective_inputs(res).get("tags") or {}
+        team = str(tags.get("team", "")) if isinstance(tags, dict) else ""
+        costs.append(ResourceCost(urn=res.urn, type=res.type, name=res.name, plane=graph.plane_of(res), team=team,
+                                  components=now, components_at_max=at_max, note=note))
+    region = _region(graph)
+    notes = []
+    off_region = sorted({p.region for c in costs for line in c.components
+                         if (p := prices.get(line.price_key)) is not None and p.region not in ("all", region)})
+    if off_region:
+        notes.append(f"some prices are list prices of {', '.join(off_region)}; this stack is in {region or '?'}")
+    return CostReport(stack=graph.stack, region=region, resources=tuple(costs), usage_not_priced=tuple(usage),
+                      notes=tuple(notes))

@@ -1,0 +1,95 @@
+"""The cost report as a table for people and as JSON for tools; stale and unknown prices are flagged in both."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from blueprint.cost.engine import CostLine, CostReport
+
+
+def _money(value: float | None) -> str:
+    return "no price" if value is None else f"${value:,.2f}"
+
+
+def _flag(line: CostLine) -> str:
+    if line.unit_price_usd is None:
+        return "  [no price: unconfirmed]"
+    return "  [stale price]" if line.stale else ""
+
+
+def render_cost_table(report: CostReport) -> str:
+    """Per plane, per resource, every line as quantity x unit price = monthly; then totals and caveats."""
+    out = [f"cost of {report.stack or 'the graph'} ({report.region or 'region unknown'}), {report.currency}: a month "
+           "of running resources plus each Capacity Block's prepaid window"]
+    for plane in sorted({r.plane for r in report.resources}):
+        members = [r for r in report.resources if r.plane == plane]
+        out.append(f"\n== {plane}: {_money(sum(r.monthly_usd for r in members))}")
+        for res in members:
+            team = f" (team {res.team})" if res.team else ""
+            out.append(f"  {res.type.split(':')[-1]}  {res.name}{team}: {_money(res.monthly_usd)}")
+            for line in res.components:
+                price = "?" if line.unit_price_usd is None else f"${line.unit_price_usd}"
+                out.append(f"    - {line.name}: {line.quantity:,.6g} {line.unit} x {price} = "
+                           f"{_money(line.monthly_usd)}{_flag(line)}")
+            if res.note:
+                out.append(f"      note: {res.note}")
+    out.append(f"\ntotal: {_money(report.total_monthly_usd)} at desired size, "
+               f"{_money(report.total_monthly_usd_at_max)} at max size")
+    if report.unpriced:
+        out.append("not in the total (no price read): " + ", ".join(report.unpriced))
+    if report.stale_prices:
+        out.append("stale prices (may have changed since they were read; refresh before relying on them): "
+                   + ", ".join(report.stale_prices))
+    if report.usage_not_priced:
+        kinds = sorted({what for _, what in report.usage_not_priced})
+        out.append(f"usage-dependent, not priced: {len(report.usage_not_priced)} resources ({'; '.join(kinds)})")
+    out.extend(f"note: {n}" for n in report.notes)
+    return "\n".join(out) + "\n"
+
+
+def render_cost_summary(report: CostReport) -> str:
+    """The preview's cost lines: totals, what is missing from them, and whether any price may be stale."""
+    out = [f"cost: {_money(report.total_monthly_usd)} at desired size, {_money(report.total_monthly_usd_at_max)} at "
+           f"max size ({report.currency}: a month of running resources plus each Capacity Block's prepaid window; "
+           "`blueprint cost` lists the lines)"]
+    if report.unpriced:
+        out.append(f"  not in the total (no price read): {', '.join(report.unpriced)}")
+    if report.stale_prices:
+        out.append(f"  stale prices: {', '.join(report.stale_prices)}")
+    if report.usage_not_priced:
+        out.append(f"  usage-dependent, not priced: {len(report.usage_not_priced)} resources")
+    return "\n".join(out) + "\n"
+
+
+def _component(line: CostLine) -> dict[str, Any]:
+    return {"name": line.name, "quantity": line.quantity, "unit": line.unit,
+            "unit_price_usd": line.unit_price_usd, "monthly_usd": line.monthly_usd,
+            "price_status": line.price_status, "price_key": line.price_key, "price_source": line.price_source,
+            "price_as_of": line.price_as_of}
+
+
+def cost_document(report: CostReport) -> dict[str, Any]:
+    """The JSON form: totals, resources with their components, and what was not priced or is stale."""
+    return {
+        "currency": report.currency,
+        "stack": report.stack,
+        "region": report.region,
+        "total_monthly_usd": report.total_monthly_usd,
+        "total_monthly_usd_at_max": report.total_monthly_usd_at_max,
+        "resources": [
+            {"urn": r.urn, "type": r.type, "plane": r.plane, "team": r.team, "note": r.note,
+             "monthly_usd": r.monthly_usd, "monthly_usd_at_max": r.monthly_usd_at_max,
+             "components": [_component(c) for c in r.components],
+             "components_at_max": [_component(c) for c in r.components_at_max]}
+            for r in report.resources
+        ],
+        "unpriced": report.unpriced,
+        "stale_prices": report.stale_prices,
+        "usage_not_priced": [{"urn": urn, "depends_on": what} for urn, what in report.usage_not_priced],
+        "notes": list(report.notes),
+    }
+
+
+def render_cost_json(report: CostReport) -> str:
+    return json.dumps(cost_document(report), indent=2, sort_keys=True) + "\n"
