@@ -67,10 +67,21 @@ def _parser() -> argparse.ArgumentParser:
     policy.add_argument("--format", choices=("table", "markdown", "json", "sarif"), default="table")
     policy.add_argument("--config", type=Path, help="pack config, as given to --policy-pack-config")
     policy.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
-    cost = sub.add_parser("cost", parents=[common], help="price a stack or a graph file (USD per month)")
+    cost = sub.add_parser("cost", parents=[common], help="price a stack or a graph file (USD); "
+                          "`cost diff --base <graph.json|git ref> <target>` compares two")
     cost.add_argument("target", help="stack name, stack file, or a graph JSON")
     cost.add_argument("--format", choices=("table", "json"), default="table")
     cost.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
+    # `blueprint cost diff ...` is routed here by main(); argparse cannot have both a positional target and a
+    # sub-command under `cost`.
+    diff = sub.add_parser("cost-diff", parents=[common], help="(as `blueprint cost diff`) the cost change "
+                          "against a base, as a pull-request comment")
+    diff.add_argument("target", help="stack name, stack file, or a graph JSON")
+    diff.add_argument("--base", required=True, help="the previous graph JSON, or a git ref to build the stack at")
+    diff.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    diff.add_argument("--fail-above-usd", type=float, help="exit 1 if the monthly cost rises by more than this")
+    diff.add_argument("--fail-above-percent", type=float, help="exit 1 if it rises by more than this percent")
+    diff.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
     return parser
 
 
@@ -119,8 +130,36 @@ def _target_graph(target_text: str) -> tuple[ResourceGraph, str]:
     return run_program(stack.name, stack.config, stack.region).graph, stack.display_path
 
 
+class CostUsageError(ValueError):
+    """``blueprint cost`` called with arguments that do not fit together."""
+
+
+def _graph_at_ref(ref: str, stack: str) -> ResourceGraph:
+    """The stack's graph as the program stood at git ``ref``, built in a scratch copy of that tree."""
+    import subprocess
+    import tarfile
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="blueprint-base-") as tmp:
+        archive = subprocess.run(["git", "archive", "--format=tar", ref], capture_output=True, check=False)
+        if archive.returncode != 0:
+            raise CostUsageError(f"--base {ref}: not a graph JSON file nor a git ref of this repository "
+                                 f"({archive.stderr.decode(errors='replace').strip()[:200]})")
+        import io
+
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(tmp, filter="data")
+        out = Path(tmp) / "base-graph.json"
+        built = subprocess.run([sys.executable, "-m", "blueprint", "graph", stack, "-o", str(out)], cwd=tmp,
+                               capture_output=True, check=False)
+        if built.returncode != 0:
+            raise CostUsageError(f"--base {ref}: the stack {stack} does not build at that ref: "
+                                 f"{built.stderr.decode(errors='replace').strip()[:300]}")
+        return ResourceGraph.load(out)
+
+
 def _cost(args: argparse.Namespace) -> int:
-    """``blueprint cost``: the monthly cost of a stack or a graph file, as a table or JSON."""
+    """``blueprint cost``: the cost of a stack or a graph, as a table or JSON."""
     from blueprint.cost.engine import price_graph
     from blueprint.cost.render import render_cost_json, render_cost_table
 
@@ -132,11 +171,35 @@ def _cost(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cost_diff(args: argparse.Namespace) -> int:
+    """``blueprint cost diff``: the change against ``--base``; exit 1 when a guardrail is crossed."""
+    from blueprint.cost.diff import breaches, diff_reports, render_diff_json, render_diff_markdown
+    from blueprint.cost.engine import price_graph
+
+    if args.output is not None:
+        check_output_file(args.output)
+    graph, _ = _target_graph(args.target)
+    if args.base.endswith(".json") or Path(args.base).is_file():
+        base_graph, _ = _target_graph(args.base)
+    elif args.target.endswith(".json"):
+        raise CostUsageError("--base as a git ref needs a stack name or stack file as the target, not a graph")
+    else:
+        base_graph = _graph_at_ref(args.base, args.target)
+    diff = diff_reports(price_graph(base_graph), price_graph(graph))
+    _write(render_diff_json(diff) if args.format == "json" else render_diff_markdown(diff), args.output)
+    crossed = breaches(diff, args.fail_above_usd, args.fail_above_percent)
+    for line in crossed:
+        _emit(sys.stderr, f"cost guardrail: {line}\n")
+    return EXIT_POLICY if crossed else EXIT_OK
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.command == "policy":
         return _policy(args)
     if args.command == "cost":
         return _cost(args)
+    if args.command == "cost-diff":
+        return _cost_diff(args)
     from blueprint.engine import run_program
     from blueprint.manifests import write_manifests
     from blueprint.render import render_preview
@@ -184,7 +247,7 @@ def _invalid_input_errors() -> tuple[type[Exception], ...]:
     from blueprint.stackfile import StackError
     from components.clock import ClockError
 
-    return StackError, PolicyConfigError, GraphFormatError, OutputError, ClockError
+    return StackError, PolicyConfigError, GraphFormatError, OutputError, ClockError, CostUsageError
 
 
 def run() -> None:
@@ -206,7 +269,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     0: success; 1: a mandatory policy violation; 2: invalid input (stack file, graph, policy config, output
     path), with the message on standard error; 3: an internal error, reported in one short paragraph.
     """
-    args = _parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:2] == ["cost", "diff"]:
+        words = ["cost-diff", *words[2:]]
+    args = _parser().parse_args(words)
     debug = bool(getattr(args, "debug", False))
     try:
         return _run(args)

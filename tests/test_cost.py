@@ -110,3 +110,63 @@ def test_preview_shows_the_totals_and_their_caveats(capsys: pytest.CaptureFixtur
     out = capsys.readouterr().out
     assert "cost: $211,626.78 at desired size, $212,314.78 at max size (USD: " in out
     assert "  stale prices: ebs.gp3_storage, ec2_capacity_block.p5.48xlarge" in out
+
+
+def _with_extra_group(graph: ResourceGraph) -> dict[str, object]:
+    """The graph plus a copy of the system node group (component, launch template, node group) on g6.xlarge."""
+    doc = copy.deepcopy(graph.to_dict())
+    system = [r for r in doc["resources"] if r["urn"].endswith("::nodegroup-system")
+              or (r["parent"] or "").endswith("::nodegroup-system")]
+    for res in copy.deepcopy(system):
+        for key in ("urn", "parent", "name"):
+            if res[key]:
+                res[key] = res[key].replace("nodegroup-system", "nodegroup-extra")
+        if "instanceTypes" in res["inputs"]:
+            res["inputs"]["instanceTypes"] = ["g6.xlarge"]
+        doc["resources"].append(res)
+    return doc
+
+
+def test_cost_diff_reports_exactly_the_added_group(prod_graph: ResourceGraph, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    base, new = tmp_path / "base.json", tmp_path / "new.json"
+    base.write_text(prod_graph.to_json())
+    new.write_text(json.dumps(_with_extra_group(prod_graph)))
+    group = 3 * 730 * 0.8048 + 3 * 200 * 0.08  # 3 g6.xlarge on demand (stale price) + their 200 GB roots
+    assert main(["cost", "diff", "--base", str(base), str(new), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["diff_monthly_usd"] == pytest.approx(group)
+    assert [(r["change"], r["urn"].rsplit("::", 1)[1]) for r in doc["resources"]] == [("added", "nodegroup-extra-ng")]
+    assert doc["resources"][0]["new_monthly_usd"] == pytest.approx(group)
+    assert "ec2_on_demand.g6.xlarge" in doc["stale_prices"]
+    assert main(["cost", "diff", "--base", str(base), str(new)]) == 0
+    text = capsys.readouterr().out
+    pct = 100 * group / price_graph(prod_graph).total_monthly_usd
+    assert f"**Monthly cost will increase by ${group:,.2f} (+{pct:.1f}%).**" in text
+    assert "| `nodegroup-extra-ng` | added | $0.00 | " in text
+    assert "Stale prices (may have changed since they were read): " in text and "`ec2_on_demand.g6.xlarge`" in text
+
+
+def test_cost_diff_guardrails_exit_1(prod_graph: ResourceGraph, tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    base, new = tmp_path / "base.json", tmp_path / "new.json"
+    base.write_text(prod_graph.to_json())
+    new.write_text(json.dumps(_with_extra_group(prod_graph)))
+    assert main(["cost", "diff", "--base", str(base), str(new), "--fail-above-usd", "2000"]) == 0
+    assert main(["cost", "diff", "--base", str(base), str(new), "--fail-above-usd", "1000"]) == 1
+    assert "cost guardrail: the monthly cost rises by $1,810.51, above --fail-above-usd $1,000.00" in \
+        capsys.readouterr().err
+    assert main(["cost", "diff", "--base", str(base), str(new), "--fail-above-percent", "0.5"]) == 1
+    assert main(["cost", "diff", "--base", str(new), str(base), "--fail-above-percent", "0.5"]) == 0  # a decrease
+
+
+def test_cost_diff_against_a_git_ref_builds_the_stack_there(capsys: pytest.CaptureFixture[str]) -> None:
+    # The base is this repository at HEAD, built in a scratch copy: the same stack costs the same.
+    assert main(["cost", "diff", "--base", "HEAD", "dev-aws", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["previous_monthly_usd"] == doc["new_monthly_usd"] > 0
+
+
+def test_cost_diff_with_an_unknown_ref_is_an_input_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cost", "diff", "--base", "no-such-ref-xyz", "dev-aws"]) == 2
+    assert capsys.readouterr().err.startswith("error: --base no-such-ref-xyz: not a graph JSON file nor a git ref")

@@ -1,0 +1,136 @@
+"""``blueprint cost diff``: what a change does to the monthly cost, in the shape PR reviewers know.
+
+Resources are matched by URN. The Markdown follows the familiar Infracost comment: a headline ("monthly
+cost will increase by $X (+Y%)"), a table of previous, new and change, and collapsible details per changed
+resource; stale and unknown prices of either side are listed under it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from blueprint.cost.engine import CostReport
+
+
+@dataclass(frozen=True)
+class ResourceChange:
+    """One resource whose cost changed: added, removed or changed."""
+
+    urn: str
+    name: str
+    change: str
+    previous_monthly_usd: float
+    new_monthly_usd: float
+
+
+@dataclass(frozen=True)
+class CostDiff:
+    """Two cost reports of the same stack, compared."""
+
+    stack: str
+    previous: CostReport
+    new: CostReport
+    resources: tuple[ResourceChange, ...]
+
+    @property
+    def diff_monthly_usd(self) -> float:
+        return self.new.total_monthly_usd - self.previous.total_monthly_usd
+
+    @property
+    def diff_percent(self) -> float | None:
+        base = self.previous.total_monthly_usd
+        return None if base == 0 else 100.0 * self.diff_monthly_usd / base
+
+
+def diff_reports(previous: CostReport, new: CostReport) -> CostDiff:
+    """Every resource whose monthly cost differs, sorted by URN."""
+    before = {r.urn: r for r in previous.resources}
+    after = {r.urn: r for r in new.resources}
+    changes: list[ResourceChange] = []
+    for urn in sorted(before.keys() | after.keys()):
+        old, cur = before.get(urn), after.get(urn)
+        old_usd = old.monthly_usd if old else 0.0
+        new_usd = cur.monthly_usd if cur else 0.0
+        kind = "added" if old is None else "removed" if cur is None else "changed"
+        if kind == "changed" and old_usd == new_usd:
+            continue
+        name = cur.name if cur is not None else old.name if old is not None else urn
+        changes.append(ResourceChange(urn, name, kind, old_usd, new_usd))
+    return CostDiff(stack=new.stack or previous.stack, previous=previous, new=new, resources=tuple(changes))
+
+
+def _usd(value: float) -> str:
+    return f"${value:,.2f}"
+
+
+def _signed(value: float) -> str:
+    return f"{'+' if value >= 0 else '-'}${abs(value):,.2f}"
+
+
+def _percent(diff: CostDiff) -> str:
+    pct = diff.diff_percent
+    return "n/a" if pct is None else f"{pct:+.1f}%"
+
+
+def headline(diff: CostDiff) -> str:
+    delta = diff.diff_monthly_usd
+    if delta == 0:
+        return "Monthly cost will not change."
+    verb = "increase" if delta > 0 else "decrease"
+    return f"Monthly cost will {verb} by {_usd(abs(delta))} ({_percent(diff)})."
+
+
+def render_diff_markdown(diff: CostDiff) -> str:
+    """The pull-request comment."""
+    out = [f"### Cost preview: {diff.stack}", "", f"**{headline(diff)}**", "",
+           "| stack | previous | new | change |", "| --- | ---: | ---: | ---: |",
+           f"| {diff.stack} | {_usd(diff.previous.total_monthly_usd)} | {_usd(diff.new.total_monthly_usd)} | "
+           f"{_signed(diff.diff_monthly_usd)} ({_percent(diff)}) |", ""]
+    if diff.resources:
+        out += [f"<details><summary>{len(diff.resources)} resource(s) changed cost</summary>", "",
+                "| resource | change | previous | new | difference |", "| --- | --- | ---: | ---: | ---: |"]
+        out += [f"| `{r.name}` | {r.change} | {_usd(r.previous_monthly_usd)} | {_usd(r.new_monthly_usd)} | "
+                f"{_signed(r.new_monthly_usd - r.previous_monthly_usd)} |" for r in diff.resources]
+        out += ["", "</details>", ""]
+    stale = sorted(set(diff.previous.stale_prices) | set(diff.new.stale_prices))
+    unpriced = sorted(set(diff.previous.unpriced) | set(diff.new.unpriced))
+    if stale:
+        out.append(f"Stale prices (may have changed since they were read): {', '.join(f'`{k}`' for k in stale)}")
+    if unpriced:
+        out.append(f"Not in the totals (no price read): {', '.join(f'`{k}`' for k in unpriced)}")
+    out.append("Totals: a month of running resources at desired size plus each Capacity Block's prepaid window.")
+    return "\n".join(out) + "\n"
+
+
+def diff_document(diff: CostDiff) -> dict[str, Any]:
+    return {
+        "currency": diff.new.currency,
+        "stack": diff.stack,
+        "previous_monthly_usd": diff.previous.total_monthly_usd,
+        "new_monthly_usd": diff.new.total_monthly_usd,
+        "diff_monthly_usd": diff.diff_monthly_usd,
+        "diff_percent": diff.diff_percent,
+        "resources": [{"urn": r.urn, "change": r.change, "previous_monthly_usd": r.previous_monthly_usd,
+                       "new_monthly_usd": r.new_monthly_usd} for r in diff.resources],
+        "stale_prices": sorted(set(diff.previous.stale_prices) | set(diff.new.stale_prices)),
+        "unpriced": sorted(set(diff.previous.unpriced) | set(diff.new.unpriced)),
+    }
+
+
+def render_diff_json(diff: CostDiff) -> str:
+    return json.dumps(diff_document(diff), indent=2, sort_keys=True) + "\n"
+
+
+def breaches(diff: CostDiff, fail_above_usd: float | None, fail_above_percent: float | None) -> list[str]:
+    """The guardrails the increase crosses; empty when none (or none were set)."""
+    out = []
+    if fail_above_usd is not None and diff.diff_monthly_usd > fail_above_usd:
+        out.append(f"the monthly cost rises by {_usd(diff.diff_monthly_usd)}, above --fail-above-usd "
+                   f"{_usd(fail_above_usd)}")
+    pct = diff.diff_percent
+    if fail_above_percent is not None and diff.diff_monthly_usd > 0 and (pct is None or pct > fail_above_percent):
+        shown = "from zero" if pct is None else f"{pct:.1f}%"
+        out.append(f"the monthly cost rises by {shown}, above --fail-above-percent {fail_above_percent:g}%")
+    return out
