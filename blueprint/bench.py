@@ -160,6 +160,8 @@ def run_bench(sizes: Sequence[int], out_dir: Path, skip_large: bool) -> dict[str
         rows.append(Measure(**{**asdict(row), "resources": count}))
         rows.append(measure(case, "policy", [*BLUEPRINT, "policy", str(graph), "--format", "json",
                                              "-o", str(work / "report.json")], count, env=env))
+        rows.append(measure(case, "cost", [*BLUEPRINT, "cost", str(graph), "--format", "json",
+                                           "-o", str(work / "cost.json")], count, env=env))
         rows.append(measure(case, "preview", [*BLUEPRINT, "preview", stack], count, env=env))
         print(f"  {case}: {count} resources measured", file=sys.stderr)
     floor = import_floor(preview_modules("prod-aws"))
@@ -205,7 +207,7 @@ def targets(doc: dict[str, Any]) -> list[str]:
         ratio = preview["wall_s"] / floor["wall_s"]
         out.append(f"preview prod-aws {preview['wall_s']:.2f} s wall (< 3 s: {preview['wall_s'] < 3}); "
                    f"{ratio:.2f}x the import floor of {floor['wall_s']:.2f} s (<= 2x: {ratio <= 2})")
-    for command in ("graph", "policy"):
+    for command in ("graph", "policy", "cost"):
         small, big = _find(doc, "100 groups", command), _find(doc, "1000 groups", command)
         if small and big and small["cpu_ms_per_resource"]:
             growth = big["cpu_ms_per_resource"] / small["cpu_ms_per_resource"]
