@@ -170,3 +170,15 @@ def test_cost_diff_against_a_git_ref_builds_the_stack_there(capsys: pytest.Captu
 def test_cost_diff_with_an_unknown_ref_is_an_input_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cost", "diff", "--base", "no-such-ref-xyz", "dev-aws"]) == 2
     assert capsys.readouterr().err.startswith("error: --base no-such-ref-xyz: not a graph JSON file nor a git ref")
+
+
+def test_gpu_node_groups_are_split_by_nominal_kueue_quota(prod_graph: ResourceGraph) -> None:
+    # prod-aws: on the h100 flavor, applied 16, pretraining 48 and research 64 GPUs of nominal quota (128).
+    report = price_graph(prod_graph)
+    block = 16 * 336 * 39.33
+    teams = report.by_team()
+    assert teams["applied"] == pytest.approx(block * 16 / 128)
+    assert teams["pretraining"] == pytest.approx(block * 48 / 128)
+    assert teams["research"] == pytest.approx(block * 64 / 128)
+    assert teams["ml-platform"] == pytest.approx(report.total_monthly_usd - block)  # the rest, by team tag
+    assert sum(teams.values()) == pytest.approx(report.total_monthly_usd)

@@ -67,6 +67,7 @@ class ResourceCost:
     components: tuple[CostLine, ...]
     components_at_max: tuple[CostLine, ...]
     note: str = ""
+    team_shares: tuple[tuple[str, float], ...] = ()  # GPU node groups: each team's nominal Kueue quota share
 
     @property
     def monthly_usd(self) -> float:
@@ -95,6 +96,14 @@ class CostReport:
     @property
     def total_monthly_usd_at_max(self) -> float:
         return sum(r.monthly_usd_at_max for r in self.resources)
+
+    def by_team(self) -> dict[str, float]:
+        """Monthly cost per team: GPU node groups split by nominal Kueue GPU quota, the rest by ``team`` tag."""
+        out: dict[str, float] = {}
+        for res in self.resources:
+            for team, share in res.team_shares or ((res.team or "(untagged)", 1.0),):
+                out[team] = out.get(team, 0.0) + share * res.monthly_usd
+        return dict(sorted(out.items()))
 
     def lines(self) -> Iterable[CostLine]:
         for res in self.resources:
@@ -204,6 +213,46 @@ def _fsx(res: GraphResource, prices: dict[str, Price]) -> tuple[CostLine, ...]:
                   "GB-month"),)
 
 
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def _quantity(value: Any) -> float:
+    try:
+        return float(str(value))
+    except ValueError:
+        return 0.0
+
+
+def quota_shares(graph: ResourceGraph) -> dict[str, tuple[tuple[str, float], ...]]:
+    """Per node group (its ``gpu-cluster/node-group`` label), each ClusterQueue's share of the nominal GPU quota
+    on the flavor that selects it. Nominal, not measured use: a team that borrows pays nothing here."""
+    flavor_group: dict[str, str] = {}
+    for res in graph.resources:
+        if res.type.startswith("kubernetes:kueue.x-k8s.io/") and res.type.endswith(":ResourceFlavor"):
+            labels = ((res.inputs.get("spec") or {}).get("nodeLabels") or {})
+            name = (res.inputs.get("metadata") or {}).get("name")
+            if isinstance(labels, dict) and labels.get("gpu-cluster/node-group") and name:
+                flavor_group[str(name)] = str(labels["gpu-cluster/node-group"])
+    quota: dict[str, dict[str, float]] = {}
+    for res in graph.resources:
+        if not (res.type.startswith("kubernetes:kueue.x-k8s.io/") and res.type.endswith(":ClusterQueue")):
+            continue
+        team = str((res.inputs.get("metadata") or {}).get("name") or res.name)
+        for group in (res.inputs.get("spec") or {}).get("resourceGroups") or []:
+            for flavor in group.get("flavors") or []:
+                node_group = flavor_group.get(str(flavor.get("name")))
+                for item in flavor.get("resources") or []:
+                    if node_group and item.get("name") == GPU_RESOURCE:
+                        by_team = quota.setdefault(node_group, {})
+                        by_team[team] = by_team.get(team, 0.0) + _quantity(item.get("nominalQuota"))
+    shares: dict[str, tuple[tuple[str, float], ...]] = {}
+    for node_group, by_team in quota.items():
+        total = sum(by_team.values())
+        if total > 0:
+            shares[node_group] = tuple((team, q / total) for team, q in sorted(by_team.items()) if q > 0)
+    return shares
+
+
 def _region(graph: ResourceGraph) -> str:
     for res in graph.resources:
         if res.type == "pulumi:providers:aws" and isinstance(res.inputs.get("region"), str):
@@ -216,6 +265,7 @@ def price_graph(graph: ResourceGraph, prices: dict[str, Price] | None = None) ->
     prices = load_aws_prices() if prices is None else prices
     costs: list[ResourceCost] = []
     usage: list[tuple[str, str]] = []
+    shares = quota_shares(graph)
     for res in sorted(graph.resources, key=lambda r: r.urn):
         note = ""
         if res.type == NODE_GROUP:
@@ -236,8 +286,11 @@ def price_graph(graph: ResourceGraph, prices: dict[str, Price] | None = None) ->
             continue
         tags = graph.effective_inputs(res).get("tags") or {}
         team = str(tags.get("team", "")) if isinstance(tags, dict) else ""
+        group_label = ((res.inputs.get("labels") or {}).get("gpu-cluster/node-group")
+                       if res.type == NODE_GROUP else None)
         costs.append(ResourceCost(urn=res.urn, type=res.type, name=res.name, plane=graph.plane_of(res), team=team,
-                                  components=now, components_at_max=at_max, note=note))
+                                  components=now, components_at_max=at_max, note=note,
+                                  team_shares=shares.get(str(group_label), ())))
     region = _region(graph)
     notes = []
     off_region = sorted({p.region for c in costs for line in c.components

@@ -36,6 +36,10 @@ def render_cost_table(report: CostReport) -> str:
                 out.append(f"      note: {res.note}")
     out.append(f"\ntotal: {_money(report.total_monthly_usd)} at desired size, "
                f"{_money(report.total_monthly_usd_at_max)} at max size")
+    teams = report.by_team()
+    if teams:
+        out.append("by team (GPU node groups split by nominal Kueue GPU quota share, not measured use; the rest "
+                   "by the team billing tag): " + ", ".join(f"{t} {_money(v)}" for t, v in teams.items()))
     if report.unpriced:
         out.append("not in the total (no price read): " + ", ".join(report.unpriced))
     if report.stale_prices:
@@ -79,11 +83,14 @@ def cost_document(report: CostReport) -> dict[str, Any]:
         "total_monthly_usd_at_max": report.total_monthly_usd_at_max,
         "resources": [
             {"urn": r.urn, "type": r.type, "plane": r.plane, "team": r.team, "note": r.note,
+             "team_shares": {t: share for t, share in r.team_shares},
              "monthly_usd": r.monthly_usd, "monthly_usd_at_max": r.monthly_usd_at_max,
              "components": [_component(c) for c in r.components],
              "components_at_max": [_component(c) for c in r.components_at_max]}
             for r in report.resources
         ],
+        "by_team_monthly_usd": report.by_team(),
+        "by_team_basis": "GPU node groups by nominal Kueue GPU quota share; other resources by their team tag",
         "unpriced": report.unpriced,
         "stale_prices": report.stale_prices,
         "usage_not_priced": [{"urn": urn, "depends_on": what} for urn, what in report.usage_not_priced],
