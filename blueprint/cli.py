@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import sys
 import tempfile
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from blueprint.graph import GraphFormatError, ResourceGraph
 from blueprint.output import OutputError, check_output_dir, check_output_file, write_atomic
@@ -103,7 +104,7 @@ def _policy(args: argparse.Namespace) -> int:
         check_output_file(args.output)
     pack = load_pack()
     config = load_config_file(args.config, pack.policies) if args.config else None
-    graph, artifact = _target_graph(args.target)
+    graph, artifact, _ = _target_graph(args.target)
     report = run_policies(graph, config, pack)
     renderers = {
         "table": lambda: render_table(report),
@@ -115,19 +116,19 @@ def _policy(args: argparse.Namespace) -> int:
     return EXIT_OK if report.passed else EXIT_POLICY
 
 
-def _target_graph(target_text: str) -> tuple[ResourceGraph, str]:
-    """A graph JSON file as given, or the graph of a stack run through the offline engine."""
+def _target_graph(target_text: str) -> tuple[ResourceGraph, str, Any]:
+    """A graph JSON file as given (no spec), or the graph and spec of a stack run through the offline engine."""
     target = Path(target_text)
     if target.suffix == ".json":
         try:
-            return ResourceGraph.load(target), str(target)
+            return ResourceGraph.load(target), str(target), None
         except GraphFormatError as err:
             raise GraphFormatError(f"{target}: {err}") from None
     from blueprint.engine import run_program
     from blueprint.stackfile import load_stack
 
     stack = load_stack(target_text)
-    return run_program(stack.name, stack.config, stack.region).graph, stack.display_path
+    return run_program(stack.name, stack.config, stack.region).graph, stack.display_path, stack.spec
 
 
 class CostUsageError(ValueError):
@@ -161,13 +162,21 @@ def _graph_at_ref(ref: str, stack: str) -> ResourceGraph:
 def _cost(args: argparse.Namespace) -> int:
     """``blueprint cost``: the cost of a stack or a graph, as a table or JSON."""
     from blueprint.cost.engine import price_graph
-    from blueprint.cost.render import render_cost_json, render_cost_table
+    from blueprint.cost.render import cost_document, render_cost_table
+    from blueprint.cost.unit import render_unit_cost, unit_cost, unit_cost_document
 
     if args.output is not None:
         check_output_file(args.output)
-    graph, _ = _target_graph(args.target)
+    graph, _, spec = _target_graph(args.target)
     report = price_graph(graph)
-    _write(render_cost_json(report) if args.format == "json" else render_cost_table(report), args.output)
+    unit = unit_cost(report, spec.workload) if spec is not None else None
+    reason = ("a graph holds no workload economics: run `blueprint cost` on the stack" if spec is None
+              else "set workload.economics in the stack file")
+    if args.format == "json":
+        doc = {**cost_document(report), "unit_cost": unit_cost_document(unit, reason)}
+        _write(json.dumps(doc, indent=2, sort_keys=True) + "\n", args.output)
+    else:
+        _write(render_cost_table(report) + render_unit_cost(unit, reason), args.output)
     return EXIT_OK
 
 
@@ -178,9 +187,9 @@ def _cost_diff(args: argparse.Namespace) -> int:
 
     if args.output is not None:
         check_output_file(args.output)
-    graph, _ = _target_graph(args.target)
+    graph, _, _ = _target_graph(args.target)
     if args.base.endswith(".json") or Path(args.base).is_file():
-        base_graph, _ = _target_graph(args.base)
+        base_graph, _, _ = _target_graph(args.base)
     elif args.target.endswith(".json"):
         raise CostUsageError("--base as a git ref needs a stack name or stack file as the target, not a graph")
     else:
@@ -214,9 +223,12 @@ def _run(args: argparse.Namespace) -> int:
         report = run_policies(run.graph)
         from blueprint.cost.engine import price_graph
         from blueprint.cost.render import render_cost_summary
+        from blueprint.cost.unit import render_unit_cost, unit_cost
 
         _emit(sys.stdout, render_preview(run.graph, stack.spec, stack.display_path, run.outputs))
-        _emit(sys.stdout, "\n" + render_cost_summary(price_graph(run.graph)))
+        cost = price_graph(run.graph)
+        _emit(sys.stdout, "\n" + render_cost_summary(cost)
+              + render_unit_cost(unit_cost(cost, stack.spec.workload), "set workload.economics in the stack file"))
         _emit(sys.stdout, "\n" + render_table(report))
     elif args.command == "graph":
         _write(run.graph.to_json(), output)

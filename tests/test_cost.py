@@ -182,3 +182,64 @@ def test_gpu_node_groups_are_split_by_nominal_kueue_quota(prod_graph: ResourceGr
     assert teams["research"] == pytest.approx(block * 64 / 128)
     assert teams["ml-platform"] == pytest.approx(report.total_monthly_usd - block)  # the rest, by team tag
     assert sum(teams.values()) == pytest.approx(report.total_monthly_usd)
+
+
+ECONOMICS = {"usefulWorkPerGpuMonth": 0.05, "supportUsdPerMonth": 8000.0, "operationsUsdPerMonth": 30000.0,
+             "idleFraction": 0.15, "retryFraction": 0.05, "baselineUsdPerUnit": 90000.0,
+             "baselineSource": "a managed fine-tuning quote, 2026-11 (test value)"}
+
+
+def _prod_spec_with(economics: dict[str, object]) -> object:
+    from components.spec import parse_spec
+    from tests.conftest import raw_stack_config
+
+    raw = raw_stack_config("prod-aws")["gpu-cluster:spec"]
+    raw["workload"]["economics"] = economics
+    return parse_spec(raw, "stacks/Pulumi.prod-aws.yaml", provider_region="us-east-1")
+
+
+def test_unit_cost_follows_the_seed_formulas(prod_graph: ResourceGraph) -> None:
+    from blueprint.cost.unit import render_unit_cost, unit_cost
+
+    spec = _prod_spec_with(ECONOMICS)
+    report = price_graph(prod_graph)
+    unit = unit_cost(report, spec.workload)  # type: ignore[attr-defined]
+    assert unit is not None
+    compute = 16 * 336 * 39.33 + 3 * 200 * 0.08  # the compute plane's priced lines at desired size
+    terms = dict(unit.terms)
+    assert terms["compute (useful share)"] == pytest.approx(compute * 0.80)
+    assert terms["idle"] == pytest.approx(compute * 0.15) and terms["retries"] == pytest.approx(compute * 0.05)
+    assert terms["network"] == pytest.approx(2 * 730 * 0.045)
+    assert terms["storage"] == pytest.approx(1.0) and terms["control plane"] == pytest.approx(73 + 1)
+    total = report.total_monthly_usd + 8000 + 30000  # idle and retries are shares of compute, not added again
+    assert unit.total_usd == pytest.approx(total)
+    assert unit.unit_cost_usd == pytest.approx(total / 4)  # prod: 4 completed training runs a month
+    assert unit.required_gpu_capacity == pytest.approx(4 / 0.05)
+    assert unit.lower_bound  # the system nodes' and the filesystem's prices are unknown
+    assert unit.beats_baseline is (total / 4 < 90000)
+    text = render_unit_cost(unit, "")
+    assert f"unit cost: ${total / 4:,.2f} per completed-training-runs (a lower bound: some prices are unknown)" in text
+    assert "required GPU capacity: 80.0 GPUs (target work / useful work per GPU-month); the workload's peak is 128" \
+        in text
+
+
+def test_unit_cost_inputs_must_add_up() -> None:
+    from components.spec import SpecError
+
+    with pytest.raises(SpecError) as err:
+        _prod_spec_with({**ECONOMICS, "idleFraction": 0.6, "retryFraction": 0.5, "baselineSource": None})
+    assert str(err.value).splitlines() == [
+        "stacks/Pulumi.prod-aws.yaml: gpu-cluster:spec.workload.economics: idleFraction (0.6) + retryFraction (0.5) "
+        "must be below 1: they are shares of the same paid GPU time [rule: waste-below-one]",
+        "stacks/Pulumi.prod-aws.yaml: gpu-cluster:spec.workload.economics.baselineSource: a baseline price needs its "
+        "source and date (model API page, managed-service quote) [rule: baseline-sourced]"]
+
+
+def test_cost_json_says_why_a_graph_has_no_unit_cost(prod_graph: ResourceGraph, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    graph = tmp_path / "g.json"
+    graph.write_text(prod_graph.to_json())
+    assert main(["cost", str(graph), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["unit_cost"] == {"computed": False, "reason": "a graph holds no workload economics: run "
+                                "`blueprint cost` on the stack"}

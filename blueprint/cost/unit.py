@@ -1,0 +1,105 @@
+"""The seed's sizing and unit-cost formulas, from a cost report and the workload one-pager.
+
+``required_gpu_capacity = target_work_per_month / useful_work_per_gpu_month`` (after failures, idle and
+retries), and ``effective_cluster_unit_cost = (compute + network + storage + support + operations + idle +
+retries) / accepted units``. The graph's compute cost is everything paid for GPU and CPU nodes, so idle and
+retries are the shares of it that did no accepted work, split out rather than added again; the control plane
+is its own term. Support and operations come from the spec: no graph holds them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from blueprint.cost.engine import CostReport
+from components.spec import WorkloadSpec
+
+
+@dataclass(frozen=True)
+class UnitCost:
+    """What one accepted unit of work costs, term by term, against a baseline when one is given."""
+
+    work_unit: str
+    accepted_units_per_month: float
+    required_gpu_capacity: float
+    peak_gpus: int
+    terms: tuple[tuple[str, float], ...]
+    baseline_usd_per_unit: float | None
+    baseline_source: str | None
+    lower_bound: bool  # some prices are unknown, so the true cost is higher
+
+    @property
+    def total_usd(self) -> float:
+        return sum(v for _, v in self.terms)
+
+    @property
+    def unit_cost_usd(self) -> float:
+        return self.total_usd / self.accepted_units_per_month
+
+    @property
+    def beats_baseline(self) -> bool | None:
+        return None if self.baseline_usd_per_unit is None else self.unit_cost_usd < self.baseline_usd_per_unit
+
+
+def unit_cost(report: CostReport, workload: WorkloadSpec) -> UnitCost | None:
+    """The unit cost, or None when the stack gives no ``workload.economics``."""
+    econ = workload.economics
+    if econ is None:
+        return None
+    by_plane: dict[str, float] = {}
+    for res in report.resources:
+        by_plane[res.plane] = by_plane.get(res.plane, 0.0) + res.monthly_usd
+    compute = by_plane.pop("compute", 0.0)
+    useful = 1.0 - econ.idle_fraction - econ.retry_fraction
+    terms = (
+        ("compute (useful share)", compute * useful),
+        ("network", by_plane.pop("network", 0.0)),
+        ("storage", by_plane.pop("storage", 0.0)),
+        ("control plane", sum(by_plane.values())),
+        ("support", econ.support_usd_per_month),
+        ("operations", econ.operations_usd_per_month),
+        ("idle", compute * econ.idle_fraction),
+        ("retries", compute * econ.retry_fraction),
+    )
+    return UnitCost(work_unit=workload.work_unit, accepted_units_per_month=workload.target_work_per_month,
+                    required_gpu_capacity=workload.target_work_per_month / econ.useful_work_per_gpu_month,
+                    peak_gpus=workload.peak_gpus, terms=terms, baseline_usd_per_unit=econ.baseline_usd_per_unit,
+                    baseline_source=econ.baseline_source, lower_bound=bool(report.unpriced))
+
+
+def unit_cost_document(unit: UnitCost | None, reason: str) -> dict[str, Any] | None:
+    """The JSON form; ``reason`` says why it is missing when it is."""
+    if unit is None:
+        return {"computed": False, "reason": reason}
+    return {
+        "computed": True,
+        "work_unit": unit.work_unit,
+        "accepted_units_per_month": unit.accepted_units_per_month,
+        "required_gpu_capacity": unit.required_gpu_capacity,
+        "peak_gpus": unit.peak_gpus,
+        "terms_usd": dict(unit.terms),
+        "total_usd": unit.total_usd,
+        "effective_cluster_unit_cost_usd": unit.unit_cost_usd,
+        "lower_bound": unit.lower_bound,
+        "baseline_usd_per_unit": unit.baseline_usd_per_unit,
+        "baseline_source": unit.baseline_source,
+        "beats_baseline": unit.beats_baseline,
+    }
+
+
+def render_unit_cost(unit: UnitCost | None, reason: str) -> str:
+    """The preview's and the table's lines."""
+    if unit is None:
+        return f"unit cost: not computed ({reason})\n"
+    bound = " (a lower bound: some prices are unknown)" if unit.lower_bound else ""
+    out = [f"unit cost: ${unit.unit_cost_usd:,.2f} per {unit.work_unit}{bound} = ${unit.total_usd:,.2f} / "
+           f"{unit.accepted_units_per_month:g} accepted per month",
+           "  " + ", ".join(f"{name} ${value:,.2f}" for name, value in unit.terms),
+           f"  required GPU capacity: {unit.required_gpu_capacity:,.1f} GPUs (target work / useful work per "
+           f"GPU-month); the workload's peak is {unit.peak_gpus}"]
+    if unit.baseline_usd_per_unit is not None:
+        verdict = "beats" if unit.beats_baseline else "does NOT beat"
+        out.append(f"  the cluster {verdict} the baseline of ${unit.baseline_usd_per_unit:,.2f} per {unit.work_unit} "
+                   f"({unit.baseline_source})")
+    return "\n".join(out) + "\n"
