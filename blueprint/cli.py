@@ -83,6 +83,13 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--fail-above-usd", type=float, help="exit 1 if the monthly cost rises by more than this")
     diff.add_argument("--fail-above-percent", type=float, help="exit 1 if it rises by more than this percent")
     diff.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
+    prices = sub.add_parser("prices", parents=[common], help="price catalog maintenance")
+    prices_sub = prices.add_subparsers(dest="prices_command", required=True)
+    refresh = prices_sub.add_parser("refresh", parents=[common], help="fetch on-demand EC2 prices of the catalog's "
+                                    "instance types from the AWS Price List API (needs AWS credentials)")
+    refresh.add_argument("--region", default="us-east-1", help="region to price (default us-east-1)")
+    refresh.add_argument("-o", "--output", type=Path, help="overlay file (default: "
+                         "blueprint/cost/prices_aws_refreshed.yaml, which the loader reads)")
     return parser
 
 
@@ -202,6 +209,25 @@ def _cost_diff(args: argparse.Namespace) -> int:
     return EXIT_POLICY if crossed else EXIT_OK
 
 
+def _prices_refresh(args: argparse.Namespace) -> int:
+    """``blueprint prices refresh``: exit 0 with the count written, 2 when the API cannot be read."""
+    from datetime import UTC, datetime
+
+    from blueprint.cost.refresh import REFRESHED_FILE, RefreshError, pricing_client, refresh
+    from components.catalog.instances import load_aws_catalog
+
+    out = args.output or REFRESHED_FILE
+    check_output_file(out)
+    try:
+        import botocore.exceptions
+
+        count = refresh(pricing_client(), sorted(load_aws_catalog()), args.region, out, datetime.now(UTC).date())
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError, RefreshError) as err:
+        raise CostUsageError(f"prices refresh: the AWS Price List API could not be read: {err}") from None
+    _emit(sys.stderr, f"wrote {count} on-demand prices ({args.region}) to {out}\n")
+    return EXIT_OK
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.command == "policy":
         return _policy(args)
@@ -209,6 +235,8 @@ def _run(args: argparse.Namespace) -> int:
         return _cost(args)
     if args.command == "cost-diff":
         return _cost_diff(args)
+    if args.command == "prices":
+        return _prices_refresh(args)
     from blueprint.engine import run_program
     from blueprint.manifests import write_manifests
     from blueprint.render import render_preview

@@ -117,7 +117,14 @@ def parse_prices(text: str, shown: str) -> dict[str, Price]:
     return prices
 
 
+AWS_REFRESHED_FILE = Path(__file__).with_name("prices_aws_refreshed.yaml")
+
+
 @lru_cache(maxsize=1)
 def load_aws_prices() -> dict[str, Price]:
-    """The shipped AWS price catalog."""
-    return parse_prices(AWS_PRICES_FILE.read_text(encoding="utf-8"), "blueprint/cost/prices_aws.yaml")
+    """The shipped AWS price catalog, with the prices of ``blueprint prices refresh`` laid over it."""
+    prices = parse_prices(AWS_PRICES_FILE.read_text(encoding="utf-8"), "blueprint/cost/prices_aws.yaml")
+    if AWS_REFRESHED_FILE.is_file():
+        prices.update(parse_prices(AWS_REFRESHED_FILE.read_text(encoding="utf-8"),
+                                   "blueprint/cost/prices_aws_refreshed.yaml"))
+    return prices
