@@ -27,11 +27,12 @@ def test_prod_totals_match_a_hand_computation(prod_graph: ResourceGraph) -> None
     block = 16 * (14 * 24) * 39.33  # 16 instances for the 14-day window of the stack file, prepaid
     system_roots = 3 * 200 * 0.08  # desired 3 system nodes x 200 GB root volumes
     eks, nat, kms = 730 * 0.10, 2 * 730 * 0.045, 2 * 1.00
-    desired = block + system_roots + eks + nat + kms
-    at_max = block + 16 * 500 * 0.08 + 6 * 200 * 0.08 + eks + nat + kms
+    desired = system_roots + eks + nat + kms  # the block is one-time, kept out of the monthly totals
+    at_max = 16 * 500 * 0.08 + 6 * 200 * 0.08 + eks + nat + kms
     report = price_graph(prod_graph)
     assert report.total_monthly_usd == pytest.approx(desired)
     assert report.total_monthly_usd_at_max == pytest.approx(at_max)
+    assert report.total_one_time_usd == pytest.approx(block)
     assert report.unpriced == ["ec2_on_demand.m6i.2xlarge", "fsx_lustre.PERSISTENT_2_500"]
     assert "ec2_capacity_block.p5.48xlarge" in report.stale_prices
 
@@ -45,20 +46,29 @@ def test_every_line_is_quantity_times_unit_price_and_unknown_is_null_not_zero(ca
     assert lines
     for line in lines:
         if line["unit_price_usd"] is None:
-            assert line["monthly_usd"] is None and line["price_status"] == "unconfirmed"
+            assert line["cost_usd"] is None and line["price_status"] == "unconfirmed"
         else:
-            assert line["monthly_usd"] == pytest.approx(line["quantity"] * line["unit_price_usd"])
+            assert line["cost_usd"] == pytest.approx(line["quantity"] * line["unit_price_usd"])
+            assert line["monthly_usd"] == (0.0 if line["one_time"] else line["cost_usd"])
+    assert doc["total_one_time_usd"] == pytest.approx(sum(c["cost_usd"] for r in doc["resources"]
+                                                          for c in r["components"] if c["one_time"]))
     assert doc["total_monthly_usd"] == pytest.approx(sum(c["monthly_usd"] or 0 for r in doc["resources"]
                                                          for c in r["components"]))
     fsx = next(r for r in doc["resources"] if r["type"] == "aws:fsx/lustreFileSystem:LustreFileSystem")
-    assert fsx["components"][0]["quantity"] == 9600 and fsx["components"][0]["monthly_usd"] is None
+    assert fsx["components"][0]["quantity"] == 9600 and fsx["components"][0]["cost_usd"] is None
+    assert fsx["priced_fully"] is False
     assert {u["depends_on"] for u in doc["usage_not_priced"]} == {
         "GB ingested and stored", "GB processed", "stored GB and requests"}
 
 
 def test_stale_and_unknown_prices_are_flagged_in_the_table(prod_graph: ResourceGraph) -> None:
     text = render_cost_table(price_graph(prod_graph))
-    assert ("16 instances x 336 h (prepaid once): 5,376 hour x $39.33 = $211,438.08  [stale price]") in text
+    assert ("16 instances x 336 h (prepaid once): 5,376 hour x $39.33 = $211,438.08  [one-time, prepaid]  "
+            "[stale price]") in text
+    assert ("one-time: $211,438.08 prepaid for Capacity Blocks (their windows are in the lines above), not part of "
+            "the monthly totals") in text
+    assert "NodeGroup  nodegroup-system-ng (team ml-platform): $48.00 a month (lower bound: some lines have no price)" \
+        in text
     assert "m6i.2xlarge instance hours (on_demand): 2,190 hour x ? = no price  [no price: unconfirmed]" in text
     assert "stale prices (may have changed since they were read; refresh before relying on them): " in text
     assert "not in the total (no price read): ec2_on_demand.m6i.2xlarge, fsx_lustre.PERSISTENT_2_500" in text
@@ -76,8 +86,9 @@ def test_a_block_without_its_window_is_priced_for_the_whole_month_and_says_so(pr
         if res["name"] == "nodegroup-h100-ng":
             del res["inputs"]["tags"]["capacity-block-window"]
     cost = next(r for r in price_graph(ResourceGraph.from_dict(doc)).resources if r.name == "nodegroup-h100-ng")
-    assert cost.components[0].quantity == 16 * 730
-    assert cost.note == "reserved capacity: paid whether nodes run or not, priced at maxSize (16) for a full month"
+    assert cost.components[0].quantity == 16 * 730 and not cost.components[0].one_time
+    assert cost.note == ("Capacity Block window unknown (no valid capacity-block-window tag): priced as if reserved "
+                         "for a full month at maxSize (16), an upper bound")
 
 
 def test_adding_a_node_group_adds_exactly_its_cost(prod_graph: ResourceGraph) -> None:
@@ -108,7 +119,8 @@ def test_cost_of_a_bad_graph_file_is_an_input_error(tmp_path: Path, capsys: pyte
 def test_preview_shows_the_totals_and_their_caveats(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["preview", "prod-aws"]) == 0
     out = capsys.readouterr().out
-    assert "cost: $211,626.78 at desired size, $212,314.78 at max size (USD: " in out
+    assert "cost: $188.70 a month at desired size, $876.70 at max size (USD; " in out
+    assert "  plus $211,438.08 prepaid once for Capacity Blocks" in out
     assert "  stale prices: ebs.gp3_storage, ec2_capacity_block.p5.48xlarge" in out
 
 
@@ -176,12 +188,13 @@ def test_gpu_node_groups_are_split_by_nominal_kueue_quota(prod_graph: ResourceGr
     # prod-aws: on the h100 flavor, applied 16, pretraining 48 and research 64 GPUs of nominal quota (128).
     report = price_graph(prod_graph)
     block = 16 * 336 * 39.33
-    teams = report.by_team()
+    teams = report.by_team(one_time=True)
     assert teams["applied"] == pytest.approx(block * 16 / 128)
     assert teams["pretraining"] == pytest.approx(block * 48 / 128)
     assert teams["research"] == pytest.approx(block * 64 / 128)
-    assert teams["ml-platform"] == pytest.approx(report.total_monthly_usd - block)  # the rest, by team tag
-    assert sum(teams.values()) == pytest.approx(report.total_monthly_usd)
+    assert teams["ml-platform"] == 0  # the one-time charge is the GPU group's only
+    assert sum(report.by_team().values()) == pytest.approx(report.total_monthly_usd)
+    assert report.by_team()["ml-platform"] == pytest.approx(report.total_monthly_usd)  # the rest, by team tag
 
 
 ECONOMICS = {"usefulWorkPerGpuMonth": 0.05, "supportUsdPerMonth": 8000.0, "operationsUsdPerMonth": 30000.0,
@@ -211,7 +224,7 @@ def test_unit_cost_follows_the_seed_formulas(prod_graph: ResourceGraph) -> None:
     assert terms["idle"] == pytest.approx(compute * 0.15) and terms["retries"] == pytest.approx(compute * 0.05)
     assert terms["network"] == pytest.approx(2 * 730 * 0.045)
     assert terms["storage"] == pytest.approx(1.0) and terms["control plane"] == pytest.approx(73 + 1)
-    total = report.total_monthly_usd + 8000 + 30000  # idle and retries are shares of compute, not added again
+    total = report.total_monthly_usd + report.total_one_time_usd + 8000 + 30000  # idle, retries: shares of compute
     assert unit.total_usd == pytest.approx(total)
     assert unit.unit_cost_usd == pytest.approx(total / 4)  # prod: 4 completed training runs a month
     assert unit.required_gpu_capacity == pytest.approx(4 / 0.05)
@@ -243,3 +256,37 @@ def test_cost_json_says_why_a_graph_has_no_unit_cost(prod_graph: ResourceGraph, 
     doc = json.loads(capsys.readouterr().out)
     assert doc["unit_cost"] == {"computed": False, "reason": "a graph holds no workload economics: run "
                                 "`blueprint cost` on the stack"}
+
+
+def test_scaling_an_unpriced_group_is_a_change_the_diff_does_not_hide(prod_graph: ResourceGraph) -> None:
+    from blueprint.cost.diff import diff_reports, headline
+
+    doc = copy.deepcopy(prod_graph.to_dict())
+    for res in doc["resources"]:
+        if res["name"] == "nodegroup-system-ng":
+            res["inputs"]["scalingConfig"]["desiredSize"] = 5  # m6i.2xlarge has no price read
+    diff = diff_reports(price_graph(prod_graph), price_graph(ResourceGraph.from_dict(doc)))
+    assert [r.name for r in diff.resources] == ["nodegroup-system-ng"]
+    assert not diff.resources[0].priced_fully
+    assert headline(diff) == ("Monthly cost will increase by $32.00 (+17.0%). Not counted: 1 changed resource(s) "
+                              "with lines that have no price.")
+
+
+def test_odd_graph_inputs_are_priced_as_far_as_they_go_never_a_crash(prod_graph: ResourceGraph) -> None:
+    doc = copy.deepcopy(prod_graph.to_dict())
+    for res in doc["resources"]:
+        inputs = res["inputs"]
+        if res["name"] == "nodegroup-h100-ng":
+            inputs["tags"]["capacity-block-window"] = "2027-01-04T11:30:00/2027-01-18T11:30:00Z"  # one without zone
+            inputs["labels"] = ["not", "a", "map"]
+        if res["name"] == "nodegroup-system-ng":
+            inputs["scalingConfig"], inputs["instanceTypes"] = "3", "m6i.2xlarge"
+        if res["type"].endswith(":LaunchTemplate"):
+            inputs["blockDeviceMappings"] = [{"ebs": "gp3"}]
+        if res["type"].endswith(":ClusterQueue"):
+            inputs["spec"]["resourceGroups"] = [{"flavors": ["h100"]}]
+    report = price_graph(ResourceGraph.from_dict(doc))
+    block = next(r for r in report.resources if r.name == "nodegroup-h100-ng")
+    assert block.note.startswith("Capacity Block window unknown")
+    system = next(r for r in report.resources if r.name == "nodegroup-system-ng")
+    assert system.components[0].name == "unknown-type instance hours (on_demand)"

@@ -78,3 +78,14 @@ def test_refresh_without_credentials_is_a_clear_error(monkeypatch: pytest.Monkey
     assert capsys.readouterr().err == ("error: prices refresh: the AWS Price List API could not be read: Unable to "
                                        "locate credentials\n")
     assert not (tmp_path / "out.yaml").exists()
+
+
+def test_refresh_that_finds_nothing_writes_nothing(client: object, tmp_path: Path) -> None:
+    from blueprint.cost.refresh import RefreshError
+
+    out = tmp_path / "refreshed.yaml"
+    with Stubber(client) as stubber:  # type: ignore[arg-type]
+        _expect(stubber, "p5.48xlarge", {"PriceList": []})
+        with pytest.raises(RefreshError, match="no on-demand price found for any catalog type in us-east-1"):
+            refresh(client, ["p5.48xlarge"], "us-east-1", out, date(2026, 11, 29))
+    assert not out.exists()

@@ -23,6 +23,9 @@ class ResourceChange:
     change: str
     previous_monthly_usd: float
     new_monthly_usd: float
+    previous_one_time_usd: float = 0.0
+    new_one_time_usd: float = 0.0
+    priced_fully: bool = True  # False: a line without a price changed, so the difference is a lower bound
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,15 @@ class CostDiff:
     @property
     def diff_monthly_usd(self) -> float:
         return self.new.total_monthly_usd - self.previous.total_monthly_usd
+
+    @property
+    def diff_one_time_usd(self) -> float:
+        return self.new.total_one_time_usd - self.previous.total_one_time_usd
+
+    @property
+    def unpriced_changes(self) -> list[str]:
+        """Changed resources with a line that has no price: their difference is not in the figures."""
+        return [r.urn for r in self.resources if not r.priced_fully]
 
     @property
     def diff_percent(self) -> float | None:
@@ -54,10 +66,12 @@ def diff_reports(previous: CostReport, new: CostReport) -> CostDiff:
         old_usd = old.monthly_usd if old else 0.0
         new_usd = cur.monthly_usd if cur else 0.0
         kind = "added" if old is None else "removed" if cur is None else "changed"
-        if kind == "changed" and old_usd == new_usd:
-            continue
+        if old is not None and cur is not None and old.signature() == cur.signature() and old_usd == new_usd:
+            continue  # the same lines at the same prices; a quantity change counts even without a price
         name = cur.name if cur is not None else old.name if old is not None else urn
-        changes.append(ResourceChange(urn, name, kind, old_usd, new_usd))
+        fully = all(r.priced_fully for r in (old, cur) if r is not None)
+        changes.append(ResourceChange(urn, name, kind, old_usd, new_usd,
+                                      old.one_time_usd if old else 0.0, cur.one_time_usd if cur else 0.0, fully))
     return CostDiff(stack=new.stack or previous.stack, previous=previous, new=new, resources=tuple(changes))
 
 
@@ -76,10 +90,13 @@ def _percent(diff: CostDiff) -> str:
 
 def headline(diff: CostDiff) -> str:
     delta = diff.diff_monthly_usd
+    bound = (f" Not counted: {len(diff.unpriced_changes)} changed resource(s) with lines that have no price."
+             if diff.unpriced_changes else "")
     if delta == 0:
-        return "Monthly cost will not change."
+        return "Monthly cost will not change (for the priced lines)." + bound if bound else \
+            "Monthly cost will not change."
     verb = "increase" if delta > 0 else "decrease"
-    return f"Monthly cost will {verb} by {_usd(abs(delta))} ({_percent(diff)})."
+    return f"Monthly cost will {verb} by {_usd(abs(delta))} ({_percent(diff)}).{bound}"
 
 
 def render_diff_markdown(diff: CostDiff) -> str:
@@ -88,11 +105,18 @@ def render_diff_markdown(diff: CostDiff) -> str:
            "| stack | previous | new | change |", "| --- | ---: | ---: | ---: |",
            f"| {diff.stack} | {_usd(diff.previous.total_monthly_usd)} | {_usd(diff.new.total_monthly_usd)} | "
            f"{_signed(diff.diff_monthly_usd)} ({_percent(diff)}) |", ""]
+    if diff.diff_one_time_usd:
+        out += [f"One-time (Capacity Blocks, prepaid): {_usd(diff.previous.total_one_time_usd)} -> "
+                f"{_usd(diff.new.total_one_time_usd)} ({_signed(diff.diff_one_time_usd)}).", ""]
     if diff.resources:
         out += [f"<details><summary>{len(diff.resources)} resource(s) changed cost</summary>", "",
-                "| resource | change | previous | new | difference |", "| --- | --- | ---: | ---: | ---: |"]
-        out += [f"| `{r.name}` | {r.change} | {_usd(r.previous_monthly_usd)} | {_usd(r.new_monthly_usd)} | "
-                f"{_signed(r.new_monthly_usd - r.previous_monthly_usd)} |" for r in diff.resources]
+                "| resource | change | previous / month | new / month | difference | one-time |",
+                "| --- | --- | ---: | ---: | ---: | ---: |"]
+        for r in diff.resources:
+            once = r.new_one_time_usd - r.previous_one_time_usd
+            out.append(f"| `{r.name}` | {r.change}{'' if r.priced_fully else ' (some lines unpriced)'} | "
+                       f"{_usd(r.previous_monthly_usd)} | {_usd(r.new_monthly_usd)} | "
+                       f"{_signed(r.new_monthly_usd - r.previous_monthly_usd)} | {_signed(once) if once else '-'} |")
         out += ["", "</details>", ""]
     stale = sorted(set(diff.previous.stale_prices) | set(diff.new.stale_prices))
     unpriced = sorted(set(diff.previous.unpriced) | set(diff.new.unpriced))
@@ -100,7 +124,7 @@ def render_diff_markdown(diff: CostDiff) -> str:
         out.append(f"Stale prices (may have changed since they were read): {', '.join(f'`{k}`' for k in stale)}")
     if unpriced:
         out.append(f"Not in the totals (no price read): {', '.join(f'`{k}`' for k in unpriced)}")
-    out.append("Totals: a month of running resources at desired size plus each Capacity Block's prepaid window.")
+    out.append("Totals: a month of running resources at desired size; Capacity Blocks are one-time, shown apart.")
     return "\n".join(out) + "\n"
 
 
@@ -112,8 +136,13 @@ def diff_document(diff: CostDiff) -> dict[str, Any]:
         "new_monthly_usd": diff.new.total_monthly_usd,
         "diff_monthly_usd": diff.diff_monthly_usd,
         "diff_percent": diff.diff_percent,
+        "previous_one_time_usd": diff.previous.total_one_time_usd,
+        "new_one_time_usd": diff.new.total_one_time_usd,
+        "unpriced_changes": diff.unpriced_changes,
         "resources": [{"urn": r.urn, "change": r.change, "previous_monthly_usd": r.previous_monthly_usd,
-                       "new_monthly_usd": r.new_monthly_usd} for r in diff.resources],
+                       "new_monthly_usd": r.new_monthly_usd, "previous_one_time_usd": r.previous_one_time_usd,
+                       "new_one_time_usd": r.new_one_time_usd, "priced_fully": r.priced_fully}
+                      for r in diff.resources],
         "stale_prices": sorted(set(diff.previous.stale_prices) | set(diff.new.stale_prices)),
         "unpriced": sorted(set(diff.previous.unpriced) | set(diff.new.unpriced)),
     }

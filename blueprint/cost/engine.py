@@ -10,8 +10,8 @@ than guessed. A price that was never read leaves its line unpriced (``monthly_us
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from blueprint.cost.prices import Price, load_aws_prices
@@ -45,10 +45,17 @@ class CostLine:
     price_key: str
     price_source: str
     price_as_of: str
+    one_time: bool = False  # prepaid once (a Capacity Block's window), not a monthly charge
+
+    @property
+    def cost_usd(self) -> float | None:
+        """``quantity * unit_price_usd``; null when the price is unknown."""
+        return None if self.unit_price_usd is None else self.quantity * self.unit_price_usd
 
     @property
     def monthly_usd(self) -> float | None:
-        return None if self.unit_price_usd is None else self.quantity * self.unit_price_usd
+        """The line's cost when it recurs monthly; 0 for a one-time line (see ``cost_usd``)."""
+        return 0.0 if self.one_time else self.cost_usd
 
     @property
     def stale(self) -> bool:
@@ -71,11 +78,26 @@ class ResourceCost:
 
     @property
     def monthly_usd(self) -> float:
+        """Known monthly lines at desired size (see ``priced_fully``)."""
         return sum(c.monthly_usd or 0.0 for c in self.components)
 
     @property
     def monthly_usd_at_max(self) -> float:
         return sum(c.monthly_usd or 0.0 for c in self.components_at_max)
+
+    @property
+    def one_time_usd(self) -> float:
+        """Prepaid once (Capacity Blocks), the same at any size."""
+        return sum(c.cost_usd or 0.0 for c in self.components if c.one_time)
+
+    @property
+    def priced_fully(self) -> bool:
+        """Every line has a price; otherwise the figures are lower bounds."""
+        return all(c.unit_price_usd is not None for c in (*self.components, *self.components_at_max))
+
+    def signature(self) -> tuple[tuple[str, float, str], ...]:
+        """What the resource buys, priced or not: a change here is a cost change even without a price."""
+        return tuple((c.name, c.quantity, c.price_key) for c in (*self.components, *self.components_at_max))
 
 
 @dataclass(frozen=True)
@@ -97,12 +119,18 @@ class CostReport:
     def total_monthly_usd_at_max(self) -> float:
         return sum(r.monthly_usd_at_max for r in self.resources)
 
-    def by_team(self) -> dict[str, float]:
-        """Monthly cost per team: GPU node groups split by nominal Kueue GPU quota, the rest by ``team`` tag."""
+    @property
+    def total_one_time_usd(self) -> float:
+        return sum(r.one_time_usd for r in self.resources)
+
+    def by_team(self, one_time: bool = False) -> dict[str, float]:
+        """Monthly (or one-time) cost per team: GPU node groups split by nominal Kueue GPU quota, the rest by
+        ``team`` tag."""
         out: dict[str, float] = {}
         for res in self.resources:
+            value = res.one_time_usd if one_time else res.monthly_usd
             for team, share in res.team_shares or ((res.team or "(untagged)", 1.0),):
-                out[team] = out.get(team, 0.0) + share * res.monthly_usd
+                out[team] = out.get(team, 0.0) + share * value
         return dict(sorted(out.items()))
 
     def lines(self) -> Iterable[CostLine]:
@@ -131,6 +159,11 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    """A mapping input, or an empty one: the engine prices what it can read and never crashes on the rest."""
+    return value if isinstance(value, dict) else {}
+
+
 def _launch_template(graph: ResourceGraph, group: GraphResource) -> dict[str, Any]:
     """The launch template created beside a node group (the same component), or an empty mapping."""
     if group.parent is None:
@@ -151,12 +184,16 @@ def _block_window(tags: Any) -> tuple[datetime, datetime, int] | None:
         instances = int(str(tags["capacity-block-instances"]))
     except (KeyError, ValueError):
         return None
+    if start.tzinfo is None or end.tzinfo is None:
+        return None  # the program writes UTC with Z; a window without a zone is not ours
+    start, end = start.astimezone(UTC), end.astimezone(UTC)
     return (start, end, instances) if end > start and instances > 0 else None
 
 
 def _root_gb(template: dict[str, Any]) -> int:
-    return sum(_int((m.get("ebs") or {}).get("volumeSize")) for m in template.get("blockDeviceMappings") or []
-               if isinstance(m, dict) and (m.get("ebs") or {}).get("volumeType", "gp3") == "gp3")
+    mappings = template.get("blockDeviceMappings")
+    ebs = [_dict(m.get("ebs")) for m in (mappings if isinstance(mappings, list) else []) if isinstance(m, dict)]
+    return sum(_int(e.get("volumeSize")) for e in ebs if e.get("volumeType", "gp3") == "gp3")
 
 
 def _root_volumes(count: int, root_gb: int, prices: dict[str, Price]) -> tuple[CostLine, ...]:
@@ -170,10 +207,12 @@ def _node_group(graph: ResourceGraph, res: GraphResource, prices: dict[str, Pric
     """A node group's lines at desired and at max size, and a note on how it was priced."""
     inputs = res.inputs
     template = _launch_template(graph, res)
-    types = inputs.get("instanceTypes") or [template.get("instanceType", "")]
-    instance_type = str(types[0]) if types else ""
+    listed = inputs.get("instanceTypes")
+    types = [str(t) for t in listed] if isinstance(listed, list) and listed else [str(template.get("instanceType")
+                                                                                       or "unknown-type")]
+    instance_type = types[0]
     capacity = str(inputs.get("capacityType") or "ON_DEMAND")
-    scaling = inputs.get("scalingConfig") or {}
+    scaling = _dict(inputs.get("scalingConfig"))
     desired, maximum = _int(scaling.get("desiredSize")), _int(scaling.get("maxSize"))
     market = _MARKET.get(capacity, "ec2_on_demand")
     root_gb = _root_gb(template)
@@ -183,10 +222,12 @@ def _node_group(graph: ResourceGraph, res: GraphResource, prices: dict[str, Pric
         start, end, instances = block
         hours = (end - start).total_seconds() / 3600
         reach = f"the group reaches {maximum} of them at max size" if maximum < instances else "all used at max size"
-        charge = (_line(f"{instance_type} capacity block {start:%Y-%m-%d %H:%M}-{end:%Y-%m-%d %H:%M} UTC, "
-                        f"{instances} instances x {hours:g} h (prepaid once)", instances * hours, prices,
-                        f"{market}.{instance_type}", "hour"),)
-        note = f"capacity block of {instances} instances ({reach}); prepaid for the window, not a monthly charge"
+        block_line = _line(f"{instance_type} capacity block {start:%Y-%m-%d %H:%M}-{end:%Y-%m-%d %H:%M} UTC, "
+                           f"{instances} instances x {hours:g} h (prepaid once)", instances * hours, prices,
+                           f"{market}.{instance_type}", "hour")
+        charge = (replace(block_line, one_time=True),)
+        note = (f"capacity block of {instances} instances ({reach}); prepaid once for the window, kept out of the "
+                "monthly totals")
         return (charge + _root_volumes(desired, root_gb, prices), charge + _root_volumes(maximum, root_gb, prices),
                 note)
     note = f"priced as {instance_type}, the first of {len(types)} instance types" if len(types) > 1 else ""
@@ -195,6 +236,9 @@ def _node_group(graph: ResourceGraph, res: GraphResource, prices: dict[str, Pric
         # group's reach (maxSize never exceeds it) is priced at both sizes.
         desired = maximum
         note = f"reserved capacity: paid whether nodes run or not, priced at maxSize ({maximum}) for a full month"
+        if capacity == "CAPACITY_BLOCK":
+            note = (f"Capacity Block window unknown (no valid capacity-block-window tag): priced as if reserved "
+                    f"for a full month at maxSize ({maximum}), an upper bound")
 
     def lines(count: int) -> tuple[CostLine, ...]:
         hours = _line(f"{instance_type} instance hours ({capacity.lower()})", count * HOURS_PER_MONTH, prices,
@@ -229,19 +273,22 @@ def quota_shares(graph: ResourceGraph) -> dict[str, tuple[tuple[str, float], ...
     flavor_group: dict[str, str] = {}
     for res in graph.resources:
         if res.type.startswith("kubernetes:kueue.x-k8s.io/") and res.type.endswith(":ResourceFlavor"):
-            labels = ((res.inputs.get("spec") or {}).get("nodeLabels") or {})
-            name = (res.inputs.get("metadata") or {}).get("name")
+            labels = _dict(_dict(res.inputs.get("spec")).get("nodeLabels"))
+            name = _dict(res.inputs.get("metadata")).get("name")
             if isinstance(labels, dict) and labels.get("gpu-cluster/node-group") and name:
                 flavor_group[str(name)] = str(labels["gpu-cluster/node-group"])
     quota: dict[str, dict[str, float]] = {}
     for res in graph.resources:
         if not (res.type.startswith("kubernetes:kueue.x-k8s.io/") and res.type.endswith(":ClusterQueue")):
             continue
-        team = str((res.inputs.get("metadata") or {}).get("name") or res.name)
-        for group in (res.inputs.get("spec") or {}).get("resourceGroups") or []:
-            for flavor in group.get("flavors") or []:
+        team = str(_dict(res.inputs.get("metadata")).get("name") or res.name)
+        groups = _dict(res.inputs.get("spec")).get("resourceGroups")
+        for group in groups if isinstance(groups, list) else []:
+            flavors = _dict(group).get("flavors")
+            for flavor in map(_dict, flavors if isinstance(flavors, list) else []):
                 node_group = flavor_group.get(str(flavor.get("name")))
-                for item in flavor.get("resources") or []:
+                items = flavor.get("resources")
+                for item in map(_dict, items if isinstance(items, list) else []):
                     if node_group and item.get("name") == GPU_RESOURCE:
                         by_team = quota.setdefault(node_group, {})
                         by_team[team] = by_team.get(team, 0.0) + _quantity(item.get("nominalQuota"))
@@ -286,8 +333,7 @@ def price_graph(graph: ResourceGraph, prices: dict[str, Price] | None = None) ->
             continue
         tags = graph.effective_inputs(res).get("tags") or {}
         team = str(tags.get("team", "")) if isinstance(tags, dict) else ""
-        group_label = ((res.inputs.get("labels") or {}).get("gpu-cluster/node-group")
-                       if res.type == NODE_GROUP else None)
+        group_label = _dict(res.inputs.get("labels")).get("gpu-cluster/node-group") if res.type == NODE_GROUP else None
         costs.append(ResourceCost(urn=res.urn, type=res.type, name=res.name, plane=graph.plane_of(res), team=team,
                                   components=now, components_at_max=at_max, note=note,
                                   team_shares=shares.get(str(group_label), ())))

@@ -80,6 +80,8 @@ def refreshed_document(prices: dict[str, tuple[float, str]], region: str, fetche
 def refresh(client: Any, instance_types: Iterable[str], region: str, out: Path, fetched: date) -> int:
     """Fetch and write the overlay; returns how many prices were written."""
     prices = fetch_on_demand(client, instance_types, region)
+    if not prices:
+        raise RefreshError(f"no on-demand price found for any catalog type in {region}; nothing was written")
     header = ("# Written by `blueprint prices refresh`; laid over prices_aws.yaml by the loader. Do not edit by hand:\n"
               "# refresh again, or delete the file to fall back to the curated prices.\n")
     out.write_text(header + yaml.safe_dump(refreshed_document(prices, region, fetched), sort_keys=True,

@@ -13,33 +13,45 @@ def _money(value: float | None) -> str:
 
 
 def _flag(line: CostLine) -> str:
+    once = "  [one-time, prepaid]" if line.one_time else ""
     if line.unit_price_usd is None:
-        return "  [no price: unconfirmed]"
-    return "  [stale price]" if line.stale else ""
+        return once + "  [no price: unconfirmed]"
+    return once + ("  [stale price]" if line.stale else "")
 
 
 def render_cost_table(report: CostReport) -> str:
     """Per plane, per resource, every line as quantity x unit price = monthly; then totals and caveats."""
-    out = [f"cost of {report.stack or 'the graph'} ({report.region or 'region unknown'}), {report.currency}: a month "
-           "of running resources plus each Capacity Block's prepaid window"]
+    out = [f"cost of {report.stack or 'the graph'} ({report.region or 'region unknown'}), {report.currency} a month; "
+           "Capacity Blocks apart, prepaid once for their window"]
     for plane in sorted({r.plane for r in report.resources}):
         members = [r for r in report.resources if r.plane == plane]
-        out.append(f"\n== {plane}: {_money(sum(r.monthly_usd for r in members))}")
+        plane_once = sum(r.one_time_usd for r in members)
+        out.append(f"\n== {plane}: {_money(sum(r.monthly_usd for r in members))} a month"
+                   + (f", plus {_money(plane_once)} one-time" if plane_once else ""))
         for res in members:
             team = f" (team {res.team})" if res.team else ""
-            out.append(f"  {res.type.split(':')[-1]}  {res.name}{team}: {_money(res.monthly_usd)}")
+            partial = "" if res.priced_fully else " (lower bound: some lines have no price)"
+            once = f", plus {_money(res.one_time_usd)} one-time" if res.one_time_usd else ""
+            out.append(f"  {res.type.split(':')[-1]}  {res.name}{team}: {_money(res.monthly_usd)} a month{once}"
+                       f"{partial}")
             for line in res.components:
                 price = "?" if line.unit_price_usd is None else f"${line.unit_price_usd}"
                 out.append(f"    - {line.name}: {line.quantity:,.6g} {line.unit} x {price} = "
-                           f"{_money(line.monthly_usd)}{_flag(line)}")
+                           f"{_money(line.cost_usd)}{_flag(line)}")
             if res.note:
                 out.append(f"      note: {res.note}")
-    out.append(f"\ntotal: {_money(report.total_monthly_usd)} at desired size, "
+    out.append(f"\ntotal: {_money(report.total_monthly_usd)} a month at desired size, "
                f"{_money(report.total_monthly_usd_at_max)} at max size")
+    if report.total_one_time_usd:
+        out.append(f"one-time: {_money(report.total_one_time_usd)} prepaid for Capacity Blocks (their windows are in "
+                   "the lines above), not part of the monthly totals")
     teams = report.by_team()
     if teams:
         out.append("by team (GPU node groups split by nominal Kueue GPU quota share, not measured use; the rest "
                    "by the team billing tag): " + ", ".join(f"{t} {_money(v)}" for t, v in teams.items()))
+    teams_once = {t: v for t, v in report.by_team(one_time=True).items() if v}
+    if teams_once:
+        out.append("one-time by team (same split): " + ", ".join(f"{t} {_money(v)}" for t, v in teams_once.items()))
     if report.unpriced:
         out.append("not in the total (no price read): " + ", ".join(report.unpriced))
     if report.stale_prices:
@@ -54,9 +66,11 @@ def render_cost_table(report: CostReport) -> str:
 
 def render_cost_summary(report: CostReport) -> str:
     """The preview's cost lines: totals, what is missing from them, and whether any price may be stale."""
-    out = [f"cost: {_money(report.total_monthly_usd)} at desired size, {_money(report.total_monthly_usd_at_max)} at "
-           f"max size ({report.currency}: a month of running resources plus each Capacity Block's prepaid window; "
-           "`blueprint cost` lists the lines)"]
+    out = [f"cost: {_money(report.total_monthly_usd)} a month at desired size, "
+           f"{_money(report.total_monthly_usd_at_max)} at max size ({report.currency}; `blueprint cost` lists the "
+           "lines)"]
+    if report.total_one_time_usd:
+        out.append(f"  plus {_money(report.total_one_time_usd)} prepaid once for Capacity Blocks")
     if report.unpriced:
         out.append(f"  not in the total (no price read): {', '.join(report.unpriced)}")
     if report.stale_prices:
@@ -68,7 +82,8 @@ def render_cost_summary(report: CostReport) -> str:
 
 def _component(line: CostLine) -> dict[str, Any]:
     return {"name": line.name, "quantity": line.quantity, "unit": line.unit,
-            "unit_price_usd": line.unit_price_usd, "monthly_usd": line.monthly_usd,
+            "unit_price_usd": line.unit_price_usd, "cost_usd": line.cost_usd, "one_time": line.one_time,
+            "monthly_usd": line.monthly_usd,
             "price_status": line.price_status, "price_key": line.price_key, "price_source": line.price_source,
             "price_as_of": line.price_as_of}
 
@@ -81,10 +96,13 @@ def cost_document(report: CostReport) -> dict[str, Any]:
         "region": report.region,
         "total_monthly_usd": report.total_monthly_usd,
         "total_monthly_usd_at_max": report.total_monthly_usd_at_max,
+        "total_one_time_usd": report.total_one_time_usd,
+        "by_team_one_time_usd": report.by_team(one_time=True),
         "resources": [
             {"urn": r.urn, "type": r.type, "plane": r.plane, "team": r.team, "note": r.note,
              "team_shares": {t: share for t, share in r.team_shares},
              "monthly_usd": r.monthly_usd, "monthly_usd_at_max": r.monthly_usd_at_max,
+             "one_time_usd": r.one_time_usd, "priced_fully": r.priced_fully,
              "components": [_component(c) for c in r.components],
              "components_at_max": [_component(c) for c in r.components_at_max]}
             for r in report.resources

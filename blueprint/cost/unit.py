@@ -28,6 +28,7 @@ class UnitCost:
     baseline_usd_per_unit: float | None
     baseline_source: str | None
     lower_bound: bool  # some prices are unknown, so the true cost is higher
+    stale: bool = False  # some prices may have changed since they were read
 
     @property
     def total_usd(self) -> float:
@@ -49,7 +50,8 @@ def unit_cost(report: CostReport, workload: WorkloadSpec) -> UnitCost | None:
         return None
     by_plane: dict[str, float] = {}
     for res in report.resources:
-        by_plane[res.plane] = by_plane.get(res.plane, 0.0) + res.monthly_usd
+        # A Capacity Block is counted in the month its window serves: that is what those units cost.
+        by_plane[res.plane] = by_plane.get(res.plane, 0.0) + res.monthly_usd + res.one_time_usd
     compute = by_plane.pop("compute", 0.0)
     useful = 1.0 - econ.idle_fraction - econ.retry_fraction
     terms = (
@@ -65,7 +67,8 @@ def unit_cost(report: CostReport, workload: WorkloadSpec) -> UnitCost | None:
     return UnitCost(work_unit=workload.work_unit, accepted_units_per_month=workload.target_work_per_month,
                     required_gpu_capacity=workload.target_work_per_month / econ.useful_work_per_gpu_month,
                     peak_gpus=workload.peak_gpus, terms=terms, baseline_usd_per_unit=econ.baseline_usd_per_unit,
-                    baseline_source=econ.baseline_source, lower_bound=bool(report.unpriced))
+                    baseline_source=econ.baseline_source, lower_bound=bool(report.unpriced),
+                    stale=bool(report.stale_prices))
 
 
 def unit_cost_document(unit: UnitCost | None, reason: str) -> dict[str, Any] | None:
@@ -82,6 +85,8 @@ def unit_cost_document(unit: UnitCost | None, reason: str) -> dict[str, Any] | N
         "total_usd": unit.total_usd,
         "effective_cluster_unit_cost_usd": unit.unit_cost_usd,
         "lower_bound": unit.lower_bound,
+        "stale_prices": unit.stale,
+        "includes_one_time": "Capacity Blocks are counted in the month their window serves",
         "baseline_usd_per_unit": unit.baseline_usd_per_unit,
         "baseline_source": unit.baseline_source,
         "beats_baseline": unit.beats_baseline,
@@ -93,9 +98,11 @@ def render_unit_cost(unit: UnitCost | None, reason: str) -> str:
     if unit is None:
         return f"unit cost: not computed ({reason})\n"
     bound = " (a lower bound: some prices are unknown)" if unit.lower_bound else ""
+    bound += " (some prices are stale)" if unit.stale else ""
     out = [f"unit cost: ${unit.unit_cost_usd:,.2f} per {unit.work_unit}{bound} = ${unit.total_usd:,.2f} / "
            f"{unit.accepted_units_per_month:g} accepted per month",
-           "  " + ", ".join(f"{name} ${value:,.2f}" for name, value in unit.terms),
+           "  " + ", ".join(f"{name} ${value:,.2f}" for name, value in unit.terms)
+           + " (Capacity Blocks counted in the month their window serves)",
            f"  required GPU capacity: {unit.required_gpu_capacity:,.1f} GPUs (target work / useful work per "
            f"GPU-month); the workload's peak is {unit.peak_gpus}"]
     if unit.baseline_usd_per_unit is not None:
