@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import sys
 import tempfile
@@ -169,7 +168,7 @@ def _graph_at_ref(ref: str, stack: str) -> ResourceGraph:
 def _cost(args: argparse.Namespace) -> int:
     """``blueprint cost``: the cost of a stack or a graph, as a table or JSON."""
     from blueprint.cost.engine import price_graph
-    from blueprint.cost.render import cost_document, render_cost_table
+    from blueprint.cost.render import render_cost_json, render_cost_table
     from blueprint.cost.unit import render_unit_cost, unit_cost, unit_cost_document
 
     if args.output is not None:
@@ -180,8 +179,7 @@ def _cost(args: argparse.Namespace) -> int:
     reason = ("a graph holds no workload economics: run `blueprint cost` on the stack" if spec is None
               else "set workload.economics in the stack file")
     if args.format == "json":
-        doc = {**cost_document(report), "unit_cost": unit_cost_document(unit, reason)}
-        _write(json.dumps(doc, indent=2, sort_keys=True) + "\n", args.output)
+        _write(render_cost_json(report, unit_cost_document(unit, reason)), args.output)
     else:
         _write(render_cost_table(report) + render_unit_cost(unit, reason), args.output)
     return EXIT_OK
@@ -213,10 +211,11 @@ def _prices_refresh(args: argparse.Namespace) -> int:
     """``blueprint prices refresh``: exit 0 with the count written, 2 when the API cannot be read."""
     from datetime import UTC, datetime
 
-    from blueprint.cost.refresh import REFRESHED_FILE, RefreshError, pricing_client, refresh
+    from blueprint.cost.prices import AWS_REFRESHED_FILE
+    from blueprint.cost.refresh import RefreshError, pricing_client, refresh
     from components.catalog.instances import load_aws_catalog
 
-    out = args.output or REFRESHED_FILE
+    out = args.output or AWS_REFRESHED_FILE
     check_output_file(out)
     try:
         import botocore.exceptions

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from blueprint.cost.engine import CostReport
+from blueprint.cost.render import format_usd
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,16 @@ class CostDiff:
         return [r.urn for r in self.resources if not r.priced_fully]
 
     @property
+    def stale_prices(self) -> list[str]:
+        """Stale price keys used on either side."""
+        return sorted(set(self.previous.stale_prices) | set(self.new.stale_prices))
+
+    @property
+    def unpriced(self) -> list[str]:
+        """Price keys with no figure needed on either side."""
+        return sorted(set(self.previous.unpriced) | set(self.new.unpriced))
+
+    @property
     def diff_percent(self) -> float | None:
         base = self.previous.total_monthly_usd
         return None if base == 0 else 100.0 * self.diff_monthly_usd / base
@@ -75,10 +86,6 @@ def diff_reports(previous: CostReport, new: CostReport) -> CostDiff:
     return CostDiff(stack=new.stack or previous.stack, previous=previous, new=new, resources=tuple(changes))
 
 
-def _usd(value: float) -> str:
-    return f"${value:,.2f}"
-
-
 def _signed(value: float) -> str:
     return f"{'+' if value >= 0 else '-'}${abs(value):,.2f}"
 
@@ -96,18 +103,19 @@ def headline(diff: CostDiff) -> str:
         return "Monthly cost will not change (for the priced lines)." + bound if bound else \
             "Monthly cost will not change."
     verb = "increase" if delta > 0 else "decrease"
-    return f"Monthly cost will {verb} by {_usd(abs(delta))} ({_percent(diff)}).{bound}"
+    return f"Monthly cost will {verb} by {format_usd(abs(delta))} ({_percent(diff)}).{bound}"
 
 
 def render_diff_markdown(diff: CostDiff) -> str:
     """The pull-request comment."""
     out = [f"### Cost preview: {diff.stack}", "", f"**{headline(diff)}**", "",
            "| stack | previous | new | change |", "| --- | ---: | ---: | ---: |",
-           f"| {diff.stack} | {_usd(diff.previous.total_monthly_usd)} | {_usd(diff.new.total_monthly_usd)} | "
+           f"| {diff.stack} | {format_usd(diff.previous.total_monthly_usd)} | "
+           f"{format_usd(diff.new.total_monthly_usd)} | "
            f"{_signed(diff.diff_monthly_usd)} ({_percent(diff)}) |", ""]
     if diff.diff_one_time_usd:
-        out += [f"One-time (Capacity Blocks, prepaid): {_usd(diff.previous.total_one_time_usd)} -> "
-                f"{_usd(diff.new.total_one_time_usd)} ({_signed(diff.diff_one_time_usd)}).", ""]
+        out += [f"One-time (Capacity Blocks, prepaid): {format_usd(diff.previous.total_one_time_usd)} -> "
+                f"{format_usd(diff.new.total_one_time_usd)} ({_signed(diff.diff_one_time_usd)}).", ""]
     if diff.resources:
         out += [f"<details><summary>{len(diff.resources)} resource(s) changed cost</summary>", "",
                 "| resource | change | previous / month | new / month | difference | one-time |",
@@ -115,11 +123,10 @@ def render_diff_markdown(diff: CostDiff) -> str:
         for r in diff.resources:
             once = r.new_one_time_usd - r.previous_one_time_usd
             out.append(f"| `{r.name}` | {r.change}{'' if r.priced_fully else ' (some lines unpriced)'} | "
-                       f"{_usd(r.previous_monthly_usd)} | {_usd(r.new_monthly_usd)} | "
+                       f"{format_usd(r.previous_monthly_usd)} | {format_usd(r.new_monthly_usd)} | "
                        f"{_signed(r.new_monthly_usd - r.previous_monthly_usd)} | {_signed(once) if once else '-'} |")
         out += ["", "</details>", ""]
-    stale = sorted(set(diff.previous.stale_prices) | set(diff.new.stale_prices))
-    unpriced = sorted(set(diff.previous.unpriced) | set(diff.new.unpriced))
+    stale, unpriced = diff.stale_prices, diff.unpriced
     if stale:
         out.append(f"Stale prices (may have changed since they were read): {', '.join(f'`{k}`' for k in stale)}")
     if unpriced:
@@ -143,8 +150,8 @@ def diff_document(diff: CostDiff) -> dict[str, Any]:
                        "new_monthly_usd": r.new_monthly_usd, "previous_one_time_usd": r.previous_one_time_usd,
                        "new_one_time_usd": r.new_one_time_usd, "priced_fully": r.priced_fully}
                       for r in diff.resources],
-        "stale_prices": sorted(set(diff.previous.stale_prices) | set(diff.new.stale_prices)),
-        "unpriced": sorted(set(diff.previous.unpriced) | set(diff.new.unpriced)),
+        "stale_prices": diff.stale_prices,
+        "unpriced": diff.unpriced,
     }
 
 
@@ -156,8 +163,8 @@ def breaches(diff: CostDiff, fail_above_usd: float | None, fail_above_percent: f
     """The guardrails the increase crosses; empty when none (or none were set)."""
     out = []
     if fail_above_usd is not None and diff.diff_monthly_usd > fail_above_usd:
-        out.append(f"the monthly cost rises by {_usd(diff.diff_monthly_usd)}, above --fail-above-usd "
-                   f"{_usd(fail_above_usd)}")
+        out.append(f"the monthly cost rises by {format_usd(diff.diff_monthly_usd)}, above --fail-above-usd "
+                   f"{format_usd(fail_above_usd)}")
     pct = diff.diff_percent
     if fail_above_percent is not None and diff.diff_monthly_usd > 0 and (pct is None or pct > fail_above_percent):
         shown = "from zero" if pct is None else f"{pct:.1f}%"

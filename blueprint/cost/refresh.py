@@ -1,8 +1,8 @@
 """``blueprint prices refresh``: on-demand EC2 prices from the AWS Price List API.
 
-The curated ``prices_aws.yaml`` keeps every figure with its provenance; a refresh writes
-``prices_aws_refreshed.yaml`` beside it with the same fields (status ``confirmed``, the API as the source,
-the offer's effective date), which the loader lays over the curated file. Only the Price List endpoints in
+The curated ``prices_aws.yaml`` keeps every figure with its provenance; a refresh writes an overlay
+(by default ``prices.AWS_REFRESHED_FILE``) with the same fields (status ``confirmed``, the API as the
+source, the offer's effective date), which the loader lays over the curated file. Only the Price List endpoints in
 us-east-1 (and ap-south-1) serve the API, whatever region is priced.
 """
 
@@ -16,7 +16,6 @@ from typing import Any
 
 import yaml
 
-REFRESHED_FILE = Path(__file__).with_name("prices_aws_refreshed.yaml")
 PRICING_ENDPOINT_REGION = "us-east-1"  # https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html
 
 

@@ -8,7 +8,8 @@ from typing import Any
 from blueprint.cost.engine import CostLine, CostReport
 
 
-def _money(value: float | None) -> str:
+def format_usd(value: float | None) -> str:
+    """Dollars with cents and thousands separators; "no price" for an unknown figure."""
     return "no price" if value is None else f"${value:,.2f}"
 
 
@@ -26,32 +27,32 @@ def render_cost_table(report: CostReport) -> str:
     for plane in sorted({r.plane for r in report.resources}):
         members = [r for r in report.resources if r.plane == plane]
         plane_once = sum(r.one_time_usd for r in members)
-        out.append(f"\n== {plane}: {_money(sum(r.monthly_usd for r in members))} a month"
-                   + (f", plus {_money(plane_once)} one-time" if plane_once else ""))
+        out.append(f"\n== {plane}: {format_usd(sum(r.monthly_usd for r in members))} a month"
+                   + (f", plus {format_usd(plane_once)} one-time" if plane_once else ""))
         for res in members:
             team = f" (team {res.team})" if res.team else ""
             partial = "" if res.priced_fully else " (lower bound: some lines have no price)"
-            once = f", plus {_money(res.one_time_usd)} one-time" if res.one_time_usd else ""
-            out.append(f"  {res.type.split(':')[-1]}  {res.name}{team}: {_money(res.monthly_usd)} a month{once}"
+            once = f", plus {format_usd(res.one_time_usd)} one-time" if res.one_time_usd else ""
+            out.append(f"  {res.type.split(':')[-1]}  {res.name}{team}: {format_usd(res.monthly_usd)} a month{once}"
                        f"{partial}")
             for line in res.components:
                 price = "?" if line.unit_price_usd is None else f"${line.unit_price_usd}"
                 out.append(f"    - {line.name}: {line.quantity:,.6g} {line.unit} x {price} = "
-                           f"{_money(line.cost_usd)}{_flag(line)}")
+                           f"{format_usd(line.cost_usd)}{_flag(line)}")
             if res.note:
                 out.append(f"      note: {res.note}")
-    out.append(f"\ntotal: {_money(report.total_monthly_usd)} a month at desired size, "
-               f"{_money(report.total_monthly_usd_at_max)} at max size")
+    out.append(f"\ntotal: {format_usd(report.total_monthly_usd)} a month at desired size, "
+               f"{format_usd(report.total_monthly_usd_at_max)} at max size")
     if report.total_one_time_usd:
-        out.append(f"one-time: {_money(report.total_one_time_usd)} prepaid for Capacity Blocks (their windows are in "
-                   "the lines above), not part of the monthly totals")
+        out.append(f"one-time: {format_usd(report.total_one_time_usd)} prepaid for Capacity Blocks (their windows "
+                   "are in the lines above), not part of the monthly totals")
     teams = report.by_team()
     if teams:
         out.append("by team (GPU node groups split by nominal Kueue GPU quota share, not measured use; the rest "
-                   "by the team billing tag): " + ", ".join(f"{t} {_money(v)}" for t, v in teams.items()))
+                   "by the team billing tag): " + ", ".join(f"{t} {format_usd(v)}" for t, v in teams.items()))
     teams_once = {t: v for t, v in report.by_team(one_time=True).items() if v}
     if teams_once:
-        out.append("one-time by team (same split): " + ", ".join(f"{t} {_money(v)}" for t, v in teams_once.items()))
+        out.append("one-time by team (same split): " + ", ".join(f"{t} {format_usd(v)}" for t, v in teams_once.items()))
     if report.unpriced:
         out.append("not in the total (no price read): " + ", ".join(report.unpriced))
     if report.stale_prices:
@@ -66,11 +67,11 @@ def render_cost_table(report: CostReport) -> str:
 
 def render_cost_summary(report: CostReport) -> str:
     """The preview's cost lines: totals, what is missing from them, and whether any price may be stale."""
-    out = [f"cost: {_money(report.total_monthly_usd)} a month at desired size, "
-           f"{_money(report.total_monthly_usd_at_max)} at max size ({report.currency}; `blueprint cost` lists the "
+    out = [f"cost: {format_usd(report.total_monthly_usd)} a month at desired size, "
+           f"{format_usd(report.total_monthly_usd_at_max)} at max size ({report.currency}; `blueprint cost` lists the "
            "lines)"]
     if report.total_one_time_usd:
-        out.append(f"  plus {_money(report.total_one_time_usd)} prepaid once for Capacity Blocks")
+        out.append(f"  plus {format_usd(report.total_one_time_usd)} prepaid once for Capacity Blocks")
     if report.unpriced:
         out.append(f"  not in the total (no price read): {', '.join(report.unpriced)}")
     if report.stale_prices:
@@ -116,5 +117,6 @@ def cost_document(report: CostReport) -> dict[str, Any]:
     }
 
 
-def render_cost_json(report: CostReport) -> str:
-    return json.dumps(cost_document(report), indent=2, sort_keys=True) + "\n"
+def render_cost_json(report: CostReport, unit_cost: dict[str, Any] | None) -> str:
+    """The JSON document, with the unit-cost section (or why it is missing) under ``unit_cost``."""
+    return json.dumps({**cost_document(report), "unit_cost": unit_cost}, indent=2, sort_keys=True) + "\n"
