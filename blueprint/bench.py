@@ -70,6 +70,7 @@ def generated_spec(groups: int) -> dict[str, Any]:
         "name": f"team-{i:04d}", "costCenter": f"cc-{i:04d}",
         "roleArns": [f"arn:aws:iam::111122223333:role/team-{i:04d}"],
         "quotas": [{"nodeGroup": f"gpu-{i:04d}", "gpus": 16}],
+        "budget": {"monthlyUsd": 50000, "notify": [f"team-{i:04d}@example.com"]},
     } for i in range(groups)]
     spec["workload"]["peakGpus"] = 16 * groups
     return spec

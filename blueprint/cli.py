@@ -72,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     cost.add_argument("target", help="stack name, stack file, or a graph JSON")
     cost.add_argument("--format", choices=("table", "json"), default="table")
     cost.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
+    cost.add_argument("--usage", type=Path, help="usage estimates (default: stacks/<stack>.usage.yaml if present)")
     # `blueprint cost diff ...` is routed here by main(); argparse cannot have both a positional target and a
     # sub-command under `cost`.
     diff = sub.add_parser("cost-diff", parents=[common], help="(as `blueprint cost diff`) the cost change "
@@ -82,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--fail-above-usd", type=float, help="exit 1 if the monthly cost rises by more than this")
     diff.add_argument("--fail-above-percent", type=float, help="exit 1 if it rises by more than this percent")
     diff.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
+    diff.add_argument("--usage", type=Path, help="usage estimates for both sides (default: the stack's usage file)")
     prices = sub.add_parser("prices", parents=[common], help="price catalog maintenance")
     prices_sub = prices.add_subparsers(dest="prices_command", required=True)
     refresh = prices_sub.add_parser("refresh", parents=[common], help="fetch on-demand EC2 prices of the catalog's "
@@ -137,6 +139,34 @@ def _target_graph(target_text: str) -> tuple[ResourceGraph, str, Any]:
     return run_program(stack.name, stack.config, stack.region).graph, stack.display_path, stack.spec
 
 
+def _usage(explicit: Path | None, target_text: str, graphs: tuple[ResourceGraph, ...]) -> tuple[Any, tuple[str, ...]]:
+    """The usage estimates to price with: ``--usage FILE``, else ``<stack>.usage.yaml`` beside a stack file,
+    else none; checked against the graphs' resource types (names a graph lacks become notes)."""
+    from blueprint.cost.usage import check_usage_types, default_usage_path, load_usage
+    from blueprint.stackfile import default_stacks_dir, resolve
+
+    path = explicit
+    if path is None and not target_text.endswith(".json"):
+        name, stack_path = resolve(target_text, default_stacks_dir())
+        candidate = default_usage_path(stack_path, name)
+        path = candidate if candidate.is_file() else None
+    if path is None:
+        return {}, ()
+    shown = _shown(path)
+    usage = load_usage(path, shown)
+    types = {r.name: r.type for g in graphs for r in g.resources if not r.is_component}
+    notes = check_usage_types(usage, types, shown)
+    return usage, (f"usage estimates from {shown}", *notes)
+
+
+def _shown(path: Path) -> str:
+    """A path as the user would type it: relative to the working directory when under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 class CostUsageError(ValueError):
     """``blueprint cost`` called with arguments that do not fit together."""
 
@@ -174,7 +204,8 @@ def _cost(args: argparse.Namespace) -> int:
     if args.output is not None:
         check_output_file(args.output)
     graph, _, spec = _target_graph(args.target)
-    report = price_graph(graph)
+    usage, notes = _usage(args.usage, args.target, (graph,))
+    report = price_graph(graph, usage=usage, usage_notes=notes)
     unit = unit_cost(report, spec.workload) if spec is not None else None
     reason = ("a graph holds no workload economics: run `blueprint cost` on the stack" if spec is None
               else "set workload.economics in the stack file")
@@ -199,7 +230,8 @@ def _cost_diff(args: argparse.Namespace) -> int:
         raise CostUsageError("--base as a git ref needs a stack name or stack file as the target, not a graph")
     else:
         base_graph = _graph_at_ref(args.base, args.target)
-    diff = diff_reports(price_graph(base_graph), price_graph(graph))
+    usage, notes = _usage(args.usage, args.target, (graph, base_graph))
+    diff = diff_reports(price_graph(base_graph, usage=usage), price_graph(graph, usage=usage, usage_notes=notes))
     _write(render_diff_json(diff) if args.format == "json" else render_diff_markdown(diff), args.output)
     crossed = breaches(diff, args.fail_above_usd, args.fail_above_percent)
     for line in crossed:
@@ -253,7 +285,8 @@ def _run(args: argparse.Namespace) -> int:
         from blueprint.cost.unit import render_unit_cost, unit_cost
 
         _emit(sys.stdout, render_preview(run.graph, stack.spec, stack.display_path, run.outputs))
-        cost = price_graph(run.graph)
+        usage, notes = _usage(None, args.stack, (run.graph,))
+        cost = price_graph(run.graph, usage=usage, usage_notes=notes)
         _emit(sys.stdout, "\n" + render_cost_summary(cost)
               + render_unit_cost(unit_cost(cost, stack.spec.workload), "set workload.economics in the stack file"))
         _emit(sys.stdout, "\n" + render_table(report))
@@ -283,10 +316,11 @@ def _internal_error(err: BaseException, debug: bool) -> int:
 
 def _invalid_input_errors() -> tuple[type[Exception], ...]:
     """The exceptions that mean "your input is invalid" (exit 2), from the modules that raise them."""
+    from blueprint.cost.usage import UsageError
     from blueprint.stackfile import StackError
     from components.clock import ClockError
 
-    return StackError, PolicyConfigError, GraphFormatError, OutputError, ClockError, CostUsageError
+    return StackError, PolicyConfigError, GraphFormatError, OutputError, ClockError, CostUsageError, UsageError
 
 
 def run() -> None:

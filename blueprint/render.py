@@ -18,7 +18,7 @@ from blueprint.graph import GraphResource, ResourceGraph
 from components.clock import utcnow
 from components.spec import ClusterSpec
 
-PLANE_ORDER = ("network", "compute", "storage", "control-plane", "platform", "telemetry")
+PLANE_ORDER = ("network", "compute", "storage", "control-plane", "platform", "telemetry", "cost")
 # The Kubernetes platform's components keep their control-plane type tokens (a new token would change every
 # URN under them); the preview shows them under their own heading.
 PLATFORM_COMPONENTS = ("GpuStack", "Tenancy", "Queues")
@@ -29,6 +29,7 @@ PLANE_TITLES = {
     "control-plane": "control plane",
     "platform": "Kubernetes platform",
     "telemetry": "telemetry & cost",
+    "cost": "cost plane (budgets, allocation tags, usage export)",
 }
 RELEASE = "kubernetes:helm.sh/v3:Release"
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"

@@ -33,6 +33,7 @@ class ClusterOutputs:
     filesystem_mount_name: Optional[pulumi.Output[str]]
     node_group_names: dict[str, pulumi.Output[str]] = field(default_factory=dict)
     checkpoint_role_arns: dict[str, pulumi.Output[str]] = field(default_factory=dict)
+    cost_export_bucket: Optional[pulumi.Output[str]] = None
 
 
 

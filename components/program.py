@@ -35,3 +35,5 @@ def main() -> None:
         pulumi.export("filesystemMountName", out.filesystem_mount_name)
     pulumi.export("nodeGroupNames", out.node_group_names)
     pulumi.export("checkpointRoleArns", out.checkpoint_role_arns)
+    if out.cost_export_bucket is not None:
+        pulumi.export("costExportBucket", out.cost_export_bucket)

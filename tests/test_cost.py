@@ -33,8 +33,64 @@ def test_prod_totals_match_a_hand_computation(prod_graph: ResourceGraph) -> None
     assert report.total_monthly_usd == pytest.approx(desired)
     assert report.total_monthly_usd_at_max == pytest.approx(at_max)
     assert report.total_one_time_usd == pytest.approx(block)
-    assert report.unpriced == ["ec2_on_demand.m6i.2xlarge", "fsx_lustre.PERSISTENT_2_500"]
+    assert report.unpriced == ["budgets.budget_day", "ec2_on_demand.m6i.2xlarge", "fsx_lustre.PERSISTENT_2_500"]
     assert "ec2_capacity_block.p5.48xlarge" in report.stale_prices
+
+
+def test_cli_totals_with_the_stacks_usage_file_match_a_hand_computation(tmp_path: Path) -> None:
+    """`blueprint cost prod-aws` reads stacks/prod-aws.usage.yaml: S3 $0.023/GB-month, PUT $0.005 and GET
+    $0.0004 per 1,000, NAT $0.045/GB processed, internet egress $0.09/GB, logs $0.50/GB ingested and
+    $0.03/GB-month stored, on top of the graph's fixed lines."""
+    fixed = 3 * 200 * 0.08 + 730 * 0.10 + 2 * 730 * 0.045 + 2 * 1.00
+    checkpoints = 12000 * 0.023 + 600 * 0.005 + 2000 * 0.0004
+    exports = 50 * 0.023 + 5 * 0.005 + 20 * 0.0004
+    nat = 3000 * 0.045 + 200 * 0.09 + 500 * 0.045 + 50 * 0.09
+    logs = 150 * 0.50 + 1500 * 0.03
+    out = tmp_path / "cost.json"
+    assert main(["cost", "prod-aws", "--format", "json", "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["total_monthly_usd"] == pytest.approx(fixed + checkpoints + exports + nat + logs)
+    assert doc["usage_not_priced"] == []
+    bucket = next(r for r in doc["resources"] if r["urn"].endswith("::storage-checkpoints"))
+    assert [(c["quantity"], c["unit"], c["unit_price_usd"]) for c in bucket["components"]] == [
+        (12000, "GB-month", 0.023), (600, "1k-requests", 0.005), (2000, "1k-requests", 0.0004)]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("version: 2\nresources: {}\n", "u.yaml: version: must be 1 [rule: usage-version]"),
+    ("version: 1\nresources: {storage-checkpoints: {storageGb: 1}}\n",
+     "u.yaml: resources.storage-checkpoints.storageGb: unknown quantity (known: getRequests, ingestedGB, "
+     "internetEgressGB, processedGB, putRequests, storageGB, storedGB) [rule: usage-field]"),
+    ("version: 1\nresources: {storage-checkpoints: {storageGB: -5}}\n",
+     "u.yaml: resources.storage-checkpoints.storageGB: must be a number from 0 to 1e+15 (a monthly quantity) "
+     "[rule: usage-value]"),
+    ("version: 1\nresources: {storage-checkpoints: {storageGB: .nan}}\n",
+     "u.yaml: resources.storage-checkpoints.storageGB: must be a number from 0 to 1e+15 (a monthly quantity) "
+     "[rule: usage-value]"),
+    ("version: 1\nresources: {storage-lustre: {processedGB: 5}}\n",
+     "u.yaml: resources.storage-lustre.processedGB: not a usage of aws:fsx/lustreFileSystem:LustreFileSystem (its "
+     "quantities: none) [rule: usage-field]"),
+    ("- 1\n", "u.yaml: (top level): a usage file is a mapping of version and resources [rule: usage-shape]"),
+])
+def test_a_bad_usage_file_is_refused_with_its_key_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str], text: str,
+                                                        message: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "u.yaml").write_text(text)
+    stacks = Path(__file__).resolve().parent.parent / "stacks" / "Pulumi.prod-aws.yaml"
+    assert main(["cost", str(stacks), "--usage", "u.yaml"]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {message}"
+
+
+def test_usage_for_a_resource_the_graph_lacks_is_a_note(prod_graph: ResourceGraph, tmp_path: Path) -> None:
+    path = tmp_path / "u.yaml"
+    path.write_text("version: 1\nresources: {old-bucket: {storageGB: 10}}\n")
+    graph = tmp_path / "g.json"
+    graph.write_text(prod_graph.to_json())
+    out = tmp_path / "c.json"
+    assert main(["cost", str(graph), "--usage", str(path), "--format", "json", "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert any("usage file names 'old-bucket', which is not a resource of this graph" in n for n in doc["notes"])
 
 
 def test_every_line_is_quantity_times_unit_price_and_unknown_is_null_not_zero(capsys: pytest.CaptureFixture[str],
@@ -57,7 +113,9 @@ def test_every_line_is_quantity_times_unit_price_and_unknown_is_null_not_zero(ca
     fsx = next(r for r in doc["resources"] if r["type"] == "aws:fsx/lustreFileSystem:LustreFileSystem")
     assert fsx["components"][0]["quantity"] == 9600 and fsx["components"][0]["cost_usd"] is None
     assert fsx["priced_fully"] is False
-    assert {u["depends_on"] for u in doc["usage_not_priced"]} == {
+    assert doc["usage_not_priced"] == []  # stacks/prod-aws.usage.yaml estimates every usage-priced resource
+    without_usage = price_graph(offline_run("prod-aws").graph)
+    assert {what for _, what in without_usage.usage_not_priced} == {
         "GB ingested and stored", "GB processed", "stored GB and requests"}
 
 
@@ -71,7 +129,8 @@ def test_stale_and_unknown_prices_are_flagged_in_the_table(prod_graph: ResourceG
         in text
     assert "m6i.2xlarge instance hours (on_demand): 2,190 hour x ? = no price  [no price: unconfirmed]" in text
     assert "stale prices (may have changed since they were read; refresh before relying on them): " in text
-    assert "not in the total (no price read): ec2_on_demand.m6i.2xlarge, fsx_lustre.PERSISTENT_2_500" in text
+    assert ("not in the total (no price read): budgets.budget_day, ec2_on_demand.m6i.2xlarge, "
+            "fsx_lustre.PERSISTENT_2_500") in text
 
 
 def test_the_program_records_a_capacity_block_window_on_its_node_group(prod_graph: ResourceGraph) -> None:
@@ -119,7 +178,9 @@ def test_cost_of_a_bad_graph_file_is_an_input_error(tmp_path: Path, capsys: pyte
 def test_preview_shows_the_totals_and_their_caveats(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["preview", "prod-aws"]) == 0
     out = capsys.readouterr().out
-    assert "cost: $188.70 a month at desired size, $876.70 at max size (USD; " in out
+    # 188.70 fixed + 580.98 of stacks/prod-aws.usage.yaml (see the hand computation above)
+    assert "cost: $769.68 a month at desired size, $1,457.68 at max size (USD; " in out
+    assert "  usage estimates from stacks/prod-aws.usage.yaml" in out
     assert "  plus $211,438.08 prepaid once for Capacity Blocks" in out
     assert "  stale prices: ebs.gp3_storage, ec2_capacity_block.p5.48xlarge" in out
 

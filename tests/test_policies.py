@@ -185,6 +185,16 @@ MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] = {
         lambda g: _without_default_tag("owner")(edit(g, "aws:eks/nodeGroup:NodeGroup", "nodegroup-h100-ng",
                                                       _delete(["tags", "owner"]))),
         "aws-eks-gpu-nodegroup-require-owner"),
+    "remove a team's budget": (
+        lambda g: edit(g, "aws:budgets/budget:Budget", "cost-budget-research", remove=True),
+        "aws-every-team-has-a-budget"),
+    "point a team's budget at another tag": (
+        lambda g: edit(g, "aws:budgets/budget:Budget", "cost-budget-research",
+                       _set(["costFilters"], [{"name": "TagKeyValue", "values": ["user:cost-center$cc-4200"]}])),
+        "aws-every-team-has-a-budget"),
+    "silence a team's budget": (
+        lambda g: edit(g, "aws:budgets/budget:Budget", "cost-budget-research", _set(["notifications"], [])),
+        "aws-every-team-has-a-budget"),
     "remove a team namespace's cost-center label": (
         lambda g: edit(g, _k8s("Namespace"), "tenancy-ns-research", _delete(["metadata", "labels", "cost-center"])),
         "kubernetes-namespaces-require-billing-labels"),
@@ -500,5 +510,5 @@ def test_sarif_validates_against_the_sarif_2_1_0_schema(tmp_path: Path) -> None:
 
 def test_preview_shows_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["preview", "prod-aws"]) == 0
-    assert "policy verdict: PASS (0 mandatory, 0 advisory violation(s); 30 policies in gpu-cluster-policies)" in \
+    assert "policy verdict: PASS (0 mandatory, 0 advisory violation(s); 31 policies in gpu-cluster-policies)" in \
         capsys.readouterr().out

@@ -144,7 +144,7 @@ def test_every_taggable_resource_carries_the_billing_labels(stack_name: str) -> 
 @pytest.mark.parametrize("stack_name", SHIPPED_STACKS)
 def test_provider_default_tags_carry_the_labels(stack_name: str) -> None:
     graph = offline_run(stack_name).graph
-    (provider,) = graph.of_type("pulumi:providers:aws")
+    (provider,) = [p for p in graph.of_type("pulumi:providers:aws") if p.name == "aws"]
     cluster = graph.of_type("aws:eks/cluster:Cluster")[0]
     effective = graph.effective_inputs(cluster)["tags"]
     for key in REQUIRED_LABEL_KEYS:
@@ -180,15 +180,16 @@ def test_dev_is_cheap_spot_scale_to_zero_and_disposable() -> None:
 
 def test_checkpoint_bucket_is_versioned_encrypted_private_and_never_expires_current_versions() -> None:
     graph = offline_run("prod-aws").graph
-    assert one(graph, "aws:s3/bucketVersioning:BucketVersioning", "versioning").inputs[
+    assert one(graph, "aws:s3/bucketVersioning:BucketVersioning", "checkpoints-versioning").inputs[
         "versioningConfiguration"] == {"status": "Enabled"}
     sse = one(graph, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
-              "sse").inputs["rules"][0]["applyServerSideEncryptionByDefault"]
+              "checkpoints-sse").inputs["rules"][0]["applyServerSideEncryptionByDefault"]
     assert sse["sseAlgorithm"] == "aws:kms" and sse["kmsMasterKeyId"].startswith("arn:aws:kms:")
-    pab = one(graph, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "public-access").inputs
+    pab = one(graph, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "checkpoints-public-access").inputs
     assert all(pab[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls",
                                         "restrictPublicBuckets"))
-    rules = one(graph, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration", "lifecycle").inputs["rules"]
+    rules = one(graph, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
+                "checkpoints-lifecycle").inputs["rules"]
     assert all("expiration" not in r for r in rules)
     assert {r["id"]: r for r in rules}["expire-noncurrent-versions"]["noncurrentVersionExpiration"] == {
         "noncurrentDays": 30}
@@ -250,7 +251,7 @@ def test_renaming_the_cluster_keeps_the_urns_of_everything_that_holds_data(prod_
     after = run.graph
     for type_ in STATEFUL_TYPES:
         assert sorted(r.urn for r in before.of_type(type_)) == sorted(r.urn for r in after.of_type(type_)), type_
-    bucket = after.of_type("aws:s3/bucket:Bucket")[0]
+    bucket = one(after, "aws:s3/bucket:Bucket", "storage-checkpoints")
     assert bucket.inputs["bucketPrefix"] == "prod-train-v2-ckpt-"  # a new physical name would replace it ...
     cluster = after.of_type("aws:eks/cluster:Cluster")[0]
     assert cluster.inputs["name"] == "prod-train-v2"

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from blueprint.cost.prices import Price, load_aws_prices
+from blueprint.cost.usage import USAGE_FIELDS, Usage
 from blueprint.graph import GraphResource, ResourceGraph
 
 HOURS_PER_MONTH = 730  # the convention of AWS's pricing calculator and Infracost: 8,760 h / 12
@@ -25,10 +26,12 @@ FSX_LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
 EKS_CLUSTER = "aws:eks/cluster:Cluster"
 NAT_GATEWAY = "aws:ec2/natGateway:NatGateway"
 KMS_KEY = "aws:kms/key:Key"
+BUDGET = "aws:budgets/budget:Budget"
 USAGE_PRICED = {  # resource type -> what its cost depends on; not priced without a usage estimate
     "aws:s3/bucketV2:BucketV2": "stored GB and requests",
     "aws:s3/bucket:Bucket": "stored GB and requests",
     "aws:cloudwatch/logGroup:LogGroup": "GB ingested and stored",
+    NAT_GATEWAY: "GB processed",
 }
 _MARKET = {"ON_DEMAND": "ec2_on_demand", "SPOT": "ec2_spot", "CAPACITY_BLOCK": "ec2_capacity_block"}
 
@@ -307,11 +310,21 @@ def _region(graph: ResourceGraph) -> str:
     return ""
 
 
-def price_graph(graph: ResourceGraph, prices: dict[str, Price] | None = None) -> CostReport:
-    """The monthly cost of every priced resource of ``graph``, sorted by URN."""
+def _usage_lines(res: GraphResource, usage: Usage, prices: dict[str, Price]) -> tuple[CostLine, ...]:
+    """The lines of a resource's estimated usage (a usage file entry), in the order the type lists them."""
+    given = usage.get(res.name, {})
+    return tuple(_line(f.line, given[key] / f.per, prices, f.price_key, "")
+                 for key, f in USAGE_FIELDS.get(res.type, {}).items() if key in given)
+
+
+def price_graph(graph: ResourceGraph, prices: dict[str, Price] | None = None, usage: Usage | None = None,
+                usage_notes: tuple[str, ...] = ()) -> CostReport:
+    """The monthly cost of every priced resource of ``graph``, sorted by URN; usage-priced resources are priced
+    from ``usage`` (a usage file: logical name -> quantities) when it has them."""
     prices = load_aws_prices() if prices is None else prices
+    usage = usage or {}
     costs: list[ResourceCost] = []
-    usage: list[tuple[str, str]] = []
+    not_estimated: list[tuple[str, str]] = []
     shares = quota_shares(graph)
     for res in sorted(graph.resources, key=lambda r: r.urn):
         note = ""
@@ -323,14 +336,20 @@ def price_graph(graph: ResourceGraph, prices: dict[str, Price] | None = None) ->
             now = at_max = (_line("cluster hours (standard support)", HOURS_PER_MONTH, prices,
                                   "eks.cluster_standard_support", "hour"),)
         elif res.type == NAT_GATEWAY:
-            now = at_max = (_line("NAT gateway hours", HOURS_PER_MONTH, prices, "vpc.nat_gateway_hour", "hour"),)
-            usage.append((res.urn, "GB processed"))
+            now = at_max = (_line("NAT gateway hours", HOURS_PER_MONTH, prices, "vpc.nat_gateway_hour", "hour"),
+                            *_usage_lines(res, usage, prices))
         elif res.type == KMS_KEY:
             now = at_max = (_line("customer managed key", 1, prices, "kms.customer_managed_key", "key-month"),)
+        elif res.type == BUDGET:
+            now = at_max = (_line("budget days", HOURS_PER_MONTH / 24, prices, "budgets.budget_day", "budget-day"),)
+        elif res.type in USAGE_PRICED and res.name in usage:
+            now = at_max = _usage_lines(res, usage, prices)
         else:
             if res.type in USAGE_PRICED:
-                usage.append((res.urn, USAGE_PRICED[res.type]))
+                not_estimated.append((res.urn, USAGE_PRICED[res.type]))
             continue
+        if res.type in USAGE_PRICED and res.name not in usage:
+            not_estimated.append((res.urn, USAGE_PRICED[res.type]))
         tags = graph.effective_inputs(res).get("tags") or {}
         team = str(tags.get("team", "")) if isinstance(tags, dict) else ""
         group_label = _dict(res.inputs.get("labels")).get("gpu-cluster/node-group") if res.type == NODE_GROUP else None
@@ -343,5 +362,6 @@ def price_graph(graph: ResourceGraph, prices: dict[str, Price] | None = None) ->
                          if (p := prices.get(line.price_key)) is not None and p.region not in ("all", region)})
     if off_region:
         notes.append(f"some prices are list prices of {', '.join(off_region)}; this stack is in {region or '?'}")
-    return CostReport(stack=graph.stack, region=region, resources=tuple(costs), usage_not_priced=tuple(usage),
-                      notes=tuple(notes))
+    notes.extend(usage_notes)
+    return CostReport(stack=graph.stack, region=region, resources=tuple(costs),
+                      usage_not_priced=tuple(not_estimated), notes=tuple(notes))

@@ -18,7 +18,7 @@ from blueprint.stackfile import StackError, parse_stack_yaml
 AWS_PRICES_FILE = Path(__file__).with_name("prices_aws.yaml")
 
 STATUSES = ("confirmed", "secondary", "stale", "unconfirmed")
-UNITS = ("hour", "GB-month", "GB", "key-month")
+UNITS = ("hour", "GB-month", "GB", "key-month", "1k-requests", "budget-day")
 _FIELDS = {"usd", "unit", "region", "status", "source", "as_of", "note"}
 _REQUIRED = ("usd", "unit", "region", "status", "source", "as_of")
 

@@ -78,6 +78,7 @@ def render_cost_summary(report: CostReport) -> str:
         out.append(f"  stale prices: {', '.join(report.stale_prices)}")
     if report.usage_not_priced:
         out.append(f"  usage-dependent, not priced: {len(report.usage_not_priced)} resources")
+    out.extend(f"  {note}" for note in report.notes if note.startswith("usage"))
     return "\n".join(out) + "\n"
 
 

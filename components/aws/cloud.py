@@ -9,6 +9,7 @@ import pulumi_kubernetes as k8s
 
 from components.aws.capacity_block import BlockWindow
 from components.aws.compute import AwsNodeGroup
+from components.aws.cost import DATA_EXPORT_REGION, AwsCostPlane
 from components.aws.data_access import (
     CHECKPOINT_SERVICE_ACCOUNT,
     PLATFORM_NAMESPACE,
@@ -103,6 +104,14 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         default_tags={"tags": {**spec.tags, **labels, "cluster": spec.name}},
     )
     opts = pulumi.ResourceOptions(providers={"aws": provider})
+    # Budgets and the CUR 2.0 export are Billing objects served from us-east-1 only; same identity and tags.
+    billing_provider = provider if aws_spec.region == DATA_EXPORT_REGION else aws.Provider(
+        "aws-billing",
+        region=DATA_EXPORT_REGION,
+        assume_roles=[aws.ProviderAssumeRoleArgs(role_arn=aws_spec.control_plane.deployer.role_arn,
+                                                 session_name=f"pulumi-{spec.name}")],
+        default_tags={"tags": {**spec.tags, **labels, "cluster": spec.name}},
+    )
 
     addons = load_addon_pins(aws_spec.control_plane.kubernetes_version)
     deployer = aws_spec.control_plane.deployer
@@ -146,6 +155,19 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         teams=[t.name for t in spec.teams],
         labels=labels,
     ), opts=opts)
+
+    cost = AwsCostPlane(
+        "cost",
+        cluster_name=spec.name,
+        teams=spec.teams,
+        billing=spec.billing,
+        labels=labels,
+        tag_keys=sorted({*labels, "cluster"}),
+        region=aws_spec.region,
+        protect=protect,
+        billing_provider=billing_provider,
+        opts=opts,
+    )
 
     windows = block_windows(spec)
     node_groups: dict[str, AwsNodeGroup] = {}
@@ -206,5 +228,6 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         filesystem_mount_name=storage.filesystem_mount_name,
         node_group_names={name: ng.node_group_name for name, ng in node_groups.items()},
         checkpoint_role_arns=dict(data_access.team_role_arns),
+        cost_export_bucket=cost.export_bucket_name,
     )
     return CloudPlanes(kubernetes_provider=k8s_provider, platform=platform_inputs(spec), outputs=outputs)

@@ -144,3 +144,27 @@ def data_key_policy(partition: str, account: str, region: str, bucket_arn: str,
             },
         })
     return document(*statements)
+
+
+# AWS Data Exports (CUR 2.0) write to the bucket as these two service principals, and only from
+# us-east-1, where the Data Exports API lives (AWS Data Exports guide, "Setting up an Amazon S3 bucket for
+# data exports"; the same grant in terraform-provider-aws' bcmdataexports acceptance tests).
+DATA_EXPORT_PRINCIPALS = ["billingreports.amazonaws.com", "bcm-data-exports.amazonaws.com"]
+DATA_EXPORT_REGION = "us-east-1"
+
+
+def cost_export_bucket_policy(partition: str, account: str, bucket_arn: str) -> PolicyDocument:
+    """The export bucket's policy: the Data Exports service may write (for this account's exports only), and
+    nothing reaches the bucket without TLS."""
+    return document(
+        {"Sid": "DataExportsWrite", "Effect": "Allow", "Principal": {"Service": list(DATA_EXPORT_PRINCIPALS)},
+         "Action": ["s3:PutObject", "s3:GetBucketPolicy"], "Resource": [bucket_arn, f"{bucket_arn}/*"],
+         "Condition": {
+             "StringLike": {"aws:SourceArn": [
+                 f"arn:{partition}:cur:{DATA_EXPORT_REGION}:{account}:definition/*",
+                 f"arn:{partition}:bcm-data-exports:{DATA_EXPORT_REGION}:{account}:export/*",
+             ]},
+             "StringEquals": {"aws:SourceAccount": account},
+         }},
+        *deny_insecure_transport(bucket_arn)["Statement"],
+    )

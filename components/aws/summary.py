@@ -285,6 +285,45 @@ def _deployer_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
     return lines
 
 
+def _cost_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
+    """Budgets, allocation tags and the export, read from the graph; what the payer account must do."""
+    lines = []
+    for budget in sorted(graph.of_type("aws:budgets/budget:Budget"), key=lambda r: r.name):
+        inputs = budget.inputs
+        notes = inputs.get("notifications") or []
+        actual = [f"{n.get('threshold', 0):g} %" for n in notes if n.get("notificationType") == "ACTUAL"]
+        forecast = [f"{n.get('threshold', 0):g} %" for n in notes if n.get("notificationType") == "FORECASTED"]
+        to = sorted({a for n in notes for a in n.get("subscriberEmailAddresses") or []})
+        filters = [v for f in inputs.get("costFilters") or [] for v in f.get("values") or []]
+        lines.append(f"budget {inputs.get('name')}: ${float(inputs.get('limitAmount') or 0):,.2f} a month on "
+                     f"{', '.join(filters) or 'the whole account'}; alerts at {', '.join(actual)} actual and "
+                     f"{', '.join(forecast)} forecast to {', '.join(to)}")
+    if graph.of_type("aws:budgets/budget:Budget"):
+        lines.append("  a budget sees what AWS bills under the team's tag (resources tagged team=<name>, and pods "
+                     "labelled team=<name> once split cost allocation imports that label); the shared GPU nodes' cost "
+                     "reaches each team in the CUR export, by namespace")
+    for export in graph.of_type("aws:bcmdata/export:Export"):
+        ex = export.inputs.get("export") or {}
+        query = (ex.get("dataQueries") or [{}])[0]
+        table = (query.get("tableConfigurations") or {}).get("COST_AND_USAGE_REPORT") or {}
+        split = "with" if table.get("INCLUDE_SPLIT_COST_ALLOCATION_DATA") == "TRUE" else "without"
+        lines.append(f"CUR 2.0 export {ex.get('name')}: {str(table.get('TIME_GRANULARITY', '?')).lower()}, Parquet, "
+                     f"{split} EKS split cost allocation data (cost per pod and namespace), into a versioned, "
+                     "SSE-S3, TLS-only bucket that only the Data Exports service of this account may write")
+    activated = sorted(str(t.inputs.get("tagKey")) for t in
+                       graph.of_type("aws:costexplorer/costAllocationTag:CostAllocationTag"))
+    keys = sorted({*spec.billing_labels, "cluster"})
+    if activated:
+        lines.append(f"cost allocation tags activated here: {', '.join(activated)} (AWS accepts a key about 24 hours "
+                     "after it first appears on a resource: a first apply in a new account may have to be re-run)")
+        pending = "enable split cost allocation data for Amazon EKS in Billing preferences"
+    else:
+        pending = (f"activate the cost allocation tags {', '.join(keys)}, and enable split cost allocation data for "
+                   "Amazon EKS in Billing preferences")
+    lines.append(f"  outside this stack (the payer account): {pending}")
+    return lines
+
+
 def _network_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
     net = spec.aws_spec().network
     if net.existing is not None:
@@ -343,6 +382,7 @@ def summarize(graph: GraphView, spec: ClusterSpec, outputs: Mapping[str, Any], n
             "compute": [_node_group_line(f) for f in figures] + _block_lines(graph, spec, now) + _nvme_lines(spec),
             "storage": _storage_lines(graph, spec) + _data_access_lines(graph),
             "control-plane": _deployer_lines(graph, spec) + _control_plane_lines(graph),
+            "cost": _cost_lines(graph, spec),
         },
         gpus_desired=sum(f.gpus_per_node * f.desired_size for f in figures),
         gpus_max=sum(f.gpus_per_node * f.max_size for f in figures),

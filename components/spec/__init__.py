@@ -55,6 +55,11 @@ from components.spec.base import (
     SYSTEM_NAMESPACES,
     LogType,
 )
+from components.spec.billing import (
+    BillingSpec,
+    BudgetSpec,
+    CostExportSpec,
+)
 from components.spec.decisions import (
     default_ami_type,
     default_subnets,
@@ -110,10 +115,13 @@ __all__ = [
     "SPEC_KEY",
     "SYSTEM_NAMESPACES",
     "AwsSpec",
+    "BillingSpec",
     "BucketSpec",
+    "BudgetSpec",
     "CapacitySpec",
     "ClusterSpec",
     "ControlPlaneSpec",
+    "CostExportSpec",
     "DeployerSpec",
     "ExistingFilesystemSpec",
     "ExistingNetworkSpec",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, StrictInt
 
 from components.spec.base import _GROUP_NAME_RE, _LABEL_VALUE_RE, _Model
+from components.spec.billing import BudgetSpec
 
 
 class QuotaSpec(_Model):
@@ -43,6 +44,9 @@ class TeamSpec(_Model):
         default_factory=list, description="IAM roles mapped to the team's group through EKS access entries."
     )
     quotas: list[QuotaSpec] = Field(default_factory=list, description="GPU quotas, one per node group.")
+    budget: BudgetSpec | None = Field(
+        default=None, description="The team's monthly AWS Budget (required: every team has one)."
+    )
 
     @property
     def k8s_group(self) -> str:

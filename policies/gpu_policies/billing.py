@@ -4,19 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from pulumi_policy import ResourceValidationArgs, Severity
+from pulumi_policy import ResourceValidationArgs, Severity, StackValidationArgs
 
 from gpu_policies.common import (
     NAMESPACE,
     STRING_LIST,
+    SYSTEM_NAMESPACES_KNOB,
     Knob,
     Reporter,
     as_dict,
     effective_tags,
     get,
     is_gpu_node_group,
+    k8s_name,
     missing_keys,
+    of_type,
     resource_policy,
+    stack_policy,
+    team_namespaces,
 )
 
 REQUIRED_TAGS = Knob("requiredTags", STRING_LIST,
@@ -25,6 +30,8 @@ REQUIRED_LABELS = Knob("requiredLabels", STRING_LIST,
                        ["team", "cost-center", "environment"])
 # AWS resource types of this blueprint that accept tags (a test keeps the list in step with the program).
 TAGGABLE = Knob("taggableTypes", STRING_LIST, [
+    "aws:bcmdata/export:Export",
+    "aws:budgets/budget:Budget",
     "aws:cloudwatch/logGroup:LogGroup",
     "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup",
     "aws:ec2/eip:Eip",
@@ -135,4 +142,38 @@ gpu_node_group_owner = resource_policy(
     Severity.HIGH, _node_group_owner, [OWNER_KEYS],
 )
 
-POLICIES = [aws_billing_tags, gcp_billing_labels, namespace_billing_labels, gpu_node_group_owner]
+TEAM_TAG_KEY = Knob("teamTagKey", {"type": "string", "minLength": 1}, "team")
+BUDGET = "aws:budgets/budget:Budget"
+
+
+def _budget_teams(budget: Any, tag_key: str) -> set[str]:
+    """The teams a budget watches: the values of its ``TagKeyValue`` filter on the team tag, if it alerts."""
+    if not any(get(n, "subscriberEmailAddresses") or get(n, "subscriberSnsTopicArns")
+               for n in budget.props.get("notifications") or []):
+        return set()
+    prefix = f"user:{tag_key}$"
+    return {str(v)[len(prefix):] for f in budget.props.get("costFilters") or [] if get(f, "name") == "TagKeyValue"
+            for v in get(f, "values") or [] if str(v).startswith(prefix)}
+
+
+def _team_budgets(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if not any(r.resource_type.startswith("aws:") for r in args.resources):
+        return  # the AWS cost plane; a GCP stack's budgets are Cloud Billing budgets
+    watched: set[str] = set()
+    for budget in of_type(args.resources, BUDGET):
+        watched |= _budget_teams(budget, cfg["teamTagKey"])
+    for ns in team_namespaces(args.resources, cfg["systemNamespaces"]):
+        name = k8s_name(ns.props)
+        if name not in watched:
+            report(f"Team namespace {name} has no budget: an AWS Budget with a TagKeyValue filter "
+                   f"user:{cfg['teamTagKey']}${name} and at least one alert subscriber.", ns.urn)
+
+
+team_budgets = stack_policy(
+    "aws-every-team-has-a-budget", "billing",
+    "Every team (a team namespace) has an AWS Budget on its team tag that alerts someone.",
+    "Give the team a budget (gpu-cluster:spec.teams[].budget with monthlyUsd and notify).",
+    Severity.HIGH, _team_budgets, [TEAM_TAG_KEY, SYSTEM_NAMESPACES_KNOB],
+)
+
+POLICIES = [aws_billing_tags, gcp_billing_labels, namespace_billing_labels, gpu_node_group_owner, team_budgets]

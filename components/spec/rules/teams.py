@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from components.spec.base import _ROLE_ARN_RE, SYSTEM_NAMESPACES
+from components.spec.billing import MAX_BUDGET_EMAIL_SUBSCRIBERS, email_problem
 from components.spec.decisions import cloud_node_groups, gpu_units_per_gpu, instance_catalog
 from components.spec.errors import _Collector
 from components.spec.model import ClusterSpec
@@ -31,6 +32,7 @@ def _check_teams(spec: ClusterSpec, out: _Collector) -> None:
         if not team.quotas:
             out.add(f"{where}.quotas", "team-quota-required",
                     f"team '{team.name}' has no quota; every team needs a GPU quota on at least one node group")
+        _check_budget(spec, i, out)
         used: set[str] = set()
         for j, q in enumerate(team.quotas):
             qwhere = f"{where}.quotas[{j}]"
@@ -77,3 +79,36 @@ def _check_teams(spec: ClusterSpec, out: _Collector) -> None:
                     f"nominal GPU quotas on node group '{name}' add up to {total} ("
                     + ", ".join(f"{t} {g}" for t, g in takers)
                     + f") but the group provides at most {capacity} at maxSize {group.max_size}")
+
+
+def _check_budget(spec: ClusterSpec, i: int, out: _Collector) -> None:
+    """Every team has a budget whose alerts AWS Budgets can send."""
+    team = spec.teams[i]
+    where = f".teams[{i}].budget"
+    if team.budget is None:
+        out.add(where, "team-budget-required",
+                f"team '{team.name}' has no budget; every team needs one (monthlyUsd and notify) so that its spend "
+                "is watched")
+        return
+    for j, address in enumerate(team.budget.notify):
+        if (problem := email_problem(address)) is not None:
+            out.add(f"{where}.notify[{j}]", "budget-email", problem)
+    thresholds = team.budget.alert_at_percent
+    for j, pct in enumerate(thresholds):
+        if not 1 <= pct <= 1000:
+            out.add(f"{where}.alertAtPercent[{j}]", "budget-threshold-range",
+                    f"{pct} is not a threshold AWS Budgets alerts on here (1 to 1000 percent)")
+    if len(set(thresholds)) != len(thresholds):
+        out.add(f"{where}.alertAtPercent", "unique-names", "a threshold is listed twice")
+    recipients = set(team.budget.notify) | set(spec.billing.notify)
+    if len(recipients) > MAX_BUDGET_EMAIL_SUBSCRIBERS:
+        out.add(f"{where}.notify", "budget-subscribers",
+                f"team '{team.name}''s budget would alert {len(recipients)} addresses (its notify and billing.notify); "
+                f"AWS Budgets takes at most {MAX_BUDGET_EMAIL_SUBSCRIBERS} email subscribers per notification")
+
+
+def _check_billing(spec: ClusterSpec, out: _Collector) -> None:
+    """The finance recipients are addresses."""
+    for j, address in enumerate(spec.billing.notify):
+        if (problem := email_problem(address)) is not None:
+            out.add(f".billing.notify[{j}]", "budget-email", problem)

@@ -1,0 +1,121 @@
+"""Usage estimates for what the graph cannot fix: bucket GB and requests, NAT GB, log volume.
+
+In the spirit of Infracost's ``infracost-usage.yml``: a YAML file beside the stack (``stacks/<stack>.usage.yaml``,
+or ``--usage FILE``) gives, per resource (its logical name, as in the preview's tree), the monthly quantities
+its price depends on. The documented default of every quantity is 0: a usage-priced resource without an entry
+is listed as "usage-dependent, not priced" rather than guessed.
+
+    version: 1
+    resources:
+      storage-checkpoints: {storageGB: 12000, putRequests: 400000, getRequests: 2000000}
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from blueprint.stackfile import StackError, parse_stack_yaml
+
+MAX_QUANTITY = 1e15
+
+
+@dataclass(frozen=True)
+class UsageField:
+    """One usage quantity of a resource type: what it is, the price it multiplies, and the price's unit size."""
+
+    line: str
+    price_key: str
+    per: float = 1.0  # the quantity is divided by this (requests are priced per 1,000)
+
+
+_BUCKET = {
+    "storageGB": UsageField("GB-months stored (S3 Standard)", "s3.standard_storage"),
+    "putRequests": UsageField("PUT, COPY, POST, LIST requests (thousands)", "s3.put_requests", 1000.0),
+    "getRequests": UsageField("GET, HEAD requests (thousands)", "s3.get_requests", 1000.0),
+}
+USAGE_FIELDS: dict[str, dict[str, UsageField]] = {
+    "aws:s3/bucket:Bucket": _BUCKET,
+    "aws:s3/bucketV2:BucketV2": _BUCKET,
+    "aws:ec2/natGateway:NatGateway": {
+        "processedGB": UsageField("GB processed", "vpc.nat_gateway_processed"),
+        "internetEgressGB": UsageField("GB out to the internet (first 10 TB tier)", "vpc.internet_egress_first_10tb"),
+    },
+    "aws:cloudwatch/logGroup:LogGroup": {
+        "ingestedGB": UsageField("GB ingested (standard class)", "cloudwatch_logs.standard_ingestion"),
+        "storedGB": UsageField("GB-months stored", "cloudwatch_logs.standard_storage"),
+    },
+}
+KNOWN_FIELDS = sorted({name for fields in USAGE_FIELDS.values() for name in fields})
+
+Usage = Mapping[str, Mapping[str, float]]
+
+
+class UsageError(ValueError):
+    """A usage file that cannot be used; the message names the file, the key path and the rule."""
+
+
+def default_usage_path(stack_path: Path, stack_name: str) -> Path:
+    """Where a stack's usage file lives: ``<stack dir>/<stack>.usage.yaml`` (not ``Pulumi.*``: not a stack)."""
+    return stack_path.with_name(f"{stack_name}.usage.yaml")
+
+
+def parse_usage(text: str, shown: str) -> dict[str, dict[str, float]]:
+    """The usage of each named resource; :class:`UsageError` on the first problem."""
+    def fail(path: str, problem: str, rule: str) -> UsageError:
+        return UsageError(f"{shown}: {path}: {problem} [rule: {rule}]")
+
+    try:
+        doc = parse_stack_yaml(text, shown)
+    except StackError as err:
+        raise UsageError(str(err)) from None
+    if not isinstance(doc, dict) or set(map(str, doc)) - {"version", "resources"}:
+        raise fail("(top level)", "a usage file is a mapping of version and resources", "usage-shape")
+    if doc.get("version") != 1:
+        raise fail("version", "must be 1", "usage-version")
+    resources = doc.get("resources") or {}
+    if not isinstance(resources, dict):
+        raise fail("resources", "must be a mapping of resource names to quantities", "usage-shape")
+    out: dict[str, dict[str, float]] = {}
+    for name, fields in resources.items():
+        if not isinstance(fields, dict):
+            raise fail(f"resources.{name}", "must be a mapping of quantities", "usage-shape")
+        out[str(name)] = {}
+        for key, value in fields.items():
+            where = f"resources.{name}.{key}"
+            if key not in KNOWN_FIELDS:
+                raise fail(where, f"unknown quantity (known: {', '.join(KNOWN_FIELDS)})", "usage-field")
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+                    or not 0 <= value <= MAX_QUANTITY:
+                raise fail(where, f"must be a number from 0 to {MAX_QUANTITY:g} (a monthly quantity)", "usage-value")
+            out[str(name)][str(key)] = float(value)
+    return out
+
+
+def load_usage(path: Path, shown: str | None = None) -> dict[str, dict[str, float]]:
+    """Read and check a usage file."""
+    shown = shown or str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise UsageError(f"{shown}: cannot be read: {err} [rule: usage-file-readable]") from None
+    return parse_usage(text, shown)
+
+
+def check_usage_types(usage: Usage, types: Mapping[str, str], shown: str) -> list[str]:
+    """Quantities that do not apply to the named resource's type raise :class:`UsageError`; names that are not
+    in the graph are returned as notes (a usage file may run ahead of, or behind, the graph it prices)."""
+    notes = []
+    for name, fields in usage.items():
+        type_ = types.get(name)
+        if type_ is None:
+            notes.append(f"usage file names '{name}', which is not a resource of this graph")
+            continue
+        allowed = USAGE_FIELDS.get(type_, {})
+        for key in fields:
+            if key not in allowed:
+                raise UsageError(f"{shown}: resources.{name}.{key}: not a usage of {type_} (its quantities: "
+                                 f"{', '.join(allowed) or 'none'}) [rule: usage-field]")
+    return notes

@@ -1,0 +1,199 @@
+"""The cost plane on AWS: a budget per team, the billing tags as cost allocation tags, and a CUR 2.0 export.
+
+The seed's chain "finance -> labels -> usage export -> cost per job / team / model": the billing labels are on
+every resource (provider ``default_tags``), each team has an AWS Budget with alerts to its owner, and the Cost
+and Usage Report 2.0 lands in a protected bucket with EKS split cost allocation data, which carries the pod's
+namespace (the team) on the cost of the shared GPU nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Optional
+
+import pulumi
+import pulumi_aws as aws
+
+from components.aws.iam import DATA_EXPORT_REGION, cost_export_bucket_policy, to_json
+from components.aws.stateful import stateful_options
+from components.spec import BillingSpec, TeamSpec
+from components.tags import merge_tags
+
+# The CUR 2.0 columns the export keeps: who, what, when, how much, the tags, and the 11 split cost
+# allocation columns (AWS Data Exports table dictionary, COST_AND_USAGE_REPORT; the same names in the
+# CUDOS / Cloud Intelligence Dashboards default query).
+CUR2_COLUMNS: tuple[str, ...] = (
+    "bill_billing_period_start_date", "bill_payer_account_id", "identity_line_item_id", "identity_time_interval",
+    "line_item_line_item_type", "line_item_usage_account_id", "line_item_product_code", "line_item_usage_type",
+    "line_item_operation", "line_item_resource_id", "line_item_availability_zone", "line_item_usage_start_date",
+    "line_item_usage_end_date", "line_item_usage_amount", "line_item_unblended_cost",
+    "line_item_net_unblended_cost", "pricing_public_on_demand_cost", "pricing_term", "product_instance_type",
+    "product_region_code", "capacity_reservation_capacity_reservation_arn", "resource_tags", "cost_category",
+    "split_line_item_actual_usage", "split_line_item_net_split_cost", "split_line_item_net_unused_cost",
+    "split_line_item_parent_resource_id", "split_line_item_public_on_demand_split_cost",
+    "split_line_item_public_on_demand_unused_cost", "split_line_item_reserved_usage", "split_line_item_split_cost",
+    "split_line_item_split_usage", "split_line_item_split_usage_ratio", "split_line_item_unused_cost",
+)
+FORECAST_ALERT_PERCENT = 100
+
+
+def budget_filter_values(team: str) -> list[str]:
+    """The Budgets ``TagKeyValue`` filter of a team: its ``team`` cost allocation tag
+    (Budgets API CostFilters, ``user:<key>$<value>``)."""
+    return [f"user:team${team}"]
+
+
+def budget_notifications(percents: Sequence[int], recipients: Sequence[str]) -> list[dict[str, object]]:
+    """One actual-spend alert per threshold and one forecast alert at 100 %, all to the same recipients."""
+    out: list[dict[str, object]] = [
+        {"comparison_operator": "GREATER_THAN", "notification_type": "ACTUAL", "threshold": float(p),
+         "threshold_type": "PERCENTAGE", "subscriber_email_addresses": list(recipients)}
+        for p in sorted(percents)
+    ]
+    out.append({"comparison_operator": "GREATER_THAN", "notification_type": "FORECASTED",
+                "threshold": float(FORECAST_ALERT_PERCENT), "threshold_type": "PERCENTAGE",
+                "subscriber_email_addresses": list(recipients)})
+    return out
+
+
+def export_query() -> str:
+    """The export's SQL over the CUR 2.0 table."""
+    return f"SELECT {', '.join(CUR2_COLUMNS)} FROM COST_AND_USAGE_REPORT"
+
+
+class AwsCostPlane(pulumi.ComponentResource):
+    """Budgets, cost allocation tags and the usage export of one cluster.
+
+    Budgets and the export are account-level Billing objects: they live in us-east-1 whatever the stack's
+    region (the Data Exports API only answers there), so they go through ``billing_provider``. Tag
+    activation is a payer-account action, and AWS refuses a key it has not yet seen in billing data (about
+    24 hours after first use): with ``allocationTags: payer-managed`` the preview lists the keys instead.
+
+    Attributes:
+        export_bucket_name: where the CUR 2.0 files land (None when the export is off).
+        budget_names: team -> budget name.
+    """
+
+    export_bucket_name: Optional[pulumi.Output[str]]
+    budget_names: dict[str, pulumi.Output[str]]
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        cluster_name: str,
+        teams: Sequence[TeamSpec],
+        billing: BillingSpec,
+        labels: Mapping[str, str],
+        tag_keys: Sequence[str],
+        region: str,
+        protect: bool,
+        billing_provider: aws.Provider,
+        opts: Optional[pulumi.ResourceOptions] = None,
+    ) -> None:
+        super().__init__("gpu-cluster:cost:AwsCostPlane", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        in_billing_region = pulumi.ResourceOptions(parent=self, providers={"aws": billing_provider})
+
+        self.budget_names = {}
+        for team in teams:
+            if team.budget is None:  # refused at load time (rule team-budget-required)
+                continue
+            recipients = list(dict.fromkeys([*team.budget.notify, *billing.notify]))
+            budget = aws.budgets.Budget(
+                f"{name}-budget-{team.name}",
+                name=f"{cluster_name}-{team.name}",
+                budget_type="COST",
+                time_unit="MONTHLY",
+                limit_amount=f"{float(team.budget.monthly_usd):.2f}",
+                limit_unit="USD",
+                cost_filters=[{"name": "TagKeyValue", "values": budget_filter_values(team.name)}],
+                notifications=budget_notifications(team.budget.alert_at_percent, recipients),
+                tags=merge_tags(labels, f"{cluster_name}-{team.name}", **{"budget-team": team.name}),
+                opts=in_billing_region,
+            )
+            self.budget_names[team.name] = budget.name
+
+        if billing.allocation_tags == "activate":
+            for key in tag_keys:
+                aws.costexplorer.CostAllocationTag(f"{name}-allocation-tag-{key}", tag_key=key, status="Active",
+                                                   opts=in_billing_region)
+
+        self.export_bucket_name = None
+        export_spec = billing.cost_export
+        if export_spec.enabled:
+            bucket = aws.s3.Bucket(
+                f"{name}-exports",
+                bucket_prefix=f"{cluster_name}-cost-",
+                force_destroy=False,
+                tags=merge_tags(labels, f"{cluster_name}-cost-exports", **{"data-class": "billing"}),
+                opts=stateful_options(self, protect, ignore_changes=["bucketPrefix"]),
+            )
+            aws.s3.BucketOwnershipControls(
+                f"{name}-exports-ownership", bucket=bucket.id, rule={"object_ownership": "BucketOwnerEnforced"},
+                opts=child)
+            aws.s3.BucketPublicAccessBlock(
+                f"{name}-exports-public-access", bucket=bucket.id, block_public_acls=True, block_public_policy=True,
+                ignore_public_acls=True, restrict_public_buckets=True, opts=child)
+            versioning = aws.s3.BucketVersioning(
+                f"{name}-exports-versioning", bucket=bucket.id, versioning_configuration={"status": "Enabled"},
+                opts=stateful_options(self, protect))
+            # SSE-S3: the export service writes with the bucket's default encryption and is not granted any
+            # KMS key (the CUR buckets of AWS's CUDOS framework modules use AES256 for the same reason).
+            aws.s3.BucketServerSideEncryptionConfiguration(
+                f"{name}-exports-sse", bucket=bucket.id,
+                rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}}], opts=child)
+            aws.s3.BucketLifecycleConfiguration(
+                f"{name}-exports-lifecycle",
+                bucket=bucket.id,
+                rules=[
+                    # OVERWRITE_REPORT rewrites each month's files up to three times a day: the old versions
+                    # go after the retention, the current month's files never expire.
+                    {"id": "expire-noncurrent-versions", "status": "Enabled", "filter": {},
+                     "noncurrent_version_expiration": {"noncurrent_days": export_spec.retention_days}},
+                    {"id": "abort-incomplete-multipart-uploads", "status": "Enabled", "filter": {},
+                     "abort_incomplete_multipart_upload": {"days_after_initiation": 7}},
+                ],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
+            )
+            identity = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self))
+            partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self))
+            policy = aws.s3.BucketPolicy(
+                f"{name}-exports-policy",
+                bucket=bucket.id,
+                policy=pulumi.Output.all(partition.partition, identity.account_id, bucket.arn).apply(
+                    lambda a: to_json(cost_export_bucket_policy(str(a[0]), str(a[1]), str(a[2])))),
+                opts=child,
+            )
+            table = {
+                "TIME_GRANULARITY": export_spec.time_granularity,
+                "INCLUDE_RESOURCES": "TRUE",
+                "INCLUDE_SPLIT_COST_ALLOCATION_DATA": "TRUE" if export_spec.split_cost_allocation else "FALSE",
+                "INCLUDE_MANUAL_DISCOUNT_COMPATIBILITY": "FALSE",
+                "INCLUDE_CAPACITY_RESERVATION_DATA": "TRUE",
+            }
+            aws.bcmdata.Export(
+                f"{name}-cur2",
+                export={
+                    "name": f"{cluster_name}-cur2",
+                    "description": f"CUR 2.0 of {cluster_name}: cost per team (namespace), cost center and pod",
+                    "data_queries": [{"query_statement": export_query(),
+                                      "table_configurations": {"COST_AND_USAGE_REPORT": table}}],
+                    "destination_configurations": [{"s3_destinations": [{
+                        "s3_bucket": bucket.bucket,
+                        "s3_prefix": f"cur2/{cluster_name}",
+                        "s3_region": region,
+                        "s3_output_configurations": [{"compression": "PARQUET", "format": "PARQUET",
+                                                      "output_type": "CUSTOM", "overwrite": "OVERWRITE_REPORT"}],
+                    }]}],
+                    "refresh_cadences": [{"frequency": "SYNCHRONOUS"}],
+                },
+                tags=merge_tags(labels, f"{cluster_name}-cur2"),
+                # The export checks at creation that it may write to the bucket.
+                opts=pulumi.ResourceOptions(parent=self, providers={"aws": billing_provider}, depends_on=[policy]),
+            )
+            self.export_bucket_name = bucket.bucket
+        self.register_outputs({"budgets": self.budget_names})
+
+
+__all__ = ["DATA_EXPORT_REGION", "AwsCostPlane", "budget_filter_values", "budget_notifications", "export_query"]

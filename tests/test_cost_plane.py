@@ -1,0 +1,190 @@
+"""The cost plane in the program (issue 12): a budget per team, cost allocation tags, the CUR 2.0 export."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from blueprint.graph import GraphResource, ResourceGraph
+from components.aws.cost import CUR2_COLUMNS
+from components.aws.iam import cost_export_bucket_policy
+from components.spec import SpecError, parse_spec
+from tests.conftest import offline_run, run_spec
+
+FILE = "stacks/Pulumi.prod-aws.yaml"
+P = f"{FILE}: gpu-cluster:spec"
+SPLIT_COLUMNS = {c for c in CUR2_COLUMNS if c.startswith("split_line_item_")}
+
+
+def errors(spec: Any) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        parse_spec(spec, FILE, provider_region="us-east-1")
+    return str(info.value).splitlines()
+
+
+def named(graph: ResourceGraph, type_: str, name: str) -> GraphResource:
+    (found,) = [r for r in graph.of_type(type_) if r.name == name]
+    return found
+
+
+def test_every_prod_team_has_a_budget_on_its_tag_alerting_its_owner_and_finance() -> None:
+    graph = offline_run("prod-aws").graph
+    budgets = {b.inputs["name"]: b.inputs for b in graph.of_type("aws:budgets/budget:Budget")}
+    assert sorted(budgets) == ["prod-train-applied", "prod-train-pretraining", "prod-train-research"]
+    research = budgets["prod-train-research"]
+    assert research["budgetType"] == "COST" and research["timeUnit"] == "MONTHLY"
+    assert research["limitAmount"] == "110000.00" and research["limitUnit"] == "USD"
+    assert research["costFilters"] == [{"name": "TagKeyValue", "values": ["user:team$research"]}]
+    alerts = [(n["notificationType"], n["threshold"], n["thresholdType"], n["comparisonOperator"])
+              for n in research["notifications"]]
+    assert alerts == [("ACTUAL", 80.0, "PERCENTAGE", "GREATER_THAN"), ("ACTUAL", 100.0, "PERCENTAGE", "GREATER_THAN"),
+                      ("FORECASTED", 100.0, "PERCENTAGE", "GREATER_THAN")]
+    for n in research["notifications"]:
+        assert n["subscriberEmailAddresses"] == ["research-leads@example.com", "finops@example.com"]
+    applied = budgets["prod-train-applied"]
+    assert [n["threshold"] for n in applied["notifications"]] == [50.0, 80.0, 100.0, 100.0]
+
+
+def test_the_cur2_export_splits_eks_cost_into_a_bucket_only_the_export_service_writes() -> None:
+    graph = offline_run("prod-aws").graph
+    (export,) = graph.of_type("aws:bcmdata/export:Export")
+    ex = export.inputs["export"]
+    assert ex["name"] == "prod-train-cur2"
+    (query,) = ex["dataQueries"]
+    assert query["queryStatement"].startswith("SELECT ") and query["queryStatement"].endswith(
+        " FROM COST_AND_USAGE_REPORT")
+    columns = set(query["queryStatement"][len("SELECT "):-len(" FROM COST_AND_USAGE_REPORT")].split(", "))
+    assert len(SPLIT_COLUMNS) == 11 and columns >= SPLIT_COLUMNS
+    assert {"resource_tags", "line_item_unblended_cost", "line_item_resource_id"} <= columns
+    table = query["tableConfigurations"]["COST_AND_USAGE_REPORT"]
+    assert table["INCLUDE_SPLIT_COST_ALLOCATION_DATA"] == "TRUE" and table["TIME_GRANULARITY"] == "HOURLY"
+    (dest,) = ex["destinationConfigurations"][0]["s3Destinations"]
+    bucket = named(graph, "aws:s3/bucket:Bucket", "cost-exports")
+    assert dest["s3Region"] == "us-east-1" and dest["s3Prefix"] == "cur2/prod-train"
+    assert dest["s3OutputConfigurations"] == [{"compression": "PARQUET", "format": "PARQUET", "outputType": "CUSTOM",
+                                               "overwrite": "OVERWRITE_REPORT"}]
+    assert ex["refreshCadences"] == [{"frequency": "SYNCHRONOUS"}]
+    # The export is created after the policy that lets it write (Data Exports checks at creation).
+    policy = named(graph, "aws:s3/bucketPolicy:BucketPolicy", "cost-exports-policy")
+    assert policy.urn in export.dependencies
+    # Finance data: protected, retained, versioned, private, encrypted, current versions never expire.
+    assert bucket.protect and bucket.retain_on_delete and bucket.ignore_changes == ["bucketPrefix"]
+    assert named(graph, "aws:s3/bucketVersioning:BucketVersioning", "cost-exports-versioning").inputs[
+        "versioningConfiguration"] == {"status": "Enabled"}
+    pab = named(graph, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "cost-exports-public-access").inputs
+    assert all(pab[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls",
+                                        "restrictPublicBuckets"))
+    rules = named(graph, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
+                  "cost-exports-lifecycle").inputs["rules"]
+    assert all("expiration" not in r for r in rules)
+    assert rules[0]["noncurrentVersionExpiration"] == {"noncurrentDays": 30}
+
+
+def test_export_bucket_policy_grants_only_this_accounts_exports_and_requires_tls() -> None:
+    doc = cost_export_bucket_policy("aws", "111122223333", "arn:aws:s3:::b")
+    allow, deny = doc["Statement"]
+    assert allow["Principal"] == {"Service": ["billingreports.amazonaws.com", "bcm-data-exports.amazonaws.com"]}
+    assert allow["Action"] == ["s3:PutObject", "s3:GetBucketPolicy"]
+    assert allow["Resource"] == ["arn:aws:s3:::b", "arn:aws:s3:::b/*"]
+    assert allow["Condition"] == {
+        "StringLike": {"aws:SourceArn": ["arn:aws:cur:us-east-1:111122223333:definition/*",
+                                         "arn:aws:bcm-data-exports:us-east-1:111122223333:export/*"]},
+        "StringEquals": {"aws:SourceAccount": "111122223333"}}
+    assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_billing_objects_go_through_us_east_1_with_the_same_identity_and_tags() -> None:
+    """dev-aws is in us-west-2: budgets and the export use a second provider in us-east-1, where the Data
+    Exports API is; everything else stays on the stack's provider."""
+    graph = offline_run("dev-aws").graph
+    providers = {p.name: p for p in graph.of_type("pulumi:providers:aws")}
+    assert set(providers) == {"aws", "aws-billing"}
+    main, billing = providers["aws"], providers["aws-billing"]
+    assert main.inputs["region"] == "us-west-2" and billing.inputs["region"] == "us-east-1"
+    for key in ("assumeRoles", "defaultTags"):
+        assert billing.inputs[key] == main.inputs[key]
+    for type_ in ("aws:budgets/budget:Budget", "aws:bcmdata/export:Export"):
+        assert {r.provider_urn for r in graph.of_type(type_)} == {billing.urn}, type_
+    assert named(graph, "aws:s3/bucket:Bucket", "cost-exports").provider_urn == main.urn
+    (export,) = graph.of_type("aws:bcmdata/export:Export")
+    assert export.inputs["export"]["destinationConfigurations"][0]["s3Destinations"][0]["s3Region"] == "us-west-2"
+    assert export.inputs["export"]["dataQueries"][0]["tableConfigurations"]["COST_AND_USAGE_REPORT"][
+        "TIME_GRANULARITY"] == "DAILY"
+
+
+def test_allocation_tags_are_activated_only_when_this_account_is_the_payer(prod_spec: dict[str, Any]) -> None:
+    graph = offline_run("prod-aws").graph
+    assert graph.of_type("aws:costexplorer/costAllocationTag:CostAllocationTag") == []
+    prod_spec["billing"]["allocationTags"] = "activate"
+    graph = run_spec(prod_spec).graph
+    tags = graph.of_type("aws:costexplorer/costAllocationTag:CostAllocationTag")
+    assert sorted(t.inputs["tagKey"] for t in tags) == ["cluster", "cost-center", "environment", "owner", "team"]
+    assert {t.inputs["status"] for t in tags} == {"Active"}
+
+
+def test_the_export_can_be_turned_off(prod_spec: dict[str, Any]) -> None:
+    prod_spec["billing"]["costExport"] = {"enabled": False}
+    run = run_spec(prod_spec)
+    assert run.graph.of_type("aws:bcmdata/export:Export") == []
+    assert [b.name for b in run.graph.of_type("aws:s3/bucket:Bucket")] == ["storage-checkpoints"]
+    assert "costExportBucket" not in run.outputs
+
+
+def test_preview_lists_the_cost_plane_and_what_the_payer_account_must_do() -> None:
+    import contextlib
+    import io
+
+    from blueprint.cli import main
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["preview", "prod-aws"]) == 0
+    text = buf.getvalue()
+    assert "== cost plane (budgets, allocation tags, usage export) (11 resources)" in text
+    assert ("budget prod-train-research: $110,000.00 a month on user:team$research; alerts at 80 %, 100 % actual and "
+            "100 % forecast to finops@example.com, research-leads@example.com") in text
+    assert ("outside this stack (the payer account): activate the cost allocation tags cluster, cost-center, "
+            "environment, owner, team, and enable split cost allocation data for Amazon EKS") in text
+
+
+def test_every_team_needs_a_budget(prod_spec: dict[str, Any]) -> None:
+    del prod_spec["teams"][1]["budget"]
+    assert errors(prod_spec) == [
+        f"{P}.teams[1].budget: team 'pretraining' has no budget; every team needs one (monthlyUsd and notify) so "
+        "that its spend is watched [rule: team-budget-required]"]
+
+
+def test_budget_inputs_aws_would_refuse(prod_spec: dict[str, Any]) -> None:
+    prod_spec["teams"][0]["budget"] = {"monthlyUsd": 100, "alertAtPercent": [80, 80, 0],
+                                       "notify": ["lead-at-example.com"]}
+    prod_spec["billing"]["notify"] = ["finops@example"]
+    assert errors(prod_spec) == [
+        f"{P}.teams[0].budget.notify[0]: 'lead-at-example.com' is not an email address (name@domain.tld) "
+        "[rule: budget-email]",
+        f"{P}.teams[0].budget.alertAtPercent[2]: 0 is not a threshold AWS Budgets alerts on here (1 to 1000 percent) "
+        "[rule: budget-threshold-range]",
+        f"{P}.teams[0].budget.alertAtPercent: a threshold is listed twice [rule: unique-names]",
+        f"{P}.billing.notify[0]: 'finops@example' is not an email address (name@domain.tld) [rule: budget-email]",
+    ]
+
+
+def test_a_budget_alerts_at_most_ten_addresses(prod_spec: dict[str, Any]) -> None:
+    prod_spec["teams"][0]["budget"]["notify"] = [f"lead{i}@example.com" for i in range(10)]
+    msgs = errors(prod_spec)
+    assert msgs == [f"{P}.teams[0].budget.notify: team 'research''s budget would alert 11 addresses (its notify and "
+                    "billing.notify); AWS Budgets takes at most 10 email subscribers per notification "
+                    "[rule: budget-subscribers]"]
+
+
+def test_a_budget_has_at_most_five_notifications(prod_spec: dict[str, Any]) -> None:
+    prod_spec["teams"][0]["budget"]["alertAtPercent"] = [50, 60, 70, 80, 90]
+    (msg,) = errors(prod_spec)
+    assert msg.startswith(f"{P}.teams[0].budget.alertAtPercent: ")
+    assert "at most 4" in msg
+
+
+def test_outputs_name_the_export_bucket() -> None:
+    outputs = offline_run("prod-aws").outputs
+    assert "costExportBucket" in outputs
+    assert json.dumps(outputs["costExportBucket"])
