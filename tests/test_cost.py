@@ -28,7 +28,8 @@ def test_prod_totals_match_a_hand_computation(prod_graph: ResourceGraph) -> None
     system_roots = 3 * 200 * 0.08  # desired 3 system nodes x 200 GB root volumes
     eks, nat, kms = 730 * 0.10, 2 * 730 * 0.045, 2 * 1.00
     desired = system_roots + eks + nat + kms  # the block is one-time, kept out of the monthly totals
-    at_max = 16 * 500 * 0.08 + 6 * 200 * 0.08 + eks + nat + kms
+    # The block's nodes and their 500 GB volumes exist only in its 336-hour window: 336/730 of a month.
+    at_max = 16 * 500 * 0.08 * 336 / 730 + 6 * 200 * 0.08 + eks + nat + kms
     report = price_graph(prod_graph)
     assert report.total_monthly_usd == pytest.approx(desired)
     assert report.total_monthly_usd_at_max == pytest.approx(at_max)
@@ -150,6 +151,31 @@ def test_a_block_without_its_window_is_priced_for_the_whole_month_and_says_so(pr
                          "for a full month at maxSize (16), an upper bound")
 
 
+def test_a_reservation_is_paid_at_its_reach_but_volumes_only_on_running_nodes() -> None:
+    """byo-aws: 4 p4de.24xlarge on ODCRs (desired 4 of max 4); with desired 1 the reservation still costs
+    4 x 730 h, the 300 GB volumes only 1 x 300 GB."""
+    doc = copy.deepcopy(offline_run("byo-aws").graph.to_dict())
+    for res in doc["resources"]:
+        if res["name"] == "nodegroup-a100-ng":
+            res["inputs"]["scalingConfig"]["desiredSize"] = 1
+    cost = next(r for r in price_graph(ResourceGraph.from_dict(doc)).resources if r.name == "nodegroup-a100-ng")
+    hours, volumes = cost.components
+    assert hours.quantity == 4 * 730 and hours.price_key == "ec2_on_demand.p4de.24xlarge"
+    assert volumes.quantity == 1 * 300 and volumes.price_key == "ebs.gp3_storage"
+    assert [c.quantity for c in cost.components_at_max] == [4 * 730, 4 * 300]
+
+
+def test_a_volume_type_without_a_price_is_listed_not_dropped(prod_graph: ResourceGraph) -> None:
+    doc = copy.deepcopy(prod_graph.to_dict())
+    for res in doc["resources"]:
+        if res["name"] == "nodegroup-system-lt":
+            res["inputs"]["blockDeviceMappings"][0]["ebs"]["volumeType"] = "io2"
+    cost = next(r for r in price_graph(ResourceGraph.from_dict(doc)).resources if r.name == "nodegroup-system-ng")
+    io2 = [c for c in cost.components if c.price_key == "ebs.io2_storage"]
+    assert [(c.quantity, c.unit_price_usd) for c in io2] == [(3 * 200, None)]
+    assert not cost.priced_fully
+
+
 def test_adding_a_node_group_adds_exactly_its_cost(prod_graph: ResourceGraph) -> None:
     doc = copy.deepcopy(prod_graph.to_dict())
     system = [r for r in doc["resources"] if (r["parent"] and r["parent"].endswith("::nodegroup-system"))
@@ -179,7 +205,7 @@ def test_preview_shows_the_totals_and_their_caveats(capsys: pytest.CaptureFixtur
     assert main(["preview", "prod-aws"]) == 0
     out = capsys.readouterr().out
     # 188.70 fixed + 580.98 of stacks/prod-aws.usage.yaml (see the hand computation above)
-    assert "cost: $769.68 a month at desired size, $1,457.68 at max size (USD; " in out
+    assert "cost: $769.68 a month at desired size, $1,112.26 at max size (USD; " in out
     assert "  usage estimates from stacks/prod-aws.usage.yaml" in out
     assert "  plus $211,438.08 prepaid once for Capacity Blocks" in out
     assert "  stale prices: ebs.gp3_storage, ec2_capacity_block.p5.48xlarge" in out

@@ -12,7 +12,7 @@ from botocore.stub import Stubber
 
 from blueprint.cli import main
 from blueprint.cost.prices import parse_prices
-from blueprint.cost.refresh import _filters, fetch_on_demand, refresh
+from blueprint.cost.refresh import RefreshError, _filters, fetch_on_demand, refresh
 
 
 def _product(instance_type: str, usd: str, effective: str = "2026-11-01T00:00:00Z") -> str:
@@ -54,6 +54,24 @@ def test_fetch_reads_the_hourly_on_demand_price_across_pages(client: object) -> 
         prices = fetch_on_demand(client, ["p5.48xlarge", "m6i.2xlarge", "p6-b200.48xlarge"], "us-east-1")
         stubber.assert_no_pending_responses()
     assert prices == {"p5.48xlarge": (12.34, "2026-11-01"), "m6i.2xlarge": (0.5, "2026-11-01")}
+
+
+def test_the_filters_leave_one_linux_on_demand_product() -> None:
+    fields = {f["Field"]: f["Value"] for f in _filters("p5.48xlarge", "us-east-1")}
+    assert fields == {"instanceType": "p5.48xlarge", "regionCode": "us-east-1", "operatingSystem": "Linux",
+                      "operation": "RunInstances", "tenancy": "Shared", "preInstalledSw": "NA",
+                      "capacitystatus": "Used", "licenseModel": "No License required"}
+
+
+def test_two_products_with_different_prices_are_refused_not_guessed(client: object, tmp_path: Path) -> None:
+    out = tmp_path / "refreshed.yaml"
+    with Stubber(client) as stubber:  # type: ignore[arg-type]
+        _expect(stubber, "p5.48xlarge", {"PriceList": [_product("p5.48xlarge", "12.34"), _product("p5.48xlarge",
+                                                                                                  "13.00")]})
+        with pytest.raises(RefreshError, match=r"2 different on-demand prices for p5.48xlarge in us-east-1 "
+                                               r"\(12.34, 13\); nothing was written"):
+            refresh(client, ["p5.48xlarge"], "us-east-1", out, date(2026, 11, 29))
+    assert not out.exists()
 
 
 def test_refresh_writes_an_overlay_in_the_catalog_schema(client: object, tmp_path: Path) -> None:

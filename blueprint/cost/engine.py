@@ -193,16 +193,23 @@ def _block_window(tags: Any) -> tuple[datetime, datetime, int] | None:
     return (start, end, instances) if end > start and instances > 0 else None
 
 
-def _root_gb(template: dict[str, Any]) -> int:
+def _volume_gb(template: dict[str, Any]) -> dict[str, int]:
+    """GB of EBS volumes per node by volume type (gp3 when the template leaves it to the default)."""
     mappings = template.get("blockDeviceMappings")
     ebs = [_dict(m.get("ebs")) for m in (mappings if isinstance(mappings, list) else []) if isinstance(m, dict)]
-    return sum(_int(e.get("volumeSize")) for e in ebs if e.get("volumeType", "gp3") == "gp3")
+    out: dict[str, int] = {}
+    for e in ebs:
+        kind = str(e.get("volumeType") or "gp3")
+        out[kind] = out.get(kind, 0) + _int(e.get("volumeSize"))
+    return {k: v for k, v in sorted(out.items()) if v}
 
 
-def _root_volumes(count: int, root_gb: int, prices: dict[str, Price]) -> tuple[CostLine, ...]:
-    if not root_gb:
-        return ()
-    return (_line("root volumes (gp3)", count * root_gb, prices, "ebs.gp3_storage", "GB-month"),)
+def _root_volumes(count: int, volume_gb: dict[str, int], prices: dict[str, Price],
+                  months: float = 1.0) -> tuple[CostLine, ...]:
+    """The nodes' EBS volumes for ``months`` of a month; a type without a price read is listed unpriced."""
+    return tuple(_line(f"node volumes ({kind})" + (f" for {months * HOURS_PER_MONTH:g} h" if months < 1 else ""),
+                       count * gb * months, prices, f"ebs.{kind}_storage", "GB-month")
+                 for kind, gb in volume_gb.items())
 
 
 def _node_group(graph: ResourceGraph, res: GraphResource, prices: dict[str, Price]) -> tuple[
@@ -218,7 +225,7 @@ def _node_group(graph: ResourceGraph, res: GraphResource, prices: dict[str, Pric
     scaling = _dict(inputs.get("scalingConfig"))
     desired, maximum = _int(scaling.get("desiredSize")), _int(scaling.get("maxSize"))
     market = _MARKET.get(capacity, "ec2_on_demand")
-    root_gb = _root_gb(template)
+    root_gb = _volume_gb(template)
     block = _block_window(inputs.get("tags")) if capacity == "CAPACITY_BLOCK" else None
     if block is not None:
         # A Capacity Block is prepaid for its whole window, nodes or not: one charge, the same at any size.
@@ -231,20 +238,23 @@ def _node_group(graph: ResourceGraph, res: GraphResource, prices: dict[str, Pric
         charge = (replace(block_line, one_time=True),)
         note = (f"capacity block of {instances} instances ({reach}); prepaid once for the window, kept out of the "
                 "monthly totals")
-        return (charge + _root_volumes(desired, root_gb, prices), charge + _root_volumes(maximum, root_gb, prices),
-                note)
+        # Nodes (and their volumes) exist only inside the window: at most its hours in a month.
+        in_window = min(hours, HOURS_PER_MONTH) / HOURS_PER_MONTH
+        return (charge + _root_volumes(desired, root_gb, prices, in_window),
+                charge + _root_volumes(maximum, root_gb, prices, in_window), note)
     note = f"priced as {instance_type}, the first of {len(types)} instance types" if len(types) > 1 else ""
-    if capacity == "CAPACITY_BLOCK" or template.get("capacityReservationSpecification"):
+    reserved = capacity == "CAPACITY_BLOCK" or bool(template.get("capacityReservationSpecification"))
+    if reserved:
         # A reservation is paid whether nodes run or not; the reserved count is not in the graph, so the
-        # group's reach (maxSize never exceeds it) is priced at both sizes.
-        desired = maximum
+        # group's reach (maxSize never exceeds it) is priced at both sizes. Volumes exist only on running nodes.
         note = f"reserved capacity: paid whether nodes run or not, priced at maxSize ({maximum}) for a full month"
         if capacity == "CAPACITY_BLOCK":
             note = (f"Capacity Block window unknown (no valid capacity-block-window tag): priced as if reserved "
                     f"for a full month at maxSize ({maximum}), an upper bound")
 
     def lines(count: int) -> tuple[CostLine, ...]:
-        hours = _line(f"{instance_type} instance hours ({capacity.lower()})", count * HOURS_PER_MONTH, prices,
+        paid = maximum if reserved else count
+        hours = _line(f"{instance_type} instance hours ({capacity.lower()})", paid * HOURS_PER_MONTH, prices,
                       f"{market}.{instance_type}", "hour")
         return (hours, *_root_volumes(count, root_gb, prices))
 

@@ -24,9 +24,10 @@ class RefreshError(RuntimeError):
 
 
 def _filters(instance_type: str, region: str) -> list[dict[str, str]]:
-    """One product: Linux, shared tenancy, no pre-installed software, capacity actually used (not reserved)."""
+    """One product: Linux (operation RunInstances, no SQL/BYOL variants), shared tenancy, no pre-installed
+    software, capacity actually used (not reserved)."""
     wanted = {"instanceType": instance_type, "regionCode": region, "operatingSystem": "Linux",
-              "tenancy": "Shared", "preInstalledSw": "NA", "capacitystatus": "Used",
+              "operation": "RunInstances", "tenancy": "Shared", "preInstalledSw": "NA", "capacitystatus": "Used",
               "licenseModel": "No License required"}
     return [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in wanted.items()]
 
@@ -45,6 +46,7 @@ def fetch_on_demand(client: Any, instance_types: Iterable[str], region: str) -> 
     """``{instance_type: (usd_per_hour, effective_date)}`` for the types the API prices in ``region``."""
     out: dict[str, tuple[float, str]] = {}
     for instance_type in instance_types:
+        found_prices: set[float] = set()
         token: str | None = None
         while True:
             kwargs: dict[str, Any] = {"ServiceCode": "AmazonEC2", "Filters": _filters(instance_type, region),
@@ -60,9 +62,16 @@ def fetch_on_demand(client: Any, instance_types: Iterable[str], region: str) -> 
                                        f"{err}") from None
                 if found is not None and found[0] > 0:
                     out[instance_type] = found
+                    found_prices.add(found[0])
             token = answer.get("NextToken")
             if not token:
                 break
+        if len(found_prices) > 1:
+            # The filters should leave one product; several prices mean they no longer do, and picking one
+            # would be a guess.
+            raise RefreshError(f"the Price List API gave {len(found_prices)} different on-demand prices for "
+                               f"{instance_type} in {region} ({', '.join(f'{p:g}' for p in sorted(found_prices))}); "
+                               "nothing was written")
     return out
 
 
