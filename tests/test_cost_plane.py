@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 
 from blueprint.graph import GraphResource, ResourceGraph
-from components.aws.cost import CUR2_COLUMNS
+from components.aws.cost import CUR2_COLUMNS, SPLIT_COLUMNS
 from components.aws.iam import cost_export_bucket_policy
 from components.spec import SpecError, parse_spec
 from tests.conftest import offline_run, run_spec
 
 FILE = "stacks/Pulumi.prod-aws.yaml"
 P = f"{FILE}: gpu-cluster:spec"
-SPLIT_COLUMNS = {c for c in CUR2_COLUMNS if c.startswith("split_line_item_")}
+
 
 
 def errors(spec: Any) -> list[str]:
@@ -32,7 +32,8 @@ def named(graph: ResourceGraph, type_: str, name: str) -> GraphResource:
 def test_every_prod_team_has_a_budget_on_its_tag_alerting_its_owner_and_finance() -> None:
     graph = offline_run("prod-aws").graph
     budgets = {b.inputs["name"]: b.inputs for b in graph.of_type("aws:budgets/budget:Budget")}
-    assert sorted(budgets) == ["prod-train-applied", "prod-train-pretraining", "prod-train-research"]
+    assert sorted(budgets) == ["prod-train-applied", "prod-train-cluster", "prod-train-pretraining",
+                               "prod-train-research"]
     research = budgets["prod-train-research"]
     assert research["budgetType"] == "COST" and research["timeUnit"] == "MONTHLY"
     assert research["limitAmount"] == "110000.00" and research["limitUnit"] == "USD"
@@ -42,9 +43,33 @@ def test_every_prod_team_has_a_budget_on_its_tag_alerting_its_owner_and_finance(
     assert alerts == [("ACTUAL", 80.0, "PERCENTAGE", "GREATER_THAN"), ("ACTUAL", 100.0, "PERCENTAGE", "GREATER_THAN"),
                       ("FORECASTED", 100.0, "PERCENTAGE", "GREATER_THAN")]
     for n in research["notifications"]:
-        assert n["subscriberEmailAddresses"] == ["research-leads@example.com", "finops@example.com"]
+        assert n["subscriberEmailAddresses"] == ["research-leads@example.com", "ml-platform-oncall@example.com",
+                                                 "finops@example.com"]
     applied = budgets["prod-train-applied"]
     assert [n["threshold"] for n in applied["notifications"]] == [50.0, 80.0, 100.0, 100.0]
+
+
+def test_the_cluster_budget_sees_the_shared_nodes_through_their_cluster_tag() -> None:
+    """Budgets read Cost Explorer, where the shared GPU nodes are billed under the cluster's tags: the cluster
+    budget (default limit: the sum of the team budgets) filters on that tag, which the nodes carry."""
+    graph = offline_run("prod-aws").graph
+    (cluster,) = [b.inputs for b in graph.of_type("aws:budgets/budget:Budget") if b.name == "cost-budget-cluster"]
+    assert cluster["limitAmount"] == f"{110000 + 85000 + 30000:.2f}"
+    assert cluster["costFilters"] == [{"name": "TagKeyValue", "values": ["user:cluster$prod-train"]}]
+    assert {a for n in cluster["notifications"] for a in n["subscriberEmailAddresses"]} == {
+        "ml-platform-oncall@example.com", "finops@example.com"}
+    lt = named(graph, "aws:ec2/launchTemplate:LaunchTemplate", "nodegroup-h100-lt")
+    instance_tags = next(t["tags"] for t in lt.inputs["tagSpecifications"] if t["resourceType"] == "instance")
+    assert instance_tags["cluster"] == "prod-train"
+    for budget in graph.of_type("aws:budgets/budget:Budget"):
+        assert budget.ignore_changes == ["name"]  # a rename keeps the budget and its history
+
+
+def test_an_explicit_cluster_budget_wins(prod_spec: dict[str, Any]) -> None:
+    prod_spec["billing"]["clusterMonthlyUsd"] = 250000
+    graph = run_spec(prod_spec).graph
+    (cluster,) = [b.inputs for b in graph.of_type("aws:budgets/budget:Budget") if b.name == "cost-budget-cluster"]
+    assert cluster["limitAmount"] == "250000.00"
 
 
 def test_the_cur2_export_splits_eks_cost_into_a_bucket_only_the_export_service_writes() -> None:
@@ -56,10 +81,18 @@ def test_the_cur2_export_splits_eks_cost_into_a_bucket_only_the_export_service_w
     assert query["queryStatement"].startswith("SELECT ") and query["queryStatement"].endswith(
         " FROM COST_AND_USAGE_REPORT")
     columns = set(query["queryStatement"][len("SELECT "):-len(" FROM COST_AND_USAGE_REPORT")].split(", "))
-    assert len(SPLIT_COLUMNS) == 11 and columns >= SPLIT_COLUMNS
+    assert len(SPLIT_COLUMNS) == 11 and columns >= set(SPLIT_COLUMNS)
     assert {"resource_tags", "line_item_unblended_cost", "line_item_resource_id"} <= columns
     table = query["tableConfigurations"]["COST_AND_USAGE_REPORT"]
     assert table["INCLUDE_SPLIT_COST_ALLOCATION_DATA"] == "TRUE" and table["TIME_GRANULARITY"] == "HOURLY"
+    # "For the Cost and Usage Report, BILLING_VIEW_ARN must also be set" (pulumi_aws.bcmdata docstring).
+    assert table["BILLING_VIEW_ARN"] == "arn:aws:billing::123456789012:billingview/primary"
+    assert set(table) == {"BILLING_VIEW_ARN", "TIME_GRANULARITY", "INCLUDE_RESOURCES",
+                          "INCLUDE_SPLIT_COST_ALLOCATION_DATA", "INCLUDE_MANUAL_DISCOUNT_COMPATIBILITY",
+                          "INCLUDE_CAPACITY_RESERVATION_DATA"}
+    assert table["INCLUDE_RESOURCES"] == table["INCLUDE_CAPACITY_RESERVATION_DATA"] == "TRUE"
+    assert sorted(export.ignore_changes) == ["export.destinationConfigurations[0].s3Destinations[0].s3Prefix",
+                                             "export.name"]
     (dest,) = ex["destinationConfigurations"][0]["s3Destinations"]
     bucket = named(graph, "aws:s3/bucket:Bucket", "cost-exports")
     assert dest["s3Region"] == "us-east-1" and dest["s3Prefix"] == "cur2/prod-train"
@@ -80,6 +113,17 @@ def test_the_cur2_export_splits_eks_cost_into_a_bucket_only_the_export_service_w
                   "cost-exports-lifecycle").inputs["rules"]
     assert all("expiration" not in r for r in rules)
     assert rules[0]["noncurrentVersionExpiration"] == {"noncurrentDays": 30}
+
+
+def test_without_split_data_the_query_selects_no_split_column(prod_spec: dict[str, Any]) -> None:
+    """A column added by a table configuration is refused when that configuration is FALSE."""
+    prod_spec["billing"]["costExport"]["splitCostAllocation"] = False
+    (export,) = run_spec(prod_spec).graph.of_type("aws:bcmdata/export:Export")
+    (query,) = export.inputs["export"]["dataQueries"]
+    assert query["tableConfigurations"]["COST_AND_USAGE_REPORT"]["INCLUDE_SPLIT_COST_ALLOCATION_DATA"] == "FALSE"
+    assert "split_line_item_" not in query["queryStatement"]
+    assert set(CUR2_COLUMNS) <= set(query["queryStatement"][len("SELECT "):-len(" FROM COST_AND_USAGE_REPORT")]
+                                    .split(", "))
 
 
 def test_export_bucket_policy_grants_only_this_accounts_exports_and_requires_tls() -> None:
@@ -122,6 +166,8 @@ def test_allocation_tags_are_activated_only_when_this_account_is_the_payer(prod_
     tags = graph.of_type("aws:costexplorer/costAllocationTag:CostAllocationTag")
     assert sorted(t.inputs["tagKey"] for t in tags) == ["cluster", "cost-center", "environment", "owner", "team"]
     assert {t.inputs["status"] for t in tags} == {"Active"}
+    # Deleting an activation deactivates the key for the whole payer account: a destroy leaves it active.
+    assert all(t.retain_on_delete for t in tags)
 
 
 def test_the_export_can_be_turned_off(prod_spec: dict[str, Any]) -> None:
@@ -141,9 +187,10 @@ def test_preview_lists_the_cost_plane_and_what_the_payer_account_must_do() -> No
     with contextlib.redirect_stdout(buf):
         assert main(["preview", "prod-aws"]) == 0
     text = buf.getvalue()
-    assert "== cost plane (budgets, allocation tags, usage export) (11 resources)" in text
+    assert "== cost plane (budgets, allocation tags, usage export) (12 resources)" in text
     assert ("budget prod-train-research: $110,000.00 a month on user:team$research; alerts at 80 %, 100 % actual and "
-            "100 % forecast to finops@example.com, research-leads@example.com") in text
+            "100 % forecast to finops@example.com, ml-platform-oncall@example.com, research-leads@example.com") in text
+    assert ("outside this stack: tag the reservations of h100 with cluster=prod-train and the billing labels") in text
     assert ("outside this stack (the payer account): activate the cost allocation tags cluster, cost-center, "
             "environment, owner, team, and enable split cost allocation data for Amazon EKS") in text
 
@@ -153,6 +200,11 @@ def test_every_team_needs_a_budget(prod_spec: dict[str, Any]) -> None:
     assert errors(prod_spec) == [
         f"{P}.teams[1].budget: team 'pretraining' has no budget; every team needs one (monthlyUsd and notify) so "
         "that its spend is watched [rule: team-budget-required]"]
+
+
+def test_someone_is_alerted_for_the_whole_cluster(prod_spec: dict[str, Any]) -> None:
+    del prod_spec["billing"]["notify"]
+    assert errors(prod_spec) == [f"{P}.billing.notify: required key is missing [rule: schema-required-key]"]
 
 
 def test_budget_inputs_aws_would_refuse(prod_spec: dict[str, Any]) -> None:
@@ -170,7 +222,7 @@ def test_budget_inputs_aws_would_refuse(prod_spec: dict[str, Any]) -> None:
 
 
 def test_a_budget_alerts_at_most_ten_addresses(prod_spec: dict[str, Any]) -> None:
-    prod_spec["teams"][0]["budget"]["notify"] = [f"lead{i}@example.com" for i in range(10)]
+    prod_spec["teams"][0]["budget"]["notify"] = [f"lead{i}@example.com" for i in range(9)]
     msgs = errors(prod_spec)
     assert msgs == [f"{P}.teams[0].budget.notify: team 'research''s budget would alert 11 addresses (its notify and "
                     "billing.notify); AWS Budgets takes at most 10 email subscribers per notification "

@@ -195,6 +195,9 @@ MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] = {
     "silence a team's budget": (
         lambda g: edit(g, "aws:budgets/budget:Budget", "cost-budget-research", _set(["notifications"], [])),
         "aws-every-team-has-a-budget"),
+    "remove the cluster's budget": (
+        lambda g: edit(g, "aws:budgets/budget:Budget", "cost-budget-cluster", remove=True),
+        "aws-cluster-has-a-budget"),
     "remove a team namespace's cost-center label": (
         lambda g: edit(g, _k8s("Namespace"), "tenancy-ns-research", _delete(["metadata", "labels", "cost-center"])),
         "kubernetes-namespaces-require-billing-labels"),
@@ -510,5 +513,5 @@ def test_sarif_validates_against_the_sarif_2_1_0_schema(tmp_path: Path) -> None:
 
 def test_preview_shows_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["preview", "prod-aws"]) == 0
-    assert "policy verdict: PASS (0 mandatory, 0 advisory violation(s); 31 policies in gpu-cluster-policies)" in \
+    assert "policy verdict: PASS (0 mandatory, 0 advisory violation(s); 32 policies in gpu-cluster-policies)" in \
         capsys.readouterr().out

@@ -1,9 +1,15 @@
 """The cost plane on AWS: a budget per team, the billing tags as cost allocation tags, and a CUR 2.0 export.
 
 The seed's chain "finance -> labels -> usage export -> cost per job / team / model": the billing labels are on
-every resource (provider ``default_tags``), each team has an AWS Budget with alerts to its owner, and the Cost
-and Usage Report 2.0 lands in a protected bucket with EKS split cost allocation data, which carries the pod's
-namespace (the team) on the cost of the shared GPU nodes.
+every resource (provider ``default_tags``), the cluster has an AWS Budget on its ``cluster`` tag and each team
+one on its ``team`` tag, with alerts to the platform, finance and the team's owner, and the Cost and Usage
+Report 2.0 lands in a protected bucket with EKS split cost allocation data, which carries the pod's namespace
+(the team) on the cost of the shared GPU nodes.
+
+What Budgets can see: they read Cost Explorer data, where a shared node is billed under the cluster's tags,
+so the cluster budget sees the GPU nodes and a team's budget sees only what is billed under the team's own tag.
+Split cost allocation data (a team's share of the shared nodes) is in the CUR, not in Cost Explorer
+(AWS Data Exports guide, "Understanding split cost allocation data").
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ from components.tags import merge_tags
 # The CUR 2.0 columns the export keeps: who, what, when, how much, the tags, and the 11 split cost
 # allocation columns (AWS Data Exports table dictionary, COST_AND_USAGE_REPORT; the same names in the
 # CUDOS / Cloud Intelligence Dashboards default query).
+# A column "added by" a table configuration is only valid with that configuration TRUE (the table dictionary);
+# the export always sets INCLUDE_RESOURCES and INCLUDE_CAPACITY_RESERVATION_DATA, and the split columns follow
+# the spec.
 CUR2_COLUMNS: tuple[str, ...] = (
     "bill_billing_period_start_date", "bill_payer_account_id", "identity_line_item_id", "identity_time_interval",
     "line_item_line_item_type", "line_item_usage_account_id", "line_item_product_code", "line_item_usage_type",
@@ -29,12 +38,15 @@ CUR2_COLUMNS: tuple[str, ...] = (
     "line_item_usage_end_date", "line_item_usage_amount", "line_item_unblended_cost",
     "line_item_net_unblended_cost", "pricing_public_on_demand_cost", "pricing_term", "product_instance_type",
     "product_region_code", "capacity_reservation_capacity_reservation_arn", "resource_tags", "cost_category",
+)
+SPLIT_COLUMNS: tuple[str, ...] = (
     "split_line_item_actual_usage", "split_line_item_net_split_cost", "split_line_item_net_unused_cost",
     "split_line_item_parent_resource_id", "split_line_item_public_on_demand_split_cost",
     "split_line_item_public_on_demand_unused_cost", "split_line_item_reserved_usage", "split_line_item_split_cost",
     "split_line_item_split_usage", "split_line_item_split_usage_ratio", "split_line_item_unused_cost",
 )
 FORECAST_ALERT_PERCENT = 100
+CLUSTER_ALERT_PERCENTS = (80, 100)
 
 
 def budget_filter_values(team: str) -> list[str]:
@@ -56,9 +68,15 @@ def budget_notifications(percents: Sequence[int], recipients: Sequence[str]) -> 
     return out
 
 
-def export_query() -> str:
-    """The export's SQL over the CUR 2.0 table."""
-    return f"SELECT {', '.join(CUR2_COLUMNS)} FROM COST_AND_USAGE_REPORT"
+def export_query(split_cost_allocation: bool) -> str:
+    """The export's SQL over the CUR 2.0 table: the split columns only when the table includes them."""
+    columns = (*CUR2_COLUMNS, *SPLIT_COLUMNS) if split_cost_allocation else CUR2_COLUMNS
+    return f"SELECT {', '.join(columns)} FROM COST_AND_USAGE_REPORT"
+
+
+def billing_view_arn(partition: str, account: str) -> str:
+    """The account's primary billing view, which a CUR 2.0 table configuration must name (BILLING_VIEW_ARN)."""
+    return f"arn:{partition}:billing::{account}:billingview/primary"
 
 
 class AwsCostPlane(pulumi.ComponentResource):
@@ -93,9 +111,28 @@ class AwsCostPlane(pulumi.ComponentResource):
     ) -> None:
         super().__init__("gpu-cluster:cost:AwsCostPlane", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        in_billing_region = pulumi.ResourceOptions(parent=self, providers={"aws": billing_provider})
 
         self.budget_names = {}
+        team_total = sum(float(t.budget.monthly_usd) for t in teams if t.budget is not None)
+        cluster_limit = float(billing.cluster_monthly_usd) if billing.cluster_monthly_usd is not None else team_total
+        if cluster_limit > 0:
+            # The one budget that sees the shared GPU nodes: everything tagged cluster=<name> (provider default
+            # tags and the nodes' launch template), to the platform and finance.
+            cluster_budget = aws.budgets.Budget(
+                f"{name}-budget-cluster",
+                name=f"{cluster_name}-cluster",
+                budget_type="COST",
+                time_unit="MONTHLY",
+                limit_amount=f"{cluster_limit:.2f}",
+                limit_unit="USD",
+                cost_filters=[{"name": "TagKeyValue", "values": [f"user:cluster${cluster_name}"]}],
+                notifications=budget_notifications(CLUSTER_ALERT_PERCENTS, list(billing.notify)),
+                tags=merge_tags(labels, f"{cluster_name}-cluster"),
+                # A rename keeps the budget and its history (the filter follows the new name).
+                opts=pulumi.ResourceOptions(parent=self, providers={"aws": billing_provider},
+                                            ignore_changes=["name"]),
+            )
+            self.budget_names["(cluster)"] = cluster_budget.name
         for team in teams:
             if team.budget is None:  # refused at load time (rule team-budget-required)
                 continue
@@ -110,14 +147,19 @@ class AwsCostPlane(pulumi.ComponentResource):
                 cost_filters=[{"name": "TagKeyValue", "values": budget_filter_values(team.name)}],
                 notifications=budget_notifications(team.budget.alert_at_percent, recipients),
                 tags=merge_tags(labels, f"{cluster_name}-{team.name}", **{"budget-team": team.name}),
-                opts=in_billing_region,
+                opts=pulumi.ResourceOptions(parent=self, providers={"aws": billing_provider},
+                                            ignore_changes=["name"]),
             )
             self.budget_names[team.name] = budget.name
 
         if billing.allocation_tags == "activate":
             for key in tag_keys:
-                aws.costexplorer.CostAllocationTag(f"{name}-allocation-tag-{key}", tag_key=key, status="Active",
-                                                   opts=in_billing_region)
+                # Deleting the resource deactivates the key for the whole payer account (every stack and
+                # team using it): a destroy or a rename leaves it active.
+                aws.costexplorer.CostAllocationTag(
+                    f"{name}-allocation-tag-{key}", tag_key=key, status="Active",
+                    opts=pulumi.ResourceOptions(parent=self, providers={"aws": billing_provider},
+                                                retain_on_delete=True))
 
         self.export_bucket_name = None
         export_spec = billing.cost_export
@@ -166,6 +208,8 @@ class AwsCostPlane(pulumi.ComponentResource):
                 opts=child,
             )
             table = {
+                "BILLING_VIEW_ARN": pulumi.Output.all(partition.partition, identity.account_id).apply(
+                    lambda a: billing_view_arn(str(a[0]), str(a[1]))),
                 "TIME_GRANULARITY": export_spec.time_granularity,
                 "INCLUDE_RESOURCES": "TRUE",
                 "INCLUDE_SPLIT_COST_ALLOCATION_DATA": "TRUE" if export_spec.split_cost_allocation else "FALSE",
@@ -177,7 +221,7 @@ class AwsCostPlane(pulumi.ComponentResource):
                 export={
                     "name": f"{cluster_name}-cur2",
                     "description": f"CUR 2.0 of {cluster_name}: cost per team (namespace), cost center and pod",
-                    "data_queries": [{"query_statement": export_query(),
+                    "data_queries": [{"query_statement": export_query(export_spec.split_cost_allocation),
                                       "table_configurations": {"COST_AND_USAGE_REPORT": table}}],
                     "destination_configurations": [{"s3_destinations": [{
                         "s3_bucket": bucket.bucket,
@@ -189,11 +233,15 @@ class AwsCostPlane(pulumi.ComponentResource):
                     "refresh_cadences": [{"frequency": "SYNCHRONOUS"}],
                 },
                 tags=merge_tags(labels, f"{cluster_name}-cur2"),
-                # The export checks at creation that it may write to the bucket.
-                opts=pulumi.ResourceOptions(parent=self, providers={"aws": billing_provider}, depends_on=[policy]),
+                # The export checks at creation that it may write to the bucket. A rename keeps the export (and
+                # where it writes): its name and prefix are fixed at creation.
+                opts=pulumi.ResourceOptions(
+                    parent=self, providers={"aws": billing_provider}, depends_on=[policy],
+                    ignore_changes=["export.name", "export.destinationConfigurations[0].s3Destinations[0].s3Prefix"]),
             )
             self.export_bucket_name = bucket.bucket
         self.register_outputs({"budgets": self.budget_names})
 
 
-__all__ = ["DATA_EXPORT_REGION", "AwsCostPlane", "budget_filter_values", "budget_notifications", "export_query"]
+__all__ = ["DATA_EXPORT_REGION", "AwsCostPlane", "billing_view_arn", "budget_filter_values", "budget_notifications",
+           "export_query"]

@@ -299,9 +299,10 @@ def _cost_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
                      f"{', '.join(filters) or 'the whole account'}; alerts at {', '.join(actual)} actual and "
                      f"{', '.join(forecast)} forecast to {', '.join(to)}")
     if graph.of_type("aws:budgets/budget:Budget"):
-        lines.append("  a budget sees what AWS bills under the team's tag (resources tagged team=<name>, and pods "
-                     "labelled team=<name> once split cost allocation imports that label); the shared GPU nodes' cost "
-                     "reaches each team in the CUR export, by namespace")
+        lines.append("  AWS Budgets read Cost Explorer data, where the shared nodes carry the cluster's tags: the "
+                     "cluster budget sees them, a team's budget only what AWS bills under its own team tag; each "
+                     "team's share of the shared nodes is in the CUR export (split cost allocation data, by "
+                     "namespace), not in Budgets")
     for export in graph.of_type("aws:bcmdata/export:Export"):
         ex = export.inputs.get("export") or {}
         query = (ex.get("dataQueries") or [{}])[0]
@@ -321,6 +322,11 @@ def _cost_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
         pending = (f"activate the cost allocation tags {', '.join(keys)}, and enable split cost allocation data for "
                    "Amazon EKS in Billing preferences")
     lines.append(f"  outside this stack (the payer account): {pending}")
+    reserved = sorted(g.name for g in spec.aws_spec().node_groups if g.capacity.type in ("capacity-block", "reserved"))
+    if reserved:
+        lines.append(f"  outside this stack: tag the reservations of {', '.join(reserved)} with cluster={spec.name} "
+                     "and the billing labels (they are bought, not created, here), so their charges reach the "
+                     "cluster budget")
     return lines
 
 

@@ -11,8 +11,9 @@ from components.spec.base import _Model
 
 # A plain address check (local@domain.tld); AWS Budgets verifies nothing more at create time.
 _EMAIL_RE = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$")
-# AWS Budgets: at most 5 notifications per budget and 10 email subscribers per notification
-# (Budgets API, CreateBudget "NotificationsWithSubscribers"; CloudFormation AWS::Budgets::Budget).
+# AWS Budgets: "A budget can have up to five notifications, and each notification can have one SNS subscriber
+# and up to 10 email subscribers" (the Budgets API model's CreateBudget documentation, as shipped in botocore;
+# CloudFormation AWS::Budgets::Budget says the same).
 MAX_BUDGET_NOTIFICATIONS = 5
 MAX_BUDGET_EMAIL_SUBSCRIBERS = 10
 
@@ -53,8 +54,12 @@ class BillingSpec(_Model):
     """Where the stack's cost goes: budget recipients, cost allocation tags and the usage export."""
 
     notify: list[str] = Field(
-        default_factory=list, max_length=MAX_BUDGET_EMAIL_SUBSCRIBERS,
-        description="Finance addresses added to every team budget's alerts.",
+        min_length=1, max_length=MAX_BUDGET_EMAIL_SUBSCRIBERS,
+        description="Platform and finance addresses: alerted by the cluster's budget and added to every team's.",
+    )
+    cluster_monthly_usd: StrictInt | StrictFloat | None = Field(
+        default=None, alias="clusterMonthlyUsd", gt=0, le=1_000_000_000,
+        description="The whole cluster's monthly budget (default: the sum of the team budgets).",
     )
     allocation_tags: Literal["activate", "payer-managed"] = Field(
         default="payer-managed",

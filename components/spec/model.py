@@ -37,9 +37,7 @@ class ClusterSpec(_Model):
     platform: PlatformSpec = Field(
         default_factory=PlatformSpec, description="GPU stack, queues, tenancy and telemetry on the cluster."
     )
-    billing: BillingSpec = Field(
-        default_factory=BillingSpec, description="Budget recipients, cost allocation tags and the cost export."
-    )
+    billing: BillingSpec = Field(description="Budget recipients, cost allocation tags and the cost export.")
     deletion_protection: StrictBool = Field(
         default=True,
         description="Protect and retain stateful resources (bucket, filesystem, KMS keys, cluster). "

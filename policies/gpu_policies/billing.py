@@ -169,6 +169,33 @@ def _team_budgets(args: StackValidationArgs, report: Reporter, cfg: dict[str, An
                    f"user:{cfg['teamTagKey']}${name} and at least one alert subscriber.", ns.urn)
 
 
+def _cluster_budget(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    clusters = of_type(args.resources, "aws:eks/cluster:Cluster")
+    if not clusters:
+        return
+    prefix = f"user:{cfg['clusterTagKey']}$"
+    watched = {str(v)[len(prefix):] for b in of_type(args.resources, BUDGET)
+               if any(get(n, "subscriberEmailAddresses") or get(n, "subscriberSnsTopicArns")
+                      for n in b.props.get("notifications") or [])
+               for f in b.props.get("costFilters") or [] if get(f, "name") == "TagKeyValue"
+               for v in get(f, "values") or [] if str(v).startswith(prefix)}
+    for cluster in clusters:
+        name = str(cluster.props.get("name", cluster.name))
+        if name not in watched:
+            report(f"Cluster {name} has no budget on its shared spend: an AWS Budget with a TagKeyValue filter "
+                   f"{prefix}{name} and at least one alert subscriber (team budgets cannot see the shared nodes).",
+                   cluster.urn)
+
+
+CLUSTER_TAG_KEY = Knob("clusterTagKey", {"type": "string", "minLength": 1}, "cluster")
+cluster_budget = stack_policy(
+    "aws-cluster-has-a-budget", "billing",
+    "Every EKS cluster has an AWS Budget on its cluster tag that alerts someone: the only budget that sees shared "
+    "GPU nodes.",
+    "Set gpu-cluster:spec.billing.notify (and clusterMonthlyUsd, default the sum of the team budgets).",
+    Severity.HIGH, _cluster_budget, [CLUSTER_TAG_KEY],
+)
+
 team_budgets = stack_policy(
     "aws-every-team-has-a-budget", "billing",
     "Every team (a team namespace) has an AWS Budget on its team tag that alerts someone.",
@@ -176,4 +203,5 @@ team_budgets = stack_policy(
     Severity.HIGH, _team_budgets, [TEAM_TAG_KEY, SYSTEM_NAMESPACES_KNOB],
 )
 
-POLICIES = [aws_billing_tags, gcp_billing_labels, namespace_billing_labels, gpu_node_group_owner, team_budgets]
+POLICIES = [aws_billing_tags, gcp_billing_labels, namespace_billing_labels, gpu_node_group_owner, team_budgets,
+            cluster_budget]
