@@ -5,6 +5,10 @@
     blueprint manifests <stack> -o DIR   every Kubernetes object and Helm release's values as YAML
     blueprint policy <stack | graph.json> [--format table|markdown|json|sarif] [--config FILE]
                                          run the policy pack; exit 1 when a mandatory policy fails
+    blueprint cost <stack | graph.json> [--format table|json] [--usage FILE]
+    blueprint cost diff --base <graph.json | git ref> <stack | graph.json>
+    blueprint sizing <stack> [--format table|json]
+                                         the goodput model: checkpoint times, interval, goodput, capacity
 
 ``<stack>`` is a stack name (``prod-aws`` reads ``stacks/Pulumi.prod-aws.yaml``) or a path to a stack
 file. Exit status: 0 ok, 1 a mandatory policy violation, 2 invalid input (the file, key path and rule
@@ -84,6 +88,11 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--fail-above-percent", type=float, help="exit 1 if it rises by more than this percent")
     diff.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
     diff.add_argument("--usage", type=Path, help="usage estimates for both sides (default: the stack's usage file)")
+    sizing = sub.add_parser("sizing", parents=[common], help="the goodput model of a stack: checkpoint and restore "
+                            "times, optimal interval, goodput, GPU-hours lost, required GPU capacity, storage")
+    sizing.add_argument("stack", help="stack name (prod-aws) or path to a stack file")
+    sizing.add_argument("--format", choices=("table", "json"), default="table")
+    sizing.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
     prices = sub.add_parser("prices", parents=[common], help="price catalog maintenance")
     prices_sub = prices.add_subparsers(dest="prices_command", required=True)
     refresh = prices_sub.add_parser("refresh", parents=[common], help="fetch on-demand EC2 prices of the catalog's "
@@ -206,7 +215,7 @@ def _cost(args: argparse.Namespace) -> int:
     graph, _, spec = _target_graph(args.target)
     usage, notes = _usage(args.usage, args.target, (graph,))
     report = price_graph(graph, usage=usage, usage_notes=notes)
-    unit = unit_cost(report, spec.workload) if spec is not None else None
+    unit = unit_cost(report, spec.workload, _modelled_goodput(spec)) if spec is not None else None
     reason = ("a graph holds no workload economics: run `blueprint cost` on the stack" if spec is None
               else "set workload.economics in the stack file")
     if args.format == "json":
@@ -239,6 +248,45 @@ def _cost_diff(args: argparse.Namespace) -> int:
     return EXIT_POLICY if crossed else EXIT_OK
 
 
+def _modelled_goodput(spec: Any) -> float | None:
+    """The goodput model's figure when the stack gives its inputs (for the unit cost), else None."""
+    if spec is None or spec.workload.goodput is None:
+        return None
+    from components.sizing import SizingError, goodput_model
+
+    try:
+        return goodput_model(spec).goodput
+    except SizingError:
+        return None
+
+
+def _sizing(args: argparse.Namespace) -> int:
+    """``blueprint sizing``: the goodput model, what its losses cost, and the storage that reaches the target."""
+    from blueprint.cost.engine import price_graph
+    from blueprint.cost.prices import load_aws_prices
+    from blueprint.engine import run_program
+    from blueprint.sizing_report import gpu_compute_usd, price_options, render_sizing, render_sizing_json
+    from blueprint.stackfile import load_stack
+    from components.sizing import SizingError, goodput_model
+
+    if args.output is not None:
+        check_output_file(args.output)
+    stack = load_stack(args.stack)
+    try:
+        model = goodput_model(stack.spec)
+    except SizingError as err:
+        raise CostUsageError(f"{stack.display_path}: {err}") from None
+    run = run_program(stack.name, stack.config, stack.region)
+    usage, notes = _usage(None, args.stack, (run.graph,))
+    report = price_graph(run.graph, usage=usage, usage_notes=notes)
+    gpu_usd = gpu_compute_usd(report, stack.spec)
+    options = price_options(model, load_aws_prices())
+    text = (render_sizing_json(model, gpu_usd, options) if args.format == "json"
+            else render_sizing(model, gpu_usd, options, stack.name))
+    _write(text, args.output)
+    return EXIT_OK
+
+
 def _prices_refresh(args: argparse.Namespace) -> int:
     """``blueprint prices refresh``: exit 0 with the count written, 2 when the API cannot be read."""
     from datetime import UTC, datetime
@@ -268,6 +316,8 @@ def _run(args: argparse.Namespace) -> int:
         return _cost_diff(args)
     if args.command == "prices":
         return _prices_refresh(args)
+    if args.command == "sizing":
+        return _sizing(args)
     from blueprint.engine import run_program
     from blueprint.manifests import write_manifests
     from blueprint.render import render_preview
@@ -288,7 +338,8 @@ def _run(args: argparse.Namespace) -> int:
         usage, notes = _usage(None, args.stack, (run.graph,))
         cost = price_graph(run.graph, usage=usage, usage_notes=notes)
         _emit(sys.stdout, "\n" + render_cost_summary(cost)
-              + render_unit_cost(unit_cost(cost, stack.spec.workload), "set workload.economics in the stack file"))
+              + render_unit_cost(unit_cost(cost, stack.spec.workload, _modelled_goodput(stack.spec)),
+                                 "set workload.economics in the stack file"))
         _emit(sys.stdout, "\n" + render_table(report))
     elif args.command == "graph":
         _write(run.graph.to_json(), output)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pulumi
 
 from components.cluster import build_cluster
+from components.sizing.plan import spec_warnings
 from components.spec import SpecError, parse_spec
 
 
@@ -21,6 +22,8 @@ def main() -> None:
     except SpecError as err:
         # RunError prints the message alone (no traceback) and registers nothing.
         raise pulumi.RunError(f"invalid stack configuration:\n{err}") from None
+    for warning in spec_warnings(spec):
+        pulumi.log.warn(f"{stack_file}: {warning}")
 
     out = build_cluster(spec)
     pulumi.export("clusterName", out.cluster_name)

@@ -29,7 +29,8 @@ def test_preview_prints_the_production_stack_by_plane(capsys: pytest.CaptureFixt
             "CAPACITY_BLOCK cr-0a1b2c3d4e5f60718; EFA 32 of 32 interfaces per node; no placement group (reserved "
             "capacity is already placed); GPUs at max 128; local NVMe RAID0") in out
     assert "FSx for Lustre PERSISTENT_2 9600 GiB x 500 MB/s/TiB = 4,688 MB/s, protected" in out
-    assert "checkpoint of the 70B model: ~0.98 TB (14 B/param) writes in ~3.5 min" in out
+    assert ("checkpoint of the 70B model: 0.98 TB, filesystem path: blocks 3.5 min, every 6.74 h of compute (Daly); "
+            "fleet MTBF 396 h; goodput 98.24% (target 97.0%) (`blueprint sizing`)") in out
     assert "EKS prod-train 1.35: endpoint private; KMS-encrypted secrets" in out
     assert "GPUs 0 desired / 128 at max size (128 on Capacity Blocks, running only in their window)" in out
     assert ("deployer: arn:aws:iam::111122223333:role/pulumi-deployer (the AWS provider and the kubeconfig assume "

@@ -240,3 +240,14 @@ def test_outputs_name_the_export_bucket() -> None:
     outputs = offline_run("prod-aws").outputs
     assert "costExportBucket" in outputs
     assert json.dumps(outputs["costExportBucket"])
+
+
+def test_the_export_bucket_is_not_described_as_a_checkpoint_bucket(capsys: pytest.CaptureFixture[str]) -> None:
+    """The storage plane's summary reads its own bucket's versioning and lifecycle, not the export bucket's."""
+    from blueprint.cli import main
+
+    assert main(["preview", "dev-aws"]) == 0
+    out = capsys.readouterr().out
+    assert ("checkpoint bucket dev-gpu-ckpt-*: versioned, SSE-KMS, public access blocked, noncurrent versions expire "
+            "after 7 days") in out
+    assert "checkpoint bucket dev-gpu-cost-" not in out

@@ -50,6 +50,7 @@ def test_lower_layers_never_import_upper_ones() -> None:
         "components/spec": ("components.aws", "components.kubernetes", "components.cluster", "pulumi"),
         "components/catalog": ("components.spec", "components.aws", "components.kubernetes", "components.cluster"),
         "components/clock.py": ("components.",),
+        "components/sizing": ("components.aws", "components.kubernetes", "components.cluster", "pulumi"),
     }
     for where, forbidden in below.items():
         target = ROOT / where

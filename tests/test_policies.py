@@ -171,6 +171,7 @@ def _k8s(kind: str) -> str:
     return {"LocalQueue": "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue",
             "ResourceQuota": "kubernetes:core/v1:ResourceQuota",
             "NetworkPolicy": "kubernetes:networking.k8s.io/v1:NetworkPolicy",
+            "ConfigMap": "kubernetes:core/v1:ConfigMap",
             "Namespace": "kubernetes:core/v1:Namespace"}[kind]
 
 
@@ -195,6 +196,10 @@ MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] = {
     "silence a team's budget": (
         lambda g: edit(g, "aws:budgets/budget:Budget", "cost-budget-research", _set(["notifications"], [])),
         "aws-every-team-has-a-budget"),
+    "model a goodput below the target": (
+        lambda g: edit(g, _k8s("ConfigMap"), "configmap-research-checkpoint-policy",
+                       _set(["data", "GOODPUT_MODELLED"], "0.9000")),
+        "checkpoint-storage-reaches-goodput-target"),
     "remove the cluster's budget": (
         lambda g: edit(g, "aws:budgets/budget:Budget", "cost-budget-cluster", remove=True),
         "aws-cluster-has-a-budget"),
@@ -513,5 +518,5 @@ def test_sarif_validates_against_the_sarif_2_1_0_schema(tmp_path: Path) -> None:
 
 def test_preview_shows_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["preview", "prod-aws"]) == 0
-    assert "policy verdict: PASS (0 mandatory, 0 advisory violation(s); 32 policies in gpu-cluster-policies)" in \
+    assert "policy verdict: PASS (0 mandatory, 0 advisory violation(s); 33 policies in gpu-cluster-policies)" in \
         capsys.readouterr().out

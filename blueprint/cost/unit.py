@@ -29,6 +29,7 @@ class UnitCost:
     baseline_source: str | None
     lower_bound: bool  # some prices are unknown, so the true cost is higher
     stale: bool = False  # some prices may have changed since they were read
+    modelled: bool = False  # retries and useful work per GPU-month come from the goodput model
 
     @property
     def total_usd(self) -> float:
@@ -43,17 +44,33 @@ class UnitCost:
         return None if self.baseline_usd_per_unit is None else self.unit_cost_usd < self.baseline_usd_per_unit
 
 
-def unit_cost(report: CostReport, workload: WorkloadSpec) -> UnitCost | None:
-    """The unit cost, or None when the stack gives no ``workload.economics``."""
+def unit_cost(report: CostReport, workload: WorkloadSpec, goodput: float | None = None) -> UnitCost | None:
+    """The unit cost, or None when the stack gives no ``workload.economics`` (or asks for the goodput model's
+    figures, ``fromGoodput``, and ``goodput`` is not given).
+
+    With ``fromGoodput`` the retries are the modelled loss (1 - goodput: checkpoint overhead, lost work and
+    restarts) and the useful work per GPU-month is ``idealWorkPerGpuMonth x goodput x (1 - idleFraction)``.
+    """
     econ = workload.economics
     if econ is None:
         return None
+    if econ.from_goodput:
+        ideal = workload.goodput.ideal_work_per_gpu_month if workload.goodput is not None else None
+        if goodput is None or ideal is None:
+            return None
+        retry_fraction = 1.0 - goodput
+        useful_per_gpu = ideal * goodput * (1.0 - econ.idle_fraction)
+    else:
+        if econ.retry_fraction is None or econ.useful_work_per_gpu_month is None:
+            return None  # refused at load (rule economics-inputs)
+        retry_fraction = econ.retry_fraction
+        useful_per_gpu = econ.useful_work_per_gpu_month
     by_plane: dict[str, float] = {}
     for res in report.resources:
         # A Capacity Block is counted in the month its window serves: that is what those units cost.
         by_plane[res.plane] = by_plane.get(res.plane, 0.0) + res.monthly_usd + res.one_time_usd
     compute = by_plane.pop("compute", 0.0)
-    useful = 1.0 - econ.idle_fraction - econ.retry_fraction
+    useful = 1.0 - econ.idle_fraction - retry_fraction
     terms = (
         ("compute (useful share)", compute * useful),
         ("network", by_plane.pop("network", 0.0)),
@@ -62,13 +79,13 @@ def unit_cost(report: CostReport, workload: WorkloadSpec) -> UnitCost | None:
         ("support", econ.support_usd_per_month),
         ("operations", econ.operations_usd_per_month),
         ("idle", compute * econ.idle_fraction),
-        ("retries", compute * econ.retry_fraction),
+        ("retries", compute * retry_fraction),
     )
     return UnitCost(work_unit=workload.work_unit, accepted_units_per_month=workload.target_work_per_month,
-                    required_gpu_capacity=workload.target_work_per_month / econ.useful_work_per_gpu_month,
+                    required_gpu_capacity=workload.target_work_per_month / useful_per_gpu,
                     peak_gpus=workload.peak_gpus, terms=terms, baseline_usd_per_unit=econ.baseline_usd_per_unit,
                     baseline_source=econ.baseline_source, lower_bound=bool(report.unpriced),
-                    stale=bool(report.stale_prices))
+                    stale=bool(report.stale_prices), modelled=econ.from_goodput)
 
 
 def unit_cost_document(unit: UnitCost | None, reason: str) -> dict[str, Any] | None:
@@ -90,6 +107,7 @@ def unit_cost_document(unit: UnitCost | None, reason: str) -> dict[str, Any] | N
         "baseline_usd_per_unit": unit.baseline_usd_per_unit,
         "baseline_source": unit.baseline_source,
         "beats_baseline": unit.beats_baseline,
+        "modelled_from_goodput": unit.modelled,
     }
 
 
@@ -104,7 +122,8 @@ def render_unit_cost(unit: UnitCost | None, reason: str) -> str:
            "  " + ", ".join(f"{name} ${value:,.2f}" for name, value in unit.terms)
            + " (Capacity Blocks counted in the month their window serves)",
            f"  required GPU capacity: {unit.required_gpu_capacity:,.1f} GPUs (target work / useful work per "
-           f"GPU-month); the workload's peak is {unit.peak_gpus}"]
+           f"GPU-month); the workload's peak is {unit.peak_gpus}"
+           + ("; retries and useful work modelled from goodput (`blueprint sizing`)" if unit.modelled else "")]
     if unit.baseline_usd_per_unit is not None:
         verdict = "beats" if unit.beats_baseline else "does NOT beat"
         out.append(f"  the cluster {verdict} the baseline of ${unit.baseline_usd_per_unit:,.2f} per {unit.work_unit} "

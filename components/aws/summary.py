@@ -15,13 +15,13 @@ from components.aws.capacity_block import BlockWindow, utc_text
 from components.aws.data_access import CHECKPOINT_SERVICE_ACCOUNT, PLATFORM_SERVICE_ACCOUNT
 from components.catalog import AddonPin, load_addon_pins, load_aws_catalog, load_eks_versions
 from components.planes import CloudSummary, GraphView
+from components.sizing import SizingError, goodput_model, spec_warnings
+from components.sizing.plan import SCRATCH_2_MBPS_PER_TIB
 from components.spec import ClusterSpec
+from components.spec.workload import DEFAULT_CHECKPOINT_BYTES_PER_PARAMETER
 
-# Checkpoint bytes per parameter: bf16 weights 2 + fp32 master 4 + Adam m 4 + Adam v 4 (derived in
-# ../shared/reference/gpu_facts.yaml, reliability.checkpoint_size.checkpoint_bytes_per_param).
-CHECKPOINT_BYTES_PER_PARAM = 14
-# SCRATCH_2 baseline throughput per TiB (secondary: gpu_facts.yaml storage.fsx_lustre).
-SCRATCH_2_MBPS_PER_TIB = 200
+# Checkpoint bytes per parameter when the stack gives no goodput inputs (the spec's default, with its source).
+CHECKPOINT_BYTES_PER_PARAM = DEFAULT_CHECKPOINT_BYTES_PER_PARAMETER
 # The preview warns this many days before a cluster's Kubernetes version leaves EKS standard support.
 SUPPORT_WARNING_DAYS = 90
 
@@ -194,10 +194,14 @@ def _storage_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
                      "here; LNet opened between it and the nodes")
         lines += _checkpoint_line(spec, mbps)
     for b in graph.of_type("aws:s3/bucket:Bucket"):
+        if not b.name.endswith("-checkpoints"):
+            continue  # the cost export's bucket is the cost plane's
         versioned = any(v.inputs.get("versioningConfiguration", {}).get("status") == "Enabled"
-                        for v in graph.of_type("aws:s3/bucketVersioning:BucketVersioning"))
+                        for v in graph.of_type("aws:s3/bucketVersioning:BucketVersioning")
+                        if v.name == f"{b.name}-versioning")
         days = [r.get("noncurrentVersionExpiration", {}).get("noncurrentDays")
                 for lc in graph.of_type("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
+                if lc.name == f"{b.name}-lifecycle"
                 for r in lc.inputs.get("rules", []) if isinstance(r, dict)]
         days = [d for d in days if d]
         lines.append(
@@ -223,6 +227,19 @@ def _storage_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
 def _checkpoint_line(spec: ClusterSpec, mbps: float) -> list[str]:
     if not mbps:
         return []
+    if spec.workload.goodput is not None:
+        try:
+            model = goodput_model(spec)
+        except SizingError:
+            model = None
+        if model is not None:
+            t = model.paths[model.path]
+            interval = model.plan.interval_s
+            target = f" (target {model.target:.1%})" if model.target is not None else ""
+            return [f"checkpoint of the {spec.workload.model_parameters_billions:g}B model: "
+                    f"{model.checkpoint_bytes / 1e12:.2f} TB, {model.path} path: blocks {t.write_s / 60:.1f} min, "
+                    f"every {interval / 3600:.2f} h of compute (Daly); fleet MTBF {model.mtbf_hours:,.0f} h; goodput "
+                    f"{model.goodput:.2%}{target} (`blueprint sizing`)"]
     ckpt_gb = spec.workload.model_parameters_billions * CHECKPOINT_BYTES_PER_PARAM
     seconds = ckpt_gb * 1000 / mbps
     return [f"checkpoint of the {spec.workload.model_parameters_billions:g}B model: ~{ckpt_gb / 1000:.2f} TB "
@@ -373,6 +390,7 @@ def summarize(graph: GraphView, spec: ClusterSpec, outputs: Mapping[str, Any], n
             notes.append(f"warning: Kubernetes {release.version} leaves EKS standard support on "
                          f"{release.end_of_standard_support:%Y-%m-%d} (in {left} days): plan the upgrade; the cluster "
                          "stays on standard support (upgradePolicy STANDARD) and EKS upgrades it after that date")
+    notes += [f"warning: {w}" for w in spec_warnings(spec)]
     if "kubeconfigCommand" in outputs:
         notes.append(f"kubeconfig for people (their own admin or team role): {outputs['kubeconfigCommand']}")
     unconfirmed = sorted({f.instance_type for f in figures

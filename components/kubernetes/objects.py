@@ -144,6 +144,18 @@ def service_account(name: str, namespace: str, labels: Mapping[str, str], purpos
             "automountServiceAccountToken": True}
 
 
+CHECKPOINT_POLICY_LABEL = "gpu-cluster/checkpoint-policy"
+
+
+def checkpoint_policy(team: TeamSpec, billing: Mapping[str, str], data: Mapping[str, str]) -> Manifest:
+    """The goodput model's checkpoint interval and figures where the team's jobs can read them
+    (``envFrom: [{configMapRef: {name: checkpoint-policy}}]``), and the policy pack can check them."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": _meta("checkpoint-policy", team.name,
+                              {**team_labels(team, billing), CHECKPOINT_POLICY_LABEL: "true"}),
+            "data": dict(sorted(data.items()))}
+
+
 def team_role_binding(team: TeamSpec) -> Manifest:
     """Bind the team's Kubernetes group (mapped from IAM by access entries) to its Role."""
     return {

@@ -152,6 +152,7 @@ class PlatformInputs:
     retain_data: bool = False  # deletion protection: metrics volumes retained, their namespace and release protected
     checkpoint_service_account: str | None = None  # per team namespace: read/write of <team>/ in the bucket
     platform_reader: tuple[str, str] | None = None  # (namespace, service account): read of every prefix
+    checkpoint_policy: Mapping[str, str] | None = None  # the goodput model's figures, for each team's jobs
 
     @property
     def pools_by_name(self) -> dict[str, GpuPool]:
@@ -255,6 +256,8 @@ class Tenancy(pulumi.ComponentResource):
                 obj.resource_quota(team, hard, fabric_resource),
                 obj.limit_range(team),
                 *obj.network_policies(team, inputs.platform.allow_https_egress, inputs.extra_egress),
+                *([obj.checkpoint_policy(team, inputs.labels, inputs.checkpoint_policy)]
+                  if inputs.checkpoint_policy is not None else []),
             ]
             for m in manifests:
                 apply(_object_name(name, m), m, in_ns)

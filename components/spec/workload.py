@@ -4,9 +4,45 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import Field, StrictFloat, StrictInt
+from pydantic import Field, StrictBool, StrictFloat, StrictInt
 
 from components.spec.base import _Model
+
+# Llama 3 (arXiv 2407.21783, Table 5): 419 unexpected interruptions / (2,048 nodes x 54 days x 24 h); the
+# derivation is in components/sizing/goodput.py (kept here as a literal: the spec layer imports no model).
+DEFAULT_FAILURES_PER_NODE_HOUR = 419 / (2048 * 54 * 24)
+# Checkpoint bytes per parameter: bf16 weights 2 + fp32 master 4 + Adam m 4 + Adam v 4, no gradients
+# (../shared/reference/gpu_facts.yaml, reliability.checkpoint_size, derived).
+DEFAULT_CHECKPOINT_BYTES_PER_PARAMETER = 14.0
+
+
+class GoodputSpec(_Model):
+    """How the training job checkpoints and restarts: the inputs of the goodput model (``blueprint sizing``).
+
+    Throughputs are MB/s (10^6 bytes); the filesystem's comes from the storage plane.
+    """
+
+    checkpoint_path: Literal["filesystem", "tiered", "bucket"] = Field(
+        description="Where a checkpoint is written: straight to the shared filesystem; 'tiered': to the nodes' "
+        "RAID0 NVMe, then drained asynchronously to the filesystem (which exports it to the bucket); or straight "
+        "to the bucket.")
+    bytes_per_parameter: StrictFloat = Field(
+        default=DEFAULT_CHECKPOINT_BYTES_PER_PARAMETER, gt=0, le=64,
+        description="Checkpoint bytes per model parameter (default 14: bf16 weights, fp32 master, Adam m and v).")
+    failures_per_node_hour: StrictFloat = Field(
+        default=DEFAULT_FAILURES_PER_NODE_HOUR, gt=0, le=1,
+        description="Job-interrupting failures per node-hour (default: Llama 3's 419 in 54 days on 2,048 nodes).")
+    restart_minutes: StrictFloat = Field(
+        ge=0, le=1440, description="From a failure to training again, without reading the checkpoint: detection, "
+        "Kueue re-admission, scheduling, image pull, process-group start (measure it; no default).")
+    nvme_write_mbps_per_node: Optional[StrictFloat] = Field(
+        default=None, gt=0, description="Sustained write to one node's RAID0 NVMe, MB/s (tiered; measure with fio).")
+    bucket_write_mbps: Optional[StrictFloat] = Field(
+        default=None, gt=0, description="Aggregate write (and read) to the bucket of all nodes, MB/s (bucket path).")
+    target: Optional[StrictFloat] = Field(
+        default=None, gt=0, lt=1, description="Goodput to reach (0-1); the preview warns when storage is too slow.")
+    ideal_work_per_gpu_month: Optional[StrictFloat] = Field(
+        default=None, gt=0, description="workUnit one GPU completes in a month with no failure, idle or retry.")
 
 
 class EconomicsSpec(_Model):
@@ -17,16 +53,21 @@ class EconomicsSpec(_Model):
     accepted units``; the cluster should beat ``baseline_usd_per_unit`` (a model API or managed service).
     """
 
-    useful_work_per_gpu_month: StrictFloat = Field(
-        gt=0, description="workUnit one GPU completes in a month after failures, idle time and retries.")
+    useful_work_per_gpu_month: Optional[StrictFloat] = Field(
+        default=None, gt=0, description="workUnit one GPU completes in a month after failures, idle time and "
+        "retries (modelled instead with fromGoodput).")
     support_usd_per_month: StrictFloat = Field(
         ge=0, description="Vendor and cloud support contracts for the cluster, USD per month.")
     operations_usd_per_month: StrictFloat = Field(
         ge=0, description="People and tooling that run the cluster, USD per month.")
     idle_fraction: StrictFloat = Field(
         ge=0, lt=1, description="Share of paid GPU time with no job running (0-1).")
-    retry_fraction: StrictFloat = Field(
-        ge=0, lt=1, description="Share of paid GPU time lost to failed or repeated attempts (0-1).")
+    retry_fraction: Optional[StrictFloat] = Field(
+        default=None, ge=0, lt=1, description="Share of paid GPU time lost to failed or repeated attempts (0-1; "
+        "modelled instead with fromGoodput).")
+    from_goodput: StrictBool = Field(
+        default=False, description="Take retries (1 - goodput) and useful work per GPU-month (idealWorkPerGpuMonth "
+        "x goodput x (1 - idleFraction)) from the goodput model instead of setting them.")
     baseline_usd_per_unit: Optional[StrictFloat] = Field(
         default=None, gt=0, description="Price of one workUnit from a model API or managed service.")
     baseline_source: Optional[str] = Field(
@@ -59,3 +100,5 @@ class WorkloadSpec(_Model):
     )
     economics: Optional[EconomicsSpec] = Field(
         default=None, description="Unit-cost inputs (support, operations, idle, retries, baseline).")
+    goodput: Optional[GoodputSpec] = Field(
+        default=None, description="Checkpoint and restart inputs of the goodput model (training).")

@@ -32,6 +32,7 @@ AREA_ENFORCEMENT = {
     "security": EnforcementLevel.ADVISORY,
     "fabric": EnforcementLevel.ADVISORY,
     "data-safety": EnforcementLevel.ADVISORY,
+    "sizing": EnforcementLevel.ADVISORY,
 }
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NAMESPACE = "kubernetes:core/v1:Namespace"

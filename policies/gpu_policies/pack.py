@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, PolicyPack
 
-from gpu_policies import billing, data_safety, fabric, quotas, security, telemetry
+from gpu_policies import billing, data_safety, fabric, quotas, security, sizing, telemetry
 
 PACK_NAME = "gpu-cluster-policies"
 POLICIES = [*billing.POLICIES, *quotas.POLICIES, *telemetry.POLICIES, *security.POLICIES, *fabric.POLICIES,
-            *data_safety.POLICIES]
+            *data_safety.POLICIES, *sizing.POLICIES]
 
 
 def serve() -> None:
