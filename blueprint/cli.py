@@ -342,7 +342,11 @@ def _run(args: argparse.Namespace) -> int:
                                  "set workload.economics in the stack file"))
         _emit(sys.stdout, "\n" + render_table(report))
     elif args.command == "graph":
-        _write(run.graph.to_json(), output)
+        if output is None:
+            _write(run.graph.to_json(), output)
+        else:
+            gc.freeze()  # the run's objects are done changing: the collector need not scan them again
+            write_atomic(output, run.graph.iter_json())
         if output is not None:
             _emit(sys.stderr, f"wrote {output} ({len(run.graph.resources)} resources)\n")
     elif args.command == "manifests":

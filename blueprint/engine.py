@@ -10,6 +10,7 @@ fresh ``contextvars.Context`` so runs in one process never share Pulumi's global
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import gc
 import hashlib
@@ -34,6 +35,7 @@ from blueprint.graph import SECRET, UNKNOWN, GraphResource, ResourceGraph
 PROJECT = "gpu-cluster"
 OFFLINE_ACCOUNT = "123456789012"  # placeholder account id in offline ARNs; never a real account
 GC_THRESHOLD = 100_000  # generation-0 threshold during a run (Python's default is 700)
+DRAIN_EVERY = 250  # registrations between two waits for the mock monitor's answers
 
 _SIG_KEY = "4dabf18193072939515e22adb298388d"
 _SIG_SECRET = "1b47061264138c4ac30d75fd1eb44270"
@@ -156,12 +158,35 @@ def offline_zone_name(region: str, zone_id: str) -> str:
     return region + (chr(ord("a") + int(number) - 1) if number.isdigit() and 0 < int(number) <= 26 else "?")
 
 
+class _Discard(dict[str, Any]):
+    """A mapping that keeps nothing: the mock monitor's copy of every resource's state, which only the
+    ``getResource`` invoke and ``ExistsResource`` read (this program uses neither)."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        return None
+
+
 class RecordingMonitor(MockMonitor):
-    """A mock monitor that also keeps each raw registration request, with parent and options."""
+    """A mock monitor that also keeps each raw registration request, with parent and options.
+
+    It records a resource once (as a :class:`GraphResource`), not twice: the SDK mock's own state copy is
+    discarded, so the two RPCs that would read it fail loudly instead of answering wrongly.
+    """
 
     def __init__(self, mocks: Mocks) -> None:
         super().__init__(mocks)
         self.records: list[GraphResource] = []
+        self.resources = _Discard()
+
+    def Invoke(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        """Answer invokes through the mocks; ``getResource`` (reading back a registered state) is not kept."""
+        if request.tok == "pulumi:pulumi:getResource":
+            raise NotImplementedError("the offline engine keeps no resource state to read back (getResource)")
+        return super().Invoke(request)  # type: ignore[no-untyped-call]
+
+    def ExistsResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        """Not supported offline: no resource state is kept."""
+        raise NotImplementedError("the offline engine keeps no resource state (ExistsResource)")
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
         """Record the request, then let the mock monitor answer it."""
@@ -249,19 +274,60 @@ def _offline_runtime() -> Iterator[None]:
     - The cyclic garbage collector rescans every live SDK object (hundreds of thousands in a large
       stack) each time allocations pass its first threshold; raising that threshold during the run and
       freezing what was allocated before it keeps collection for the program's own garbage.
+    - The program registers every resource before the monitor answers the first one, so a large stack
+      held tens of kilobytes per pending registration at once. Every :data:`DRAIN_EVERY` registrations
+      the program now waits for the answers already asked for (the SDK's RPC futures), as its own
+      ``register_resource_transform`` does with ``_wait_for_pending_rpcs``, but only over the new ones.
     """
     runtime_resource: Any = importlib.import_module("pulumi.runtime.resource")
+    resource_module: Any = importlib.import_module("pulumi.resource")
     saved_trace = runtime_resource._get_stack_trace
+    saved_register = resource_module.register_resource
     saved_threshold = gc.get_threshold()
     runtime_resource._get_stack_trace = _no_stack_trace
+    resource_module.register_resource = _Draining(saved_register)
     gc.freeze()
     gc.set_threshold(GC_THRESHOLD, saved_threshold[1], saved_threshold[2])
     try:
         yield
     finally:
         runtime_resource._get_stack_trace = saved_trace
+        resource_module.register_resource = saved_register
         gc.set_threshold(*saved_threshold)
         gc.unfreeze()
+
+
+class _Draining:
+    """``register_resource`` that waits, every :data:`DRAIN_EVERY` calls, for the RPCs started since the last
+    wait (not a scan of every task, which grows with the stack)."""
+
+    def __init__(self, register: Any) -> None:
+        self.register = register
+        self.calls = 0
+        self.seen = 0  # RPCs before this index were done at the last wait
+        self.waiting = False
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        result = self.register(*args, **kwargs)
+        self.calls += 1
+        if self.calls % DRAIN_EVERY == 0 and not self.waiting:
+            self.waiting = True
+            try:
+                self._wait()
+            finally:
+                self.waiting = False
+        return result
+
+    def _wait(self) -> None:
+        from pulumi.runtime.settings import _get_rpc_manager
+
+        rpcs: list[Any] = _get_rpc_manager().rpcs  # asyncio futures, appended as each RPC starts
+        while True:
+            pending = [f for f in rpcs[self.seen:] if not f.done()]
+            self.seen = len(rpcs)
+            if not pending:
+                return
+            _sync_await(asyncio.wait(pending))
 
 
 def _no_stack_trace() -> Any:

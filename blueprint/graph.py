@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -238,16 +238,25 @@ class ResourceGraph:
     def to_dict(self) -> dict[str, Any]:
         """The documented JSON form, resources ordered by URN so that diffs are stable."""
         ordered = sorted(self.resources, key=lambda r: r.urn)
+        # The rows share the records' values (no deep copy, as dataclasses.asdict would make): the JSON writer
+        # only reads them.
         return {
             "stack": self.stack,
-            "resources": [{**asdict(r), "dependencies": sorted(r.dependencies),
+            "resources": [{"urn": r.urn, "type": r.type, "name": r.name, "parent": r.parent,
+                           "provider": r.provider, "inputs": r.inputs, "protect": r.protect,
+                           "retain_on_delete": r.retain_on_delete, "dependencies": sorted(r.dependencies),
                            "ignore_changes": None if r.ignore_changes is None else sorted(r.ignore_changes)}
                           for r in ordered],
         }
 
+    def iter_json(self) -> Iterator[str]:
+        """:meth:`to_json` in pieces, for writing a large graph without holding the whole text."""
+        yield from json.JSONEncoder(indent=2, sort_keys=True).iterencode(self.to_dict())
+        yield "\n"
+
     def to_json(self) -> str:
         """Stable, diff-friendly JSON (sorted keys inside inputs, two-space indent)."""
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+        return "".join(self.iter_json())
 
     @classmethod
     def from_dict(cls, doc: Any) -> ResourceGraph:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -39,13 +40,18 @@ def check_output_dir(path: Path) -> None:
         raise OutputError(f"{path}: the directory {base} is not writable")
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory, then rename it."""
+def write_atomic(path: Path, text: str | Iterable[str]) -> None:
+    """Write ``text`` (or its pieces, written as they come) to ``path`` through a temporary file in the same
+    directory, then rename it."""
     directory = path.parent if str(path.parent) else Path(".")
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+            if isinstance(text, str):
+                fh.write(text)
+            else:
+                for piece in text:
+                    fh.write(piece)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(temp, path)
