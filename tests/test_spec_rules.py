@@ -668,3 +668,18 @@ def test_runners_outside_the_vpc_need_the_transit_gateway(prod_spec: dict[str, A
     ]
     prod_spec["aws"]["controlPlane"]["deployer"]["runnerCidrs"] = ["10.40.112.0/24"]
     parse_spec(prod_spec, FILE, provider_region="us-east-1")  # a runner inside the VPC needs no gateway
+
+
+def test_a_trailing_newline_never_passes_a_pattern_and_is_shown_escaped(prod_spec: dict[str, Any]) -> None:
+    """``$`` matches before a final newline: every pattern of the rules is a full match, and a value's control
+    characters (and the line separators str.splitlines knows) are escaped, so one issue stays one line."""
+    prod_spec["platform"]["allowedRegistries"] = ["nvcr.io/nvidia/\n", "nvcr.io/\u2028x/"]
+    prod_spec["teams"][0]["roleArns"] = ["arn:aws:iam::111122223333:role/research-engineers\n"]
+    assert errors(prod_spec) == [
+        f"{P}.teams[0].roleArns[0]: 'arn:aws:iam::111122223333:role/research-engineers\\n' is not an IAM role ARN "
+        "(arn:aws:iam::<12 digits>:role/<name>) [rule: admin-role-arn]",
+        f"{P}.platform.allowedRegistries[0]: 'nvcr.io/nvidia/\\n' must be a registry host (and optional path) ending "
+        "in '/', e.g. nvcr.io/nvidia/ [rule: registry-prefix]",
+        f"{P}.platform.allowedRegistries[1]: 'nvcr.io/\\u2028x/' must be a registry host (and optional path) ending "
+        "in '/', e.g. nvcr.io/nvidia/ [rule: registry-prefix]",
+    ]

@@ -71,6 +71,6 @@ class BillingSpec(_Model):
 
 def email_problem(address: str) -> str | None:
     """Why ``address`` is not an email address AWS Budgets would take, or None."""
-    if len(address) > 254 or not _EMAIL_RE.match(address):
+    if len(address) > 254 or not _EMAIL_RE.fullmatch(address):
         return f"'{address}' is not an email address (name@domain.tld)"
     return None

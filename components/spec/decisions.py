@@ -24,7 +24,7 @@ def parse_cidr(value: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | st
 
     Python also reads ``10.0.0.0/255.255.0.0`` and a bare address; AWS APIs take prefix notation only.
     """
-    if not _PREFIX_NOTATION.match(value):
+    if not _PREFIX_NOTATION.fullmatch(value):
         return "not in prefix notation"
     try:
         return ipaddress.ip_network(value, strict=True)
@@ -75,9 +75,9 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 def k8s_key_problem(key: str) -> str | None:
     """Why ``key`` is not a Kubernetes label or taint key (``[prefix/]name``), or None."""
     prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
         return "its prefix must be a DNS subdomain (lowercase, at most 253 characters)"
-    if not _QUALIFIED.match(name):
+    if not _QUALIFIED.fullmatch(name):
         return ("its name must be 1-63 characters of letters, digits, '-', '_' or '.', starting and ending with a "
                 "letter or digit")
     return None
@@ -85,7 +85,7 @@ def k8s_key_problem(key: str) -> str | None:
 
 def k8s_value_problem(value: str) -> str | None:
     """Why ``value`` is not a Kubernetes label (or taint) value, or None; empty is allowed."""
-    if value and not _QUALIFIED.match(value):
+    if value and not _QUALIFIED.fullmatch(value):
         return ("a value is empty or 1-63 characters of letters, digits, '-', '_' or '.', starting and ending with a "
                 "letter or digit")
     return None

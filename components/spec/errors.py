@@ -65,7 +65,7 @@ def _clip(text: str, limit: int) -> str:
 
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # what str.splitlines splits on, and controls
 
 
 def _path(loc: Iterable[int | str], root: str = SPEC_KEY) -> str:
@@ -74,7 +74,7 @@ def _path(loc: Iterable[int | str], root: str = SPEC_KEY) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif _PLAIN_KEY.match(part):
+        elif _PLAIN_KEY.fullmatch(part):
             out += f".{part}"
         else:
             out += "[" + json.dumps(part) + "]"
@@ -119,4 +119,6 @@ class _Collector:
     def add(self, path: str, rule: str, message: str) -> None:
         seen = self._per_rule[rule] = self._per_rule.get(rule, 0) + 1
         if seen <= MAX_PER_RULE + 1:  # one more than shown, so the summary line knows there are more
-            self.issues.append(SpecIssue(_path([]) + path, rule, message))
+            # A value quoted in a message may hold control characters: shown escaped, one issue stays one line.
+            shown = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode(), message)
+            self.issues.append(SpecIssue(_path([]) + path, rule, shown))

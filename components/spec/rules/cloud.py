@@ -37,7 +37,7 @@ def _check_cloud(spec: ClusterSpec, provider_region: str | None, out: _Collector
 
 
 def _check_zone_in_region(aws: AwsSpec, zone: str, where: str, out: _Collector) -> None:
-    if _ZONE_RE.match(zone):
+    if _ZONE_RE.fullmatch(zone):
         if not zone.startswith(aws.region):
             out.add(where, "zone-in-region", f"zone '{zone}' is not in region '{aws.region}'")
         return

@@ -21,7 +21,7 @@ def _check_control_plane(spec: ClusterSpec, aws: AwsSpec, now: datetime, out: _C
     cp = aws.control_plane
     where = ".aws.controlPlane"
     for i, arn in enumerate(cp.admin_role_arns):
-        if not _ROLE_ARN_RE.match(arn):
+        if not _ROLE_ARN_RE.fullmatch(arn):
             out.add(f"{where}.adminRoleArns[{i}]", "admin-role-arn",
                     f"'{arn}' is not an IAM role ARN (arn:aws:iam::<12 digits>:role/<name>)")
     public_nets: list[ipaddress.IPv4Network] = []
@@ -100,7 +100,7 @@ def _check_deployer(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None:
     cp = aws.control_plane
     dep = cp.deployer
     where = ".aws.controlPlane.deployer"
-    if not _ROLE_ARN_RE.match(dep.role_arn):
+    if not _ROLE_ARN_RE.fullmatch(dep.role_arn):
         out.add(f"{where}.roleArn", "admin-role-arn",
                 f"'{dep.role_arn}' is not an IAM role ARN (arn:aws:iam::<12 digits>:role/<name>)")
     others = {*cp.admin_role_arns, *(arn for t in spec.teams for arn in t.role_arns)}

@@ -9,11 +9,11 @@ from components.spec.model import ClusterSpec
 
 def _check_labels(spec: ClusterSpec, out: _Collector) -> None:
     for key, value in spec.labels.items():
-        if not _LABEL_RE.match(key):
+        if not _LABEL_RE.fullmatch(key):
             out.add(_path(["labels", key], root=""), "label-syntax",
                     "label keys must be 1-63 characters of lowercase letters, digits, '-' or '_', "
                     "starting with a letter (valid as AWS tags and GCP labels alike)")
-        if not _LABEL_VALUE_RE.match(value):
+        if not _LABEL_VALUE_RE.fullmatch(value):
             out.add(_path(["labels", key], root=""), "label-syntax",
                     f"label value '{value}' must be 1-63 characters of lowercase letters, digits, "
                     "'-' or '_' (valid as AWS tags and GCP labels alike)")
@@ -34,7 +34,7 @@ def _check_labels(spec: ClusterSpec, out: _Collector) -> None:
                 f"the {len(spec.billing_labels)} billing labels{extra} and the {len(added)} tags the program adds "
                 f"make {total} tags on a subnet; AWS allows {MAX_TAGS} per resource")
     for key, value in spec.tags.items():
-        if not _AWS_TAG_KEY.match(key) or key.lower().startswith("aws:") or not _AWS_TAG_VALUE.match(value):
+        if not _AWS_TAG_KEY.fullmatch(key) or key.lower().startswith("aws:") or not _AWS_TAG_VALUE.fullmatch(value):
             out.add(_path(["tags", key], root=""), "aws-tag-syntax",
                     "AWS tags have keys of 1-128 and values of 0-256 letters, digits, spaces and + - = . _ : / @ "
                     "(keys may not start with aws:)")

@@ -162,7 +162,7 @@ def _check_node_groups(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None
         if cap.reservation_id is not None and not reserved:
             out.add(f"{where}.capacity.reservationId", "reservation-id",
                     f"reservationId only applies to capacity-block and reserved, not '{cap.type}'")
-        if cap.reservation_id is not None and not _RESERVATION_RE.match(cap.reservation_id):
+        if cap.reservation_id is not None and not _RESERVATION_RE.fullmatch(cap.reservation_id):
             out.add(f"{where}.capacity.reservationId", "reservation-id",
                     f"'{cap.reservation_id}' is not a Capacity Reservation id (cr- and 8-17 hex digits)")
         _check_capacity_block(ng, where, out)

@@ -26,6 +26,6 @@ def _check_platform(spec: ClusterSpec, out: _Collector) -> None:
         out.add(".platform.gpuSharing.replicas", "time-slicing-replicas",
                 f"replicas only applies to time-slicing, not '{sharing.mode}'")
     for i, prefix in enumerate(spec.platform.allowed_registries):
-        if not re.match(r"^[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9._/-]*)?/$", prefix):
+        if not re.fullmatch(r"[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9._/-]*)?/", prefix):
             out.add(f".platform.allowedRegistries[{i}]", "registry-prefix",
                     f"'{prefix}' must be a registry host (and optional path) ending in '/', e.g. nvcr.io/nvidia/")

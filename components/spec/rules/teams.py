@@ -22,7 +22,7 @@ def _check_teams(spec: ClusterSpec, out: _Collector) -> None:
             out.add(f"{where}.name", "team-namespace-free",
                     f"'{team.name}' is a system namespace; choose another team name")
         for j, arn in enumerate(team.role_arns):
-            if not _ROLE_ARN_RE.match(arn):
+            if not _ROLE_ARN_RE.fullmatch(arn):
                 out.add(f"{where}.roleArns[{j}]", "admin-role-arn",
                         f"'{arn}' is not an IAM role ARN (arn:aws:iam::<12 digits>:role/<name>)")
         if team.k8s_group.startswith("system:"):
