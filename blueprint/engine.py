@@ -17,6 +17,7 @@ import hashlib
 import importlib
 import json
 import runpy
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,7 +36,7 @@ from blueprint.graph import SECRET, UNKNOWN, GraphResource, ResourceGraph
 PROJECT = "gpu-cluster"
 OFFLINE_ACCOUNT = "123456789012"  # placeholder account id in offline ARNs; never a real account
 GC_THRESHOLD = 100_000  # generation-0 threshold during a run (Python's default is 700)
-DRAIN_EVERY = 250  # registrations between two waits for the mock monitor's answers
+DRAIN_EVERY = 1000  # registrations between two waits for the mock monitor's answers
 
 _SIG_KEY = "4dabf18193072939515e22adb298388d"
 _SIG_SECRET = "1b47061264138c4ac30d75fd1eb44270"
@@ -74,7 +75,8 @@ def plain(value: Any) -> Any:
             if value.get("secret"):
                 return SECRET
             return plain(value["value"]) if "value" in value else UNKNOWN
-        return {k: plain(v) for k, v in value.items()}
+        # Keys repeat across thousands of resources: one string object each (sys.intern) instead of one per use.
+        return {sys.intern(k): plain(v) for k, v in value.items()}
     if isinstance(value, list):
         return [plain(v) for v in value]
     if isinstance(value, float) and value.is_integer():
@@ -276,8 +278,8 @@ def _offline_runtime() -> Iterator[None]:
       freezing what was allocated before it keeps collection for the program's own garbage.
     - The program registers every resource before the monitor answers the first one, so a large stack
       held tens of kilobytes per pending registration at once. Every :data:`DRAIN_EVERY` registrations
-      the program now waits for the answers already asked for (the SDK's RPC futures), as its own
-      ``register_resource_transform`` does with ``_wait_for_pending_rpcs``, but only over the new ones.
+      the program now waits for the answers already asked for (the SDK's RPC tasks), as its own
+      ``register_resource_transform`` does with ``_wait_for_pending_rpcs``.
     """
     runtime_resource: Any = importlib.import_module("pulumi.runtime.resource")
     resource_module: Any = importlib.import_module("pulumi.resource")
@@ -298,13 +300,12 @@ def _offline_runtime() -> Iterator[None]:
 
 
 class _Draining:
-    """``register_resource`` that waits, every :data:`DRAIN_EVERY` calls, for the RPCs started since the last
-    wait (not a scan of every task, which grows with the stack)."""
+    """``register_resource`` that waits, every :data:`DRAIN_EVERY` calls, for the registrations already asked
+    for, as the SDK's own ``_wait_for_pending_rpcs`` does (its RPC tasks are the ones running ``rpc_wrapper``)."""
 
     def __init__(self, register: Any) -> None:
         self.register = register
         self.calls = 0
-        self.seen = 0  # RPCs before this index were done at the last wait
         self.waiting = False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -313,21 +314,13 @@ class _Draining:
         if self.calls % DRAIN_EVERY == 0 and not self.waiting:
             self.waiting = True
             try:
-                self._wait()
+                pending = [t for t in asyncio.all_tasks()
+                           if not t.done() and getattr(t.get_coro(), "__name__", "") == "rpc_wrapper"]
+                if pending:
+                    _sync_await(asyncio.wait(pending))
             finally:
                 self.waiting = False
         return result
-
-    def _wait(self) -> None:
-        from pulumi.runtime.settings import _get_rpc_manager
-
-        rpcs: list[Any] = _get_rpc_manager().rpcs  # asyncio futures, appended as each RPC starts
-        while True:
-            pending = [f for f in rpcs[self.seen:] if not f.done()]
-            self.seen = len(rpcs)
-            if not pending:
-                return
-            _sync_await(asyncio.wait(pending))
 
 
 def _no_stack_trace() -> Any:
