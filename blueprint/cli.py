@@ -216,8 +216,7 @@ def _cost(args: argparse.Namespace) -> int:
     usage, notes = _usage(args.usage, args.target, (graph,))
     report = price_graph(graph, usage=usage, usage_notes=notes)
     unit = unit_cost(report, spec.workload, _modelled_goodput(spec)) if spec is not None else None
-    reason = ("a graph holds no workload economics: run `blueprint cost` on the stack" if spec is None
-              else "set workload.economics in the stack file")
+    reason = _unit_reason(spec)
     if args.format == "json":
         _write(render_cost_json(report, unit_cost_document(unit, reason)), args.output)
     else:
@@ -246,6 +245,19 @@ def _cost_diff(args: argparse.Namespace) -> int:
     for line in crossed:
         _emit(sys.stderr, f"cost guardrail: {line}\n")
     return EXIT_POLICY if crossed else EXIT_OK
+
+
+def _unit_reason(spec: Any) -> str:
+    """Why the unit cost is not computed, for the stack at hand."""
+    if spec is None:
+        return "a graph holds no workload economics: run `blueprint cost` on the stack"
+    econ = spec.workload.economics
+    if econ is None:
+        return "set workload.economics in the stack file"
+    goodput = _modelled_goodput(spec)
+    if econ.from_goodput and goodput is None:
+        return "workload.goodput cannot be modelled (`blueprint sizing` says why)"
+    return "the goodput model gives no useful work (`blueprint sizing` says why)"
 
 
 def _modelled_goodput(spec: Any) -> float | None:
@@ -279,10 +291,10 @@ def _sizing(args: argparse.Namespace) -> int:
     run = run_program(stack.name, stack.config, stack.region)
     usage, notes = _usage(None, args.stack, (run.graph,))
     report = price_graph(run.graph, usage=usage, usage_notes=notes)
-    gpu_usd = gpu_compute_usd(report, stack.spec)
+    gpu = gpu_compute_usd(report, stack.spec)
     options = price_options(model, load_aws_prices())
-    text = (render_sizing_json(model, gpu_usd, options) if args.format == "json"
-            else render_sizing(model, gpu_usd, options, stack.name))
+    text = (render_sizing_json(model, gpu, options) if args.format == "json"
+            else render_sizing(model, gpu, options, stack.name))
     _write(text, args.output)
     return EXIT_OK
 
@@ -339,7 +351,7 @@ def _run(args: argparse.Namespace) -> int:
         cost = price_graph(run.graph, usage=usage, usage_notes=notes)
         _emit(sys.stdout, "\n" + render_cost_summary(cost)
               + render_unit_cost(unit_cost(cost, stack.spec.workload, _modelled_goodput(stack.spec)),
-                                 "set workload.economics in the stack file"))
+                                 _unit_reason(stack.spec)))
         _emit(sys.stdout, "\n" + render_table(report))
     elif args.command == "graph":
         if output is None:

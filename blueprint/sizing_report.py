@@ -25,13 +25,24 @@ class PricedOption:
     price_status: str
 
 
-def gpu_compute_usd(report: CostReport, spec: ClusterSpec) -> float:
-    """What the GPU node groups cost in a month (Capacity Blocks counted in the month their window serves)."""
+@dataclass(frozen=True)
+class GpuCompute:
+    """What the GPU node groups cost in a month at max size (the fleet the model counts), Capacity Blocks
+    counted in the month their window serves; None when a line has no price read."""
+
+    usd: float | None
+    stale: bool
+
+
+def gpu_compute_usd(report: CostReport, spec: ClusterSpec) -> GpuCompute:
     catalog = load_aws_catalog()
     gpu_groups = {f"nodegroup-{g.name}-ng" for g in spec.aws_spec().node_groups
                   if (f := catalog.get(g.instance_type)) is not None and f.gpu_count}
-    return sum(r.monthly_usd + r.one_time_usd for r in report.resources
-               if r.type == NODE_GROUP and r.name in gpu_groups)
+    groups = [r for r in report.resources if r.type == NODE_GROUP and r.name in gpu_groups]
+    priced = all(r.priced_fully for r in groups)
+    usd = sum(r.monthly_usd_at_max + r.one_time_usd for r in groups) if priced else None
+    stale = any(line.stale for r in groups for line in (*r.components, *r.components_at_max))
+    return GpuCompute(usd, stale)
 
 
 def price_options(model: GoodputModel, prices: dict[str, Price]) -> list[PricedOption]:
@@ -41,13 +52,16 @@ def price_options(model: GoodputModel, prices: dict[str, Price]) -> list[PricedO
         price = prices.get(option.price_key)
         usd = None if price is None or price.usd is None else option.capacity_gib * price.usd
         out.append(PricedOption(option, usd, price.status if price is not None else "unconfirmed"))
-    return sorted(out, key=lambda p: (p.monthly_usd is None, p.monthly_usd or 0.0, p.option.mbps))
+    # Cheapest known price first; then, unpriced, the smallest capacity increase (capacity cannot be given back).
+    return sorted(out, key=lambda p: (p.monthly_usd is None, p.monthly_usd or 0.0, p.option.capacity_gib,
+                                      p.option.mbps_per_tib))
 
 
-def sizing_document(model: GoodputModel, gpu_usd: float, options: list[PricedOption]) -> dict[str, Any]:
+def sizing_document(model: GoodputModel, gpu: GpuCompute, options: list[PricedOption]) -> dict[str, Any]:
     """The JSON form (``--format json``)."""
     chosen = model.paths[model.path]
-    lost_usd = gpu_usd * (1.0 - model.goodput)
+    lost_share = (1.0 - model.idle_fraction) * (1.0 - model.goodput)
+    lost_usd = None if gpu.usd is None else gpu.usd * lost_share
     return {
         "path": model.path,
         "checkpoint_bytes": model.checkpoint_bytes,
@@ -68,8 +82,11 @@ def sizing_document(model: GoodputModel, gpu_usd: float, options: list[PricedOpt
         "meets_target": model.meets_target,
         "gpu_hours_per_month": model.gpu_hours_per_month,
         "gpu_hours_lost_per_month": model.gpu_hours_lost_per_month,
-        "gpu_compute_usd_per_month": gpu_usd,
+        "gpu_compute_usd_per_month": gpu.usd,
+        "gpu_compute_price_stale": gpu.stale,
+        "idle_fraction": model.idle_fraction,
         "lost_usd_per_month": lost_usd,
+        "progressing": model.progressing,
         "useful_work_per_gpu_month": model.useful_work_per_gpu_month,
         "required_gpus": model.required_gpus,
         "available_gpus": model.available_gpus,
@@ -91,9 +108,9 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds / 3600:.2f} h"
 
 
-def render_sizing(model: GoodputModel, gpu_usd: float, options: list[PricedOption], stack: str) -> str:
+def render_sizing(model: GoodputModel, gpu: GpuCompute, options: list[PricedOption], stack: str) -> str:
     """The table form."""
-    doc = sizing_document(model, gpu_usd, options)
+    doc = sizing_document(model, gpu, options)
     lines = [f"goodput model of {stack}: checkpointPath {model.path}, {model.nodes} GPU nodes ({model.gpus} GPUs)",
              f"checkpoint: {model.checkpoint_bytes / 1e12:,.3f} TB"]
     for name, t in model.paths.items():
@@ -108,10 +125,17 @@ def render_sizing(model: GoodputModel, gpu_usd: float, options: list[PricedOptio
         f"order: {_duration(doc['young_interval_s'])})",
         f"expected goodput: {model.goodput:.2%}"
         + (f" (target {model.target:.1%}: {'met' if model.meets_target else 'NOT met'})" if model.target else ""),
-        f"GPU-hours lost a month: {model.gpu_hours_lost_per_month:,.0f} of {model.gpu_hours_per_month:,.0f}, "
-        f"{format_usd(doc['lost_usd_per_month'])} of {format_usd(gpu_usd)} of GPU compute",
+        f"GPU-hours lost a month: {model.gpu_hours_lost_per_month:,.0f} of {model.gpu_hours_per_month:,.0f}"
+        + (f" ({model.idle_fraction:.0%} idle, not counted)" if model.idle_fraction else "") + ", "
+        + (f"{format_usd(doc['lost_usd_per_month'])} of {format_usd(gpu.usd)} of GPU compute at max size"
+           + (" [stale price]" if gpu.stale else "") if gpu.usd is not None
+           else "their cost unknown (a GPU node group line has no price read)"),
     ]
-    if model.required_gpus is not None:
+    if not model.progressing:
+        lines.append(f"required GPU capacity: none: the job makes no progress (goodput {model.goodput:.2e}; a "
+                     f"{model.paths[model.path].write_s:,.0f} s checkpoint against a fleet MTBF of "
+                     f"{model.mtbf_hours * 3600:,.0f} s)")
+    elif model.required_gpus is not None:
         lines.append(f"required GPU capacity: {model.required_gpus:,.1f} GPUs all month (target work "
                      f"{model.target_work_per_month:g} / useful work per GPU-month "
                      f"{model.useful_work_per_gpu_month:.4g}); the node groups give {model.available_gpus:,.1f}: "
@@ -134,5 +158,5 @@ def render_sizing(model: GoodputModel, gpu_usd: float, options: list[PricedOptio
     return "\n".join(lines) + "\n"
 
 
-def render_sizing_json(model: GoodputModel, gpu_usd: float, options: list[PricedOption]) -> str:
-    return json.dumps(sizing_document(model, gpu_usd, options), indent=2, sort_keys=True) + "\n"
+def render_sizing_json(model: GoodputModel, gpu: GpuCompute, options: list[PricedOption]) -> str:
+    return json.dumps(sizing_document(model, gpu, options), indent=2, sort_keys=True) + "\n"

@@ -88,12 +88,16 @@ def test_prod_matches_a_hand_computation(tmp_path: Path) -> None:
     assert doc["optimal_interval_s"] == pytest.approx(interval)
     assert doc["goodput"] == pytest.approx(goodput) and doc["goodput"] == pytest.approx(0.98241, abs=1e-5)
     assert doc["gpu_hours_per_month"] == gpu_hours
-    assert doc["gpu_hours_lost_per_month"] == pytest.approx(gpu_hours * (1 - goodput))
+    # Idle time (10 %) runs nothing; of the running time, 1 - goodput is lost.
+    assert doc["gpu_hours_lost_per_month"] == pytest.approx(gpu_hours * (1 - 0.1) * (1 - goodput))
     assert doc["required_gpus"] == pytest.approx(required) and doc["required_gpus"] == pytest.approx(56.55, abs=0.01)
     assert doc["available_gpus"] == pytest.approx(gpu_hours / 730) and doc["covered"] is True
     assert doc["meets_target"] is True and doc["target"] == 0.97
-    # The lost GPU-hours cost their share of the block (16 x 336 h x $39.33, a stale price).
-    assert doc["lost_usd_per_month"] == pytest.approx(16 * 336 * 39.33 * (1 - goodput))
+    # The lost GPU-hours cost their share of the GPU group at max size: the block (16 x 336 h x $39.33, a stale
+    # price) and its nodes' 500 GB volumes for the window's 336 h ($0.08/GB-month).
+    gpu_usd = 16 * 336 * 39.33 + 16 * 500 * 0.08 * 336 / 730
+    assert doc["gpu_compute_usd_per_month"] == pytest.approx(gpu_usd) and doc["gpu_compute_price_stale"] is True
+    assert doc["lost_usd_per_month"] == pytest.approx(gpu_usd * (1 - 0.1) * (1 - goodput))
     # Storage reaching 97 %: the 125 MB/s/TiB tier needs 14,400 GiB, priced 14,400 x $0.145.
     cheapest = doc["storage_options"][0]
     assert (cheapest["mbps_per_tib"], cheapest["capacity_gib"]) == (125, 14_400)
@@ -164,8 +168,9 @@ def test_storage_too_slow_warns_and_names_what_would_reach_the_target(prod_spec:
     prod_spec["workload"]["goodput"]["target"] = 0.985
     model = goodput_model(parse_spec(prod_spec, FILE, provider_region="us-east-1"))
     assert model.meets_target is False
-    least = min(model.options, key=lambda o: o.mbps)
-    assert least.goodput >= 0.985 and least.capacity_gib >= 9600
+    # The smallest capacity increase that reaches it (capacity cannot be given back): the 1000 MB/s/TiB tier.
+    least = min(model.options, key=lambda o: (o.capacity_gib, o.mbps_per_tib))
+    assert (least.capacity_gib, least.mbps_per_tib) == (9600, 1000) and least.goodput >= 0.985
     run = run_spec(prod_spec)
     maps = [r for r in run.graph.of_type("kubernetes:core/v1:ConfigMap") if r.name.endswith("-checkpoint-policy")]
     assert maps[0].inputs["data"]["STORAGE_REACHING_TARGET"] == least.describe()
@@ -224,8 +229,10 @@ def test_the_unit_cost_uses_the_modelled_retries(tmp_path: Path) -> None:
     goodput = json.loads(sizing.read_text())["goodput"]
     terms = unit["terms_usd"]
     compute = terms["compute (useful share)"] + terms["idle"] + terms["retries"]
-    assert terms["retries"] == pytest.approx(compute * (1 - goodput))
+    # Waste splits multiplicatively: idle first, then what the running time loses; nothing counted twice.
+    assert terms["retries"] == pytest.approx(compute * 0.9 * (1 - goodput))
     assert terms["idle"] == pytest.approx(compute * 0.1)
+    assert terms["compute (useful share)"] == pytest.approx(compute * 0.9 * goodput)
     assert unit["required_gpu_capacity"] == pytest.approx(4 / (0.08 * goodput * 0.9))
 
 
@@ -234,3 +241,31 @@ def test_sizing_without_goodput_inputs_is_a_clear_error(capsys: pytest.CaptureFi
     assert capsys.readouterr().err.strip() == (
         "error: stacks/Pulumi.dev-aws.yaml: the stack has no workload.goodput section (checkpointPath, "
         "restartMinutes, ...)")
+
+
+def test_the_storage_search_proposes_only_sizes_fsx_accepts(dev_spec: dict[str, Any]) -> None:
+    """dev-aws: SCRATCH_2 at 1,200 GiB; larger sizes are multiples of 2,400 GiB (FSx CreateFileSystem)."""
+    from components.sizing.plan import _capacities
+
+    assert _capacities(1200)[:4] == [1200, 2400, 4800, 7200]
+    assert _capacities(9600)[:3] == [9600, 12000, 14400]
+    dev_spec["workload"]["goodput"] = {"checkpointPath": "filesystem", "restartMinutes": 5.0, "target": 0.999}
+    model = goodput_model(parse_spec(dev_spec, "stacks/Pulumi.dev-aws.yaml", provider_region="us-west-2"))
+    for option in (*model.options, *([model.best_searched] if model.best_searched else [])):
+        assert option.capacity_gib == 1200 or option.capacity_gib % 2400 == 0
+        assert option.price_key == "fsx_lustre.SCRATCH_2"  # the catalog's key for the scratch rate
+
+
+def test_a_job_that_cannot_progress_is_said_so_not_sized(prod_spec: dict[str, Any], tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A checkpoint far longer than the time between failures: goodput ~ 0, no capacity, no unit cost."""
+    prod_spec["workload"]["modelParametersBillions"] = 50_000.0
+    prod_spec["workload"]["goodput"]["failuresPerNodeHour"] = 0.5
+    model = goodput_model(parse_spec(prod_spec, FILE, provider_region="us-east-1"))
+    assert not model.progressing and model.required_gpus is None
+    stack = tmp_path / "Pulumi.stuck.yaml"
+    stack.write_text(json.dumps({"config": {"aws:region": "us-east-1", "gpu-cluster:spec": prod_spec}}))
+    assert main(["sizing", str(stack)]) == 0
+    assert "required GPU capacity: none: the job makes no progress" in capsys.readouterr().out
+    assert main(["cost", str(stack)]) == 0
+    assert "unit cost: not computed (the goodput model gives no useful work" in capsys.readouterr().out

@@ -58,7 +58,11 @@ def unit_cost(report: CostReport, workload: WorkloadSpec, goodput: float | None 
         ideal = workload.goodput.ideal_work_per_gpu_month if workload.goodput is not None else None
         if goodput is None or ideal is None:
             return None
-        retry_fraction = 1.0 - goodput
+        if goodput <= 1e-6:
+            return None  # no useful work: `blueprint sizing` says why
+        # Of the paid time, idleFraction runs nothing; of the rest, (1 - goodput) is lost to checkpoints,
+        # failures and restarts: waste is split multiplicatively, never counted twice.
+        retry_fraction = (1.0 - econ.idle_fraction) * (1.0 - goodput)
         useful_per_gpu = ideal * goodput * (1.0 - econ.idle_fraction)
     else:
         if econ.retry_fraction is None or econ.useful_work_per_gpu_month is None:

@@ -18,8 +18,11 @@ HOURS_PER_MONTH = 730
 MB = 1e6
 # SCRATCH_2 baseline throughput per TiB: secondary (gpu_facts.yaml storage.fsx_lustre, "up to 200 MB/s per TiB").
 SCRATCH_2_MBPS_PER_TIB = 200
-# How far the storage search looks: FSx capacity only grows, so from today's size up to this many steps more.
+# How far the storage search looks: FSx capacity only grows, so from today's size up to this many valid sizes
+# more (SSD capacities are 1,200, 2,400, then multiples of 2,400 GiB: components/catalog/fsx.yaml).
 MAX_CAPACITY_STEPS = 200
+# Below this goodput the job makes no progress worth modelling (every interval is lost to failures).
+MIN_GOODPUT = 1e-6
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,9 @@ class StorageOption:
 
     @property
     def price_key(self) -> str:
-        """The key of its GB-month price in the price catalog."""
+        """The key of its GB-month price in the price catalog (SCRATCH types have one rate, no tier)."""
+        if self.deployment_type.startswith("SCRATCH"):
+            return f"fsx_lustre.{self.deployment_type}"
         return f"fsx_lustre.{self.deployment_type}_{self.mbps_per_tib}"
 
     def describe(self) -> str:
@@ -71,6 +76,7 @@ class GoodputModel:
     target: float | None
     filesystem: StorageOption | None  # today's filesystem, when the stack builds it
     options: tuple[StorageOption, ...] = field(default=())  # per throughput tier, the smallest reaching the target
+    best_searched: StorageOption | None = None  # the fastest configuration searched, when none reaches the target
     ideal_work_per_gpu_month: float | None = None
     idle_fraction: float = 0.0
     target_work_per_month: float = 0.0
@@ -84,9 +90,15 @@ class GoodputModel:
         return None if self.target is None else self.goodput >= self.target
 
     @property
+    def progressing(self) -> bool:
+        """False when failures come faster than the job can checkpoint: no useful work to size with."""
+        return self.goodput > MIN_GOODPUT
+
+    @property
     def gpu_hours_lost_per_month(self) -> float:
-        """Paid GPU-hours that end as no kept work: checkpoint overhead, lost work, restarts."""
-        return self.gpu_hours_per_month * (1.0 - self.goodput)
+        """GPU-hours that run jobs but end as no kept work (checkpoint overhead, lost work, restarts); idle
+        hours (``idleFraction``) run nothing and are not counted here."""
+        return self.gpu_hours_per_month * (1.0 - self.idle_fraction) * (1.0 - self.goodput)
 
     @property
     def available_gpus(self) -> float:
@@ -104,7 +116,7 @@ class GoodputModel:
     def required_gpus(self) -> float | None:
         """``target_work_per_month / useful_work_per_gpu_month``: GPUs running all month."""
         useful = self.useful_work_per_gpu_month
-        return None if not useful else self.target_work_per_month / useful
+        return None if not useful or not self.progressing else self.target_work_per_month / useful
 
     @property
     def covered(self) -> bool | None:
@@ -189,18 +201,21 @@ def goodput_model(spec: ClusterSpec) -> GoodputModel:
 
     plan = plan_on(chosen)
     options: list[StorageOption] = []
+    best: StorageOption | None = None
     if gp.target is not None and fs is not None and fs_built and gp.checkpoint_path in ("filesystem", "tiered"):
         for tier in FSX_THROUGHPUT_TIERS.get(fs.deployment_type, (fs.mbps_per_tib,)):
-            for step in range(MAX_CAPACITY_STEPS + 1):
-                capacity = fs.capacity_gib + step * FSX_CAPACITY_STEP_GIB
+            for capacity in _capacities(fs.capacity_gib):
                 mbps = capacity / 1024 * tier
                 times = path_times(checkpoint_bytes, nodes, gp.checkpoint_path, mbps, gp.nvme_write_mbps_per_node,
                                    gp.bucket_write_mbps)
                 if times is None:
                     break
                 reached = plan_on(times).goodput
+                option = StorageOption(fs.deployment_type, capacity, tier, reached)
+                if best is None or reached > best.goodput:
+                    best = option
                 if reached >= gp.target:
-                    options.append(StorageOption(fs.deployment_type, capacity, tier, reached))
+                    options.append(option)
                     break
     econ = spec.workload.economics
     return GoodputModel(
@@ -209,10 +224,26 @@ def goodput_model(spec: ClusterSpec) -> GoodputModel:
         restart_s=restart_s, plan=plan, target=gp.target,
         filesystem=StorageOption(fs.deployment_type, fs.capacity_gib, fs.mbps_per_tib, plan.goodput)
         if fs is not None else None,
-        options=tuple(options), ideal_work_per_gpu_month=gp.ideal_work_per_gpu_month,
+        options=tuple(options), best_searched=None if options else best,
+        ideal_work_per_gpu_month=gp.ideal_work_per_gpu_month,
         idle_fraction=econ.idle_fraction if econ is not None else 0.0,
         target_work_per_month=spec.workload.target_work_per_month,
     )
+
+
+def _capacities(current_gib: int) -> list[int]:
+    """Today's size, then every larger size FSx accepts (multiples of 2,400 GiB), up to the search's end."""
+    first = -(-current_gib // FSX_CAPACITY_STEP_GIB) * FSX_CAPACITY_STEP_GIB
+    larger = [first + k * FSX_CAPACITY_STEP_GIB for k in range(MAX_CAPACITY_STEPS + 1)]
+    return [current_gib, *(c for c in larger if c > current_gib)][:MAX_CAPACITY_STEPS + 1]
+
+
+def recommended_option(model: GoodputModel) -> StorageOption | None:
+    """What the warning names: the option reaching the target with the smallest capacity increase (capacity
+    cannot be given back; a throughput tier can be changed either way), then the lowest tier."""
+    if not model.options:
+        return None
+    return min(model.options, key=lambda o: (o.capacity_gib, o.mbps_per_tib))
 
 
 def storage_warning(model: GoodputModel) -> str | None:
@@ -220,13 +251,18 @@ def storage_warning(model: GoodputModel) -> str | None:
     if model.meets_target is not False:
         return None
     fix = ""
-    if model.options:
-        least = min(model.options, key=lambda o: (o.mbps, o.capacity_gib))
-        fix = f"; {least.describe()} would reach {least.goodput:.1%}"
-    elif model.filesystem is not None and model.path in ("filesystem", "tiered"):
-        fix = "; no filesystem size or tier the stack may build reaches it (restart time or failure rate dominate)"
-    return (f"storage too slow for the goodput target: checkpointPath {model.path} gives {model.goodput:.1%} "
-            f"against workload.goodput.target {model.target:.1%}{fix}")
+    if (pick := recommended_option(model)) is not None:
+        fix = f"; {pick.describe()} would reach {pick.goodput:.2%}"
+    elif model.best_searched is not None:
+        times = model.paths[model.path]
+        best = model.best_searched
+        limit = _capacities(model.filesystem.capacity_gib)[-1] if model.filesystem is not None else 0
+        fix = (f"; no FSx size (searched up to {limit:,} GiB) or tier reaches it (at best {best.goodput:.2%}, "
+               f"{best.describe()}): with a {times.write_s:,.0f} s checkpoint write, a restart of "
+               f"{model.plan.restart_s:,.0f} s and a fleet MTBF of {model.mtbf_hours:,.1f} h, "
+               "try checkpointPath tiered or a lower target")
+    return (f"storage too slow for the goodput target: checkpointPath {model.path} gives {model.goodput:.2%} "
+            f"against workload.goodput.target {model.target:.2%}{fix}")
 
 
 def finite(value: float) -> float | None:
@@ -237,8 +273,8 @@ def finite(value: float) -> float | None:
 def checkpoint_policy_data(model: GoodputModel, checkpoint_dir: str | None) -> dict[str, str]:
     """What a team's jobs read from the ``checkpoint-policy`` ConfigMap (environment variables)."""
     interval = finite(model.plan.interval_s)
-    recommended = (min(model.options, key=lambda o: (o.mbps, o.capacity_gib)).describe()
-                   if model.options and model.meets_target is False else "")
+    pick = recommended_option(model)
+    recommended = pick.describe() if pick is not None and model.meets_target is False else ""
     data = {
         "CHECKPOINT_INTERVAL_SECONDS": "" if interval is None else str(round(interval)),
         "CHECKPOINT_PATH": model.path,
