@@ -232,6 +232,18 @@ class _Memo:
             return hit[1]
         return call
 
+    def per_request(self, original: Any) -> Any:
+        """A servicer method applied once per request message (a stack policy rebuilds every resource's options
+        and provider view for each policy: 32 times each)."""
+        cache: dict[int, tuple[Any, Any]] = {}
+
+        def call(servicer: Any, request: Any) -> Any:
+            hit = cache.get(id(request))
+            if hit is None:
+                hit = cache[id(request)] = (request, original(servicer, request))
+            return hit[1]
+        return call
+
     def deserialize(self, original: Any) -> Any:
         def decode(props: Any, keep_unknowns: bool = False) -> Any:
             key = (id(props), keep_unknowns)
@@ -246,15 +258,20 @@ class _Memo:
 def _converted_once() -> Iterator[None]:
     """Patch the analyzer module's conversions with :class:`_Memo` for the duration of one run."""
     analyzer: Any = importlib.import_module("pulumi_policy.policy")
+    servicer = analyzer._PolicyAnalyzerServicer
     memo = _Memo()
     saved = analyzer.json_format, analyzer.deserialize_properties, analyzer.unknown_checking_proxy
+    saved_views = servicer._get_resource_options, servicer._get_provider_resource
     analyzer.json_format = SimpleNamespace(MessageToDict=memo.message_to_dict)
     analyzer.deserialize_properties = memo.deserialize(saved[1])
     analyzer.unknown_checking_proxy = memo.once(saved[2])
+    servicer._get_resource_options = memo.per_request(saved_views[0])
+    servicer._get_provider_resource = memo.per_request(saved_views[1])
     try:
         yield
     finally:
         analyzer.json_format, analyzer.deserialize_properties, analyzer.unknown_checking_proxy = saved
+        servicer._get_resource_options, servicer._get_provider_resource = saved_views
 
 
 def run_policies(graph: ResourceGraph, config: LevelConfig | None = None,
