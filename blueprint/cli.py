@@ -9,6 +9,9 @@
     blueprint cost diff --base <graph.json | git ref> <stack | graph.json>
     blueprint sizing <stack> [--format table|json]
                                          the goodput model: checkpoint times, interval, goodput, capacity
+    blueprint nccl parse LOG             an nccl-tests output as JSON
+    blueprint nccl check LOG --instance-type T --nodes N [--format table|json|markdown]
+                                         exit 1 below the acceptance threshold or on wrong values
 
 ``<stack>`` is a stack name (``prod-aws`` reads ``stacks/Pulumi.prod-aws.yaml``) or a path to a stack
 file. Exit status: 0 ok, 1 a mandatory policy violation, 2 invalid input (the file, key path and rule
@@ -93,6 +96,20 @@ def _parser() -> argparse.ArgumentParser:
     sizing.add_argument("stack", help="stack name (prod-aws) or path to a stack file")
     sizing.add_argument("--format", choices=("table", "json"), default="table")
     sizing.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
+    nccl = sub.add_parser("nccl", parents=[common], help="read and judge nccl-tests output")
+    nccl_sub = nccl.add_subparsers(dest="nccl_command", required=True)
+    parse = nccl_sub.add_parser("parse", parents=[common], help="an nccl-tests log as JSON")
+    parse.add_argument("log", type=Path)
+    parse.add_argument("-o", "--output", type=Path, help="write the JSON here instead of standard output")
+    check = nccl_sub.add_parser("check", parents=[common], help="compare a log with the acceptance threshold; "
+                                "exit 1 below it or on any wrong value")
+    check.add_argument("log", type=Path)
+    check.add_argument("--instance-type", required=True, help="the node group's instance type")
+    check.add_argument("--nodes", type=int, required=True, help="nodes the run spanned")
+    check.add_argument("--expected-busbw", type=float, help="expected bus bandwidth (GB/s) when the catalog has "
+                       "none for the type")
+    check.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    check.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
     prices = sub.add_parser("prices", parents=[common], help="price catalog maintenance")
     prices_sub = prices.add_subparsers(dest="prices_command", required=True)
     refresh = prices_sub.add_parser("refresh", parents=[common], help="fetch on-demand EC2 prices of the catalog's "
@@ -299,6 +316,50 @@ def _sizing(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _nccl(args: argparse.Namespace) -> int:
+    """``blueprint nccl parse|check``: exit 0, 1 (check failed), 2 (not an nccl-tests log, or no threshold)."""
+    from blueprint.nccl import NcclLogError, Verdict, parse_nccl, render_json
+    from components.catalog.acceptance import load_thresholds
+
+    if args.output is not None:
+        check_output_file(args.output)
+    try:
+        data = args.log.read_bytes()
+    except OSError as err:
+        raise CostUsageError(f"{args.log}: cannot be read: {err.strerror or err}") from None
+    try:
+        run = parse_nccl(data.decode("utf-8", errors="replace"))
+    except NcclLogError as err:
+        raise CostUsageError(f"{args.log}: not an nccl-tests log: {err}") from None
+    if args.nccl_command == "parse":
+        _write(render_json(run.to_dict()), args.output)
+        return EXIT_OK
+    fraction, thresholds = load_thresholds()
+    known = thresholds.get(args.instance_type)
+    if args.nodes < 1:
+        raise CostUsageError("--nodes must be at least 1")
+    if args.expected_busbw is not None:
+        expected, source = args.expected_busbw, "given with --expected-busbw"
+    elif known is not None and known.expected_busbw_gbps is not None:
+        expected, source = known.expected_busbw_gbps, known.source + (
+            f" (measured on {known.nodes} nodes)" if known.nodes and known.nodes != args.nodes else "")
+    else:
+        raise CostUsageError(f"no expected bus bandwidth for {args.instance_type} in components/catalog/"
+                             "acceptance.yaml: give --expected-busbw (GB/s) with its source in your ticket")
+    verdict = Verdict(run, args.instance_type, args.nodes, expected, fraction, source)
+    if args.format == "json":
+        text = render_json(verdict.to_dict())
+    elif args.format == "markdown":
+        text = verdict.to_markdown()
+    else:
+        text = (f"{'PASS' if verdict.passed else 'FAIL'}: peak busbw {run.max_busbw or 0:.2f} GB/s, required "
+                f"{verdict.required_busbw:.2f} ({fraction:.0%} of {expected:.2f}), wrong values "
+                f"{run.wrong if run.wrong is not None else 'not validated'}\n"
+                + "".join(f"  - {p}\n" for p in verdict.problems))
+    _write(text, args.output)
+    return EXIT_OK if verdict.passed else EXIT_POLICY
+
+
 def _prices_refresh(args: argparse.Namespace) -> int:
     """``blueprint prices refresh``: exit 0 with the count written, 2 when the API cannot be read."""
     from datetime import UTC, datetime
@@ -330,6 +391,8 @@ def _run(args: argparse.Namespace) -> int:
         return _prices_refresh(args)
     if args.command == "sizing":
         return _sizing(args)
+    if args.command == "nccl":
+        return _nccl(args)
     from blueprint.engine import run_program
     from blueprint.manifests import write_manifests
     from blueprint.render import render_preview

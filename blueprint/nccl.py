@@ -1,0 +1,272 @@
+"""``blueprint nccl parse|check``: read nccl-tests output as it is found in the wild, and judge it.
+
+Formats handled (each has a test): plain output; lines prefixed by ``mpirun --tag-output`` (``[1,0]<stdout>:``)
+or ``srun -l`` (``0: ``, `` 13: ``); ``NCCL INFO`` lines, warnings and PMIx noise interleaved; the old table
+(an ``error`` column, no ``root``) and the newer one (``root``, ``#wrong``, the ``nccl-tests version`` header
+and the "Collective test concluded" footer); ``N/A`` in ``#wrong`` (validation off); lines whose leading ``#``
+was stripped; a run cut short (no average line: ``complete`` is false). Bandwidths are nccl-tests' GB/s
+(10^9 bytes per second), as printed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+_PREFIXES = (
+    re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:"),  # mpirun --tag-output
+    re.compile(r"^\s*\d+:\s?"),  # srun -l
+)
+_NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)"
+_ROW = re.compile(
+    rf"^\s*(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>[A-Za-z0-9_]+)\s+(?P<redop>[A-Za-z_]+)\s+"
+    rf"(?:(?P<root>-?\d+)\s+)?"
+    rf"(?P<oop_time>{_NUMBER})\s+(?P<oop_algbw>{_NUMBER})\s+(?P<oop_busbw>{_NUMBER})\s+(?P<oop_wrong>\S+)\s+"
+    rf"(?P<ip_time>{_NUMBER})\s+(?P<ip_algbw>{_NUMBER})\s+(?P<ip_busbw>{_NUMBER})\s+(?P<ip_wrong>\S+)\s*$")
+_AVG = re.compile(rf"^#?\s*Avg bus bandwidth\s*:\s*(?P<value>{_NUMBER})")
+_OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(?P<count>\d+)\s+(?P<status>OK|FAILED)")
+_NGPUS = re.compile(r"^#?\s*nThread\s+(?P<threads>\d+)\s+nGpus\s+(?P<gpus>\d+)")
+_DEVICE = re.compile(r"^#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<host>\S+)\s+device\s+"
+                     r"(?P<device>\d+)\s+\[(?P<bus>[^\]]+)\]\s+(?P<gpu>.+?)\s*$")
+_TESTS_VERSION = re.compile(r"nccl-tests version\s+(?P<version>\S+)")
+_NCCL_VERSION = re.compile(r"NCCL (?:INFO )?NCCL version\s+(?P<version>\S+)|NCCL version\s+(?P<v2>\d+\.\d+\.\d+\S*)")
+_COLLECTIVE = re.compile(r"Collective test (?P<phase>starting|concluded):\s*(?P<name>\S+)")
+_BINARY = re.compile(r"\b(?P<name>[a-z_]+)_perf\b")
+_HEADER = re.compile(r"^#?\s*size\s+count\s+type\s+redop\s+(?P<root>root\s+)?time\s+algbw\s+busbw\s+"
+                     r"(?P<wrong>#wrong|error)")
+
+
+_TYPE_BYTES = {"int8": 1, "uint8": 1, "char": 1, "half": 2, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4,
+               "int": 4, "float": 4, "float32": 4, "int64": 8, "uint64": 8, "double": 8, "float64": 8}
+
+
+def infer_collective(rows: list[NcclRow]) -> str | None:
+    """The collective a table must come from when the log does not name it (from the reduction, the root and
+    how count relates to size); None when the columns leave it open (all_gather and alltoall look alike)."""
+    row = max(rows, key=lambda r: r.size)
+    width = _TYPE_BYTES.get(row.type)
+    if width is None or row.size == 0:
+        return None
+    if row.redop != "none":
+        if row.root is not None and row.root >= 0:
+            return "reduce"
+        return "all_reduce" if row.count * width == row.size else "reduce_scatter"
+    if row.root is not None and row.root >= 0:
+        return "broadcast"
+    return None
+
+
+class NcclLogError(ValueError):
+    """A file that is not nccl-tests output; the message says why."""
+
+
+@dataclass
+class NcclRow:
+    """One message size: out-of-place and in-place time (us), algbw and busbw (GB/s) and wrong values."""
+
+    size: int
+    count: int
+    type: str
+    redop: str
+    root: int | None
+    out_of_place: dict[str, Any]
+    in_place: dict[str, Any]
+
+    @property
+    def wrong(self) -> int | None:
+        """Wrong values over both passes; None when validation was off (``N/A``)."""
+        values = [p["wrong"] for p in (self.out_of_place, self.in_place)]
+        return None if any(v is None for v in values) else int(sum(values))
+
+    @property
+    def max_busbw(self) -> float:
+        return max(float(self.out_of_place["busbw"]), float(self.in_place["busbw"]))
+
+
+@dataclass
+class NcclRun:
+    """What a log says."""
+
+    collective: str | None = None
+    ranks: int | None = None
+    gpus_per_rank: int | None = None
+    nccl_version: str | None = None
+    tests_version: str | None = None
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[NcclRow] = field(default_factory=list)
+    avg_busbw: float | None = None
+    out_of_bounds: int | None = None
+    oob_status: str | None = None
+    concluded: bool = False
+    table_format: str | None = None  # "new" (root, #wrong) or "old" (error column)
+    collective_inferred: bool = False  # read from the table's columns, not named in the log
+
+    @property
+    def max_busbw(self) -> float | None:
+        return max((r.max_busbw for r in self.rows), default=None)
+
+    @property
+    def wrong(self) -> int | None:
+        """Wrong values over every row; None when no row was validated."""
+        counted = [r.wrong for r in self.rows if r.wrong is not None]
+        return sum(counted) if counted else None
+
+    @property
+    def complete(self) -> bool:
+        """The run printed its summary (average line), so it was not cut short."""
+        return self.avg_busbw is not None
+
+    @property
+    def ok(self) -> bool:
+        """Complete, no wrong value, no out-of-bounds failure."""
+        return self.complete and not self.wrong and self.oob_status != "FAILED"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "collective": self.collective,
+            "collective_inferred": self.collective_inferred,
+            "ranks": self.ranks,
+            "gpus_per_rank": self.gpus_per_rank,
+            "nccl_version": self.nccl_version,
+            "nccl_tests_version": self.tests_version,
+            "devices": self.devices,
+            "table_format": self.table_format,
+            "busbw_unit": "GB/s",
+            "rows": [{"size": r.size, "count": r.count, "type": r.type, "redop": r.redop, "root": r.root,
+                      "out_of_place": r.out_of_place, "in_place": r.in_place} for r in self.rows],
+            "max_busbw_gbps": self.max_busbw,
+            "avg_busbw_gbps": self.avg_busbw,
+            "wrong": self.wrong,
+            "out_of_bounds": self.out_of_bounds,
+            "complete": self.complete,
+            "ok": self.ok,
+        }
+
+
+def _strip(line: str) -> str:
+    for prefix in _PREFIXES:
+        line = prefix.sub("", line, count=1)
+    return line.rstrip("\r\n")
+
+
+def _wrong(text: str) -> int | None:
+    if text.upper() == "N/A":
+        return None
+    try:
+        return int(float(text))  # the old "error" column prints a float (0e+00)
+    except ValueError:
+        raise NcclLogError(f"'{text}' is not a count of wrong values") from None
+
+
+def _pass(m: re.Match[str], side: str) -> dict[str, Any]:
+    return {"time_us": float(m[f"{side}_time"]), "algbw": float(m[f"{side}_algbw"]),
+            "busbw": float(m[f"{side}_busbw"]), "wrong": _wrong(m[f"{side}_wrong"])}
+
+
+def parse_nccl(text: str) -> NcclRun:
+    """Parse one nccl-tests output; :class:`NcclLogError` when it holds no result table."""
+    if "\x00" in text:
+        raise NcclLogError("not a text log (it holds NUL bytes)")
+    run = NcclRun()
+    for raw in text.splitlines():
+        line = _strip(raw)
+        if (m := _ROW.match(line)) is not None:
+            run.rows.append(NcclRow(size=int(m["size"]), count=int(m["count"]), type=m["type"], redop=m["redop"],
+                                    root=int(m["root"]) if m["root"] is not None else None,
+                                    out_of_place=_pass(m, "oop"), in_place=_pass(m, "ip")))
+            if run.table_format is None:
+                run.table_format = "new" if m["root"] is not None else "old"
+        elif (m := _AVG.match(line)) is not None:
+            run.avg_busbw = float(m["value"])
+        elif (m := _OOB.match(line)) is not None:
+            run.out_of_bounds, run.oob_status = int(m["count"]), m["status"]
+        elif (m := _NGPUS.match(line)) is not None:
+            run.gpus_per_rank = int(m["gpus"])
+        elif (m := _DEVICE.match(line)) is not None:
+            run.devices.append({"rank": int(m["rank"]), "host": m["host"], "device": int(m["device"]),
+                                "bus_id": m["bus"], "gpu": m["gpu"]})
+        elif (m := _HEADER.match(line)) is not None:
+            run.table_format = "new" if m["root"] else "old"
+        else:
+            if (m := _TESTS_VERSION.search(line)) is not None:
+                run.tests_version = m["version"]
+            if run.nccl_version is None and (m := _NCCL_VERSION.search(line)) is not None:
+                run.nccl_version = m["version"] or m["v2"]
+            if (m := _COLLECTIVE.search(line)) is not None:
+                run.collective = m["name"].removesuffix("_perf")
+                run.concluded = run.concluded or m["phase"] == "concluded"
+            elif run.collective is None and (m := _BINARY.search(line)) is not None:
+                run.collective = m["name"]
+    if not run.rows:
+        raise NcclLogError("no nccl-tests result row was found (size, count, type, redop, time, algbw, busbw ...)")
+    if run.devices:
+        run.ranks = len({d["rank"] for d in run.devices})
+    if run.collective is None:
+        run.collective = infer_collective(run.rows)
+        run.collective_inferred = run.collective is not None
+    return run
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``check``: the run against the threshold of its instance type and node count."""
+
+    run: NcclRun
+    instance_type: str
+    nodes: int
+    expected_busbw: float
+    pass_fraction: float
+    source: str
+
+    @property
+    def required_busbw(self) -> float:
+        return self.expected_busbw * self.pass_fraction
+
+    @property
+    def problems(self) -> list[str]:
+        out = []
+        if not self.run.complete:
+            out.append("the run was cut short (no 'Avg bus bandwidth' line)")
+        if self.run.wrong:
+            out.append(f"{self.run.wrong} wrong value(s) in the result table")
+        if self.run.oob_status == "FAILED":
+            out.append(f"out-of-bounds check FAILED ({self.run.out_of_bounds} value(s))")
+        peak = self.run.max_busbw or 0.0
+        if peak < self.required_busbw:
+            out.append(f"peak bus bandwidth {peak:.2f} GB/s is below {self.required_busbw:.2f} GB/s "
+                       f"({self.pass_fraction:.0%} of the expected {self.expected_busbw:.2f} GB/s)")
+        return out
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "instance_type": self.instance_type, "nodes": self.nodes,
+                "max_busbw_gbps": self.run.max_busbw, "avg_busbw_gbps": self.run.avg_busbw,
+                "expected_busbw_gbps": self.expected_busbw, "pass_fraction": self.pass_fraction,
+                "required_busbw_gbps": self.required_busbw, "threshold_source": self.source,
+                "wrong": self.run.wrong, "complete": self.run.complete, "problems": self.problems}
+
+    def to_markdown(self) -> str:
+        head = "PASS" if self.passed else "FAIL"
+        lines = [f"### NCCL acceptance: {head}", "",
+                 f"{self.run.collective or 'collective unknown'} on {self.nodes} x {self.instance_type}"
+                 + (f", {self.run.ranks} ranks" if self.run.ranks else "")
+                 + (f", NCCL {self.run.nccl_version}" if self.run.nccl_version else ""), "",
+                 "| figure | value |", "| --- | --- |",
+                 f"| peak bus bandwidth | {self.run.max_busbw or 0:.2f} GB/s |",
+                 f"| average bus bandwidth | {self.run.avg_busbw:.2f} GB/s |" if self.run.avg_busbw is not None
+                 else "| average bus bandwidth | (run cut short) |",
+                 f"| required | {self.required_busbw:.2f} GB/s ({self.pass_fraction:.0%} of "
+                 f"{self.expected_busbw:.2f}) |",
+                 f"| wrong values | {self.run.wrong if self.run.wrong is not None else 'not validated'} |", "",
+                 f"Threshold source: {self.source}"]
+        lines += [f"- {p}" for p in self.problems]
+        return "\n".join(lines) + "\n"
+
+
+def render_json(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,35 @@
+"""The NCCL acceptance thresholds (``acceptance.yaml``, each figure with its source)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+ACCEPTANCE_FILE = Path(__file__).with_name("acceptance.yaml")
+
+
+@dataclass(frozen=True)
+class BusbwThreshold:
+    """What ``all_reduce_perf`` should reach on an instance type at large message sizes."""
+
+    instance_type: str
+    expected_busbw_gbps: float | None
+    nodes: int | None
+    status: str
+    source: str
+
+
+@lru_cache(maxsize=1)
+def load_thresholds() -> tuple[float, dict[str, BusbwThreshold]]:
+    """The pass fraction and the all_reduce threshold per instance type."""
+    with ACCEPTANCE_FILE.open(encoding="utf-8") as fh:
+        data = yaml.safe_load(fh)
+    out = {}
+    for itype, raw in data["all_reduce"].items():
+        value = raw.get("expected_busbw_gbps")
+        out[itype] = BusbwThreshold(itype, None if value is None else float(value), raw.get("nodes"),
+                                    str(raw["status"]), str(raw.get("source", "")))
+    return float(data["pass_fraction"]), out

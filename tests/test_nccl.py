@@ -1,0 +1,146 @@
+"""``blueprint nccl parse|check`` on the reference log and on logs written here for each format seen in the wild
+(the figures in these synthetic logs are made up for the tests; only the reference log is a real run)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from blueprint.cli import main
+from blueprint.nccl import NcclLogError, parse_nccl
+
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "nccl" / "all_reduce_p5x2_mpirun.log"
+
+NEW_FORMAT = """\
+# nccl-tests version 2.13.11 nccl-headers=22105 nccl-library=22105
+# Collective test starting: all_reduce_perf
+# nThread 1 nGpus 1 minBytes 8 maxBytes 17179869184 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 \
+validation: 1 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid   4242 on node-a device  0 [0x53] NVIDIA H100 80GB HBM3
+#  Rank  1 Group  0 Pid   4243 on node-a device  1 [0x64] NVIDIA H100 80GB HBM3
+#  Rank  2 Group  0 Pid   5151 on node-b device  0 [0x53] NVIDIA H100 80GB HBM3
+#  Rank  3 Group  0 Pid   5152 on node-b device  1 [0x64] NVIDIA H100 80GB HBM3
+node-a:4242:4242 [0] NCCL INFO NCCL version 2.21.5+cuda12.4
+node-a:4242:4300 [0] NCCL INFO NET/OFI Selected Provider is efa
+[node-a:04242] pmix_mca_base_component_repository_open: unable to open mca_pmix_ext2x
+#
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+           8             2     float     sum      -1    30.10    0.00    0.00      0    29.90    0.00    0.00      0
+  1073741824     268435456     float     sum      -1   6000.0  178.96  268.44      0   5990.0  179.26  268.89      0
+ 17179869184    4294967296     float     sum      -1  90000.0  190.89  286.33      0  89900.0  191.10  286.65      0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 184.4
+#
+# Collective test concluded: all_reduce_perf
+"""
+
+OLD_FORMAT = """\
+# nThread 1 nGpus 8 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20 validation: 1
+#
+#                                                     out-of-place                       in-place
+#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error
+#        (B)    (elements)                     (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+           8             2   float     sum    42.11    0.00    0.00  0e+00    41.95    0.00    0.00  0e+00
+   134217728      33554432   float     sum   1520.0   88.30  154.53  0e+00   1518.0   88.42  154.73  0e+00
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 77.3
+"""
+
+
+def _prefix(text: str, how: str) -> str:
+    lines = text.splitlines()
+    if how == "mpirun":
+        return "\n".join(f"[1,0]<stdout>:{line}" for line in lines) + "\n"
+    return "\n".join(f"{i % 16:>2}: {line}" for i, line in enumerate(lines)) + "\n"
+
+
+def test_the_reference_log() -> None:
+    """A real run on 2 x p5.48xlarge through mpirun --tag-output, with an elided row ('...')."""
+    run = parse_nccl(REFERENCE.read_text())
+    doc = run.to_dict()
+    assert doc["max_busbw_gbps"] == 437.89 and doc["avg_busbw_gbps"] == 52.9753
+    assert doc["collective"] == "all_reduce" and doc["collective_inferred"] is True
+    assert doc["ok"] is True and doc["wrong"] == 0 and len(doc["rows"]) == 7  # and the "..." line skipped
+    assert doc["rows"][-1] == {"size": 2147483648, "count": 536870912, "type": "float", "redop": "sum", "root": -1,
+                               "out_of_place": {"time_us": 9197.5, "algbw": 233.49, "busbw": 437.79, "wrong": 0},
+                               "in_place": {"time_us": 9195.2, "algbw": 233.54, "busbw": 437.89, "wrong": 0}}
+
+
+@pytest.mark.parametrize("how", ["plain", "mpirun", "srun"])
+def test_the_new_format_with_its_header_devices_and_noise(how: str) -> None:
+    text = NEW_FORMAT if how == "plain" else _prefix(NEW_FORMAT, how)
+    run = parse_nccl(text)
+    assert (run.collective, run.collective_inferred, run.concluded) == ("all_reduce", False, True)
+    assert run.tests_version == "2.13.11" and run.nccl_version == "2.21.5+cuda12.4"
+    assert run.ranks == 4 and run.gpus_per_rank == 1 and run.table_format == "new"
+    assert run.devices[2] == {"rank": 2, "host": "node-b", "device": 0, "bus_id": "0x53",
+                              "gpu": "NVIDIA H100 80GB HBM3"}
+    assert run.max_busbw == 286.65 and run.avg_busbw == 184.4 and run.ok
+
+
+def test_the_old_format_without_root_and_with_an_error_column() -> None:
+    run = parse_nccl(OLD_FORMAT)
+    assert run.table_format == "old" and run.rows[1].root is None and run.wrong == 0
+    assert run.gpus_per_rank == 8 and run.max_busbw == 154.73 and run.ok
+    assert run.collective == "all_reduce" and run.collective_inferred
+
+
+def test_validation_off_shows_na() -> None:
+    first = NEW_FORMAT.replace("      0    29.90", "    N/A    29.90").replace("0.00      0\n", "0.00    N/A\n")
+    run = parse_nccl(first)
+    assert run.rows[0].wrong is None and run.wrong == 0  # the other rows were validated
+    only_na = parse_nccl(NEW_FORMAT.replace("      0 ", "    N/A ").replace("      0\n", "    N/A\n"))
+    assert only_na.wrong is None and only_na.ok
+
+
+def test_lines_whose_hash_was_stripped() -> None:
+    stripped = "\n".join(line.lstrip("#") for line in NEW_FORMAT.splitlines())
+    run = parse_nccl(stripped)
+    assert run.avg_busbw == 184.4 and run.out_of_bounds == 0 and run.max_busbw == 286.65 and run.ranks == 4
+
+
+def test_a_truncated_run_is_not_ok() -> None:
+    cut = NEW_FORMAT.split("# Out of bounds")[0]
+    run = parse_nccl(cut)
+    assert not run.complete and not run.ok and run.max_busbw == 286.65
+
+
+def test_wrong_values_fail() -> None:
+    bad = NEW_FORMAT.replace("268.44      0", "268.44      3").replace("0 OK", "3 FAILED")
+    run = parse_nccl(bad)
+    assert run.wrong == 3 and run.oob_status == "FAILED" and not run.ok
+
+
+@pytest.mark.parametrize("text", ["", "hello\nworld\n", "# Avg bus bandwidth : 3\n", "\x00\x01binary"])
+def test_not_a_log_is_a_clear_error(text: str) -> None:
+    with pytest.raises(NcclLogError):
+        parse_nccl(text)
+
+
+def test_cli_parse_and_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["nccl", "parse", str(REFERENCE)]) == 0
+    assert json.loads(capsys.readouterr().out)["max_busbw_gbps"] == 437.89
+    assert main(["nccl", "check", str(REFERENCE), "--instance-type", "p5.48xlarge", "--nodes", "2",
+                 "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["passed"] and doc["required_busbw_gbps"] == pytest.approx(437.89 * 0.9)
+    slow = tmp_path / "slow.log"
+    slow.write_text(NEW_FORMAT)  # 286.65 GB/s against p5's 437.89 x 0.9
+    assert main(["nccl", "check", str(slow), "--instance-type", "p5.48xlarge", "--nodes", "2",
+                 "--format", "markdown"]) == 1
+    out = capsys.readouterr().out
+    assert "### NCCL acceptance: FAIL" in out and "peak bus bandwidth 286.65 GB/s is below 394.10 GB/s" in out
+    assert main(["nccl", "check", str(slow), "--instance-type", "p4d.24xlarge", "--nodes", "2"]) == 2
+    assert "no expected bus bandwidth for p4d.24xlarge" in capsys.readouterr().err
+    assert main(["nccl", "check", str(slow), "--instance-type", "p4d.24xlarge", "--nodes", "2",
+                 "--expected-busbw", "300"]) == 0
+    junk = tmp_path / "junk.log"
+    junk.write_bytes(b"\xff\xfe not a log")
+    assert main(["nccl", "parse", str(junk)]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {junk}: not an nccl-tests log: no nccl-tests result row")
