@@ -9,6 +9,8 @@
     blueprint cost diff --base <graph.json | git ref> <stack | graph.json>
     blueprint sizing <stack> [--format table|json]
                                          the goodput model: checkpoint times, interval, goodput, capacity
+    blueprint preflight <stack> [--format table|json]
+                                         check the AWS account before pulumi up; exit 1 on a failed check
     blueprint nccl parse LOG             an nccl-tests output as JSON
     blueprint nccl check LOG --instance-type T --nodes N [--format table|json|markdown]
                                          exit 1 below the acceptance threshold or on wrong values
@@ -96,6 +98,12 @@ def _parser() -> argparse.ArgumentParser:
     sizing.add_argument("stack", help="stack name (prod-aws) or path to a stack file")
     sizing.add_argument("--format", choices=("table", "json"), default="table")
     sizing.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
+    preflight = sub.add_parser("preflight", parents=[common], help="check the AWS account (boto3, the usual "
+                               "credentials) before pulumi up: offerings, catalog facts, quotas, reservations, "
+                               "existing resources, the deployer")
+    preflight.add_argument("stack", help="stack name (prod-aws) or path to a stack file")
+    preflight.add_argument("--format", choices=("table", "json"), default="table")
+    preflight.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
     nccl = sub.add_parser("nccl", parents=[common], help="read and judge nccl-tests output")
     nccl_sub = nccl.add_subparsers(dest="nccl_command", required=True)
     parse = nccl_sub.add_parser("parse", parents=[common], help="an nccl-tests log as JSON")
@@ -316,6 +324,22 @@ def _sizing(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _preflight(args: argparse.Namespace) -> int:
+    """``blueprint preflight``: exit 0 (nothing failed), 1 (a check failed), 2 (bad input)."""
+    import boto3
+
+    from blueprint.preflight import render_json, render_table, run_preflight
+    from blueprint.stackfile import load_stack
+
+    if args.output is not None:
+        check_output_file(args.output)
+    stack = load_stack(args.stack)
+    session = boto3.Session()
+    checks = run_preflight(stack.spec, lambda name: session.client(name, region_name=stack.region))
+    _write(render_json(checks) if args.format == "json" else render_table(checks), args.output)
+    return EXIT_POLICY if any(c.status == "fail" for c in checks) else EXIT_OK
+
+
 def _nccl(args: argparse.Namespace) -> int:
     """``blueprint nccl parse|check``: exit 0, 1 (check failed), 2 (not an nccl-tests log, or no threshold)."""
     from blueprint.nccl import NcclLogError, Verdict, parse_nccl, render_json
@@ -393,6 +417,8 @@ def _run(args: argparse.Namespace) -> int:
         return _sizing(args)
     if args.command == "nccl":
         return _nccl(args)
+    if args.command == "preflight":
+        return _preflight(args)
     from blueprint.engine import run_program
     from blueprint.manifests import write_manifests
     from blueprint.render import render_preview
