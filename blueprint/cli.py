@@ -11,6 +11,8 @@
                                          the goodput model: checkpoint times, interval, goodput, capacity
     blueprint preflight <stack> [--format table|json]
                                          check the AWS account before pulumi up; exit 1 on a failed check
+    blueprint audit <stack> [--format table|json]
+                                         check the deployed account against the spec after pulumi up
     blueprint nccl parse LOG             an nccl-tests output as JSON
     blueprint nccl check LOG --instance-type T --nodes N [--format table|json|markdown]
                                          exit 1 below the acceptance threshold or on wrong values
@@ -104,6 +106,11 @@ def _parser() -> argparse.ArgumentParser:
     preflight.add_argument("stack", help="stack name (prod-aws) or path to a stack file")
     preflight.add_argument("--format", choices=("table", "json"), default="table")
     preflight.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
+    audit = sub.add_parser("audit", parents=[common], help="check the deployed account against the spec after "
+                           "pulumi up: billing tags, bucket protection, endpoint access, EFA interfaces")
+    audit.add_argument("stack", help="stack name (prod-aws) or path to a stack file")
+    audit.add_argument("--format", choices=("table", "json"), default="table")
+    audit.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
     nccl = sub.add_parser("nccl", parents=[common], help="read and judge nccl-tests output")
     nccl_sub = nccl.add_subparsers(dest="nccl_command", required=True)
     parse = nccl_sub.add_parser("parse", parents=[common], help="an nccl-tests log as JSON")
@@ -325,9 +332,11 @@ def _sizing(args: argparse.Namespace) -> int:
 
 
 def _preflight(args: argparse.Namespace) -> int:
-    """``blueprint preflight``: exit 0 (nothing failed), 1 (a check failed), 2 (bad input)."""
+    """``blueprint preflight`` and ``blueprint audit``: exit 0 (nothing failed), 1 (a check failed), 2 (bad
+    input)."""
     import boto3
 
+    from blueprint.audit import run_audit
     from blueprint.preflight import render_json, render_table, run_preflight
     from blueprint.stackfile import load_stack
 
@@ -335,8 +344,9 @@ def _preflight(args: argparse.Namespace) -> int:
         check_output_file(args.output)
     stack = load_stack(args.stack)
     session = boto3.Session()
-    checks = run_preflight(stack.spec, lambda name: session.client(name, region_name=stack.region))
-    _write(render_json(checks) if args.format == "json" else render_table(checks), args.output)
+    run = run_audit if args.command == "audit" else run_preflight
+    checks = run(stack.spec, lambda name: session.client(name, region_name=stack.region))
+    _write(render_json(checks) if args.format == "json" else render_table(checks, args.command), args.output)
     return EXIT_POLICY if any(c.status == "fail" for c in checks) else EXIT_OK
 
 
@@ -417,7 +427,7 @@ def _run(args: argparse.Namespace) -> int:
         return _sizing(args)
     if args.command == "nccl":
         return _nccl(args)
-    if args.command == "preflight":
+    if args.command in ("preflight", "audit"):
         return _preflight(args)
     from blueprint.engine import run_program
     from blueprint.manifests import write_manifests

@@ -324,13 +324,13 @@ def run_preflight(spec: ClusterSpec, client: Callable[[str], Any]) -> list[Check
     return checks
 
 
-def render_table(checks: Iterable[Check]) -> str:
+def render_table(checks: Iterable[Check], title: str = "preflight") -> str:
     rows = list(checks)
     width = max((len(c.check) for c in rows), default=5)
     lines = [f"{c.status.upper():<13} {c.check:<{width}}  {c.subject}: {c.detail}" for c in rows]
     failed = sum(c.status == "fail" for c in rows)
     unknown = sum(c.status == "cannot-check" for c in rows)
-    lines.append(f"preflight: {len(rows) - failed - unknown} pass, {failed} fail, {unknown} cannot-check")
+    lines.append(f"{title}: {len(rows) - failed - unknown} pass, {failed} fail, {unknown} cannot-check")
     return "\n".join(lines) + "\n"
 
 
