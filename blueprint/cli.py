@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import sys
 import tempfile
@@ -125,6 +126,20 @@ def _parser() -> argparse.ArgumentParser:
                        "none for the type")
     check.add_argument("--format", choices=("table", "json", "markdown"), default="table")
     check.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
+    record = nccl_sub.add_parser("record", parents=[common], help="one acceptance run as JSON: the log, the "
+                                 "nodes (kubectl get nodes -o json) and the verdict")
+    record.add_argument("log", type=Path)
+    record.add_argument("--stack", required=True, help="the stack the run tested")
+    record.add_argument("--node-group", required=True, help="the node group the run spanned")
+    record.add_argument("--nodes-json", type=Path, required=True,
+                        help="kubectl get nodes -l gpu-cluster/node-group=<group> -o json > nodes.json")
+    record.add_argument("--instance-type", help="judge the run against this type's threshold too")
+    record.add_argument("-o", "--output", type=Path, help="write the record here instead of standard output")
+    compare = nccl_sub.add_parser("compare", parents=[common], help="what changed between two records; exit 1 "
+                                  "when the later peak fell more than the tolerance")
+    compare.add_argument("before", type=Path)
+    compare.add_argument("after", type=Path)
+    compare.add_argument("--tolerance", type=float, default=0.1, help="allowed fall of the peak (default 0.1)")
     prices = sub.add_parser("prices", parents=[common], help="price catalog maintenance")
     prices_sub = prices.add_subparsers(dest="prices_command", required=True)
     refresh = prices_sub.add_parser("refresh", parents=[common], help="fetch on-demand EC2 prices of the catalog's "
@@ -350,11 +365,49 @@ def _preflight(args: argparse.Namespace) -> int:
     return EXIT_POLICY if any(c.status == "fail" for c in checks) else EXIT_OK
 
 
-def _nccl(args: argparse.Namespace) -> int:
-    """``blueprint nccl parse|check``: exit 0, 1 (check failed), 2 (not an nccl-tests log, or no threshold)."""
-    from blueprint.nccl import NcclLogError, Verdict, parse_nccl, render_json
+def _verdict(run: Any, instance_type: str, nodes: int, expected_busbw: float | None) -> Any:
+    """The run against the catalog's threshold for the type (or the one given)."""
+    from blueprint.nccl import Verdict
     from components.catalog.acceptance import load_thresholds
 
+    fraction, thresholds = load_thresholds()
+    known = thresholds.get(instance_type)
+    if nodes < 1:
+        raise CostUsageError("--nodes must be at least 1")
+    if expected_busbw is not None:
+        expected, source = expected_busbw, "given with --expected-busbw"
+    elif known is not None and known.expected_busbw_gbps is not None:
+        expected, source = known.expected_busbw_gbps, known.source + (
+            f" (measured on {known.nodes} nodes)" if known.nodes and known.nodes != nodes else "")
+    else:
+        raise CostUsageError(f"no expected bus bandwidth for {instance_type} in components/catalog/"
+                             "acceptance.yaml: give --expected-busbw (GB/s) with its source in your ticket")
+    return Verdict(run, instance_type, nodes, expected, fraction, source)
+
+
+def _nccl_compare(args: argparse.Namespace) -> int:
+    from blueprint.nccl import compare_records
+
+    docs = []
+    for path in (args.before, args.after):
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise CostUsageError(f"{path}: not an acceptance record: {err}") from None
+        if not isinstance(doc, dict) or "max_busbw_gbps" not in doc:
+            raise CostUsageError(f"{path}: not an acceptance record (no max_busbw_gbps)")
+        docs.append(doc)
+    lines, fell = compare_records(docs[0], docs[1], args.tolerance)
+    _emit(sys.stdout, "\n".join(lines) + "\n")
+    return EXIT_POLICY if fell else EXIT_OK
+
+
+def _nccl(args: argparse.Namespace) -> int:
+    """``blueprint nccl parse|check``: exit 0, 1 (check failed), 2 (not an nccl-tests log, or no threshold)."""
+    from blueprint.nccl import NcclLogError, parse_nccl, render_json
+
+    if args.nccl_command == "compare":
+        return _nccl_compare(args)
     if args.output is not None:
         check_output_file(args.output)
     try:
@@ -368,19 +421,20 @@ def _nccl(args: argparse.Namespace) -> int:
     if args.nccl_command == "parse":
         _write(render_json(run.to_dict()), args.output)
         return EXIT_OK
-    fraction, thresholds = load_thresholds()
-    known = thresholds.get(args.instance_type)
-    if args.nodes < 1:
-        raise CostUsageError("--nodes must be at least 1")
-    if args.expected_busbw is not None:
-        expected, source = args.expected_busbw, "given with --expected-busbw"
-    elif known is not None and known.expected_busbw_gbps is not None:
-        expected, source = known.expected_busbw_gbps, known.source + (
-            f" (measured on {known.nodes} nodes)" if known.nodes and known.nodes != args.nodes else "")
-    else:
-        raise CostUsageError(f"no expected bus bandwidth for {args.instance_type} in components/catalog/"
-                             "acceptance.yaml: give --expected-busbw (GB/s) with its source in your ticket")
-    verdict = Verdict(run, args.instance_type, args.nodes, expected, fraction, source)
+    if args.nccl_command == "record":
+        from blueprint.nccl import acceptance_record, node_facts
+
+        try:
+            facts = node_facts(json.loads(args.nodes_json.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as err:
+            raise CostUsageError(f"{args.nodes_json}: {err}") from None
+        verdict = _verdict(run, args.instance_type, len(facts["nodes"]), None) if args.instance_type else None
+        text = data.decode("utf-8", errors="replace")
+        _write(render_json(acceptance_record(run, text, args.stack, args.node_group, facts, verdict)), args.output)
+        return EXIT_OK
+    verdict = _verdict(run, args.instance_type, args.nodes, args.expected_busbw)
+    fraction = verdict.pass_fraction
+    expected = verdict.expected_busbw
     if args.format == "json":
         text = render_json(verdict.to_dict())
     elif args.format == "markdown":

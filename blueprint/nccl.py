@@ -270,3 +270,73 @@ class Verdict:
 
 def render_json(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+_OFI = re.compile(r"(?:aws-ofi-nccl|NET/OFI Initializing aws-ofi-nccl)\s+v?(?P<version>\d+\.\d+\.\d+\S*)")
+
+
+def ofi_version(text: str) -> str | None:
+    """The aws-ofi-nccl plugin version the log prints (``NET/OFI Initializing aws-ofi-nccl 1.x.y``)."""
+    m = _OFI.search(text)
+    return m["version"] if m else None
+
+
+def node_facts(nodes_json: Any) -> dict[str, Any]:
+    """What ``kubectl get nodes -o json`` says of the run's nodes: names, instance ids and zones (providerID
+    ``aws:///<zone>/<instance id>``), and the GPU feature discovery labels (GPU model, driver and CUDA)."""
+    if not isinstance(nodes_json, dict) or not isinstance(nodes_json.get("items"), list):
+        raise NcclLogError("the node facts are not the output of `kubectl get nodes -o json` (no items list)")
+    nodes: list[dict[str, Any]] = []
+    products: set[str] = set()
+    drivers: set[str] = set()
+    cudas: set[str] = set()
+    for item in nodes_json["items"]:
+        meta = item.get("metadata", {}) if isinstance(item, dict) else {}
+        labels = meta.get("labels", {}) or {}
+        provider = str(item.get("spec", {}).get("providerID", ""))
+        zone, _, instance = provider.removeprefix("aws:///").partition("/")
+        nodes.append({"name": meta.get("name"), "instance_id": instance or None, "zone": zone or None,
+                      "instance_type": labels.get("node.kubernetes.io/instance-type")})
+        for key, bucket in (("nvidia.com/gpu.product", products), ("nvidia.com/cuda.driver-version.full", drivers),
+                            ("nvidia.com/cuda.runtime-version.full", cudas)):
+            if key in labels:
+                bucket.add(str(labels[key]))
+
+    def one(values: set[str]) -> str | None:
+        return ", ".join(sorted(values)) if values else None
+    return {"nodes": nodes, "gpu_model": one(products), "driver": one(drivers), "cuda": one(cudas)}
+
+
+def acceptance_record(run: NcclRun, log_text: str, stack: str, node_group: str, facts: dict[str, Any],
+                      verdict: Verdict | None) -> dict[str, Any]:
+    """One acceptance run, as kept beside the stack and compared with the next one."""
+    return {
+        "stack": stack, "node_group": node_group, **facts,
+        "nccl_version": run.nccl_version, "aws_ofi_nccl_version": ofi_version(log_text),
+        "nccl_tests_version": run.tests_version, "collective": run.collective, "ranks": run.ranks,
+        "max_busbw_gbps": run.max_busbw, "avg_busbw_gbps": run.avg_busbw,
+        "busbw_by_size": {str(r.size): r.max_busbw for r in run.rows},
+        "wrong": run.wrong, "complete": run.complete,
+        "verdict": None if verdict is None else verdict.to_dict(),
+    }
+
+
+def compare_records(a: dict[str, Any], b: dict[str, Any], tolerance: float) -> tuple[list[str], bool]:
+    """Lines describing what changed from run A to run B, and whether B's peak fell more than ``tolerance``."""
+    lines = []
+    for key in ("gpu_model", "driver", "cuda", "nccl_version", "aws_ofi_nccl_version", "nccl_tests_version"):
+        if a.get(key) != b.get(key):
+            lines.append(f"{key}: {a.get(key)} -> {b.get(key)}")
+    peak_a, peak_b = a.get("max_busbw_gbps") or 0.0, b.get("max_busbw_gbps") or 0.0
+    change = (peak_b - peak_a) / peak_a if peak_a else 0.0
+    lines.append(f"peak bus bandwidth: {peak_a:.2f} -> {peak_b:.2f} GB/s ({change:+.1%})")
+    sizes_a, sizes_b = a.get("busbw_by_size") or {}, b.get("busbw_by_size") or {}
+    for size in sorted(set(sizes_a) & set(sizes_b), key=int):
+        before, after = float(sizes_a[size]), float(sizes_b[size])
+        if before and abs(after - before) / before > tolerance:
+            lines.append(f"  {int(size):>12} B: {before:.2f} -> {after:.2f} GB/s")
+    nodes_a = {n.get("instance_id") for n in a.get("nodes", [])}
+    nodes_b = {n.get("instance_id") for n in b.get("nodes", [])}
+    if nodes_a != nodes_b:
+        lines.append(f"instances: {len(nodes_a & nodes_b)} the same, {len(nodes_b - nodes_a)} new")
+    return lines, change < -tolerance

@@ -144,3 +144,44 @@ def test_cli_parse_and_check(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     junk.write_bytes(b"\xff\xfe not a log")
     assert main(["nccl", "parse", str(junk)]) == 2
     assert capsys.readouterr().err.startswith(f"error: {junk}: not an nccl-tests log: no nccl-tests result row")
+
+
+NODES = {"apiVersion": "v1", "kind": "List", "items": [
+    {"metadata": {"name": f"ip-10-40-0-{i}.ec2.internal", "labels": {
+        "node.kubernetes.io/instance-type": "p5.48xlarge", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+        "nvidia.com/cuda.driver-version.full": "570.133.20", "nvidia.com/cuda.runtime-version.full": "12.8"}},
+     "spec": {"providerID": f"aws:///us-east-1d/i-0abc{i}"}} for i in (1, 2)]}
+
+
+def test_record_and_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text(json.dumps(NODES))
+    log = tmp_path / "run.log"
+    log.write_text(NEW_FORMAT.replace("NET/OFI Selected Provider is efa",
+                                      "NET/OFI Initializing aws-ofi-nccl 1.14.0"))
+    before = tmp_path / "before.json"
+    assert main(["nccl", "record", str(REFERENCE), "--stack", "prod-aws", "--node-group", "h100",
+                 "--nodes-json", str(nodes), "--instance-type", "p5.48xlarge", "-o", str(before)]) == 0
+    rec = json.loads(before.read_text())
+    assert rec["nodes"][0] == {"name": "ip-10-40-0-1.ec2.internal", "instance_id": "i-0abc1", "zone": "us-east-1d",
+                               "instance_type": "p5.48xlarge"}
+    assert (rec["gpu_model"], rec["driver"], rec["cuda"]) == ("NVIDIA-H100-80GB-HBM3", "570.133.20", "12.8")
+    assert rec["max_busbw_gbps"] == 437.89 and rec["verdict"]["passed"] is True and rec["verdict"]["nodes"] == 2
+    after = tmp_path / "after.json"
+    assert main(["nccl", "record", str(log), "--stack", "prod-aws", "--node-group", "h100",
+                 "--nodes-json", str(nodes), "-o", str(after)]) == 0
+    later = json.loads(after.read_text())
+    assert later["aws_ofi_nccl_version"] == "1.14.0" and later["nccl_version"] == "2.21.5+cuda12.4"
+    assert main(["nccl", "compare", str(before), str(after)]) == 1  # 437.89 -> 286.65 GB/s: a fall of 35 %
+    out = capsys.readouterr().out
+    assert "peak bus bandwidth: 437.89 -> 286.65 GB/s (-34.5%)" in out
+    assert "nccl_version: None -> 2.21.5+cuda12.4" in out
+    assert main(["nccl", "compare", str(before), str(before)]) == 0
+
+
+def test_record_refuses_what_is_not_kubectl_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text("[1, 2]")
+    assert main(["nccl", "record", str(REFERENCE), "--stack", "s", "--node-group", "g",
+                 "--nodes-json", str(nodes)]) == 2
+    assert "not the output of `kubectl get nodes -o json`" in capsys.readouterr().err
