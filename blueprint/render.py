@@ -32,6 +32,8 @@ PLANE_TITLES = {
     "cost": "cost plane (budgets, allocation tags, usage export)",
 }
 RELEASE = "kubernetes:helm.sh/v3:Release"
+MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
+ACCEPTANCE_QUEUE = "gpu-acceptance"  # components/kubernetes/objects.py
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
 
 
@@ -84,6 +86,13 @@ def _platform_lines(graph: ResourceGraph) -> list[str]:
                     text += f" (lends at most {gpu['lendingLimit']})"
                 parts.append(text)
         hard = quotas.get(team, {}).get("requests.nvidia.com/gpu", "none")
+        if team == ACCEPTANCE_QUEUE:
+            jobs = sorted(str(j.inputs["metadata"]["name"]) for j in graph.of_type(MPIJOB))
+            suspended = all(j.inputs["spec"]["runPolicy"].get("suspend") for j in graph.of_type(MPIJOB))
+            state = "all suspended: run one with kubectl patch" if suspended else "RUNNABLE"
+            lines.append(f"acceptance queue {team}: {', '.join(parts)}, outside the teams' cohort; MPIJobs "
+                         f"{', '.join(jobs)} ({state})")
+            continue
         lines.append(f"team {team}: {', '.join(parts)}; LocalQueue {'yes' if team in local else 'MISSING'}; "
                      f"namespace GPU ceiling {hard}")
     return lines

@@ -366,6 +366,7 @@ def test_team_may_not_take_a_system_namespace(prod_spec: dict[str, Any]) -> None
 def test_platform_settings(prod_spec: dict[str, Any]) -> None:
     prod_spec["platform"]["gpuSharing"] = {"mode": "time-slicing", "replicas": 1}
     prod_spec["platform"]["allowedRegistries"] = ["docker.io"]
+    prod_spec["acceptance"]["enabled"] = False  # its image would also leave the allowed registries
     assert errors(prod_spec) == [
         f"{P}.platform.gpuSharing.replicas: time-slicing needs replicas >= 2 (1 replica is whole-GPU allocation: "
         "use mode none) [rule: time-slicing-replicas]",
@@ -674,6 +675,7 @@ def test_a_trailing_newline_never_passes_a_pattern_and_is_shown_escaped(prod_spe
     """``$`` matches before a final newline: every pattern of the rules is a full match, and a value's control
     characters (and the line separators str.splitlines knows) are escaped, so one issue stays one line."""
     prod_spec["platform"]["allowedRegistries"] = ["nvcr.io/nvidia/\n", "nvcr.io/\u2028x/"]
+    prod_spec["acceptance"]["enabled"] = False
     prod_spec["teams"][0]["roleArns"] = ["arn:aws:iam::111122223333:role/research-engineers\n"]
     assert errors(prod_spec) == [
         f"{P}.teams[0].roleArns[0]: 'arn:aws:iam::111122223333:role/research-engineers\\n' is not an IAM role ARN "
@@ -683,3 +685,19 @@ def test_a_trailing_newline_never_passes_a_pattern_and_is_shown_escaped(prod_spe
         f"{P}.platform.allowedRegistries[1]: 'nvcr.io/\\u2028x/' must be a registry host (and optional path) ending "
         "in '/', e.g. nvcr.io/nvidia/ [rule: registry-prefix]",
     ]
+
+
+
+def test_the_acceptance_image_is_pinned_and_allowed(prod_spec: dict[str, Any]) -> None:
+    prod_spec["acceptance"]["image"] = "public.ecr.aws/hpc-cloud/nccl-tests:latest"
+    assert errors(prod_spec) == [
+        f"{P}.acceptance.image: 'public.ecr.aws/hpc-cloud/nccl-tests:latest' is not pinned: give the nccl-tests image "
+        "as <repository>@sha256:<64 hex> (the catalog has no verified digest) [rule: acceptance-image-digest]"]
+    prod_spec["acceptance"]["image"] = "docker.io/library/nccl@sha256:" + "a" * 64
+    assert errors(prod_spec) == [
+        f"{P}.acceptance.image: docker.io/library/nccl is not under platform.allowedRegistries, whose admission "
+        "policy would refuse the acceptance pods [rule: acceptance-image-allowed]"]
+    del prod_spec["acceptance"]["image"]
+    assert errors(prod_spec)[0].endswith("acceptance.image is required: give the nccl-tests image as "
+                                         "<repository>@sha256:<64 hex> (the catalog has no verified digest) "
+                                         "[rule: acceptance-image-digest]")

@@ -69,6 +69,7 @@ def platform_inputs(spec: ClusterSpec) -> PlatformInputs:
         checkpoint_service_account=CHECKPOINT_SERVICE_ACCOUNT,
         platform_reader=(PLATFORM_NAMESPACE, PLATFORM_SERVICE_ACCOUNT),
         checkpoint_policy=_checkpoint_policy(spec),
+        acceptance_image=spec.acceptance.image if spec.acceptance.enabled else None,
     )
 
 

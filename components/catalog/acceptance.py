@@ -33,3 +33,22 @@ def load_thresholds() -> tuple[float, dict[str, BusbwThreshold]]:
         out[itype] = BusbwThreshold(itype, None if value is None else float(value), raw.get("nodes"),
                                     str(raw["status"]), str(raw.get("source", "")))
     return float(data["pass_fraction"]), out
+
+
+@dataclass(frozen=True)
+class AcceptanceCatalog:
+    """How the acceptance jobs are installed and run."""
+
+    operator_version: str
+    operator_manifest: str
+    operator_namespace: str
+    efa_device_rdma: tuple[str, ...]
+
+
+@lru_cache(maxsize=1)
+def load_acceptance() -> AcceptanceCatalog:
+    with ACCEPTANCE_FILE.open(encoding="utf-8") as fh:
+        data = yaml.safe_load(fh)
+    op = data["mpi_operator"]
+    return AcceptanceCatalog(str(op["version"]), str(op["manifest"]), str(op["namespace"]),
+                             tuple(str(t) for t in data["efa_device_rdma"]))

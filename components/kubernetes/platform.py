@@ -19,6 +19,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from components.catalog import ChartPin, load_charts
+from components.catalog.acceptance import load_acceptance
 from components.kubernetes import objects as obj
 from components.kubernetes.objects import EgressRule, Manifest, NetworkTopology
 from components.kubernetes.quotas import GpuPool, lendable_by_pool, namespace_hard_limits, team_flavor_quotas
@@ -153,6 +154,7 @@ class PlatformInputs:
     checkpoint_service_account: str | None = None  # per team namespace: read/write of <team>/ in the bucket
     platform_reader: tuple[str, str] | None = None  # (namespace, service account): read of every prefix
     checkpoint_policy: Mapping[str, str] | None = None  # the goodput model's figures, for each team's jobs
+    acceptance_image: str | None = None  # the nccl-tests image by digest: the acceptance MPIJobs are created
 
     @property
     def pools_by_name(self) -> dict[str, GpuPool]:
@@ -272,7 +274,13 @@ class Tenancy(pulumi.ComponentResource):
 
 class Queues(pulumi.ComponentResource):
     """Kueue and the queue objects: flavors, cohort, one ClusterQueue and LocalQueue per team,
-    priority classes, and the network topology for placed node groups."""
+    priority classes, and the network topology for placed node groups.
+
+    Attributes:
+        kueue: the Kueue release (queue objects elsewhere wait for its webhooks).
+    """
+
+    kueue: k8s.helm.v3.Release
 
     def __init__(self, name: str, inputs: PlatformInputs, prometheus: pulumi.Resource,
                  namespaces: Mapping[str, pulumi.Resource], opts: Optional[pulumi.ResourceOptions] = None) -> None:
@@ -284,6 +292,7 @@ class Queues(pulumi.ComponentResource):
         # Kueue's webhooks reject every queue object until its controller is ready ("failed calling
         # webhook mresourceflavor.kb.io", kueue#12008, #3794): the release waits for readiness, and
         # every object below waits for the release.
+        self.kueue = kueue
         after = pulumi.ResourceOptions(parent=self, depends_on=[kueue])
         pools = inputs.pools_by_name
         covered = obj.covered_resources(inputs.pools, inputs.fabric.resource_name if inputs.fabric else None)
@@ -306,9 +315,45 @@ class Queues(pulumi.ComponentResource):
         self.register_outputs({})
 
 
+class Acceptance(pulumi.ComponentResource):
+    """The NCCL acceptance gate: the MPI Operator (pinned release manifest), a namespace and queue of its own, and
+    per multi-node fabric node group an all_reduce_perf MPIJob over all its nodes plus a single-node NVLink one;
+    every job is created suspended, so ``pulumi up`` never starts a benchmark."""
+
+    def __init__(self, name: str, inputs: PlatformInputs, kueue: pulumi.Resource,
+                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:platform:Acceptance", name, None, opts)
+        assert inputs.acceptance_image is not None
+        catalog = load_acceptance()
+        operator = k8s.yaml.v2.ConfigFile(
+            f"{name}-mpi-operator", file=catalog.operator_manifest,
+            opts=pulumi.ResourceOptions(parent=self))
+        ns = _system_namespace(self, obj.ACCEPTANCE_NAMESPACE, inputs.labels)
+        # The jobs name their queue (kueue.x-k8s.io/queue-name), so Kueue manages them like a team's: all-or-nothing
+        # admission and waitForPodsReady.
+        fabric = inputs.fabric.resource_name if inputs.fabric else None
+        tested = [p for p in inputs.pools if p.gpus_per_node > 1 or (p.fabric_per_node and p.max_nodes > 1)]
+        covered = obj.covered_resources(tested, fabric)
+        after_kueue = pulumi.ResourceOptions(parent=self, depends_on=[kueue, ns])
+        apply(f"{name}-clusterqueue", obj.acceptance_cluster_queue(tested, covered), after_kueue)
+        queue = apply(f"{name}-localqueue", obj.acceptance_local_queue(), after_kueue)
+        jobs = pulumi.ResourceOptions(parent=self, depends_on=[operator, queue])
+        for pool in tested:
+            rdma = pool.instance_type in catalog.efa_device_rdma
+            if pool.fabric_per_node and pool.max_nodes > 1:
+                apply(f"{name}-allreduce-{pool.name}",
+                      obj.nccl_mpijob(pool, inputs.acceptance_image, pool.max_nodes, fabric, rdma, inputs.labels), jobs)
+            if pool.gpus_per_node > 1:
+                apply(f"{name}-nvlink-{pool.name}",
+                      obj.nccl_mpijob(pool, inputs.acceptance_image, 1, fabric, rdma, inputs.labels), jobs)
+        self.register_outputs({})
+
+
 def build_platform(inputs: PlatformInputs, opts: pulumi.ResourceOptions) -> None:
-    """Create the four platform components in dependency order."""
+    """Create the platform components in dependency order."""
     monitoring = Monitoring("monitoring", inputs, opts=opts)
     GpuStack("gpu-stack", inputs, monitoring.prometheus, opts=opts)
     tenancy = Tenancy("tenancy", inputs, opts=opts)
-    Queues("queues", inputs, monitoring.prometheus, tenancy.namespaces, opts=opts)
+    queues = Queues("queues", inputs, monitoring.prometheus, tenancy.namespaces, opts=opts)
+    if inputs.acceptance_image is not None:
+        Acceptance("acceptance", inputs, queues.kueue, opts=opts)

@@ -84,6 +84,7 @@ from components.spec.model import (
     ClusterSpec,
 )
 from components.spec.platform import (
+    AcceptanceSpec,
     GpuSharingSpec,
     MonitoringSpec,
     PlatformSpec,
@@ -114,6 +115,7 @@ __all__ = [
     "REQUIRED_LABEL_KEYS",
     "SPEC_KEY",
     "SYSTEM_NAMESPACES",
+    "AcceptanceSpec",
     "AwsSpec",
     "BillingSpec",
     "BucketSpec",

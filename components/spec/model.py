@@ -9,7 +9,7 @@ from pydantic import Field, StrictBool
 from components.spec.aws import AwsSpec
 from components.spec.base import _NAME_RE, _Model
 from components.spec.billing import BillingSpec
-from components.spec.platform import PlatformSpec
+from components.spec.platform import AcceptanceSpec, PlatformSpec
 from components.spec.teams import TeamSpec
 from components.spec.workload import WorkloadSpec
 
@@ -36,6 +36,9 @@ class ClusterSpec(_Model):
     teams: list[TeamSpec] = Field(default_factory=list, max_length=2000, description="Teams using the cluster.")
     platform: PlatformSpec = Field(
         default_factory=PlatformSpec, description="GPU stack, queues, tenancy and telemetry on the cluster."
+    )
+    acceptance: AcceptanceSpec = Field(
+        default_factory=AcceptanceSpec, description="The NCCL acceptance MPIJobs (suspended until run)."
     )
     billing: BillingSpec = Field(description="Budget recipients, cost allocation tags and the cost export.")
     deletion_protection: StrictBool = Field(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Optional
 
 from pydantic import Field, StrictBool, StrictInt
 
@@ -45,3 +45,14 @@ class PlatformSpec(_Model):
         default=True, description="Let team pods reach HTTPS endpoints (S3 checkpoints, package mirrors)."
     )
     monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec, description="Prometheus settings.")
+
+
+class AcceptanceSpec(_Model):
+    """The NCCL acceptance gate: an all_reduce_perf MPIJob per multi-node EFA node group (and a single-node
+    NVLink variant), admitted through Kueue, created suspended so that pulumi up never starts a benchmark."""
+
+    enabled: StrictBool = Field(default=False, description="Create the acceptance MPIJobs and the MPI Operator.")
+    image: Optional[str] = Field(
+        default=None, max_length=512,
+        description="The nccl-tests image (EFA installer, aws-ofi-nccl, OpenMPI) by digest: "
+        "<repository>@sha256:<64 hex>.")

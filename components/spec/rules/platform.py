@@ -29,3 +29,21 @@ def _check_platform(spec: ClusterSpec, out: _Collector) -> None:
         if not re.fullmatch(r"[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9._/-]*)?/", prefix):
             out.add(f".platform.allowedRegistries[{i}]", "registry-prefix",
                     f"'{prefix}' must be a registry host (and optional path) ending in '/', e.g. nvcr.io/nvidia/")
+
+
+_DIGEST_IMAGE = re.compile(r"[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9._-]+)+@sha256:[0-9a-f]{64}")
+
+
+def _check_acceptance(spec: ClusterSpec, out: _Collector) -> None:
+    """The acceptance image is pinned by digest and passes the registry admission policy."""
+    acc = spec.acceptance
+    if not acc.enabled:
+        return
+    if acc.image is None or not _DIGEST_IMAGE.fullmatch(acc.image):
+        out.add(".acceptance.image", "acceptance-image-digest",
+                f"{'acceptance.image is required' if acc.image is None else repr(acc.image) + ' is not pinned'}: "
+                "give the nccl-tests image as <repository>@sha256:<64 hex> (the catalog has no verified digest)")
+    elif not any(acc.image.startswith(p) for p in spec.platform.allowed_registries):
+        out.add(".acceptance.image", "acceptance-image-allowed",
+                f"{acc.image.split('@')[0]} is not under platform.allowedRegistries, whose admission policy would "
+                "refuse the acceptance pods")
