@@ -46,16 +46,23 @@ def _billing_tags(tagging: Any, spec: ClusterSpec) -> list[Check]:
 def _buckets(s3: Any, tagging: Any, spec: ClusterSpec) -> list[Check]:
     import botocore.exceptions
 
-    arns = [r["ResourceARN"] for r in _tagged_resources(tagging, spec.name) if r["ResourceARN"].startswith(
-        "arn:aws:s3:::")]
-    names = [a.removeprefix("arn:aws:s3:::") for a in arns]
+    # arn:<partition>:s3:::<bucket> (every partition)
+    names = [r["ResourceARN"].split(":::", 1)[1] for r in _tagged_resources(tagging, spec.name)
+             if r["ResourceARN"].split(":")[2:3] == ["s3"] and ":::" in r["ResourceARN"]]
     if spec.aws_spec().storage.checkpoint_bucket.existing_name:
         names.append(spec.aws_spec().storage.checkpoint_bucket.existing_name)
     out = []
     for name in sorted(set(names)):
         problems = []
+        # Every bucket has SSE-S3 by default since 2023; the checkpoint bucket is built with the stack's KMS key.
+        wants_kms = name.startswith(f"{spec.name}-ckpt-") or \
+            name == spec.aws_spec().storage.checkpoint_bucket.existing_name
         try:
-            s3.get_bucket_encryption(Bucket=name)
+            rules = s3.get_bucket_encryption(Bucket=name)["ServerSideEncryptionConfiguration"]["Rules"]
+            algorithms = {r.get("ApplyServerSideEncryptionByDefault", {}).get("SSEAlgorithm") for r in rules}
+            if wants_kms and not algorithms & {"aws:kms", "aws:kms:dsse"}:
+                problems.append(f"default encryption {', '.join(sorted(a for a in algorithms if a))}, not SSE-KMS "
+                                "as the stack builds the checkpoint bucket")
         except botocore.exceptions.ClientError as err:
             if err.response.get("Error", {}).get("Code") != "ServerSideEncryptionConfigurationNotFoundError":
                 raise
@@ -63,7 +70,8 @@ def _buckets(s3: Any, tagging: Any, spec: ClusterSpec) -> list[Check]:
         if s3.get_bucket_versioning(Bucket=name).get("Status") != "Enabled":
             problems.append("versioning is off")
         out.append(Check("bucket-protection", name, "fail" if problems else "pass",
-                         "; ".join(problems) or "encrypted by default, versioned"))
+                         "; ".join(problems)
+                         or ("SSE-KMS, versioned" if wants_kms else "encrypted by default, versioned")))
     return out
 
 

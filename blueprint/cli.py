@@ -376,6 +376,9 @@ def _verdict(run: Any, instance_type: str, nodes: int, expected_busbw: float | N
         raise CostUsageError("--nodes must be at least 1")
     if expected_busbw is not None:
         expected, source = expected_busbw, "given with --expected-busbw"
+    elif known is not None and known.expected_busbw_gbps is not None and nodes == 1 and (known.nodes or 2) > 1:
+        raise CostUsageError(f"the {instance_type} threshold was measured across {known.nodes} nodes over the "
+                             "fabric; a single-node (NVLink) run needs --expected-busbw")
     elif known is not None and known.expected_busbw_gbps is not None:
         expected, source = known.expected_busbw_gbps, known.source + (
             f" (measured on {known.nodes} nodes)" if known.nodes and known.nodes != nodes else "")

@@ -25,7 +25,7 @@ _ROW = re.compile(
     rf"(?:(?P<root>-?\d+)\s+)?"
     rf"(?P<oop_time>{_NUMBER})\s+(?P<oop_algbw>{_NUMBER})\s+(?P<oop_busbw>{_NUMBER})\s+(?P<oop_wrong>\S+)\s+"
     rf"(?P<ip_time>{_NUMBER})\s+(?P<ip_algbw>{_NUMBER})\s+(?P<ip_busbw>{_NUMBER})\s+(?P<ip_wrong>\S+)\s*$")
-_AVG = re.compile(rf"^#?\s*Avg bus bandwidth\s*:\s*(?P<value>{_NUMBER})")
+_AVG = re.compile(rf"^#?\s*Avg bus bandwidth\s*:\s*(?P<value>{_NUMBER})(?P<failed>.*FAILED)?")
 _OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(?P<count>\d+)\s+(?P<status>OK|FAILED)")
 _NGPUS = re.compile(r"^#?\s*nThread\s+(?P<threads>\d+)\s+nGpus\s+(?P<gpus>\d+)")
 _DEVICE = re.compile(r"^#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<host>\S+)\s+device\s+"
@@ -77,8 +77,8 @@ class NcclRow:
     @property
     def wrong(self) -> int | None:
         """Wrong values over both passes; None when validation was off (``N/A``)."""
-        values = [p["wrong"] for p in (self.out_of_place, self.in_place)]
-        return None if any(v is None for v in values) else int(sum(values))
+        values = [p["wrong"] for p in (self.out_of_place, self.in_place) if p["wrong"] is not None]
+        return None if not values else int(sum(values))
 
     @property
     def max_busbw(self) -> float:
@@ -102,6 +102,7 @@ class NcclRun:
     concluded: bool = False
     table_format: str | None = None  # "new" (root, #wrong) or "old" (error column)
     collective_inferred: bool = False  # read from the table's columns, not named in the log
+    avg_failed: bool = False  # nccl-tests marked its summary FAILED
 
     @property
     def max_busbw(self) -> float | None:
@@ -121,7 +122,7 @@ class NcclRun:
     @property
     def ok(self) -> bool:
         """Complete, no wrong value, no out-of-bounds failure."""
-        return self.complete and not self.wrong and self.oob_status != "FAILED"
+        return self.complete and not self.wrong and self.oob_status != "FAILED" and not self.avg_failed
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -180,6 +181,7 @@ def parse_nccl(text: str) -> NcclRun:
                 run.table_format = "new" if m["root"] is not None else "old"
         elif (m := _AVG.match(line)) is not None:
             run.avg_busbw = float(m["value"])
+            run.avg_failed = m["failed"] is not None
         elif (m := _OOB.match(line)) is not None:
             run.out_of_bounds, run.oob_status = int(m["count"]), m["status"]
         elif (m := _NGPUS.match(line)) is not None:
@@ -195,7 +197,10 @@ def parse_nccl(text: str) -> NcclRun:
             if run.nccl_version is None and (m := _NCCL_VERSION.search(line)) is not None:
                 run.nccl_version = m["version"] or m["v2"]
             if (m := _COLLECTIVE.search(line)) is not None:
-                run.collective = m["name"].removesuffix("_perf")
+                name = m["name"].removesuffix("_perf")
+                if run.collective is not None and name != run.collective:
+                    raise NcclLogError(f"the log holds more than one test ({run.collective}, {name}): split it")
+                run.collective = name
                 run.concluded = run.concluded or m["phase"] == "concluded"
             elif run.collective is None and (m := _BINARY.search(line)) is not None:
                 run.collective = m["name"]
@@ -231,6 +236,10 @@ class Verdict:
             out.append("the run was cut short (no 'Avg bus bandwidth' line)")
         if self.run.wrong:
             out.append(f"{self.run.wrong} wrong value(s) in the result table")
+        if self.run.avg_failed:
+            out.append("nccl-tests marked the run FAILED")
+        if self.run.collective is not None and self.run.collective != "all_reduce":
+            out.append(f"the thresholds are for all_reduce, and this log is {self.run.collective}")
         if self.run.oob_status == "FAILED":
             out.append(f"out-of-bounds check FAILED ({self.run.out_of_bounds} value(s))")
         peak = self.run.max_busbw or 0.0

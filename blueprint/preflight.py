@@ -198,11 +198,20 @@ def _reservations(ec2: Any, spec: ClusterSpec) -> list[Check]:
                 problems.append(f"for {cr.get('InstanceType')}, not {group.instance_type}")
             if int(cr.get("TotalInstanceCount", 0)) < group.max_size:
                 problems.append(f"{cr.get('TotalInstanceCount')} instances, fewer than maxSize {group.max_size}")
-            end = cr.get("EndDate")
-            if cap.type == "capacity-block" and cap.end is not None and isinstance(end, datetime) \
-                    and end.astimezone(UTC) != cap.end.astimezone(UTC):
-                problems.append(f"ends {end.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}, the spec says "
-                                f"{cap.end.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}")
+            if cap.type == "capacity-block":
+                if cr.get("ReservationType") not in (None, "capacity-block"):
+                    problems.append(f"a {cr.get('ReservationType')} reservation, not a Capacity Block")
+                if cap.instance_count is not None and int(cr.get("TotalInstanceCount", 0)) != cap.instance_count:
+                    problems.append(f"{cr.get('TotalInstanceCount')} instances, the spec records "
+                                    f"{cap.instance_count}")
+                # The scale-up is scheduled at the spec's start: both ends of the window must be the block's.
+                for key, mine in (("StartDate", cap.start), ("EndDate", cap.end)):
+                    theirs = cr.get(key)
+                    if mine is not None and isinstance(theirs, datetime) \
+                            and theirs.astimezone(UTC) != mine.astimezone(UTC):
+                        problems.append(f"{'starts' if key == 'StartDate' else 'ends'} "
+                                        f"{theirs.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}, the spec says "
+                                        f"{mine.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}")
             if problems:
                 return [Check("reservation", subject, "fail", f"{cap.reservation_id}: " + "; ".join(problems))]
             return [Check("reservation", subject, "pass",

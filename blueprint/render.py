@@ -89,7 +89,9 @@ def _platform_lines(graph: ResourceGraph) -> list[str]:
         if team == ACCEPTANCE_QUEUE:
             jobs = sorted(str(j.inputs["metadata"]["name"]) for j in graph.of_type(MPIJOB))
             suspended = all(j.inputs["spec"]["runPolicy"].get("suspend") for j in graph.of_type(MPIJOB))
-            state = "all suspended: run one with kubectl patch" if suspended else "RUNNABLE"
+            held = cq.inputs["spec"].get("stopPolicy") == "Hold"
+            state = ("suspended; the queue is held (stopPolicy Hold): release it for a run, README 'Before you "
+                     "commit capacity'" if held and suspended else "ADMITTED AS SOON AS CAPACITY ALLOWS")
             lines.append(f"acceptance queue {team}: {', '.join(parts)}, outside the teams' cohort; MPIJobs "
                          f"{', '.join(jobs)} ({state})")
             continue

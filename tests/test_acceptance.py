@@ -41,7 +41,8 @@ def test_the_mpijobs_are_valid_against_the_crd() -> None:
 def test_the_allreduce_job_spans_every_node_with_every_device_and_waits_to_be_run() -> None:
     job = jobs(offline_run("prod-aws").graph)["nccl-allreduce-h100"]
     spec = job["spec"]
-    assert spec["runPolicy"]["suspend"] is True  # pulumi up never starts a benchmark
+    assert spec["runPolicy"]["suspend"] is True and spec["runPolicy"]["backoffLimit"] == 5
+    assert spec["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] == "OnFailure"  # a worker still pulling: retried
     assert spec["slotsPerWorker"] == 8 and spec["mpiReplicaSpecs"]["Worker"]["replicas"] == 16
     assert job["metadata"]["namespace"] == "gpu-acceptance"
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
@@ -51,6 +52,7 @@ def test_the_allreduce_job_spans_every_node_with_every_device_and_waits_to_be_ru
     limits = container["resources"]["limits"]
     assert limits["nvidia.com/gpu"] == 8 and limits["vpc.amazonaws.com/efa"] == 32
     assert limits["hugepages-2Mi"] == "5120Mi" and container["resources"]["requests"] == limits
+    assert limits["memory"] == "256Gi"  # room for the memory-backed /dev/shm (64Gi), which counts against it
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env == {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_DEBUG": "INFO"}
     assert container["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
@@ -82,6 +84,8 @@ def test_kueue_admits_it_by_its_queues_rules() -> None:
     (cq,) = [q.inputs for q in graph.of_type(KUEUE + "ClusterQueue") if q.inputs["metadata"]["name"] ==
              lq["spec"]["clusterQueue"]]
     assert "cohortName" not in cq["spec"] and cluster_queue_cel(cq) == []
+    # Kueue unsuspends what it admits: the queue is held, so pulumi up never starts a benchmark.
+    assert cq["spec"]["stopPolicy"] == "Hold"
     group = cq["spec"]["resourceGroups"][0]
     quota = {r["name"]: _quantity(r["nominalQuota"]) for r in group["flavors"][0]["resources"]}
     asked: dict[str, float] = {}
@@ -101,7 +105,7 @@ def test_kueue_admits_it_by_its_queues_rules() -> None:
 def test_the_operator_is_pinned_and_off_by_default(dev_spec: dict[str, Any]) -> None:
     graph = offline_run("prod-aws").graph
     (operator,) = graph.of_type("kubernetes:yaml/v2:ConfigFile")
-    assert operator.inputs["file"] == ("https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.6.0/deploy/"
+    assert operator.inputs["file"] == ("https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.8.0/deploy/"
                                        "v2beta1/mpi-operator.yaml")
     for job in graph.of_type(MPIJOB):
         assert operator.urn in job.dependencies  # the CRD exists before the jobs

@@ -66,8 +66,8 @@ def test_a_deployment_as_the_spec_says(account: None) -> None:
     _deploy(public=False, efa=32)
     checks = audit()
     assert by(checks, "billing-tags")[0].status == "pass"
-    assert by(checks, "bucket-protection") == [
-        Check("bucket-protection", "prod-train-ckpt-abc", "pass", "encrypted by default, versioned")]
+    assert by(checks, "bucket-protection") == [Check("bucket-protection", "prod-train-ckpt-abc", "pass",
+                                                     "SSE-KMS, versioned")]
     assert by(checks, "endpoint-access") == [Check("endpoint-access", "prod-train", "pass", "private endpoint only")]
     assert by(checks, "efa-interfaces")[0] == Check("efa-interfaces", "prod-train-h100", "pass",
                                                     "32 of the 32 EFA interfaces of p5.48xlarge")
@@ -75,12 +75,15 @@ def test_a_deployment_as_the_spec_says(account: None) -> None:
 
 def test_drift_is_reported(account: None) -> None:
     _deploy(public=True, efa=1, tag_all=False)
-    boto3.client("s3", region_name=REGION).put_bucket_versioning(
-        Bucket="prod-train-ckpt-abc", VersioningConfiguration={"Status": "Suspended"})
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.put_bucket_versioning(Bucket="prod-train-ckpt-abc", VersioningConfiguration={"Status": "Suspended"})
+    s3.put_bucket_encryption(Bucket="prod-train-ckpt-abc", ServerSideEncryptionConfiguration={
+        "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]})
     checks = audit()
     (tags,) = by(checks, "billing-tags")
     assert tags.status == "fail" and tags.detail == "missing cost-center"
-    assert by(checks, "bucket-protection")[0].detail == "versioning is off"
+    assert by(checks, "bucket-protection")[0].detail == (
+        "default encryption AES256, not SSE-KMS as the stack builds the checkpoint bucket; versioning is off")
     (endpoint,) = by(checks, "endpoint-access")
     assert endpoint.status == "fail" and endpoint.detail == (
         "the public endpoint is on; the spec says private; public access from 0.0.0.0/0, not in the spec's "

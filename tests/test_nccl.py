@@ -185,3 +185,25 @@ def test_record_refuses_what_is_not_kubectl_output(tmp_path: Path, capsys: pytes
     assert main(["nccl", "record", str(REFERENCE), "--stack", "s", "--node-group", "g",
                  "--nodes-json", str(nodes)]) == 2
     assert "not the output of `kubectl get nodes -o json`" in capsys.readouterr().err
+
+
+
+def test_what_a_check_must_not_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A wrong value hidden beside N/A, a FAILED summary, another collective, two tests in one log, and a
+    single-node run judged against a multi-node figure."""
+    half = parse_nccl(NEW_FORMAT.replace("268.44      0   5990.0  179.26  268.89      0",
+                                         "268.44      2   5990.0  179.26  268.89    N/A"))
+    assert half.wrong == 2 and not half.ok
+    failed = parse_nccl(NEW_FORMAT.replace("# Avg bus bandwidth    : 184.4", "# Avg bus bandwidth    : 184.4 FAILED"))
+    assert failed.avg_failed and not failed.ok
+    gather = tmp_path / "gather.log"
+    gather.write_text(NEW_FORMAT.replace("all_reduce_perf", "all_gather_perf"))
+    assert main(["nccl", "check", str(gather), "--instance-type", "p5.48xlarge", "--nodes", "2",
+                 "--expected-busbw", "100"]) == 1
+    assert "the thresholds are for all_reduce, and this log is all_gather" in capsys.readouterr().out
+    with pytest.raises(NcclLogError, match="more than one test"):
+        parse_nccl(NEW_FORMAT + NEW_FORMAT.replace("all_reduce_perf", "alltoall_perf"))
+    one = tmp_path / "one.log"
+    one.write_text(NEW_FORMAT)
+    assert main(["nccl", "check", str(one), "--instance-type", "p5.48xlarge", "--nodes", "1"]) == 2
+    assert "a single-node (NVLink) run needs --expected-busbw" in capsys.readouterr().err

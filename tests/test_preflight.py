@@ -136,10 +136,13 @@ def test_quota_needs_by_family_and_market() -> None:
 @pytest.mark.parametrize(("change", "message"), [
     ({"AvailabilityZoneId": "use1-az6", "AvailabilityZone": "us-east-1f"}, "in use1-az6, not in the GPU zone use1-az4"),
     ({"State": "expired"}, "state expired (needs active or scheduled)"),
-    ({"TotalInstanceCount": 8}, "8 instances, fewer than maxSize 16"),
+    ({"TotalInstanceCount": 8}, "8 instances, fewer than maxSize 16; 8 instances, the spec records 16"),
     ({"InstanceType": "p5e.48xlarge"}, "for p5e.48xlarge, not p5.48xlarge"),
     ({"EndDate": datetime(2027, 1, 11, 11, 30, tzinfo=UTC)},
      "ends 2027-01-11T11:30:00Z, the spec says 2027-01-18T11:30:00Z"),
+    ({"StartDate": datetime(2027, 1, 5, 11, 30, tzinfo=UTC)},
+     "starts 2027-01-05T11:30:00Z, the spec says 2027-01-04T11:30:00Z"),
+    ({"ReservationType": "default"}, "a default reservation, not a Capacity Block"),
 ])
 def test_a_reservation_that_does_not_fit(aws: dict[str, float], change: dict[str, Any], message: str) -> None:
     (check,) = by(run(spec_of("prod-aws"), [reservation(**change)]), "reservation")

@@ -658,14 +658,20 @@ NCCL_TESTS_BINARY = "/opt/nccl-tests/build/all_reduce_perf"
 # all_reduce_perf from 8 B to 16 GiB, doubling, one GPU per rank (the seed's acceptance test).
 NCCL_TESTS_ARGS = ["-b", "8", "-e", "16G", "-f", "2", "-g", "1"]
 # Shared memory for NCCL's intra-node buffers and the hugepages EFA registers (the awsome-distributed-training
-# nccl-tests MPIJob asks for hugepages-2Mi 5120Mi per worker).
+# nccl-tests MPIJob asks for hugepages-2Mi 5120Mi per worker). A memory-backed /dev/shm counts against the
+# container's memory limit, so the limit leaves room for it; CPUs for 8 ranks, sshd and NCCL's proxy threads.
 SHM_SIZE = "64Gi"
 HUGEPAGES = "5120Mi"
+WORKER_MEMORY = "256Gi"
+WORKER_CPU = 32
+LAUNCHER_RETRIES = 5  # the launcher may reach a worker still pulling its image: retried, not failed
 
 
 def acceptance_cluster_queue(pools: Sequence[GpuPool], covered: Sequence[str]) -> Manifest:
-    """The acceptance queue: each tested group's whole capacity, outside the teams' cohort (it is run on purpose,
-    on capacity the teams are not using; waitForPodsReady requeues it if the nodes are busy)."""
+    """The acceptance queue: each tested group's whole capacity, outside the teams' cohort, held
+    (``stopPolicy: Hold``). Kueue unsuspends a job it admits, so the queue admits nothing until an operator sets
+    ``stopPolicy: None`` for a run (on capacity the teams are not using: their queues held too); the next
+    ``pulumi up`` holds it again."""
     flavors = [{"name": p.name, "resources": _resource_entries(
         Resources(p.capacity_units, p.max_nodes * (p.vcpu_per_node or 0), p.max_nodes * (p.memory_gib_per_node or 0),
                   p.max_nodes * p.fabric_per_node), None, None, covered)} for p in pools]
@@ -674,7 +680,8 @@ def acceptance_cluster_queue(pools: Sequence[GpuPool], covered: Sequence[str]) -
             "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ACCEPTANCE_NAMESPACE}},
                      "queueingStrategy": "BestEffortFIFO",
                      "resourceGroups": [{"coveredResources": list(covered), "flavors": flavors}],
-                     "preemption": {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never"}}}
+                     "preemption": {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never"},
+                     "stopPolicy": "Hold"}}
 
 
 def acceptance_local_queue() -> Manifest:
@@ -685,12 +692,13 @@ def acceptance_local_queue() -> Manifest:
 def nccl_mpijob(pool: GpuPool, image: str, nodes: int, fabric_resource: str | None, device_rdma: bool,
                 labels: Mapping[str, str]) -> Manifest:
     """An MPIJob running all_reduce_perf on ``nodes`` nodes of the pool, one rank per GPU, with every GPU and fabric
-    device of each node; created suspended (``runPolicy.suspend``): run it with
-    ``kubectl patch mpijob <name> -n gpu-acceptance --type merge -p '{"spec":{"runPolicy":{"suspend":false}}}'``."""
+    device of each node; created suspended (``runPolicy.suspend``), which Kueue lifts when its held queue admits
+    it (README, "Before you commit capacity")."""
     variant = "allreduce" if nodes > 1 else "nvlink"
     name = f"nccl-{variant}-{pool.name}"
     env = [{"name": "NCCL_DEBUG", "value": "INFO"}]
-    limits: dict[str, Any] = {GPU: pool.gpus_per_node, "hugepages-2Mi": HUGEPAGES, MEMORY: "32Gi", CPU: 8}
+    limits: dict[str, Any] = {GPU: pool.gpus_per_node, "hugepages-2Mi": HUGEPAGES, MEMORY: WORKER_MEMORY,
+                              CPU: WORKER_CPU}
     if fabric_resource and pool.fabric_per_node and nodes > 1:
         env += [{"name": "FI_PROVIDER", "value": "efa"}]
         if device_rdma:
@@ -717,10 +725,10 @@ def nccl_mpijob(pool: GpuPool, image: str, nodes: int, fabric_resource: str | No
                                                        "gpu-cluster/acceptance": variant}),
         "spec": {
             "slotsPerWorker": pool.gpus_per_node,
-            "runPolicy": {"suspend": True, "cleanPodPolicy": "Running", "backoffLimit": 0},
+            "runPolicy": {"suspend": True, "cleanPodPolicy": "Running", "backoffLimit": LAUNCHER_RETRIES},
             "mpiImplementation": "OpenMPI",
             "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": launcher}},
+                "Launcher": {"replicas": 1, "restartPolicy": "OnFailure", "template": {"spec": launcher}},
                 "Worker": {"replicas": nodes, "restartPolicy": "Never", "template": {"spec": worker}},
             },
         },
