@@ -262,8 +262,9 @@ def _cost(args: argparse.Namespace) -> int:
     graph, _, spec = _target_graph(args.target)
     usage, notes = _usage(args.usage, args.target, (graph,))
     report = price_graph(graph, usage=usage, usage_notes=notes)
-    unit = unit_cost(report, spec.workload, _modelled_goodput(spec)) if spec is not None else None
-    reason = _unit_reason(spec)
+    goodput = _modelled_goodput(spec)
+    unit = unit_cost(report, spec.workload, goodput) if spec is not None else None
+    reason = _unit_reason(spec, goodput)
     if args.format == "json":
         _write(render_cost_json(report, unit_cost_document(unit, reason)), args.output)
     else:
@@ -294,14 +295,13 @@ def _cost_diff(args: argparse.Namespace) -> int:
     return EXIT_POLICY if crossed else EXIT_OK
 
 
-def _unit_reason(spec: Any) -> str:
-    """Why the unit cost is not computed, for the stack at hand."""
+def _unit_reason(spec: Any, goodput: float | None) -> str:
+    """Why the unit cost is not computed, for the stack at hand (``goodput``: the model's figure, if any)."""
     if spec is None:
         return "a graph holds no workload economics: run `blueprint cost` on the stack"
     econ = spec.workload.economics
     if econ is None:
         return "set workload.economics in the stack file"
-    goodput = _modelled_goodput(spec)
     if econ.from_goodput and goodput is None:
         return "workload.goodput cannot be modelled (`blueprint sizing` says why)"
     return "the goodput model gives no useful work (`blueprint sizing` says why)"
@@ -505,9 +505,9 @@ def _run(args: argparse.Namespace) -> int:
         _emit(sys.stdout, render_preview(run.graph, stack.spec, stack.display_path, run.outputs))
         usage, notes = _usage(None, args.stack, (run.graph,))
         cost = price_graph(run.graph, usage=usage, usage_notes=notes)
+        goodput = _modelled_goodput(stack.spec)
         _emit(sys.stdout, "\n" + render_cost_summary(cost)
-              + render_unit_cost(unit_cost(cost, stack.spec.workload, _modelled_goodput(stack.spec)),
-                                 _unit_reason(stack.spec)))
+              + render_unit_cost(unit_cost(cost, stack.spec.workload, goodput), _unit_reason(stack.spec, goodput)))
         _emit(sys.stdout, "\n" + render_table(report))
     elif args.command == "graph":
         if output is None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from blueprint.graph import GraphResource, ResourceGraph
 from components.clock import utcnow
+from components.kubernetes.objects import ACCEPTANCE_QUEUE
 from components.spec import ClusterSpec
 
 PLANE_ORDER = ("network", "compute", "storage", "control-plane", "platform", "telemetry", "cost")
@@ -33,7 +34,6 @@ PLANE_TITLES = {
 }
 RELEASE = "kubernetes:helm.sh/v3:Release"
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
-ACCEPTANCE_QUEUE = "gpu-acceptance"  # components/kubernetes/objects.py
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
 
 

@@ -21,7 +21,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.aws.iam import DATA_EXPORT_REGION, cost_export_bucket_policy, to_json
-from components.aws.stateful import stateful_options
+from components.aws.stateful import private_versioned_bucket
 from components.spec import BillingSpec, TeamSpec
 from components.tags import merge_tags
 
@@ -118,39 +118,18 @@ class AwsCostPlane(pulumi.ComponentResource):
         if cluster_limit > 0:
             # The one budget that sees the shared GPU nodes: everything tagged cluster=<name> (provider default
             # tags and the nodes' launch template), to the platform and finance.
-            cluster_budget = aws.budgets.Budget(
-                f"{name}-budget-cluster",
-                name=f"{cluster_name}-cluster",
-                budget_type="COST",
-                time_unit="MONTHLY",
-                limit_amount=f"{cluster_limit:.2f}",
-                limit_unit="USD",
-                cost_filters=[{"name": "TagKeyValue", "values": [f"user:cluster${cluster_name}"]}],
-                notifications=budget_notifications(CLUSTER_ALERT_PERCENTS, list(billing.notify)),
-                tags=merge_tags(labels, f"{cluster_name}-cluster"),
-                # A rename keeps the budget and its history (the filter follows the new name).
-                opts=pulumi.ResourceOptions(parent=self, providers={"aws": billing_provider},
-                                            ignore_changes=["name"]),
-            )
-            self.budget_names["(cluster)"] = cluster_budget.name
+            self.budget_names["(cluster)"] = self._budget(
+                f"{name}-budget-cluster", f"{cluster_name}-cluster", cluster_limit,
+                [f"user:cluster${cluster_name}"], budget_notifications(CLUSTER_ALERT_PERCENTS, list(billing.notify)),
+                merge_tags(labels, f"{cluster_name}-cluster"), billing_provider)
         for team in teams:
             if team.budget is None:  # refused at load time (rule team-budget-required)
                 continue
             recipients = list(dict.fromkeys([*team.budget.notify, *billing.notify]))
-            budget = aws.budgets.Budget(
-                f"{name}-budget-{team.name}",
-                name=f"{cluster_name}-{team.name}",
-                budget_type="COST",
-                time_unit="MONTHLY",
-                limit_amount=f"{float(team.budget.monthly_usd):.2f}",
-                limit_unit="USD",
-                cost_filters=[{"name": "TagKeyValue", "values": budget_filter_values(team.name)}],
-                notifications=budget_notifications(team.budget.alert_at_percent, recipients),
-                tags=merge_tags(labels, f"{cluster_name}-{team.name}", **{"budget-team": team.name}),
-                opts=pulumi.ResourceOptions(parent=self, providers={"aws": billing_provider},
-                                            ignore_changes=["name"]),
-            )
-            self.budget_names[team.name] = budget.name
+            self.budget_names[team.name] = self._budget(
+                f"{name}-budget-{team.name}", f"{cluster_name}-{team.name}", float(team.budget.monthly_usd),
+                budget_filter_values(team.name), budget_notifications(team.budget.alert_at_percent, recipients),
+                merge_tags(labels, f"{cluster_name}-{team.name}", **{"budget-team": team.name}), billing_provider)
 
         if billing.allocation_tags == "activate":
             for key in tag_keys:
@@ -164,39 +143,17 @@ class AwsCostPlane(pulumi.ComponentResource):
         self.export_bucket_name = None
         export_spec = billing.cost_export
         if export_spec.enabled:
-            bucket = aws.s3.Bucket(
-                f"{name}-exports",
-                bucket_prefix=f"{cluster_name}-cost-",
-                force_destroy=False,
-                tags=merge_tags(labels, f"{cluster_name}-cost-exports", **{"data-class": "billing"}),
-                opts=stateful_options(self, protect, ignore_changes=["bucketPrefix"]),
-            )
-            aws.s3.BucketOwnershipControls(
-                f"{name}-exports-ownership", bucket=bucket.id, rule={"object_ownership": "BucketOwnerEnforced"},
-                opts=child)
-            aws.s3.BucketPublicAccessBlock(
-                f"{name}-exports-public-access", bucket=bucket.id, block_public_acls=True, block_public_policy=True,
-                ignore_public_acls=True, restrict_public_buckets=True, opts=child)
-            versioning = aws.s3.BucketVersioning(
-                f"{name}-exports-versioning", bucket=bucket.id, versioning_configuration={"status": "Enabled"},
-                opts=stateful_options(self, protect))
             # SSE-S3: the export service writes with the bucket's default encryption and is not granted any
             # KMS key (the CUR buckets of AWS's CUDOS framework modules use AES256 for the same reason).
-            aws.s3.BucketServerSideEncryptionConfiguration(
-                f"{name}-exports-sse", bucket=bucket.id,
-                rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}}], opts=child)
-            aws.s3.BucketLifecycleConfiguration(
-                f"{name}-exports-lifecycle",
-                bucket=bucket.id,
-                rules=[
-                    # OVERWRITE_REPORT rewrites each month's files up to three times a day: the old versions
-                    # go after the retention, the current month's files never expire.
-                    {"id": "expire-noncurrent-versions", "status": "Enabled", "filter": {},
-                     "noncurrent_version_expiration": {"noncurrent_days": export_spec.retention_days}},
-                    {"id": "abort-incomplete-multipart-uploads", "status": "Enabled", "filter": {},
-                     "abort_incomplete_multipart_upload": {"days_after_initiation": 7}},
-                ],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
+            # OVERWRITE_REPORT rewrites each month's files up to three times a day: old versions go after the
+            # retention, the current month's files never expire.
+            bucket = private_versioned_bucket(
+                self, f"{name}-exports",
+                bucket_prefix=f"{cluster_name}-cost-",
+                tags=merge_tags(labels, f"{cluster_name}-cost-exports", **{"data-class": "billing"}),
+                protect=protect,
+                encryption={"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}},
+                noncurrent_days=export_spec.retention_days,
             )
             identity = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self))
             partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self))
@@ -241,6 +198,26 @@ class AwsCostPlane(pulumi.ComponentResource):
             )
             self.export_bucket_name = bucket.bucket
         self.register_outputs({"budgets": self.budget_names})
+
+    def _budget(self, logical_name: str, budget_name: str, limit_usd: float, tag_filter: list[str],
+                notifications: list[dict[str, object]], tags: Mapping[str, str],
+                billing_provider: aws.Provider) -> pulumi.Output[str]:
+        """A monthly cost budget on a ``TagKeyValue`` filter; its name is kept on a cluster rename (with the
+        budget's history)."""
+        budget = aws.budgets.Budget(
+            logical_name,
+            name=budget_name,
+            budget_type="COST",
+            time_unit="MONTHLY",
+            limit_amount=f"{limit_usd:.2f}",
+            limit_unit="USD",
+            cost_filters=[{"name": "TagKeyValue", "values": tag_filter}],
+            notifications=notifications,
+            tags=dict(tags),
+            opts=pulumi.ResourceOptions(parent=self, providers={"aws": billing_provider}, ignore_changes=["name"]),
+        )
+        name: pulumi.Output[str] = budget.name
+        return name
 
 
 __all__ = ["DATA_EXPORT_REGION", "AwsCostPlane", "billing_view_arn", "budget_filter_values", "budget_notifications",

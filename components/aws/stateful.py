@@ -57,3 +57,49 @@ def rotating_kms_key(
     aws.kms.Alias(f"{logical_name}-alias", name=f"alias/{alias}", target_key_id=key.key_id,
                   opts=pulumi.ResourceOptions(parent=parent))
     return key
+
+
+def private_versioned_bucket(
+    parent: pulumi.Resource,
+    logical_name: str,
+    *,
+    bucket_prefix: str,
+    tags: Mapping[str, str],
+    protect: bool,
+    encryption: Mapping[str, object],
+    noncurrent_days: int,
+) -> aws.s3.Bucket:
+    """A bucket that holds data: owner-enforced, every public access blocked, versioned, encrypted by default,
+    and a lifecycle that expires only *noncurrent* versions after ``noncurrent_days`` (a current object never
+    expires) and aborts multipart uploads left for a week. The parts are named ``<logical_name>-ownership``,
+    ``-public-access``, ``-versioning``, ``-sse`` and ``-lifecycle``; ``encryption`` is the one SSE rule."""
+    child = pulumi.ResourceOptions(parent=parent)
+    bucket = aws.s3.Bucket(
+        logical_name,
+        bucket_prefix=bucket_prefix,
+        force_destroy=False,
+        tags=dict(tags),
+        opts=stateful_options(parent, protect, ignore_changes=["bucketPrefix"]),
+    )
+    aws.s3.BucketOwnershipControls(f"{logical_name}-ownership", bucket=bucket.id,
+                                   rule={"object_ownership": "BucketOwnerEnforced"}, opts=child)
+    aws.s3.BucketPublicAccessBlock(
+        f"{logical_name}-public-access", bucket=bucket.id, block_public_acls=True, block_public_policy=True,
+        ignore_public_acls=True, restrict_public_buckets=True, opts=child)
+    versioning = aws.s3.BucketVersioning(
+        f"{logical_name}-versioning", bucket=bucket.id, versioning_configuration={"status": "Enabled"},
+        opts=stateful_options(parent, protect))
+    aws.s3.BucketServerSideEncryptionConfiguration(f"{logical_name}-sse", bucket=bucket.id,
+                                                   rules=[dict(encryption)], opts=child)
+    aws.s3.BucketLifecycleConfiguration(
+        f"{logical_name}-lifecycle",
+        bucket=bucket.id,
+        rules=[
+            {"id": "expire-noncurrent-versions", "status": "Enabled", "filter": {},
+             "noncurrent_version_expiration": {"noncurrent_days": noncurrent_days}},
+            {"id": "abort-incomplete-multipart-uploads", "status": "Enabled", "filter": {},
+             "abort_incomplete_multipart_upload": {"days_after_initiation": 7}},
+        ],
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[versioning]),
+    )
+    return bucket

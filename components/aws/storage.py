@@ -9,7 +9,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.aws.iam import data_key_policy, deny_insecure_transport, to_json
-from components.aws.stateful import rotating_kms_key, stateful_options
+from components.aws.stateful import private_versioned_bucket, rotating_kms_key, stateful_options
 from components.spec import StorageSpec
 from components.tags import merge_tags
 
@@ -76,65 +76,15 @@ class AwsStorage(pulumi.ComponentResource):
                 if bucket_spec.existing_kms_key_arn else None
         else:
             assert key is not None
-            bucket = aws.s3.Bucket(
-                f"{name}-checkpoints",
+            bucket = private_versioned_bucket(
+                self, f"{name}-checkpoints",
                 bucket_prefix=f"{physical_prefix}-ckpt-",
-                force_destroy=False,
                 tags=merge_tags(labels, f"{physical_prefix}-checkpoints", **{"data-class": "checkpoints"}),
-                opts=stateful_options(self, protect, ignore_changes=["bucketPrefix"]),
-            )
-            aws.s3.BucketOwnershipControls(
-                f"{name}-checkpoints-ownership",
-                bucket=bucket.id,
-                rule={"object_ownership": "BucketOwnerEnforced"},
-                opts=child,
-            )
-            aws.s3.BucketPublicAccessBlock(
-                f"{name}-checkpoints-public-access",
-                bucket=bucket.id,
-                block_public_acls=True,
-                block_public_policy=True,
-                ignore_public_acls=True,
-                restrict_public_buckets=True,
-                opts=child,
-            )
-            versioning = aws.s3.BucketVersioning(
-                f"{name}-checkpoints-versioning",
-                bucket=bucket.id,
-                versioning_configuration={"status": "Enabled"},
-                opts=stateful_options(self, protect),
-            )
-            aws.s3.BucketServerSideEncryptionConfiguration(
-                f"{name}-checkpoints-sse",
-                bucket=bucket.id,
-                rules=[{
-                    "apply_server_side_encryption_by_default": {
-                        "sse_algorithm": "aws:kms", "kms_master_key_id": key.arn,
-                    },
-                    "bucket_key_enabled": True,
-                }],
-                opts=child,
-            )
-            aws.s3.BucketLifecycleConfiguration(
-                f"{name}-checkpoints-lifecycle",
-                bucket=bucket.id,
-                rules=[
-                    {
-                        "id": "expire-noncurrent-versions",
-                        "status": "Enabled",
-                        "filter": {},
-                        "noncurrent_version_expiration": {
-                            "noncurrent_days": spec.checkpoint_bucket.noncurrent_version_retention_days,
-                        },
-                    },
-                    {
-                        "id": "abort-incomplete-multipart-uploads",
-                        "status": "Enabled",
-                        "filter": {},
-                        "abort_incomplete_multipart_upload": {"days_after_initiation": 7},
-                    },
-                ],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
+                protect=protect,
+                encryption={"apply_server_side_encryption_by_default": {"sse_algorithm": "aws:kms",
+                                                                        "kms_master_key_id": key.arn},
+                            "bucket_key_enabled": True},
+                noncurrent_days=spec.checkpoint_bucket.noncurrent_version_retention_days,
             )
             aws.s3.BucketPolicy(
                 f"{name}-checkpoints-policy",

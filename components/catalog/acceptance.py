@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -23,10 +24,17 @@ class BusbwThreshold:
 
 
 @lru_cache(maxsize=1)
+def _data() -> dict[str, Any]:
+    """The file, read once."""
+    with ACCEPTANCE_FILE.open(encoding="utf-8") as fh:
+        data: dict[str, Any] = yaml.safe_load(fh)
+    return data
+
+
+@lru_cache(maxsize=1)
 def load_thresholds() -> tuple[float, dict[str, BusbwThreshold]]:
     """The pass fraction and the all_reduce threshold per instance type."""
-    with ACCEPTANCE_FILE.open(encoding="utf-8") as fh:
-        data = yaml.safe_load(fh)
+    data = _data()
     out = {}
     for itype, raw in data["all_reduce"].items():
         value = raw.get("expected_busbw_gbps")
@@ -47,8 +55,7 @@ class AcceptanceCatalog:
 
 @lru_cache(maxsize=1)
 def load_acceptance() -> AcceptanceCatalog:
-    with ACCEPTANCE_FILE.open(encoding="utf-8") as fh:
-        data = yaml.safe_load(fh)
+    data = _data()
     op = data["mpi_operator"]
     return AcceptanceCatalog(str(op["version"]), str(op["manifest"]), str(op["namespace"]),
                              tuple(str(t) for t in data["efa_device_rdma"]))
