@@ -358,6 +358,12 @@ def _preflight(args: argparse.Namespace) -> int:
     if args.output is not None:
         check_output_file(args.output)
     stack = load_stack(args.stack)
+    if stack.spec.cloud != "aws":
+        # Not built for GCP yet: say so instead of checking the wrong cloud (README, "Before you commit capacity").
+        _emit(sys.stderr, f"error: {stack.display_path}: blueprint {args.command} checks AWS accounts; "
+              f"{stack.spec.cloud} stacks are not covered yet (check quotas, the reservation and the zone with "
+              "gcloud; README)\n")
+        return EXIT_INVALID
     session = boto3.Session()
     run = run_audit if args.command == "audit" else run_preflight
     checks = run(stack.spec, lambda name: session.client(name, region_name=stack.region))

@@ -95,6 +95,8 @@ class OfflineMocks(Mocks):
         typ, name, inputs = args.typ, args.name, dict(args.inputs)
         rid = _ID_PREFIXES.get(typ, "") + _digest(typ, name)
         state: dict[str, Any] = dict(inputs)
+        if typ.startswith("gcp:"):
+            return _gcp_state(typ, name, inputs, state, self.region)
         service = typ.split(":")[1].split("/")[0] if typ.startswith("aws:") else ""
         state.setdefault("arn", f"arn:aws:{service}:{self.region}:{OFFLINE_ACCOUNT}:{name}")
         if typ == "aws:eks/cluster:Cluster":
@@ -144,11 +146,69 @@ class OfflineMocks(Mocks):
             return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}, []
         if args.token == "aws:index/getRegion:getRegion":
             return {"name": self.region, "region": self.region}, []
+        if args.token == "gcp:organizations/getProject:getProject":
+            project = str(args.args.get("projectId") or OFFLINE_GCP_PROJECT)
+            return {"number": OFFLINE_GCP_PROJECT_NUMBER, "projectId": project, "name": project}, []
+        if args.token == "gcp:storage/getProjectServiceAccount:getProjectServiceAccount":
+            return {"emailAddress": f"service-{OFFLINE_GCP_PROJECT_NUMBER}@gs-project-accounts.iam.gserviceaccount.com",
+                    "project": args.args.get("project", OFFLINE_GCP_PROJECT)}, []
         if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             ids = [str(v) for f in args.args.get("filters") or [] if f.get("name") == "zone-id"
                    for v in f.get("values") or []]
             return {"zoneIds": ids, "names": [offline_zone_name(self.region, i) for i in ids]}, []
         return {}, []
+
+
+OFFLINE_GCP_PROJECT = "offline-project"
+OFFLINE_GCP_PROJECT_NUMBER = "123456789012"
+
+
+def _gcp_state(typ: str, name: str, inputs: dict[str, Any], state: dict[str, Any],
+               region: str) -> tuple[str, dict[str, Any]]:
+    """Id and computed outputs of a GCP resource, in the provider's formats (``projects/<p>/...`` ids, self links,
+    service account emails, addresses from the documentation ranges)."""
+    project = str(inputs.get("project") or OFFLINE_GCP_PROJECT)
+    physical = str(inputs.get("name") or inputs.get("instanceId") or inputs.get("accountId") or name)
+    octet = int(_digest("ip", typ, name, length=2), 16)
+    rid = _digest(typ, name)
+    base = "https://www.googleapis.com/compute/v1"
+    if typ == "gcp:compute/network:Network":
+        rid = f"projects/{project}/global/networks/{physical}"
+        state.update(name=physical, selfLink=f"{base}/{rid}")
+    elif typ == "gcp:compute/subnetwork:Subnetwork":
+        rid = f"projects/{project}/regions/{inputs.get('region', region)}/subnetworks/{physical}"
+        state.update(name=physical, selfLink=f"{base}/{rid}")
+    elif typ == "gcp:compute/globalAddress:GlobalAddress":
+        state.update(name=physical, address=f"10.{200 + octet % 50}.0.0")
+    elif typ == "gcp:container/cluster:Cluster":
+        rid = f"projects/{project}/locations/{inputs.get('location', region)}/clusters/{physical}"
+        state.update(name=physical, endpoint=f"172.16.{octet}.2",
+                     masterAuth={**inputs.get("masterAuth", {}), "clusterCaCertificate": "T0ZGTElORS1DQQ=="})
+    elif typ == "gcp:container/nodePool:NodePool":
+        state.update(name=physical)
+    elif typ == "gcp:storage/bucket:Bucket":
+        rid = physical
+        state.update(name=physical, url=f"gs://{physical}")
+    elif typ == "gcp:kms/keyRing:KeyRing":
+        rid = f"projects/{project}/locations/{inputs.get('location', region)}/keyRings/{physical}"
+    elif typ == "gcp:kms/cryptoKey:CryptoKey":
+        rid = f"{inputs.get('keyRing', '')}/cryptoKeys/{physical}"
+    elif typ == "gcp:serviceaccount/account:Account":
+        email = f"{physical}@{project}.iam.gserviceaccount.com"
+        rid = f"projects/{project}/serviceAccounts/{email}"
+        state.update(email=email, name=rid, member=f"serviceAccount:{email}")
+    elif typ == "gcp:lustre/instance:Instance":
+        state["mountPoint"] = f"10.{200 + octet % 50}.0.2@tcp:/{inputs.get('filesystem', 'lustrefs')}"
+    elif typ == "gcp:filestore/instance:Instance":
+        state["networks"] = [{**n, "ipAddresses": [f"10.{200 + octet % 50}.0.2"]} for n in inputs.get("networks", [])]
+    elif typ == "gcp:parallelstore/instance:Instance":
+        state["accessPoints"] = [f"10.{200 + octet % 50}.0.{i}" for i in (2, 3, 4)]
+    elif typ == "gcp:monitoring/notificationChannel:NotificationChannel":
+        rid = f"projects/{project}/notificationChannels/{int(_digest('channel', name, length=12), 16)}"
+        state["name"] = rid
+    elif typ == "gcp:storage/managedFolder:ManagedFolder":
+        state["name"] = physical
+    return rid, state
 
 
 def offline_zone_name(region: str, zone_id: str) -> str:

@@ -60,10 +60,16 @@ def _platform_lines(graph: ResourceGraph) -> list[str]:
         values = gpu_op.inputs.get("values", {})
         driver = "driver and toolkit from the node image" if not values.get("driver", {}).get("enabled", True) \
             else "operator-managed driver"
+        if values.get("hostPaths", {}).get("driverInstallDir"):
+            driver = "GKE-managed driver, toolkit by the operator (CDI)"
         sharing = "time-slicing" if values.get("devicePlugin", {}).get("config") else \
             ("MIG" if values.get("migManager", {}).get("enabled") else "whole GPUs")
-        lines.append(f"GPU stack: {_chart(gpu_op)} ({driver}, {sharing}); EFA device plugin: "
-                     f"{_chart(_release(graph, 'aws-efa-k8s-device-plugin'))}")
+        gke_nets = graph.of_type("kubernetes:networking.gke.io/v1:Network")
+        if any(r.type.startswith("gcp:") for r in graph.resources):
+            fabric = f"GPU networks for pods: {len(gke_nets)} (GKE multi-networking)"
+        else:
+            fabric = f"EFA device plugin: {_chart(_release(graph, 'aws-efa-k8s-device-plugin'))}"
+        lines.append(f"GPU stack: {_chart(gpu_op)} ({driver}, {sharing}); {fabric}")
     kueue = _release(graph, "kueue")
     if kueue:
         cohorts = [c.inputs["metadata"]["name"] for c in graph.of_type(KUEUE + "Cohort")]

@@ -10,10 +10,12 @@ from typing import Any
 from blueprint.cost.engine import NODE_GROUP, CostReport
 from blueprint.cost.prices import Price
 from blueprint.cost.render import format_usd
-from components.catalog import load_aws_catalog
 from components.sizing import GoodputModel, StorageOption
 from components.sizing.plan import finite
 from components.spec import ClusterSpec
+from components.spec.decisions import cloud_node_groups, instance_catalog
+
+GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
 
 
 @dataclass(frozen=True)
@@ -35,10 +37,16 @@ class GpuCompute:
 
 
 def gpu_compute_usd(report: CostReport, spec: ClusterSpec) -> GpuCompute:
-    catalog = load_aws_catalog()
-    gpu_groups = {f"nodegroup-{g.name}-ng" for g in spec.aws_spec().node_groups
-                  if (f := catalog.get(g.instance_type)) is not None and f.gpu_count}
-    groups = [r for r in report.resources if r.type == NODE_GROUP and r.name in gpu_groups]
+    catalog = instance_catalog(spec)
+    if spec.cloud == "gcp":
+        gpu_groups = {f"nodepool-{g.name}-pool" for g in cloud_node_groups(spec)
+                      if (f := catalog.get(g.instance_type)) is not None and f.gpu_count}
+        kind = GKE_NODE_POOL
+    else:
+        gpu_groups = {f"nodegroup-{g.name}-ng" for g in cloud_node_groups(spec)
+                      if (f := catalog.get(g.instance_type)) is not None and f.gpu_count}
+        kind = NODE_GROUP
+    groups = [r for r in report.resources if r.type == kind and r.name in gpu_groups]
     priced = all(r.priced_fully for r in groups)
     usd = sum(r.monthly_usd_at_max + r.one_time_usd for r in groups) if priced else None
     stale = any(line.stale for r in groups for line in (*r.components, *r.components_at_max))

@@ -128,8 +128,8 @@ class StackFile:
 
     @property
     def region(self) -> str:
-        """The AWS region the stack deploys to."""
-        return self.spec.aws_spec().region
+        """The region the stack deploys to (its cloud's)."""
+        return self.spec.gcp_spec().region if self.spec.cloud == "gcp" else self.spec.aws_spec().region
 
 
 def available_stacks(stacks_dir: Path | None = None) -> list[str]:
@@ -182,9 +182,11 @@ def load_stack(stack: str, stacks_dir: Path | None = None) -> StackFile:
         raise StackError(f"{shown}: config: required mapping is missing [rule: stack-file-shape]")
     if SPEC_KEY not in config:
         raise StackError(f"{shown}: config.{SPEC_KEY}: required key is missing [rule: schema-required-key]")
-    region = config.get("aws:region")
+    raw_spec = config[SPEC_KEY]
+    region_key = "gcp:region" if isinstance(raw_spec, dict) and raw_spec.get("cloud") == "gcp" else "aws:region"
+    region = config.get(region_key)
     if region is not None and not isinstance(region, str):
-        raise StackError(f"{shown}: config.aws:region: must be a string [rule: schema-type]")
+        raise StackError(f"{shown}: config.{region_key}: must be a string [rule: schema-type]")
     try:
         spec = parse_spec(config[SPEC_KEY], shown, provider_region=region)
     except SpecError as err:

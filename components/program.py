@@ -18,7 +18,9 @@ def main() -> None:
     stack_file = f"stacks/Pulumi.{pulumi.get_stack()}.yaml"
     raw = pulumi.Config("gpu-cluster").get_object("spec")
     try:
-        spec = parse_spec(raw, stack_file, provider_region=pulumi.Config("aws").get("region"))
+        cloud = raw.get("cloud") if isinstance(raw, dict) else None
+        region = pulumi.Config("gcp" if cloud == "gcp" else "aws").get("region")
+        spec = parse_spec(raw, stack_file, provider_region=region)
     except SpecError as err:
         # RunError prints the message alone (no traceback) and registers nothing.
         raise pulumi.RunError(f"invalid stack configuration:\n{err}") from None

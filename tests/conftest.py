@@ -25,6 +25,18 @@ os.environ["GPU_CLUSTER_NOW"] = TEST_NOW
 if str(ROOT / "policies") not in sys.path:
     sys.path.insert(0, str(ROOT / "policies"))
 SHIPPED_STACKS = available_stacks()
+# Stacks by cloud (the name's suffix is the convention the shipped stacks follow; test_gcp checks the spec agrees).
+AWS_STACKS = [s for s in SHIPPED_STACKS if s.endswith("-aws")]
+GCP_STACKS = [s for s in SHIPPED_STACKS if s.endswith("-gcp")]
+# GKE has no version in the spec (its release channel picks it); the objects are checked against the oldest minor
+# the REGULAR channel may still run (GKE release schedule, read 2026-11-30: 1.33 until mid-2027).
+GKE_SCHEMA_VERSION = "1.33"
+
+
+def kubernetes_version(name: str) -> str:
+    """The Kubernetes minor the stack's objects are validated against."""
+    spec = stack(name).spec
+    return spec.aws_spec().control_plane.kubernetes_version if spec.cloud == "aws" else GKE_SCHEMA_VERSION
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -64,6 +76,9 @@ def run_spec(spec: dict[str, Any], stack_name: str = "test", region: str | None 
     from components.spec import parse_spec
 
     parsed = parse_spec(spec, f"stacks/Pulumi.{stack_name}.yaml")
+    if parsed.cloud == "gcp":
+        gcp_region = region or parsed.gcp_spec().region
+        return run_program(stack_name, {"gpu-cluster:spec": spec, "gcp:region": gcp_region}, gcp_region)
     config = {"gpu-cluster:spec": spec, "aws:region": region or parsed.aws_spec().region}
     return run_program(stack_name, config, parsed.aws_spec().region)
 

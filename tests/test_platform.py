@@ -12,7 +12,7 @@ from blueprint.graph import GraphResource, ResourceGraph
 from components.kubernetes.objects import cluster_queue, covered_resources
 from components.kubernetes.quotas import GpuPool, Resources, namespace_hard_limits, resources_for, team_flavor_quotas
 from components.spec import PRIVILEGED_NAMESPACES, QuotaSpec, TeamSpec
-from tests.conftest import SHIPPED_STACKS, offline_run, run_spec, stack
+from tests.conftest import SHIPPED_STACKS, kubernetes_version, offline_run, run_spec, stack
 from tests.k8s_checks import (
     CRD_DIRS,
     cluster_queue_cel,
@@ -46,7 +46,7 @@ def kueue_objects(graph: ResourceGraph, kind: str) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("stack_name", SHIPPED_STACKS)
 def test_builtin_objects_pass_strict_schema_validation(stack_name: str) -> None:
-    version = stack(stack_name).spec.aws_spec().control_plane.kubernetes_version
+    version = kubernetes_version(stack_name)
     checked = 0
     for res in k8s_objects(offline_run(stack_name).graph):
         if "kind" not in res.inputs:
@@ -334,3 +334,13 @@ def test_manifests_command_writes_objects_and_values(tmp_path: Path, capsys: pyt
     assert values.startswith("# chart: oci://registry.k8s.io/kueue/charts/kueue 0.19.2\n# namespace: kueue-system\n")
     assert "  controllerManagerConfigYaml: |\n" in values
     assert not (tmp_path / "secret").exists()  # secrets stay out of files
+
+
+@pytest.mark.parametrize("stack_name", SHIPPED_STACKS)
+def test_every_kubernetes_object_has_a_type_token_the_provider_knows(stack_name: str) -> None:
+    """Built-in kinds go through their typed class (kubernetes:core/v1:PersistentVolume), never the generic
+    CustomResource path, whose token for a core kind (kubernetes:v1:PersistentVolume) the provider refuses."""
+    for res in offline_run(stack_name).graph.resources:
+        if res.type.startswith("kubernetes:") and "kind" in res.inputs:
+            group = res.type.split(":")[1]
+            assert not group.startswith("v1"), f"{res.name}: {res.type}"

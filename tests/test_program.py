@@ -12,7 +12,7 @@ import pytest
 from blueprint.engine import ProgramError, run_program
 from blueprint.graph import GraphResource, ResourceGraph
 from components.spec import REQUIRED_LABEL_KEYS
-from tests.conftest import SHIPPED_STACKS, offline_run, raw_stack_config, run_spec, stack
+from tests.conftest import AWS_STACKS, offline_run, raw_stack_config, run_spec, stack
 
 STATEFUL_TYPES = {
     "aws:s3/bucket:Bucket",
@@ -100,7 +100,7 @@ def test_placement_none_is_respected(prod_spec: dict[str, Any]) -> None:
     assert graph.of_type("aws:ec2/placementGroup:PlacementGroup") == []
 
 
-@pytest.mark.parametrize("stack_name", SHIPPED_STACKS)
+@pytest.mark.parametrize("stack_name", AWS_STACKS)
 def test_launch_templates_require_imdsv2_encrypt_and_open_no_ssh(stack_name: str) -> None:
     graph = offline_run(stack_name).graph
     templates = graph.of_type("aws:ec2/launchTemplate:LaunchTemplate")
@@ -125,7 +125,7 @@ def test_launch_templates_require_imdsv2_encrypt_and_open_no_ssh(stack_name: str
             assert rule.inputs["cidrIpv4"] in runners
 
 
-@pytest.mark.parametrize("stack_name", SHIPPED_STACKS)
+@pytest.mark.parametrize("stack_name", AWS_STACKS)
 def test_every_taggable_resource_carries_the_billing_labels(stack_name: str) -> None:
     graph = offline_run(stack_name).graph
     checked = 0
@@ -141,7 +141,7 @@ def test_every_taggable_resource_carries_the_billing_labels(stack_name: str) -> 
     assert checked > 30
 
 
-@pytest.mark.parametrize("stack_name", SHIPPED_STACKS)
+@pytest.mark.parametrize("stack_name", AWS_STACKS)
 def test_provider_default_tags_carry_the_labels(stack_name: str) -> None:
     graph = offline_run(stack_name).graph
     (provider,) = [p for p in graph.of_type("pulumi:providers:aws") if p.name == "aws"]
@@ -273,7 +273,7 @@ def test_program_refuses_an_invalid_spec_and_registers_nothing() -> None:
     assert [r.type for r in info.value.graph.resources] == ["pulumi:pulumi:Stack"]
 
 
-@pytest.mark.parametrize("stack_name", SHIPPED_STACKS)
+@pytest.mark.parametrize("stack_name", AWS_STACKS)
 def test_exports_what_operators_need(stack_name: str) -> None:
     outputs = offline_run(stack_name).outputs
     assert {"clusterName", "endpoint", "kubeconfig", "checkpointBucket", "filesystemDnsName",

@@ -44,7 +44,12 @@ def test_offline_job_tests_then_comments_policy_and_cost_diff_and_uploads_sarif(
 def test_real_preview_runs_only_with_a_pulumi_token_and_the_policy_pack() -> None:
     job = _load()["jobs"]["pulumi-preview"]
     assert job["env"]["PULUMI_ACCESS_TOKEN"] == "${{ secrets.PULUMI_ACCESS_TOKEN }}"
-    assert all(step.get("if") == "env.PULUMI_ACCESS_TOKEN != ''" for step in job["steps"])
+    # Every step needs the token; cloud credentials are taken for the stack's own cloud only.
+    assert all(str(step.get("if", "")).startswith("env.PULUMI_ACCESS_TOKEN != ''") for step in job["steps"])
+    creds = {s["uses"].split("@")[0]: s["if"] for s in job["steps"] if "credentials" in s.get("name", "")}
+    assert creds == {"aws-actions/configure-aws-credentials": "env.PULUMI_ACCESS_TOKEN != '' && "
+                     "endsWith(matrix.stack, '-aws')",
+                     "google-github-actions/auth": "env.PULUMI_ACCESS_TOKEN != '' && endsWith(matrix.stack, '-gcp')"}
     preview = next(s for s in job["steps"] if s.get("uses", "").startswith("pulumi/actions@"))
     assert preview["with"]["command"] == "preview" and preview["with"]["policyPacks"] == "policies"
     stacks = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml")

@@ -45,6 +45,10 @@ KUEUE_NAMESPACE = "kueue-system"
 OPENCOST_NAMESPACE = "opencost"
 PROMETHEUS_RELEASE = "kube-prometheus-stack"
 GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+# GKE taints nodes of a queued-provisioning (flex-start) pool with cloud.google.com/gke-queued (GKE "About GPU
+# obtainability with flex-start"; cluster-toolkit gke-node-pool enable_queued_provisioning).
+QUEUED_TOLERATION = {"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"}
+PROVISIONING_CHECK = "dws-provisioning"
 PRIORITY_CLASSES = (
     ("production", 1000, "Production training and serving; preempts lower priorities in its queue."),
     ("standard", 100, "Default for team work."),
@@ -348,7 +352,8 @@ def topology(levels: NetworkTopology) -> Manifest:
 
 def resource_flavor(pool: GpuPool, topology_name: str | None) -> Manifest:
     """One flavor per GPU node group: its node label, the GPU toleration, topology where placed."""
-    spec: Manifest = {"nodeLabels": {NODE_GROUP_LABEL: pool.name}, "tolerations": [GPU_TOLERATION]}
+    spec: Manifest = {"nodeLabels": {NODE_GROUP_LABEL: pool.name},
+                      "tolerations": [GPU_TOLERATION, *([QUEUED_TOLERATION] if pool.queued else [])]}
     if pool.placed and topology_name is not None:
         spec["topologyName"] = topology_name
     return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": _meta(pool.name), "spec": spec}
@@ -386,7 +391,8 @@ def covered_resources(pools: Sequence[GpuPool], fabric_resource: str | None) -> 
 
 def cluster_queue(team: TeamSpec, flavors: Sequence[FlavorQuota], cohort_name: str | None,
                   covered: Sequence[str]) -> Manifest:
-    """The team's ClusterQueue: nominal quota per flavor, borrowing/lending limits, preemption."""
+    """The team's ClusterQueue: nominal quota per flavor, borrowing/lending limits, preemption; flavors whose nodes
+    come through a ProvisioningRequest (GKE flex-start) are admitted only once the request is provisioned."""
     spec: Manifest = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.name}},
         "queueingStrategy": "BestEffortFIFO",
@@ -403,7 +409,24 @@ def cluster_queue(team: TeamSpec, flavors: Sequence[FlavorQuota], cohort_name: s
     }
     if cohort_name:
         spec["cohortName"] = cohort_name
+    queued = [fq.pool.name for fq in flavors if fq.pool.queued]
+    if queued:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": PROVISIONING_CHECK, "onFlavors": queued}]}
     return {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": _meta(team.name), "spec": spec}
+
+
+def provisioning_request_check(managed: Sequence[str]) -> list[Manifest]:
+    """The ProvisioningRequestConfig (GKE's queued-provisioning class) and the AdmissionCheck that uses it: Kueue
+    asks the cluster autoscaler for all of a workload's nodes at once and admits it when they are provisioned (GKE
+    "Deploy GPUs for batch workloads with flex-start and Kueue"; Kueue "Provisioning Admission Check Controller")."""
+    return [
+        {"apiVersion": KUEUE_API, "kind": "ProvisioningRequestConfig", "metadata": _meta(PROVISIONING_CHECK),
+         "spec": {"provisioningClassName": "queued-provisioning.gke.io", "managedResources": list(managed)}},
+        {"apiVersion": KUEUE_API, "kind": "AdmissionCheck", "metadata": _meta(PROVISIONING_CHECK),
+         "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
+                  "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig",
+                                 "name": PROVISIONING_CHECK}}},
+    ]
 
 
 def local_queue(team: TeamSpec) -> Manifest:
@@ -500,6 +523,17 @@ def gpu_operator_values(sharing: GpuSharingSpec, driver_on_host: bool) -> Manife
             "data": {"time-slicing": device_plugin_config(sharing)},
         }}
     return values
+
+
+def merge_values(base: Manifest, overrides: Mapping[str, Any]) -> Manifest:
+    """Chart values with a cloud's overrides laid over them, mappings merged key by key."""
+    out = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge_values(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 # --- telemetry ----------------------------------------------------------------------------------

@@ -35,6 +35,8 @@ _TYPED: dict[tuple[str, str], Any] = {
     ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
     ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
     ("v1", "Secret"): k8s.core.v1.Secret,
+    ("v1", "PersistentVolume"): k8s.core.v1.PersistentVolume,
+    ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
     ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
     ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
@@ -155,6 +157,11 @@ class PlatformInputs:
     platform_reader: tuple[str, str] | None = None  # (namespace, service account): read of every prefix
     checkpoint_policy: Mapping[str, str] | None = None  # the goodput model's figures, for each team's jobs
     acceptance_image: str | None = None  # the nccl-tests image by digest: the acceptance MPIJobs are created
+    bucket_scheme: str = "s3"  # how the checkpoint bucket's URLs start (s3, gs), in descriptions
+    cloud_objects: tuple[Manifest, ...] = ()  # cluster objects the cloud needs (GKE: GPU networks, storage classes)
+    cloud_manifests: tuple[tuple[str, str], ...] = ()  # (name, pinned URL or file) of the cloud's node agents
+    team_objects: Mapping[str, tuple[Manifest, ...]] | None = None  # per team namespace (GKE: checkpoint volume)
+    gpu_operator_overrides: Manifest | None = None  # the cloud's GPU Operator values (GKE: driver and toolkit paths)
 
     @property
     def pools_by_name(self) -> dict[str, GpuPool]:
@@ -213,8 +220,9 @@ class GpuStack(pulumi.ComponentResource):
         super().__init__("gpu-cluster:control-plane:GpuStack", name, None, opts)
         charts = load_charts()
         ns = _system_namespace(self, obj.GPU_OPERATOR_NAMESPACE, inputs.labels)
+        values = obj.gpu_operator_values(inputs.platform.gpu_sharing, inputs.driver_on_host)
         release("gpu-operator", charts["gpu-operator"], obj.GPU_OPERATOR_NAMESPACE,
-                obj.gpu_operator_values(inputs.platform.gpu_sharing, inputs.driver_on_host),
+                obj.merge_values(values, inputs.gpu_operator_overrides or {}),
                 pulumi.ResourceOptions(parent=self, depends_on=[ns, prometheus]))
         fabric = inputs.fabric
         if fabric is not None and any(p.fabric_per_node for p in inputs.pools):
@@ -251,7 +259,7 @@ class Tenancy(pulumi.ComponentResource):
             manifests = [
                 *([obj.service_account(inputs.checkpoint_service_account, team.name,
                                        obj.team_labels(team, inputs.labels),
-                                       f"read and write s3://<checkpoint bucket>/{team.name}/")]
+                                       f"read and write {inputs.bucket_scheme}://<checkpoint bucket>/{team.name}/")]
                   if inputs.checkpoint_service_account else []),
                 obj.team_role(team),
                 obj.team_role_binding(team),
@@ -260,6 +268,7 @@ class Tenancy(pulumi.ComponentResource):
                 *obj.network_policies(team, inputs.platform.allow_https_egress, inputs.extra_egress),
                 *([obj.checkpoint_policy(team, inputs.labels, inputs.checkpoint_policy)]
                   if inputs.checkpoint_policy is not None else []),
+                *(inputs.team_objects or {}).get(team.name, ()),
             ]
             for m in manifests:
                 apply(_object_name(name, m), m, in_ns)
@@ -305,6 +314,8 @@ class Queues(pulumi.ComponentResource):
         if cohort_name:
             manifests.append(obj.cohort(cohort_name))
         manifests += obj.priority_classes()
+        if any(p.queued for p in inputs.pools):
+            manifests += obj.provisioning_request_check(covered)
         manifests += [obj.cluster_queue(t, team_flavor_quotas(t, pools), cohort_name, covered) for t in inputs.teams]
         for m in manifests:
             apply(_object_name(name, m), m, after)
@@ -349,8 +360,25 @@ class Acceptance(pulumi.ComponentResource):
         self.register_outputs({})
 
 
+class CloudObjects(pulumi.ComponentResource):
+    """What the cloud needs on the cluster before workloads run: its node agents' pinned manifests (GKE: the NCCL
+    GPUDirect plugin installer and the NRI device injector) and cluster objects (GKE: the GPU networks pods attach
+    to, the storage classes of its CSI drivers)."""
+
+    def __init__(self, name: str, inputs: PlatformInputs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:platform:CloudObjects", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        for file_name, source in inputs.cloud_manifests:
+            k8s.yaml.v2.ConfigFile(f"{name}-{file_name}", file=source, opts=child)
+        for m in inputs.cloud_objects:
+            apply(_object_name(name, m), m, child)
+        self.register_outputs({})
+
+
 def build_platform(inputs: PlatformInputs, opts: pulumi.ResourceOptions) -> None:
     """Create the platform components in dependency order."""
+    if inputs.cloud_objects or inputs.cloud_manifests:
+        CloudObjects("cloud-objects", inputs, opts=opts)
     monitoring = Monitoring("monitoring", inputs, opts=opts)
     GpuStack("gpu-stack", inputs, monitoring.prometheus, opts=opts)
     tenancy = Tenancy("tenancy", inputs, opts=opts)

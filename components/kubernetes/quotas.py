@@ -31,6 +31,7 @@ class GpuPool:
     memory_gib_per_node: int | None
     placed: bool  # nodes share a placement group or a reservation: topology-aware scheduling applies
     gpu_units_per_gpu: int = 1  # time-slicing replicas
+    queued: bool = False  # nodes come through a ProvisioningRequest (GKE flex-start / queued provisioning)
 
     @property
     def capacity_units(self) -> int:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from components.catalog import load_aws_catalog
 from components.sizing.goodput import CheckpointPlan, fleet_mtbf_hours, plan_checkpoints
-from components.spec import FSX_CAPACITY_STEP_GIB, FSX_THROUGHPUT_TIERS, ClusterSpec
+from components.spec import FSX_CAPACITY_STEP_GIB, FSX_THROUGHPUT_TIERS, CapacitySpec, ClusterSpec
+from components.spec.decisions import cloud_node_groups, instance_catalog
 
 HOURS_PER_MONTH = 730
 MB = 1e6
@@ -55,7 +55,8 @@ class StorageOption:
         return f"fsx_lustre.{self.deployment_type}_{self.mbps_per_tib}"
 
     def describe(self) -> str:
-        return (f"FSx {self.deployment_type} {self.capacity_gib:,} GiB x {self.mbps_per_tib} MB/s/TiB "
+        service = "" if self.deployment_type in ("managed-lustre", "filestore", "parallelstore") else "FSx "
+        return (f"{service}{self.deployment_type} {self.capacity_gib:,} GiB x {self.mbps_per_tib} MB/s/TiB "
                 f"({self.mbps:,.0f} MB/s)")
 
 
@@ -130,10 +131,10 @@ class SizingError(ValueError):
 
 def _fleet(spec: ClusterSpec) -> tuple[int, int, float]:
     """GPU nodes and GPUs at max size, and the GPU-hours they can run in a month."""
-    catalog = load_aws_catalog()
+    catalog = instance_catalog(spec)
     nodes = gpus = 0
     hours = 0.0
-    for group in spec.aws_spec().node_groups:
+    for group in cloud_node_groups(spec):
         facts = catalog.get(group.instance_type)
         if facts is None or not facts.gpu_count:
             continue
@@ -141,7 +142,7 @@ def _fleet(spec: ClusterSpec) -> tuple[int, int, float]:
         gpus += group.max_size * facts.gpu_count
         cap = group.capacity
         window = float(HOURS_PER_MONTH)
-        if cap.type == "capacity-block" and cap.start and cap.end:
+        if isinstance(cap, CapacitySpec) and cap.type == "capacity-block" and cap.start and cap.end:
             window = min(HOURS_PER_MONTH, int((cap.end - cap.start).total_seconds()) / 3600)
         hours += group.max_size * facts.gpu_count * window
     return nodes, gpus, hours
@@ -149,6 +150,12 @@ def _fleet(spec: ClusterSpec) -> tuple[int, int, float]:
 
 def _filesystem(spec: ClusterSpec) -> tuple[StorageOption | None, bool]:
     """Today's filesystem (as a storage option at goodput 0) and whether the stack creates it."""
+    if spec.gcp is not None:
+        gfs = spec.gcp.storage.filesystem
+        if gfs is None:
+            return None, False
+        # Managed Lustre's tier is its throughput per TiB; Filestore and Parallelstore have no per-TiB figure here.
+        return StorageOption(gfs.type, gfs.capacity_gib, gfs.per_unit_storage_throughput or 0, 0.0), True
     fs = spec.aws_spec().storage.filesystem
     if fs is None:
         return None, False
@@ -202,7 +209,8 @@ def goodput_model(spec: ClusterSpec) -> GoodputModel:
     plan = plan_on(chosen)
     options: list[StorageOption] = []
     best: StorageOption | None = None
-    if gp.target is not None and fs is not None and fs_built and gp.checkpoint_path in ("filesystem", "tiered"):
+    if gp.target is not None and fs is not None and fs_built and gp.checkpoint_path in ("filesystem", "tiered") \
+            and fs.deployment_type in FSX_THROUGHPUT_TIERS:
         for tier in FSX_THROUGHPUT_TIERS.get(fs.deployment_type, (fs.mbps_per_tib,)):
             for capacity in _capacities(fs.capacity_gib):
                 mbps = capacity / 1024 * tier

@@ -12,7 +12,9 @@ from components.catalog import (
     InstanceFacts,
     load_aws_catalog,
 )
+from components.catalog.gcp_machines import MachineFacts, load_gcp_catalog
 from components.spec.aws import AwsSpec, NodeGroupSpec
+from components.spec.gcp import GcpNodePoolSpec
 from components.spec.model import ClusterSpec
 from components.spec.platform import GpuSharingSpec
 
@@ -107,11 +109,32 @@ def gpu_units_per_gpu(sharing: GpuSharingSpec) -> int:
     return sharing.replicas if sharing.mode == "time-slicing" else 1
 
 
-def cloud_node_groups(spec: ClusterSpec) -> list[NodeGroupSpec]:
-    """The node groups of the stack's cloud, for rules that do not depend on the cloud (quotas, sharing)."""
+def cloud_node_groups(spec: ClusterSpec) -> list[NodeGroupSpec] | list[GcpNodePoolSpec]:
+    """The node groups (GKE: node pools) of the stack's cloud, for rules that do not depend on the cloud."""
+    if spec.cloud == "gcp":
+        return list(spec.gcp.node_pools) if spec.gcp is not None else []
     return list(spec.aws.node_groups) if spec.aws is not None else []
 
 
-def instance_catalog(spec: ClusterSpec) -> Mapping[str, InstanceFacts]:
+def instance_catalog(spec: ClusterSpec) -> Mapping[str, InstanceFacts] | Mapping[str, MachineFacts]:
     """The instance catalog of the stack's cloud (a new cloud adds its catalog file and a branch here)."""
+    if spec.cloud == "gcp":
+        return load_gcp_catalog()
     return load_aws_catalog()
+
+
+def gpudirect_pools(
+    pools: list[tuple[GcpNodePoolSpec, MachineFacts]],
+) -> list[tuple[GcpNodePoolSpec, MachineFacts]]:
+    """The GKE pools whose machine type has GPU NICs to wire (GPUDirect-TCPX, -TCPXO or RDMA)."""
+    return [(p, f) for p, f in pools if f.gpu_count and f.gpudirect != "none"]
+
+
+def is_compact(pool: GcpNodePoolSpec, facts: MachineFacts) -> bool:
+    """Whether a GKE pool gets a compact placement policy: compact always; auto for multi-node GPUDirect pools on
+    on-demand or Spot capacity. A reservation places its own VMs and flex-start VMs come from the Dynamic Workload
+    Scheduler, so neither gets one from auto (and the rules refuse compact on a reservation)."""
+    if pool.placement == "compact":
+        return True
+    return (pool.placement == "auto" and facts.gpudirect != "none" and pool.max_size > 1
+            and pool.capacity.type in ("on-demand", "spot"))

@@ -9,6 +9,7 @@ from pydantic import Field, StrictBool
 from components.spec.aws import AwsSpec
 from components.spec.base import _NAME_RE, _Model
 from components.spec.billing import BillingSpec
+from components.spec.gcp import GcpSpec
 from components.spec.platform import AcceptanceSpec, PlatformSpec
 from components.spec.teams import TeamSpec
 from components.spec.workload import WorkloadSpec
@@ -22,7 +23,7 @@ class ClusterSpec(_Model):
         description="Cluster name, 3-24 characters [a-z0-9-] (no default).",
     )
     environment: Literal["dev", "staging", "prod"] = Field(description="Environment (no default).")
-    cloud: Literal["aws"] = Field(description="Cloud provider; gcp comes later.")
+    cloud: Literal["aws", "gcp"] = Field(description="Cloud provider: aws (EKS) or gcp (GKE).")
     labels: dict[str, str] = Field(
         description="Billing labels, merged into every taggable resource; must include team, "
         "cost-center and owner (environment is added from the environment key)."
@@ -47,6 +48,7 @@ class ClusterSpec(_Model):
         "Cannot be turned off in prod.",
     )
     aws: AwsSpec | None = Field(default=None, description="AWS settings; required when cloud is aws.")
+    gcp: GcpSpec | None = Field(default=None, description="GCP settings; required when cloud is gcp.")
 
     @property
     def billing_labels(self) -> dict[str, str]:
@@ -58,3 +60,9 @@ class ClusterSpec(_Model):
         if self.aws is None:  # guarded by _check_cloud; kept for type narrowing
             raise ValueError("aws settings are missing")
         return self.aws
+
+    def gcp_spec(self) -> GcpSpec:
+        """The GCP sub-spec (validated to exist when cloud is gcp)."""
+        if self.gcp is None:  # guarded by _check_cloud; kept for type narrowing
+            raise ValueError("gcp settings are missing")
+        return self.gcp

@@ -37,7 +37,7 @@ class TeamSpec(_Model):
         pattern=_LABEL_VALUE_RE.pattern, description="The team's cost-center label value."
     )
     group: str | None = Field(
-        default=None, pattern=r"^[a-z0-9][a-z0-9:._-]{0,62}$",
+        default=None, pattern=r"^[a-z0-9][a-z0-9:._@-]{0,62}$",
         description="Kubernetes group bound to the team's Role (default: gpu-cluster:<name>).",
     )
     role_arns: list[str] = Field(

@@ -8,6 +8,7 @@ from components.spec.errors import _Collector
 from components.spec.model import ClusterSpec
 from components.spec.rules.cloud import _check_cloud
 from components.spec.rules.control_plane import _check_control_plane
+from components.spec.rules.gcp import check_gcp
 from components.spec.rules.identity import _check_labels
 from components.spec.rules.network import _check_network
 from components.spec.rules.node_groups import _check_node_groups
@@ -35,4 +36,6 @@ def validate(spec: ClusterSpec, provider_region: str | None, now: datetime) -> _
         _check_node_groups(spec, spec.aws, out)
         _check_storage(spec.aws, out)
         _check_control_plane(spec, spec.aws, now, out)
+    if spec.gcp is not None:
+        check_gcp(spec, spec.gcp, out)
     return out

@@ -17,6 +17,21 @@ def _check_cloud(spec: ClusterSpec, provider_region: str | None, out: _Collector
     if spec.cloud == "aws" and spec.aws is None:
         out.add(".aws", "cloud-settings-required", "cloud is aws, so the aws settings are required")
         return
+    if spec.cloud == "gcp" and spec.gcp is None:
+        out.add(".gcp", "cloud-settings-required", "cloud is gcp, so the gcp settings are required")
+        return
+    other = "gcp" if spec.cloud == "aws" else "aws"
+    if getattr(spec, other) is not None:
+        out.add(f".{other}", "cloud-settings-required",
+                f"cloud is {spec.cloud}; remove the {other} settings (one stack builds one cloud)")
+        return
+    if spec.gcp is not None:
+        if provider_region is not None and provider_region != spec.gcp.region:
+            out.add(".gcp.region", "region-matches-provider",
+                    f"gcp.region '{spec.gcp.region}' must equal the stack's gcp:region '{provider_region}'")
+        if spec.tags:
+            out.add(".tags", "aws-tag-syntax", "tags are AWS tags; a GCP stack labels its resources with labels")
+        return
     aws = spec.aws
     if aws is None:
         return

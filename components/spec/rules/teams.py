@@ -42,8 +42,8 @@ def _check_teams(spec: ClusterSpec, out: _Collector) -> None:
             used.add(q.node_group)
             group = groups.get(q.node_group)
             facts = catalog.get(group.instance_type) if group else None
-            if group is not None and facts is None:
-                continue  # the unknown instance type is reported on the node group
+            if (group is not None and facts is None) or not groups:
+                continue  # the unknown instance type is reported on the node group; missing cloud settings too
             if group is None or facts is None or facts.gpu_count == 0:
                 out.add(f"{qwhere}.nodeGroup", "quota-node-group-exists",
                         f"'{q.node_group}' is not a GPU node group of this stack; known: "

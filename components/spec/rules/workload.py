@@ -50,6 +50,10 @@ def _check_goodput(spec: ClusterSpec, out: _Collector) -> None:
     if goodput.checkpoint_path == "bucket" and goodput.bucket_write_mbps is None:
         out.add(f"{where}.bucketWriteMbps", "goodput-inputs",
                 "a checkpoint written to the bucket needs the nodes' measured aggregate MB/s to it")
+    if spec.gcp is not None and goodput.checkpoint_path in ("filesystem", "tiered") \
+            and spec.gcp.storage.filesystem is None:
+        out.add(f"{where}.checkpointPath", "goodput-path-built",
+                f"checkpointPath {goodput.checkpoint_path} needs the shared filesystem (gcp.storage.filesystem)")
     if spec.aws is None:
         return
     if goodput.checkpoint_path in ("filesystem", "tiered") and spec.aws.storage.filesystem is None:

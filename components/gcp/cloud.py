@@ -1,0 +1,229 @@
+"""The GCP cloud module: builds the keys and identities, network, storage, GKE and node pools in order, wires
+their outputs together, and hands the cloud-neutral wiring (``components/cluster.py``) a :class:`CloudPlanes`.
+
+Who deploys, from where: ``pulumi up`` runs as the deployer service account (the GCP provider impersonates it,
+so the runner's own credentials only need ``roles/iam.serviceAccountTokenCreator`` on it), and the Kubernetes
+objects go through the same identity (the kubeconfig's auth plugin impersonates it too). The runner reaches the
+control plane in the VPC (private endpoint) or from authorized networks; its CIDRs are always on the cluster's
+authorized networks.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from components.catalog.gcp_machines import gpudirect_manifests, load_gcp_catalog
+from components.gcp.cost import GcpBudgets
+from components.gcp.gke import GkeCluster, GkeNodePool, gke_kubeconfig
+from components.gcp.network import GcpNetwork, GpuNetworkPlan
+from components.gcp.platform import (
+    GKE_TOPOLOGY,
+    PD_CSI,
+    checkpoint_volume,
+    network_objects,
+    pd_storage_class_parameters,
+)
+from components.gcp.security import GcpDataAccess, GcpIdentities, GcpKeys, GcpServices, wif_principal
+from components.gcp.storage import LUSTRE_FILESYSTEM, GcpStorage
+from components.kubernetes.platform import PlatformInputs
+from components.kubernetes.quotas import GpuPool
+from components.planes import CloudPlanes, ClusterOutputs
+from components.sizing import SizingError, goodput_model
+from components.sizing.plan import checkpoint_policy_data
+from components.spec import ClusterSpec, gpu_units_per_gpu
+from components.spec.decisions import gpudirect_pools, is_compact
+
+CHECKPOINT_SERVICE_ACCOUNT = "checkpoints"
+PLATFORM_READER = ("kube-system", "checkpoint-reader")
+# GKE-managed drivers live under /home/kubernetes/bin/nvidia on the node; with them the GPU Operator installs
+# neither driver nor toolkit location of its own (NVIDIA GPU Operator "Google GKE"; cluster-toolkit kubectl-apply
+# gpu-operator values: hostPaths.driverInstallDir, toolkit.installDir, CDI on).
+GKE_DRIVER_OPERATOR_VALUES = {
+    "hostPaths": {"driverInstallDir": "/home/kubernetes/bin/nvidia"},
+    "toolkit": {"enabled": True, "installDir": "/home/kubernetes/bin/nvidia"},
+    "cdi": {"enabled": True, "default": True},
+    "driver": {"enabled": False},
+}
+
+
+def required_services(spec: ClusterSpec) -> list[str]:
+    """The Google APIs the stack's resources need, enabled before any of them is created (a fresh project has
+    only a few on; cluster-toolkit's project services do the same)."""
+    g = spec.gcp_spec()
+    apis = ["compute.googleapis.com", "container.googleapis.com", "cloudkms.googleapis.com",
+            "storage.googleapis.com", "iam.googleapis.com", "iamcredentials.googleapis.com",
+            "cloudresourcemanager.googleapis.com", "logging.googleapis.com", "monitoring.googleapis.com"]
+    fs = g.storage.filesystem
+    if fs is not None:
+        apis += ["servicenetworking.googleapis.com", {"managed-lustre": "lustre.googleapis.com",
+                                                     "filestore": "file.googleapis.com",
+                                                     "parallelstore": "parallelstore.googleapis.com"}[fs.type]]
+    if g.billing_account is not None:
+        apis.append("billingbudgets.googleapis.com")
+    return apis
+
+
+def gpu_network_plan(spec: ClusterSpec) -> GpuNetworkPlan | None:
+    """The stack's GPU networks: the GPUDirect pools' flavour, NIC count and MTU (the rules make them agree)."""
+    gcp_spec = spec.gcp_spec()
+    catalog = load_gcp_catalog()
+    direct = gpudirect_pools([(p, catalog[p.machine_type]) for p in gcp_spec.node_pools])
+    if not direct or gcp_spec.network.gpu_networks_cidr is None:
+        return None
+    facts = direct[0][1]
+    return GpuNetworkPlan(flavour=facts.gpudirect, nics=facts.gpu_nic_count,
+                          mtu=facts.gpu_nic_mtu.value or 8244, cidr=gcp_spec.network.gpu_networks_cidr)
+
+
+def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
+                    gpu_network_objects: tuple[dict[str, object], ...]) -> PlatformInputs:
+    """The cloud-neutral description of the cluster the Kubernetes platform is built from."""
+    gcp_spec = spec.gcp_spec()
+    catalog = load_gcp_catalog()
+    units = gpu_units_per_gpu(spec.platform.gpu_sharing)
+    pools = []
+    for pool in gcp_spec.node_pools:
+        facts = catalog[pool.machine_type]
+        if not facts.gpu_count:
+            continue
+        placed = pool.capacity.type == "reservation" or is_compact(pool, facts)
+        pools.append(GpuPool(
+            name=pool.name, instance_type=pool.machine_type, gpus_per_node=facts.gpu_count, max_nodes=pool.max_size,
+            fabric_per_node=0, vcpu_per_node=facts.vcpu.value, memory_gib_per_node=facts.memory_gib.value,
+            placed=placed, gpu_units_per_gpu=units, queued=pool.capacity.type == "flex-start"))
+    gke_drivers = all(p.gpu_driver != "operator" for p in gcp_spec.node_pools if catalog[p.machine_type].gpu_count)
+    flavours = {catalog[p.machine_type].gpudirect for p in gcp_spec.node_pools} - {"none"}
+    manifests = gpudirect_manifests()
+    installers = tuple((m.name, m.url) for f in sorted(flavours) for m in manifests.get(f, ()))
+    labels = spec.billing_labels
+    team_objects = {t.name: checkpoint_volume(t.name, bucket, dict(labels)) for t in spec.teams}
+    return PlatformInputs(
+        cluster_name=spec.name,
+        labels=labels,
+        teams=list(spec.teams),
+        platform=spec.platform,
+        pools=pools,
+        driver_on_host=gke_drivers,
+        storage_provisioner=PD_CSI,
+        storage_parameters=pd_storage_class_parameters(disk_key),
+        fabric=None,
+        topology=GKE_TOPOLOGY,
+        retain_data=spec.deletion_protection,
+        checkpoint_service_account=CHECKPOINT_SERVICE_ACCOUNT,
+        platform_reader=PLATFORM_READER,
+        checkpoint_policy=_checkpoint_policy(spec),
+        acceptance_image=None,
+        bucket_scheme="gs",
+        cloud_objects=gpu_network_objects,
+        cloud_manifests=installers,
+        team_objects=team_objects,
+        gpu_operator_overrides=GKE_DRIVER_OPERATOR_VALUES if gke_drivers else None,
+    )
+
+
+def _checkpoint_policy(spec: ClusterSpec) -> dict[str, str] | None:
+    if spec.workload.goodput is None:
+        return None
+    try:
+        model = goodput_model(spec)
+    except SizingError:
+        return None
+    fs = spec.gcp_spec().storage.filesystem
+    return checkpoint_policy_data(model, fs.mount_path if fs is not None and model.path != "bucket" else None)
+
+
+def build(spec: ClusterSpec) -> CloudPlanes:
+    """Create every GCP resource of a validated spec and the Kubernetes provider the platform goes through."""
+    g = spec.gcp_spec()
+    labels = {**spec.billing_labels, "cluster": spec.name}
+    protect = spec.deletion_protection
+    catalog = load_gcp_catalog()
+    deployer = g.cluster.deployer
+    provider = gcp.Provider(
+        "gcp",
+        project=g.project,
+        region=g.region,
+        zone=g.gpu_zone,
+        impersonate_service_account=deployer.service_account,
+        default_labels=labels,
+        # Budgets and other billing-account APIs need a quota project (Cloud Billing Budget API).
+        user_project_override=True,
+        billing_project=g.project,
+    )
+    opts = pulumi.ResourceOptions(providers={"gcp": provider})
+    project = gcp.organizations.get_project_output(project_id=g.project,
+                                                   opts=pulumi.InvokeOutputOptions(provider=provider))
+    number = project.number
+
+    services = GcpServices("apis", project=g.project, apis=required_services(spec), opts=opts).services
+    keys = GcpKeys("keys", project=g.project, region=g.region, prefix=spec.name, project_number=number,
+                   labels=labels, protect=protect, after=services, opts=opts)
+    identities = GcpIdentities("identities", project=g.project, prefix=spec.name, admins=g.cluster.admin_members,
+                               after=services, opts=opts)
+    plan = gpu_network_plan(spec)
+    fs = g.storage.filesystem
+    network = GcpNetwork("network", spec=g, prefix=spec.name, labels=labels, gpu_plan=plan,
+                         private_service_access=fs is not None,
+                         lustre_port=988 if fs is not None and fs.type == "managed-lustre" else None,
+                         after=services, opts=opts)
+    storage = GcpStorage("storage", spec=g.storage, project=g.project, region=g.region, zone=g.gpu_zone,
+                         prefix=spec.name, labels=labels, protect=protect, data_key=keys.data_key,
+                         key_grants=keys.grants, network_id=network.network_id,
+                         psa_connection=network.psa_connection, after=services, opts=opts)
+    GcpDataAccess("data-access", project=g.project, project_number=number, bucket=storage.bucket_name,
+                  teams=[t.name for t in spec.teams], team_account=CHECKPOINT_SERVICE_ACCOUNT, reader=PLATFORM_READER,
+                  protect=protect, opts=opts)
+    if g.billing_account is not None:
+        GcpBudgets("cost", billing_account=g.billing_account, project=g.project, project_number=number,
+                   cluster_name=spec.name, teams=spec.teams, billing=spec.billing, labels=labels, after=services,
+                   opts=opts)
+
+    gpu_driver_gke = all(p.gpu_driver != "operator" for p in g.node_pools if catalog[p.machine_type].gpu_count)
+    cluster = GkeCluster("control-plane", spec=g, cluster_name=spec.name, labels=labels, protect=protect,
+                         network=network.network_self_link, subnet=network.subnet_self_link,
+                         multi_networking=bool(network.gpu_networks), secrets_key=keys.secrets_key,
+                         key_grants=keys.grants, node_account=identities.node_service_account, dcgm=gpu_driver_gke,
+                         filesystem=fs.type if fs is not None else None, after=services, opts=opts)
+    location = g.region if g.cluster.location == "regional" else g.gpu_zone
+    pools: dict[str, GkeNodePool] = {}
+    for pool in g.node_pools:
+        facts = catalog[pool.machine_type]
+        wired = network.gpu_networks if facts.gpudirect != "none" and facts.gpu_count else []
+        pools[pool.name] = GkeNodePool(
+            f"nodepool-{pool.name}", spec=g, pool=pool, facts=facts, cluster=cluster.name, location=location,
+            node_account=identities.node_service_account, disk_key=keys.disk_key, key_grants=keys.grants,
+            labels=labels, gpu_networks=wired, opts=opts)
+
+    config = pulumi.Output.all(cluster.name, cluster.endpoint, cluster.ca).apply(
+        lambda a: gke_kubeconfig(str(a[0]), str(a[1]), str(a[2]), deployer.service_account))
+    kubeconfig: pulumi.Output[str] = pulumi.Output.secret(config)
+    # Every Kubernetes object waits for the node pools (the GPU Operator and Kueue need nodes to become ready).
+    k8s_provider = k8s.Provider(
+        "kubernetes", kubeconfig=kubeconfig, enable_server_side_apply=True,
+        opts=pulumi.ResourceOptions(depends_on=[cluster, *pools.values()]))
+    gpu_objects = tuple(network_objects([net for net, _, _ in network.gpu_networks]))
+    # The bucket name is known before apply (derived from project and cluster) unless an existing one is used.
+    bucket = g.storage.checkpoint_bucket.existing_name or f"{g.project}-{spec.name}-checkpoints"[:63]
+    # The disk key's id is known before apply (Cloud KMS ids are derived from project, location, ring and name).
+    disk_key = f"projects/{g.project}/locations/{g.region}/keyRings/{spec.name}-keys/cryptoKeys/{spec.name}-disks"
+    inputs = platform_inputs(spec, bucket=bucket, disk_key=disk_key, gpu_network_objects=gpu_objects)
+    outputs = ClusterOutputs(
+        cluster_name=cluster.name,
+        endpoint=cluster.endpoint,
+        kubeconfig=kubeconfig,
+        kubeconfig_command=cluster.name.apply(
+            lambda n: f"gcloud container clusters get-credentials {n} --location {location} --project {g.project}"
+            + (" --internal-ip" if g.cluster.endpoint == "private" else "")),
+        gpu_availability_zone=pulumi.Output.from_input(g.gpu_zone),
+        deployer_dns_resolver_ips=pulumi.Output.from_input([]),
+        checkpoint_bucket=storage.bucket_name,
+        filesystem_dns_name=storage.filesystem_address,
+        filesystem_mount_name=pulumi.Output.from_input(LUSTRE_FILESYSTEM)
+        if fs is not None and fs.type == "managed-lustre" else None,
+        node_group_names={name: p.pool_name for name, p in pools.items()},
+        checkpoint_role_arns={t.name: wif_principal(number, g.project, t.name, CHECKPOINT_SERVICE_ACCOUNT)
+                              for t in spec.teams},
+    )
+    return CloudPlanes(kubernetes_provider=k8s_provider, platform=inputs, outputs=outputs)

@@ -1,0 +1,280 @@
+"""The GKE control plane and node pools.
+
+The cluster (GKE Standard, VPC-native, Dataplane V2 with multi-networking, private nodes, Workload Identity,
+Managed Prometheus with DCGM, system and workload logging, etcd secrets under a Cloud KMS key, GKE cost
+allocation) and one node pool per spec entry, with the GPUs, the GPU networks, the reservation or provisioning
+model, local SSDs, the GPU taint, shielded nodes and the GKE metadata server. Sources: the pulumi_gcp 10.2.0
+``container`` module (argument names), cluster-toolkit ``modules/scheduler/gke-cluster`` and
+``modules/compute/gke-node-pool`` (what a GPU cluster sets), GKE documentation named beside each choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Optional
+
+import pulumi
+import pulumi_gcp as gcp
+
+from components.catalog.gcp_machines import MachineFacts
+from components.gcp.platform import GpuNetwork
+from components.kubernetes.objects import NODE_GROUP_LABEL
+from components.spec import GPU_TAINT_KEY
+from components.spec.decisions import is_compact
+from components.spec.gcp import GcpNodePoolSpec, GcpSpec
+
+# Managed Prometheus components, plus DCGM when GKE manages the drivers (GKE "Collect and view DCGM metrics":
+# GKE installs the DCGM exporter with its Google-managed drivers).
+MONITORING_COMPONENTS = ("SYSTEM_COMPONENTS", "POD", "DAEMONSET", "DEPLOYMENT", "STATEFULSET", "STORAGE", "HPA",
+                         "CADVISOR", "KUBELET")
+_DRIVER_VERSION = {"gke-latest": "LATEST", "gke-default": "DEFAULT", "operator": "INSTALLATION_DISABLED"}
+# TCP buffers every cluster-toolkit GPU node pool sets (modules/compute/gke-node-pool main.tf linux_node_config).
+GPU_SYSCTLS = {"net.ipv4.tcp_rmem": "4096 87380 16777216", "net.ipv4.tcp_wmem": "4096 16384 16777216"}
+# With the GPU Operator's device plugin (time-slicing, MIG configs), GKE's own must not also advertise the GPUs
+# (NVIDIA GPU Operator "Google GKE" and GKE "Manage the GPU stack with the NVIDIA GPU Operator").
+NO_GKE_DEVICE_PLUGIN = "gke-no-default-nvidia-gpu-device-plugin"
+
+
+def reservation_value(project: str, pool: GcpNodePoolSpec) -> str:
+    """The reservation a SPECIFIC_RESERVATION pool names: ``projects/<p>/reservations/<name>``, or one block of a
+    same-project reservation as ``<name>/reservationBlocks/<block>`` (GKE "Consume reserved zonal resources";
+    cluster-toolkit gke-node-pool reservation_definitions.tf)."""
+    cap = pool.capacity
+    if cap.reservation_block:
+        return f"{cap.reservation}/reservationBlocks/{cap.reservation_block}"
+    return f"projects/{cap.reservation_project or project}/reservations/{cap.reservation}"
+
+
+class GkeCluster(pulumi.ComponentResource):
+    """The GKE Standard cluster (its default pool removed; every pool is a :class:`GkeNodePool`).
+
+    Attributes:
+        cluster: the cluster resource. name / endpoint / ca: what the kubeconfig needs.
+    """
+
+    cluster: gcp.container.Cluster
+    name: pulumi.Output[str]
+    endpoint: pulumi.Output[str]
+    ca: pulumi.Output[str]
+
+    def __init__(self, name: str, *, spec: GcpSpec, cluster_name: str, labels: Mapping[str, str], protect: bool,
+                 network: pulumi.Input[str], subnet: pulumi.Input[str], multi_networking: bool,
+                 secrets_key: pulumi.Input[str], key_grants: Sequence[pulumi.Resource], node_account: pulumi.Input[str],
+                 dcgm: bool, filesystem: str | None, after: Sequence[pulumi.Resource] = (),
+                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:control-plane:GkeCluster", name, None, opts)
+        gke = spec.cluster
+        deployer = gke.deployer
+        authorized = list(dict.fromkeys([*gke.authorized_networks, *deployer.runner_cidrs]))
+        location = spec.region if gke.location == "regional" else spec.gpu_zone
+        mw = gke.maintenance
+        end = mw.start.timestamp() + mw.duration_hours * 3600
+        from datetime import UTC, datetime
+
+        def rfc3339(ts: float) -> str:
+            return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+        self.cluster = gcp.container.Cluster(
+            f"{name}-gke",
+            name=cluster_name,
+            project=spec.project,
+            location=location,
+            # Every pool is managed separately; the default one is created (with the locked-down node account and
+            # settings below, never the Compute Engine default account) and removed.
+            remove_default_node_pool=True,
+            initial_node_count=1,
+            node_config=gcp.container.ClusterNodeConfigArgs(
+                service_account=node_account, oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
+                shielded_instance_config=gcp.container.ClusterNodeConfigShieldedInstanceConfigArgs(
+                    enable_secure_boot=True, enable_integrity_monitoring=True),
+                workload_metadata_config=gcp.container.ClusterNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA")),
+            deletion_protection=protect,
+            network=network,
+            subnetwork=subnet,
+            networking_mode="VPC_NATIVE",
+            ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(
+                cluster_secondary_range_name="pods", services_secondary_range_name="services"),
+            # Dataplane V2 (eBPF; enforces NetworkPolicy, which the team namespaces rely on) is required for
+            # multi-networking (GKE "Set up multi-network support for Pods").
+            datapath_provider="ADVANCED_DATAPATH",
+            enable_multi_networking=multi_networking or None,
+            private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
+                enable_private_nodes=True,
+                enable_private_endpoint=gke.endpoint == "private",
+                master_ipv4_cidr_block=spec.network.control_plane_cidr,
+                master_global_access_config=gcp.container.ClusterPrivateClusterConfigMasterGlobalAccessConfigArgs(
+                    enabled=False)),
+            master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
+                cidr_blocks=[gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
+                    cidr_block=c, display_name=f"authorized-{i}") for i, c in enumerate(authorized)],
+                gcp_public_cidrs_access_enabled=False,
+                # The private endpoint checks the list too: only the runner's and the listed networks reach it.
+                private_endpoint_enforcement_enabled=True),
+            master_auth=gcp.container.ClusterMasterAuthArgs(
+                client_certificate_config=gcp.container.ClusterMasterAuthClientCertificateConfigArgs(
+                    issue_client_certificate=False)),
+            enable_shielded_nodes=True,
+            enable_legacy_abac=False,
+            release_channel=gcp.container.ClusterReleaseChannelArgs(channel=gke.release_channel),
+            workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
+                workload_pool=f"{spec.project}.svc.id.goog"),
+            authenticator_groups_config=gcp.container.ClusterAuthenticatorGroupsConfigArgs(
+                security_group=gke.rbac_security_group) if gke.rbac_security_group else None,
+            database_encryption=gcp.container.ClusterDatabaseEncryptionArgs(state="ENCRYPTED", key_name=secrets_key)
+            if gke.database_encryption else None,
+            logging_config=gcp.container.ClusterLoggingConfigArgs(enable_components=list(gke.log_components)),
+            monitoring_config=gcp.container.ClusterMonitoringConfigArgs(
+                enable_components=[*MONITORING_COMPONENTS, *(["DCGM"] if dcgm else [])],
+                managed_prometheus=gcp.container.ClusterMonitoringConfigManagedPrometheusArgs(enabled=True)),
+            addons_config=gcp.container.ClusterAddonsConfigArgs(
+                gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True),
+                gce_persistent_disk_csi_driver_config=gcp.container.ClusterAddonsConfigGcePersistentDiskCsiDriverConfigArgs(
+                    enabled=True),
+                lustre_csi_driver_config=gcp.container.ClusterAddonsConfigLustreCsiDriverConfigArgs(enabled=True)
+                if filesystem == "managed-lustre" else None,
+                gcp_filestore_csi_driver_config=gcp.container.ClusterAddonsConfigGcpFilestoreCsiDriverConfigArgs(
+                    enabled=True) if filesystem == "filestore" else None,
+                parallelstore_csi_driver_config=gcp.container.ClusterAddonsConfigParallelstoreCsiDriverConfigArgs(
+                    enabled=True) if filesystem == "parallelstore" else None,
+            ),
+            # GKE cost allocation: namespace and label costs in the Cloud Billing export (per team, per job).
+            cost_management_config=gcp.container.ClusterCostManagementConfigArgs(enabled=True),
+            maintenance_policy=gcp.container.ClusterMaintenancePolicyArgs(
+                recurring_window=gcp.container.ClusterMaintenancePolicyRecurringWindowArgs(
+                    start_time=rfc3339(mw.start.timestamp()), end_time=rfc3339(end), recurrence=mw.recurrence),
+                maintenance_exclusions=[gcp.container.ClusterMaintenancePolicyMaintenanceExclusionArgs(
+                    exclusion_name=ex.name, start_time=rfc3339(ex.start.timestamp()),
+                    end_time=rfc3339(ex.end.timestamp()),
+                    exclusion_options=gcp.container.ClusterMaintenancePolicyMaintenanceExclusionExclusionOptionsArgs(
+                        scope=ex.scope)) for ex in mw.exclusions] or None),
+            resource_labels=dict(labels),
+            opts=pulumi.ResourceOptions(
+                parent=self, protect=protect, retain_on_delete=protect, depends_on=[*key_grants, *after],
+                # The default pool's settings only matter at creation; the name is derived once.
+                ignore_changes=["nodeConfig", "initialNodeCount", "name"]),
+        )
+        self.name = self.cluster.name
+        self.endpoint = self.cluster.endpoint
+        self.ca = self.cluster.master_auth.cluster_ca_certificate.apply(lambda c: c or "")
+        self.register_outputs({"name": self.name, "endpoint": self.endpoint})
+
+
+class GkeNodePool(pulumi.ComponentResource):
+    """One node pool in the GPU zone.
+
+    Attributes:
+        pool_name: the node pool's name.
+        pool: the node pool resource (the Kubernetes provider waits for it).
+    """
+
+    pool_name: pulumi.Output[str]
+    pool: gcp.container.NodePool
+
+    def __init__(self, name: str, *, spec: GcpSpec, pool: GcpNodePoolSpec, facts: MachineFacts,
+                 cluster: pulumi.Input[str], location: str, node_account: pulumi.Input[str],
+                 disk_key: pulumi.Input[str], key_grants: Sequence[pulumi.Resource], labels: Mapping[str, str],
+                 gpu_networks: Sequence[tuple[GpuNetwork, pulumi.Output[str], pulumi.Output[str]]],
+                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:compute:GkeNodePool", name, None, opts)
+        cap = pool.capacity
+        gpu = facts.gpu_count > 0
+        autoscaled = pool.min_size != pool.max_size
+        node_labels = {NODE_GROUP_LABEL: pool.name, **pool.labels}
+        if gpu:
+            node_labels[NO_GKE_DEVICE_PLUGIN] = "true"
+        taints = [gcp.container.NodePoolNodeConfigTaintArgs(key=t.key, value=t.value, effect={
+            "NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}[t.effect])
+            for t in pool.taints]
+        if gpu and pool.gpu_taint and not any(t.key == GPU_TAINT_KEY for t in pool.taints):
+            taints.append(gcp.container.NodePoolNodeConfigTaintArgs(key=GPU_TAINT_KEY, value="present",
+                                                                    effect="NO_SCHEDULE"))
+        ssd = facts.local_ssd_count or 0
+        use_ssd = pool.local_ssd != "none" and ssd > 0
+        affinity = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
+            consume_reservation_type="SPECIFIC_RESERVATION", key="compute.googleapis.com/reservation-name",
+            values=[reservation_value(spec.project, pool)]) if cap.type == "reservation" else (
+            gcp.container.NodePoolNodeConfigReservationAffinityArgs(consume_reservation_type="NO_RESERVATION")
+            if cap.type == "flex-start" else None)
+        node_config = gcp.container.NodePoolNodeConfigArgs(
+            machine_type=pool.machine_type,
+            service_account=node_account,
+            oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
+            # The GPU Operator's driver containers need Ubuntu nodes; GKE-managed drivers run on COS.
+            image_type="UBUNTU_CONTAINERD" if gpu and pool.gpu_driver == "operator" else "COS_CONTAINERD",
+            disk_type=pool.disk_type,
+            disk_size_gb=pool.disk_size_gb,
+            boot_disk_kms_key=disk_key,
+            labels=node_labels,
+            resource_labels=dict(labels),
+            taints=taints or None,
+            guest_accelerators=[gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
+                type=str(facts.accelerator), count=facts.gpu_count,
+                gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
+                    gpu_driver_version=_DRIVER_VERSION[pool.gpu_driver]))] if gpu else None,
+            reservation_affinity=affinity,
+            spot=True if cap.type == "spot" else None,
+            flex_start=True if cap.type == "flex-start" else None,
+            max_run_duration=f"{cap.max_run_hours * 3600}s" if cap.max_run_hours else None,
+            ephemeral_storage_local_ssd_config=gcp.container.NodePoolNodeConfigEphemeralStorageLocalSsdConfigArgs(
+                local_ssd_count=ssd) if use_ssd else None,
+            gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
+            shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
+                enable_secure_boot=True, enable_integrity_monitoring=True),
+            workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
+            metadata={"disable-legacy-endpoints": "true"},
+            linux_node_config=gcp.container.NodePoolNodeConfigLinuxNodeConfigArgs(sysctls=GPU_SYSCTLS)
+            if gpu_networks else None,
+        )
+        network_config = gcp.container.NodePoolNetworkConfigArgs(
+            enable_private_nodes=True,
+            additional_node_network_configs=[
+                gcp.container.NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(network=vpc, subnetwork=sub)
+                for _, vpc, sub in gpu_networks] or None)
+        self.pool = gcp.container.NodePool(
+            f"{name}-pool",
+            name=pool.name,
+            project=spec.project,
+            location=location,
+            cluster=cluster,
+            node_locations=[spec.gpu_zone],
+            initial_node_count=pool.desired_size if autoscaled else None,
+            node_count=None if autoscaled else pool.min_size,
+            autoscaling=gcp.container.NodePoolAutoscalingArgs(
+                total_min_node_count=pool.min_size, total_max_node_count=pool.max_size, location_policy="ANY")
+            if autoscaled else None,
+            # Flex-start nodes are replaced by a new request, not repaired (cluster-toolkit gke-node-pool precondition).
+            management=gcp.container.NodePoolManagementArgs(auto_repair=cap.type != "flex-start", auto_upgrade=True),
+            # GPU pools upgrade one node at a time without a surge node: reserved capacity has no spare VM to surge on.
+            upgrade_settings=gcp.container.NodePoolUpgradeSettingsArgs(
+                strategy="SURGE", max_surge=0 if gpu else 1, max_unavailable=1 if gpu else 0),
+            placement_policy=gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT")
+            if is_compact(pool, facts) else None,
+            queued_provisioning=gcp.container.NodePoolQueuedProvisioningArgs(enabled=True)
+            if cap.type == "flex-start" else None,
+            network_config=network_config,
+            node_config=node_config,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(key_grants),
+                                        ignore_changes=["initialNodeCount"] + (["nodeCount"] if autoscaled else [])),
+        )
+        self.pool_name = self.pool.name
+        self.register_outputs({"name": self.pool_name})
+
+
+def gke_kubeconfig(name: str, endpoint: str, ca: str, deployer: str) -> str:
+    """A kubeconfig that authenticates with ``gke-gcloud-auth-plugin`` as the deployer service account (gcloud's
+    ``CLOUDSDK_AUTH_IMPERSONATE_SERVICE_ACCOUNT``): the same identity that creates the cloud resources applies the
+    Kubernetes objects, and a short-lived token is refreshed for the whole apply."""
+    import json
+
+    return json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": name,
+        "clusters": [{"name": name, "cluster": {"server": f"https://{endpoint}", "certificate-authority-data": ca}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+        "users": [{"name": name, "user": {"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": "gke-gcloud-auth-plugin",
+            "env": [{"name": "CLOUDSDK_AUTH_IMPERSONATE_SERVICE_ACCOUNT", "value": deployer}],
+            "installHint": "Install gke-gcloud-auth-plugin (gcloud components install gke-gcloud-auth-plugin)",
+            "provideClusterInfo": True,
+        }}}],
+    }, sort_keys=True)

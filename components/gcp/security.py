@@ -1,0 +1,161 @@
+"""Keys and identities of a GCP stack: Cloud KMS keys (etcd secrets, the checkpoint bucket, disks) with the service
+agents that must use them, the node service account with the least roles GKE needs, cluster admins, and each
+team's access to its own prefix of the checkpoint bucket through Workload Identity Federation for GKE.
+
+Service agents (who encrypts and decrypts, not the caller): GKE's ``service-<number>@container-engine-robot``
+for database encryption (GKE "Encrypt secrets at the application layer"), Cloud Storage's project service account
+for a bucket's default key (Cloud Storage "Use customer-managed encryption keys"), and Compute Engine's
+``service-<number>@compute-system`` for CMEK boot disks and PD volumes (GKE "Use customer-managed encryption keys").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Optional
+
+import pulumi
+import pulumi_gcp as gcp
+
+# Least-privilege node service account (GKE "Harden your cluster's security": use a minimally privileged service
+# account; the roles cluster-toolkit's gke-a3-megagpu / gke-a3-ultragpu blueprints give their node account, minus
+# storage.objectViewer: workloads read data through Workload Identity, never through the node's account).
+NODE_ROLES = (
+    "roles/logging.logWriter",
+    "roles/monitoring.metricWriter",
+    "roles/monitoring.viewer",
+    "roles/stackdriver.resourceMetadata.writer",
+    "roles/artifactregistry.reader",
+)
+ENCRYPTER = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
+# Keys rotate every 90 days (a new primary version; old versions keep decrypting).
+ROTATION = "7776000s"
+
+
+def wif_principal(project_number: pulumi.Input[str], project: str, namespace: str, account: str) -> pulumi.Output[str]:
+    """The IAM principal of a Kubernetes service account under Workload Identity Federation for GKE (GKE
+    "Authenticate to Google Cloud APIs from GKE workloads": principal://iam.googleapis.com/projects/<number>/
+    locations/global/workloadIdentityPools/<project>.svc.id.goog/subject/ns/<namespace>/sa/<account>)."""
+    return pulumi.Output.concat(
+        "principal://iam.googleapis.com/projects/", project_number, "/locations/global/workloadIdentityPools/",
+        project, ".svc.id.goog/subject/ns/", namespace, "/sa/", account)
+
+
+class GcpServices(pulumi.ComponentResource):
+    """The Google APIs the stack needs, enabled first. They stay on when the stack goes away
+    (``disable_on_destroy`` off: other workloads in the project may use them).
+
+    Attributes:
+        services: the enabled APIs (every root resource of the stack waits for them).
+    """
+
+    services: list[pulumi.Resource]
+
+    def __init__(self, name: str, *, project: str, apis: Sequence[str],
+                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:control-plane:GcpServices", name, None, opts)
+        self.services = [
+            gcp.projects.Service(f"{name}-{api.split('.')[0]}", project=project, service=api, disable_on_destroy=False,
+                                 disable_dependent_services=False, opts=pulumi.ResourceOptions(parent=self))
+            for api in apis]
+        self.register_outputs({})
+
+
+class GcpKeys(pulumi.ComponentResource):
+    """A key ring in the stack's region with one key per use, each usable by the service agent that needs it.
+
+    Key rings and key versions cannot be deleted in Cloud KMS, and destroying a key loses what it encrypts: the
+    keys are protected with deletion protection and always retained on delete.
+
+    Attributes:
+        secrets_key / data_key / disk_key: the keys' ids (projects/.../cryptoKeys/...).
+        grants: the IAM grants to the service agents (resources that use a key wait for them).
+    """
+
+    secrets_key: pulumi.Output[str]
+    data_key: pulumi.Output[str]
+    disk_key: pulumi.Output[str]
+    grants: list[pulumi.Resource]
+
+    def __init__(self, name: str, *, project: str, region: str, prefix: str, project_number: pulumi.Output[str],
+                 labels: Mapping[str, str], protect: bool, after: Sequence[pulumi.Resource] = (),
+                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:control-plane:GcpKeys", name, None, opts)
+        keep = pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=True, depends_on=list(after))
+        ring = gcp.kms.KeyRing(f"{name}-ring", name=f"{prefix}-keys", project=project, location=region, opts=keep)
+        gcs_agent = gcp.storage.get_project_service_account_output(
+            project=project, opts=pulumi.InvokeOutputOptions(parent=self))
+        agents = {
+            "secrets": pulumi.Output.concat("serviceAccount:service-", project_number,
+                                            "@container-engine-robot.iam.gserviceaccount.com"),
+            "data": pulumi.Output.concat("serviceAccount:", gcs_agent.email_address),
+            "disks": pulumi.Output.concat("serviceAccount:service-", project_number,
+                                          "@compute-system.iam.gserviceaccount.com"),
+        }
+        keys: dict[str, pulumi.Output[str]] = {}
+        self.grants = []
+        for use, member in agents.items():
+            key = gcp.kms.CryptoKey(f"{name}-{use}", name=f"{prefix}-{use}", key_ring=ring.id,
+                                    purpose="ENCRYPT_DECRYPT", rotation_period=ROTATION, labels=dict(labels), opts=keep)
+            self.grants.append(gcp.kms.CryptoKeyIAMMember(
+                f"{name}-{use}-agent", crypto_key_id=key.id, role=ENCRYPTER, member=member,
+                opts=pulumi.ResourceOptions(parent=self)))
+            keys[use] = key.id
+        self.secrets_key, self.data_key, self.disk_key = keys["secrets"], keys["data"], keys["disks"]
+        self.register_outputs({"secretsKey": self.secrets_key, "dataKey": self.data_key, "diskKey": self.disk_key})
+
+
+class GcpIdentities(pulumi.ComponentResource):
+    """The node service account and its roles, and cluster-admin for the stack's admins.
+
+    Attributes:
+        node_service_account: the nodes' account email.
+    """
+
+    node_service_account: pulumi.Output[str]
+
+    def __init__(self, name: str, *, project: str, prefix: str, admins: Sequence[str],
+                 after: Sequence[pulumi.Resource] = (), opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:control-plane:GcpIdentities", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self, depends_on=list(after))
+        account = gcp.serviceaccount.Account(
+            f"{name}-nodes", account_id=f"{prefix[:23]}-nodes", project=project,
+            display_name=f"GKE nodes of {prefix}", description="Node service account: logs, metrics, image pulls only",
+            opts=child)
+        member = pulumi.Output.concat("serviceAccount:", account.email)
+        for role in NODE_ROLES:
+            gcp.projects.IAMMember(f"{name}-nodes-{role.split('/')[1]}", project=project, role=role, member=member,
+                                   opts=child)
+        for i, admin in enumerate(admins):
+            gcp.projects.IAMMember(f"{name}-admin-{i}", project=project, role="roles/container.admin", member=admin,
+                                   opts=child)
+        self.node_service_account = account.email
+        self.register_outputs({"nodeServiceAccount": account.email})
+
+
+class GcpDataAccess(pulumi.ComponentResource):
+    """Each team's ``checkpoints`` service account may read and write ``<team>/`` of the bucket and nothing else
+    (a managed folder per team with ``roles/storage.objectUser`` for that principal; Cloud Storage "Managed
+    folders": IAM on a managed folder applies to the objects under its prefix); ``kube-system/checkpoint-reader``
+    reads every prefix. Bucket metadata (``roles/storage.bucketViewer``, no object access) lets GCS FUSE mount.
+    """
+
+    def __init__(self, name: str, *, project: str, project_number: pulumi.Output[str], bucket: pulumi.Input[str],
+                 teams: Sequence[str], team_account: str, reader: tuple[str, str], protect: bool,
+                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:storage:GcpDataAccess", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        for team in teams:
+            principal = wif_principal(project_number, project, team, team_account)
+            # The folder itself holds no data (deleting it deletes no object); force_destroy stays off.
+            folder = gcp.storage.ManagedFolder(
+                f"{name}-{team}-folder", bucket=bucket, name=f"{team}/", force_destroy=False,
+                opts=pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect))
+            gcp.storage.ManagedFolderIamMember(
+                f"{name}-{team}-rw", bucket=bucket, managed_folder=folder.name, role="roles/storage.objectUser",
+                member=principal, opts=child)
+            gcp.storage.BucketIAMMember(f"{name}-{team}-meta", bucket=bucket, role="roles/storage.bucketViewer",
+                                        member=principal, opts=child)
+        reader_principal = wif_principal(project_number, project, reader[0], reader[1])
+        gcp.storage.BucketIAMMember(f"{name}-platform-read", bucket=bucket, role="roles/storage.objectViewer",
+                                    member=reader_principal, opts=child)
+        self.register_outputs({})

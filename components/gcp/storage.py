@@ -1,0 +1,133 @@
+"""The GCP storage plane: the checkpoint bucket and the shared filesystem (Managed Lustre, Filestore or
+Parallelstore) in the GPU zone.
+
+Everything that holds data is protected and retained on delete while deletion protection is on, and its physical
+name is derived from the cluster name once (a rename of a Pulumi resource is an alias problem, not a new bucket).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Optional
+
+import pulumi
+import pulumi_gcp as gcp
+
+from components.spec.gcp import GcpStorageSpec
+
+LUSTRE_FILESYSTEM = "lustrefs"  # the Lustre filesystem name clients mount (<= 8 letters and digits)
+
+
+class GcpStorage(pulumi.ComponentResource):
+    """The checkpoint bucket (or an existing one) and the optional shared filesystem.
+
+    Attributes:
+        bucket_name: the checkpoint bucket.
+        filesystem_address: how clients mount the filesystem (Lustre ``<ip>@tcp:/lustrefs``; Filestore IP), or None.
+    """
+
+    bucket_name: pulumi.Output[str]
+    filesystem_address: Optional[pulumi.Output[str]]
+
+    def __init__(self, name: str, *, spec: GcpStorageSpec, project: str, region: str, zone: str, prefix: str,
+                 labels: Mapping[str, str], protect: bool, data_key: pulumi.Input[str],
+                 key_grants: list[pulumi.Resource], network_id: pulumi.Input[str],
+                 psa_connection: Optional[pulumi.Resource], after: Sequence[pulumi.Resource] = (),
+                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:storage:GcpStorage", name, None, opts)
+        keep = pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect, depends_on=list(after))
+        b = spec.checkpoint_bucket
+        if b.existing_name is not None:
+            self.bucket_name = pulumi.Output.from_input(b.existing_name)
+        else:
+            hns = b.hierarchical_namespace
+            rules = [
+                # Abandoned multipart uploads (interrupted checkpoint writes) are not kept forever.
+                gcp.storage.BucketLifecycleRuleArgs(
+                    action=gcp.storage.BucketLifecycleRuleActionArgs(type="AbortIncompleteMultipartUpload"),
+                    condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=7)),
+            ]
+            if not hns:
+                # Replaced or deleted checkpoints stay as noncurrent versions for the retention, then expire.
+                rules.append(gcp.storage.BucketLifecycleRuleArgs(
+                    action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+                    condition=gcp.storage.BucketLifecycleRuleConditionArgs(
+                        days_since_noncurrent_time=b.noncurrent_version_retention_days, with_state="ARCHIVED")))
+            bucket = gcp.storage.Bucket(
+                f"{name}-checkpoints",
+                name=f"{project}-{prefix}-checkpoints"[:63],
+                project=project,
+                location=region.upper(),
+                storage_class="STANDARD",
+                uniform_bucket_level_access=True,
+                public_access_prevention="enforced",
+                # A hierarchical namespace excludes object versioning (Cloud Storage "Hierarchical namespace").
+                versioning=gcp.storage.BucketVersioningArgs(enabled=not hns),
+                hierarchical_namespace=gcp.storage.BucketHierarchicalNamespaceArgs(enabled=True) if hns else None,
+                soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(
+                    retention_duration_seconds=b.soft_delete_days * 86400),
+                encryption=gcp.storage.BucketEncryptionArgs(default_kms_key_name=data_key),
+                lifecycle_rules=rules,
+                force_destroy=False,
+                labels=dict(labels),
+                opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(
+                    depends_on=key_grants, ignore_changes=["name"])),
+            )
+            self.bucket_name = bucket.name
+
+        self.filesystem_address = None
+        fs = spec.filesystem
+        if fs is not None:
+            after_psa = pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(
+                depends_on=[psa_connection] if psa_connection is not None else []))
+            if fs.type == "managed-lustre":
+                lustre = gcp.lustre.Instance(
+                    f"{name}-lustre",
+                    instance_id=f"{prefix}-lustre",
+                    project=project,
+                    location=zone,
+                    filesystem=LUSTRE_FILESYSTEM,
+                    capacity_gib=str(fs.capacity_gib),
+                    per_unit_storage_throughput=str(fs.per_unit_storage_throughput),
+                    network=network_id,
+                    # Off: new instances serve LNet on 988, which GKE >= 1.33.2-gke.4780000 mounts; on would force
+                    # the legacy port 6988 and the cluster's enable_legacy_lustre_port.
+                    gke_support_enabled=False,
+                    description=f"Shared filesystem of {prefix}",
+                    labels=dict(labels),
+                    opts=pulumi.ResourceOptions.merge(after_psa, pulumi.ResourceOptions(
+                        ignore_changes=["instanceId"])),
+                )
+                self.filesystem_address = lustre.mount_point
+            elif fs.type == "filestore":
+                tier = fs.filestore_tier or "ZONAL"
+                filestore = gcp.filestore.Instance(
+                    f"{name}-filestore",
+                    name=f"{prefix}-fs",
+                    project=project,
+                    location=zone if tier in ("ZONAL", "BASIC_SSD") else region,
+                    tier=tier,
+                    file_shares=gcp.filestore.InstanceFileSharesArgs(name="checkpoints", capacity_gb=fs.capacity_gib),
+                    networks=[gcp.filestore.InstanceNetworkArgs(network=network_id, modes=["MODE_IPV4"],
+                                                                connect_mode="PRIVATE_SERVICE_ACCESS")],
+                    kms_key_name=data_key if tier != "BASIC_SSD" else None,
+                    deletion_protection_enabled=protect,
+                    labels=dict(labels),
+                    opts=pulumi.ResourceOptions.merge(after_psa, pulumi.ResourceOptions(depends_on=key_grants)),
+                )
+                self.filesystem_address = filestore.networks.apply(
+                    lambda nets: (nets[0].ip_addresses or [""])[0] if nets else "")
+            else:
+                parallel = gcp.parallelstore.Instance(
+                    f"{name}-parallelstore",
+                    instance_id=f"{prefix}-ps",
+                    project=project,
+                    location=zone,
+                    capacity_gib=str(fs.capacity_gib),
+                    network=network_id,
+                    deployment_type="PERSISTENT",
+                    labels=dict(labels),
+                    opts=after_psa,
+                )
+                self.filesystem_address = parallel.access_points.apply(lambda ips: ",".join(ips or []))
+        self.register_outputs({"bucket": self.bucket_name})

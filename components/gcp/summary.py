@@ -1,0 +1,182 @@
+"""The GCP part of the preview: node pools with their GPUs, GPU networks, reservation and placement; the network;
+storage and who may use it; the control plane and who deploys it from where; budgets. Read from the graph, so
+the preview shows what the program registered, not what the spec asked for."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from components.catalog.gcp_machines import load_gcp_catalog
+from components.planes import CloudSummary, GraphView
+from components.sizing import spec_warnings
+from components.spec import ClusterSpec
+
+NODE_POOL = "gcp:container/nodePool:NodePool"
+CLUSTER = "gcp:container/cluster:Cluster"
+
+
+def _pool_lines(graph: GraphView) -> tuple[list[str], int, int]:
+    catalog = load_gcp_catalog()
+    lines: list[str] = []
+    desired = maximum = 0
+    for pool in sorted(graph.of_type(NODE_POOL), key=lambda r: r.name):
+        cfg = pool.inputs.get("nodeConfig", {})
+        machine = str(cfg.get("machineType", "?"))
+        facts = catalog.get(machine)
+        scaling = pool.inputs.get("autoscaling") or {}
+        if scaling:
+            lo, hi = int(scaling.get("totalMinNodeCount", 0)), int(scaling.get("totalMaxNodeCount", 0))
+            start = int(pool.inputs.get("initialNodeCount", lo))
+        else:
+            lo = hi = start = int(pool.inputs.get("nodeCount", 0))
+        gpus = facts.gpu_count if facts else 0
+        desired += gpus * start
+        maximum += gpus * hi
+        accel = cfg.get("guestAccelerators") or []
+        gpu_text = (f"{gpus} x {facts.gpu_model if facts else '?'} ({accel[0].get('type')}, driver "
+                    f"{accel[0].get('gpuDriverInstallationConfig', {}).get('gpuDriverVersion', '?')})"
+                    if accel else "no GPU")
+        affinity = cfg.get("reservationAffinity") or {}
+        if affinity.get("consumeReservationType") == "SPECIFIC_RESERVATION":
+            model = f"reservation {', '.join(affinity.get('values', []))}"
+        elif cfg.get("flexStart"):
+            model = "flex-start (queued provisioning through Kueue's ProvisioningRequest check)"
+        elif cfg.get("spot"):
+            model = "Spot"
+        else:
+            model = "on-demand"
+        nets = (pool.inputs.get("networkConfig") or {}).get("additionalNodeNetworkConfigs") or []
+        placement = (pool.inputs.get("placementPolicy") or {}).get("type")
+        ssd = (cfg.get("ephemeralStorageLocalSsdConfig") or {}).get("localSsdCount")
+        parts = [
+            f"{pool.name.removeprefix('nodepool-').removesuffix('-pool')}: {machine} ({gpu_text}), nodes "
+            f"{lo}/{start}/{hi} (min/initial/max) in {', '.join(pool.inputs.get('nodeLocations', []))}",
+            model,
+            f"{len(nets)} GPU networks" + (f" ({facts.gpudirect})" if facts and nets else ""),
+            f"placement {placement}" if placement else "no compact placement policy",
+        ]
+        if ssd:
+            parts.append(f"{ssd} local SSDs as ephemeral storage")
+        lines.append(", ".join(parts))
+    return lines, desired, maximum
+
+
+def _network_lines(graph: GraphView) -> list[str]:
+    vpcs = graph.of_type("gcp:compute/network:Network")
+    subnets = graph.of_type("gcp:compute/subnetwork:Subnetwork")
+    primary = next((s for s in subnets if s.inputs.get("secondaryIpRanges")), None)
+    lines = []
+    if primary is not None:
+        ranges = ", ".join(f"{r.get('rangeName')} {r.get('ipCidrRange')}" for r in primary.inputs["secondaryIpRanges"])
+        lines.append(f"VPC subnet {primary.inputs.get('ipCidrRange')} (nodes; {ranges}), Private Google Access, "
+                     f"Cloud NAT x{len(graph.of_type('gcp:compute/routerNat:RouterNat'))}")
+    gpu_vpcs = [v for v in vpcs if "gpunet" in str(v.inputs.get("name")) or v.inputs.get("networkProfile")]
+    if gpu_vpcs:
+        mtus = sorted({str(v.inputs.get("mtu")) for v in gpu_vpcs})
+        roce = [v for v in gpu_vpcs if v.inputs.get("networkProfile")]
+        lines.append(f"GPU networks: {len(gpu_vpcs)} VPC(s), MTU {'/'.join(mtus)}"
+                     + (f", RoCE profile {roce[0].inputs['networkProfile']}" if roce else ""))
+    if graph.of_type("gcp:servicenetworking/connection:Connection"):
+        lines.append("private service access (the filesystem's peering)")
+    return lines
+
+
+def _storage_lines(graph: GraphView) -> list[str]:
+    lines = []
+    for b in graph.of_type("gcp:storage/bucket:Bucket"):
+        soft = int((b.inputs.get("softDeletePolicy") or {}).get("retentionDurationSeconds", 0)) // 86400
+        lines.append(
+            f"bucket {b.inputs.get('name')}: uniform access, public access {b.inputs.get('publicAccessPrevention')}, "
+            f"versioning {'on' if (b.inputs.get('versioning') or {}).get('enabled') else 'off'}, soft delete {soft} d, "
+            f"CMEK, {'protected' if b.protect else 'not protected'}")
+    for fs in graph.of_type("gcp:lustre/instance:Instance"):
+        cap = int(str(fs.inputs.get("capacityGib", 0)))
+        tier = int(str(fs.inputs.get("perUnitStorageThroughput", 0)))
+        lines.append(f"Managed Lustre {fs.inputs.get('instanceId')} in {fs.inputs.get('location')}: {cap:,} GiB at "
+                     f"{tier} MB/s per TiB = {cap / 1024 * tier / 1000:,.1f} GB/s, "
+                     f"{'protected' if fs.protect else 'not protected'}")
+    for fs in graph.of_type("gcp:filestore/instance:Instance"):
+        lines.append(f"Filestore {fs.inputs.get('name')} ({fs.inputs.get('tier')})")
+    for fs in graph.of_type("gcp:parallelstore/instance:Instance"):
+        lines.append(f"Parallelstore {fs.inputs.get('instanceId')}: {fs.inputs.get('capacityGib')} GiB")
+    folders = sorted(str(f.inputs.get("name")) for f in graph.of_type("gcp:storage/managedFolder:ManagedFolder"))
+    if folders:
+        lines.append(f"checkpoint access (Workload Identity): ns/<team>/sa/checkpoints may read and write its managed "
+                     f"folder only ({', '.join(folders)}); kube-system/checkpoint-reader reads all")
+    return lines
+
+
+def _control_plane_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
+    g = spec.gcp_spec()
+    lines = []
+    dep = g.cluster.deployer
+    where = ("in the VPC or a network connected to it, to the private endpoint" if dep.api_access == "in-vpc"
+             else "to the public endpoint")
+    lines.append(f"deployer: {dep.service_account} (impersonated by the runner; it needs "
+                 f"roles/iam.serviceAccountTokenCreator on it), from {', '.join(dep.runner_cidrs)} {where}")
+    for c in graph.of_type(CLUSTER):
+        priv = c.inputs.get("privateClusterConfig", {})
+        authorized = c.inputs.get("masterAuthorizedNetworksConfig") or {}
+        nets = [b.get("cidrBlock") for b in authorized.get("cidrBlocks", [])]
+        mon = (c.inputs.get("monitoringConfig") or {}).get("enableComponents", [])
+        logs = (c.inputs.get("loggingConfig") or {}).get("enableComponents", [])
+        lines.append(
+            f"GKE {c.inputs.get('name')} ({c.inputs.get('location')}), channel "
+            f"{(c.inputs.get('releaseChannel') or {}).get('channel')}, private nodes, "
+            f"{'private endpoint only' if priv.get('enablePrivateEndpoint') else 'public endpoint'} "
+            f"(authorized: {', '.join(map(str, nets))}); Dataplane V2"
+            + (", multi-networking" if c.inputs.get("enableMultiNetworking") else "")
+            + "; Workload Identity; secrets "
+            + ("CMEK" if c.inputs.get("databaseEncryption") else "Google-managed keys"))
+        lines.append(f"telemetry: Managed Prometheus ({'with' if 'DCGM' in mon else 'without'} DCGM); logging "
+                     f"{', '.join(map(str, logs))}")
+    return lines
+
+
+def _cost_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
+    budgets = graph.of_type("gcp:billing/budget:Budget")
+    if not budgets:
+        return ["no budgets: the stack names no billing account (gcp.billingAccount); GKE cost allocation is on, so "
+                "the Cloud Billing export carries cost per namespace"]
+    lines = []
+    for b in sorted(budgets, key=lambda r: r.name):
+        amount = (b.inputs.get("amount") or {}).get("specifiedAmount", {})
+        labels = (b.inputs.get("budgetFilter") or {}).get("labels", {})
+        lines.append(f"budget {b.inputs.get('displayName')}: ${int(str(amount.get('units', 0))):,}/month on "
+                     + ", ".join(f"{k}={v}" for k, v in labels.items()))
+    lines.append("team budgets see what carries the team label; shared GPU nodes carry the cluster's labels (the "
+                 "cluster budget); each team's share of them is in the Cloud Billing export by namespace (GKE cost "
+                 "allocation)")
+    return lines
+
+
+def summarize(graph: GraphView, spec: ClusterSpec, outputs: Mapping[str, Any], now: datetime) -> CloudSummary:
+    """The GCP parts of the preview."""
+    g = spec.gcp_spec()
+    pools, desired, maximum = _pool_lines(graph)
+    installers = [r.name for r in graph.of_type("kubernetes:yaml/v2:ConfigFile") if "cloud-objects" in r.name]
+    compute = pools + ([f"GPUDirect node agents: {', '.join(n.removeprefix('cloud-objects-') for n in installers)}"]
+                       if installers else [])
+    notes = [f"warning: {w}" for w in spec_warnings(spec)]
+    if "kubeconfigCommand" in outputs:
+        notes.append(f"kubeconfig for people: {outputs['kubeconfigCommand']}")
+    zones = {load_gcp_catalog()[p.machine_type].zones is None for p in g.node_pools
+             if load_gcp_catalog()[p.machine_type].gpu_count}
+    if True in zones:
+        notes.append(f"note: the catalog has no confirmed zone list for these GPU machine types; check that "
+                     f"{g.gpu_zone} offers them (blueprint preflight, or gcloud compute accelerator-types list)")
+    return CloudSummary(
+        location=f"gcp {g.project} {g.region} (GPU zone {g.gpu_zone})",
+        planes={
+            "network": _network_lines(graph),
+            "compute": compute,
+            "storage": _storage_lines(graph),
+            "control-plane": _control_plane_lines(graph, spec),
+            "cost": _cost_lines(graph, spec),
+        },
+        gpus_desired=desired,
+        gpus_max=maximum,
+        notes=notes,
+    )

@@ -1,0 +1,254 @@
+"""The GCP sub-model: project, region and GPU zone, network, GKE node pools, storage and the GKE cluster.
+
+Field names follow the AWS sub-model where the idea is the same (``minSize``/``maxSize``, ``capacity``,
+``placement``, ``deployer``) so that a platform team reads both stacks the same way; the values are GCP's
+(machine types, reservations by name, Managed Lustre tiers, release channels).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field, StrictBool, StrictInt
+
+from components.spec.aws import TaintSpec
+from components.spec.base import _GROUP_NAME_RE, _Model
+
+# Project IDs: 6-30 characters, lowercase letters, digits and hyphens, starting with a letter, not ending with a
+# hyphen (Resource Manager, "Creating and managing projects").
+_PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+_GCP_REGION_RE = re.compile(r"^[a-z]+-[a-z]+\d+$")
+_GCP_ZONE_RE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
+# Reservation names are RFC 1035 resource names (1-63 chars); a block of a reservation is addressed as
+# <reservation>/reservationBlocks/<block> (GKE "Consume reserved zonal resources", reservation blocks).
+_RFC1035 = r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"
+_RESERVATION_NAME_RE = re.compile(rf"^{_RFC1035}$")
+_SERVICE_ACCOUNT_RE = re.compile(
+    r"^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z][a-z0-9-]{4,28}[a-z0-9]\.iam\.gserviceaccount\.com$")
+_MEMBER_RE = re.compile(r"^(user|group|serviceAccount):[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$")
+_BILLING_ACCOUNT_RE = re.compile(r"^[0-9A-F]{6}-[0-9A-F]{6}-[0-9A-F]{6}$")
+
+
+class GcpNetworkSpec(_Model):
+    """The cluster's VPC (nodes, pods, services, the control plane's range) and the GPU networks' address space."""
+
+    node_cidr: str = Field(description="Primary range of the cluster subnet (nodes); no default.")
+    pods_cidr: str = Field(description="Secondary range for pods (VPC-native); no default.")
+    services_cidr: str = Field(description="Secondary range for services; no default.")
+    control_plane_cidr: str = Field(
+        description="The /28 the private control plane's endpoint takes (master_ipv4_cidr_block); no default.")
+    gpu_networks_cidr: str | None = Field(
+        default=None,
+        description="Address space of the extra GPU networks a GPUDirect machine type needs (one /24 subnet per "
+        "network, in order): required when a node pool's machine type has GPU NICs.",
+    )
+    nat_log: Literal["ERRORS_ONLY", "TRANSLATIONS_ONLY", "ALL", "OFF"] = Field(
+        default="ERRORS_ONLY", description="Cloud NAT logging filter (OFF: no logging).")
+
+
+class GcpCapacitySpec(_Model):
+    """How a node pool's VMs are obtained."""
+
+    type: Literal["on-demand", "spot", "reservation", "flex-start"] = Field(
+        default="on-demand",
+        description="on-demand; spot (preemptible, Spot VMs); reservation (a specific Compute Engine reservation "
+        "by name); flex-start (Dynamic Workload Scheduler queued provisioning, admitted through Kueue's "
+        "ProvisioningRequest check).",
+    )
+    reservation: str | None = Field(
+        default=None, pattern=_RESERVATION_NAME_RE.pattern,
+        description="reservation only: the reservation's name (SPECIFIC_RESERVATION affinity).",
+    )
+    reservation_block: str | None = Field(
+        default=None, pattern=_RESERVATION_NAME_RE.pattern,
+        description="reservation only: one block of the reservation (<reservation>/reservationBlocks/<block>).",
+    )
+    reservation_project: str | None = Field(
+        default=None, pattern=_PROJECT_RE.pattern,
+        description="reservation only: the project that owns a shared reservation (default: the stack's).",
+    )
+    max_run_hours: StrictInt | None = Field(
+        default=None, ge=1, le=168,
+        description="flex-start only: the longest a flex-start node lives (DWS runs at most 7 days).",
+    )
+
+
+class GcpNodePoolSpec(_Model):
+    """One GKE node pool, in the GPU zone for GPU machine types."""
+
+    name: str = Field(pattern=_GROUP_NAME_RE.pattern, description="Unique node pool name.")
+    machine_type: str = Field(
+        description="Compute Engine machine type; must be in components/catalog/gcp_machines.yaml.")
+    min_size: StrictInt = Field(ge=0, le=1000, description="Minimum nodes (autoscaling lower bound).")
+    desired_size: StrictInt = Field(ge=0, le=1000, description="Nodes at creation (initial node count).")
+    max_size: StrictInt = Field(ge=1, le=1000, description="Maximum nodes; equal to minSize for a static pool.")
+    capacity: GcpCapacitySpec = Field(default_factory=GcpCapacitySpec, description="Provisioning model.")
+    placement: Literal["auto", "compact", "none"] = Field(
+        default="auto",
+        description="auto: a compact placement policy for multi-node GPUDirect pools on on-demand or Spot "
+        "capacity, never on a reservation (the reservation places its VMs) or flex-start; compact: always "
+        "(refused on a reservation); none: never.",
+    )
+    gpu_driver: Literal["gke-latest", "gke-default", "operator"] = Field(
+        default="gke-latest",
+        description="Who installs the NVIDIA driver: GKE (gpu_driver_version LATEST or DEFAULT; the GPU Operator "
+        "then leaves drivers alone) or the GPU Operator (GKE's installation disabled). Never both.",
+    )
+    local_ssd: Literal["auto", "ephemeral", "none"] = Field(
+        default="auto",
+        description="auto/ephemeral: the machine type's local SSDs back the node's ephemeral storage (emptyDir, "
+        "image layers); ephemeral requires the catalog to confirm them; none: not attached.",
+    )
+    disk_type: Literal["pd-balanced", "pd-ssd", "hyperdisk-balanced"] = Field(
+        default="pd-balanced", description="Boot disk type (A3 Ultra, A4 take Hyperdisk only).")
+    disk_size_gb: StrictInt = Field(alias="diskSizeGb", default=200, ge=50, le=65536, description="Boot disk size.")
+    gpu_taint: StrictBool = Field(default=True, description="GPU pools get nvidia.com/gpu=present:NoSchedule.")
+    taints: list[TaintSpec] = Field(default_factory=list, max_length=50, description="Extra taints.")
+    labels: dict[str, str] = Field(default_factory=dict, description="Extra Kubernetes node labels.")
+
+    @property
+    def instance_type(self) -> str:
+        """The machine type, under the name the cloud-neutral rules use."""
+        return self.machine_type
+
+
+class GcsBucketSpec(_Model):
+    """The checkpoint bucket: uniform access, no public access, versioned, CMEK; or an existing bucket."""
+
+    existing_name: str | None = Field(
+        default=None, pattern=r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$",
+        description="An existing bucket to use instead of creating one; its settings stay its owner's.",
+    )
+    noncurrent_version_retention_days: StrictInt = Field(
+        default=30, ge=1, le=3650,
+        description="Days a replaced or deleted checkpoint object version is kept (lifecycle on noncurrent "
+        "versions). Live objects never expire.",
+    )
+    soft_delete_days: StrictInt = Field(
+        default=7, ge=0, le=90,
+        description="Soft delete retention (0 turns it off; otherwise 7 to 90 days), on top of versioning.",
+    )
+    hierarchical_namespace: StrictBool = Field(
+        default=False,
+        description="Hierarchical namespace (folders, atomic renames: faster checkpoint commits through GCS FUSE). "
+        "Set at creation only, and it excludes object versioning: soft delete then protects checkpoints.",
+    )
+
+
+class GcpFilesystemSpec(_Model):
+    """The shared filesystem in the GPU zone: Managed Lustre, or Filestore or Parallelstore."""
+
+    type: Literal["managed-lustre", "filestore", "parallelstore"] = Field(
+        default="managed-lustre", description="Which service.")
+    capacity_gib: StrictInt = Field(alias="capacityGiB", ge=1, description="Provisioned capacity in GiB.")
+    per_unit_storage_throughput: StrictInt | None = Field(
+        default=None,
+        description="managed-lustre only: MB/s per TiB (125, 250, 500 or 1000).",
+    )
+    filestore_tier: Literal["ZONAL", "REGIONAL", "ENTERPRISE", "BASIC_SSD"] | None = Field(
+        default=None, description="filestore only: the tier (default ZONAL).")
+    mount_path: str = Field(default="/checkpoints", pattern=r"^/[a-z0-9/_-]+$",
+                            description="Where pods mount it.")
+
+
+class GcpStorageSpec(_Model):
+    """Checkpoint bucket and optional shared filesystem."""
+
+    checkpoint_bucket: GcsBucketSpec = Field(default_factory=GcsBucketSpec, description="Checkpoint bucket.")
+    filesystem: GcpFilesystemSpec | None = Field(default=None, description="Shared filesystem; none when omitted.")
+
+
+class MaintenanceExclusionSpec(_Model):
+    """A window in which GKE does not upgrade (a training run, a launch)."""
+
+    name: str = Field(pattern=_GROUP_NAME_RE.pattern, description="Exclusion name.")
+    start: datetime = Field(description="UTC start (ISO 8601 with Z).")
+    end: datetime = Field(description="UTC end.")
+    scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"] = Field(
+        default="NO_MINOR_OR_NODE_UPGRADES", description="What is held back.")
+
+
+class MaintenanceSpec(_Model):
+    """When GKE may upgrade the control plane and nodes."""
+
+    start: datetime = Field(description="First window's UTC start (ISO 8601 with Z); the window repeats.")
+    duration_hours: StrictInt = Field(
+        default=8, ge=4, le=24,
+        description="Window length in hours. GKE wants windows of >= 4 h adding up to >= 48 h in any 32 days.")
+    recurrence: str = Field(default="FREQ=WEEKLY;BYDAY=SA,SU", pattern=r"^FREQ=(DAILY|WEEKLY)(;BYDAY=[A-Z,]+)?$",
+                            description="RFC 5545 RRULE of the window.")
+    exclusions: list[MaintenanceExclusionSpec] = Field(default_factory=list, max_length=20,
+                                                       description="No-upgrade windows.")
+
+
+class GcpDeployerSpec(_Model):
+    """Who runs ``pulumi up`` and how it reaches the GKE API (the Kubernetes objects go through it)."""
+
+    service_account: str = Field(
+        pattern=_SERVICE_ACCOUNT_RE.pattern,
+        description="The service account that runs pulumi up (the CI runner's, through Workload Identity "
+        "Federation, or Pulumi Deployments'); no default. It gets roles/container.admin on the project.",
+    )
+    api_access: Literal["in-vpc", "authorized-networks"] = Field(
+        description="in-vpc: the runner is in the VPC or a network peered/VPN'd to it (private endpoint only); "
+        "authorized-networks: it reaches the control plane's public endpoint from runnerCidrs. No default.",
+    )
+    runner_cidrs: list[str] = Field(min_length=1, max_length=20,
+                                    description="Where the deployer's requests come from.")
+
+
+GkeLogComponent = Literal["SYSTEM_COMPONENTS", "WORKLOADS", "APISERVER", "CONTROLLER_MANAGER", "SCHEDULER"]
+ALL_GKE_LOG_COMPONENTS: tuple[GkeLogComponent, ...] = (
+    "SYSTEM_COMPONENTS", "WORKLOADS", "APISERVER", "CONTROLLER_MANAGER", "SCHEDULER")
+
+
+class GkeSpec(_Model):
+    """The GKE Standard cluster."""
+
+    location: Literal["regional", "zonal"] = Field(
+        default="regional", description="regional: three control-plane replicas (production); zonal: one, in the "
+        "GPU zone (cheaper; the API is down during its upgrades).")
+    release_channel: Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"] = Field(
+        default="REGULAR", description="GKE release channel; versions follow it.")
+    endpoint: Literal["private", "authorized-networks"] = Field(
+        default="private",
+        description="private: the control plane's private endpoint only; authorized-networks: also its public "
+        "endpoint, from authorizedNetworks (never 0.0.0.0/0).",
+    )
+    authorized_networks: list[str] = Field(default_factory=list, max_length=100,
+                                           description="CIDRs allowed to the endpoint(s).")
+    database_encryption: StrictBool = Field(default=True, description="Encrypt etcd secrets with a Cloud KMS key.")
+    log_components: list[GkeLogComponent] = Field(
+        default_factory=lambda: list(ALL_GKE_LOG_COMPONENTS), description="Cloud Logging components.")
+    admin_members: list[str] = Field(
+        min_length=1, description="IAM principals (group:..., user:...) granted roles/container.admin; no default.")
+    rbac_security_group: str | None = Field(
+        default=None, pattern=r"^gke-security-groups@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$",
+        description="Google Groups for RBAC: the gke-security-groups@<domain> group, so team groups (Google "
+        "Groups' emails) can be bound by RoleBindings.",
+    )
+    maintenance: MaintenanceSpec = Field(description="Maintenance window and exclusions (no default).")
+    deployer: GcpDeployerSpec = Field(description="Who runs pulumi up and from where (no default).")
+
+
+class GcpSpec(_Model):
+    """Everything specific to GCP."""
+
+    project: str = Field(pattern=_PROJECT_RE.pattern, description="Project ID (no default).")
+    region: str = Field(pattern=_GCP_REGION_RE.pattern, description="Region, e.g. us-central1 (no default).")
+    gpu_zone: str = Field(pattern=_GCP_ZONE_RE.pattern,
+                          description="Zone of the GPU node pools, their reservation and the filesystem.")
+    billing_account: str | None = Field(
+        default=None, pattern=_BILLING_ACCOUNT_RE.pattern,
+        description="The billing account (XXXXXX-XXXXXX-XXXXXX): team and cluster budgets are created on it.")
+    network: GcpNetworkSpec = Field(description="VPC, ranges and GPU networks.")
+    node_pools: list[GcpNodePoolSpec] = Field(min_length=1, max_length=1000, description="GKE node pools.")
+    storage: GcpStorageSpec = Field(default_factory=GcpStorageSpec, description="Storage plane.")
+    cluster: GkeSpec = Field(description="The GKE cluster.")
+
+    @property
+    def node_groups(self) -> list[GcpNodePoolSpec]:
+        """The node pools, under the name the cloud-neutral rules use."""
+        return list(self.node_pools)

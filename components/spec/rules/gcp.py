@@ -1,0 +1,337 @@
+"""Rules on a GCP stack: project and zone, network ranges, node pools, GPU networks, storage and the GKE cluster.
+
+Each rule encodes a refusal GCP would otherwise make at apply time (or a production default the blueprint
+insists on); the source is named beside it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import re
+from datetime import timedelta
+
+from components.catalog.gcp_machines import MachineFacts, gcp_storage_limits, gpudirect_manifests, load_gcp_catalog
+from components.spec.base import GPU_TAINT_KEY
+from components.spec.decisions import gpudirect_pools, k8s_key_problem, k8s_value_problem, parse_cidr
+from components.spec.errors import _Collector, _path
+from components.spec.gcp import GcpNodePoolSpec, GcpSpec
+from components.spec.model import ClusterSpec
+
+# GKE: a Standard cluster's control-plane range for private nodes is a /28 (GKE "Creating a private cluster",
+# master_ipv4_cidr_block).
+_CONTROL_PLANE_PREFIX = 28
+# GKE maintenance windows: "at least 48 hours of availability in a 32-day rolling window", each window at least
+# 4 hours (GKE "Maintenance windows and exclusions"); NO_UPGRADES exclusions last at most 30 days.
+_WINDOW_HOURS_PER_32_DAYS = 48
+_NO_UPGRADES_MAX = timedelta(days=30)
+# Budgets on a billing account send email through Cloud Monitoring notification channels: at most 5 per budget
+# (Cloud Billing Budget API, NotificationsRule.monitoringNotificationChannels).
+MAX_GCP_BUDGET_CHANNELS = 5
+
+
+def _v4(value: str, where: str, out: _Collector) -> ipaddress.IPv4Network | None:
+    net = parse_cidr(value)
+    if not isinstance(net, ipaddress.IPv4Network):
+        reason = net if isinstance(net, str) else "an IPv6 network"
+        out.add(where, "cidr-valid", f"'{value}' is not an IPv4 CIDR (address/prefix, no host bits): {reason}")
+        return None
+    return net
+
+
+def check_gcp(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
+    """Every GCP rule."""
+    if not gcp.gpu_zone.startswith(f"{gcp.region}-"):
+        out.add(".gcp.gpuZone", "zone-in-region", f"zone '{gcp.gpu_zone}' is not in region '{gcp.region}'")
+    _check_ranges(gcp, out)
+    _check_pools(spec, gcp, out)
+    _check_storage(gcp, out)
+    _check_cluster(spec, gcp, out)
+    for i, team in enumerate(spec.teams):
+        if team.role_arns:
+            out.add(f".teams[{i}].roleArns", "team-access-per-cloud",
+                    "roleArns are AWS IAM roles; on GKE a team's members reach the cluster through its group "
+                    "(a Google Group with Google Groups for RBAC) and IAM")
+        if team.budget is not None and gcp.billing_account is not None:
+            recipients = set(team.budget.notify) | set(spec.billing.notify)
+            if len(recipients) > MAX_GCP_BUDGET_CHANNELS:
+                out.add(f".teams[{i}].budget.notify", "gcp-budget-recipients",
+                        f"a GCP budget notifies at most {MAX_GCP_BUDGET_CHANNELS} monitoring channels; the team's "
+                        f"and billing.notify's addresses make {len(recipients)}")
+    if gcp.billing_account is not None and len(set(spec.billing.notify)) > MAX_GCP_BUDGET_CHANNELS:
+        out.add(".billing.notify", "gcp-budget-recipients",
+                f"a GCP budget notifies at most {MAX_GCP_BUDGET_CHANNELS} monitoring channels")
+
+
+def _check_ranges(gcp: GcpSpec, out: _Collector) -> None:
+    net = gcp.network
+    ranges: list[tuple[str, ipaddress.IPv4Network]] = []
+    for key in ("nodeCidr", "podsCidr", "servicesCidr", "controlPlaneCidr", "gpuNetworksCidr"):
+        attr = re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+        value = getattr(net, attr)
+        if value is None:
+            continue
+        parsed = _v4(value, f".gcp.network.{key}", out)
+        if parsed is None:
+            continue
+        if not parsed.is_private:
+            out.add(f".gcp.network.{key}", "cidr-private", f"'{value}' is not a private (RFC 1918 or shared) range")
+        for other_key, other in ranges:
+            if parsed.overlaps(other):
+                out.add(f".gcp.network.{key}", "cidr-no-overlap", f"'{value}' overlaps {other_key} '{other}'")
+        ranges.append((key, parsed))
+        if key == "controlPlaneCidr" and parsed.prefixlen != _CONTROL_PLANE_PREFIX:
+            out.add(".gcp.network.controlPlaneCidr", "control-plane-cidr-28",
+                    f"GKE takes a /28 for the private control plane (master_ipv4_cidr_block); got /{parsed.prefixlen}")
+
+
+def _check_pools(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
+    catalog = load_gcp_catalog()
+    names: set[str] = set()
+    for i, pool in enumerate(gcp.node_pools):
+        where = f".gcp.nodePools[{i}]"
+        if pool.name in names:
+            out.add(f"{where}.name", "unique-names", f"node pool name '{pool.name}' is used twice")
+        names.add(pool.name)
+        if not pool.min_size <= pool.desired_size <= pool.max_size:
+            out.add(f"{where}.desiredSize", "node-group-size-order",
+                    f"sizes must satisfy minSize ({pool.min_size}) <= desiredSize ({pool.desired_size}) "
+                    f"<= maxSize ({pool.max_size})")
+        facts = catalog.get(pool.machine_type)
+        if facts is None:
+            close = difflib.get_close_matches(pool.machine_type, list(catalog), n=3)
+            out.add(f"{where}.machineType", "machine-type-in-catalog",
+                    f"'{pool.machine_type}' is not in the machine catalog (components/catalog/gcp_machines.yaml, "
+                    f"{len(catalog)} types)" + (f"; closest: {', '.join(close)}" if close else ""))
+            continue
+        if facts.gpu_count and facts.zones is not None and gcp.gpu_zone not in facts.zones:
+            out.add(f"{where}.machineType", "machine-type-in-zone",
+                    f"{pool.machine_type} ({facts.accelerator}) is not offered in {gcp.gpu_zone} (catalog: "
+                    f"{facts.zones_source}); offered in {', '.join(facts.zones)}")
+        _check_capacity(pool, facts, where, out)
+        _check_pool_labels(pool, facts, where, out)
+        if pool.local_ssd == "ephemeral" and not facts.has_local_nvme:
+            out.add(f"{where}.localSsd", "local-ssd-exists",
+                    f"localSsd ephemeral needs the machine type's local SSDs, and the catalog "
+                    f"{'has none' if facts.has_local_nvme is False else 'does not confirm them'} for "
+                    f"{pool.machine_type}; use auto or none")
+        if not facts.gpu_count and pool.gpu_driver != "gke-latest":
+            out.add(f"{where}.gpuDriver", "gpu-driver-gpu-only", "gpuDriver only applies to GPU machine types")
+    known = [(p, catalog[p.machine_type]) for p in gcp.node_pools if p.machine_type in catalog]
+    if len(known) < len(gcp.node_pools):
+        return
+    gpu = [(p, f) for p, f in known if f.gpu_count]
+    if not gpu:
+        out.add(".gcp.nodePools", "gpu-node-group", "at least one node pool with GPUs is required")
+    if any(p.gpu_taint for p, _ in gpu) and all(f.gpu_count for _, f in known):
+        out.add(".gcp.nodePools", "system-node-group",
+                f"a node pool without GPUs is required for system pods (GPU nodes carry the {GPU_TAINT_KEY} taint)")
+    owners = sorted({p.gpu_driver == "operator" for p, _ in gpu})
+    if len(owners) > 1:
+        out.add(".gcp.nodePools", "gpu-driver-one-owner",
+                "every GPU pool must leave drivers to the same owner: GKE (gke-latest or gke-default) on all, or the "
+                "GPU Operator (operator) on all; the GPU Operator's driver setting is cluster-wide")
+    max_gpus = sum(p.max_size * f.gpu_count for p, f in known)
+    if spec.workload.peak_gpus > max_gpus:
+        out.add(".workload.peakGpus", "peak-gpus-fit",
+                f"peakGpus ({spec.workload.peak_gpus}) exceeds the {max_gpus} GPUs the node pools provide at maxSize")
+    _check_gpu_networks(gcp, gpu, out)
+
+
+def _check_capacity(pool: GcpNodePoolSpec, facts: MachineFacts, where: str, out: _Collector) -> None:
+    cap = pool.capacity
+    if cap.type == "reservation" and cap.reservation is None:
+        out.add(f"{where}.capacity.reservation", "reservation-name",
+                "capacity type reservation needs the reservation's name (SPECIFIC_RESERVATION affinity)")
+    if cap.type != "reservation":
+        for key, value in (("reservation", cap.reservation), ("reservationBlock", cap.reservation_block),
+                           ("reservationProject", cap.reservation_project)):
+            if value is not None:
+                out.add(f"{where}.capacity.{key}", "reservation-name",
+                        f"{key} only applies to capacity type reservation, not '{cap.type}'")
+    if cap.max_run_hours is not None and cap.type != "flex-start":
+        out.add(f"{where}.capacity.maxRunHours", "flex-start-pool-shape",
+                f"maxRunHours only applies to flex-start, not '{cap.type}'")
+    if cap.type == "reservation" and pool.placement == "compact":
+        out.add(f"{where}.placement", "compact-placement-not-on-reservation",
+                "a compact placement policy must not be forced onto a reservation: the reservation already places "
+                "its VMs (its own placement or blocks), and a second policy makes GKE refuse or fail to find "
+                "capacity; use auto or none")
+    if cap.type == "flex-start":
+        if not facts.gpu_count:
+            out.add(f"{where}.capacity.type", "flex-start-pool-shape",
+                    "flex-start (queued provisioning) is for GPU pools")
+        if pool.min_size or pool.desired_size:
+            out.add(f"{where}.minSize", "flex-start-pool-shape",
+                    "a flex-start pool starts empty: minSize and desiredSize must be 0 (nodes arrive when Kueue's "
+                    "ProvisioningRequest is granted, all at once, and leave when the job ends)")
+        if pool.placement == "compact":
+            out.add(f"{where}.placement", "flex-start-pool-shape",
+                    "flex-start pools get their VMs from the Dynamic Workload Scheduler; do not force compact "
+                    "placement")
+    if cap.type in facts.not_offered:
+        out.add(f"{where}.capacity.type", "provisioning-model-offered",
+                f"{pool.machine_type} is not sold {cap.type} (catalog: {facts.provisioning_source}); use "
+                + ", ".join(m for m in (facts.provisioning or ()) if m not in facts.not_offered))
+
+
+def _check_pool_labels(pool: GcpNodePoolSpec, facts: MachineFacts, where: str, out: _Collector) -> None:
+    for key, value in pool.labels.items():
+        problem = k8s_key_problem(key) or k8s_value_problem(value)
+        if problem:
+            out.add(f"{where}{_path(['labels', key], root='')}", "k8s-label-syntax",
+                    f"'{key}: {value}' is not a valid Kubernetes label: {problem}")
+    seen: set[tuple[str, str]] = set()
+    for j, taint in enumerate(pool.taints):
+        problem = k8s_key_problem(taint.key) or k8s_value_problem(taint.value)
+        if problem:
+            out.add(f"{where}.taints[{j}]", "k8s-taint-syntax",
+                    f"taint '{taint.key}={taint.value}' is not valid: {problem}")
+        if (taint.key, taint.effect) in seen:
+            out.add(f"{where}.taints[{j}]", "taint-unique", f"taint {taint.key}:{taint.effect} is listed twice")
+        seen.add((taint.key, taint.effect))
+        if facts.gpu_count and taint.key == GPU_TAINT_KEY and taint.effect != "NoSchedule":
+            out.add(f"{where}.taints[{j}].effect", "gpu-taint-noschedule",
+                    f"GPU nodes keep {GPU_TAINT_KEY}:NoSchedule so that pods without GPU requests stay off them")
+
+
+def _check_gpu_networks(gcp: GcpSpec, gpu: list[tuple[GcpNodePoolSpec, MachineFacts]], out: _Collector) -> None:
+    """The GPU NICs of GPUDirect machine types: one flavour per stack, a known NIC count, room in the subnets."""
+    direct = gpudirect_pools(gpu)
+    if not direct:
+        if gcp.network.gpu_networks_cidr is not None:
+            out.add(".gcp.network.gpuNetworksCidr", "gpu-networks-required",
+                    "no node pool has a GPUDirect machine type, so there are no GPU networks to address")
+        return
+    flavours = sorted({f"{f.gpudirect} ({f.gpu_nic_count} NICs)" for _, f in direct})
+    if len(flavours) > 1:
+        out.add(".gcp.nodePools", "gpudirect-one-flavour",
+                f"the GPUDirect pools need different GPU networks ({', '.join(flavours)}); one stack wires one set: "
+                "put the machine types in separate stacks")
+    manifests = gpudirect_manifests()
+    for pool, facts in direct:
+        uncovered = [m.name for m in manifests.get(facts.gpudirect, ()) if facts.accelerator not in m.accelerators]
+        if uncovered or facts.gpudirect not in manifests:
+            i = gcp.node_pools.index(pool)
+            out.add(f".gcp.nodePools[{i}].machineType", "gpudirect-plugin-pinned",
+                    f"the pinned GPUDirect-{facts.gpudirect} node agents (components/catalog/gke_manifests.yaml) do "
+                    f"not select {facts.accelerator} ({', '.join(uncovered) or 'none pinned'}): its pods would get no "
+                    "NCCL plugin; pin a manifest that covers it")
+        if not facts.gpu_nic_count:
+            i = gcp.node_pools.index(pool)
+            out.add(f".gcp.nodePools[{i}].machineType", "gpu-nic-count-known",
+                    f"{pool.machine_type} uses GPUDirect-{facts.gpudirect} but the catalog does not confirm how many "
+                    "GPU NICs it has, so its networks cannot be wired")
+    if gcp.network.gpu_networks_cidr is None:
+        out.add(".gcp.network.gpuNetworksCidr", "gpu-networks-required",
+                f"{direct[0][0].machine_type} needs {direct[0][1].gpu_nic_count} GPU networks "
+                f"(GPUDirect-{direct[0][1].gpudirect}): give their address space (one /24 each), e.g. 192.168.0.0/16")
+        return
+    base = parse_cidr(gcp.network.gpu_networks_cidr)
+    if not isinstance(base, ipaddress.IPv4Network):
+        return  # reported by _check_ranges
+    count = max(f.gpu_nic_count for _, f in direct)
+    if base.prefixlen > 24 or 2 ** (24 - base.prefixlen) < count:
+        out.add(".gcp.network.gpuNetworksCidr", "gpu-networks-cidr-size",
+                f"{count} GPU networks take {count} /24 subnets; '{base}' holds {max(0, 2 ** (24 - base.prefixlen))}")
+    limits = gcp_storage_limits()
+    nodes = sum(p.max_size for p, _ in direct)
+    usable = 256 - limits.subnet_reserved_addresses
+    if nodes > usable:
+        out.add(".gcp.nodePools", "gpu-network-subnet-size",
+                f"the GPUDirect pools reach {nodes} nodes, and each GPU network's /24 subnet holds {usable} "
+                "(four addresses of a subnet are reserved)")
+
+
+def _check_storage(gcp: GcpSpec, out: _Collector) -> None:
+    limits = gcp_storage_limits()
+    bucket = gcp.storage.checkpoint_bucket
+    if bucket.soft_delete_days and not limits.soft_delete_min_days <= bucket.soft_delete_days:
+        out.add(".gcp.storage.checkpointBucket.softDeleteDays", "soft-delete-range",
+                f"soft delete is off (0) or {limits.soft_delete_min_days} to {limits.soft_delete_max_days} days")
+    if bucket.hierarchical_namespace and not bucket.soft_delete_days and bucket.existing_name is None:
+        out.add(".gcp.storage.checkpointBucket.softDeleteDays", "hns-needs-soft-delete",
+                "a hierarchical-namespace bucket has no object versioning, so soft delete is the only protection "
+                "of overwritten checkpoints: keep softDeleteDays >= 7")
+    fs = gcp.storage.filesystem
+    if fs is None:
+        return
+    where = ".gcp.storage.filesystem"
+    if fs.type == "managed-lustre":
+        tier = fs.per_unit_storage_throughput
+        tiers = limits.lustre_tiers
+        if tier is None or tier not in tiers:
+            out.add(f"{where}.perUnitStorageThroughput", "lustre-tier",
+                    f"Managed Lustre needs perUnitStorageThroughput, one of {', '.join(map(str, sorted(tiers)))} "
+                    f"MB/s per TiB (got {tier})")
+        else:
+            problem = tiers[tier].problem(fs.capacity_gib)
+            if problem:
+                out.add(f"{where}.capacityGiB", "lustre-capacity",
+                        f"capacityGiB {fs.capacity_gib:,} at {tier} MB/s per TiB {problem} ({limits.lustre_source})")
+    elif fs.per_unit_storage_throughput is not None:
+        out.add(f"{where}.perUnitStorageThroughput", "lustre-tier",
+                f"perUnitStorageThroughput only applies to managed-lustre, not {fs.type}")
+    if fs.filestore_tier is not None and fs.type != "filestore":
+        out.add(f"{where}.filestoreTier", "filestore-tier", f"filestoreTier only applies to filestore, not {fs.type}")
+
+
+def _check_cluster(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
+    gke = gcp.cluster
+    where = ".gcp.cluster"
+    nets: list[ipaddress.IPv4Network] = []
+    for i, cidr in enumerate(gke.authorized_networks):
+        parsed = _v4(cidr, f"{where}.authorizedNetworks[{i}]", out)
+        if parsed is None:
+            continue
+        if parsed.prefixlen == 0:
+            out.add(f"{where}.authorizedNetworks[{i}]", "authorized-networks-not-open",
+                    "0.0.0.0/0 opens the control plane to the internet; list the networks that need it")
+        nets.append(parsed)
+    if gke.endpoint == "authorized-networks" and not gke.authorized_networks:
+        out.add(f"{where}.authorizedNetworks", "authorized-networks-not-open",
+                "endpoint authorized-networks needs the networks allowed to the public endpoint")
+    deployer = gke.deployer
+    for j, cidr in enumerate(deployer.runner_cidrs):
+        parsed = _v4(cidr, f"{where}.deployer.runnerCidrs[{j}]", out)
+        if parsed is None:
+            continue
+        if parsed.prefixlen == 0:
+            out.add(f"{where}.deployer.runnerCidrs[{j}]", "authorized-networks-not-open",
+                    "the deployer's networks are allowed to the control plane; 0.0.0.0/0 would open it")
+        elif deployer.api_access == "authorized-networks" and not any(parsed.subnet_of(n) for n in nets):
+            out.add(f"{where}.deployer.runnerCidrs[{j}]", "deployer-reaches-api",
+                    f"the deployer reaches the public endpoint from '{cidr}', which is not inside "
+                    "cluster.authorizedNetworks")
+    if deployer.api_access == "authorized-networks" and gke.endpoint != "authorized-networks":
+        out.add(f"{where}.deployer.apiAccess", "deployer-reaches-api",
+                "the deployer uses the public endpoint, and cluster.endpoint is private: run it in-vpc or use "
+                "endpoint authorized-networks")
+    if spec.environment == "prod":
+        if gke.location != "regional":
+            out.add(f"{where}.location", "prod-regional-control-plane",
+                    "prod clusters keep a regional control plane (three replicas; a zonal one is down during "
+                    "its upgrades)")
+        if not gke.database_encryption:
+            out.add(f"{where}.databaseEncryption", "prod-secrets-encryption",
+                    "prod clusters encrypt Kubernetes secrets with a Cloud KMS key")
+        missing = [c for c in ("SYSTEM_COMPONENTS", "WORKLOADS", "APISERVER") if c not in gke.log_components]
+        if missing:
+            out.add(f"{where}.logComponents", "prod-log-types", f"prod clusters log {', '.join(missing)} too")
+    mw = gke.maintenance
+    days = mw.recurrence.split("BYDAY=")[1].split(",") if "BYDAY=" in mw.recurrence else []
+    weekly = 4 * len(set(days)) * mw.duration_hours
+    per_32 = 32 * mw.duration_hours if mw.recurrence.startswith("FREQ=DAILY") else weekly
+    if mw.recurrence.startswith("FREQ=WEEKLY") and not days:
+        per_32 = 4 * mw.duration_hours
+    if per_32 < _WINDOW_HOURS_PER_32_DAYS:
+        out.add(f"{where}.maintenance", "maintenance-window-availability",
+                f"GKE needs at least {_WINDOW_HOURS_PER_32_DAYS} hours of maintenance windows in any 32 days; "
+                f"'{mw.recurrence}' for {mw.duration_hours} h gives as little as {per_32} h")
+    for k, ex in enumerate(mw.exclusions):
+        if ex.end <= ex.start:
+            out.add(f"{where}.maintenance.exclusions[{k}].end", "maintenance-exclusion",
+                    "an exclusion ends after it starts")
+        elif ex.scope == "NO_UPGRADES" and ex.end - ex.start > _NO_UPGRADES_MAX:
+            out.add(f"{where}.maintenance.exclusions[{k}].end", "maintenance-exclusion",
+                    "a NO_UPGRADES exclusion lasts at most 30 days (use NO_MINOR_OR_NODE_UPGRADES for longer)")

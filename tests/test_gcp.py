@@ -1,0 +1,323 @@
+"""The GCP planes as a real ``pulumi up`` meets them: what prod-gcp and dev-gcp register, and the program's answer
+to the GKE choices that matter (GPU networks per GPUDirect flavour, reservations and placement, flex-start with
+Kueue, CMEK and its service agents, Workload Identity data access, who deploys from where)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from blueprint.graph import GraphResource, ResourceGraph
+from components.catalog.gcp_machines import gpudirect_manifests, load_gcp_catalog
+from components.kubernetes.objects import NODE_GROUP_LABEL, PROVISIONING_CHECK
+from tests.conftest import GCP_STACKS, offline_run, raw_stack_config, run_spec, stack
+
+CLUSTER = "gcp:container/cluster:Cluster"
+POOL = "gcp:container/nodePool:NodePool"
+NETWORK = "gcp:compute/network:Network"
+SUBNET = "gcp:compute/subnetwork:Subnetwork"
+FIREWALL = "gcp:compute/firewall:Firewall"
+KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
+
+
+def gcp_spec(name: str = "prod-gcp") -> dict[str, Any]:
+    return copy.deepcopy(raw_stack_config(name)["gpu-cluster:spec"])
+
+
+def pool(graph: ResourceGraph, name: str) -> GraphResource:
+    return next(r for r in graph.of_type(POOL) if r.inputs["name"] == name)
+
+
+def one(graph: ResourceGraph, type_: str) -> GraphResource:
+    (res,) = graph.of_type(type_)
+    return res
+
+
+def test_gcp_stacks_are_gcp() -> None:
+    assert GCP_STACKS == ["dev-gcp", "prod-gcp"]
+    assert all(stack(s).spec.cloud == "gcp" for s in GCP_STACKS)
+
+
+# --- prod-gcp: the done-when of issue 13 -------------------------------------------------------------
+
+
+def test_prod_gcp_has_16_a3_mega_nodes_with_8_gpu_networks_wired_to_the_pool() -> None:
+    graph = offline_run("prod-gcp").graph
+    h100 = pool(graph, "h100")
+    cfg = h100.inputs["nodeConfig"]
+    assert cfg["machineType"] == "a3-megagpu-8g" and h100.inputs["nodeCount"] == 16
+    assert cfg["guestAccelerators"] == [{"type": "nvidia-h100-mega-80gb", "count": 8,
+                                         "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"}}]
+    wired = h100.inputs["networkConfig"]["additionalNodeNetworkConfigs"]
+    assert len(wired) == load_gcp_catalog()["a3-megagpu-8g"].gpu_nic_count == 8
+    # each entry names a GPU VPC and a subnet of that VPC that the stack creates, once
+    vpcs = {r.inputs["name"]: r for r in graph.of_type(NETWORK)}
+    subnets = {r.inputs["name"]: r for r in graph.of_type(SUBNET)}
+    assert len({(w["network"], w["subnetwork"]) for w in wired}) == 8
+    for w in wired:
+        assert vpcs[w["network"]].inputs["mtu"] == 8244
+        assert subnets[w["subnetwork"]].inputs["network"] == f"projects/acme-ml-prod/global/networks/{w['network']}"
+    # and the pool waits for them (the names are outputs of the networks)
+    assert sum(1 for d in h100.dependencies if "compute/subnetwork" in d) == 8
+
+
+def test_prod_gcp_pool_consumes_the_reservation_without_forced_compact_placement() -> None:
+    h100 = pool(offline_run("prod-gcp").graph, "h100")
+    assert h100.inputs["nodeConfig"]["reservationAffinity"] == {
+        "consumeReservationType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name",
+        "values": ["projects/acme-ml-prod/reservations/a3mega-prod-16"]}
+    assert "placementPolicy" not in h100.inputs
+    assert h100.inputs["nodeLocations"] == ["us-central1-a"]
+    # a reserved pool upgrades without a surge VM (the reservation has none spare)
+    assert h100.inputs["upgradeSettings"] == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}
+
+
+def test_prod_gcp_node_pools_are_hardened() -> None:
+    graph = offline_run("prod-gcp").graph
+    account = one(graph, "gcp:serviceaccount/account:Account")
+    for p in graph.of_type(POOL):
+        cfg = p.inputs["nodeConfig"]
+        assert cfg["serviceAccount"] == account.inputs["accountId"] + "@acme-ml-prod.iam.gserviceaccount.com"
+        assert cfg["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
+        assert cfg["shieldedInstanceConfig"] == {"enableSecureBoot": True, "enableIntegrityMonitoring": True}
+        assert cfg["bootDiskKmsKey"].endswith("/cryptoKeys/prod-train-gke-disks")
+        assert cfg["labels"][NODE_GROUP_LABEL] == p.inputs["name"]
+        assert p.inputs["networkConfig"]["enablePrivateNodes"] is True
+        assert p.inputs["management"] == {"autoRepair": True, "autoUpgrade": True}
+    gpu = pool(graph, "h100").inputs["nodeConfig"]
+    assert {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"} in gpu["taints"]
+    assert gpu["labels"]["gke-no-default-nvidia-gpu-device-plugin"] == "true"
+    assert gpu["ephemeralStorageLocalSsdConfig"] == {"localSsdCount": 16}
+    roles = {r.inputs["role"] for r in graph.of_type("gcp:projects/iAMMember:IAMMember")
+             if r.inputs["member"] == f"serviceAccount:{account.inputs['accountId']}@acme-ml-prod.iam.gserviceaccount.com"}
+    assert roles == {"roles/logging.logWriter", "roles/monitoring.metricWriter", "roles/monitoring.viewer",
+                     "roles/stackdriver.resourceMetadata.writer", "roles/artifactregistry.reader"}
+
+
+def test_prod_gcp_gpu_networks_are_exposed_to_pods_with_the_tcpxo_agents() -> None:
+    graph = offline_run("prod-gcp").graph
+    params = {r.inputs["metadata"]["name"]: r.inputs["spec"]
+              for r in graph.of_type("kubernetes:networking.gke.io/v1:GKENetworkParamSet")}
+    nets = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type("kubernetes:networking.gke.io/v1:Network")}
+    assert sorted(params) == sorted(nets) == [f"vpc{i}" for i in range(1, 9)]
+    wired = pool(graph, "h100").inputs["networkConfig"]["additionalNodeNetworkConfigs"]
+    assert [(p["vpc"], p["vpcSubnet"]) for _, p in sorted(params.items())] == \
+        [(w["network"], w["subnetwork"]) for w in wired]
+    assert all(p["deviceMode"] == "NetDevice" for p in params.values())
+    assert all(n == {"type": "Device", "parametersRef": {"group": "networking.gke.io", "kind": "GKENetworkParamSet",
+                                                        "name": name}} for name, n in nets.items())
+    files = {r.name: r.inputs["file"] for r in graph.of_type("kubernetes:yaml/v2:ConfigFile")}
+    tcpxo = {f"cloud-objects-{m.name}": m.url for m in gpudirect_manifests()["TCPXO"]}
+    assert tcpxo.items() <= files.items()
+    assert all("/container-engine-accelerators/" in u and len(u.split("/")[5]) == 40 for u in tcpxo.values())
+
+
+def test_prod_gcp_cluster_is_private_encrypted_observed_and_reached_by_the_deployer() -> None:
+    graph = offline_run("prod-gcp").graph
+    c = one(graph, CLUSTER).inputs
+    assert c["privateClusterConfig"]["enablePrivateNodes"] is True
+    assert c["privateClusterConfig"]["enablePrivateEndpoint"] is True
+    assert c["masterAuthorizedNetworksConfig"]["cidrBlocks"] == [{"cidrBlock": "10.8.0.0/24",
+                                                                  "displayName": "authorized-0"}]
+    assert c["workloadIdentityConfig"] == {"workloadPool": "acme-ml-prod.svc.id.goog"}
+    assert c["datapathProvider"] == "ADVANCED_DATAPATH" and c["enableMultiNetworking"] is True
+    assert c["databaseEncryption"] == {"state": "ENCRYPTED", "keyName": "projects/acme-ml-prod/locations/us-central1/"
+                                       "keyRings/prod-train-gke-keys/cryptoKeys/prod-train-gke-secrets"}
+    assert "DCGM" in c["monitoringConfig"]["enableComponents"]
+    assert c["monitoringConfig"]["managedPrometheus"] == {"enabled": True}
+    assert {"SYSTEM_COMPONENTS", "WORKLOADS", "APISERVER"} <= set(c["loggingConfig"]["enableComponents"])
+    assert c["addonsConfig"]["lustreCsiDriverConfig"] == {"enabled": True}
+    assert c["addonsConfig"]["gcsFuseCsiDriverConfig"] == {"enabled": True}
+    assert c["removeDefaultNodePool"] is True and c["deletionProtection"] is True
+    assert c["costManagementConfig"] == {"enabled": True}
+    # the provider impersonates the deployer, and so does the kubeconfig every Kubernetes object goes through
+    (provider,) = [p for p in graph.of_type("pulumi:providers:gcp") if p.name == "gcp"]
+    assert provider.inputs["impersonateServiceAccount"] == "pulumi-deployer@acme-ml-prod.iam.gserviceaccount.com"
+    assert json.loads(provider.inputs["defaultLabels"])["cost-center"] == "cc-4100"
+    kubeconfig = offline_run("prod-gcp").outputs["kubeconfig"]
+    assert "gke-gcloud-auth-plugin" in kubeconfig and "CLOUDSDK_AUTH_IMPERSONATE_SERVICE_ACCOUNT" in kubeconfig
+
+
+def test_the_cluster_waits_for_its_key_grants_and_the_apis() -> None:
+    graph = offline_run("prod-gcp").graph
+    c = one(graph, CLUSTER)
+    grants = {r.urn for r in graph.of_type("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")}
+    apis = {r.urn for r in graph.of_type("gcp:projects/service:Service")}
+    assert grants <= set(c.dependencies) and apis <= set(c.dependencies)
+    members = {r.name: r.inputs["member"] for r in graph.of_type("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")}
+    assert members["keys-secrets-agent"] == "serviceAccount:service-123456789012@container-engine-robot.iam.gserviceaccount.com"
+    assert members["keys-disks-agent"] == "serviceAccount:service-123456789012@compute-system.iam.gserviceaccount.com"
+    assert members["keys-data-agent"] == "serviceAccount:service-123456789012@gs-project-accounts.iam.gserviceaccount.com"
+    bucket = one(graph, "gcp:storage/bucket:Bucket")
+    assert grants <= set(bucket.dependencies)
+    for r in graph.of_type("gcp:projects/service:Service"):
+        assert r.inputs["disableOnDestroy"] is False
+    assert {r.inputs["service"] for r in graph.of_type("gcp:projects/service:Service")} >= {
+        "container.googleapis.com", "lustre.googleapis.com", "servicenetworking.googleapis.com",
+        "billingbudgets.googleapis.com"}
+
+
+def test_prod_gcp_storage_managed_lustre_and_bucket() -> None:
+    graph = offline_run("prod-gcp").graph
+    lustre = one(graph, "gcp:lustre/instance:Instance")
+    assert lustre.inputs["capacityGib"] == "18000" and lustre.inputs["perUnitStorageThroughput"] == "500"
+    assert lustre.inputs["location"] == "us-central1-a" and lustre.inputs["gkeSupportEnabled"] is False
+    connection = one(graph, "gcp:servicenetworking/connection:Connection")
+    assert connection.urn in lustre.dependencies
+    (rule,) = [r for r in graph.of_type(FIREWALL) if r.name == "network-lustre"]
+    assert rule.inputs["allows"] == [{"protocol": "tcp", "ports": ["988"]}]
+    bucket = one(graph, "gcp:storage/bucket:Bucket").inputs
+    assert bucket["publicAccessPrevention"] == "enforced" and bucket["uniformBucketLevelAccess"] is True
+    assert bucket["versioning"] == {"enabled": True} and bucket["forceDestroy"] is False
+    assert bucket["softDeletePolicy"] == {"retentionDurationSeconds": 7 * 86400}
+    assert bucket["encryption"]["defaultKmsKeyName"].endswith("/cryptoKeys/prod-train-gke-data")
+    delete = [r for r in bucket["lifecycleRules"] if r["action"]["type"] == "Delete"]
+    assert delete == [{"action": {"type": "Delete"},
+                       "condition": {"daysSinceNoncurrentTime": 30, "withState": "ARCHIVED"}}]
+
+
+@pytest.mark.parametrize("stack_name", GCP_STACKS)
+def test_stateful_gcp_resources_are_protected_and_retained_with_deletion_protection(stack_name: str) -> None:
+    graph = offline_run(stack_name).graph
+    protect = stack(stack_name).spec.deletion_protection
+    stateful = [r for r in graph.resources if r.type in (
+        "gcp:storage/bucket:Bucket", "gcp:lustre/instance:Instance", CLUSTER, "gcp:storage/managedFolder:ManagedFolder")]
+    assert stateful
+    for r in stateful:
+        assert (r.protect, r.retain_on_delete) == (protect, protect), r.name
+    # Cloud KMS keys can never be deleted and destroying one loses what it encrypts: always retained
+    for r in graph.of_type("gcp:kms/cryptoKey:CryptoKey") + graph.of_type("gcp:kms/keyRing:KeyRing"):
+        assert r.retain_on_delete is True and r.protect == protect, r.name
+
+
+def test_teams_reach_only_their_prefix_through_workload_identity() -> None:
+    graph = offline_run("prod-gcp").graph
+    folders = {r.name: r.inputs["name"] for r in graph.of_type("gcp:storage/managedFolder:ManagedFolder")}
+    assert sorted(folders.values()) == ["applied/", "pretraining/", "research/"]
+    members = {r.name: r.inputs for r in graph.of_type("gcp:storage/managedFolderIamMember:ManagedFolderIamMember")}
+    for team in ("applied", "pretraining", "research"):
+        m = members[f"data-access-{team}-rw"]
+        assert m["role"] == "roles/storage.objectUser"
+        assert m["member"] == ("principal://iam.googleapis.com/projects/123456789012/locations/global/"
+                               f"workloadIdentityPools/acme-ml-prod.svc.id.goog/subject/ns/{team}/sa/checkpoints")
+    bucket_roles = {(r.inputs["role"], r.inputs["member"].rsplit("/", 3)[-3]) for r in
+                    graph.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")}
+    # bucket-wide: object read only for the platform reader; teams get bucket metadata, no objects
+    assert ("roles/storage.objectViewer", "kube-system") in bucket_roles
+    assert not any(role in ("roles/storage.objectUser", "roles/storage.objectAdmin") for role, _ in bucket_roles)
+    pvs = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type("kubernetes:core/v1:PersistentVolume")}
+    assert pvs["checkpoints-research"]["csi"]["driver"] == "gcsfuse.csi.storage.gke.io"
+    assert "only-dir=research" in pvs["checkpoints-research"]["mountOptions"]
+    assert pvs["checkpoints-research"]["claimRef"] == {"namespace": "research", "name": "checkpoints"}
+
+
+def test_gcp_budgets_per_team_and_cluster_filter_by_label() -> None:
+    graph = offline_run("prod-gcp").graph
+    budgets = {r.name: r.inputs for r in graph.of_type("gcp:billing/budget:Budget")}
+    assert set(budgets) == {"cost-cluster", "cost-team-applied", "cost-team-pretraining", "cost-team-research"}
+    research = budgets["cost-team-research"]
+    assert research["billingAccount"] == "01A2B3-C4D5E6-F7A8B9"
+    assert research["budgetFilter"]["labels"] == {"team": "research"}
+    assert research["amount"]["specifiedAmount"]["units"] == "110000"
+    assert [t.get("spendBasis", "CURRENT_SPEND") for t in research["thresholdRules"]][-1] == "FORECASTED_SPEND"
+    assert len(research["allUpdatesRule"]["monitoringNotificationChannels"]) == 3
+    assert budgets["cost-cluster"]["budgetFilter"]["labels"] == {"cluster": "prod-train-gke"}
+
+
+def test_dev_gcp_is_a_small_spot_pool_without_gpu_networks() -> None:
+    graph = offline_run("dev-gcp").graph
+    l4 = pool(graph, "l4")
+    assert l4.inputs["nodeConfig"]["spot"] is True
+    assert l4.inputs["autoscaling"] == {"totalMinNodeCount": 0, "totalMaxNodeCount": 2, "locationPolicy": "ANY"}
+    assert "additionalNodeNetworkConfigs" not in l4.inputs["networkConfig"]
+    c = one(graph, CLUSTER).inputs
+    assert c["location"] == "us-central1-a" and "enableMultiNetworking" not in c
+    assert c["privateClusterConfig"]["enablePrivateEndpoint"] is False
+    assert c["masterAuthorizedNetworksConfig"]["cidrBlocks"] == [{"cidrBlock": "203.0.113.0/24",
+                                                                  "displayName": "authorized-0"}]
+    assert graph.of_type("gcp:billing/budget:Budget") == []  # no billing account in the stack
+
+
+# --- variants ------------------------------------------------------------------------------------
+
+
+def test_flex_start_pool_is_queued_and_admitted_through_a_provisioning_request() -> None:
+    spec = gcp_spec()
+    h100 = spec["gcp"]["nodePools"][1]
+    h100.update(minSize=0, desiredSize=0, capacity={"type": "flex-start", "maxRunHours": 72})
+    graph = run_spec(spec, "prod-gcp").graph
+    p = pool(graph, "h100").inputs
+    assert p["queuedProvisioning"] == {"enabled": True}
+    assert p["nodeConfig"]["flexStart"] is True and p["nodeConfig"]["maxRunDuration"] == f"{72 * 3600}s"
+    assert p["nodeConfig"]["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
+    assert p["management"]["autoRepair"] is False and "placementPolicy" not in p
+    kinds = {r.inputs["kind"]: r.inputs for r in graph.resources if r.type.startswith(KUEUE)}
+    assert kinds["ProvisioningRequestConfig"]["spec"]["provisioningClassName"] == "queued-provisioning.gke.io"
+    assert kinds["AdmissionCheck"]["spec"]["controllerName"] == "kueue.x-k8s.io/provisioning-request"
+    for cq in (r.inputs for r in graph.of_type(KUEUE + "ClusterQueue")):
+        assert cq["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": PROVISIONING_CHECK,
+                                                                               "onFlavors": ["h100"]}]}
+    (flavor,) = [r.inputs for r in graph.of_type(KUEUE + "ResourceFlavor")]
+    assert {"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"} in \
+        flavor["spec"]["tolerations"]
+
+
+def test_on_demand_gpudirect_pool_gets_compact_placement() -> None:
+    spec = gcp_spec()
+    spec["gcp"]["nodePools"][1]["capacity"] = {"type": "spot"}
+    p = pool(run_spec(spec, "prod-gcp").graph, "h100").inputs
+    assert p["placementPolicy"] == {"type": "COMPACT"}
+
+
+def test_a3_ultra_gets_a_gvnic_network_and_a_roce_network_of_eight_subnets() -> None:
+    spec = gcp_spec()
+    spec["gcp"]["nodePools"][1].update(machineType="a3-ultragpu-8g", diskType="hyperdisk-balanced")
+    graph = run_spec(spec, "prod-gcp").graph
+    wired = pool(graph, "h100").inputs["networkConfig"]["additionalNodeNetworkConfigs"]
+    assert len(wired) == 9
+    (roce,) = [r for r in graph.of_type(NETWORK) if r.inputs.get("networkProfile")]
+    assert roce.inputs["networkProfile"] == "projects/acme-ml-prod/global/networkProfiles/us-central1-a-vpc-roce"
+    assert roce.inputs["mtu"] == 8896
+    assert [w["network"] for w in wired].count(roce.inputs["name"]) == 8
+    # a RoCE VPC refuses firewall rules; the gVNIC GPU network has its internal one
+    assert not any(r.inputs["network"].endswith(f"/{roce.inputs['name']}") for r in graph.of_type(FIREWALL))
+    params = {r.inputs["metadata"]["name"]: r.inputs["spec"]["deviceMode"]
+              for r in graph.of_type("kubernetes:networking.gke.io/v1:GKENetworkParamSet")}
+    assert params == {"gvnic-1": "NetDevice", **{f"rdma-{i}": "RDMA" for i in range(8)}}
+    # the primary VPC keeps the default MTU (only TCPX/TCPXO ask for 8244 on it)
+    (primary,) = [r for r in graph.of_type(NETWORK) if r.name == "network-vpc"]
+    assert primary.inputs["mtu"] == 1460
+
+
+def test_gpu_operator_managed_drivers_turn_gke_drivers_and_dcgm_off() -> None:
+    spec = gcp_spec()
+    spec["gcp"]["nodePools"][1]["gpuDriver"] = "operator"
+    graph = run_spec(spec, "prod-gcp").graph
+    cfg = pool(graph, "h100").inputs["nodeConfig"]
+    assert cfg["guestAccelerators"][0]["gpuDriverInstallationConfig"] == {"gpuDriverVersion": "INSTALLATION_DISABLED"}
+    assert cfg["imageType"] == "UBUNTU_CONTAINERD"
+    assert "DCGM" not in one(graph, CLUSTER).inputs["monitoringConfig"]["enableComponents"]
+    values = next(r for r in graph.of_type("kubernetes:helm.sh/v3:Release")
+                  if r.inputs["name"] == "gpu-operator").inputs["values"]
+    assert values["driver"] == {"enabled": True} and "hostPaths" not in values
+
+
+def test_gke_managed_drivers_point_the_operator_at_the_gke_install_dir() -> None:
+    values = next(r for r in offline_run("prod-gcp").graph.of_type("kubernetes:helm.sh/v3:Release")
+                  if r.inputs["name"] == "gpu-operator").inputs["values"]
+    assert values["driver"] == {"enabled": False}
+    assert values["hostPaths"] == {"driverInstallDir": "/home/kubernetes/bin/nvidia"}
+    assert values["toolkit"]["installDir"] == "/home/kubernetes/bin/nvidia" and values["cdi"]["enabled"] is True
+
+
+def test_gke_topology_levels_are_used_for_the_reserved_pool() -> None:
+    graph = offline_run("prod-gcp").graph
+    (topology,) = [r.inputs for r in graph.resources if r.type.endswith(":Topology")]
+    assert [lv["nodeLabel"] for lv in topology["spec"]["levels"]] == [
+        "cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock",
+        "cloud.google.com/gce-topology-host", "kubernetes.io/hostname"]
+    (flavor,) = [r.inputs for r in graph.of_type(KUEUE + "ResourceFlavor")]
+    assert flavor["spec"]["topologyName"] == topology["metadata"]["name"]

@@ -1,0 +1,236 @@
+"""Every GCP spec rule, with the exact message a user sees (file, key path, requirement, rule)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from components.spec import SpecError, parse_spec
+from tests.conftest import raw_stack_config
+
+FILE = "stacks/Pulumi.prod-gcp.yaml"
+P = f"{FILE}: gpu-cluster:spec"
+
+
+@pytest.fixture
+def spec() -> dict[str, Any]:
+    return copy.deepcopy(raw_stack_config("prod-gcp")["gpu-cluster:spec"])
+
+
+def errors(value: Any, region: str | None = "us-central1") -> list[str]:
+    with pytest.raises(SpecError) as info:
+        parse_spec(value, FILE, provider_region=region)
+    return str(info.value).splitlines()
+
+
+def h100(spec: dict[str, Any]) -> dict[str, Any]:
+    pool: dict[str, Any] = spec["gcp"]["nodePools"][1]
+    return pool
+
+
+def test_shipped_gcp_specs_are_valid() -> None:
+    for name in ("prod-gcp", "dev-gcp"):
+        parsed = parse_spec(raw_stack_config(name)["gpu-cluster:spec"], FILE, provider_region="us-central1")
+        assert parsed.cloud == "gcp" and parsed.aws is None
+
+
+def test_gcp_settings_required_and_alone(spec: dict[str, Any]) -> None:
+    gcp = spec.pop("gcp")
+    assert errors(spec) == [f"{P}.gcp: cloud is gcp, so the gcp settings are required [rule: cloud-settings-required]"]
+    spec["gcp"] = gcp
+    spec["aws"] = raw_stack_config("prod-aws")["gpu-cluster:spec"]["aws"]
+    assert errors(spec) == [f"{P}.aws: cloud is gcp; remove the aws settings (one stack builds one cloud) "
+                            "[rule: cloud-settings-required]"]
+
+
+def test_region_matches_the_provider(spec: dict[str, Any]) -> None:
+    assert errors(spec, region="europe-west4") == [
+        f"{P}.gcp.region: gcp.region 'us-central1' must equal the stack's gcp:region 'europe-west4' "
+        "[rule: region-matches-provider]"]
+
+
+def test_zone_in_region(spec: dict[str, Any]) -> None:
+    spec["gcp"]["gpuZone"] = "europe-west4-b"
+    assert errors(spec) == [f"{P}.gcp.gpuZone: zone 'europe-west4-b' is not in region 'us-central1' "
+                            "[rule: zone-in-region]"]
+
+
+def test_machine_type_in_catalog(spec: dict[str, Any]) -> None:
+    h100(spec)["machineType"] = "a3-megagpu-16g"
+    assert errors(spec) == [
+        f"{P}.gcp.nodePools[1].machineType: 'a3-megagpu-16g' is not in the machine catalog "
+        "(components/catalog/gcp_machines.yaml, 14 types); closest: a3-megagpu-8g, a3-highgpu-8g, a3-ultragpu-8g "
+        "[rule: machine-type-in-catalog]"]
+
+
+def test_compact_placement_is_not_forced_onto_a_reservation(spec: dict[str, Any]) -> None:
+    h100(spec)["placement"] = "compact"
+    assert errors(spec) == [
+        f"{P}.gcp.nodePools[1].placement: a compact placement policy must not be forced onto a reservation: the "
+        "reservation already places its VMs (its own placement or blocks), and a second policy makes GKE refuse or "
+        "fail to find capacity; use auto or none [rule: compact-placement-not-on-reservation]"]
+
+
+def test_reservation_needs_its_name_and_fields_only_for_reservations(spec: dict[str, Any]) -> None:
+    h100(spec)["capacity"] = {"type": "reservation"}
+    assert errors(spec) == [f"{P}.gcp.nodePools[1].capacity.reservation: capacity type reservation needs the "
+                            "reservation's name (SPECIFIC_RESERVATION affinity) [rule: reservation-name]"]
+    h100(spec)["capacity"] = {"type": "spot", "reservationBlock": "block-1"}
+    assert errors(spec) == [f"{P}.gcp.nodePools[1].capacity.reservationBlock: reservationBlock only applies to "
+                            "capacity type reservation, not 'spot' [rule: reservation-name]"]
+
+
+def test_flex_start_pools_start_empty(spec: dict[str, Any]) -> None:
+    h100(spec)["capacity"] = {"type": "flex-start"}
+    assert errors(spec) == [
+        f"{P}.gcp.nodePools[1].minSize: a flex-start pool starts empty: minSize and desiredSize must be 0 (nodes "
+        "arrive when Kueue's ProvisioningRequest is granted, all at once, and leave when the job ends) "
+        "[rule: flex-start-pool-shape]"]
+
+
+def test_a3_ultra_is_not_sold_on_demand(spec: dict[str, Any]) -> None:
+    h100(spec).update(machineType="a3-ultragpu-8g", capacity={"type": "on-demand"})
+    (line,) = errors(spec)
+    assert line.startswith(f"{P}.gcp.nodePools[1].capacity.type: a3-ultragpu-8g is not sold on-demand (catalog: ")
+    assert line.endswith("); use reservation, spot, flex-start [rule: provisioning-model-offered]")
+
+
+def test_gpu_networks_need_their_address_space(spec: dict[str, Any]) -> None:
+    del spec["gcp"]["network"]["gpuNetworksCidr"]
+    assert errors(spec) == [
+        f"{P}.gcp.network.gpuNetworksCidr: a3-megagpu-8g needs 8 GPU networks (GPUDirect-TCPXO): give their address "
+        "space (one /24 each), e.g. 192.168.0.0/16 [rule: gpu-networks-required]"]
+    spec["gcp"]["network"]["gpuNetworksCidr"] = "192.168.0.0/22"
+    assert errors(spec) == [f"{P}.gcp.network.gpuNetworksCidr: 8 GPU networks take 8 /24 subnets; '192.168.0.0/22' "
+                            "holds 4 [rule: gpu-networks-cidr-size]"]
+
+
+def test_gpu_networks_cidr_without_gpudirect_pools_is_refused() -> None:
+    dev = copy.deepcopy(raw_stack_config("dev-gcp")["gpu-cluster:spec"])
+    dev["gcp"]["network"]["gpuNetworksCidr"] = "192.168.0.0/20"
+    assert errors(dev) == [
+        f"{P}.gcp.network.gpuNetworksCidr: no node pool has a GPUDirect machine type, so there are no GPU networks "
+        "to address [rule: gpu-networks-required]"]
+
+
+def test_one_gpudirect_flavour_per_stack(spec: dict[str, Any]) -> None:
+    spec["gcp"]["nodePools"].append({**h100(spec), "name": "h100-high", "machineType": "a3-highgpu-8g",
+                                     "capacity": {"type": "spot"}})
+    assert f"{P}.gcp.nodePools: the GPUDirect pools need different GPU networks (TCPX (4 NICs), TCPXO (8 NICs)); " \
+           "one stack wires one set: put the machine types in separate stacks [rule: gpudirect-one-flavour]" \
+           in errors(spec)
+
+
+def test_a4_has_no_pinned_rdma_plugin_yet(spec: dict[str, Any]) -> None:
+    h100(spec).update(machineType="a4-highgpu-8g", diskType="hyperdisk-balanced")
+    assert errors(spec) == [
+        f"{P}.gcp.nodePools[1].machineType: the pinned GPUDirect-RDMA node agents "
+        "(components/catalog/gke_manifests.yaml) do not select nvidia-b200 (nccl-rdma-installer): its pods would get "
+        "no NCCL plugin; pin a manifest that covers it [rule: gpudirect-plugin-pinned]"]
+
+
+def test_managed_lustre_tiers_and_sizes(spec: dict[str, Any]) -> None:
+    fs = spec["gcp"]["storage"]["filesystem"]
+    fs["perUnitStorageThroughput"] = 300
+    assert errors(spec) == [f"{P}.gcp.storage.filesystem.perUnitStorageThroughput: Managed Lustre needs "
+                            "perUnitStorageThroughput, one of 125, 250, 500, 1000 MB/s per TiB (got 300) "
+                            "[rule: lustre-tier]"]
+    fs["perUnitStorageThroughput"] = 500
+    fs["capacityGiB"] = 20000
+    (line,) = errors(spec)
+    assert line.startswith(f"{P}.gcp.storage.filesystem.capacityGiB: capacityGiB 20,000 at 500 MB/s per TiB must "
+                           "be a multiple of 18,000 GiB up to 3,060,000 GiB (Google Cloud, Managed Lustre")
+    fs["capacityGiB"] = 9000
+    assert "must be between 18,000 and 20,016,000 GiB" in errors(spec)[0]
+    fs["perUnitStorageThroughput"] = 1000
+    parse_spec(spec, FILE, provider_region="us-central1")  # 9,000 GiB is the 1000 tier's minimum
+    fs.update(perUnitStorageThroughput=250, capacityGiB=6_120_000 + 36_000)
+    assert "must be a multiple of 288,000 GiB above 6,120,000 GiB" in errors(spec)[0]
+
+
+def test_authorized_networks_are_never_open(spec: dict[str, Any]) -> None:
+    cluster = spec["gcp"]["cluster"]
+    cluster.update(endpoint="authorized-networks", authorizedNetworks=["0.0.0.0/0"])
+    assert errors(spec) == [f"{P}.gcp.cluster.authorizedNetworks[0]: 0.0.0.0/0 opens the control plane to the "
+                            "internet; list the networks that need it [rule: authorized-networks-not-open]"]
+
+
+def test_the_deployer_reaches_the_api(spec: dict[str, Any]) -> None:
+    cluster = spec["gcp"]["cluster"]
+    cluster["deployer"]["apiAccess"] = "authorized-networks"
+    assert errors(spec) == [
+        f"{P}.gcp.cluster.deployer.runnerCidrs[0]: the deployer reaches the public endpoint from '10.8.0.0/24', which "
+        "is not inside cluster.authorizedNetworks [rule: deployer-reaches-api]",
+        f"{P}.gcp.cluster.deployer.apiAccess: the deployer uses the public endpoint, and cluster.endpoint is "
+        "private: run it in-vpc or use endpoint authorized-networks [rule: deployer-reaches-api]"]
+
+
+def test_prod_keeps_a_regional_encrypted_logged_control_plane(spec: dict[str, Any]) -> None:
+    spec["gcp"]["cluster"].update(location="zonal", databaseEncryption=False, logComponents=["SYSTEM_COMPONENTS"])
+    assert errors(spec) == [
+        f"{P}.gcp.cluster.location: prod clusters keep a regional control plane (three replicas; a zonal one is "
+        "down during its upgrades) [rule: prod-regional-control-plane]",
+        f"{P}.gcp.cluster.databaseEncryption: prod clusters encrypt Kubernetes secrets with a Cloud KMS key "
+        "[rule: prod-secrets-encryption]",
+        f"{P}.gcp.cluster.logComponents: prod clusters log WORKLOADS, APISERVER too [rule: prod-log-types]"]
+
+
+def test_maintenance_window_gives_gke_48_hours_in_32_days(spec: dict[str, Any]) -> None:
+    spec["gcp"]["cluster"]["maintenance"].update(recurrence="FREQ=WEEKLY;BYDAY=SA", durationHours=8)
+    assert errors(spec) == [
+        f"{P}.gcp.cluster.maintenance: GKE needs at least 48 hours of maintenance windows in any 32 days; "
+        "'FREQ=WEEKLY;BYDAY=SA' for 8 h gives as little as 32 h [rule: maintenance-window-availability]"]
+    spec["gcp"]["cluster"]["maintenance"].update(recurrence="FREQ=DAILY", durationHours=4)
+    parse_spec(spec, FILE, provider_region="us-central1")
+
+
+def test_no_upgrades_exclusions_last_30_days_at_most(spec: dict[str, Any]) -> None:
+    spec["gcp"]["cluster"]["maintenance"]["exclusions"] = [
+        {"name": "freeze", "start": "2027-01-01T00:00:00Z", "end": "2027-02-15T00:00:00Z", "scope": "NO_UPGRADES"}]
+    assert errors(spec) == [
+        f"{P}.gcp.cluster.maintenance.exclusions[0].end: a NO_UPGRADES exclusion lasts at most 30 days (use "
+        "NO_MINOR_OR_NODE_UPGRADES for longer) [rule: maintenance-exclusion]"]
+
+
+def test_bucket_protection(spec: dict[str, Any]) -> None:
+    bucket = spec["gcp"]["storage"]["checkpointBucket"]
+    bucket["softDeleteDays"] = 3
+    assert errors(spec) == [f"{P}.gcp.storage.checkpointBucket.softDeleteDays: soft delete is off (0) or 7 to 90 days "
+                            "[rule: soft-delete-range]"]
+    bucket.update(softDeleteDays=0, hierarchicalNamespace=True)
+    assert errors(spec) == [
+        f"{P}.gcp.storage.checkpointBucket.softDeleteDays: a hierarchical-namespace bucket has no object versioning, "
+        "so soft delete is the only protection of overwritten checkpoints: keep softDeleteDays >= 7 "
+        "[rule: hns-needs-soft-delete]"]
+
+
+def test_ranges_are_valid_private_and_disjoint(spec: dict[str, Any]) -> None:
+    net = spec["gcp"]["network"]
+    net.update(podsCidr="10.40.0.0/14", controlPlaneCidr="172.16.0.32/27")
+    assert errors(spec) == [
+        f"{P}.gcp.network.podsCidr: '10.40.0.0/14' overlaps nodeCidr '10.40.0.0/20' [rule: cidr-no-overlap]",
+        f"{P}.gcp.network.servicesCidr: '10.40.32.0/20' overlaps podsCidr '10.40.0.0/14' [rule: cidr-no-overlap]",
+        f"{P}.gcp.network.controlPlaneCidr: GKE takes a /28 for the private control plane (master_ipv4_cidr_block); "
+        "got /27 [rule: control-plane-cidr-28]"]
+
+
+def test_teams_on_gke_use_groups_not_iam_role_arns(spec: dict[str, Any]) -> None:
+    spec["teams"][0]["roleArns"] = ["arn:aws:iam::111122223333:role/research-engineers"]
+    assert errors(spec) == [
+        f"{P}.teams[0].roleArns: roleArns are AWS IAM roles; on GKE a team's members reach the cluster through its "
+        "group (a Google Group with Google Groups for RBAC) and IAM [rule: team-access-per-cloud]"]
+
+
+def test_gcp_budget_recipients_fit_five_channels(spec: dict[str, Any]) -> None:
+    spec["teams"][0]["budget"]["notify"] = [f"lead{i}@example.com" for i in range(4)]
+    assert errors(spec) == [
+        f"{P}.teams[0].budget.notify: a GCP budget notifies at most 5 monitoring channels; the team's and "
+        "billing.notify's addresses make 6 [rule: gcp-budget-recipients]"]
+
+
+def test_quota_names_a_gke_pool(spec: dict[str, Any]) -> None:
+    spec["teams"][0]["quotas"][0]["nodeGroup"] = "a100"
+    assert errors(spec) == [f"{P}.teams[0].quotas[0].nodeGroup: 'a100' is not a GPU node group of this stack; known: "
+                            "h100 [rule: quota-node-group-exists]"]
