@@ -322,7 +322,7 @@ def _modelled_goodput(spec: Any) -> float | None:
 def _sizing(args: argparse.Namespace) -> int:
     """``blueprint sizing``: the goodput model, what its losses cost, and the storage that reaches the target."""
     from blueprint.cost.engine import price_graph
-    from blueprint.cost.prices import load_aws_prices
+    from blueprint.cost.prices import load_aws_prices, load_gcp_prices
     from blueprint.engine import run_program
     from blueprint.sizing_report import gpu_compute_usd, price_options, render_sizing, render_sizing_json
     from blueprint.stackfile import load_stack
@@ -339,7 +339,7 @@ def _sizing(args: argparse.Namespace) -> int:
     usage, notes = _usage(None, args.stack, (run.graph,))
     report = price_graph(run.graph, usage=usage, usage_notes=notes)
     gpu = gpu_compute_usd(report, stack.spec)
-    options = price_options(model, load_aws_prices())
+    options = price_options(model, load_gcp_prices() if stack.spec.cloud == "gcp" else load_aws_prices())
     text = (render_sizing_json(model, gpu, options) if args.format == "json"
             else render_sizing(model, gpu, options, stack.name))
     _write(text, args.output)

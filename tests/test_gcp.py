@@ -91,8 +91,9 @@ def test_prod_gcp_node_pools_are_hardened() -> None:
     assert {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"} in gpu["taints"]
     assert gpu["labels"]["gke-no-default-nvidia-gpu-device-plugin"] == "true"
     assert gpu["ephemeralStorageLocalSsdConfig"] == {"localSsdCount": 16}
+    node_account = f"{account.inputs['accountId']}@acme-ml-prod.iam.gserviceaccount.com"
     roles = {r.inputs["role"] for r in graph.of_type("gcp:projects/iAMMember:IAMMember")
-             if r.inputs["member"] == f"serviceAccount:{account.inputs['accountId']}@acme-ml-prod.iam.gserviceaccount.com"}
+             if r.inputs["member"] == "serviceAccount:" + node_account}
     assert roles == {"roles/logging.logWriter", "roles/monitoring.metricWriter", "roles/monitoring.viewer",
                      "roles/stackdriver.resourceMetadata.writer", "roles/artifactregistry.reader"}
 
@@ -101,7 +102,8 @@ def test_prod_gcp_gpu_networks_are_exposed_to_pods_with_the_tcpxo_agents() -> No
     graph = offline_run("prod-gcp").graph
     params = {r.inputs["metadata"]["name"]: r.inputs["spec"]
               for r in graph.of_type("kubernetes:networking.gke.io/v1:GKENetworkParamSet")}
-    nets = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type("kubernetes:networking.gke.io/v1:Network")}
+    nets = {r.inputs["metadata"]["name"]: r.inputs["spec"]
+            for r in graph.of_type("kubernetes:networking.gke.io/v1:Network")}
     assert sorted(params) == sorted(nets) == [f"vpc{i}" for i in range(1, 9)]
     wired = pool(graph, "h100").inputs["networkConfig"]["additionalNodeNetworkConfigs"]
     assert [(p["vpc"], p["vpcSubnet"]) for _, p in sorted(params.items())] == \
@@ -148,9 +150,10 @@ def test_the_cluster_waits_for_its_key_grants_and_the_apis() -> None:
     apis = {r.urn for r in graph.of_type("gcp:projects/service:Service")}
     assert grants <= set(c.dependencies) and apis <= set(c.dependencies)
     members = {r.name: r.inputs["member"] for r in graph.of_type("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")}
-    assert members["keys-secrets-agent"] == "serviceAccount:service-123456789012@container-engine-robot.iam.gserviceaccount.com"
-    assert members["keys-disks-agent"] == "serviceAccount:service-123456789012@compute-system.iam.gserviceaccount.com"
-    assert members["keys-data-agent"] == "serviceAccount:service-123456789012@gs-project-accounts.iam.gserviceaccount.com"
+    agent = "serviceAccount:service-123456789012@"
+    assert members["keys-secrets-agent"] == agent + "container-engine-robot.iam.gserviceaccount.com"
+    assert members["keys-disks-agent"] == agent + "compute-system.iam.gserviceaccount.com"
+    assert members["keys-data-agent"] == agent + "gs-project-accounts.iam.gserviceaccount.com"
     bucket = one(graph, "gcp:storage/bucket:Bucket")
     assert grants <= set(bucket.dependencies)
     for r in graph.of_type("gcp:projects/service:Service"):
@@ -184,7 +187,8 @@ def test_stateful_gcp_resources_are_protected_and_retained_with_deletion_protect
     graph = offline_run(stack_name).graph
     protect = stack(stack_name).spec.deletion_protection
     stateful = [r for r in graph.resources if r.type in (
-        "gcp:storage/bucket:Bucket", "gcp:lustre/instance:Instance", CLUSTER, "gcp:storage/managedFolder:ManagedFolder")]
+        "gcp:storage/bucket:Bucket", "gcp:lustre/instance:Instance", CLUSTER,
+        "gcp:storage/managedFolder:ManagedFolder")]
     assert stateful
     for r in stateful:
         assert (r.protect, r.retain_on_delete) == (protect, protect), r.name
@@ -221,7 +225,7 @@ def test_gcp_budgets_per_team_and_cluster_filter_by_label() -> None:
     research = budgets["cost-team-research"]
     assert research["billingAccount"] == "01A2B3-C4D5E6-F7A8B9"
     assert research["budgetFilter"]["labels"] == {"team": "research"}
-    assert research["amount"]["specifiedAmount"]["units"] == "110000"
+    assert research["amount"]["specifiedAmount"]["units"] == "560000"
     assert [t.get("spendBasis", "CURRENT_SPEND") for t in research["thresholdRules"]][-1] == "FORECASTED_SPEND"
     assert len(research["allUpdatesRule"]["monitoringNotificationChannels"]) == 3
     assert budgets["cost-cluster"]["budgetFilter"]["labels"] == {"cluster": "prod-train-gke"}

@@ -331,7 +331,9 @@ def test_each_mutation_is_rejected_by_its_policy(mutation: str) -> None:
 
 def test_mutation_suite_is_broad() -> None:
     assert len(MUTATIONS) >= 25
-    covered = {policy for _, policy in MUTATIONS.values()}
+    from tests.test_policies_gcp import MUTATIONS as GCP_MUTATIONS
+
+    covered = {policy for _, policy in MUTATIONS.values()} | {p for _, _, p in GCP_MUTATIONS.values()}
     pack = {p.name for p in load_pack().policies}
     assert pack == covered  # every policy has at least one mutation it rejects
 
@@ -518,5 +520,5 @@ def test_sarif_validates_against_the_sarif_2_1_0_schema(tmp_path: Path) -> None:
 
 def test_preview_shows_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["preview", "prod-aws"]) == 0
-    assert "policy verdict: PASS (0 mandatory, 0 advisory violation(s); 33 policies in gpu-cluster-policies)" in \
+    assert "policy verdict: PASS (0 mandatory, 0 advisory violation(s); 48 policies in gpu-cluster-policies)" in \
         capsys.readouterr().out

@@ -16,6 +16,7 @@ from pathlib import Path
 from blueprint.stackfile import StackError, parse_stack_yaml
 
 AWS_PRICES_FILE = Path(__file__).with_name("prices_aws.yaml")
+GCP_PRICES_FILE = Path(__file__).with_name("prices_gcp.yaml")
 
 STATUSES = ("confirmed", "secondary", "stale", "unconfirmed")
 UNITS = ("hour", "GB-month", "GB", "key-month", "1k-requests", "budget-day")
@@ -128,3 +129,9 @@ def load_aws_prices() -> dict[str, Price]:
         prices.update(parse_prices(AWS_REFRESHED_FILE.read_text(encoding="utf-8"),
                                    "blueprint/cost/prices_aws_refreshed.yaml"))
     return prices
+
+
+@lru_cache(maxsize=1)
+def load_gcp_prices() -> dict[str, Price]:
+    """The shipped GCP price catalog (us-central1 list prices; ``blueprint prices refresh`` reads AWS only)."""
+    return parse_prices(GCP_PRICES_FILE.read_text(encoding="utf-8"), "blueprint/cost/prices_gcp.yaml")

@@ -8,6 +8,9 @@ is listed as "usage-dependent, not priced" rather than guessed.
     version: 1
     resources:
       storage-checkpoints: {storageGB: 12000, putRequests: 400000, getRequests: 2000000}
+
+GCP graphs use the same names: a GCS bucket's ``storageGB`` (GiB), ``putRequests`` (Class A operations) and
+``getRequests`` (Class B operations); a Cloud NAT's ``processedGB`` (GiB).
 """
 
 from __future__ import annotations
@@ -46,6 +49,18 @@ USAGE_FIELDS: dict[str, dict[str, UsageField]] = {
     "aws:cloudwatch/logGroup:LogGroup": {
         "ingestedGB": UsageField("GB ingested (standard class)", "cloudwatch_logs.standard_ingestion"),
         "storedGB": UsageField("GB-months stored", "cloudwatch_logs.standard_storage"),
+    },
+    # GCP reuses the AWS quantity names (Google bills these per GiB: give GiB). For a GCS bucket putRequests are
+    # Class A operations (insert, copy, list, ...) and getRequests Class B (get, metadata reads); the engine swaps
+    # in the price of the bucket's storage class and location type.
+    "gcp:storage/bucket:Bucket": {
+        "storageGB": UsageField("GiB-months stored (GCS Standard, regional; incl. noncurrent and soft-deleted)",
+                                "gcs.standard_regional_storage"),
+        "putRequests": UsageField("Class A operations (thousands)", "gcs.class_a_operations", 1000.0),
+        "getRequests": UsageField("Class B operations (thousands)", "gcs.class_b_operations", 1000.0),
+    },
+    "gcp:compute/routerNat:RouterNat": {
+        "processedGB": UsageField("GiB processed (in and out)", "cloud_nat.data_processed"),
     },
 }
 KNOWN_FIELDS = sorted({name for fields in USAGE_FIELDS.values() for name in fields})

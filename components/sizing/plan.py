@@ -50,6 +50,8 @@ class StorageOption:
     @property
     def price_key(self) -> str:
         """The key of its GB-month price in the price catalog (SCRATCH types have one rate, no tier)."""
+        if self.deployment_type == "managed-lustre":
+            return f"managed_lustre.tier-{self.mbps_per_tib}"
         if self.deployment_type.startswith("SCRATCH"):
             return f"fsx_lustre.{self.deployment_type}"
         return f"fsx_lustre.{self.deployment_type}_{self.mbps_per_tib}"

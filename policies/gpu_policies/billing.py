@@ -7,13 +7,16 @@ from typing import Any
 from pulumi_policy import ResourceValidationArgs, Severity, StackValidationArgs
 
 from gpu_policies.common import (
+    GCP_LABEL_FIELDS,
+    GKE_CLUSTER,
     NAMESPACE,
     STRING_LIST,
     SYSTEM_NAMESPACES_KNOB,
     Knob,
     Reporter,
-    as_dict,
     effective_tags,
+    gcp_labelled,
+    gcp_labels,
     get,
     is_gpu_node_group,
     k8s_name,
@@ -84,23 +87,29 @@ aws_billing_tags = resource_policy(
 )
 
 
+GCP_REQUIRED_LABELS = Knob("requiredLabels", STRING_LIST,
+                           ["team", "cost-center", "environment", "owner"])
+
+
 def _gcp_labels(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
-    if not args.resource_type.startswith("gcp:") or "labels" not in args.props:
+    if not gcp_labelled(args.resource_type, args.props):
         return
-    labels = dict(args.props.get("labels") or {})
-    if args.provider is not None:
-        labels = {**as_dict(args.provider.props.get("defaultLabels")), **labels}
+    path, merged = GCP_LABEL_FIELDS.get(args.resource_type, (("labels",), True))
+    labels = gcp_labels(args.resource_type, args.props, args.provider.props if args.provider else None)
     missing = missing_keys(labels, cfg["requiredLabels"])
     if missing:
-        report(f"{args.name} must carry the billing labels {', '.join(cfg['requiredLabels'])} (directly or "
-               f"through the provider's defaultLabels); missing: {', '.join(missing)}.")
+        where = ".".join(path) + (" (directly or through the provider's defaultLabels)" if merged else
+                                  " (the provider's defaultLabels do not reach it)")
+        report(f"{args.name} must carry the billing labels {', '.join(cfg['requiredLabels'])} in {where}; "
+               f"missing: {', '.join(missing)}.")
 
 
 gcp_billing_labels = resource_policy(
     "gcp-resources-require-billing-labels", "billing",
-    "Every labelled GCP resource carries the billing labels, counting the provider's default labels.",
-    "Add the missing keys to the stack's labels, which feed the provider's defaultLabels.",
-    Severity.HIGH, _gcp_labels, [REQUIRED_LABELS],
+    "Every labelled GCP resource carries the billing labels, counting the provider's default labels where they apply.",
+    "Add the missing keys to the stack's labels (gpu-cluster:spec.labels), which feed the provider's defaultLabels, "
+    "the cluster's and node pools' resourceLabels and the notification channels' userLabels.",
+    Severity.HIGH, _gcp_labels, [GCP_REQUIRED_LABELS],
 )
 
 
@@ -203,5 +212,78 @@ team_budgets = stack_policy(
     Severity.HIGH, _team_budgets, [TEAM_TAG_KEY, SYSTEM_NAMESPACES_KNOB],
 )
 
+GCP_BUDGET = "gcp:billing/budget:Budget"
+
+
+def _gcp_alerts(budget: Any) -> bool:
+    """A Cloud Billing budget that alerts someone: a threshold rule, and a channel, a Pub/Sub topic or the billing
+    account's own recipients (on unless disableDefaultIamRecipients)."""
+    if not budget.props.get("thresholdRules"):
+        return False
+    rule = budget.props.get("allUpdatesRule") or {}
+    return bool(get(rule, "monitoringNotificationChannels") or get(rule, "pubsubTopic")
+                or get(rule, "disableDefaultIamRecipients") is not True)
+
+
+def _gcp_watched(args: StackValidationArgs, label_key: str) -> set[str] | None:
+    """The values of ``label_key`` that an alerting GCP budget filters on; None when the stack has no GCP budget at
+    all (its spec names no gcp.billingAccount, so the program creates none and there is nothing to check)."""
+    budgets = of_type(args.resources, GCP_BUDGET)
+    if not budgets:
+        return None
+    return {str(v) for b in budgets if _gcp_alerts(b)
+            for k, v in (get(b.props, "budgetFilter", "labels") or {}).items() if k == label_key}
+
+
+def _gcp_team_budgets(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if not of_type(args.resources, GKE_CLUSTER):
+        return
+    watched = _gcp_watched(args, cfg["teamLabelKey"])
+    if watched is None:
+        args.not_applicable("the stack has no Cloud Billing budget (no gcp.billingAccount in its spec)")
+        return
+    for ns in team_namespaces(args.resources, cfg["systemNamespaces"]):
+        name = k8s_name(ns.props)
+        if name not in watched:
+            report(f"Team namespace {name} must have a budget: a Cloud Billing budget with budgetFilter.labels "
+                   f"{{{cfg['teamLabelKey']}: {name}}}, a threshold rule and someone it alerts.", ns.urn)
+
+
+TEAM_LABEL_KEY = Knob("teamLabelKey", {"type": "string", "minLength": 1}, "team")
+gcp_team_budgets = stack_policy(
+    "gcp-every-team-has-a-budget", "billing",
+    "When the stack has Cloud Billing budgets, every team (a team namespace) has one on its team label that alerts "
+    "someone.",
+    "Give the team a budget (gpu-cluster:spec.teams[].budget with monthlyUsd and notify) and keep "
+    "gpu-cluster:spec.gcp.billingAccount set.",
+    Severity.HIGH, _gcp_team_budgets, [TEAM_LABEL_KEY, SYSTEM_NAMESPACES_KNOB],
+)
+
+
+def _gcp_cluster_budget(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    clusters = of_type(args.resources, GKE_CLUSTER)
+    if not clusters:
+        return
+    watched = _gcp_watched(args, cfg["clusterLabelKey"])
+    if watched is None:
+        args.not_applicable("the stack has no Cloud Billing budget (no gcp.billingAccount in its spec)")
+        return
+    for cluster in clusters:
+        name = str(cluster.props.get("name", cluster.name))
+        if name not in watched:
+            report(f"GKE cluster {name} must have a budget on its shared spend: a Cloud Billing budget with "
+                   f"budgetFilter.labels {{{cfg['clusterLabelKey']}: {name}}}, a threshold rule and someone it "
+                   "alerts (team budgets cannot see the shared nodes).", cluster.urn)
+
+
+CLUSTER_LABEL_KEY = Knob("clusterLabelKey", {"type": "string", "minLength": 1}, "cluster")
+gcp_cluster_budget = stack_policy(
+    "gcp-cluster-has-a-budget", "billing",
+    "When the stack has Cloud Billing budgets, every GKE cluster has one on its cluster label that alerts someone.",
+    "Set gpu-cluster:spec.billing.notify (and clusterMonthlyUsd, default the sum of the team budgets) and keep "
+    "gpu-cluster:spec.gcp.billingAccount set.",
+    Severity.HIGH, _gcp_cluster_budget, [CLUSTER_LABEL_KEY],
+)
+
 POLICIES = [aws_billing_tags, gcp_billing_labels, namespace_billing_labels, gpu_node_group_owner, team_budgets,
-            cluster_budget]
+            cluster_budget, gcp_team_budgets, gcp_cluster_budget]

@@ -118,23 +118,28 @@ def _guarded(check: Callable[[Args, Reporter, dict[str, Any]], None],
 
 
 def resource_policy(name: str, area: str, description: str, remediation: str, severity: Severity,
-                    check: ResourceCheck, knobs: Sequence[Knob] = ()) -> ResourceValidationPolicy:
-    """A policy that looks at one resource at a time."""
+                    check: ResourceCheck, knobs: Sequence[Knob] = (),
+                    enforcement: EnforcementLevel | None = None) -> ResourceValidationPolicy:
+    """A policy that looks at one resource at a time; ``enforcement`` overrides its area's default level."""
     validate = _guarded(check, knobs)
     RULES.append(Rule(name, area, description, remediation, severity, "resource"))
     return ResourceValidationPolicy(
-        name=name, description=description, validate=validate, enforcement_level=AREA_ENFORCEMENT[area],
+        name=name, description=description, validate=validate,
+        enforcement_level=enforcement or AREA_ENFORCEMENT[area],
         config_schema=_schema(knobs), severity=severity, tags=[area], remediation_steps=remediation,
     )
 
 
 def stack_policy(name: str, area: str, description: str, remediation: str, severity: Severity,
-                 check: StackCheck, knobs: Sequence[Knob] = ()) -> StackValidationPolicy:
-    """A policy that looks at the whole stack (absence rules, links between resources)."""
+                 check: StackCheck, knobs: Sequence[Knob] = (),
+                 enforcement: EnforcementLevel | None = None) -> StackValidationPolicy:
+    """A policy that looks at the whole stack (absence rules, links between resources); ``enforcement``
+    overrides its area's default level."""
     validate = _guarded(check, knobs)
     RULES.append(Rule(name, area, description, remediation, severity, "stack"))
     return StackValidationPolicy(
-        name=name, description=description, validate=validate, enforcement_level=AREA_ENFORCEMENT[area],
+        name=name, description=description, validate=validate,
+        enforcement_level=enforcement or AREA_ENFORCEMENT[area],
         config_schema=_schema(knobs), severity=severity, tags=[area], remediation_steps=remediation,
     )
 
@@ -230,3 +235,56 @@ def is_gpu_node_group(props: Mapping[str, Any]) -> bool:
     if "NVIDIA" in str(props.get("amiType", "")):
         return True
     return any(get(t, "key") == "nvidia.com/gpu" for t in props.get("taints") or [])
+
+
+# --- GCP ------------------------------------------------------------------------------------------
+
+GKE_CLUSTER = "gcp:container/cluster:Cluster"
+GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
+GCS_BUCKET = "gcp:storage/bucket:Bucket"
+# Where each labelled GCP type of the blueprint keeps its labels, and whether the provider's ``defaultLabels`` merge
+# into them. pulumi_gcp applies defaultLabels to the types with an ``effective_labels`` output (a ``labels`` field,
+# or the cluster's ``resourceLabels``); a node pool's ``nodeConfig.resourceLabels`` and a notification channel's
+# ``userLabels`` get none of them. A test keeps this table in step with pulumi_gcp and the program.
+GCP_LABEL_FIELDS: dict[str, tuple[tuple[str, ...], bool]] = {
+    GKE_CLUSTER: (("resourceLabels",), True),
+    GKE_NODE_POOL: (("nodeConfig", "resourceLabels"), False),
+    GCS_BUCKET: (("labels",), True),
+    "gcp:compute/globalAddress:GlobalAddress": (("labels",), True),
+    "gcp:kms/cryptoKey:CryptoKey": (("labels",), True),
+    "gcp:lustre/instance:Instance": (("labels",), True),
+    "gcp:monitoring/notificationChannel:NotificationChannel": (("userLabels",), False),
+}
+
+
+def gcp_default_labels(provider_props: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The provider's ``defaultLabels`` (a JSON string among provider inputs, an object elsewhere)."""
+    return as_dict(provider_props.get("defaultLabels")) if provider_props is not None else {}
+
+
+def gcp_labels(resource_type: str, props: Mapping[str, Any],
+               provider_props: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A GCP resource's labels as GCP records them: its own, over the provider's defaultLabels where they apply.
+
+    A type missing from :data:`GCP_LABEL_FIELDS` with a ``labels`` input is treated like a ``labels`` type."""
+    path, merged = GCP_LABEL_FIELDS.get(resource_type, (("labels",), True))
+    labels = gcp_default_labels(provider_props) if merged else {}
+    own = get(props, *path)
+    if isinstance(own, Mapping):
+        labels = {**labels, **own}
+    return labels
+
+
+def gcp_labelled(resource_type: str, props: Mapping[str, Any]) -> bool:
+    """A GCP resource that carries labels: a type of :data:`GCP_LABEL_FIELDS`, or any with a ``labels`` input."""
+    return resource_type.startswith("gcp:") and (resource_type in GCP_LABEL_FIELDS or "labels" in props)
+
+
+def gcp_environment(resource_type: str, props: Mapping[str, Any],
+                    provider_props: Mapping[str, Any] | None) -> str | None:
+    """The environment label of a GCP resource: its own labels, else the provider's defaultLabels (which describe
+    the stack, so they also tell a key ring or node pool's environment)."""
+    env = gcp_labels(resource_type, props, provider_props).get("environment")
+    if env is None:
+        env = gcp_default_labels(provider_props).get("environment")
+    return None if env is None else str(env)

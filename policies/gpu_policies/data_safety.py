@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pulumi_policy import ResourceValidationArgs, Severity, StackValidationArgs
+from pulumi_policy import EnforcementLevel, ResourceValidationArgs, Severity, StackValidationArgs
 
 from gpu_policies.common import (
+    GCS_BUCKET,
+    GKE_CLUSTER,
     NAMESPACE,
     STRING_LIST,
     Knob,
@@ -14,6 +16,7 @@ from gpu_policies.common import (
     as_dict,
     dependents,
     effective_tags,
+    gcp_environment,
     get,
     helm_release,
     k8s_name,
@@ -93,27 +96,39 @@ NAME_INPUTS = Knob("nameInputs",
                        "aws:s3/bucket:Bucket": ["bucket", "bucketPrefix"],
                        "aws:eks/cluster:Cluster": ["name"],
                        "aws:cloudwatch/logGroup:LogGroup": ["name", "namePrefix"],
+                       "gcp:storage/bucket:Bucket": ["name"],
+                       "gcp:container/cluster:Cluster": ["name"],
+                       "gcp:lustre/instance:Instance": ["instanceId"],
                    })
+
+
+def _environment(args: ResourceValidationArgs) -> Any:
+    """The environment a resource belongs to: its GCP labels or AWS tags, counting the provider's defaults."""
+    provider = args.provider.props if args.provider else None
+    if args.resource_type.startswith("gcp:"):
+        return gcp_environment(args.resource_type, args.props, provider)
+    return effective_tags(args.props, provider).get("environment")
 
 
 def _rename_safe(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
     inputs = cfg["nameInputs"].get(args.resource_type) if isinstance(cfg["nameInputs"], dict) else None
     if not isinstance(inputs, list):
         return
-    tags = effective_tags(args.props, args.provider.props if args.provider else None)
-    if tags.get("environment") not in cfg["protectedEnvironments"]:
+    if _environment(args) not in cfg["protectedEnvironments"]:
         return
     ignored = set(args.opts.ignore_changes or [])
     for key in inputs:
         if key in args.props and key not in ignored:
-            report(f"{args.name} holds data and its {key} is derived from a name: list {key} in ignoreChanges so "
-                   "that renaming the cluster never replaces (and so deletes) it.")
+            report(f"{args.name} holds data and its {key} is derived from a name, so {key} must be listed in "
+                   "ignoreChanges: renaming the cluster must never replace (and so delete) it.")
 
 
 stateful_rename_safe = resource_policy(
     "stateful-names-ignore-changes", "data-safety",
-    "Name-like inputs of buckets, clusters and audit log groups are ignoreChanges in production environments.",
-    "Create stateful resources with stateful_options(..., ignore_changes=[<name input>]) (components/aws/stateful.py).",
+    "Name-like inputs of buckets, clusters, filesystems and audit log groups are ignoreChanges in production "
+    "environments.",
+    "Create stateful resources with ignore_changes=[<name input>] (components/aws/stateful.py stateful_options; "
+    "the GCP components pass it directly).",
     Severity.HIGH, _rename_safe, [NAME_INPUTS, PROTECTED_ENVS],
 )
 
@@ -150,4 +165,63 @@ metrics_retained = stack_policy(
     Severity.HIGH, _metrics_retained, [PROTECTED_ENVS],
 )
 
-POLICIES = [bucket_versioned, lifecycle_keeps_current, stateful_protected, stateful_rename_safe, metrics_retained]
+# --- GCP -----------------------------------------------------------------------------------------
+
+MIN_SOFT_DELETE_DAYS = Knob("minSoftDeleteDays", {"type": "integer", "minimum": 0}, 7)
+
+
+def _gcs_recoverable(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if args.resource_type != GCS_BUCKET:
+        return
+    p = args.props
+    if get(p, "versioning", "enabled") is True:
+        return
+    days = float(get(p, "softDeletePolicy", "retentionDurationSeconds", default=0) or 0) / 86400
+    if get(p, "hierarchicalNamespace", "enabled") is True and days >= cfg["minSoftDeleteDays"]:
+        return
+    report(f"Bucket {p.get('name', args.name)} must keep overwritten and deleted checkpoints recoverable: "
+           f"versioning.enabled: true, or (a hierarchical-namespace bucket, which cannot be versioned) "
+           f"softDeletePolicy.retentionDurationSeconds of at least {cfg['minSoftDeleteDays']} days; "
+           f"it has neither (soft delete {days:g} days).")
+
+
+gcs_recoverable = resource_policy(
+    "gcp-storage-bucket-recoverable", "data-safety",
+    "Every Cloud Storage bucket is versioned, or has a hierarchical namespace and at least 7 days of soft delete.",
+    "Keep versioning on the checkpoint bucket; with a hierarchical namespace set checkpointBucket.softDeleteDays "
+    "to 7 or more.",
+    Severity.HIGH, _gcs_recoverable, [MIN_SOFT_DELETE_DAYS], enforcement=EnforcementLevel.MANDATORY,
+)
+
+GCP_STATEFUL = Knob("statefulTypes", STRING_LIST, [
+    GCS_BUCKET, "gcp:lustre/instance:Instance", "gcp:kms/cryptoKey:CryptoKey", "gcp:kms/keyRing:KeyRing",
+    GKE_CLUSTER,
+])
+
+
+def _gcp_protected(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if args.resource_type not in cfg["statefulTypes"]:
+        return
+    env = gcp_environment(args.resource_type, args.props, args.provider.props if args.provider else None)
+    if env not in cfg["protectedEnvironments"]:
+        return
+    if not args.opts.protect:
+        report(f"{args.name} holds data (or the keys to it) in environment {env} and must be protected "
+               "(protect: true) so no update or destroy can delete it.")
+    if args.resource_type == GKE_CLUSTER and args.props.get("deletionProtection") is False:
+        report(f"GKE cluster {args.props.get('name', args.name)} in {env} must keep deletionProtection on.")
+    if args.resource_type == GCS_BUCKET and args.props.get("forceDestroy") is True:
+        report(f"Bucket {args.props.get('name', args.name)} in {env} must not set forceDestroy, which deletes "
+               "every checkpoint with the bucket.")
+
+
+gcp_stateful_protected = resource_policy(
+    "gcp-stateful-resources-protected-in-production", "data-safety",
+    "Buckets, Lustre instances, KMS keys and key rings and GKE clusters are protected in production environments.",
+    "Keep deletionProtection: true in the stack spec (it cannot be turned off in prod): the GCP components then "
+    "protect and retain them, and keep the cluster's deletionProtection.",
+    Severity.CRITICAL, _gcp_protected, [GCP_STATEFUL, PROTECTED_ENVS], enforcement=EnforcementLevel.MANDATORY,
+)
+
+POLICIES = [bucket_versioned, lifecycle_keeps_current, stateful_protected, stateful_rename_safe, metrics_retained,
+            gcs_recoverable, gcp_stateful_protected]

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from pulumi_policy import PolicyResource, Severity, StackValidationArgs
+from pulumi_policy import EnforcementLevel, PolicyResource, ResourceValidationArgs, Severity, StackValidationArgs
 
-from gpu_policies.common import Knob, Reporter, get, of_type, stack_policy
+from gpu_policies.common import (
+    GKE_CLUSTER,
+    GKE_NODE_POOL,
+    Knob,
+    Reporter,
+    get,
+    of_type,
+    resource_policy,
+    stack_policy,
+)
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -141,4 +150,66 @@ efa_security_group = stack_policy(
     Severity.HIGH, _efa_sg,
 )
 
-POLICIES = [efa_wired, efa_placed, no_pg_on_reserved, efa_security_group]
+# --- GCP -----------------------------------------------------------------------------------------
+
+# Additional node networks a GPUDirect machine type needs on GKE: its GPU NICs, plus the second gVNIC of the RDMA
+# types (A3 Ultra, A4: 1 gVNIC + 8 RDMA). Source: components/catalog/gcp_machines.yaml (gpu_nics, gpudirect); the
+# pack keeps its own copy because it runs standalone, and tests/test_policies_gcp.py keeps the two equal.
+GPU_NETWORKS = Knob("gpuNetworks", {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}, {
+    "a3-highgpu-8g": 4, "a3-megagpu-8g": 8, "a3-ultragpu-8g": 9, "a4-highgpu-8g": 9,
+})
+
+
+def _gke_cluster_of(args: StackValidationArgs, pool: PolicyResource) -> list[PolicyResource]:
+    """The cluster a node pool belongs to: its dependency (the one cluster of the stack if it records none)."""
+    linked = [d for d in pool.dependencies if d.resource_type == GKE_CLUSTER]
+    clusters = of_type(args.resources, GKE_CLUSTER)
+    return linked or (clusters if len(clusters) == 1 else [])
+
+
+def _gpu_networks(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    table = cfg["gpuNetworks"]
+    for pool in of_type(args.resources, GKE_NODE_POOL):
+        machine = str(get(pool.props, "nodeConfig", "machineType", default=""))
+        expected = int(table.get(machine, 0))
+        if not expected:
+            continue
+        name = pool.props.get("name", pool.name)
+        wired = len(get(pool.props, "networkConfig", "additionalNodeNetworkConfigs", default=[]) or [])
+        if wired != expected:
+            report(f"GKE node pool {name} ({machine}) must attach all {expected} GPU networks of its machine type "
+                   f"(networkConfig.additionalNodeNetworkConfigs); it attaches {wired}.", pool.urn)
+        for cluster in _gke_cluster_of(args, pool):
+            if (cluster.props.get("enableMultiNetworking") is not True
+                    or cluster.props.get("datapathProvider") != "ADVANCED_DATAPATH"):
+                report(f"GKE cluster {cluster.props.get('name', cluster.name)} runs GPUDirect node pool {name}, so "
+                       "it must enable multi-networking (enableMultiNetworking: true) on GKE Dataplane V2 "
+                       "(datapathProvider: ADVANCED_DATAPATH).", cluster.urn)
+
+
+gpu_networks_wired = stack_policy(
+    "gcp-gpudirect-node-pools-wire-all-networks", "fabric",
+    "A GPUDirect node pool attaches every GPU network its machine type has, on a multi-network Dataplane V2 cluster.",
+    "Let the program derive the GPU networks from the machine catalog (components/gcp/network.py and gke.py).",
+    Severity.HIGH, _gpu_networks, [GPU_NETWORKS], enforcement=EnforcementLevel.MANDATORY,
+)
+
+
+def _compact_on_reservation(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if args.resource_type != GKE_NODE_POOL:
+        return
+    reserved = get(args.props, "nodeConfig", "reservationAffinity", "consumeReservationType") == "SPECIFIC_RESERVATION"
+    if reserved and get(args.props, "placementPolicy", "type") == "COMPACT":
+        report(f"GKE node pool {args.props.get('name', args.name)} consumes a specific reservation and must not add a "
+               "COMPACT placement policy: the reservation already fixes where its VMs are, and the pool cannot "
+               "create nodes.")
+
+
+no_compact_on_reservation = resource_policy(
+    "gcp-no-compact-placement-on-reservation", "fabric",
+    "A GKE node pool that consumes a specific reservation has no COMPACT placement policy of its own.",
+    "Set placement: auto (or none) for a reservation pool; reserve the capacity with a compact placement instead.",
+    Severity.HIGH, _compact_on_reservation, enforcement=EnforcementLevel.MANDATORY,
+)
+
+POLICIES = [efa_wired, efa_placed, no_pg_on_reserved, efa_security_group, gpu_networks_wired, no_compact_on_reservation]

@@ -15,4 +15,4 @@ def serve() -> None:
     """Start the analyzer (the CLI's ``--policy-pack policies`` runs this through ``__main__.py``)."""
     PolicyPack(name=PACK_NAME, policies=list(POLICIES), enforcement_level=EnforcementLevel.ADVISORY,
                description="Rejects GPU cluster stacks that lack telemetry, quotas or billing labels; "
-                           "advises on security, fabric and data safety.")
+                           "advises on security, fabric and data safety (mandatory on GKE).")

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 from typing import Any
 
-from pulumi_policy import ResourceValidationArgs, Severity, StackValidationArgs
+from pulumi_policy import EnforcementLevel, ResourceValidationArgs, Severity, StackValidationArgs
 
 from gpu_policies.common import (
+    GCS_BUCKET,
+    GKE_CLUSTER,
+    GKE_NODE_POOL,
     NAMESPACE,
     STRING_LIST,
     SYSTEM_NAMESPACES_KNOB,
     Knob,
     Reporter,
     dependents,
+    gcp_environment,
     get,
     k8s_name,
     k8s_namespace,
@@ -252,5 +257,165 @@ privileged_pods = resource_policy(
     Severity.HIGH, _privileged, [PRIVILEGED_NAMESPACES],
 )
 
+# --- GCP: every policy below blocks a deployment (the GCP blueprint has no advisory-only security baseline) -------
+
+MANDATORY = EnforcementLevel.MANDATORY
+
+
+def _gke_name(args: ResourceValidationArgs) -> str:
+    return str(args.props.get("name", args.name))
+
+
+def _private_nodes(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if args.resource_type == GKE_CLUSTER:
+        if get(args.props, "privateClusterConfig", "enablePrivateNodes") is not True:
+            report(f"GKE cluster {_gke_name(args)} must give its nodes no public IP "
+                   "(privateClusterConfig.enablePrivateNodes: true); nodes reach the internet through Cloud NAT.")
+    elif args.resource_type == GKE_NODE_POOL and get(args.props, "networkConfig", "enablePrivateNodes") is False:
+        report(f"GKE node pool {_gke_name(args)} must not give its nodes public IPs "
+               "(networkConfig.enablePrivateNodes must not be false).")
+
+
+gke_private_nodes = resource_policy(
+    "gcp-gke-private-nodes", "security",
+    "GKE nodes have no public IP: the cluster enables private nodes and no node pool turns them off.",
+    "Keep privateClusterConfig.enablePrivateNodes and the pools' networkConfig.enablePrivateNodes true "
+    "(components/gcp/gke.py).",
+    Severity.CRITICAL, _private_nodes, enforcement=MANDATORY,
+)
+
+
+def _gke_endpoint(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if args.resource_type != GKE_CLUSTER:
+        return
+    authorized = args.props.get("masterAuthorizedNetworksConfig") or {}
+    cidrs = [str(get(b, "cidrBlock", default="")) for b in get(authorized, "cidrBlocks", default=[]) or []]
+    opened = [c for c in cidrs if ipaddress.ip_network(c, strict=False).prefixlen == 0]
+    if opened:
+        report(f"GKE cluster {_gke_name(args)} must not authorize {', '.join(opened)} to reach its control plane; "
+               "list the office, VPN or CI CIDRs instead.")
+    if get(args.props, "privateClusterConfig", "enablePrivateEndpoint") is True:
+        return
+    if not cidrs:
+        report(f"GKE cluster {_gke_name(args)} has a public control-plane endpoint, so it must restrict it to "
+               "master authorized networks (masterAuthorizedNetworksConfig.cidrBlocks).")
+    if authorized.get("gcpPublicCidrsAccessEnabled") is True:
+        report(f"GKE cluster {_gke_name(args)} must not open its public endpoint to every Google Cloud public IP "
+               "(masterAuthorizedNetworksConfig.gcpPublicCidrsAccessEnabled: false).")
+
+
+gke_endpoint = resource_policy(
+    "gcp-gke-endpoint-not-open-to-internet", "security",
+    "The GKE control plane is private, or public only to master authorized networks, never 0.0.0.0/0.",
+    "Set cluster.endpoint: private, or authorized-networks with the office, VPN or CI CIDRs in "
+    "cluster.authorizedNetworks.",
+    Severity.CRITICAL, _gke_endpoint, enforcement=MANDATORY,
+)
+
+CMEK_PROTECTED_ENVS = Knob("protectedEnvironments", STRING_LIST, ["prod"])
+
+
+def _cmek(production: bool) -> Callable[[ResourceValidationArgs, Reporter, dict[str, Any]], None]:
+    """Customer-managed keys on GKE secrets, bucket objects and node boot disks, in production environments
+    (``production``) or in every other one."""
+
+    def check(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+        t, p = args.resource_type, args.props
+        if t not in (GKE_CLUSTER, GKE_NODE_POOL, GCS_BUCKET):
+            return
+        env = gcp_environment(t, p, args.provider.props if args.provider else None)
+        if (env in cfg["protectedEnvironments"]) is not production:
+            return
+        if t == GKE_CLUSTER:
+            enc = p.get("databaseEncryption") or {}
+            if enc.get("state") != "ENCRYPTED" or not enc.get("keyName"):
+                report(f"GKE cluster {_gke_name(args)} in {env} must envelope-encrypt Kubernetes secrets with a "
+                       "Cloud KMS key (databaseEncryption state ENCRYPTED with a keyName).")
+        elif t == GKE_NODE_POOL:
+            if not get(p, "nodeConfig", "bootDiskKmsKey"):
+                report(f"GKE node pool {_gke_name(args)} in {env} must encrypt its boot disks with a Cloud KMS key "
+                       "(nodeConfig.bootDiskKmsKey).")
+        elif not get(p, "encryption", "defaultKmsKeyName"):
+            report(f"Bucket {p.get('name', args.name)} in {env} must encrypt new objects with a Cloud KMS key "
+                   "(encryption.defaultKmsKeyName).")
+
+    return check
+
+
+CMEK_REMEDIATION = ("Keep the stack's GcpKeys (components/gcp/security.py): the cluster's databaseEncryption, the "
+                    "bucket's encryption.defaultKmsKeyName and the pools' nodeConfig.bootDiskKmsKey use its keys.")
+gcp_cmek_production = resource_policy(
+    "gcp-cmek-in-production", "security",
+    "In production environments GKE secrets, bucket objects and node boot disks are encrypted with Cloud KMS keys.",
+    CMEK_REMEDIATION, Severity.HIGH, _cmek(True), [CMEK_PROTECTED_ENVS], enforcement=MANDATORY,
+)
+gcp_cmek_elsewhere = resource_policy(
+    "gcp-cmek-outside-production", "security",
+    "Outside production GKE secrets, bucket objects and node boot disks are encrypted with Cloud KMS keys.",
+    CMEK_REMEDIATION, Severity.MEDIUM, _cmek(False), [CMEK_PROTECTED_ENVS],
+)
+
+
+def _workload_identity(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if args.resource_type == GKE_CLUSTER:
+        if not get(args.props, "workloadIdentityConfig", "workloadPool"):
+            report(f"GKE cluster {_gke_name(args)} must enable Workload Identity "
+                   "(workloadIdentityConfig.workloadPool: <project>.svc.id.goog), so pods never use the node's "
+                   "service account.")
+    elif (args.resource_type == GKE_NODE_POOL
+          and get(args.props, "nodeConfig", "workloadMetadataConfig", "mode") != "GKE_METADATA"):
+        report(f"GKE node pool {_gke_name(args)} must serve pods the GKE metadata server "
+               "(nodeConfig.workloadMetadataConfig.mode: GKE_METADATA), which hides the node's credentials.")
+
+
+gke_workload_identity = resource_policy(
+    "gcp-gke-workload-identity", "security",
+    "The GKE cluster uses Workload Identity and every node pool runs the GKE metadata server.",
+    "Keep workloadIdentityConfig on the cluster and workloadMetadataConfig mode GKE_METADATA on the pools "
+    "(components/gcp/gke.py).",
+    Severity.HIGH, _workload_identity, enforcement=MANDATORY,
+)
+
+
+def _shielded(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if args.resource_type == GKE_CLUSTER:
+        if args.props.get("enableShieldedNodes") is False:
+            report(f"GKE cluster {_gke_name(args)} must use Shielded GKE Nodes (enableShieldedNodes must not be "
+                   "false), so a node proves its identity before it joins.")
+    elif (args.resource_type == GKE_NODE_POOL
+          and get(args.props, "nodeConfig", "shieldedInstanceConfig", "enableIntegrityMonitoring") is False):
+        report(f"GKE node pool {_gke_name(args)} must keep integrity monitoring on "
+               "(nodeConfig.shieldedInstanceConfig.enableIntegrityMonitoring must not be false).")
+
+
+gke_shielded = resource_policy(
+    "gcp-gke-shielded-nodes", "security",
+    "GKE nodes are Shielded GKE Nodes with integrity monitoring.",
+    "Keep enableShieldedNodes on the cluster and shieldedInstanceConfig on the pools (components/gcp/gke.py).",
+    Severity.HIGH, _shielded, enforcement=MANDATORY,
+)
+
+
+def _gcs_public(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if args.resource_type != GCS_BUCKET:
+        return
+    name = args.props.get("name", args.name)
+    if args.props.get("publicAccessPrevention") != "enforced":
+        report(f"Bucket {name} must prevent public access (publicAccessPrevention: enforced), so no IAM grant to "
+               "allUsers or allAuthenticatedUsers can publish checkpoints.")
+    if args.props.get("uniformBucketLevelAccess") is not True:
+        report(f"Bucket {name} must use uniform bucket-level access (uniformBucketLevelAccess: true), so object "
+               "ACLs cannot bypass IAM.")
+
+
+gcs_public_access = resource_policy(
+    "gcp-storage-bucket-public-access-prevented", "security",
+    "Every Cloud Storage bucket enforces public access prevention and uniform bucket-level access.",
+    "Keep publicAccessPrevention: enforced and uniformBucketLevelAccess: true on the bucket "
+    "(components/gcp/storage.py).",
+    Severity.CRITICAL, _gcs_public, enforcement=MANDATORY,
+)
+
 POLICIES = [eks_endpoint, eks_secrets, imdsv2, no_ssh, encryption_at_rest, bucket_encryption, bucket_public_access,
-            default_deny, privileged_pods]
+            default_deny, privileged_pods, gke_private_nodes, gke_endpoint, gcp_cmek_production, gcp_cmek_elsewhere,
+            gke_workload_identity, gke_shielded, gcs_public_access]

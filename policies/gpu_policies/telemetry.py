@@ -4,9 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from pulumi_policy import ResourceValidationArgs, Severity, StackValidationArgs
+from pulumi_policy import PolicyResource, ResourceValidationArgs, Severity, StackValidationArgs
 
-from gpu_policies.common import STRING_LIST, Knob, Reporter, get, helm_release, resource_policy, stack_policy
+from gpu_policies.common import (
+    GKE_CLUSTER,
+    GKE_NODE_POOL,
+    STRING_LIST,
+    Knob,
+    Reporter,
+    gcp_environment,
+    get,
+    helm_release,
+    of_type,
+    resource_policy,
+    stack_policy,
+)
 
 
 def _values(release: Any) -> dict[str, Any]:
@@ -105,4 +117,69 @@ cost_attribution = stack_policy(
     Severity.MEDIUM, _opencost,
 )
 
-POLICIES = [dcgm_exporter, prometheus_scrapes_dcgm, kueue_metrics, control_plane_logs, cost_attribution]
+# --- GCP -----------------------------------------------------------------------------------------
+
+GKE_LOG_COMPONENTS = Knob("requiredLogComponents", STRING_LIST, ["SYSTEM_COMPONENTS", "WORKLOADS"])
+GKE_PROD_LOG_COMPONENTS = Knob("productionLogComponents", STRING_LIST, ["APISERVER"])
+PROTECTED_ENVS = Knob("protectedEnvironments", STRING_LIST, ["prod"])
+
+
+def _gke_logging(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if args.resource_type != GKE_CLUSTER:
+        return
+    required = list(cfg["requiredLogComponents"])
+    env = gcp_environment(args.resource_type, args.props, args.provider.props if args.provider else None)
+    if env in cfg["protectedEnvironments"]:
+        required += [c for c in cfg["productionLogComponents"] if c not in required]
+    enabled = set(get(args.props, "loggingConfig", "enableComponents", default=[]) or [])
+    missing = [c for c in required if c not in enabled]
+    if missing:
+        report(f"GKE cluster {args.props.get('name', args.name)} in {env} must send the {', '.join(required)} logs "
+               f"to Cloud Logging (loggingConfig.enableComponents); missing: {', '.join(missing)}.")
+
+
+gke_logging = resource_policy(
+    "gcp-gke-logging", "telemetry",
+    "The GKE cluster logs system components and workloads, and in production the API server.",
+    "Keep loggingConfig.enableComponents of the cluster (components/gcp/gke.py) with SYSTEM_COMPONENTS, WORKLOADS "
+    "and APISERVER.",
+    Severity.HIGH, _gke_logging, [GKE_LOG_COMPONENTS, GKE_PROD_LOG_COMPONENTS, PROTECTED_ENVS],
+)
+
+GKE_MANAGED_DRIVERS = ("LATEST", "DEFAULT")
+
+
+def _gke_managed_drivers(pool: PolicyResource) -> bool:
+    """A GPU node pool whose drivers GKE installs (gpuDriverVersion LATEST or DEFAULT), so GKE's DCGM runs on it."""
+    return any(get(acc, "gpuDriverInstallationConfig", "gpuDriverVersion") in GKE_MANAGED_DRIVERS
+               for acc in get(pool.props, "nodeConfig", "guestAccelerators", default=[]) or [])
+
+
+def _gke_gpu_monitoring(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    clusters = of_type(args.resources, GKE_CLUSTER)
+    needing: dict[str, tuple[PolicyResource, str]] = {}  # cluster URN -> (cluster, first such pool), in order
+    for pool in of_type(args.resources, GKE_NODE_POOL):
+        if not _gke_managed_drivers(pool):
+            continue
+        # A pool depends on its cluster; a graph without dependencies still has one cluster per stack.
+        linked = [d for d in pool.dependencies if d.resource_type == GKE_CLUSTER]
+        for cluster in linked or (clusters if len(clusters) == 1 else []):
+            needing.setdefault(cluster.urn, (cluster, str(pool.props.get("name", pool.name))))
+    for cluster, pool_name in needing.values():
+        monitoring = cluster.props.get("monitoringConfig") or {}
+        components = set(get(monitoring, "enableComponents", default=[]) or [])
+        if get(monitoring, "managedPrometheus", "enabled") is not True or "DCGM" not in components:
+            report(f"GKE cluster {cluster.props.get('name', cluster.name)} runs GKE-managed GPU drivers (node pool "
+                   f"{pool_name}), so it must collect their DCGM metrics: monitoringConfig.managedPrometheus.enabled: "
+                   "true and DCGM in monitoringConfig.enableComponents.", cluster.urn)
+
+
+gke_gpu_monitoring = stack_policy(
+    "gcp-gke-gpu-monitoring", "telemetry",
+    "A GKE cluster with GKE-managed GPU drivers collects DCGM metrics through Managed Service for Prometheus.",
+    "Keep monitoringConfig with managedPrometheus and the DCGM component on the cluster (components/gcp/gke.py).",
+    Severity.HIGH, _gke_gpu_monitoring,
+)
+
+POLICIES = [dcgm_exporter, prometheus_scrapes_dcgm, kueue_metrics, control_plane_logs, cost_attribution, gke_logging,
+            gke_gpu_monitoring]

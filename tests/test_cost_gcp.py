@@ -1,0 +1,269 @@
+"""The cost engine on GCP graphs: totals equal a hand computation from prices_gcp.yaml, a specific reservation is
+paid at its reach at the on-demand rate, Spot uses the Spot price, flex-start stays unpriced (never zero, never
+on-demand), every priced line carries its source, date and status, and `cost diff` works between GCP graphs."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from blueprint.cli import main
+from blueprint.cost.engine import CostReport, ResourceCost, gke_pool_size, price_graph
+from blueprint.cost.render import render_cost_table
+from blueprint.graph import ResourceGraph
+from tests.conftest import offline_run, raw_stack_config, run_spec
+
+H = 730  # hours a month (the engine's HOURS_PER_MONTH)
+# prices_gcp.yaml, us-central1
+A3_MEGA = 92.21427  # compute_on_demand.a3-megagpu-8g (stale: skypilot snapshot, excludes the bundled Local SSD)
+N2_16 = 0.77694  # compute_on_demand.n2-standard-16 (stale)
+E2_4 = 0.13402284  # compute_on_demand.e2-standard-4 (secondary)
+G2_8_SPOT = 0.336764  # compute_spot.g2-standard-8 (stale)
+PD_BALANCED = 0.10  # persistent_disk.pd-balanced, per GiB-month
+GKE_FEE = 0.10  # gke.cluster_fee, per cluster-hour
+NAT_VM_HOUR, NAT_IP_HOUR = 0.0014, 0.005  # cloud_nat.gateway_vm_hour (up to 32 VMs), cloud_nat.external_ip_hour
+KMS_VERSION = 0.06  # kms.key_version, per active SOFTWARE version a month
+GCS_STANDARD, CLASS_A, CLASS_B, NAT_GIB = 0.020, 0.005, 0.0004, 0.045
+
+
+@pytest.fixture(scope="module")
+def prod() -> ResourceGraph:
+    return offline_run("prod-gcp").graph
+
+
+@pytest.fixture(scope="module")
+def dev() -> ResourceGraph:
+    return offline_run("dev-gcp").graph
+
+
+def resource(report: CostReport, name: str) -> ResourceCost:
+    return next(r for r in report.resources if r.name == name)
+
+
+def mutated(graph: ResourceGraph, name: str, change: Any) -> ResourceGraph:
+    doc = copy.deepcopy(graph.to_dict())
+    for res in doc["resources"]:
+        if res["name"] == name:
+            change(res["inputs"])
+    return ResourceGraph.from_dict(doc)
+
+
+def test_prod_gcp_totals_match_a_hand_computation(prod: ResourceGraph) -> None:
+    # h100: 16 a3-megagpu-8g on the specific reservation a3mega-prod-16, paid at the on-demand rate whether they
+    # run or not (static pool: 16 at both sizes), 200 GiB pd-balanced boot disks each; the bundled 16 x 375 GiB
+    # Local SSD per node has no price read (listed, not in the total).
+    h100 = 16 * H * A3_MEGA + 16 * 200 * PD_BALANCED
+    system_now, system_max = 3 * H * N2_16 + 3 * 200 * PD_BALANCED, 6 * H * N2_16 + 6 * 200 * PD_BALANCED
+    fee = H * GKE_FEE  # regional cluster: no free-tier credit
+    kms = 3 * KMS_VERSION  # data, disks, secrets: 1 active version each
+    # Cloud NAT: every node uses it: 16 + 3 = 19 VMs at desired, 16 + 6 = 22 at max (under 32: per VM-hour), one
+    # auto-allocated address (22 VMs x 1,024 min ports < 64,512 ports of one address).
+    nat_now, nat_max = 19 * H * NAT_VM_HOUR + H * NAT_IP_HOUR, 22 * H * NAT_VM_HOUR + H * NAT_IP_HOUR
+    budgets = 4 * (H / 24) * 0.0  # cluster + 3 teams; budgets have no charge
+    report = price_graph(prod)
+    assert report.total_monthly_usd == pytest.approx(h100 + system_now + fee + kms + nat_now + budgets)
+    assert report.total_monthly_usd_at_max == pytest.approx(h100 + system_max + fee + kms + nat_max + budgets)
+    assert report.total_monthly_usd == pytest.approx(1_079_240.42, abs=0.01)
+    assert report.region == "us-central1" and report.notes == ()
+    assert report.unpriced == ["local_ssd.capacity", "managed_lustre.tier-500"]
+    assert report.stale_prices == ["compute_on_demand.a3-megagpu-8g", "compute_on_demand.n2-standard-16"]
+    lustre = resource(report, "storage-lustre")
+    assert [(c.quantity, c.price_key, c.cost_usd) for c in lustre.components] == [
+        (18000, "managed_lustre.tier-500", None)]
+    assert not lustre.priced_fully
+    # The bucket and the NAT's traffic wait for a usage file; the cluster's logs and metrics have no quantity.
+    assert sorted(what for _, what in report.usage_not_priced) == [
+        "Cloud Logging GiB ingested and Managed Prometheus samples (no usage quantity or price read)",
+        "GiB processed", "stored GiB and operations"]
+
+
+def test_the_reservation_pool_costs_its_full_count_at_on_demand_rates(prod: ResourceGraph) -> None:
+    cost = resource(price_graph(prod), "nodepool-h100-pool")
+    hours, disks, ssd = cost.components
+    assert (hours.quantity, hours.price_key, hours.unit_price_usd) == (16 * H, "compute_on_demand.a3-megagpu-8g",
+                                                                       A3_MEGA)
+    assert (disks.quantity, disks.price_key) == (16 * 200, "persistent_disk.pd-balanced")
+    assert (ssd.quantity, ssd.price_key, ssd.cost_usd) == (16 * 16 * 375, "local_ssd.capacity", None)
+    assert "billed at the on-demand rate whether VMs run or not" in cost.note
+    assert "committed-use discount" in cost.note
+    # Kueue nominal quotas 64 / 48 / 16 GPUs split the pool's cost between the teams.
+    assert dict(cost.team_shares) == pytest.approx({"research": 0.5, "pretraining": 0.375, "applied": 0.125})
+
+
+def test_an_autoscaled_reservation_pool_is_paid_at_its_reach_but_disks_only_on_running_nodes(
+        prod: ResourceGraph) -> None:
+    def autoscale(inputs: dict[str, Any]) -> None:
+        del inputs["nodeCount"]
+        inputs["initialNodeCount"] = 8
+        inputs["autoscaling"] = {"totalMinNodeCount": 8, "totalMaxNodeCount": 16, "locationPolicy": "ANY"}
+
+    cost = resource(price_graph(mutated(prod, "nodepool-h100-pool", autoscale)), "nodepool-h100-pool")
+    assert [c.quantity for c in cost.components] == [16 * H, 8 * 200, 16 * 16 * 375]
+    assert [c.quantity for c in cost.components_at_max] == [16 * H, 16 * 200, 16 * 16 * 375]
+
+
+def test_dev_gcp_spot_pool_at_zero_desired_and_two_max(dev: ResourceGraph) -> None:
+    fee, kms = H * GKE_FEE, 3 * KMS_VERSION  # zonal cluster: the free tier may cover the fee; not subtracted
+    system_now, system_max = 1 * H * E2_4 + 1 * 200 * PD_BALANCED, 2 * H * E2_4 + 2 * 200 * PD_BALANCED
+    l4_max = 2 * H * G2_8_SPOT + 2 * 200 * PD_BALANCED  # 0 nodes at desired
+    nat_now, nat_max = 1 * H * NAT_VM_HOUR + H * NAT_IP_HOUR, 4 * H * NAT_VM_HOUR + H * NAT_IP_HOUR
+    report = price_graph(dev)
+    assert report.total_monthly_usd == pytest.approx(system_now + fee + kms + nat_now)
+    assert report.total_monthly_usd_at_max == pytest.approx(system_max + l4_max + fee + kms + nat_max)
+    l4 = resource(report, "nodepool-l4-pool")
+    assert [(c.quantity, c.price_key) for c in l4.components_at_max] == [
+        (2 * H, "compute_spot.g2-standard-8"), (2 * 200, "persistent_disk.pd-balanced")]
+    assert l4.monthly_usd == 0.0 and l4.priced_fully
+    assert report.unpriced == [] and report.stale_prices == ["compute_spot.g2-standard-8"]
+    assert "free tier" in resource(report, "control-plane-gke").note
+
+
+def test_a_flex_start_pool_is_unpriced_never_zero_or_on_demand(tmp_path: Path) -> None:
+    spec = copy.deepcopy(raw_stack_config("prod-gcp")["gpu-cluster:spec"])
+    spec["gcp"]["nodePools"][1].update(minSize=0, desiredSize=0, capacity={"type": "flex-start", "maxRunHours": 72})
+    graph = run_spec(spec, "prod-gcp").graph
+    report = price_graph(graph)
+    cost = resource(report, "nodepool-h100-pool")
+    hours = cost.components_at_max[0]
+    assert (hours.quantity, hours.price_key) == (16 * H, "compute_flex_start.a3-megagpu-8g")
+    assert hours.unit_price_usd is None and hours.cost_usd is None and hours.price_status == "unconfirmed"
+    assert hours.price_source  # the doc saying flex-start is discounted, with no figure
+    assert "compute_flex_start.a3-megagpu-8g" in report.unpriced and not cost.priced_fully
+    assert cost.monthly_usd_at_max == pytest.approx(16 * 200 * PD_BALANCED)  # only the boot disks have a price
+    assert all(c.price_key != "compute_on_demand.a3-megagpu-8g" for c in report.lines())
+    path = tmp_path / "g.json"
+    path.write_text(graph.to_json())
+    out = tmp_path / "c.json"
+    assert main(["cost", str(path), "--format", "json", "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    pool = next(r for r in doc["resources"] if r["urn"].endswith("::nodepool-h100-pool"))
+    assert pool["components_at_max"][0]["monthly_usd"] is None and pool["priced_fully"] is False
+
+
+@pytest.mark.parametrize("stack_name", ["prod-gcp", "dev-gcp"])
+def test_every_priced_line_carries_source_date_and_status(stack_name: str, tmp_path: Path) -> None:
+    out = tmp_path / "cost.json"
+    assert main(["cost", stack_name, "--format", "json", "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    lines = [c for r in doc["resources"] for c in r["components"] + r["components_at_max"]]
+    assert len(lines) > 10
+    for line in lines:
+        if line["unit_price_usd"] is None:
+            assert line["cost_usd"] is None and line["price_status"] == "unconfirmed"
+        else:
+            assert line["price_source"].strip() and line["price_as_of"].strip()
+            assert line["price_status"] in ("confirmed", "secondary", "stale")
+            assert line["cost_usd"] == pytest.approx(line["quantity"] * line["unit_price_usd"])
+    stale = sorted({c["price_key"] for c in lines if c["price_status"] == "stale"})
+    assert stale and doc["stale_prices"] == stale
+    assert {c["price_key"].split(".")[0] for c in lines} <= {
+        "compute_on_demand", "compute_spot", "compute_flex_start", "persistent_disk", "local_ssd", "gke",
+        "managed_lustre", "filestore", "parallelstore", "gcs", "cloud_nat", "kms", "billing"}
+
+
+def test_stale_and_unknown_gcp_prices_are_flagged_in_the_table(prod: ResourceGraph) -> None:
+    text = render_cost_table(price_graph(prod))
+    assert ("a3-megagpu-8g VM hours (specific reservation): 11,680 hour x $92.21427 = $1,077,062.67  "
+            "[stale price]") in text
+    assert "Local SSD (16 x 375 GiB per node): 96,000 GB-month x ? = no price  [no price: unconfirmed]" in text
+    assert ("Managed Lustre tier-500 (500 MB/s per TiB) capacity: 18,000 GB-month x ? = no price  "
+            "[no price: unconfirmed]") in text
+    assert "not in the total (no price read): local_ssd.capacity, managed_lustre.tier-500" in text
+    assert "budget days: 30.4167 budget-day x $0.0 = $0.00" in text
+
+
+def test_prices_are_for_us_central1_and_another_region_says_so(prod: ResourceGraph) -> None:
+    def move(inputs: dict[str, Any]) -> None:
+        inputs["region"] = "europe-west4"
+
+    doc = copy.deepcopy(prod.to_dict())
+    for res in doc["resources"]:
+        if res["type"] == "pulumi:providers:gcp":
+            move(res["inputs"])
+    report = price_graph(ResourceGraph.from_dict(doc))
+    assert report.region == "europe-west4"
+    assert report.notes == ("some prices are list prices of us-central1; this stack is in europe-west4",)
+
+
+def test_usage_file_prices_the_bucket_and_nat_traffic(tmp_path: Path) -> None:
+    usage = tmp_path / "u.yaml"
+    usage.write_text("version: 1\nresources:\n"
+                     "  storage-checkpoints: {storageGB: 50000, putRequests: 200000, getRequests: 3000000}\n"
+                     "  network-nat: {processedGB: 2000}\n")
+    out = tmp_path / "c.json"
+    assert main(["cost", "prod-gcp", "--usage", str(usage), "--format", "json", "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    bucket = 50000 * GCS_STANDARD + 200 * CLASS_A + 3000 * CLASS_B
+    assert doc["total_monthly_usd"] == pytest.approx(price_graph(offline_run("prod-gcp").graph).total_monthly_usd
+                                                     + bucket + 2000 * NAT_GIB)
+    checkpoints = next(r for r in doc["resources"] if r["urn"].endswith("::storage-checkpoints"))
+    assert [(c["quantity"], c["price_key"]) for c in checkpoints["components"]] == [
+        (50000, "gcs.standard_regional_storage"), (200, "gcs.class_a_operations"), (3000, "gcs.class_b_operations")]
+    assert "versioning on" in checkpoints["note"]
+    assert [u["depends_on"] for u in doc["usage_not_priced"]] == [
+        "Cloud Logging GiB ingested and Managed Prometheus samples (no usage quantity or price read)"]
+
+
+def test_a_usage_quantity_a_gcp_type_does_not_have_is_refused(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    usage = tmp_path / "u.yaml"
+    usage.write_text("version: 1\nresources: {network-nat: {internetEgressGB: 5}}\n")
+    assert main(["cost", "prod-gcp", "--usage", str(usage)]) == 2
+    assert ("resources.network-nat.internetEgressGB: not a usage of gcp:compute/routerNat:RouterNat (its quantities: "
+            "processedGB) [rule: usage-field]") in capsys.readouterr().err
+
+
+def test_node_counts_are_per_zone_and_autoscaling_totals_are_not() -> None:
+    assert gke_pool_size({"nodeCount": 2, "nodeLocations": ["us-central1-a", "us-central1-b"]}).maximum == 4
+    size = gke_pool_size({"initialNodeCount": 2, "nodeLocations": ["a", "b", "c"],
+                          "autoscaling": {"totalMinNodeCount": 0, "totalMaxNodeCount": 5}})
+    assert (size.desired, size.maximum) == (5, 5)
+    size = gke_pool_size({"initialNodeCount": 1, "nodeLocations": ["a", "b"], "autoscaling": {"maxNodeCount": 3}})
+    assert (size.desired, size.maximum) == (2, 6)
+    assert "one zone" in gke_pool_size({"nodeCount": 1, "location": "us-central1"}).note
+
+
+def test_cost_diff_between_gcp_graphs_shows_the_delta(prod: ResourceGraph, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    def double_max(inputs: dict[str, Any]) -> None:  # the reserved pool may grow to 32: all 32 are paid for
+        del inputs["nodeCount"]
+        inputs["initialNodeCount"] = 16
+        inputs["autoscaling"] = {"totalMinNodeCount": 16, "totalMaxNodeCount": 32, "locationPolicy": "ANY"}
+
+    base, new = tmp_path / "base.json", tmp_path / "new.json"
+    base.write_text(prod.to_json())
+    new.write_text(mutated(prod, "nodepool-h100-pool", double_max).to_json())
+    delta = 16 * H * A3_MEGA  # 16 more reserved a3-megagpu-8g; disks and NAT follow the 16 running nodes
+    assert main(["cost", "diff", "--base", str(base), str(new), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["diff_monthly_usd"] == pytest.approx(delta)
+    assert [(r["change"], r["urn"].rsplit("::", 1)[1]) for r in doc["resources"]] == [
+        ("changed", "nodepool-h100-pool"), ("changed", "network-nat")]  # by URN; the NAT's VMs at max changed
+    assert doc["unpriced_changes"][0].endswith("::nodepool-h100-pool")  # its Local SSD line has no price
+    assert "compute_on_demand.a3-megagpu-8g" in doc["stale_prices"]
+    assert main(["cost", "diff", "--base", str(base), str(new)]) == 0
+    text = capsys.readouterr().out
+    pct = 100 * delta / price_graph(prod).total_monthly_usd
+    assert f"**Monthly cost will increase by ${delta:,.2f} (+{pct:.1f}%). Not counted: 1 changed" in text
+    assert "| `nodepool-h100-pool` | changed (some lines unpriced) | " in text
+
+
+def test_aws_graphs_still_use_the_aws_catalog() -> None:
+    report = price_graph(offline_run("prod-aws").graph)
+    assert {line.price_key.split(".")[0] for line in report.lines()} <= {
+        "ec2_on_demand", "ec2_spot", "ec2_capacity_block", "ebs", "fsx_lustre", "eks", "vpc", "kms", "budgets", "s3",
+        "cloudwatch_logs"}
+
+
+def test_preview_shows_the_gcp_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["preview", "dev-gcp"]) == 0
+    out = capsys.readouterr().out
+    report = price_graph(offline_run("dev-gcp").graph)
+    assert report.total_monthly_usd > 0
+    assert (f"cost: ${report.total_monthly_usd:,.2f} a month at desired size, "
+            f"${report.total_monthly_usd_at_max:,.2f} at max size (USD; ") in out
+    assert "  stale prices: compute_spot.g2-standard-8" in out

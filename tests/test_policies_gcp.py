@@ -1,0 +1,400 @@
+"""The policy pack on GKE stacks: prod-gcp and dev-gcp pass as shipped, each single mutation of a GCP resource is
+rejected by exactly the policy that owns the rule (at its documented level), and the pack's GCP tables stay in step
+with the machine catalog and pulumi_gcp."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import importlib
+import json
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from blueprint.graph import ResourceGraph
+from blueprint.policy import LevelConfig, Pack, PolicyReport, load_pack, normalize_config, run_policies
+from components.catalog.gcp_machines import load_gcp_catalog
+from tests.conftest import GCP_STACKS, offline_run
+from tests.test_policies import _delete, _set, edit
+from tests.test_policy_properties import mutated_inputs
+
+Mutation = Callable[[ResourceGraph], ResourceGraph]
+CLUSTER = "gcp:container/cluster:Cluster"
+POOL = "gcp:container/nodePool:NodePool"
+BUCKET = "gcp:storage/bucket:Bucket"
+BUDGET = "gcp:billing/budget:Budget"
+PROVIDER = "pulumi:providers:gcp"
+
+
+@cache
+def pack() -> Pack:
+    return load_pack()
+
+
+def gcp_policy_names() -> list[str]:
+    return sorted(p.name for p in pack().policies if p.name.startswith("gcp-"))
+
+
+def level_of(policy: str) -> str:
+    return str(next(p for p in pack().policies if p.name == policy).enforcement_level.value)
+
+
+@cache
+def baseline(stack_name: str) -> PolicyReport:
+    return run_policies(offline_run(stack_name).graph)
+
+
+def prod() -> ResourceGraph:
+    return offline_run("prod-gcp").graph
+
+
+def dev() -> ResourceGraph:
+    return offline_run("dev-gcp").graph
+
+
+def _without_default_label(key: str) -> Mutation:
+    def mutate(graph: ResourceGraph) -> ResourceGraph:
+        def drop(inputs: dict[str, Any]) -> None:
+            labels = json.loads(inputs["defaultLabels"])
+            del labels[key]
+            inputs["defaultLabels"] = json.dumps(labels)
+        return edit(graph, PROVIDER, "gcp", drop)
+    return mutate
+
+
+def _ignore_nothing(type_: str) -> Mutation:
+    return lambda g: ResourceGraph(g.stack, [dataclasses.replace(r, ignore_changes=[]) if r.type == type_ else r
+                                             for r in g.resources])
+
+
+def _hierarchical_unversioned(days: int) -> Mutation:
+    def change(inputs: dict[str, Any]) -> None:
+        inputs["versioning"] = {"enabled": False}
+        inputs["hierarchicalNamespace"] = {"enabled": True}
+        inputs["softDeletePolicy"] = {"retentionDurationSeconds": days * 86400}
+    return lambda g: edit(g, BUCKET, "storage-checkpoints", change)
+
+
+# (stack, mutation, the policy that must reject it)
+MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
+    # billing
+    "drop cost-center from the GPU pool's resourceLabels (defaultLabels do not reach them)": (
+        "prod-gcp", lambda g: edit(g, POOL, "nodepool-h100-pool", _delete(["nodeConfig", "resourceLabels",
+                                                                            "cost-center"])),
+        "gcp-resources-require-billing-labels"),
+    "drop owner from the bucket's labels and the provider's defaultLabels": (
+        "prod-gcp", lambda g: _without_default_label("owner")(edit(g, BUCKET, "storage-checkpoints",
+                                                                   _delete(["labels", "owner"]))),
+        "gcp-resources-require-billing-labels"),
+    "drop team from a notification channel's userLabels": (
+        "prod-gcp", lambda g: edit(g, "gcp:monitoring/notificationChannel:NotificationChannel", "cost-email-0",
+                                   _delete(["userLabels", "team"])),
+        "gcp-resources-require-billing-labels"),
+    "remove a team's budget": (
+        "prod-gcp", lambda g: edit(g, BUDGET, "cost-team-research", remove=True), "gcp-every-team-has-a-budget"),
+    "point a team's budget at another label": (
+        "prod-gcp", lambda g: edit(g, BUDGET, "cost-team-research", _set(["budgetFilter", "labels"],
+                                                                         {"team": "ml-platform"})),
+        "gcp-every-team-has-a-budget"),
+    "silence a team's budget": (
+        "prod-gcp", lambda g: edit(g, BUDGET, "cost-team-applied", _set(["thresholdRules"], [])),
+        "gcp-every-team-has-a-budget"),
+    "remove the cluster's budget": (
+        "prod-gcp", lambda g: edit(g, BUDGET, "cost-cluster", remove=True), "gcp-cluster-has-a-budget"),
+    "alert nobody about the cluster's budget": (
+        "prod-gcp", lambda g: edit(g, BUDGET, "cost-cluster", _set(["allUpdatesRule"], {
+            "monitoringNotificationChannels": [], "disableDefaultIamRecipients": True})),
+        "gcp-cluster-has-a-budget"),
+    # security
+    "give the cluster's nodes public IPs": (
+        "prod-gcp", lambda g: edit(g, CLUSTER, "control-plane-gke",
+                                   _set(["privateClusterConfig", "enablePrivateNodes"], False)),
+        "gcp-gke-private-nodes"),
+    "give a node pool public IPs": (
+        "prod-gcp", lambda g: edit(g, POOL, "nodepool-system-pool", _set(["networkConfig", "enablePrivateNodes"],
+                                                                         False)),
+        "gcp-gke-private-nodes"),
+    "authorize 0.0.0.0/0 on the public endpoint": (
+        "dev-gcp", lambda g: edit(g, CLUSTER, "control-plane-gke", _set(
+            ["masterAuthorizedNetworksConfig", "cidrBlocks", 0, "cidrBlock"], "0.0.0.0/0")),
+        "gcp-gke-endpoint-not-open-to-internet"),
+    "authorize 0.0.0.0/0 even on the private endpoint": (
+        "prod-gcp", lambda g: edit(g, CLUSTER, "control-plane-gke", _set(
+            ["masterAuthorizedNetworksConfig", "cidrBlocks", 0, "cidrBlock"], "0.0.0.0/0")),
+        "gcp-gke-endpoint-not-open-to-internet"),
+    "drop the authorized networks of a public endpoint": (
+        "dev-gcp", lambda g: edit(g, CLUSTER, "control-plane-gke", _delete(["masterAuthorizedNetworksConfig"])),
+        "gcp-gke-endpoint-not-open-to-internet"),
+    "open the public endpoint to every Google Cloud IP": (
+        "dev-gcp", lambda g: edit(g, CLUSTER, "control-plane-gke", _set(
+            ["masterAuthorizedNetworksConfig", "gcpPublicCidrsAccessEnabled"], True)),
+        "gcp-gke-endpoint-not-open-to-internet"),
+    "stop encrypting prod secrets with KMS": (
+        "prod-gcp", lambda g: edit(g, CLUSTER, "control-plane-gke", _set(["databaseEncryption", "state"],
+                                                                          "DECRYPTED")),
+        "gcp-cmek-in-production"),
+    "drop the prod bucket's KMS key": (
+        "prod-gcp", lambda g: edit(g, BUCKET, "storage-checkpoints", _delete(["encryption"])),
+        "gcp-cmek-in-production"),
+    "drop the prod GPU pool's boot disk key": (
+        "prod-gcp", lambda g: edit(g, POOL, "nodepool-h100-pool", _delete(["nodeConfig", "bootDiskKmsKey"])),
+        "gcp-cmek-in-production"),
+    "stop encrypting dev secrets with KMS": (
+        "dev-gcp", lambda g: edit(g, CLUSTER, "control-plane-gke", _delete(["databaseEncryption", "keyName"])),
+        "gcp-cmek-outside-production"),
+    "drop the dev bucket's KMS key": (
+        "dev-gcp", lambda g: edit(g, BUCKET, "storage-checkpoints", _delete(["encryption"])),
+        "gcp-cmek-outside-production"),
+    "turn off Workload Identity": (
+        "prod-gcp", lambda g: edit(g, CLUSTER, "control-plane-gke", _delete(["workloadIdentityConfig"])),
+        "gcp-gke-workload-identity"),
+    "expose the node's metadata server to pods": (
+        "prod-gcp", lambda g: edit(g, POOL, "nodepool-h100-pool", _set(
+            ["nodeConfig", "workloadMetadataConfig", "mode"], "GCE_METADATA")),
+        "gcp-gke-workload-identity"),
+    "turn off shielded nodes": (
+        "prod-gcp", lambda g: edit(g, CLUSTER, "control-plane-gke", _set(["enableShieldedNodes"], False)),
+        "gcp-gke-shielded-nodes"),
+    "turn off a pool's integrity monitoring": (
+        "dev-gcp", lambda g: edit(g, POOL, "nodepool-l4-pool", _set(
+            ["nodeConfig", "shieldedInstanceConfig", "enableIntegrityMonitoring"], False)),
+        "gcp-gke-shielded-nodes"),
+    "let the bucket inherit public access": (
+        "prod-gcp", lambda g: edit(g, BUCKET, "storage-checkpoints", _set(["publicAccessPrevention"], "inherited")),
+        "gcp-storage-bucket-public-access-prevented"),
+    "allow object ACLs on the bucket": (
+        "dev-gcp", lambda g: edit(g, BUCKET, "storage-checkpoints", _set(["uniformBucketLevelAccess"], False)),
+        "gcp-storage-bucket-public-access-prevented"),
+    # data safety
+    "turn off versioning of a flat bucket": (
+        "prod-gcp", lambda g: edit(g, BUCKET, "storage-checkpoints", _set(["versioning", "enabled"], False)),
+        "gcp-storage-bucket-recoverable"),
+    "keep a hierarchical bucket's soft delete below 7 days": (
+        "prod-gcp", _hierarchical_unversioned(6), "gcp-storage-bucket-recoverable"),
+    "unprotect the Lustre instance in prod": (
+        "prod-gcp", lambda g: edit(g, "gcp:lustre/instance:Instance", "storage-lustre", protect=False),
+        "gcp-stateful-resources-protected-in-production"),
+    "unprotect a KMS key in prod": (
+        "prod-gcp", lambda g: edit(g, "gcp:kms/cryptoKey:CryptoKey", "keys-data", protect=False),
+        "gcp-stateful-resources-protected-in-production"),
+    "unprotect the key ring in prod": (
+        "prod-gcp", lambda g: edit(g, "gcp:kms/keyRing:KeyRing", "keys-ring", protect=False),
+        "gcp-stateful-resources-protected-in-production"),
+    "turn off the cluster's deletion protection in prod": (
+        "prod-gcp", lambda g: edit(g, CLUSTER, "control-plane-gke", _set(["deletionProtection"], False)),
+        "gcp-stateful-resources-protected-in-production"),
+    "force-destroy the prod bucket": (
+        "prod-gcp", lambda g: edit(g, BUCKET, "storage-checkpoints", _set(["forceDestroy"], True)),
+        "gcp-stateful-resources-protected-in-production"),
+    "let a cluster rename replace the prod bucket": (
+        "prod-gcp", _ignore_nothing(BUCKET), "stateful-names-ignore-changes"),
+    # telemetry
+    "stop logging workloads": (
+        "dev-gcp", lambda g: edit(g, CLUSTER, "control-plane-gke", _set(["loggingConfig", "enableComponents"],
+                                                                         ["SYSTEM_COMPONENTS", "APISERVER"])),
+        "gcp-gke-logging"),
+    "stop logging the prod API server": (
+        "prod-gcp", lambda g: edit(g, CLUSTER, "control-plane-gke", _set(["loggingConfig", "enableComponents"],
+                                                                          ["SYSTEM_COMPONENTS", "WORKLOADS"])),
+        "gcp-gke-logging"),
+    "drop DCGM metrics with GKE-managed drivers": (
+        "prod-gcp", lambda g: edit(g, CLUSTER, "control-plane-gke", lambda i: i["monitoringConfig"][
+            "enableComponents"].remove("DCGM")),
+        "gcp-gke-gpu-monitoring"),
+    "turn off Managed Prometheus with GKE-managed drivers": (
+        "dev-gcp", lambda g: edit(g, CLUSTER, "control-plane-gke", _set(
+            ["monitoringConfig", "managedPrometheus", "enabled"], False)),
+        "gcp-gke-gpu-monitoring"),
+    # fabric
+    "drop a GPU network of the a3-megagpu-8g pool": (
+        "prod-gcp", lambda g: edit(g, POOL, "nodepool-h100-pool",
+                                   lambda i: i["networkConfig"]["additionalNodeNetworkConfigs"].pop()),
+        "gcp-gpudirect-node-pools-wire-all-networks"),
+    "turn off multi-networking": (
+        "prod-gcp", lambda g: edit(g, CLUSTER, "control-plane-gke", _delete(["enableMultiNetworking"])),
+        "gcp-gpudirect-node-pools-wire-all-networks"),
+    "run GPUDirect on the legacy datapath": (
+        "prod-gcp", lambda g: edit(g, CLUSTER, "control-plane-gke", _set(["datapathProvider"], "LEGACY_DATAPATH")),
+        "gcp-gpudirect-node-pools-wire-all-networks"),
+    "add a compact placement to the reservation pool": (
+        "prod-gcp", lambda g: edit(g, POOL, "nodepool-h100-pool", _set(["placementPolicy"], {"type": "COMPACT"})),
+        "gcp-no-compact-placement-on-reservation"),
+}
+
+
+@pytest.mark.parametrize("stack_name", GCP_STACKS)
+def test_gcp_stacks_pass_every_policy(stack_name: str) -> None:
+    report = baseline(stack_name)
+    assert report.violations == [], [(v.policy, v.message) for v in report.violations]
+    assert report.passed
+
+
+def test_the_gcp_stacks_are_the_ones_checked() -> None:
+    assert set(GCP_STACKS) >= {"prod-gcp", "dev-gcp"}
+
+
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_each_gcp_mutation_is_rejected_by_exactly_its_policy(mutation: str) -> None:
+    stack_name, mutate, expected = MUTATIONS[mutation]
+    report = run_policies(mutate(offline_run(stack_name).graph))
+    assert {v.policy for v in report.violations} == {expected}, [(v.policy, v.message) for v in report.violations]
+    level = level_of(expected)
+    assert all(v.enforcement == level for v in report.violations)
+    assert report.passed is (level != "mandatory")
+    for v in report.violations:  # the message names the resource and states the requirement
+        assert v.urn and v.type, v
+        assert " must " in v.message, v.message
+
+
+def test_every_gcp_policy_has_a_mutation_it_rejects() -> None:
+    covered = {policy for _, _, policy in MUTATIONS.values()}
+    assert set(gcp_policy_names()) <= covered, sorted(set(gcp_policy_names()) - covered)
+
+
+def test_gcp_policy_levels() -> None:
+    # mandatory unless a policy is explicitly advisory: CMEK outside production only advises
+    levels = {name: level_of(name) for name in gcp_policy_names()}
+    assert {n for n, lvl in levels.items() if lvl == "advisory"} == {"gcp-cmek-outside-production"}
+    assert set(levels.values()) == {"mandatory", "advisory"}
+
+
+def test_a_hierarchical_bucket_with_a_week_of_soft_delete_needs_no_versioning() -> None:
+    assert run_policies(_hierarchical_unversioned(7)(prod())).violations == []
+
+
+def test_dev_logs_need_no_api_server_and_dev_cmek_only_advises() -> None:
+    graph = edit(dev(), CLUSTER, "control-plane-gke", _set(["loggingConfig", "enableComponents"],
+                                                            ["SYSTEM_COMPONENTS", "WORKLOADS"]))
+    assert run_policies(graph).violations == []
+    report = run_policies(MUTATIONS["stop encrypting dev secrets with KMS"][1](dev()))
+    assert report.passed and [v.enforcement for v in report.violations] == ["advisory"]
+
+
+def test_dev_unprotected_is_fine_and_prod_pool_labels_do_not_come_from_defaults() -> None:
+    unprotected = ResourceGraph(dev().stack, [dataclasses.replace(r, protect=False) for r in dev().resources])
+    assert run_policies(unprotected).violations == []
+    report = run_policies(MUTATIONS["drop cost-center from the GPU pool's resourceLabels (defaultLabels do not "
+                                    "reach them)"][1](prod()))
+    (violation,) = report.violations
+    assert violation.urn.endswith("::nodepool-h100-pool") and violation.enforcement == "mandatory"
+    assert violation.message.endswith("must carry the billing labels team, cost-center, environment, owner in "
+                                      "nodeConfig.resourceLabels (the provider's defaultLabels do not reach it); "
+                                      "missing: cost-center.")
+
+
+def test_stacks_without_budgets_skip_the_budget_policies() -> None:
+    # dev-gcp names no gcp.billingAccount, so the program creates no budget at all
+    assert not [r for r in dev().resources if r.type == BUDGET]
+    skipped = {name for name, _ in baseline("dev-gcp").not_applicable}
+    assert {"gcp-every-team-has-a-budget", "gcp-cluster-has-a-budget"} <= skipped
+    # with one budget left, the others are required again
+    graph = prod()
+    for budget in ("cost-team-research", "cost-team-applied", "cost-team-pretraining"):
+        graph = edit(graph, BUDGET, budget, remove=True)
+    report = run_policies(graph)
+    assert {v.policy for v in report.violations} == {"gcp-every-team-has-a-budget"}
+    assert len(report.violations) == 3 and not report.passed
+
+
+def test_kubernetes_policies_still_apply_on_gcp() -> None:
+    graph = edit(prod(), "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue", "localqueue-applied-default", remove=True)
+    report = run_policies(graph)
+    assert {v.policy for v in report.violations} == {"team-namespaces-require-queue-and-quotas"}
+    graph = edit(prod(), "kubernetes:helm.sh/v3:Release", "opencost", remove=True)
+    assert {v.policy for v in run_policies(graph).violations} == {"cost-attribution-installed"}
+
+
+# --- the pack stays in step with the program and pulumi_gcp -------------------------------------
+
+
+def test_pack_gpu_network_table_matches_the_catalog() -> None:
+    from gpu_policies.fabric import GPU_NETWORKS
+
+    catalog = {name: f.gpu_nic_count + (1 if f.gpudirect == "RDMA" else 0)
+               for name, f in load_gcp_catalog().items() if f.gpu_nic_count}
+    assert GPU_NETWORKS.default == catalog
+    assert catalog["a3-highgpu-8g"] == 4 and catalog["a3-megagpu-8g"] == 8 and catalog["a4-highgpu-8g"] == 9
+
+
+def _pulumi_gcp_class(type_: str) -> Any:
+    _, module, name = type_.split(":")
+    package = importlib.import_module(f"pulumi_gcp.{module.split('/')[0]}")
+    return getattr(package, name)
+
+
+def test_pack_label_table_covers_every_labelled_type_of_the_program() -> None:
+    from gpu_policies.common import GCP_LABEL_FIELDS
+
+    used = {r.type for s in GCP_STACKS for r in offline_run(s).graph.resources if r.type.startswith("gcp:")}
+    labelled = {t for t in used if any(hasattr(_pulumi_gcp_class(t), attr)
+                                       for attr in ("labels", "resource_labels", "user_labels"))}
+    labelled.add(POOL)  # its labels are nodeConfig.resourceLabels
+    assert labelled <= set(GCP_LABEL_FIELDS), sorted(labelled - set(GCP_LABEL_FIELDS))
+    # defaultLabels merge exactly where pulumi_gcp has effective_labels
+    for type_, (_, merged) in GCP_LABEL_FIELDS.items():
+        assert merged is hasattr(_pulumi_gcp_class(type_), "effective_labels"), type_
+
+
+# --- arbitrary inputs never crash a GCP policy ----------------------------------------------------
+
+
+@cache
+def only(policy: str) -> LevelConfig:
+    levels = {p.name: "disabled" for p in pack().policies}
+    levels[policy] = "advisory"
+    return normalize_config(levels, pack().policies)
+
+
+GCP_TYPES = (CLUSTER, POOL, BUCKET, BUDGET, "gcp:lustre/instance:Instance", "gcp:kms/cryptoKey:CryptoKey",
+             "gcp:monitoring/notificationChannel:NotificationChannel", PROVIDER)
+
+
+@pytest.mark.parametrize("policy", [*gcp_policy_names(), "stateful-names-ignore-changes"])
+@given(data=st.data())
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_gcp_policy_never_crashes_on_arbitrary_inputs(policy: str, data: st.DataObject) -> None:
+    graph = prod()
+    type_ = data.draw(st.sampled_from(GCP_TYPES))
+    target = data.draw(st.sampled_from([r for r in graph.resources if r.type == type_]))
+    inputs = data.draw(mutated_inputs(copy.deepcopy(target.inputs)))
+    protect = data.draw(st.booleans())
+    changed = [dataclasses.replace(r, inputs=inputs, protect=protect) if r.urn == target.urn else r
+               for r in graph.resources]
+    report = run_policies(ResourceGraph(graph.stack, changed), only(policy), pack())
+    assert {v.policy for v in report.violations} <= {policy}
+    for v in report.violations:
+        assert v.message and "Traceback" not in v.message
+
+
+# --- program variants the policies must accept -----------------------------------------------------
+
+
+def _prod_gcp_spec() -> dict[str, Any]:
+    from tests.conftest import raw_stack_config
+
+    return dict(raw_stack_config("prod-gcp")["gpu-cluster:spec"])
+
+
+@pytest.mark.parametrize("variant", ["hierarchical-bucket", "a3-ultra-spot-compact", "operator-drivers"])
+def test_policies_accept_program_variants(variant: str) -> None:
+    from tests.conftest import run_spec
+
+    spec = _prod_gcp_spec()
+    pool = spec["gcp"]["nodePools"][1]
+    if variant == "hierarchical-bucket":
+        spec["gcp"]["storage"]["checkpointBucket"]["hierarchicalNamespace"] = True
+    elif variant == "a3-ultra-spot-compact":
+        pool.update(machineType="a3-ultragpu-8g", capacity={"type": "spot"}, placement="auto")
+    else:
+        pool["gpuDriver"] = "operator"
+    graph = run_spec(spec, "prod-gcp").graph
+    assert run_policies(graph).violations == []
+    pools = [r for r in graph.resources if r.type == POOL and r.inputs.get("name") == "h100"]
+    if variant == "a3-ultra-spot-compact":  # the program wires 9 networks and places the pool compactly
+        assert len(pools[0].inputs["networkConfig"]["additionalNodeNetworkConfigs"]) == 9
+        assert pools[0].inputs["placementPolicy"] == {"type": "COMPACT"}
