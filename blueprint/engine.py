@@ -182,8 +182,12 @@ def _gcp_state(typ: str, name: str, inputs: dict[str, Any], state: dict[str, Any
         state.update(name=physical, address=f"10.{200 + octet % 50}.0.0")
     elif typ == "gcp:container/cluster:Cluster":
         rid = f"projects/{project}/locations/{inputs.get('location', region)}/clusters/{physical}"
+        endpoints = inputs.get("controlPlaneEndpointsConfig", {})
+        dns = {**endpoints.get("dnsEndpointConfig", {}),
+               "endpoint": f"gke-{_digest('dns', name, length=32)}.{inputs.get('location', region)}.gke.goog"}
         state.update(name=physical, endpoint=f"172.16.{octet}.2",
-                     masterAuth={**inputs.get("masterAuth", {}), "clusterCaCertificate": "T0ZGTElORS1DQQ=="})
+                     masterAuth={**inputs.get("masterAuth", {}), "clusterCaCertificate": "T0ZGTElORS1DQQ=="},
+                     controlPlaneEndpointsConfig={**endpoints, "dnsEndpointConfig": dns})
     elif typ == "gcp:container/nodePool:NodePool":
         state.update(name=physical)
     elif typ == "gcp:storage/bucket:Bucket":
@@ -206,6 +210,10 @@ def _gcp_state(typ: str, name: str, inputs: dict[str, Any], state: dict[str, Any
     elif typ == "gcp:monitoring/notificationChannel:NotificationChannel":
         rid = f"projects/{project}/notificationChannels/{int(_digest('channel', name, length=12), 16)}"
         state["name"] = rid
+    elif typ == "gcp:projects/serviceIdentity:ServiceIdentity":
+        agent = {"container.googleapis.com": "container-engine-robot"}.get(str(inputs.get("service")), "gcp-sa")
+        email = f"service-{OFFLINE_GCP_PROJECT_NUMBER}@{agent}.iam.gserviceaccount.com"
+        state.update(email=email, member=f"serviceAccount:{email}")
     elif typ == "gcp:storage/managedFolder:ManagedFolder":
         state["name"] = physical
     return rid, state

@@ -122,8 +122,10 @@ def test_prod_gcp_cluster_is_private_encrypted_observed_and_reached_by_the_deplo
     c = one(graph, CLUSTER).inputs
     assert c["privateClusterConfig"]["enablePrivateNodes"] is True
     assert c["privateClusterConfig"]["enablePrivateEndpoint"] is True
-    assert c["masterAuthorizedNetworksConfig"]["cidrBlocks"] == [{"cidrBlock": "10.8.0.0/24",
-                                                                  "displayName": "authorized-0"}]
+    # the deployer comes through the IAM-authorized DNS endpoint: the IP endpoint admits no network beyond the VPC
+    assert c["masterAuthorizedNetworksConfig"]["cidrBlocks"] == []
+    assert c["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": True}}
+    assert c["privateClusterConfig"]["masterGlobalAccessConfig"] == {"enabled": False}
     assert c["workloadIdentityConfig"] == {"workloadPool": "acme-ml-prod.svc.id.goog"}
     assert c["datapathProvider"] == "ADVANCED_DATAPATH" and c["enableMultiNetworking"] is True
     assert c["databaseEncryption"] == {"state": "ENCRYPTED", "keyName": "projects/acme-ml-prod/locations/us-central1/"
@@ -139,8 +141,22 @@ def test_prod_gcp_cluster_is_private_encrypted_observed_and_reached_by_the_deplo
     (provider,) = [p for p in graph.of_type("pulumi:providers:gcp") if p.name == "gcp"]
     assert provider.inputs["impersonateServiceAccount"] == "pulumi-deployer@acme-ml-prod.iam.gserviceaccount.com"
     assert json.loads(provider.inputs["defaultLabels"])["cost-center"] == "cc-4100"
-    kubeconfig = offline_run("prod-gcp").outputs["kubeconfig"]
-    assert "gke-gcloud-auth-plugin" in kubeconfig and "CLOUDSDK_AUTH_IMPERSONATE_SERVICE_ACCOUNT" in kubeconfig
+    kubeconfig = json.loads(offline_run("prod-gcp").outputs["kubeconfig"])
+    (cluster,) = kubeconfig["clusters"]
+    assert cluster["cluster"] == {"server": "https://gke-" + cluster["cluster"]["server"].split("gke-", 1)[1]}
+    assert cluster["cluster"]["server"].endswith(".us-central1.gke.goog")  # the DNS endpoint, no CA data
+    (user,) = kubeconfig["users"]
+    assert user["user"]["exec"]["command"] == "gke-gcloud-auth-plugin"
+    assert user["user"]["exec"]["env"] == [{"name": "CLOUDSDK_AUTH_IMPERSONATE_SERVICE_ACCOUNT",
+                                            "value": "pulumi-deployer@acme-ml-prod.iam.gserviceaccount.com"}]
+
+
+def test_kubernetes_objects_wait_for_the_cluster_and_system_pools_not_the_reservation() -> None:
+    graph = offline_run("prod-gcp").graph
+    (provider,) = [p for p in graph.of_type("pulumi:providers:kubernetes") if p.name == "kubernetes"]
+    deps = set(provider.dependencies)
+    assert one(graph, CLUSTER).urn in deps
+    assert pool(graph, "system").urn in deps and pool(graph, "h100").urn not in deps
 
 
 def test_the_cluster_waits_for_its_key_grants_and_the_apis() -> None:

@@ -125,8 +125,16 @@ MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
         "gcp-gke-endpoint-not-open-to-internet"),
     "authorize 0.0.0.0/0 even on the private endpoint": (
         "prod-gcp", lambda g: edit(g, CLUSTER, "control-plane-gke", _set(
-            ["masterAuthorizedNetworksConfig", "cidrBlocks", 0, "cidrBlock"], "0.0.0.0/0")),
+            ["masterAuthorizedNetworksConfig", "cidrBlocks"], [{"cidrBlock": "0.0.0.0/0", "displayName": "all"}])),
         "gcp-gke-endpoint-not-open-to-internet"),
+    "keep a GPUDirect tenant namespace privileged without saying why": (
+        "prod-gcp", lambda g: edit(g, "kubernetes:core/v1:Namespace", "tenancy-ns-research", _delete(
+            ["metadata", "labels", "gpu-cluster/pod-security-reason"])),
+        "kubernetes-privileged-pods-only-in-system-namespaces"),
+    "claim the GPUDirect exception on a namespace that is not a tenant's": (
+        "prod-gcp", lambda g: edit(g, "kubernetes:core/v1:Namespace", "tenancy-ns-research", _delete(
+            ["metadata", "labels", "gpu-cluster/tenant"])),
+        "kubernetes-privileged-pods-only-in-system-namespaces"),
     "drop the authorized networks of a public endpoint": (
         "dev-gcp", lambda g: edit(g, CLUSTER, "control-plane-gke", _delete(["masterAuthorizedNetworksConfig"])),
         "gcp-gke-endpoint-not-open-to-internet"),

@@ -161,6 +161,12 @@ def test_the_deployer_reaches_the_api(spec: dict[str, Any]) -> None:
     cluster = spec["gcp"]["cluster"]
     cluster["deployer"]["apiAccess"] = "authorized-networks"
     assert errors(spec) == [
+        f"{P}.gcp.cluster.deployer.runnerCidrs: apiAccess authorized-networks needs the runners' CIDRs (they are added "
+        "to the authorized networks) [rule: deployer-reaches-api]",
+        f"{P}.gcp.cluster.deployer.apiAccess: the deployer uses the public endpoint, and cluster.endpoint is "
+        "private: run it in-vpc or use endpoint authorized-networks [rule: deployer-reaches-api]"]
+    cluster["deployer"]["runnerCidrs"] = ["10.8.0.0/24"]
+    assert errors(spec) == [
         f"{P}.gcp.cluster.deployer.runnerCidrs[0]: the deployer reaches the public endpoint from '10.8.0.0/24', which "
         "is not inside cluster.authorizedNetworks [rule: deployer-reaches-api]",
         f"{P}.gcp.cluster.deployer.apiAccess: the deployer uses the public endpoint, and cluster.endpoint is "

@@ -27,6 +27,7 @@ from components.gcp.platform import (
 )
 from components.gcp.security import GcpDataAccess, GcpIdentities, GcpKeys, GcpServices, wif_principal
 from components.gcp.storage import LUSTRE_FILESYSTEM, GcpStorage
+from components.kubernetes.objects import EgressRule
 from components.kubernetes.platform import PlatformInputs
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
@@ -36,6 +37,14 @@ from components.spec import ClusterSpec, gpu_units_per_gpu
 from components.spec.decisions import gpudirect_pools, is_compact
 
 CHECKPOINT_SERVICE_ACCOUNT = "checkpoints"
+# Workload Identity tokens come from the GKE metadata server: 169.254.169.254:80 on Dataplane V2 and
+# 169.254.169.252:988 (GKE "Workload Identity Federation for GKE": network policies must allow both); team
+# namespaces deny egress by default, so their pods (and the GCS FUSE sidecar) need these to authenticate.
+GKE_METADATA_EGRESS = (EgressRule(name="allow-gke-metadata-server", cidr="169.254.169.254/32", port=80),
+                       EgressRule(name="allow-gke-metadata-server-988", cidr="169.254.169.252/32", port=988))
+# GKE injects the GCS FUSE CSI sidecar (gke.gcr.io/gcs-fuse-csi-driver-sidecar-mounter) into pods that mount a
+# checkpoint volume; the registry admission policy sees injected containers, so it must allow GKE's registry.
+GKE_SYSTEM_REGISTRIES = ("gke.gcr.io/",)
 PLATFORM_READER = ("kube-system", "checkpoint-reader")
 # GKE-managed drivers live under /home/kubernetes/bin/nvidia on the node; with them the GPU Operator installs
 # neither driver nor toolkit location of its own (NVIDIA GPU Operator "Google GKE"; cluster-toolkit kubectl-apply
@@ -120,6 +129,10 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
         cloud_manifests=installers,
         team_objects=team_objects,
         gpu_operator_overrides=GKE_DRIVER_OPERATOR_VALUES if gke_drivers else None,
+        extra_egress=GKE_METADATA_EGRESS,
+        system_registries=GKE_SYSTEM_REGISTRIES,
+        storage_class_name="pd-balanced-cmek",
+        tenant_pod_security="privileged" if flavours else "baseline",
     )
 
 
@@ -153,13 +166,13 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         billing_project=g.project,
     )
     opts = pulumi.ResourceOptions(providers={"gcp": provider})
-    project = gcp.organizations.get_project_output(project_id=g.project,
-                                                   opts=pulumi.InvokeOutputOptions(provider=provider))
-    number = project.number
-
     services = GcpServices("apis", project=g.project, apis=required_services(spec), opts=opts).services
+    # Invokes wait for the APIs too (a fresh project has Cloud Resource Manager off).
+    after_apis = pulumi.InvokeOutputOptions(provider=provider, depends_on=services)
+    number = gcp.organizations.get_project_output(project_id=g.project, opts=after_apis).number
+
     keys = GcpKeys("keys", project=g.project, region=g.region, prefix=spec.name, project_number=number,
-                   labels=labels, protect=protect, after=services, opts=opts)
+                   labels=labels, protect=protect, after=services, invoke_opts=after_apis, opts=opts)
     identities = GcpIdentities("identities", project=g.project, prefix=spec.name, admins=g.cluster.admin_members,
                                after=services, opts=opts)
     plan = gpu_network_plan(spec)
@@ -184,6 +197,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     cluster = GkeCluster("control-plane", spec=g, cluster_name=spec.name, labels=labels, protect=protect,
                          network=network.network_self_link, subnet=network.subnet_self_link,
                          multi_networking=bool(network.gpu_networks), secrets_key=keys.secrets_key,
+                         disk_key=keys.disk_key,
                          key_grants=keys.grants, node_account=identities.node_service_account, dcgm=gpu_driver_gke,
                          filesystem=fs.type if fs is not None else None, after=services, opts=opts)
     location = g.region if g.cluster.location == "regional" else g.gpu_zone
@@ -196,13 +210,18 @@ def build(spec: ClusterSpec) -> CloudPlanes:
             node_account=identities.node_service_account, disk_key=keys.disk_key, key_grants=keys.grants,
             labels=labels, gpu_networks=wired, opts=opts)
 
-    config = pulumi.Output.all(cluster.name, cluster.endpoint, cluster.ca).apply(
-        lambda a: gke_kubeconfig(str(a[0]), str(a[1]), str(a[2]), deployer.service_account))
+    dns = deployer.api_access == "dns-endpoint"
+    config = pulumi.Output.all(cluster.name, cluster.dns_endpoint if dns else cluster.endpoint, cluster.ca).apply(
+        lambda a: gke_kubeconfig(str(a[0]), str(a[1]), None if dns else str(a[2]), deployer.service_account))
     kubeconfig: pulumi.Output[str] = pulumi.Output.secret(config)
-    # Every Kubernetes object waits for the node pools (the GPU Operator and Kueue need nodes to become ready).
+    # Kubernetes objects wait for the cluster and the pools without GPUs (the system pods' nodes). They do not wait
+    # for GPU pools: a reservation that is late or short would otherwise hold back the whole platform; the GPU
+    # agents are DaemonSets that start when GPU nodes join.
+    system_pools = [p for name, p in pools.items()
+                    if not catalog[next(x.machine_type for x in g.node_pools if x.name == name)].gpu_count]
     k8s_provider = k8s.Provider(
         "kubernetes", kubeconfig=kubeconfig, enable_server_side_apply=True,
-        opts=pulumi.ResourceOptions(depends_on=[cluster, *pools.values()]))
+        opts=pulumi.ResourceOptions(depends_on=[cluster, *system_pools]))
     gpu_objects = tuple(network_objects([net for net, _, _ in network.gpu_networks]))
     # The bucket name is known before apply (derived from project and cluster) unless an existing one is used.
     bucket = g.storage.checkpoint_bucket.existing_name or f"{g.project}-{spec.name}-checkpoints"[:63]

@@ -55,11 +55,13 @@ class GkeCluster(pulumi.ComponentResource):
     cluster: gcp.container.Cluster
     name: pulumi.Output[str]
     endpoint: pulumi.Output[str]
+    dns_endpoint: pulumi.Output[str]
     ca: pulumi.Output[str]
 
     def __init__(self, name: str, *, spec: GcpSpec, cluster_name: str, labels: Mapping[str, str], protect: bool,
                  network: pulumi.Input[str], subnet: pulumi.Input[str], multi_networking: bool,
-                 secrets_key: pulumi.Input[str], key_grants: Sequence[pulumi.Resource], node_account: pulumi.Input[str],
+                 secrets_key: pulumi.Input[str], disk_key: pulumi.Input[str], key_grants: Sequence[pulumi.Resource],
+                 node_account: pulumi.Input[str],
                  dcgm: bool, filesystem: str | None, after: Sequence[pulumi.Resource] = (),
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:control-plane:GkeCluster", name, None, opts)
@@ -85,6 +87,7 @@ class GkeCluster(pulumi.ComponentResource):
             initial_node_count=1,
             node_config=gcp.container.ClusterNodeConfigArgs(
                 service_account=node_account, oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
+                boot_disk_kms_key=disk_key,
                 shielded_instance_config=gcp.container.ClusterNodeConfigShieldedInstanceConfigArgs(
                     enable_secure_boot=True, enable_integrity_monitoring=True),
                 workload_metadata_config=gcp.container.ClusterNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA")),
@@ -102,8 +105,15 @@ class GkeCluster(pulumi.ComponentResource):
                 enable_private_nodes=True,
                 enable_private_endpoint=gke.endpoint == "private",
                 master_ipv4_cidr_block=spec.network.control_plane_cidr,
+                # Runners on Cloud VPN/Interconnect in another region reach the private endpoint only with global
+                # access (GKE "Advanced private cluster configurations"); the authorized networks still apply.
                 master_global_access_config=gcp.container.ClusterPrivateClusterConfigMasterGlobalAccessConfigArgs(
-                    enabled=False)),
+                    enabled=deployer.api_access == "in-vpc")),
+            # The DNS-based endpoint: IAM decides who reaches the API, from anywhere Google APIs are, with no
+            # network path to build (GKE "About the DNS-based endpoint"); on only for a dns-endpoint deployer.
+            control_plane_endpoints_config=gcp.container.ClusterControlPlaneEndpointsConfigArgs(
+                dns_endpoint_config=gcp.container.ClusterControlPlaneEndpointsConfigDnsEndpointConfigArgs(
+                    allow_external_traffic=deployer.api_access == "dns-endpoint")),
             master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
                 cidr_blocks=[gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
                     cidr_block=c, display_name=f"authorized-{i}") for i, c in enumerate(authorized)],
@@ -154,6 +164,8 @@ class GkeCluster(pulumi.ComponentResource):
                 ignore_changes=["nodeConfig", "initialNodeCount", "name"]),
         )
         self.name = self.cluster.name
+        self.dns_endpoint = self.cluster.control_plane_endpoints_config.apply(
+            lambda c: (c.dns_endpoint_config.endpoint if c and c.dns_endpoint_config else None) or "")
         self.endpoint = self.cluster.endpoint
         self.ca = self.cluster.master_auth.cluster_ca_certificate.apply(lambda c: c or "")
         self.register_outputs({"name": self.name, "endpoint": self.endpoint})
@@ -218,8 +230,11 @@ class GkeNodePool(pulumi.ComponentResource):
             ephemeral_storage_local_ssd_config=gcp.container.NodePoolNodeConfigEphemeralStorageLocalSsdConfigArgs(
                 local_ssd_count=ssd) if use_ssd else None,
             gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
+            # Secure Boot loads signed kernel modules only: GKE's drivers are signed, a driver the GPU Operator builds
+            # on Ubuntu is not (GKE "Manage the GPU stack with the NVIDIA GPU Operator": shielded nodes, secure boot
+            # off), so operator-driven GPU pools keep integrity monitoring only.
             shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
-                enable_secure_boot=True, enable_integrity_monitoring=True),
+                enable_secure_boot=not (gpu and pool.gpu_driver == "operator"), enable_integrity_monitoring=True),
             workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
             metadata={"disable-legacy-endpoints": "true"},
             linux_node_config=gcp.container.NodePoolNodeConfigLinuxNodeConfigArgs(sysctls=GPU_SYSCTLS)
@@ -260,15 +275,19 @@ class GkeNodePool(pulumi.ComponentResource):
         self.register_outputs({"name": self.pool_name})
 
 
-def gke_kubeconfig(name: str, endpoint: str, ca: str, deployer: str) -> str:
+def gke_kubeconfig(name: str, endpoint: str, ca: str | None, deployer: str) -> str:
     """A kubeconfig that authenticates with ``gke-gcloud-auth-plugin`` as the deployer service account (gcloud's
-    ``CLOUDSDK_AUTH_IMPERSONATE_SERVICE_ACCOUNT``): the same identity that creates the cloud resources applies the
-    Kubernetes objects, and a short-lived token is refreshed for the whole apply."""
+    ``CLOUDSDK_AUTH_IMPERSONATE_SERVICE_ACCOUNT``, which the plugin's ``gcloud config config-helper`` call honours):
+    the same identity that creates the cloud resources applies the Kubernetes objects, and a short-lived token is
+    refreshed for the whole apply. The plugin caches tokens per kubeconfig context under ~/.kube: give each run
+    its own KUBECONFIG/HOME on shared runners (README)."""
     import json
 
     return json.dumps({
         "apiVersion": "v1", "kind": "Config", "current-context": name,
-        "clusters": [{"name": name, "cluster": {"server": f"https://{endpoint}", "certificate-authority-data": ca}}],
+        # The DNS endpoint presents a publicly trusted certificate (no CA data); the IP endpoint, the cluster's CA.
+        "clusters": [{"name": name, "cluster": {"server": f"https://{endpoint}",
+                                                **({"certificate-authority-data": ca} if ca else {})}}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
         "users": [{"name": name, "user": {"exec": {
             "apiVersion": "client.authentication.k8s.io/v1beta1",

@@ -112,9 +112,10 @@ class GcpNetwork(pulumi.ComponentResource):
             psa = gcp.compute.GlobalAddress(
                 f"{name}-psa-range", name=f"{prefix}-psa", project=spec.project, purpose="VPC_PEERING",
                 address_type="INTERNAL", prefix_length=20, network=vpc.id, opts=child)
+            # ABANDON: removing the peering while a retained filesystem still uses it fails; leave it to the VPC.
             self.psa_connection = gcp.servicenetworking.Connection(
                 f"{name}-psa", network=vpc.id, service="servicenetworking.googleapis.com",
-                reserved_peering_ranges=[psa.name], opts=child)
+                reserved_peering_ranges=[psa.name], deletion_policy="ABANDON", opts=child)
             psa_range = pulumi.Output.concat(psa.address, "/", pulumi.Output.from_input(20).apply(str))
             if lustre_port is not None:
                 gcp.compute.Firewall(

@@ -88,8 +88,12 @@ def checkpoint_volume(team: str, bucket: str, labels: dict[str, str]) -> tuple[M
             "storageClassName": "gcs-fuse-checkpoints",
             "claimRef": {"namespace": team, "name": CHECKPOINT_VOLUME},
             "mountOptions": [*CHECKPOINT_MOUNT_OPTIONS, f"only-dir={team}"],
+            # The driver's pre-mount check lists the whole bucket, which the team may not (its grant is on its
+            # managed folder): skipped, the sidecar lists only the team's prefix (gcs-fuse-csi-driver
+            # skipCSIBucketAccessCheck).
             "csi": {"driver": GCSFUSE_CSI, "volumeHandle": bucket,
-                    "volumeAttributes": {"gcsfuseMetadataPrefetchOnMount": "true"}},
+                    "volumeAttributes": {"gcsfuseMetadataPrefetchOnMount": "true",
+                                         "skipCSIBucketAccessCheck": "true"}},
         },
     }
     pvc: Manifest = {

@@ -78,15 +78,23 @@ class GcpKeys(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, project: str, region: str, prefix: str, project_number: pulumi.Output[str],
                  labels: Mapping[str, str], protect: bool, after: Sequence[pulumi.Resource] = (),
+                 invoke_opts: Optional[pulumi.InvokeOutputOptions] = None,
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:control-plane:GcpKeys", name, None, opts)
-        keep = pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=True, depends_on=list(after))
+        # Names are derived from the cluster name once: a rename must not replace a key (what it encrypts would be
+        # lost with it).
+        keep = pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=True, depends_on=list(after),
+                                      ignore_changes=["name"])
         ring = gcp.kms.KeyRing(f"{name}-ring", name=f"{prefix}-keys", project=project, location=region, opts=keep)
-        gcs_agent = gcp.storage.get_project_service_account_output(
-            project=project, opts=pulumi.InvokeOutputOptions(parent=self))
+        # Reading the Cloud Storage agent creates it if the project has none yet.
+        gcs_agent = gcp.storage.get_project_service_account_output(project=project, opts=invoke_opts)
+        # The GKE service agent appears some time after the API is enabled; asking for it creates it now, so the
+        # key grant below never names an account that does not exist yet.
+        gke_agent = gcp.projects.ServiceIdentity(f"{name}-gke-agent", project=project,
+                                                 service="container.googleapis.com",
+                                                 opts=pulumi.ResourceOptions(parent=self, depends_on=list(after)))
         agents = {
-            "secrets": pulumi.Output.concat("serviceAccount:service-", project_number,
-                                            "@container-engine-robot.iam.gserviceaccount.com"),
+            "secrets": gke_agent.member,
             "data": pulumi.Output.concat("serviceAccount:", gcs_agent.email_address),
             "disks": pulumi.Output.concat("serviceAccount:service-", project_number,
                                           "@compute-system.iam.gserviceaccount.com"),

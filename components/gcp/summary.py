@@ -112,10 +112,15 @@ def _control_plane_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
     g = spec.gcp_spec()
     lines = []
     dep = g.cluster.deployer
-    where = ("in the VPC or a network connected to it, to the private endpoint" if dep.api_access == "in-vpc"
-             else "to the public endpoint")
-    lines.append(f"deployer: {dep.service_account} (impersonated by the runner; it needs "
-                 f"roles/iam.serviceAccountTokenCreator on it), from {', '.join(dep.runner_cidrs)} {where}")
+    where = {
+        "dns-endpoint": "through the control plane's DNS endpoint (IAM-authorized; no network path needed)",
+        "in-vpc": f"from {', '.join(dep.runner_cidrs)} in the VPC or a network connected to it (Cloud VPN or "
+                  "Interconnect advertising the control plane's range: outside this stack), to the private endpoint",
+        "authorized-networks": f"from {', '.join(dep.runner_cidrs)} to the public endpoint",
+    }[dep.api_access]
+    lines.append(f"deployer: {dep.service_account}, impersonated by the runner (which needs "
+                 f"roles/iam.serviceAccountTokenCreator on it and gcloud with gke-gcloud-auth-plugin), {where}; it "
+                 "needs roles/container.admin and the rights to create the rest (it is not granted here)")
     for c in graph.of_type(CLUSTER):
         priv = c.inputs.get("privateClusterConfig", {})
         authorized = c.inputs.get("masterAuthorizedNetworksConfig") or {}
@@ -125,8 +130,10 @@ def _control_plane_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
         lines.append(
             f"GKE {c.inputs.get('name')} ({c.inputs.get('location')}), channel "
             f"{(c.inputs.get('releaseChannel') or {}).get('channel')}, private nodes, "
-            f"{'private endpoint only' if priv.get('enablePrivateEndpoint') else 'public endpoint'} "
-            f"(authorized: {', '.join(map(str, nets))}); Dataplane V2"
+            f"{'private IP endpoint' if priv.get('enablePrivateEndpoint') else 'public IP endpoint'} "
+            f"(authorized: {', '.join(map(str, nets)) or 'none beyond the VPC'})"
+            + ("; DNS endpoint on" if (c.inputs.get("controlPlaneEndpointsConfig") or {}).get("dnsEndpointConfig", {})
+               .get("allowExternalTraffic") else "") + "; Dataplane V2"
             + (", multi-networking" if c.inputs.get("enableMultiNetworking") else "")
             + "; Workload Identity; secrets "
             + ("CMEK" if c.inputs.get("databaseEncryption") else "Google-managed keys"))

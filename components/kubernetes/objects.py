@@ -38,6 +38,7 @@ class NetworkTopology:
     node_labels: tuple[str, ...]
 
 TENANT_LABEL = "gpu-cluster/tenant"
+POD_SECURITY_REASON_LABEL = "gpu-cluster/pod-security-reason"
 NODE_GROUP_LABEL = "gpu-cluster/node-group"
 MONITORING_NAMESPACE = "monitoring"
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
@@ -98,13 +99,14 @@ def team_labels(team: TeamSpec, billing: Mapping[str, str]) -> dict[str, str]:
     return {**billing, "team": team.name, "cost-center": team.cost_center}
 
 
-def namespace(name: str, labels: Mapping[str, str], pod_security: str, tenant: bool = False) -> Manifest:
+def namespace(name: str, labels: Mapping[str, str], pod_security: str, tenant: bool = False,
+              warn_level: str | None = None) -> Manifest:
     """A namespace with billing labels and Pod Security Admission labels.
 
     Team namespaces enforce ``baseline`` (no privileged pods, no host namespaces) and warn/audit
     against ``restricted``; only the system namespaces that run node agents enforce ``privileged``.
     """
-    warn = "restricted" if pod_security != "privileged" else "privileged"
+    warn = warn_level or ("restricted" if pod_security != "privileged" else "privileged")
     all_labels = {
         **labels,
         "pod-security.kubernetes.io/enforce": pod_security,
@@ -114,6 +116,11 @@ def namespace(name: str, labels: Mapping[str, str], pod_security: str, tenant: b
     }
     if tenant:
         all_labels[TENANT_LABEL] = "true"
+        if pod_security == "privileged":
+            # Why a tenant namespace is not at baseline, for the policy pack and for reviewers: the cloud's GPU
+            # networking needs host paths and NET_ADMIN in training pods; privileged containers stay refused by the
+            # gpu-cluster-no-privileged-pods admission policy, which binds every tenant namespace.
+            all_labels[POD_SECURITY_REASON_LABEL] = "gpudirect-sidecars"
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(name, labels=all_labels)}
 
 

@@ -162,6 +162,11 @@ class PlatformInputs:
     cloud_manifests: tuple[tuple[str, str], ...] = ()  # (name, pinned URL or file) of the cloud's node agents
     team_objects: Mapping[str, tuple[Manifest, ...]] | None = None  # per team namespace (GKE: checkpoint volume)
     gpu_operator_overrides: Manifest | None = None  # the cloud's GPU Operator values (GKE: driver and toolkit paths)
+    system_registries: tuple[str, ...] = ()  # registries the cloud injects containers from (GKE: its CSI sidecars)
+    storage_class_name: str = STORAGE_CLASS  # the platform volumes' StorageClass
+    # Pod Security level of team namespaces: baseline, or privileged where the cloud's GPU networking needs host
+    # paths and NET_ADMIN in every training pod (GKE GPUDirect sidecars); the no-privileged-pods policy still applies.
+    tenant_pod_security: str = "baseline"
 
     @property
     def pools_by_name(self) -> dict[str, GpuPool]:
@@ -188,7 +193,8 @@ class Monitoring(pulumi.ComponentResource):
         mon_ns = _system_namespace(self, obj.MONITORING_NAMESPACE, inputs.labels, keep)
         cost_ns = _system_namespace(self, obj.OPENCOST_NAMESPACE, inputs.labels)
         storage = apply(f"{name}-storageclass",
-                        obj.storage_class(STORAGE_CLASS, inputs.storage_provisioner, inputs.storage_parameters,
+                        obj.storage_class(inputs.storage_class_name, inputs.storage_provisioner,
+                                          inputs.storage_parameters,
                                           inputs.retain_data),
                         child)
         password = random.RandomPassword(f"{name}-grafana-password", length=32, special=False, opts=child)
@@ -201,7 +207,7 @@ class Monitoring(pulumi.ComponentResource):
         mon = inputs.platform.monitoring
         self.prometheus = release(
             obj.PROMETHEUS_RELEASE, charts["kube-prometheus-stack"], obj.MONITORING_NAMESPACE,
-            obj.prometheus_stack_values(mon.retention_days, mon.storage_gib, STORAGE_CLASS, GRAFANA_SECRET),
+            obj.prometheus_stack_values(mon.retention_days, mon.storage_gib, inputs.storage_class_name, GRAFANA_SECRET),
             pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(depends_on=[mon_ns, storage, secret])),
         )
         after_prometheus = pulumi.ResourceOptions(parent=self, depends_on=[self.prometheus])
@@ -251,7 +257,9 @@ class Tenancy(pulumi.ComponentResource):
         lendable = lendable_by_pool(list(inputs.teams), pools)
         for team in inputs.teams:
             ns = apply(f"{name}-ns-{team.name}",
-                       obj.namespace(team.name, obj.team_labels(team, inputs.labels), "baseline", tenant=True),
+                       obj.namespace(team.name, obj.team_labels(team, inputs.labels), inputs.tenant_pod_security,
+                                     tenant=True, warn_level="baseline" if inputs.tenant_pod_security != "baseline"
+                                     else None),
                        child)
             self.namespaces[team.name] = ns
             in_ns = pulumi.ResourceOptions(parent=self, depends_on=[ns])
@@ -276,7 +284,9 @@ class Tenancy(pulumi.ComponentResource):
             reader_ns, account = inputs.platform_reader
             m = obj.service_account(account, reader_ns, inputs.labels, "read every prefix of the checkpoint bucket")
             apply(_object_name(name, m), m, child)
-        for m in [*obj.registry_policy(inputs.platform.allowed_registries), *obj.privileged_policy()]:
+        allowed = [*inputs.platform.allowed_registries,
+                   *(r for r in inputs.system_registries if r not in inputs.platform.allowed_registries)]
+        for m in [*obj.registry_policy(allowed), *obj.privileged_policy()]:
             apply(_object_name(name, m), m, child)
         self.register_outputs({})
 

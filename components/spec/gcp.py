@@ -191,12 +191,15 @@ class GcpDeployerSpec(_Model):
         description="The service account that runs pulumi up (the CI runner's, through Workload Identity "
         "Federation, or Pulumi Deployments'); no default. It gets roles/container.admin on the project.",
     )
-    api_access: Literal["in-vpc", "authorized-networks"] = Field(
-        description="in-vpc: the runner is in the VPC or a network peered/VPN'd to it (private endpoint only); "
-        "authorized-networks: it reaches the control plane's public endpoint from runnerCidrs. No default.",
+    api_access: Literal["dns-endpoint", "in-vpc", "authorized-networks"] = Field(
+        description="dns-endpoint: the control plane's DNS-based endpoint, authorized by IAM and reachable wherever "
+        "Google APIs are (no network path to build; works on the first apply, when the VPC is new); in-vpc: the "
+        "runner is in the VPC or a network connected to it by Cloud VPN/Interconnect with the control plane's range "
+        "advertised (outside this stack); authorized-networks: the public IP endpoint from runnerCidrs. No default.",
     )
-    runner_cidrs: list[str] = Field(min_length=1, max_length=20,
-                                    description="Where the deployer's requests come from.")
+    runner_cidrs: list[str] = Field(default_factory=list, max_length=20,
+                                    description="Where the deployer's requests come from (in-vpc and "
+                                    "authorized-networks: added to the authorized networks).")
 
 
 GkeLogComponent = Literal["SYSTEM_COMPONENTS", "WORKLOADS", "APISERVER", "CONTROLLER_MANAGER", "SCHEDULER"]

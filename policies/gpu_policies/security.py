@@ -235,8 +235,13 @@ def _privileged(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, A
     kind = str(args.props.get("kind", ""))
     if args.resource_type == NAMESPACE:
         name = k8s_name(args.props)
-        level = get(args.props, "metadata", "labels", "pod-security.kubernetes.io/enforce")
-        if name not in allowed and level not in ("baseline", "restricted"):
+        labels = get(args.props, "metadata", "labels", default={}) or {}
+        level = labels.get("pod-security.kubernetes.io/enforce")
+        # The one exception: a tenant namespace whose GPU networking (GKE GPUDirect sidecars: host paths, NET_ADMIN)
+        # cannot run at baseline says so, and stays covered by the no-privileged-containers admission policy.
+        gpudirect = labels.get("gpu-cluster/tenant") == "true" and \
+            labels.get("gpu-cluster/pod-security-reason") == "gpudirect-sidecars"
+        if name not in allowed and level not in ("baseline", "restricted") and not gpudirect:
             report(f"Namespace {name} must enforce the baseline or restricted Pod Security level "
                    f"(pod-security.kubernetes.io/enforce); privileged pods belong only in {', '.join(allowed)}.")
         return

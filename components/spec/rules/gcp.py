@@ -303,6 +303,9 @@ def _check_cluster(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
             out.add(f"{where}.deployer.runnerCidrs[{j}]", "deployer-reaches-api",
                     f"the deployer reaches the public endpoint from '{cidr}', which is not inside "
                     "cluster.authorizedNetworks")
+    if deployer.api_access != "dns-endpoint" and not deployer.runner_cidrs:
+        out.add(f"{where}.deployer.runnerCidrs", "deployer-reaches-api",
+                f"apiAccess {deployer.api_access} needs the runners' CIDRs (they are added to the authorized networks)")
     if deployer.api_access == "authorized-networks" and gke.endpoint != "authorized-networks":
         out.add(f"{where}.deployer.apiAccess", "deployer-reaches-api",
                 "the deployer uses the public endpoint, and cluster.endpoint is private: run it in-vpc or use "
