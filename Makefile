@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup preview preview-dev policy graph test lint lint-workflows unit golden bench bench-compare clean
+.PHONY: setup preview preview-dev preview-gcp policy graph test lint lint-workflows unit golden bench bench-compare clean
 
 setup: $(STAMP)
 
@@ -22,6 +22,10 @@ preview: setup
 
 preview-dev: setup
 	$(BIN)/blueprint preview dev-aws
+
+## The GKE production stack through the offline engine.
+preview-gcp: setup
+	$(BIN)/blueprint preview prod-gcp
 
 ## Run the policy pack on the production stack (exit 1 on a mandatory violation).
 policy: setup

@@ -341,3 +341,16 @@ def test_gke_topology_levels_are_used_for_the_reserved_pool() -> None:
         "cloud.google.com/gce-topology-host", "kubernetes.io/hostname"]
     (flavor,) = [r.inputs for r in graph.of_type(KUEUE + "ResourceFlavor")]
     assert flavor["spec"]["topologyName"] == topology["metadata"]["name"]
+
+
+def test_team_pods_reach_the_gke_metadata_server_and_may_run_gke_sidecars() -> None:
+    graph = offline_run("prod-gcp").graph
+    egress = [r.inputs["spec"]["egress"][0] for r in graph.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+              if r.inputs["metadata"]["namespace"] == "research"
+              and r.inputs["metadata"]["name"].startswith("allow-gke-metadata-server")]
+    assert sorted((e["to"][0]["ipBlock"]["cidr"], e["ports"][0]["port"]) for e in egress) == [
+        ("169.254.169.254/32", 80), ("169.254.169.254/32", 8080)]
+    (policy,) = [r.inputs for r in graph.of_type(
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")
+        if r.inputs["metadata"]["name"] == "gpu-cluster-allowed-registries"]
+    assert 'gke.gcr.io/' in json.dumps(policy)

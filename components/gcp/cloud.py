@@ -37,11 +37,13 @@ from components.spec import ClusterSpec, gpu_units_per_gpu
 from components.spec.decisions import gpudirect_pools, is_compact
 
 CHECKPOINT_SERVICE_ACCOUNT = "checkpoints"
-# Workload Identity tokens come from the GKE metadata server: 169.254.169.254:80 on Dataplane V2 and
-# 169.254.169.252:988 (GKE "Workload Identity Federation for GKE": network policies must allow both); team
-# namespaces deny egress by default, so their pods (and the GCS FUSE sidecar) need these to authenticate.
+# Workload Identity tokens come from the GKE metadata server, which Dataplane V2 clusters (these) serve on
+# 169.254.169.254, TCP 80 and 8080 (the pre-DPv2 169.254.169.252:987-988 does not apply); team namespaces deny
+# egress by default, so their pods need this to authenticate. Secondary sources (GKE's page was not read): the
+# network policies of public GKE deployments pair the address and ports this way, and note that the wrong pairing
+# fails as an authentication timeout.
 GKE_METADATA_EGRESS = (EgressRule(name="allow-gke-metadata-server", cidr="169.254.169.254/32", port=80),
-                       EgressRule(name="allow-gke-metadata-server-988", cidr="169.254.169.252/32", port=988))
+                       EgressRule(name="allow-gke-metadata-server-8080", cidr="169.254.169.254/32", port=8080))
 # GKE injects the GCS FUSE CSI sidecar (gke.gcr.io/gcs-fuse-csi-driver-sidecar-mounter) into pods that mount a
 # checkpoint volume; the registry admission policy sees injected containers, so it must allow GKE's registry.
 GKE_SYSTEM_REGISTRIES = ("gke.gcr.io/",)
