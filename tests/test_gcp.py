@@ -354,3 +354,26 @@ def test_team_pods_reach_the_gke_metadata_server_and_may_run_gke_sidecars() -> N
         "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")
         if r.inputs["metadata"]["name"] == "gpu-cluster-allowed-registries"]
     assert 'gke.gcr.io/' in json.dumps(policy)
+
+
+@pytest.mark.parametrize(("kind", "extra", "resource", "addon", "api"), [
+    ("filestore", {"capacityGiB": 10240, "filestoreTier": "ZONAL"}, "gcp:filestore/instance:Instance",
+     "gcpFilestoreCsiDriverConfig", "file.googleapis.com"),
+    ("parallelstore", {"capacityGiB": 12000}, "gcp:parallelstore/instance:Instance",
+     "parallelstoreCsiDriverConfig", "parallelstore.googleapis.com"),
+])
+def test_filestore_and_parallelstore_replace_managed_lustre(kind: str, extra: dict[str, Any], resource: str,
+                                                            addon: str, api: str) -> None:
+    spec = gcp_spec()
+    spec["gcp"]["storage"]["filesystem"] = {"type": kind, **extra}
+    spec["workload"]["goodput"]["checkpointPath"] = "bucket"
+    spec["workload"]["goodput"]["bucketWriteMbps"] = 4000
+    graph = run_spec(spec, "prod-gcp").graph
+    fs = one(graph, resource)
+    assert fs.protect and fs.retain_on_delete
+    assert one(graph, "gcp:servicenetworking/connection:Connection").urn in fs.dependencies
+    assert graph.of_type("gcp:lustre/instance:Instance") == []
+    addons = one(graph, CLUSTER).inputs["addonsConfig"]
+    assert addons[addon] == {"enabled": True} and "lustreCsiDriverConfig" not in addons
+    assert api in {r.inputs["service"] for r in graph.of_type("gcp:projects/service:Service")}
+    assert not [r for r in graph.of_type(FIREWALL) if r.name == "network-lustre"]
