@@ -377,3 +377,74 @@ def test_filestore_and_parallelstore_replace_managed_lustre(kind: str, extra: di
     assert addons[addon] == {"enabled": True} and "lustreCsiDriverConfig" not in addons
     assert api in {r.inputs["service"] for r in graph.of_type("gcp:projects/service:Service")}
     assert not [r for r in graph.of_type(FIREWALL) if r.name == "network-lustre"]
+
+
+def _admits(policy: dict[str, Any], pod: dict[str, Any]) -> list[str]:
+    """The messages of a ValidatingAdmissionPolicy's validations a pod breaks (CEL evaluated with cel-python)."""
+    import celpy
+
+    env = celpy.Environment()
+    broken = []
+    for v in policy["spec"]["validations"]:
+        if not env.program(env.compile(v["expression"])).evaluate({"object": celpy.json_to_cel(pod)}):
+            broken.append(v["message"])
+    return broken
+
+
+def _tcpxo_pod(**changes: Any) -> dict[str, Any]:
+    """A training pod shaped like GKE's TCPXO example: a tcpxo-daemon sidecar with NET_ADMIN and host paths."""
+    pod: dict[str, Any] = {"spec": {
+        "containers": [
+            {"name": "tcpxo-daemon", "image": "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1",
+             "securityContext": {"capabilities": {"add": ["NET_ADMIN", "NET_BIND_SERVICE"]}}},
+            {"name": "trainer", "image": "nvcr.io/nvidia/pytorch:25.01-py3"}],
+        "volumes": [{"name": "libraries", "hostPath": {"path": "/home/kubernetes/bin/nvidia/lib64"}},
+                    {"name": "sys", "hostPath": {"path": "/sys"}},
+                    {"name": "proc-sys", "hostPath": {"path": "/proc/sys"}},
+                    {"name": "aperture-devices", "hostPath": {"path": "/dev/aperture_devices"}},
+                    {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "checkpoints"}}]}}
+    pod["spec"].update(changes)
+    return pod
+
+
+def test_gpudirect_tenant_namespaces_admit_the_tcpxo_sidecar_and_nothing_wider() -> None:
+    graph = offline_run("prod-gcp").graph
+    policies = {r.inputs["metadata"]["name"]: r.inputs for r in graph.of_type(
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")}
+    limits, privileged = policies["gpu-cluster-gpudirect-pod-limits"], policies["gpu-cluster-no-privileged-pods"]
+    assert _admits(limits, _tcpxo_pod()) == [] and _admits(privileged, _tcpxo_pod()) == []
+    assert _admits(limits, _tcpxo_pod(hostNetwork=True)) == ["team pods do not use the node's Network namespace"]
+    assert _admits(limits, _tcpxo_pod(hostPID=True)) == ["team pods do not use the node's PID namespace"]
+    root = _tcpxo_pod(volumes=[{"name": "root", "hostPath": {"path": "/"}}])
+    assert len(_admits(limits, root)) == 1
+    sneaky = _tcpxo_pod(volumes=[{"name": "x", "hostPath": {"path": "/system"}}])  # a prefix of no allowed path
+    assert len(_admits(limits, sneaky)) == 1
+    admin = _tcpxo_pod()
+    admin["spec"]["containers"][1]["securityContext"] = {"capabilities": {"add": ["SYS_ADMIN"]}}
+    assert _admits(limits, admin) == [
+        "containers add no capability beyond NET_ADMIN, NET_BIND_SERVICE, IPC_LOCK"]
+    priv = _tcpxo_pod()
+    priv["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    assert len(_admits(privileged, priv)) == 1
+    bindings = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type(
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding")}
+    assert bindings["gpu-cluster-gpudirect-pod-limits"]["matchResources"]["namespaceSelector"]["matchLabels"] == {
+        "gpu-cluster/tenant": "true", "gpu-cluster/pod-security-reason": "gpudirect-sidecars"}
+    exempt = bindings["gpu-cluster-no-privileged-pods"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+    assert {"gke-managed-system", "gmp-system"} <= set(exempt[0]["values"])
+    research = next(r.inputs for r in graph.of_type("kubernetes:core/v1:Namespace")
+                    if r.inputs["metadata"]["name"] == "research")
+    assert research["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert research["metadata"]["labels"]["pod-security.kubernetes.io/warn"] == "baseline"
+
+
+def test_gpu_agents_wait_for_the_gpu_pool() -> None:
+    graph = offline_run("prod-gcp").graph
+    h100 = pool(graph, "h100").urn
+    operator = next(r for r in graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "gpu-operator")
+    assert h100 in operator.dependencies
+    for installer in graph.of_type("kubernetes:yaml/v2:ConfigFile"):
+        if installer.name.startswith("cloud-objects-"):
+            assert h100 in installer.dependencies, installer.name
+    kueue = next(r for r in graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kueue")
+    assert h100 not in kueue.dependencies

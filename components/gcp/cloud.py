@@ -10,6 +10,8 @@ authorized networks.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
@@ -47,6 +49,14 @@ GKE_METADATA_EGRESS = (EgressRule(name="allow-gke-metadata-server", cidr="169.25
 # GKE injects the GCS FUSE CSI sidecar (gke.gcr.io/gcs-fuse-csi-driver-sidecar-mounter) into pods that mount a
 # checkpoint volume; the registry admission policy sees injected containers, so it must allow GKE's registry.
 GKE_SYSTEM_REGISTRIES = ("gke.gcr.io/",)
+# Host paths the GPUDirect sidecars mount in team pods: the GKE driver and NCCL plugin directory, /sys and
+# /proc/sys, the TCPXO aperture devices (GKE "Maximize GPU network bandwidth with GPUDirect-TCPXO": tcpxo-daemon
+# volumes), and the gIB plugin directory for RDMA (container-engine-accelerators nccl-rdma-installer).
+GPUDIRECT_HOST_PATHS = ("/home/kubernetes/bin/nvidia", "/home/kubernetes/bin/gib", "/sys", "/proc/sys",
+                        "/dev/aperture_devices")
+# Namespaces GKE manages (DCGM exporter in gke-managed-system, GKE "Collect and view DCGM metrics"; Managed
+# Prometheus in gmp-system and gmp-public): the no-privileged-pods policy leaves them to GKE.
+GKE_MANAGED_NAMESPACES = ("gke-managed-system", "gmp-system", "gmp-public")
 PLATFORM_READER = ("kube-system", "checkpoint-reader")
 # GKE-managed drivers live under /home/kubernetes/bin/nvidia on the node; with them the GPU Operator installs
 # neither driver nor toolkit location of its own (NVIDIA GPU Operator "Google GKE"; cluster-toolkit kubectl-apply
@@ -89,7 +99,8 @@ def gpu_network_plan(spec: ClusterSpec) -> GpuNetworkPlan | None:
 
 
 def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
-                    gpu_network_objects: tuple[dict[str, object], ...]) -> PlatformInputs:
+                    gpu_network_objects: tuple[dict[str, object], ...],
+                    gpu_pools: Sequence[pulumi.Resource] = ()) -> PlatformInputs:
     """The cloud-neutral description of the cluster the Kubernetes platform is built from."""
     gcp_spec = spec.gcp_spec()
     catalog = load_gcp_catalog()
@@ -135,6 +146,9 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
         system_registries=GKE_SYSTEM_REGISTRIES,
         storage_class_name="pd-balanced-cmek",
         tenant_pod_security="privileged" if flavours else "baseline",
+        gpudirect_host_paths=GPUDIRECT_HOST_PATHS if flavours else (),
+        cloud_namespaces=GKE_MANAGED_NAMESPACES,
+        gpu_node_dependencies=tuple(gpu_pools),
     )
 
 
@@ -229,7 +243,9 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     bucket = g.storage.checkpoint_bucket.existing_name or f"{g.project}-{spec.name}-checkpoints"[:63]
     # The disk key's id is known before apply (Cloud KMS ids are derived from project, location, ring and name).
     disk_key = f"projects/{g.project}/locations/{g.region}/keyRings/{spec.name}-keys/cryptoKeys/{spec.name}-disks"
-    inputs = platform_inputs(spec, bucket=bucket, disk_key=disk_key, gpu_network_objects=gpu_objects)
+    gpu_pools = [p.pool for name, p in pools.items() if p not in system_pools]
+    inputs = platform_inputs(spec, bucket=bucket, disk_key=disk_key, gpu_network_objects=gpu_objects,
+                             gpu_pools=gpu_pools)
     outputs = ClusterOutputs(
         cluster_name=cluster.name,
         endpoint=cluster.endpoint,

@@ -93,6 +93,9 @@ class GcpKeys(pulumi.ComponentResource):
         gke_agent = gcp.projects.ServiceIdentity(f"{name}-gke-agent", project=project,
                                                  service="container.googleapis.com",
                                                  opts=pulumi.ResourceOptions(parent=self, depends_on=list(after)))
+        # An agent created this way may miss its role (Google Cloud "Service agents"): grant it, idempotently.
+        gcp.projects.IAMMember(f"{name}-gke-agent-role", project=project, role="roles/container.serviceAgent",
+                               member=gke_agent.member, opts=pulumi.ResourceOptions(parent=self))
         agents = {
             "secrets": gke_agent.member,
             "data": pulumi.Output.concat("serviceAccount:", gcs_agent.email_address),

@@ -294,8 +294,51 @@ def registry_policy(allowed: Sequence[str]) -> list[Manifest]:
     ]
 
 
-def privileged_policy() -> list[Manifest]:
-    """Refuse privileged containers everywhere but the system namespaces that run node agents."""
+GPUDIRECT_CAPABILITIES = ("NET_ADMIN", "NET_BIND_SERVICE", "IPC_LOCK")
+
+
+def gpudirect_pod_policy(host_paths: Sequence[str]) -> list[Manifest]:
+    """What a team pod may still do in a namespace that Pod Security admits at ``privileged`` for GPUDirect
+    sidecars: no host network, PID or IPC namespace, host paths only under the GPUDirect ones, and no capability
+    beyond those the sidecars add (NET_ADMIN, NET_BIND_SERVICE, IPC_LOCK). Privileged containers stay refused by
+    ``gpu-cluster-no-privileged-pods``."""
+    paths = "[" + ", ".join(json.dumps(p) for p in host_paths) + "]"
+    caps = "[" + ", ".join(json.dumps(c) for c in GPUDIRECT_CAPABILITIES) + "]"
+
+    def capped(field: str) -> str:
+        check = (f"object.spec.{field}.all(c, !has(c.securityContext) || !has(c.securityContext.capabilities) || "
+                 f"!has(c.securityContext.capabilities.add) || c.securityContext.capabilities.add.all(x, x in {caps}))")
+        return check if field == "containers" else f"!has(object.spec.{field}) || {check}"
+
+    name = "gpu-cluster-gpudirect-pod-limits"
+    validations = [
+        {"expression": f"!has(object.spec.{ns}) || !object.spec.{ns}", "reason": "Forbidden",
+         "message": f"team pods do not use the node's {ns.removeprefix('host')} namespace"}
+        for ns in ("hostNetwork", "hostPID", "hostIPC")
+    ] + [
+        {"expression": "!has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.hostPath) || "
+                       f"{paths}.exists(p, v.hostPath.path == p || v.hostPath.path.startsWith(p + '/')))",
+         "reason": "Forbidden", "message": f"team pods mount only the GPUDirect host paths {', '.join(host_paths)}"},
+    ] + [
+        {"expression": capped(f), "reason": "Forbidden",
+         "message": f"{f} add no capability beyond {', '.join(GPUDIRECT_CAPABILITIES)}"}
+        for f in ("containers", "initContainers")
+    ]
+    return [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": _meta(name),
+         "spec": {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": _pod_rules()},
+                  "validations": validations}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+         "metadata": _meta(name),
+         "spec": {"policyName": name, "validationActions": ["Deny"],
+                  "matchResources": {"namespaceSelector": {"matchLabels": {
+                      TENANT_LABEL: "true", POD_SECURITY_REASON_LABEL: "gpudirect-sidecars"}}}}},
+    ]
+
+
+def privileged_policy(cloud_namespaces: Sequence[str] = ()) -> list[Manifest]:
+    """Refuse privileged containers everywhere but the system namespaces that run node agents (and those the cloud
+    manages itself, which it may fill with privileged agents)."""
     def unprivileged(field: str) -> str:
         check = (f"object.spec.{field}.all(c, !has(c.securityContext) || "
                  "!has(c.securityContext.privileged) || !c.securityContext.privileged)")
@@ -325,7 +368,7 @@ def privileged_policy() -> list[Manifest]:
                 "validationActions": ["Deny"],
                 "matchResources": {"namespaceSelector": {"matchExpressions": [{
                     "key": "kubernetes.io/metadata.name", "operator": "NotIn",
-                    "values": list(PRIVILEGED_NAMESPACES)}]}},
+                    "values": [*PRIVILEGED_NAMESPACES, *cloud_namespaces]}]}},
             },
         },
     ]

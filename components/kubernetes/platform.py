@@ -167,6 +167,10 @@ class PlatformInputs:
     # Pod Security level of team namespaces: baseline, or privileged where the cloud's GPU networking needs host
     # paths and NET_ADMIN in every training pod (GKE GPUDirect sidecars); the no-privileged-pods policy still applies.
     tenant_pod_security: str = "baseline"
+    gpudirect_host_paths: tuple[str, ...] = ()  # with tenant_pod_security privileged: the host paths pods may mount
+    cloud_namespaces: tuple[str, ...] = ()  # namespaces the cloud manages (its agents may run privileged there)
+    # Resources the GPU agents wait for (GKE: the GPU pools), when the Kubernetes provider itself does not.
+    gpu_node_dependencies: tuple[pulumi.Resource, ...] = ()
 
     @property
     def pools_by_name(self) -> dict[str, GpuPool]:
@@ -227,9 +231,11 @@ class GpuStack(pulumi.ComponentResource):
         charts = load_charts()
         ns = _system_namespace(self, obj.GPU_OPERATOR_NAMESPACE, inputs.labels)
         values = obj.gpu_operator_values(inputs.platform.gpu_sharing, inputs.driver_on_host)
+        # The GPU agents wait for the GPU nodes where the cloud lets the rest of the platform go ahead without them:
+        # an atomic release that starts while 16 nodes are joining could time out and roll back.
         release("gpu-operator", charts["gpu-operator"], obj.GPU_OPERATOR_NAMESPACE,
                 obj.merge_values(values, inputs.gpu_operator_overrides or {}),
-                pulumi.ResourceOptions(parent=self, depends_on=[ns, prometheus]))
+                pulumi.ResourceOptions(parent=self, depends_on=[ns, prometheus, *inputs.gpu_node_dependencies]))
         fabric = inputs.fabric
         if fabric is not None and any(p.fabric_per_node for p in inputs.pools):
             release(fabric.plugin_release, charts[fabric.plugin_chart], fabric.plugin_namespace,
@@ -286,7 +292,9 @@ class Tenancy(pulumi.ComponentResource):
             apply(_object_name(name, m), m, child)
         allowed = [*inputs.platform.allowed_registries,
                    *(r for r in inputs.system_registries if r not in inputs.platform.allowed_registries)]
-        for m in [*obj.registry_policy(allowed), *obj.privileged_policy()]:
+        limits = obj.gpudirect_pod_policy(inputs.gpudirect_host_paths) if inputs.tenant_pod_security == "privileged" \
+            else []
+        for m in [*obj.registry_policy(allowed), *obj.privileged_policy(inputs.cloud_namespaces), *limits]:
             apply(_object_name(name, m), m, child)
         self.register_outputs({})
 
@@ -378,8 +386,9 @@ class CloudObjects(pulumi.ComponentResource):
     def __init__(self, name: str, inputs: PlatformInputs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:platform:CloudObjects", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        after_gpu_nodes = pulumi.ResourceOptions(parent=self, depends_on=list(inputs.gpu_node_dependencies))
         for file_name, source in inputs.cloud_manifests:
-            k8s.yaml.v2.ConfigFile(f"{name}-{file_name}", file=source, opts=child)
+            k8s.yaml.v2.ConfigFile(f"{name}-{file_name}", file=source, opts=after_gpu_nodes)
         for m in inputs.cloud_objects:
             apply(_object_name(name, m), m, child)
         self.register_outputs({})

@@ -188,8 +188,8 @@ class GcpDeployerSpec(_Model):
 
     service_account: str = Field(
         pattern=_SERVICE_ACCOUNT_RE.pattern,
-        description="The service account that runs pulumi up (the CI runner's, through Workload Identity "
-        "Federation, or Pulumi Deployments'); no default. It gets roles/container.admin on the project.",
+        description="The service account that runs pulumi up (the CI runner impersonates it); no default. It needs "
+        "roles/container.admin and the rights to create the stack; the program grants it nothing.",
     )
     api_access: Literal["dns-endpoint", "in-vpc", "authorized-networks"] = Field(
         description="dns-endpoint: the control plane's DNS-based endpoint, authorized by IAM and reachable wherever "
