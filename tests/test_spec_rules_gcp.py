@@ -240,3 +240,14 @@ def test_quota_names_a_gke_pool(spec: dict[str, Any]) -> None:
     spec["teams"][0]["quotas"][0]["nodeGroup"] = "a100"
     assert errors(spec) == [f"{P}.teams[0].quotas[0].nodeGroup: 'a100' is not a GPU node group of this stack; known: "
                             "h100 [rule: quota-node-group-exists]"]
+
+
+def test_gke_gpu_taint_stays_noschedule_and_labels_are_kubernetes_labels(spec: dict[str, Any]) -> None:
+    h100(spec)["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "PreferNoSchedule"}]
+    h100(spec)["labels"] = {"workload": "training", "bad key": "x"}
+    lines = errors(spec)
+    assert f"{P}.gcp.nodePools[1].taints[0].effect: GPU nodes keep nvidia.com/gpu=present:NoSchedule so that pods " \
+           "without GPU requests stay off them; remove this taint or make it NoSchedule (got PreferNoSchedule) " \
+           "[rule: gpu-taint-noschedule]" in lines
+    assert any(line.startswith(f"{P}.gcp.nodePools[1].labels['bad key']") or "bad key" in line for line in lines)
+    assert len(lines) == 2

@@ -27,8 +27,7 @@ from components.clock import utcnow
 from components.kubernetes.platform import PlatformInputs
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
-from components.sizing import SizingError, goodput_model
-from components.sizing.plan import checkpoint_policy_data
+from components.sizing.plan import stack_checkpoint_policy
 from components.spec import ClusterSpec, default_subnets, gpu_units_per_gpu, is_placed
 
 
@@ -68,21 +67,9 @@ def platform_inputs(spec: ClusterSpec) -> PlatformInputs:
         retain_data=spec.deletion_protection,
         checkpoint_service_account=CHECKPOINT_SERVICE_ACCOUNT,
         platform_reader=(PLATFORM_NAMESPACE, PLATFORM_SERVICE_ACCOUNT),
-        checkpoint_policy=_checkpoint_policy(spec),
+        checkpoint_policy=stack_checkpoint_policy(spec),
         acceptance_image=spec.acceptance.image if spec.acceptance.enabled else None,
     )
-
-
-def _checkpoint_policy(spec: ClusterSpec) -> dict[str, str] | None:
-    """The goodput model's figures for the teams' jobs, when the stack gives its inputs."""
-    if spec.workload.goodput is None:
-        return None
-    try:
-        model = goodput_model(spec)
-    except SizingError:
-        return None
-    fs = spec.aws_spec().storage.filesystem
-    return checkpoint_policy_data(model, fs.mount_path if fs is not None and model.path != "bucket" else None)
 
 
 def block_windows(spec: ClusterSpec) -> dict[str, BlockWindow]:

@@ -33,8 +33,7 @@ from components.kubernetes.objects import EgressRule
 from components.kubernetes.platform import PlatformInputs
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
-from components.sizing import SizingError, goodput_model
-from components.sizing.plan import checkpoint_policy_data
+from components.sizing.plan import stack_checkpoint_policy
 from components.spec import ClusterSpec, gpu_units_per_gpu
 from components.spec.decisions import gpudirect_pools, is_compact
 
@@ -135,7 +134,7 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
         retain_data=spec.deletion_protection,
         checkpoint_service_account=CHECKPOINT_SERVICE_ACCOUNT,
         platform_reader=PLATFORM_READER,
-        checkpoint_policy=_checkpoint_policy(spec),
+        checkpoint_policy=stack_checkpoint_policy(spec),
         acceptance_image=None,
         bucket_scheme="gs",
         cloud_objects=gpu_network_objects,
@@ -150,17 +149,6 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
         cloud_namespaces=GKE_MANAGED_NAMESPACES,
         gpu_node_dependencies=tuple(gpu_pools),
     )
-
-
-def _checkpoint_policy(spec: ClusterSpec) -> dict[str, str] | None:
-    if spec.workload.goodput is None:
-        return None
-    try:
-        model = goodput_model(spec)
-    except SizingError:
-        return None
-    fs = spec.gcp_spec().storage.filesystem
-    return checkpoint_policy_data(model, fs.mount_path if fs is not None and model.path != "bucket" else None)
 
 
 def build(spec: ClusterSpec) -> CloudPlanes:

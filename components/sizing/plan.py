@@ -280,6 +280,19 @@ def finite(value: float) -> float | None:
     return None if math.isinf(value) or math.isnan(value) else value
 
 
+def stack_checkpoint_policy(spec: ClusterSpec) -> dict[str, str] | None:
+    """The goodput model's figures for the teams' jobs (the checkpoint-policy ConfigMap), when the stack gives its
+    inputs; the checkpoint directory is the shared filesystem's mount path unless checkpoints go to the bucket."""
+    if spec.workload.goodput is None:
+        return None
+    try:
+        model = goodput_model(spec)
+    except SizingError:
+        return None
+    fs = spec.gcp.storage.filesystem if spec.gcp is not None else spec.aws_spec().storage.filesystem
+    return checkpoint_policy_data(model, fs.mount_path if fs is not None and model.path != "bucket" else None)
+
+
 def checkpoint_policy_data(model: GoodputModel, checkpoint_dir: str | None) -> dict[str, str]:
     """What a team's jobs read from the ``checkpoint-policy`` ConfigMap (environment variables)."""
     interval = finite(model.plan.interval_s)

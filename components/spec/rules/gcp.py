@@ -13,10 +13,12 @@ from datetime import timedelta
 
 from components.catalog.gcp_machines import MachineFacts, gcp_storage_limits, gpudirect_manifests, load_gcp_catalog
 from components.spec.base import GPU_TAINT_KEY
-from components.spec.decisions import gpudirect_pools, k8s_key_problem, k8s_value_problem, parse_cidr
-from components.spec.errors import _Collector, _path
+from components.spec.decisions import gpudirect_pools, parse_cidr
+from components.spec.errors import _Collector
 from components.spec.gcp import GcpNodePoolSpec, GcpSpec
 from components.spec.model import ClusterSpec
+from components.spec.rules.network import _ipv4_cidr
+from components.spec.rules.node_groups import check_labels_and_taints
 
 # GKE: a Standard cluster's control-plane range for private nodes is a /28 (GKE "Creating a private cluster",
 # master_ipv4_cidr_block).
@@ -28,15 +30,6 @@ _NO_UPGRADES_MAX = timedelta(days=30)
 # Budgets on a billing account send email through Cloud Monitoring notification channels: at most 5 per budget
 # (Cloud Billing Budget API, NotificationsRule.monitoringNotificationChannels).
 MAX_GCP_BUDGET_CHANNELS = 5
-
-
-def _v4(value: str, where: str, out: _Collector) -> ipaddress.IPv4Network | None:
-    net = parse_cidr(value)
-    if not isinstance(net, ipaddress.IPv4Network):
-        reason = net if isinstance(net, str) else "an IPv6 network"
-        out.add(where, "cidr-valid", f"'{value}' is not an IPv4 CIDR (address/prefix, no host bits): {reason}")
-        return None
-    return net
 
 
 def check_gcp(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
@@ -71,7 +64,7 @@ def _check_ranges(gcp: GcpSpec, out: _Collector) -> None:
         value = getattr(net, attr)
         if value is None:
             continue
-        parsed = _v4(value, f".gcp.network.{key}", out)
+        parsed = _ipv4_cidr(value, f".gcp.network.{key}", out)
         if parsed is None:
             continue
         if not parsed.is_private:
@@ -109,7 +102,8 @@ def _check_pools(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
                     f"{pool.machine_type} ({facts.accelerator}) is not offered in {gcp.gpu_zone} (catalog: "
                     f"{facts.zones_source}); offered in {', '.join(facts.zones)}")
         _check_capacity(pool, facts, where, out)
-        _check_pool_labels(pool, facts, where, out)
+        # GKE's GPU taint value is "present" (cluster-toolkit gke-node-pool)
+        check_labels_and_taints(pool.labels, pool.taints, facts.gpu_count > 0, "present", where, out)
         if pool.local_ssd == "ephemeral" and not facts.has_local_nvme:
             out.add(f"{where}.localSsd", "local-ssd-exists",
                     f"localSsd ephemeral needs the machine type's local SSDs, and the catalog "
@@ -173,26 +167,6 @@ def _check_capacity(pool: GcpNodePoolSpec, facts: MachineFacts, where: str, out:
         out.add(f"{where}.capacity.type", "provisioning-model-offered",
                 f"{pool.machine_type} is not sold {cap.type} (catalog: {facts.provisioning_source}); use "
                 + ", ".join(m for m in (facts.provisioning or ()) if m not in facts.not_offered))
-
-
-def _check_pool_labels(pool: GcpNodePoolSpec, facts: MachineFacts, where: str, out: _Collector) -> None:
-    for key, value in pool.labels.items():
-        problem = k8s_key_problem(key) or k8s_value_problem(value)
-        if problem:
-            out.add(f"{where}{_path(['labels', key], root='')}", "k8s-label-syntax",
-                    f"'{key}: {value}' is not a valid Kubernetes label: {problem}")
-    seen: set[tuple[str, str]] = set()
-    for j, taint in enumerate(pool.taints):
-        problem = k8s_key_problem(taint.key) or k8s_value_problem(taint.value)
-        if problem:
-            out.add(f"{where}.taints[{j}]", "k8s-taint-syntax",
-                    f"taint '{taint.key}={taint.value}' is not valid: {problem}")
-        if (taint.key, taint.effect) in seen:
-            out.add(f"{where}.taints[{j}]", "taint-unique", f"taint {taint.key}:{taint.effect} is listed twice")
-        seen.add((taint.key, taint.effect))
-        if facts.gpu_count and taint.key == GPU_TAINT_KEY and taint.effect != "NoSchedule":
-            out.add(f"{where}.taints[{j}].effect", "gpu-taint-noschedule",
-                    f"GPU nodes keep {GPU_TAINT_KEY}:NoSchedule so that pods without GPU requests stay off them")
 
 
 def _check_gpu_networks(gcp: GcpSpec, gpu: list[tuple[GcpNodePoolSpec, MachineFacts]], out: _Collector) -> None:
@@ -281,7 +255,7 @@ def _check_cluster(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
     where = ".gcp.cluster"
     nets: list[ipaddress.IPv4Network] = []
     for i, cidr in enumerate(gke.authorized_networks):
-        parsed = _v4(cidr, f"{where}.authorizedNetworks[{i}]", out)
+        parsed = _ipv4_cidr(cidr, f"{where}.authorizedNetworks[{i}]", out)
         if parsed is None:
             continue
         if parsed.prefixlen == 0:
@@ -293,7 +267,7 @@ def _check_cluster(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
                 "endpoint authorized-networks needs the networks allowed to the public endpoint")
     deployer = gke.deployer
     for j, cidr in enumerate(deployer.runner_cidrs):
-        parsed = _v4(cidr, f"{where}.deployer.runnerCidrs[{j}]", out)
+        parsed = _ipv4_cidr(cidr, f"{where}.deployer.runnerCidrs[{j}]", out)
         if parsed is None:
             continue
         if parsed.prefixlen == 0:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from components.catalog import (
     InstanceFacts,
     load_aws_catalog,
 )
-from components.spec.aws import AwsSpec, NodeGroupSpec
+from components.spec.aws import AwsSpec, NodeGroupSpec, TaintSpec
 from components.spec.base import _RESERVATION_RE, GPU_TAINT_KEY, MAX_TAINTS
 from components.spec.decisions import (
     _gpu_zone_given_once,
@@ -66,16 +66,22 @@ def _check_capacity_block(ng: NodeGroupSpec, where: str, out: _Collector) -> Non
 
 def _check_node_labels(ng: NodeGroupSpec, facts: InstanceFacts, where: str, out: _Collector) -> None:
     """Labels and taints EKS and Kubernetes accept; GPU nodes keep repelling pods that ask for no GPU."""
-    for key, value in ng.labels.items():
+    if len(ng.taints) > MAX_TAINTS:
+        out.add(f"{where}.taints", "taint-limit", f"EKS accepts at most {MAX_TAINTS} taints per node group, "
+                f"got {len(ng.taints)}")
+    check_labels_and_taints(ng.labels, ng.taints, facts.gpu_count > 0, "true", where, out)
+
+
+def check_labels_and_taints(labels: Mapping[str, str], taints: Sequence[TaintSpec], gpu: bool, gpu_taint_value: str,
+                            where: str, out: _Collector) -> None:
+    """Kubernetes label and taint syntax, no taint twice, and the GPU taint kept NoSchedule (any cloud's nodes)."""
+    for key, value in labels.items():
         problem = k8s_key_problem(key) or k8s_value_problem(value)
         if problem:
             out.add(f"{where}{_path(['labels', key], root='')}", "k8s-label-syntax",
                     f"'{key}: {value}' is not a valid Kubernetes label: {problem}")
-    if len(ng.taints) > MAX_TAINTS:
-        out.add(f"{where}.taints", "taint-limit", f"EKS accepts at most {MAX_TAINTS} taints per node group, "
-                f"got {len(ng.taints)}")
     seen: set[tuple[str, str]] = set()
-    for j, taint in enumerate(ng.taints):
+    for j, taint in enumerate(taints):
         problem = k8s_key_problem(taint.key) or k8s_value_problem(taint.value)
         if problem:
             out.add(f"{where}.taints[{j}]", "k8s-taint-syntax", f"taint '{taint.key}={taint.value}' is not valid: "
@@ -83,10 +89,10 @@ def _check_node_labels(ng: NodeGroupSpec, facts: InstanceFacts, where: str, out:
         if (taint.key, taint.effect) in seen:
             out.add(f"{where}.taints[{j}]", "taint-unique", f"taint {taint.key}:{taint.effect} is listed twice")
         seen.add((taint.key, taint.effect))
-        if facts.gpu_count and taint.key == GPU_TAINT_KEY and taint.effect != "NoSchedule":
+        if gpu and taint.key == GPU_TAINT_KEY and taint.effect != "NoSchedule":
             out.add(f"{where}.taints[{j}].effect", "gpu-taint-noschedule",
-                    f"GPU nodes keep {GPU_TAINT_KEY}=true:NoSchedule so that pods without GPU requests stay off them; "
-                    f"remove this taint or make it NoSchedule (got {taint.effect})")
+                    f"GPU nodes keep {GPU_TAINT_KEY}={gpu_taint_value}:NoSchedule so that pods without GPU requests "
+                    f"stay off them; remove this taint or make it NoSchedule (got {taint.effect})")
 
 
 def _check_instance_types(ng: NodeGroupSpec, facts: InstanceFacts, catalog: Mapping[str, InstanceFacts],
