@@ -19,7 +19,7 @@ import pulumi_kubernetes as k8s
 from components.catalog.gcp_machines import gpudirect_manifests, load_gcp_catalog
 from components.gcp.cost import GcpBudgets
 from components.gcp.gke import GkeCluster, GkeNodePool, gke_kubeconfig
-from components.gcp.network import GcpNetwork, GpuNetworkPlan
+from components.gcp.network import DEFAULT_MTU, GcpNetwork, GpuNetworkPlan
 from components.gcp.platform import (
     GKE_TOPOLOGY,
     PD_CSI,
@@ -27,8 +27,8 @@ from components.gcp.platform import (
     network_objects,
     pd_storage_class_parameters,
 )
-from components.gcp.security import GcpDataAccess, GcpIdentities, GcpKeys, GcpServices, wif_principal
-from components.gcp.storage import LUSTRE_FILESYSTEM, GcpStorage
+from components.gcp.security import GcpDataAccess, GcpIdentities, GcpKeys, GcpServices, kms_key_id, wif_principal
+from components.gcp.storage import LUSTRE_FILESYSTEM, GcpStorage, checkpoint_bucket_name
 from components.kubernetes.objects import EgressRule
 from components.kubernetes.platform import PlatformInputs
 from components.kubernetes.quotas import GpuPool
@@ -68,6 +68,12 @@ GKE_DRIVER_OPERATOR_VALUES = {
 }
 
 
+def gke_manages_drivers(spec: ClusterSpec) -> bool:
+    """GKE installs the NVIDIA driver on every GPU pool (the rules refuse mixing it with the GPU Operator's)."""
+    catalog = load_gcp_catalog()
+    return all(p.gpu_driver != "operator" for p in spec.gcp_spec().node_pools if catalog[p.machine_type].gpu_count)
+
+
 def required_services(spec: ClusterSpec) -> list[str]:
     """The Google APIs the stack's resources need, enabled before any of them is created (a fresh project has
     only a few on; cluster-toolkit's project services do the same)."""
@@ -93,8 +99,9 @@ def gpu_network_plan(spec: ClusterSpec) -> GpuNetworkPlan | None:
     if not direct or gcp_spec.network.gpu_networks_cidr is None:
         return None
     facts = direct[0][1]
+    # An MTU the catalog does not confirm is left at GCP's default rather than guessed.
     return GpuNetworkPlan(flavour=facts.gpudirect, nics=facts.gpu_nic_count,
-                          mtu=facts.gpu_nic_mtu.value or 8244, cidr=gcp_spec.network.gpu_networks_cidr)
+                          mtu=facts.gpu_nic_mtu.value or DEFAULT_MTU, cidr=gcp_spec.network.gpu_networks_cidr)
 
 
 def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
@@ -114,7 +121,7 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
             name=pool.name, instance_type=pool.machine_type, gpus_per_node=facts.gpu_count, max_nodes=pool.max_size,
             fabric_per_node=0, vcpu_per_node=facts.vcpu.value, memory_gib_per_node=facts.memory_gib.value,
             placed=placed, gpu_units_per_gpu=units, queued=pool.capacity.type == "flex-start"))
-    gke_drivers = all(p.gpu_driver != "operator" for p in gcp_spec.node_pools if catalog[p.machine_type].gpu_count)
+    gke_drivers = gke_manages_drivers(spec)
     flavours = {catalog[p.machine_type].gpudirect for p in gcp_spec.node_pools} - {"none"}
     manifests = gpudirect_manifests()
     installers = tuple((m.name, m.url) for f in sorted(flavours) for m in manifests.get(f, ()))
@@ -197,15 +204,16 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                    cluster_name=spec.name, teams=spec.teams, billing=spec.billing, labels=labels, after=services,
                    opts=opts)
 
-    gpu_driver_gke = all(p.gpu_driver != "operator" for p in g.node_pools if catalog[p.machine_type].gpu_count)
     cluster = GkeCluster("control-plane", spec=g, cluster_name=spec.name, labels=labels, protect=protect,
                          network=network.network_self_link, subnet=network.subnet_self_link,
                          multi_networking=bool(network.gpu_networks), secrets_key=keys.secrets_key,
-                         disk_key=keys.disk_key,
-                         key_grants=keys.grants, node_account=identities.node_service_account, dcgm=gpu_driver_gke,
+                         disk_key=keys.disk_key, key_grants=keys.grants,
+                         node_account=identities.node_service_account, dcgm=gke_manages_drivers(spec),
                          filesystem=fs.type if fs is not None else None, after=services, opts=opts)
     location = g.region if g.cluster.location == "regional" else g.gpu_zone
     pools: dict[str, GkeNodePool] = {}
+    system_pools: list[pulumi.Resource] = []
+    gpu_pools: list[pulumi.Resource] = []
     for pool in g.node_pools:
         facts = catalog[pool.machine_type]
         wired = network.gpu_networks if facts.gpudirect != "none" and facts.gpu_count else []
@@ -213,6 +221,10 @@ def build(spec: ClusterSpec) -> CloudPlanes:
             f"nodepool-{pool.name}", spec=g, pool=pool, facts=facts, cluster=cluster.name, location=location,
             node_account=identities.node_service_account, disk_key=keys.disk_key, key_grants=keys.grants,
             labels=labels, gpu_networks=wired, opts=opts)
+        if facts.gpu_count:
+            gpu_pools.append(pools[pool.name].pool)
+        else:
+            system_pools.append(pools[pool.name])
 
     dns = deployer.api_access == "dns-endpoint"
     config = pulumi.Output.all(cluster.name, cluster.dns_endpoint if dns else cluster.endpoint, cluster.ca).apply(
@@ -221,17 +233,14 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     # Kubernetes objects wait for the cluster and the pools without GPUs (the system pods' nodes). They do not wait
     # for GPU pools: a reservation that is late or short would otherwise hold back the whole platform; the GPU
     # agents are DaemonSets that start when GPU nodes join.
-    system_pools = [p for name, p in pools.items()
-                    if not catalog[next(x.machine_type for x in g.node_pools if x.name == name)].gpu_count]
     k8s_provider = k8s.Provider(
         "kubernetes", kubeconfig=kubeconfig, enable_server_side_apply=True,
         opts=pulumi.ResourceOptions(depends_on=[cluster, *system_pools]))
     gpu_objects = tuple(network_objects([net for net, _, _ in network.gpu_networks]))
-    # The bucket name is known before apply (derived from project and cluster) unless an existing one is used.
-    bucket = g.storage.checkpoint_bucket.existing_name or f"{g.project}-{spec.name}-checkpoints"[:63]
-    # The disk key's id is known before apply (Cloud KMS ids are derived from project, location, ring and name).
-    disk_key = f"projects/{g.project}/locations/{g.region}/keyRings/{spec.name}-keys/cryptoKeys/{spec.name}-disks"
-    gpu_pools = [p.pool for name, p in pools.items() if p not in system_pools]
+    # Both names are known before apply: the bucket's is derived from project and cluster (unless an existing one
+    # is used), and Cloud KMS ids from project, location, key ring and key name.
+    bucket = g.storage.checkpoint_bucket.existing_name or checkpoint_bucket_name(g.project, spec.name)
+    disk_key = kms_key_id(g.project, g.region, spec.name, "disks")
     inputs = platform_inputs(spec, bucket=bucket, disk_key=disk_key, gpu_network_objects=gpu_objects,
                              gpu_pools=gpu_pools)
     outputs = ClusterOutputs(

@@ -31,6 +31,12 @@ ENCRYPTER = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
 ROTATION = "7776000s"
 
 
+def kms_key_id(project: str, region: str, prefix: str, use: str) -> str:
+    """The id of one of :class:`GcpKeys`' keys, known before apply (Cloud KMS ids are derived from project,
+    location, key ring and key name)."""
+    return f"projects/{project}/locations/{region}/keyRings/{prefix}-keys/cryptoKeys/{prefix}-{use}"
+
+
 def wif_principal(project_number: pulumi.Input[str], project: str, namespace: str, account: str) -> pulumi.Output[str]:
     """The IAM principal of a Kubernetes service account under Workload Identity Federation for GKE (GKE
     "Authenticate to Google Cloud APIs from GKE workloads": principal://iam.googleapis.com/projects/<number>/

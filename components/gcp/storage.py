@@ -18,6 +18,11 @@ from components.spec.gcp import GcpStorageSpec
 LUSTRE_FILESYSTEM = "lustrefs"  # the Lustre filesystem name clients mount (<= 8 letters and digits)
 
 
+def checkpoint_bucket_name(project: str, prefix: str) -> str:
+    """The checkpoint bucket's name: project and cluster, within GCS's 63 characters."""
+    return f"{project}-{prefix}-checkpoints"[:63]
+
+
 class GcpStorage(pulumi.ComponentResource):
     """The checkpoint bucket (or an existing one) and the optional shared filesystem.
 
@@ -55,7 +60,7 @@ class GcpStorage(pulumi.ComponentResource):
                         days_since_noncurrent_time=b.noncurrent_version_retention_days, with_state="ARCHIVED")))
             bucket = gcp.storage.Bucket(
                 f"{name}-checkpoints",
-                name=f"{project}-{prefix}-checkpoints"[:63],
+                name=checkpoint_bucket_name(project, prefix),
                 project=project,
                 location=region.upper(),
                 storage_class="STANDARD",

@@ -51,7 +51,7 @@ def _pool_lines(graph: GraphView) -> tuple[list[str], int, int]:
         placement = (pool.inputs.get("placementPolicy") or {}).get("type")
         ssd = (cfg.get("ephemeralStorageLocalSsdConfig") or {}).get("localSsdCount")
         parts = [
-            f"{pool.name.removeprefix('nodepool-').removesuffix('-pool')}: {machine} ({gpu_text}), nodes "
+            f"{pool.inputs.get('name')}: {machine} ({gpu_text}), nodes "
             f"{lo}/{start}/{hi} (min/initial/max) in {', '.join(pool.inputs.get('nodeLocations', []))}",
             model,
             f"{len(nets)} GPU networks" + (f" ({facts.gpudirect})" if facts and nets else ""),
@@ -169,9 +169,8 @@ def summarize(graph: GraphView, spec: ClusterSpec, outputs: Mapping[str, Any], n
     notes = [f"warning: {w}" for w in spec_warnings(spec)]
     if "kubeconfigCommand" in outputs:
         notes.append(f"kubeconfig for people: {outputs['kubeconfigCommand']}")
-    zones = {load_gcp_catalog()[p.machine_type].zones is None for p in g.node_pools
-             if load_gcp_catalog()[p.machine_type].gpu_count}
-    if True in zones:
+    catalog = load_gcp_catalog()
+    if any(catalog[p.machine_type].zones is None for p in g.node_pools if catalog[p.machine_type].gpu_count):
         notes.append(f"note: the catalog has no confirmed zone list for these GPU machine types; check that "
                      f"{g.gpu_zone} offers them (blueprint preflight, or gcloud compute accelerator-types list)")
     return CloudSummary(
