@@ -144,6 +144,22 @@ def test_a_flex_start_pool_is_unpriced_never_zero_or_on_demand(tmp_path: Path) -
     assert pool["components_at_max"][0]["monthly_usd"] is None and pool["priced_fully"] is False
 
 
+def test_a_price_that_includes_the_bundled_local_ssd_gets_no_local_ssd_line() -> None:
+    spec = copy.deepcopy(raw_stack_config("prod-gcp")["gpu-cluster:spec"])
+    spec["gcp"]["nodePools"][1].update(machineType="a3-highgpu-8g", capacity={"type": "spot"})
+    report = price_graph(run_spec(spec, "prod-gcp").graph)
+    spot = resource(report, "nodepool-h100-pool")
+    # the Spot price has no SSD in it
+    assert [c.price_key for c in spot.components_at_max] == [
+        "compute_spot.a3-highgpu-8g", "persistent_disk.pd-balanced", "local_ssd.capacity"]
+    spec["gcp"]["nodePools"][1]["capacity"] = {"type": "on-demand"}
+    report = price_graph(run_spec(spec, "prod-gcp").graph)
+    on_demand = resource(report, "nodepool-h100-pool")
+    assert [c.price_key for c in on_demand.components_at_max] == ["compute_on_demand.a3-highgpu-8g",
+                                                                  "persistent_disk.pd-balanced"]
+    assert "includes its bundled Local SSD (16 x 375 GiB)" in on_demand.note
+
+
 @pytest.mark.parametrize("stack_name", ["prod-gcp", "dev-gcp"])
 def test_every_priced_line_carries_source_date_and_status(stack_name: str, tmp_path: Path) -> None:
     out = tmp_path / "cost.json"

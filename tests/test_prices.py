@@ -66,8 +66,10 @@ def test_a_good_price_file_parses() -> None:
      "p.yaml: ec2_on_demand.p5.48xlarge.unit: 'day' is not one of hour, GB-month, GB, key-month, 1k-requests, "
      "budget-day [rule: price-unit]"),
     (("as_of:", "asof:"),
-     "p.yaml: ec2_on_demand.p5.48xlarge.asof: unknown field (allowed: as_of, note, region, source, status, "
-     "unit, usd) [rule: price-fields]"),
+     "p.yaml: ec2_on_demand.p5.48xlarge.asof: unknown field (allowed: as_of, includes, note, region, source, "
+     "status, unit, usd) [rule: price-fields]"),
+    (("as_of:", "includes: [gpu], as_of:"),
+     "p.yaml: ec2_on_demand.p5.48xlarge.includes: must be a list of local-ssd [rule: price-fields]"),
 ])
 def test_a_bad_price_file_is_refused_with_its_key_path_and_rule(change: tuple[str, str], message: str) -> None:
     with pytest.raises(PriceCatalogError) as err:

@@ -431,7 +431,7 @@ def _gke_pool(res: GraphResource, prices: dict[str, Price]) -> tuple[tuple[CostL
     disk_gb = _int(config.get("diskSizeGb")) or 100
     ssd = _local_ssd_count(config)
     machine_price = prices.get(f"{section}.{machine}")
-    ssd_included = machine_price is not None and "incl. the bundled" in machine_price.note
+    ssd_included = machine_price is not None and "local-ssd" in machine_price.includes
     if ssd and ssd_included:
         notes.append(f"the {machine} price includes its bundled Local SSD ({ssd} x {LOCAL_SSD_GIB} GiB)")
 

@@ -20,7 +20,10 @@ GCP_PRICES_FILE = Path(__file__).with_name("prices_gcp.yaml")
 
 STATUSES = ("confirmed", "secondary", "stale", "unconfirmed")
 UNITS = ("hour", "GB-month", "GB", "key-month", "1k-requests", "budget-day")
-_FIELDS = {"usd", "unit", "region", "status", "source", "as_of", "note"}
+_FIELDS = {"usd", "unit", "region", "status", "source", "as_of", "note", "includes"}
+# What a price may say it already covers, so the engine does not add it again (GCP: a machine price read with its
+# bundled Local SSD).
+INCLUDES = ("local-ssd",)
 _REQUIRED = ("usd", "unit", "region", "status", "source", "as_of")
 
 
@@ -41,6 +44,7 @@ class Price:
     source: str
     as_of: str
     note: str = ""
+    includes: tuple[str, ...] = ()  # what the figure already covers (INCLUDES)
 
     @property
     def key(self) -> str:
@@ -93,11 +97,14 @@ def _price(shown: str, section: str, item: str, raw: object) -> Price:
                         "read and how sure it is", "price-null-unconfirmed")
         if not raw["source"].strip():
             raise _fail(shown, f"{key}.source", "a price needs the source it was read in", "price-source")
+    includes = raw.get("includes", [])
+    if not isinstance(includes, list) or any(i not in INCLUDES for i in includes):
+        raise _fail(shown, f"{key}.includes", f"must be a list of {', '.join(INCLUDES)}", "price-fields")
     if not raw["as_of"].strip():
         raise _fail(shown, f"{key}.as_of", "a price needs the date it was read or is valid for", "price-date")
     return Price(section=section, item=item, usd=None if usd is None else float(usd), unit=raw["unit"],
                  region=raw["region"], status=status, source=raw["source"], as_of=raw["as_of"],
-                 note=raw.get("note", ""))
+                 note=raw.get("note", ""), includes=tuple(includes))
 
 
 def parse_prices(text: str, shown: str) -> dict[str, Price]:
