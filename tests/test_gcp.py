@@ -145,6 +145,7 @@ def test_prod_gcp_cluster_is_private_encrypted_observed_and_reached_by_the_deplo
     (cluster,) = kubeconfig["clusters"]
     assert cluster["cluster"] == {"server": "https://gke-" + cluster["cluster"]["server"].split("gke-", 1)[1]}
     assert cluster["cluster"]["server"].endswith(".us-central1.gke.goog")  # the DNS endpoint, no CA data
+    assert offline_run("prod-gcp").outputs["kubeconfigCommand"].endswith(" --dns-endpoint")
     (user,) = kubeconfig["users"]
     assert user["user"]["exec"]["command"] == "gke-gcloud-auth-plugin"
     assert user["user"]["exec"]["env"] == [{"name": "CLOUDSDK_AUTH_IMPERSONATE_SERVICE_ACCOUNT",

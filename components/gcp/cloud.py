@@ -249,7 +249,8 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         kubeconfig=kubeconfig,
         kubeconfig_command=cluster.name.apply(
             lambda n: f"gcloud container clusters get-credentials {n} --location {location} --project {g.project}"
-            + (" --internal-ip" if g.cluster.endpoint == "private" else "")),
+            # People take the same way in as the deployer: the DNS endpoint where it is on, else the private IP.
+            + (" --dns-endpoint" if dns else " --internal-ip" if g.cluster.endpoint == "private" else "")),
         gpu_availability_zone=pulumi.Output.from_input(g.gpu_zone),
         deployer_dns_resolver_ips=pulumi.Output.from_input([]),
         checkpoint_bucket=storage.bucket_name,
