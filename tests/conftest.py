@@ -17,6 +17,36 @@ from blueprint.engine import ProgramRun, run_program
 from blueprint.stackfile import STACKS_DIR, StackFile, available_stacks, load_stack
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+class ReadOutsideRepositoryError(RuntimeError):
+    """A test or the program opened a file beside the checkout (../shared, a sibling project): a user who clones
+    the repository has nothing there. Not an OSError, so no reader turns it into an ordinary "cannot be read"."""
+
+
+def _refuse_reads_beside_the_checkout() -> None:
+    """Every open() of a path under the checkout's parent folder but outside the checkout fails, in every run.
+
+    The venv, the standard library, temporary folders and the home folder lie elsewhere and stay readable. When
+    the checkout sits at the filesystem's top level its parent is everything, and nothing is refused here
+    (.ci/run still runs the suite in a clone with nothing beside it)."""
+    parent = ROOT.parent
+    if parent == Path(parent.anchor):
+        return
+    inside, beside = str(ROOT) + os.sep, str(parent) + os.sep
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event != "open" or not isinstance(args[0], str | bytes | os.PathLike):
+            return
+        path = os.path.abspath(os.fsdecode(args[0]))
+        if path.startswith(beside) and not (path + os.sep).startswith(inside):
+            raise ReadOutsideRepositoryError(f"{path}: tests and the program must not read outside the repository "
+                                        f"({ROOT}); copy what a test needs into tests/fixtures with a SOURCE note")
+
+    sys.addaudithook(hook)
+
+
+_refuse_reads_beside_the_checkout()
 # The program compares Capacity Block windows with the clock; pin it so graphs and goldens do not change
 # as days pass (the shipped prod block, 2027-01-04 to 2027-01-18, is in the future at this moment).
 TEST_NOW = "2026-11-29T00:00:00Z"

@@ -1,9 +1,10 @@
 """Offline schema checks for the Kubernetes objects the program creates.
 
 Built-in kinds: kubernetes-validate in strict mode (unknown fields are errors) for the cluster's
-Kubernetes version. Kueue and MPIJob kinds: the CRD's openAPIV3Schema from ../shared/reference, made
-strict the way the API server's strict field validation is (unknown fields are errors), plus the CEL
-rules of the ClusterQueue schema that a JSON-schema check cannot run.
+Kubernetes version. Custom kinds (Kueue, MPIJob, JobSet, Kubeflow Trainer, Slinky): the CRD's openAPIV3Schema
+from the fixtures in tests/fixtures/crds (each folder says its source), made strict the way the API server's
+strict field validation is (unknown fields are errors), plus the CEL rules of the ClusterQueue schema that a
+JSON-schema check cannot run. A missing fixture is an error, never a skip.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
-REFERENCE = Path(__file__).resolve().parent.parent.parent / "shared" / "reference"
-CRD_DIRS = (REFERENCE / "kueue-crds", REFERENCE / "mpi-operator-crds")
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+CRD_DIRS = tuple(FIXTURES / "crds" / name for name in ("kueue", "mpi-operator", "jobset", "kubeflow-trainer", "slinky"))
 BUILTIN_GROUPS = ("v1", "rbac.authorization.k8s.io/", "networking.k8s.io/", "storage.k8s.io/",
                   "admissionregistration.k8s.io/", "apps/", "batch/")
 
@@ -50,8 +51,11 @@ def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
     """(apiVersion, kind) -> strict JSON schema, for every served version of the reference CRDs."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for folder in CRD_DIRS:
-        for path in sorted(folder.glob("*.yaml")):
-            crd = yaml.safe_load(path.read_text())
+        paths = sorted(folder.glob("*.yaml"))
+        if not paths:
+            raise FileNotFoundError(f"{folder}: no CRD fixture here (tests/fixtures/README.md)")
+        for path in paths:
+            crd = yaml.load(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
             group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
             for version in crd["spec"]["versions"]:
                 schema = copy.deepcopy(version["schema"]["openAPIV3Schema"])

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 import yaml
 
 from components.kubernetes.objects import kueue_manager_config
 from tests.conftest import offline_run, run_spec
-from tests.k8s_checks import CRD_DIRS, cluster_queue_cel, validate_crd_object
+from tests.k8s_checks import cluster_queue_cel, validate_crd_object
 
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
-needs_crds = pytest.mark.skipif(not all(d.is_dir() for d in CRD_DIRS),
-                                reason="../shared/reference CRDs are not beside this checkout")
 
 
 def jobs(graph: Any) -> dict[str, dict[str, Any]]:
@@ -30,7 +27,6 @@ def _quantity(text: Any) -> float:
     return float(s)
 
 
-@needs_crds
 def test_the_mpijobs_are_valid_against_the_crd() -> None:
     found = jobs(offline_run("prod-aws").graph)
     assert sorted(found) == ["nccl-allreduce-h100", "nccl-nvlink-h100"]

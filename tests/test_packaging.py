@@ -7,8 +7,11 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import zipfile
 from pathlib import Path
+
+from tests.conftest import SHIPPED_STACKS
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("pyproject.toml", "README.md", "components", "blueprint", "policies")
@@ -24,7 +27,17 @@ def _copy_sources(dest: Path) -> None:
             shutil.copy2(src, dest / name)
 
 
-def test_wheel_install_runs_the_preview(tmp_path: Path) -> None:
+def test_every_package_folder_is_shipped() -> None:
+    """A package folder added under components/ or blueprint/ and not listed in pyproject.toml would be missing
+    from the wheel (components.gcp was: an installed `blueprint preview prod-gcp` failed to import it)."""
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {".".join(init.parent.relative_to(ROOT).parts) for top in ("components", "blueprint")
+               for init in (ROOT / top).rglob("__init__.py") if "__pycache__" not in init.parts}
+    assert on_disk - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
+    assert listed - on_disk == {"gpu_policies"}
+
+
+def test_wheel_install_runs_the_preview_of_every_shipped_stack(tmp_path: Path) -> None:
     src, dist, venv, project = tmp_path / "src", tmp_path / "dist", tmp_path / "venv", tmp_path / "project"
     src.mkdir()
     _copy_sources(src)
@@ -33,7 +46,8 @@ def test_wheel_install_runs_the_preview(tmp_path: Path) -> None:
     (wheel,) = dist.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for module in ("components/kubernetes/platform.py", "components/program.py", "gpu_policies/pack.py",
-                   "components/spec/rules/node_groups.py",
+                   "components/spec/rules/node_groups.py", "components/gcp/gke.py",
+                   "components/catalog/gcp_machines.yaml",
                    "components/catalog/charts.yaml", "components/catalog/aws_regions.yaml"):
         assert module in names, module
 
@@ -53,9 +67,12 @@ def test_wheel_install_runs_the_preview(tmp_path: Path) -> None:
                             "print(gpu_policies.__file__)"], cwd=project, env=env, check=True,
                            capture_output=True, text=True).stdout
     assert str(ROOT) not in where and where.count(site) == 2, where
-    out = subprocess.run([str(venv / "bin" / "blueprint"), "preview", "prod-aws"], cwd=project, env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "queues: kueue 0.19.2; cohort prod-train-gpus" in out.stdout
-    assert "GPU stack: gpu-operator v26.7.0" in out.stdout
-    assert "policy verdict: PASS" in out.stdout
+    assert len(SHIPPED_STACKS) == 5
+    for name in SHIPPED_STACKS:
+        out = subprocess.run([str(venv / "bin" / "blueprint"), "preview", name], cwd=project, env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, f"{name}: {out.stderr[-3000:]}"
+        assert "GPU stack: gpu-operator v26.7.0" in out.stdout, name
+        assert "policy verdict: PASS" in out.stdout, name
+        if name == "prod-aws":
+            assert "queues: kueue 0.19.2; cohort prod-train-gpus" in out.stdout

@@ -59,11 +59,13 @@ GKE_MANAGED_NAMESPACES = ("gke-managed-system", "gmp-system", "gmp-public")
 PLATFORM_READER = ("kube-system", "checkpoint-reader")
 # GKE-managed drivers live under /home/kubernetes/bin/nvidia on the node; with them the GPU Operator installs
 # neither driver nor toolkit location of its own (NVIDIA GPU Operator "Google GKE"; cluster-toolkit kubectl-apply
-# gpu-operator values: hostPaths.driverInstallDir, toolkit.installDir, CDI on).
+# gpu-operator values: hostPaths.driverInstallDir, toolkit.installDir, CDI on). CDI is the default mechanism once
+# enabled: the chart's old cdi.default is a no-op since NVIDIA/gpu-operator commit e63a99034 ("Make the cdi.default
+# field a no-op"; v26.7.0 api/nvidia/v1/clusterpolicy_types.go marks it Deprecated), so it is not set.
 GKE_DRIVER_OPERATOR_VALUES = {
     "hostPaths": {"driverInstallDir": "/home/kubernetes/bin/nvidia"},
     "toolkit": {"enabled": True, "installDir": "/home/kubernetes/bin/nvidia"},
-    "cdi": {"enabled": True, "default": True},
+    "cdi": {"enabled": True},
     "driver": {"enabled": False},
 }
 

@@ -27,8 +27,7 @@ from dataclasses import dataclass
 # The failure-rate default: Meta, "The Llama 3 Herd of Models" (arXiv 2407.21783), Table 5: 419 unexpected
 # interruptions in a 54-day snapshot of pre-training on 16,384 H100 GPUs (2,048 servers of 8). Derivation:
 # 419 / (2,048 nodes x 54 days x 24 h) = 1.5786e-4 interruptions per node-hour (one per ~6,335 node-hours);
-# the job's MTBF is 1 / (nodes x rate): 3.09 h at 2,048 nodes (../shared/reference/gpu_facts.yaml,
-# reliability.llama3_405b_pretraining).
+# the job's MTBF is 1 / (nodes x rate): 3.09 h at 2,048 nodes (derived).
 LLAMA3_UNEXPECTED_INTERRUPTIONS = 419
 LLAMA3_WINDOW_DAYS = 54
 LLAMA3_NODES = 16_384 // 8

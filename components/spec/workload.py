@@ -12,7 +12,8 @@ from components.spec.base import _Model
 # derivation is in components/sizing/goodput.py (kept here as a literal: the spec layer imports no model).
 DEFAULT_FAILURES_PER_NODE_HOUR = 419 / (2048 * 54 * 24)
 # Checkpoint bytes per parameter: bf16 weights 2 + fp32 master 4 + Adam m 4 + Adam v 4, no gradients
-# (../shared/reference/gpu_facts.yaml, reliability.checkpoint_size, derived).
+# (derived: mixed-precision Adam state as in Rajbhandari et al., "ZeRO", arXiv:1910.02054, section 3.1, without
+# the fp16 gradients, which are not checkpointed).
 DEFAULT_CHECKPOINT_BYTES_PER_PARAMETER = 14.0
 
 
