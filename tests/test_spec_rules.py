@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -492,15 +493,45 @@ def test_zone_names_and_ids_are_not_mixed(prod_spec: dict[str, Any]) -> None:
     ]
 
 
-def test_every_addon_is_pinned_for_the_kubernetes_version(prod_spec: dict[str, Any]) -> None:
-    prod_spec["aws"]["controlPlane"]["kubernetesVersion"] = "1.36"
-    assert errors(prod_spec) == [
-        f"{P}.aws.controlPlane.kubernetesVersion: no pinned EKS add-on version for Kubernetes 1.36: "
-        "vpc-cni, kube-proxy, coredns, eks-pod-identity-agent, aws-ebs-csi-driver, aws-fsx-csi-driver, "
-        "eks-node-monitoring-agent; pin them under eksAddons in components/catalog/charts.yaml (aws eks "
-        "describe-addon-versions --kubernetes-version 1.36) or use a version that has pins "
-        "[rule: addon-versions-pinned]"
-    ]
+def test_every_version_in_standard_support_loads_and_unsourced_addons_are_left_to_eks(
+        prod_spec: dict[str, Any]) -> None:
+    """1.34 (until 2026-12-02), 1.35, 1.36 and 1.37 load; an add-on with no sourced version for the Kubernetes
+    version is created without one (EKS's default for it), and the preview says so."""
+    from datetime import UTC, datetime
+
+    from components.catalog import load_addon_pins, supported_eks_versions
+    from tests.conftest import run_spec
+
+    assert supported_eks_versions(datetime(2026, 12, 1, tzinfo=UTC)) == ["1.34", "1.35", "1.36", "1.37"]
+    assert supported_eks_versions(datetime(2026, 12, 2, tzinfo=UTC)) == ["1.35", "1.36", "1.37"]
+    for version in ("1.34", "1.35", "1.36", "1.37"):
+        prod_spec["aws"]["controlPlane"]["kubernetesVersion"] = version
+        parse_spec(prod_spec, FILE, provider_region="us-east-1")
+    assert [p.name for p in load_addon_pins("1.37").values() if p.pinned] == []
+    assert load_addon_pins("1.36")["kube-proxy"].version == "v1.36.0-eksbuild.14"
+    assert not load_addon_pins("1.36")["aws-fsx-csi-driver"].pinned
+    run = run_spec(prod_spec)  # 1.37
+    addons = {a.inputs["addonName"]: a.inputs for a in run.graph.of_type("aws:eks/addon:Addon")}
+    assert len(addons) == 7 and all("addonVersion" not in a for a in addons.values())
+    prod_spec["aws"]["controlPlane"]["kubernetesVersion"] = "1.35"
+    pinned = {a.inputs["addonName"]: a.inputs for a in run_spec(prod_spec).graph.of_type("aws:eks/addon:Addon")}
+    assert pinned["kube-proxy"]["addonVersion"] == "v1.35.3-eksbuild.13"
+    assert all("addonVersion" in a for a in pinned.values())
+
+
+def test_the_preview_warns_of_unpinned_addons(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from blueprint.cli import main
+
+    text = Path("stacks/Pulumi.prod-aws.yaml").read_text().replace('kubernetesVersion: "1.35"',
+                                                                   'kubernetesVersion: "1.36"')
+    stack_file = tmp_path / "Pulumi.k136.yaml"
+    stack_file.write_text(text)
+    assert main(["preview", str(stack_file)]) == 0
+    out = capsys.readouterr().out
+    assert "aws-fsx-csi-driver (EKS default, not pinned)" in out and "kube-proxy v1.36.0-eksbuild.14" in out
+    assert ("warning: no sourced version of aws-fsx-csi-driver for Kubernetes 1.36 in components/catalog/charts.yaml: "
+            "EKS installs its default version for 1.36 and keeps it until the add-on is updated; pin it after "
+            "checking `aws eks describe-addon-versions --kubernetes-version 1.36 --addon-name <name>`") in out
 
 
 # --- issue 8: the spec refuses what AWS refuses ----------------------------------------------------
@@ -626,15 +657,32 @@ def test_region_must_exist(prod_spec: dict[str, Any]) -> None:
 
 
 def test_kubernetes_version_must_be_in_standard_support(prod_spec: dict[str, Any]) -> None:
+    """The error names the versions that load on the day (tests run on 2026-11-29: 1.34 until 2026-12-02)."""
+    from datetime import UTC, datetime
+
     prod_spec["aws"]["controlPlane"]["kubernetesVersion"] = "1.33"
     lines = errors(prod_spec)
     assert lines[0] == (
         f"{P}.aws.controlPlane.kubernetesVersion: Kubernetes 1.33 left EKS standard support on 2026-07-29; this "
-        "blueprint keeps clusters on standard support (no extended-support charges): use 1.34, 1.35, 1.36 "
-        "[rule: kubernetes-version-supported]")
+        "blueprint keeps clusters on standard support (no extended-support charges): versions in EKS standard "
+        "support today: 1.34, 1.35, 1.36, 1.37 [rule: kubernetes-version-supported]")
     prod_spec["aws"]["controlPlane"]["kubernetesVersion"] = "1.99"
-    assert errors(prod_spec)[0].startswith(
-        f"{P}.aws.controlPlane.kubernetesVersion: Kubernetes 1.99 is not a version of the EKS catalog")
+    assert errors(prod_spec)[0] == (
+        f"{P}.aws.controlPlane.kubernetesVersion: Kubernetes 1.99 is not a version of the EKS catalog "
+        "(components/catalog/eks_versions.yaml); versions in EKS standard support today: 1.34, 1.35, 1.36, 1.37 "
+        "[rule: kubernetes-version-supported]")
+    prod_spec["aws"]["controlPlane"]["kubernetesVersion"] = "1.34"
+    with pytest.raises(SpecError) as info:
+        parse_spec(prod_spec, FILE, provider_region="us-east-1", now=datetime(2026, 12, 2, tzinfo=UTC))
+    assert str(info.value).splitlines()[0].endswith(
+        "Kubernetes 1.34 left EKS standard support on 2026-12-02; this blueprint keeps clusters on standard "
+        "support (no extended-support charges): versions in EKS standard support today: 1.35, 1.36, 1.37 "
+        "[rule: kubernetes-version-supported]")
+    prod_spec["aws"]["controlPlane"]["kubernetesVersion"] = "1.37"
+    with pytest.raises(SpecError) as info:
+        parse_spec(prod_spec, FILE, provider_region="us-east-1", now=datetime(2026, 9, 1, tzinfo=UTC))
+    assert "Kubernetes 1.37 is not released on EKS before 2026-10-01; versions in EKS standard support today: " \
+           "1.34, 1.35, 1.36 [rule: kubernetes-version-supported]" in str(info.value)
 
 
 def test_booleans_and_integers_are_strict_and_numbers_finite(prod_spec: dict[str, Any]) -> None:

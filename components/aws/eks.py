@@ -38,7 +38,11 @@ def addon(
     """An EKS managed add-on at its pinned version (``components/catalog/charts.yaml``, eksAddons).
 
     A pinned version makes upgrades deliberate: a Kubernetes version bump that needs a newer add-on is a
-    catalog change reviewed in a pull request, not a silent change of EKS's default.
+    catalog change reviewed in a pull request, not a silent change of EKS's default. Where the catalog has no
+    sourced version for the cluster's Kubernetes version, the version is left out: EKS installs its default
+    version for that Kubernetes version (EKS API CreateAddon: addonVersion is optional) and keeps it until the
+    add-on is updated, since the provider records the installed version (computed) rather than drift to a new
+    default; the preview warns and prints the command that finds a version to pin.
     """
     return aws.eks.Addon(
         logical_name,

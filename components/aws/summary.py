@@ -18,6 +18,7 @@ from components.planes import CloudSummary, GraphView
 from components.sizing import SizingError, goodput_model, spec_warnings
 from components.sizing.plan import SCRATCH_2_MBPS_PER_TIB
 from components.spec import ClusterSpec
+from components.spec.notes import spec_notes
 from components.spec.workload import DEFAULT_CHECKPOINT_BYTES_PER_PARAMETER
 
 # Checkpoint bytes per parameter when the stack gives no goodput inputs (the spec's default, with its source).
@@ -256,13 +257,14 @@ def _control_plane_lines(graph: GraphView) -> list[str]:
         logs = ", ".join(c.inputs.get("enabledClusterLogTypes") or []) or "none"
         lines.append(f"EKS {c.inputs.get('name')} {c.inputs.get('version')}: endpoint {access}; {enc}; logs: {logs}"
                      + ("; protected" if c.protect else ""))
-    addons = sorted((str(a.inputs.get("addonName")), str(a.inputs.get("addonVersion", "EKS default")))
+    addons = sorted((str(a.inputs.get("addonName")), a.inputs.get("addonVersion"))
                     for a in graph.of_type("aws:eks/addon:Addon"))
     if addons:
         pins = {name: p for p in _all_addon_pins(graph) for name in [p.name]}
-        lines.append("managed add-ons (pinned): " + ", ".join(
-            f"{name} {version}" + (" [secondary source]" if pins.get(name) and pins[name].status != "confirmed"
-                                   else "") for name, version in addons))
+        lines.append("managed add-ons: " + ", ".join(
+            (f"{name} {version}" if version else f"{name} (EKS default, not pinned)")
+            + (" [secondary source]" if version and pins.get(name) and pins[name].status == "secondary" else "")
+            for name, version in addons))
     entries = graph.of_type("aws:eks/accessEntry:AccessEntry")
     associations = graph.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
     admins = {a.inputs.get("principalArn") for a in associations}
@@ -388,9 +390,18 @@ def summarize(graph: GraphView, spec: ClusterSpec, outputs: Mapping[str, Any], n
         left = (release.end_of_standard_support - now).days
         if left <= SUPPORT_WARNING_DAYS:
             notes.append(f"warning: Kubernetes {release.version} leaves EKS standard support on "
-                         f"{release.end_of_standard_support:%Y-%m-%d} (in {left} days): plan the upgrade; the cluster "
-                         "stays on standard support (upgradePolicy STANDARD) and EKS upgrades it after that date")
-    notes += [f"warning: {w}" for w in spec_warnings(spec)]
+                         f"{release.end_of_standard_support:%Y-%m-%d} (in {left} day{'' if left == 1 else 's'}): plan "
+                         "the upgrade; the cluster stays on standard support (upgradePolicy STANDARD) and EKS upgrades "
+                         "it after that date")
+    notes += [f"warning: {w}" for w in spec_warnings(spec)] + spec_notes(spec, now)
+    unpinned = sorted(str(a.inputs.get("addonName")) for a in graph.of_type("aws:eks/addon:Addon")
+                      if not a.inputs.get("addonVersion"))
+    if unpinned:
+        version = aws.control_plane.kubernetes_version
+        notes.append(f"warning: no sourced version of {', '.join(unpinned)} for Kubernetes {version} in "
+                     "components/catalog/charts.yaml: EKS installs its default version for "
+                     f"{version} and keeps it until the add-on is updated; pin it after checking `aws eks "
+                     f"describe-addon-versions --kubernetes-version {version} --addon-name <name>`")
     if "kubeconfigCommand" in outputs:
         notes.append(f"kubeconfig for people (their own admin or team role): {outputs['kubeconfigCommand']}")
     unconfirmed = sorted({f.instance_type for f in figures

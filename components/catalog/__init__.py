@@ -9,9 +9,10 @@ from components.catalog.charts import (
 )
 from components.catalog.instances import Fact, InstanceFacts, load_aws_catalog
 from components.catalog.regions import known_regions, zone_id_prefix
-from components.catalog.versions import EksVersion, load_eks_versions
+from components.catalog.versions import EksVersion, load_eks_versions, supported_eks_versions
 
 __all__ = [
     "AddonPin", "ChartPin", "EksVersion", "Fact", "InstanceFacts", "addon_names", "known_regions",
-    "load_addon_pins", "load_aws_catalog", "load_charts", "load_eks_versions", "zone_id_prefix",
+    "load_addon_pins", "load_aws_catalog", "load_charts", "load_eks_versions", "supported_eks_versions",
+    "zone_id_prefix",
 ]

@@ -31,13 +31,19 @@ class ChartPin:
 
 @dataclass(frozen=True)
 class AddonPin:
-    """One EKS managed add-on at one exact version, for one Kubernetes minor version."""
+    """One EKS managed add-on for one Kubernetes minor version: its exact version and where it was read, or
+    ``version`` None when the catalog has no sourced version for that Kubernetes version (status ``unpinned``):
+    the add-on is then created without a version, so EKS installs its default for the cluster's version."""
 
     name: str
-    version: str
+    version: str | None
     status: str
     source: str
     as_of: str
+
+    @property
+    def pinned(self) -> bool:
+        return self.version is not None
 
 
 @lru_cache(maxsize=1)
@@ -58,12 +64,20 @@ def addon_names() -> list[str]:
 
 
 def load_addon_pins(kubernetes_version: str) -> dict[str, AddonPin]:
-    """The pinned add-ons for one Kubernetes minor version; add-ons without a pin for it are left out
-    (the spec rule ``addon-versions-pinned`` reports them before anything is built)."""
+    """Every add-on the program installs, for one Kubernetes minor version. A version entry is a string (the
+    add-on's status and source apply) or a mapping with its own ``version``, ``status`` and ``source``; an add-on
+    with no entry for the version comes back unpinned (the preview warns and says how to pin it)."""
     out = {}
     for name, raw in _data()["eksAddons"].items():
-        version = (raw.get("versions") or {}).get(kubernetes_version)
-        if version is not None:
-            out[name] = AddonPin(name=name, version=str(version), status=str(raw["status"]),
+        entry = (raw.get("versions") or {}).get(kubernetes_version)
+        if entry is None:
+            out[name] = AddonPin(name=name, version=None, status="unpinned",
+                                 source=f"no sourced version for Kubernetes {kubernetes_version} in "
+                                        "components/catalog/charts.yaml", as_of=str(raw["as_of"]))
+        elif isinstance(entry, dict):
+            out[name] = AddonPin(name=name, version=str(entry["version"]), status=str(entry["status"]),
+                                 source=str(entry["source"]), as_of=str(entry.get("as_of", raw["as_of"])))
+        else:
+            out[name] = AddonPin(name=name, version=str(entry), status=str(raw["status"]),
                                  source=str(raw["source"]), as_of=str(raw["as_of"]))
     return out

@@ -38,3 +38,10 @@ def load_eks_versions() -> dict[str, EksVersion]:
                            end_of_extended_support=_day(raw["end_of_extended_support"]), status=str(raw["status"]))
         for v, raw in data["versions"].items()
     }
+
+
+def supported_eks_versions(now: datetime) -> list[str]:
+    """The Kubernetes versions in EKS standard support at ``now`` (released, standard support not ended), oldest
+    first: the versions a stack loads with."""
+    return [v for v, r in sorted(load_eks_versions().items(), key=lambda kv: tuple(map(int, kv[0].split("."))))
+            if r.released <= now < r.end_of_standard_support]

@@ -5,14 +5,10 @@ from __future__ import annotations
 import ipaddress
 from datetime import datetime
 
-from components.catalog import (
-    addon_names,
-    load_addon_pins,
-    load_eks_versions,
-)
+from components.catalog import load_eks_versions, supported_eks_versions
 from components.spec.aws import AwsSpec
 from components.spec.base import _ROLE_ARN_RE, MAX_PUBLIC_ACCESS_CIDRS, PROD_REQUIRED_LOG_TYPES
-from components.spec.decisions import parse_cidr
+from components.spec.decisions import covers_everything, parse_cidr
 from components.spec.errors import _Collector
 from components.spec.model import ClusterSpec
 
@@ -38,7 +34,7 @@ def _check_control_plane(spec: ClusterSpec, aws: AwsSpec, now: datetime, out: _C
                     "need access")
         else:
             public_nets.append(net)
-    if any(n.prefixlen == 0 for n in ipaddress.collapse_addresses(public_nets)):
+    if covers_everything(public_nets):
         out.add(f"{where}.publicAccessCidrs", "endpoint-not-open",
                 "publicAccessCidrs together cover the whole internet (e.g. 0.0.0.0/1 and 128.0.0.0/1); list the "
                 "networks that need access")
@@ -65,23 +61,20 @@ def _check_control_plane(spec: ClusterSpec, aws: AwsSpec, now: datetime, out: _C
                 "publicAccessCidrs only applies when endpointAccess is public")
     _check_deployer(spec, aws, out)
     release = load_eks_versions().get(cp.kubernetes_version)
+    loadable = ", ".join(supported_eks_versions(now)) or "none (update components/catalog/eks_versions.yaml)"
     if release is None:
         out.add(f"{where}.kubernetesVersion", "kubernetes-version-supported",
                 f"Kubernetes {cp.kubernetes_version} is not a version of the EKS catalog "
-                f"(components/catalog/eks_versions.yaml); known: {', '.join(load_eks_versions())}")
+                f"(components/catalog/eks_versions.yaml); versions in EKS standard support today: {loadable}")
     elif now >= release.end_of_standard_support:
-        current = [v for v, r in load_eks_versions().items() if now < r.end_of_standard_support]
         out.add(f"{where}.kubernetesVersion", "kubernetes-version-supported",
                 f"Kubernetes {cp.kubernetes_version} left EKS standard support on "
                 f"{release.end_of_standard_support:%Y-%m-%d}; this blueprint keeps clusters on standard support "
-                f"(no extended-support charges): use {', '.join(current) or 'a newer version'}")
-    needed = [n for n in addon_names() if n != "aws-fsx-csi-driver" or aws.storage.filesystem is not None]
-    unpinned = [n for n in needed if n not in load_addon_pins(cp.kubernetes_version)]
-    if unpinned:
-        out.add(f"{where}.kubernetesVersion", "addon-versions-pinned",
-                f"no pinned EKS add-on version for Kubernetes {cp.kubernetes_version}: {', '.join(unpinned)}; pin "
-                "them under eksAddons in components/catalog/charts.yaml (aws eks describe-addon-versions "
-                f"--kubernetes-version {cp.kubernetes_version}) or use a version that has pins")
+                f"(no extended-support charges): versions in EKS standard support today: {loadable}")
+    elif now < release.released:
+        out.add(f"{where}.kubernetesVersion", "kubernetes-version-supported",
+                f"Kubernetes {cp.kubernetes_version} is not released on EKS before {release.released:%Y-%m-%d}; "
+                f"versions in EKS standard support today: {loadable}")
     if len(set(cp.log_types)) != len(cp.log_types):
         out.add(f"{where}.logTypes", "unique-names", "log types are listed twice")
     if spec.environment == "prod":
@@ -116,6 +109,13 @@ def _check_deployer(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None:
                     f"'{cidr}' is not a CIDR (address/prefix, no host bits): {net}")
         else:
             runners.append((i, net))
+    if covers_everything([n for _, n in runners]):
+        out.add(f"{where}.runnerCidrs", "runner-cidrs-not-open",
+                f"runnerCidrs ({', '.join(dep.runner_cidrs)}) cover the whole internet: list the networks the CI "
+                "runners are in; the stack opens HTTPS to the API from them and routes them through the Transit "
+                "Gateway, and a 0.0.0.0/0 route there collides with the NAT gateway's default route (EC2 refuses "
+                "a second route to the same destination in a route table)")
+        return
     if cp.endpoint_access == "private" and dep.api_access != "in-vpc":
         out.add(f"{where}.apiAccess", "deployer-reaches-api",
                 "the API endpoint is private, so a deployer outside the VPC cannot apply the Kubernetes platform "
