@@ -111,6 +111,93 @@ def test_a_failed_write_leaves_no_partial_file(tmp_path: Path, monkeypatch: pyte
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]  # and no temporary file is left
 
 
+def test_a_device_is_written_through_never_replaced(graph_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """As root, renaming a temporary file over /dev/null would replace the device node with a regular file."""
+    import stat
+
+    code, out, _ = run(capsys, "policy", str(graph_file), "--format", "json", "-o", "/dev/null")
+    assert (code, out) == (0, "")
+    assert stat.S_ISCHR(Path("/dev/null").stat().st_mode)
+    assert not [p for p in Path("/dev").iterdir() if p.name.startswith(".null.")]  # no temporary file left there
+    if Path("/dev/full").exists():
+        code, _, err = run(capsys, "policy", str(graph_file), "--format", "json", "-o", "/dev/full")
+        assert code == 2 and err == "error: /dev/full: cannot be written: No space left on device\n"
+        assert stat.S_ISCHR(Path("/dev/full").stat().st_mode)
+
+
+def test_a_fifo_is_written_through(tmp_path: Path, graph_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+    import stat
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    code, _, _ = run(capsys, "policy", str(graph_file), "--format", "json", "-o", str(fifo))
+    reader.join(timeout=30)
+    assert code == 0 and json.loads(got[0]) == {"violations": []}
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_a_symlink_is_written_through_to_its_target(tmp_path: Path, graph_file: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "reports" / "policy.json"
+    target.parent.mkdir()
+    target.write_text("old")
+    link = tmp_path / "latest.json"
+    link.symlink_to(target)
+    assert run(capsys, "policy", str(graph_file), "--format", "json", "-o", str(link))[0] == 0
+    assert link.is_symlink() and link.resolve() == target
+    assert json.loads(target.read_text()) == {"violations": []}
+    dangling = tmp_path / "next.json"
+    dangling.symlink_to(tmp_path / "reports" / "new.json")
+    assert run(capsys, "policy", str(graph_file), "--format", "json", "-o", str(dangling))[0] == 0
+    assert dangling.is_symlink() and (tmp_path / "reports" / "new.json").is_file()
+
+
+@pytest.mark.parametrize(("target", "message"), [
+    ("", "argument -o/--output: an empty path is not a file name"),
+    ("{tmp}/out.json/", "argument -o/--output: '{tmp}/out.json/' ends with '/', so it names a directory; give a "
+                        "file name"),
+])
+def test_not_a_file_name_is_refused_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str], target: str,
+                                                    message: str) -> None:
+    monkeypatch.setattr(blueprint.engine, "run_program", lambda *a, **k: pytest.fail("the program ran"))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["graph", "prod-aws", "-o", target.format(tmp=tmp_path)])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.endswith(f"blueprint graph: error: {message.format(tmp=tmp_path)}\n")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(SystemExit) as exit_info:
+        main(["manifests", "dev-aws", "-o", ""])
+    assert exit_info.value.code == 2
+    assert "argument -o/--output: an empty path is not a directory name" in capsys.readouterr().err
+
+
+def test_new_files_follow_the_umask_and_replaced_files_keep_their_mode(tmp_path: Path, graph_file: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        new = tmp_path / "new.json"
+        assert run(capsys, "policy", str(graph_file), "--format", "json", "-o", str(new))[0] == 0
+        assert stat.S_IMODE(new.stat().st_mode) == 0o644
+        os.umask(0o077)
+        other = tmp_path / "private.json"
+        assert run(capsys, "policy", str(graph_file), "--format", "json", "-o", str(other))[0] == 0
+        assert stat.S_IMODE(other.stat().st_mode) == 0o600
+        new.chmod(0o640)
+        assert run(capsys, "policy", str(graph_file), "--format", "json", "-o", str(new))[0] == 0
+        assert stat.S_IMODE(new.stat().st_mode) == 0o640
+    finally:
+        os.umask(old)
+
+
 # --- stack files --------------------------------------------------------------------------------
 
 
