@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
+import math
 import os
 import sys
 import tempfile
@@ -35,8 +35,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from blueprint.graph import GraphFormatError, ResourceGraph
-from blueprint.output import OutputError, check_output_dir, check_output_file, write_atomic
+from blueprint.graph import GraphFormatError, ResourceGraph, strict_json
+from blueprint.output import (
+    OutputError,
+    check_output_dir,
+    check_output_file,
+    output_dir_argument,
+    output_file_argument,
+    write_atomic,
+)
 from blueprint.policy import (
     PolicyConfigError,
     load_config_file,
@@ -55,6 +62,7 @@ EXIT_OK = 0
 EXIT_POLICY = 1
 EXIT_INVALID = 2
 EXIT_INTERNAL = 3
+EXIT_UNCHECKED = 4  # preflight/audit: nothing could be checked (or, with --strict, not everything)
 MAX_ERROR_CHARS = 20_000
 
 
@@ -68,22 +76,24 @@ def _parser() -> argparse.ArgumentParser:
     preview.add_argument("stack", help="stack name (prod-aws) or path to a stack file")
     graph = sub.add_parser("graph", parents=[common], help="write the stack's ResourceGraph as JSON")
     graph.add_argument("stack", help="stack name (prod-aws) or path to a stack file")
-    graph.add_argument("-o", "--output", type=Path, help="output file (default: standard output)")
+    graph.add_argument("-o", "--output", type=output_file_argument, help="output file (default: standard output)")
     manifests = sub.add_parser("manifests", parents=[common],
                                help="write the stack's Kubernetes objects and Helm values as YAML")
     manifests.add_argument("stack", help="stack name (prod-aws) or path to a stack file")
-    manifests.add_argument("-o", "--output", type=Path, required=True, help="output directory")
+    manifests.add_argument("-o", "--output", type=output_dir_argument, required=True, help="output directory")
     policy = sub.add_parser("policy", parents=[common], help="run the policy pack on a stack or a graph file")
     policy.add_argument("target", help="stack name, stack file, or a graph JSON (offline graph, "
                                        "`pulumi preview --json`, or `pulumi stack export`)")
     policy.add_argument("--format", choices=("table", "markdown", "json", "sarif"), default="table")
     policy.add_argument("--config", type=Path, help="pack config, as given to --policy-pack-config")
-    policy.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
+    policy.add_argument("-o", "--output", type=output_file_argument,
+                        help="write the report here instead of standard output")
     cost = sub.add_parser("cost", parents=[common], help="price a stack or a graph file (USD); "
                           "`cost diff --base <graph.json|git ref> <target>` compares two")
     cost.add_argument("target", help="stack name, stack file, or a graph JSON")
     cost.add_argument("--format", choices=("table", "json"), default="table")
-    cost.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
+    cost.add_argument("-o", "--output", type=output_file_argument,
+                      help="write the report here instead of standard output")
     cost.add_argument("--usage", type=Path, help="usage estimates (default: stacks/<stack>.usage.yaml if present)")
     # `blueprint cost diff ...` is routed here by main(); argparse cannot have both a positional target and a
     # sub-command under `cost`.
@@ -94,29 +104,38 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--format", choices=("markdown", "json"), default="markdown")
     diff.add_argument("--fail-above-usd", type=float, help="exit 1 if the monthly cost rises by more than this")
     diff.add_argument("--fail-above-percent", type=float, help="exit 1 if it rises by more than this percent")
-    diff.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
+    diff.add_argument("-o", "--output", type=output_file_argument,
+                      help="write the report here instead of standard output")
     diff.add_argument("--usage", type=Path, help="usage estimates for both sides (default: the stack's usage file)")
     sizing = sub.add_parser("sizing", parents=[common], help="the goodput model of a stack: checkpoint and restore "
                             "times, optimal interval, goodput, GPU-hours lost, required GPU capacity, storage")
     sizing.add_argument("stack", help="stack name (prod-aws) or path to a stack file")
     sizing.add_argument("--format", choices=("table", "json"), default="table")
-    sizing.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
+    sizing.add_argument("-o", "--output", type=output_file_argument,
+                        help="write the report here instead of standard output")
     preflight = sub.add_parser("preflight", parents=[common], help="check the AWS account (boto3, the usual "
                                "credentials) before pulumi up: offerings, catalog facts, quotas, reservations, "
                                "existing resources, the deployer")
     preflight.add_argument("stack", help="stack name (prod-aws) or path to a stack file")
     preflight.add_argument("--format", choices=("table", "json"), default="table")
-    preflight.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
+    preflight.add_argument("--strict", action="store_true", help="exit 4 when any check could not be made (default: "
+                             "only when none could)")
+    preflight.add_argument("-o", "--output", type=output_file_argument,
+                           help="write the report here instead of standard output")
     audit = sub.add_parser("audit", parents=[common], help="check the deployed account against the spec after "
                            "pulumi up: billing tags, bucket protection, endpoint access, EFA interfaces")
     audit.add_argument("stack", help="stack name (prod-aws) or path to a stack file")
     audit.add_argument("--format", choices=("table", "json"), default="table")
-    audit.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
+    audit.add_argument("--strict", action="store_true", help="exit 4 when any check could not be made (default: "
+                             "only when none could)")
+    audit.add_argument("-o", "--output", type=output_file_argument,
+                       help="write the report here instead of standard output")
     nccl = sub.add_parser("nccl", parents=[common], help="read and judge nccl-tests output")
     nccl_sub = nccl.add_subparsers(dest="nccl_command", required=True)
     parse = nccl_sub.add_parser("parse", parents=[common], help="an nccl-tests log as JSON")
     parse.add_argument("log", type=Path)
-    parse.add_argument("-o", "--output", type=Path, help="write the JSON here instead of standard output")
+    parse.add_argument("-o", "--output", type=output_file_argument,
+                       help="write the JSON here instead of standard output")
     check = nccl_sub.add_parser("check", parents=[common], help="compare a log with the acceptance threshold; "
                                 "exit 1 below it or on any wrong value")
     check.add_argument("log", type=Path)
@@ -125,7 +144,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--expected-busbw", type=float, help="expected bus bandwidth (GB/s) when the catalog has "
                        "none for the type")
     check.add_argument("--format", choices=("table", "json", "markdown"), default="table")
-    check.add_argument("-o", "--output", type=Path, help="write the report here instead of standard output")
+    check.add_argument("-o", "--output", type=output_file_argument,
+                       help="write the report here instead of standard output")
     record = nccl_sub.add_parser("record", parents=[common], help="one acceptance run as JSON: the log, the "
                                  "nodes (kubectl get nodes -o json) and the verdict")
     record.add_argument("log", type=Path)
@@ -134,7 +154,8 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("--nodes-json", type=Path, required=True,
                         help="kubectl get nodes -l gpu-cluster/node-group=<group> -o json > nodes.json")
     record.add_argument("--instance-type", help="judge the run against this type's threshold too")
-    record.add_argument("-o", "--output", type=Path, help="write the record here instead of standard output")
+    record.add_argument("-o", "--output", type=output_file_argument,
+                        help="write the record here instead of standard output")
     compare = nccl_sub.add_parser("compare", parents=[common], help="what changed between two records; exit 1 "
                                   "when the later peak fell more than the tolerance")
     compare.add_argument("before", type=Path)
@@ -145,7 +166,7 @@ def _parser() -> argparse.ArgumentParser:
     refresh = prices_sub.add_parser("refresh", parents=[common], help="fetch on-demand EC2 prices of the catalog's "
                                     "instance types from the AWS Price List API (needs AWS credentials)")
     refresh.add_argument("--region", default="us-east-1", help="region to price (default us-east-1)")
-    refresh.add_argument("-o", "--output", type=Path, help="overlay file (default: "
+    refresh.add_argument("-o", "--output", type=output_file_argument, help="overlay file (default: "
                          "blueprint/cost/prices_aws_refreshed.yaml, which the loader reads)")
     return parser
 
@@ -346,11 +367,37 @@ def _sizing(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _aws_session(region: str) -> Any:
+    """A boto3 client factory for the region, after checking that credentials exist; every way the account cannot
+    be reached at all (no, partial or refused credentials, an unknown profile, a malformed endpoint) is an
+    :class:`AccountAccessError`, exit 2."""
+    import boto3
+    import botocore.exceptions
+
+    from blueprint.preflight import AccountAccessError, account_access_problem
+
+    try:
+        session = boto3.Session()
+        credentials = session.get_credentials()
+    except botocore.exceptions.BotoCoreError as err:
+        raise AccountAccessError(account_access_problem(err) or str(err)) from None
+    if credentials is None:
+        raise AccountAccessError(account_access_problem(botocore.exceptions.NoCredentialsError()) or "")
+
+    def client(name: str) -> Any:
+        try:
+            return session.client(name, region_name=region)
+        except ValueError as err:  # botocore: "Invalid endpoint: <url>" (AWS_ENDPOINT_URL and friends)
+            raise AccountAccessError(f"{err}: check AWS_ENDPOINT_URL and the endpoint settings of the profile") \
+                from None
+        except botocore.exceptions.BotoCoreError as err:
+            raise AccountAccessError(account_access_problem(err) or str(err)) from None
+    return client
+
+
 def _preflight(args: argparse.Namespace) -> int:
     """``blueprint preflight`` and ``blueprint audit``: exit 0 (nothing failed), 1 (a check failed), 2 (bad
-    input)."""
-    import boto3
-
+    input, or the account cannot be read at all), 4 (nothing could be checked; with --strict: anything)."""
     from blueprint.audit import run_audit
     from blueprint.preflight import render_json, render_table, run_preflight
     from blueprint.stackfile import load_stack
@@ -364,11 +411,21 @@ def _preflight(args: argparse.Namespace) -> int:
               f"{stack.spec.cloud} stacks are not covered yet (check quotas, the reservation and the zone with "
               "gcloud; README)\n")
         return EXIT_INVALID
-    session = boto3.Session()
+    client = _aws_session(stack.region)
     run = run_audit if args.command == "audit" else run_preflight
-    checks = run(stack.spec, lambda name: session.client(name, region_name=stack.region))
+    checks = run(stack.spec, client)
     _write(render_json(checks) if args.format == "json" else render_table(checks, args.command), args.output)
-    return EXIT_POLICY if any(c.status == "fail" for c in checks) else EXIT_OK
+    if any(c.status == "fail" for c in checks):
+        return EXIT_POLICY
+    unchecked = [c for c in checks if c.status == "cannot-check"]
+    if not checks or len(unchecked) == len(checks):
+        _emit(sys.stderr, f"error: {args.command}: nothing could be checked ({len(unchecked)} cannot-check); a "
+              "gate must not pass on that: see the reasons above\n")
+        return EXIT_UNCHECKED
+    if args.strict and unchecked:
+        _emit(sys.stderr, f"error: {args.command} --strict: {len(unchecked)} check(s) could not be made\n")
+        return EXIT_UNCHECKED
+    return EXIT_OK
 
 
 def _verdict(run: Any, instance_type: str, nodes: int, expected_busbw: float | None) -> Any:
@@ -380,6 +437,8 @@ def _verdict(run: Any, instance_type: str, nodes: int, expected_busbw: float | N
     known = thresholds.get(instance_type)
     if nodes < 1:
         raise CostUsageError("--nodes must be at least 1")
+    if expected_busbw is not None and not (math.isfinite(expected_busbw) and expected_busbw > 0):
+        raise CostUsageError(f"--expected-busbw must be a finite positive number of GB/s, got {expected_busbw}")
     if expected_busbw is not None:
         expected, source = expected_busbw, "given with --expected-busbw"
     elif known is not None and known.expected_busbw_gbps is not None and nodes == 1 and (known.nodes or 2) > 1:
@@ -400,7 +459,7 @@ def _nccl_compare(args: argparse.Namespace) -> int:
     docs = []
     for path in (args.before, args.after):
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            doc = strict_json(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
             raise CostUsageError(f"{path}: not an acceptance record: {err}") from None
         if not isinstance(doc, dict) or "max_busbw_gbps" not in doc:
@@ -434,7 +493,7 @@ def _nccl(args: argparse.Namespace) -> int:
         from blueprint.nccl import acceptance_record, node_facts
 
         try:
-            facts = node_facts(json.loads(args.nodes_json.read_text(encoding="utf-8")))
+            facts = node_facts(strict_json(args.nodes_json.read_text(encoding="utf-8")))
         except (OSError, ValueError) as err:
             raise CostUsageError(f"{args.nodes_json}: {err}") from None
         verdict = _verdict(run, args.instance_type, len(facts["nodes"]), None) if args.instance_type else None
@@ -451,7 +510,7 @@ def _nccl(args: argparse.Namespace) -> int:
     else:
         text = (f"{'PASS' if verdict.passed else 'FAIL'}: peak busbw {run.max_busbw or 0:.2f} GB/s, required "
                 f"{verdict.required_busbw:.2f} ({fraction:.0%} of {expected:.2f}), wrong values "
-                f"{run.wrong if run.wrong is not None else 'not validated'}\n"
+                f"{run.wrong_summary}\n"
                 + "".join(f"  - {p}\n" for p in verdict.problems))
     _write(text, args.output)
     return EXIT_OK if verdict.passed else EXIT_POLICY
@@ -515,6 +574,8 @@ def _run(args: argparse.Namespace) -> int:
         _emit(sys.stdout, "\n" + render_cost_summary(cost)
               + render_unit_cost(unit_cost(cost, stack.spec.workload, goodput), _unit_reason(stack.spec, goodput)))
         _emit(sys.stdout, "\n" + render_table(report))
+        # As `pulumi preview --policy-pack` fails on a mandatory violation (and `make preview` with it).
+        return EXIT_OK if report.passed else EXIT_POLICY
     elif args.command == "graph":
         if output is None:
             _write(run.graph.to_json(), output)
@@ -546,10 +607,12 @@ def _internal_error(err: BaseException, debug: bool) -> int:
 def _invalid_input_errors() -> tuple[type[Exception], ...]:
     """The exceptions that mean "your input is invalid" (exit 2), from the modules that raise them."""
     from blueprint.cost.usage import UsageError
+    from blueprint.preflight import AccountAccessError
     from blueprint.stackfile import StackError
     from components.clock import ClockError
 
-    return StackError, PolicyConfigError, GraphFormatError, OutputError, ClockError, CostUsageError, UsageError
+    return (StackError, PolicyConfigError, GraphFormatError, OutputError, ClockError, CostUsageError, UsageError,
+            AccountAccessError)
 
 
 def run() -> None:
@@ -565,15 +628,22 @@ def run() -> None:
     os._exit(code)
 
 
+def _route_cost_diff(words: list[str]) -> list[str]:
+    """``cost diff ...`` is the ``cost-diff`` sub-command, with or without options before it
+    (``blueprint --debug cost diff --base ...``)."""
+    first = next((i for i, w in enumerate(words) if not w.startswith("-")), len(words))
+    if words[first:first + 2] == ["cost", "diff"]:
+        return [*words[:first], "cost-diff", *words[first + 2:]]
+    return words
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``blueprint`` and ``python -m blueprint``; returns the exit status.
 
     0: success; 1: a mandatory policy violation; 2: invalid input (stack file, graph, policy config, output
     path), with the message on standard error; 3: an internal error, reported in one short paragraph.
     """
-    words = list(sys.argv[1:] if argv is None else argv)
-    if words[:2] == ["cost", "diff"]:
-        words = ["cost-diff", *words[2:]]
+    words = _route_cost_diff(list(sys.argv[1:] if argv is None else argv))
     args = _parser().parse_args(words)
     debug = bool(getattr(args, "debug", False))
     try:

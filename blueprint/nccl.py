@@ -11,6 +11,7 @@ was stripped; a run cut short (no average line: ``complete`` is false). Bandwidt
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +20,7 @@ _PREFIXES = (
     re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:"),  # mpirun --tag-output
     re.compile(r"^\s*\d+:\s?"),  # srun -l
 )
-_NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)"
+_NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|(?i:nan|inf(?:inity)?))"
 _ROW = re.compile(
     rf"^\s*(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>[A-Za-z0-9_]+)\s+(?P<redop>[A-Za-z_]+)\s+"
     rf"(?:(?P<root>-?\d+)\s+)?"
@@ -38,24 +39,36 @@ _HEADER = re.compile(r"^#?\s*size\s+count\s+type\s+redop\s+(?P<root>root\s+)?tim
                      r"(?P<wrong>#wrong|error)")
 
 
+_COUNT = re.compile(r"\+?\d+")
+_MAX_COUNT_DIGITS = 20  # nccl-tests prints size_t and int64 values
 _TYPE_BYTES = {"int8": 1, "uint8": 1, "char": 1, "half": 2, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4,
                "int": 4, "float": 4, "float32": 4, "int64": 8, "uint64": 8, "double": 8, "float64": 8}
 
 
-def infer_collective(rows: list[NcclRow]) -> str | None:
-    """The collective a table must come from when the log does not name it (from the reduction, the root and
-    how count relates to size); None when the columns leave it open (all_gather and alltoall look alike)."""
-    row = max(rows, key=lambda r: r.size)
-    width = _TYPE_BYTES.get(row.type)
-    if width is None or row.size == 0:
-        return None
-    if row.redop != "none":
-        if row.root is not None and row.root >= 0:
-            return "reduce"
-        return "all_reduce" if row.count * width == row.size else "reduce_scatter"
-    if row.root is not None and row.root >= 0:
-        return "broadcast"
-    return None
+def infer_collective(rows: list[NcclRow]) -> tuple[str | None, list[str]]:
+    """The collective a table must come from when the log does not name it, and the candidates when the columns
+    leave a choice. nccl-tests prints ``size`` = max(send, receive bytes) and ``count`` = the per-rank parameter
+    count (src/common.cu and each test's GetCollByteCount), so size / (count x type size) is 1 for all_reduce,
+    broadcast, reduce and sendrecv, and the number of ranks for all_gather, alltoall, reduce_scatter, gather and
+    scatter; ``redop`` (none or a reduction) and ``root`` (-1 or a rank) tell the rest apart. Returns (None,
+    candidates) when they still tie: all_gather and alltoall, gather and scatter look alike."""
+    measured = [r for r in rows if r.size > 0 and r.count > 0 and r.type in _TYPE_BYTES]
+    if not measured:
+        return None, []
+    row = max(measured, key=lambda r: r.size)
+    factor, rest = divmod(row.size, row.count * _TYPE_BYTES[row.type])
+    if rest or factor < 1:
+        return None, []
+    rooted = row.root is not None and row.root >= 0
+    reduces = row.redop != "none"
+    if factor == 1:
+        if reduces:
+            return ("reduce", []) if rooted else ("all_reduce", [])
+        return ("broadcast", []) if rooted else ("sendrecv", [])
+    if reduces:
+        return (None, []) if rooted else ("reduce_scatter", [])
+    candidates = ["gather", "scatter"] if rooted else ["all_gather", "alltoall"]
+    return None, candidates
 
 
 class NcclLogError(ValueError):
@@ -64,7 +77,11 @@ class NcclLogError(ValueError):
 
 @dataclass
 class NcclRow:
-    """One message size: out-of-place and in-place time (us), algbw and busbw (GB/s) and wrong values."""
+    """One message size: out-of-place and in-place time (us), algbw and busbw (GB/s) and wrong values.
+
+    A figure that is not a finite number (``nan``, ``inf``) is kept as None and named in ``invalid``; so is a
+    ``#wrong`` that is not a whole count (negative, fractional, NaN). The old table's ``error`` column is the
+    largest deviation seen (a float), not a count: it is kept as ``max_error`` and ``wrong`` stays None."""
 
     size: int
     count: int
@@ -73,16 +90,18 @@ class NcclRow:
     root: int | None
     out_of_place: dict[str, Any]
     in_place: dict[str, Any]
+    invalid: list[str] = field(default_factory=list)
 
     @property
     def wrong(self) -> int | None:
-        """Wrong values over both passes; None when validation was off (``N/A``)."""
-        values = [p["wrong"] for p in (self.out_of_place, self.in_place) if p["wrong"] is not None]
+        """Wrong values over both passes; None when validation was off (``N/A``) or the table is the old one."""
+        values = [p["wrong"] for p in (self.out_of_place, self.in_place) if p.get("wrong") is not None]
         return None if not values else int(sum(values))
 
     @property
     def max_busbw(self) -> float:
-        return max(float(self.out_of_place["busbw"]), float(self.in_place["busbw"]))
+        return max((float(p["busbw"]) for p in (self.out_of_place, self.in_place) if p["busbw"] is not None),
+                   default=0.0)
 
 
 @dataclass
@@ -103,6 +122,8 @@ class NcclRun:
     table_format: str | None = None  # "new" (root, #wrong) or "old" (error column)
     collective_inferred: bool = False  # read from the table's columns, not named in the log
     avg_failed: bool = False  # nccl-tests marked its summary FAILED
+    avg_invalid: str | None = None  # the average as printed when it is not a finite number
+    collective_candidates: list[str] = field(default_factory=list)  # when the table's shape leaves a choice
 
     @property
     def max_busbw(self) -> float | None:
@@ -110,24 +131,46 @@ class NcclRun:
 
     @property
     def wrong(self) -> int | None:
-        """Wrong values over every row; None when no row was validated."""
+        """Wrong values over every row (each a count >= 0, so none cancels another); None when no row was
+        validated."""
         counted = [r.wrong for r in self.rows if r.wrong is not None]
         return sum(counted) if counted else None
 
     @property
+    def wrong_summary(self) -> str:
+        """The wrong-value figure as a report shows it."""
+        if self.wrong is not None:
+            return str(self.wrong)
+        if self.table_format == "old":
+            oob = f"{self.out_of_bounds} {self.oob_status}" if self.oob_status else "not printed"
+            return f"no count in the old table (out of bounds: {oob})"
+        return "not validated"
+
+    @property
+    def invalid(self) -> list[str]:
+        """Figures that are not numbers nccl-tests can print for a good run (NaN, infinity, a negative or
+        fractional count), row by row, and a summary that is not a number."""
+        out = [f"size {r.size}: {problem}" for r in self.rows for problem in r.invalid]
+        if self.avg_invalid:
+            out.append(f"the average bus bandwidth is {self.avg_invalid}")
+        return out
+
+    @property
     def complete(self) -> bool:
         """The run printed its summary (average line), so it was not cut short."""
-        return self.avg_busbw is not None
+        return self.avg_busbw is not None or self.avg_invalid is not None
 
     @property
     def ok(self) -> bool:
-        """Complete, no wrong value, no out-of-bounds failure."""
-        return self.complete and not self.wrong and self.oob_status != "FAILED" and not self.avg_failed
+        """Complete, no wrong value, no out-of-bounds failure, every figure a finite number."""
+        return (self.complete and not self.wrong and self.oob_status != "FAILED" and not self.avg_failed
+                and not self.invalid)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "collective": self.collective,
             "collective_inferred": self.collective_inferred,
+            "collective_candidates": self.collective_candidates,
             "ranks": self.ranks,
             "gpus_per_rank": self.gpus_per_rank,
             "nccl_version": self.nccl_version,
@@ -137,6 +180,7 @@ class NcclRun:
             "busbw_unit": "GB/s",
             "rows": [{"size": r.size, "count": r.count, "type": r.type, "redop": r.redop, "root": r.root,
                       "out_of_place": r.out_of_place, "in_place": r.in_place} for r in self.rows],
+            "invalid_values": self.invalid,
             "max_busbw_gbps": self.max_busbw,
             "avg_busbw_gbps": self.avg_busbw,
             "wrong": self.wrong,
@@ -152,18 +196,50 @@ def _strip(line: str) -> str:
     return line.rstrip("\r\n")
 
 
-def _wrong(text: str) -> int | None:
-    if text.upper() == "N/A":
+def _clip(text: str) -> str:
+    return text if len(text) <= 24 else f"{text[:20]}... ({len(text):,} characters)"
+
+
+def _number(text: str, what: str, invalid: list[str]) -> float | None:
+    """A printed figure as a float, or None (named in ``invalid``) when it is NaN or infinite."""
+    value = float(text)
+    if not math.isfinite(value):
+        invalid.append(f"{what} is {_clip(text)}")
         return None
+    return value
+
+
+def _wrong(text: str, what: str, old_table: bool, invalid: list[str]) -> tuple[int | None, float | None]:
+    """(#wrong count, old-table max error) of one pass. ``N/A``: validation off. A count must be a whole number
+    >= 0 (5 and -5 must not cancel); the old ``error`` column is a deviation, finite and >= 0."""
+    if text.upper() == "N/A":
+        return None, None
     try:
-        return int(float(text))  # the old "error" column prints a float (0e+00)
+        value = float(text)
     except ValueError:
         raise NcclLogError(f"'{text}' is not a count of wrong values") from None
+    if old_table:
+        if not math.isfinite(value) or value < 0:
+            invalid.append(f"{what} error is {_clip(text)}")
+            return None, None
+        return None, value
+    if not math.isfinite(value) or value < 0 or not value.is_integer() or not _COUNT.fullmatch(text):
+        invalid.append(f"{what} #wrong is {_clip(text)}, not a count")
+        return None, None
+    return int(text), None
 
 
-def _pass(m: re.Match[str], side: str) -> dict[str, Any]:
-    return {"time_us": float(m[f"{side}_time"]), "algbw": float(m[f"{side}_algbw"]),
-            "busbw": float(m[f"{side}_busbw"]), "wrong": _wrong(m[f"{side}_wrong"])}
+def _pass(m: re.Match[str], side: str, old_table: bool, invalid: list[str]) -> dict[str, Any]:
+    name = "out-of-place" if side == "oop" else "in-place"
+    wrong, error = _wrong(m[f"{side}_wrong"], name, old_table, invalid)
+    out: dict[str, Any] = {"time_us": _number(m[f"{side}_time"], f"{name} time", invalid),
+                           "algbw": _number(m[f"{side}_algbw"], f"{name} algbw", invalid),
+                           "busbw": _number(m[f"{side}_busbw"], f"{name} busbw", invalid)}
+    if old_table:
+        out["max_error"] = error
+    else:
+        out["wrong"] = wrong
+    return out
 
 
 def parse_nccl(text: str) -> NcclRun:
@@ -171,16 +247,23 @@ def parse_nccl(text: str) -> NcclRun:
     if "\x00" in text:
         raise NcclLogError("not a text log (it holds NUL bytes)")
     run = NcclRun()
-    for raw in text.splitlines():
+    for number, raw in enumerate(text.splitlines(), start=1):
         line = _strip(raw)
         if (m := _ROW.match(line)) is not None:
-            run.rows.append(NcclRow(size=int(m["size"]), count=int(m["count"]), type=m["type"], redop=m["redop"],
-                                    root=int(m["root"]) if m["root"] is not None else None,
-                                    out_of_place=_pass(m, "oop"), in_place=_pass(m, "ip")))
+            if max(len(m["size"]), len(m["count"]), len(m["root"] or "")) > _MAX_COUNT_DIGITS:
+                raise NcclLogError(f"line {number}: a size, count or root of more than {_MAX_COUNT_DIGITS} digits; "
+                                   "nccl-tests prints 64-bit integers there")
             if run.table_format is None:
                 run.table_format = "new" if m["root"] is not None else "old"
+            invalid: list[str] = []
+            old_table = run.table_format == "old"
+            run.rows.append(NcclRow(size=int(m["size"]), count=int(m["count"]), type=m["type"], redop=m["redop"],
+                                    root=int(m["root"]) if m["root"] is not None else None,
+                                    out_of_place=_pass(m, "oop", old_table, invalid),
+                                    in_place=_pass(m, "ip", old_table, invalid), invalid=invalid))
         elif (m := _AVG.match(line)) is not None:
-            run.avg_busbw = float(m["value"])
+            value = float(m["value"])
+            run.avg_busbw, run.avg_invalid = (value, None) if math.isfinite(value) else (None, _clip(m["value"]))
             run.avg_failed = m["failed"] is not None
         elif (m := _OOB.match(line)) is not None:
             run.out_of_bounds, run.oob_status = int(m["count"]), m["status"]
@@ -209,7 +292,7 @@ def parse_nccl(text: str) -> NcclRun:
     if run.devices:
         run.ranks = len({d["rank"] for d in run.devices})
     if run.collective is None:
-        run.collective = infer_collective(run.rows)
+        run.collective, run.collective_candidates = infer_collective(run.rows)
         run.collective_inferred = run.collective is not None
     return run
 
@@ -235,11 +318,17 @@ class Verdict:
         if not self.run.complete:
             out.append("the run was cut short (no 'Avg bus bandwidth' line)")
         if self.run.wrong:
-            out.append(f"{self.run.wrong} wrong value(s) in the result table")
+            rows = [r.size for r in self.run.rows if r.wrong]
+            out.append(f"{self.run.wrong} wrong value(s) in the result table (sizes {', '.join(map(str, rows))})")
+        out += [f"not a valid figure: {problem}" for problem in self.run.invalid]
         if self.run.avg_failed:
             out.append("nccl-tests marked the run FAILED")
         if self.run.collective is not None and self.run.collective != "all_reduce":
             out.append(f"the thresholds are for all_reduce, and this log is {self.run.collective}")
+        elif self.run.collective is None:
+            maybe = " or ".join(self.run.collective_candidates) or "unknown"
+            out.append(f"the thresholds are for all_reduce, and this log's collective is {maybe} (the log does not "
+                       "name it and its table is not all_reduce's)")
         if self.run.oob_status == "FAILED":
             out.append(f"out-of-bounds check FAILED ({self.run.out_of_bounds} value(s))")
         peak = self.run.max_busbw or 0.0
@@ -271,14 +360,15 @@ class Verdict:
                  else "| average bus bandwidth | (run cut short) |",
                  f"| required | {self.required_busbw:.2f} GB/s ({self.pass_fraction:.0%} of "
                  f"{self.expected_busbw:.2f}) |",
-                 f"| wrong values | {self.run.wrong if self.run.wrong is not None else 'not validated'} |", "",
+                 f"| wrong values | {self.run.wrong_summary} |", "",
                  f"Threshold source: {self.source}"]
         lines += [f"- {p}" for p in self.problems]
         return "\n".join(lines) + "\n"
 
 
 def render_json(doc: dict[str, Any]) -> str:
-    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    """JSON, never NaN or Infinity (not JSON): the parser keeps such figures as null and names them."""
+    return json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
 _OFI = re.compile(r"(?:aws-ofi-nccl|NET/OFI Initializing aws-ofi-nccl)\s+v?(?P<version>\d+\.\d+\.\d+\S*)")

@@ -62,13 +62,47 @@ def _error(err: Exception) -> str:
     return f"{code}: {err}" if code else str(err)
 
 
+class AccountAccessError(Exception):
+    """The account cannot be read at all (no or partial credentials, an unknown profile, credentials AWS refuses,
+    an endpoint that is malformed or does not answer): an input error of the environment, not a finding."""
+
+
+# ClientError codes that mean "these credentials are not valid", not "this one call is not allowed".
+_REFUSED_CREDENTIALS = frozenset({"InvalidClientTokenId", "UnrecognizedClientException", "AuthFailure",
+                                  "ExpiredToken", "ExpiredTokenException", "InvalidAccessKeyId",
+                                  "SignatureDoesNotMatch", "InvalidToken", "RequestExpired"})
+
+
+def account_access_problem(err: Exception) -> str | None:
+    """Why ``err`` means that nothing of the account can be read, or None for an error of one check."""
+    import botocore.exceptions as bx
+
+    if isinstance(err, bx.ClientError):
+        code = err.response.get("Error", {}).get("Code")
+        return f"AWS refused the credentials ({code}): {err}" if code in _REFUSED_CREDENTIALS else None
+    if isinstance(err, bx.NoCredentialsError):
+        return ("no AWS credentials were found (environment variables, AWS_PROFILE, the shared credentials file, "
+                "SSO or an instance role)")
+    if isinstance(err, bx.PartialCredentialsError | bx.ProfileNotFound | bx.NoRegionError):
+        return str(err)
+    if isinstance(err, bx.EndpointConnectionError | bx.ConnectTimeoutError | bx.ProxyConnectionError):
+        return f"the AWS endpoint does not answer ({err}); check AWS_ENDPOINT_URL, the proxy and the network"
+    if isinstance(err, bx.SSOError | bx.TokenRetrievalError | bx.CredentialRetrievalError):
+        return f"the AWS credentials cannot be loaded: {err}"
+    return None
+
+
 def _guard(check: str, subject: str, fn: Callable[[], list[Check]]) -> list[Check]:
-    """Run one check; an API error becomes cannot-check with the reason, never a traceback."""
+    """Run one check; an API error becomes cannot-check with the reason, never a traceback. An error that means
+    no check can be made (credentials, endpoint) stops the run with :class:`AccountAccessError`."""
     import botocore.exceptions
 
     try:
         return fn()
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as err:
+        problem = account_access_problem(err)
+        if problem is not None:
+            raise AccountAccessError(problem) from None
         return [Check(check, subject, "cannot-check", _error(err))]
 
 
@@ -349,4 +383,5 @@ def render_json(checks: Iterable[Check]) -> str:
                        "checks": [asdict(c) for c in rows]}, indent=2, sort_keys=True) + "\n"
 
 
-__all__ = ["QUOTAS", "Check", "math", "quota_family", "quota_needs", "render_json", "render_table", "run_preflight"]
+__all__ = ["QUOTAS", "AccountAccessError", "Check", "account_access_problem", "math",
+           "quota_family", "quota_needs", "render_json", "render_table", "run_preflight"]

@@ -11,7 +11,7 @@ import pytest
 from blueprint.cli import main
 from blueprint.nccl import NcclLogError, parse_nccl
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "nccl" / "all_reduce_p5x2_mpirun.log"
+REFERENCE = Path(__file__).resolve().parent / "fixtures" / "nccl" / "all_reduce_p5x2_mpirun.log"  # SOURCE.md beside it
 
 NEW_FORMAT = """\
 # nccl-tests version 2.13.11 nccl-headers=22105 nccl-library=22105
@@ -86,7 +86,9 @@ def test_the_new_format_with_its_header_devices_and_noise(how: str) -> None:
 
 def test_the_old_format_without_root_and_with_an_error_column() -> None:
     run = parse_nccl(OLD_FORMAT)
-    assert run.table_format == "old" and run.rows[1].root is None and run.wrong == 0
+    assert run.table_format == "old" and run.rows[1].root is None
+    assert run.wrong is None and run.rows[1].out_of_place["max_error"] == 0.0  # a deviation, not a count
+    assert run.wrong_summary == "no count in the old table (out of bounds: 0 OK)"
     assert run.gpus_per_rank == 8 and run.max_busbw == 154.73 and run.ok
     assert run.collective == "all_reduce" and run.collective_inferred
 
@@ -207,3 +209,102 @@ def test_what_a_check_must_not_pass(tmp_path: Path, capsys: pytest.CaptureFixtur
     one.write_text(NEW_FORMAT)
     assert main(["nccl", "check", str(one), "--instance-type", "p5.48xlarge", "--nodes", "1"]) == 2
     assert "a single-node (NVLink) run needs --expected-busbw" in capsys.readouterr().err
+
+
+# --- issue 20: a check never passes a log it did not really check -----------------------------------------------
+
+ROW_1G = ("1073741824     268435456     float     sum      -1   6000.0  178.96  268.44      0   5990.0  179.26  "
+          "268.89      0")
+
+
+@pytest.mark.parametrize(("oop", "ip", "problem"), [
+    ("5", "-5", "not a valid figure: size 1073741824: in-place #wrong is -5, not a count"),
+    ("2.5", "0", "not a valid figure: size 1073741824: out-of-place #wrong is 2.5, not a count"),
+    ("nan", "0", "not a valid figure: size 1073741824: out-of-place #wrong is nan, not a count"),
+    ("inf", "0", "not a valid figure: size 1073741824: out-of-place #wrong is inf, not a count"),
+    ("3", "0", "3 wrong value(s) in the result table (sizes 1073741824)"),
+])
+def test_wrong_counts_that_are_not_zero_or_not_counts_fail(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           oop: str, ip: str, problem: str) -> None:
+    row = ROW_1G.replace("268.44      0", f"268.44 {oop:>6}").replace("268.89      0", f"268.89 {ip:>6}")
+    log = tmp_path / "run.log"
+    log.write_text(NEW_FORMAT.replace(ROW_1G, row))
+    run = parse_nccl(log.read_text())
+    assert not run.ok
+    assert main(["nccl", "check", str(log), "--instance-type", "p5.48xlarge", "--nodes", "2",
+                 "--expected-busbw", "200", "--format", "json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["passed"] is False and problem in doc["problems"]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN"])
+def test_bandwidths_that_are_not_numbers_fail_and_parse_prints_json(tmp_path: Path, value: str,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "run.log"
+    log.write_text(NEW_FORMAT.replace("286.65      0\n", f"{value}      0\n")
+                   .replace("# Avg bus bandwidth    : 184.4", f"# Avg bus bandwidth    : {value}"))
+    assert main(["nccl", "parse", str(log)]) == 0
+    text = capsys.readouterr().out
+
+    def not_json(constant: str) -> None:
+        raise AssertionError(f"{constant} is not JSON")
+    doc = json.loads(text, parse_constant=not_json)
+    assert doc["rows"][-1]["in_place"]["busbw"] is None and doc["avg_busbw_gbps"] is None and doc["ok"] is False
+    assert doc["invalid_values"] == [f"size 17179869184: in-place busbw is {value}",
+                                     f"the average bus bandwidth is {value}"]
+    assert main(["nccl", "check", str(log), "--instance-type", "p5.48xlarge", "--nodes", "2",
+                 "--expected-busbw", "100"]) == 1
+    assert f"not a valid figure: size 17179869184: in-place busbw is {value}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-5"])
+def test_expected_busbw_must_be_a_finite_positive_number(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["nccl", "check", str(REFERENCE), "--instance-type", "p5.48xlarge", "--nodes", "2",
+                 "--expected-busbw", value]) == 2
+    assert capsys.readouterr().err == (f"error: --expected-busbw must be a finite positive number of GB/s, got "
+                                       f"{float(value)}\n")
+
+
+def _table(redop: str, root: int, size: int, count: int) -> str:
+    """A nameless log of one row: the collective is read from the table's shape."""
+    return OLD_FORMAT.split("#       size")[0] + (
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "
+        "busbw #wrong\n"
+        f"  {size:>10} {count:>13}     float  {redop:>6}  {root:>6}   6000.0  178.96  268.44      0   5990.0  179.26  "
+        "268.89      0\n# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 184.4\n")
+
+
+@pytest.mark.parametrize(("redop", "root", "count", "named", "candidates"), [
+    ("sum", -1, 268435456, "all_reduce", []),
+    ("sum", 0, 268435456, "reduce", []),
+    ("sum", -1, 16777216, "reduce_scatter", []),
+    ("none", 0, 268435456, "broadcast", []),
+    ("none", -1, 268435456, "sendrecv", []),
+    ("none", 0, 16777216, None, ["gather", "scatter"]),  # a scatter log was reported as broadcast
+    ("none", -1, 16777216, None, ["all_gather", "alltoall"]),
+])
+def test_a_nameless_log_is_read_from_the_table_shape(redop: str, root: int, count: int, named: str | None,
+                                                     candidates: list[str]) -> None:
+    run = parse_nccl(_table(redop, root, 1073741824, count))
+    assert (run.collective, run.collective_candidates, run.collective_inferred) == (named, candidates,
+                                                                                   named is not None)
+
+
+def test_the_scatter_example_of_awsome_distributed_training_is_not_broadcast(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/README.md, its scatter_perf excerpt
+    (srun -l prefixes, 16 ranks: 2147483648 B is 33554432 floats x 16)."""
+    log = tmp_path / "scatter.log"
+    log.write_text(
+        "0: #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "
+        "busbw #wrong\n"
+        "0:    536870912       8388608     float    none       0   6561.3   81.82   76.71      0   6508.3   82.49   "
+        "77.33      0\n"
+        "0:   2147483648      33554432     float    none       0    25421   84.48   79.20      0    25283   84.94   "
+        "79.63      0\n")
+    run = parse_nccl(log.read_text())
+    assert run.collective is None and run.collective_candidates == ["gather", "scatter"]
+    assert main(["nccl", "check", str(log), "--instance-type", "p5.48xlarge", "--nodes", "2",
+                 "--expected-busbw", "50"]) == 1
+    assert ("the thresholds are for all_reduce, and this log's collective is gather or scatter (the log does not "
+            "name it and its table is not all_reduce's)") in capsys.readouterr().out

@@ -198,3 +198,93 @@ def test_cli_json_and_exit_status(aws: dict[str, float], capsys: pytest.CaptureF
     aws["L-1216C47A"] = 8.0
     assert main(["preflight", "prod-aws"]) == 1
     assert "FAIL          vcpu-quota" in capsys.readouterr().out
+
+
+# --- the account cannot be read at all: never "0 pass, 0 fail, 7 cannot-check" and exit 0 -------------------------
+
+
+@pytest.fixture
+def no_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """No credentials anywhere: an empty home, no AWS variables, no instance metadata to ask."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                 "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                 "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+
+
+@pytest.mark.parametrize("command", ["preflight", "audit"])
+@pytest.mark.parametrize(("env", "message"), [
+    ({}, "error: no AWS credentials were found (environment variables, AWS_PROFILE, the shared credentials file, "
+         "SSO or an instance role)\n"),
+    ({"AWS_ACCESS_KEY_ID": "AKIAEXAMPLE"},
+     "error: Partial credentials found in env, missing: AWS_SECRET_ACCESS_KEY\n"),
+    ({"AWS_PROFILE": "no-such-profile"}, "error: The config profile (no-such-profile) could not be found\n"),
+    ({"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b", "AWS_ENDPOINT_URL": "not a url"},
+     "error: Invalid endpoint: not a url: check AWS_ENDPOINT_URL and the endpoint settings of the profile\n"),
+])
+def test_credentials_and_endpoints_that_cannot_work_are_input_errors(
+        no_aws: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str,
+        env: dict[str, str], message: str) -> None:
+    from blueprint.cli import main
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert main([command, "prod-aws"]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", message)
+
+
+def test_an_endpoint_that_does_not_answer_is_an_input_error(no_aws: None, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from blueprint.cli import main
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "a")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "b")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # the discard port: nothing listens
+    assert main(["preflight", "prod-aws"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('error: the AWS endpoint does not answer (Could not connect to the endpoint URL: '
+                          '"http://127.0.0.1:9/"); check AWS_ENDPOINT_URL, the proxy and the network')
+
+
+def test_refused_credentials_stop_the_run(aws: dict[str, float]) -> None:
+    from botocore.exceptions import ClientError
+
+    from blueprint.preflight import AccountAccessError, _guard
+
+    def refused() -> list[Check]:
+        raise ClientError({"Error": {"Code": "InvalidClientTokenId", "Message": "The security token included in "
+                                     "the request is invalid."}}, "DescribeInstanceTypeOfferings")
+    with pytest.raises(AccountAccessError, match=r"^AWS refused the credentials \(InvalidClientTokenId\)"):
+        _guard("instance-type-offered", "node groups", refused)
+
+    def denied() -> list[Check]:
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "GetServiceQuota")
+    assert _guard("vcpu-quota", "P", denied) == [Check("vcpu-quota", "P", "cannot-check", "AccessDenied: "
+                                                       "An error occurred (AccessDenied) when calling the "
+                                                       "GetServiceQuota operation: no")]
+
+
+def test_nothing_checked_is_not_a_pass(aws: dict[str, float], capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every check cannot-check: exit 4, never 0; --strict makes any cannot-check exit 4."""
+    from blueprint import preflight
+    from blueprint.cli import main
+
+    unknown = [Check("reservation", "nodeGroups.h100", "cannot-check", "AccessDenied")] * 7
+    monkeypatch.setattr(preflight, "run_preflight", lambda spec, client: unknown)
+    assert main(["preflight", "prod-aws"]) == 4
+    out, err = capsys.readouterr()
+    assert out.endswith("preflight: 0 pass, 0 fail, 7 cannot-check\n")
+    assert err == ("error: preflight: nothing could be checked (7 cannot-check); a gate must not pass on that: see "
+                   "the reasons above\n")
+    mixed = [Check("deployer", "r", "pass", "ok"), *unknown[:1]]
+    monkeypatch.setattr(preflight, "run_preflight", lambda spec, client: mixed)
+    assert main(["preflight", "prod-aws"]) == 0
+    assert main(["preflight", "prod-aws", "--strict"]) == 4
+    assert capsys.readouterr().err == "error: preflight --strict: 1 check(s) could not be made\n"
