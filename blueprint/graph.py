@@ -67,6 +67,52 @@ def _check_text(text: str, where: str) -> None:
         raise GraphFormatError(f"{where}: a string holds a lone surrogate (\\ud800-\\udfff), not text") from None
 
 
+# The quantities readers multiply prices by or size quotas with, per resource type: (key path, what, maximum).
+# A graph read from a file (an edited preview, a hand-written case) must carry whole, non-negative numbers within
+# the maximum there, or the cost would be priced at -$ or $3.4e21. Node maxima: EKS's ultra-scale clusters reach
+# 100,000 nodes (AWS, "Amazon EKS enables ultra scale AI/ML workloads with support for 100K nodes per cluster",
+# 2025-07-16), GKE clusters 65,000 (GKE "Plan for large GKE clusters"), so no group or pool is larger. Capacity:
+# 10^9 GiB (about 1 EiB) is beyond every filesystem either cloud sells.
+MAX_NODES = 100_000
+MAX_GIB = 10**9
+_NODES = ("a node count", MAX_NODES)
+_GIB = ("a capacity in GiB", MAX_GIB)
+_QUANTITIES: dict[str, tuple[tuple[tuple[str, ...], tuple[str, int]], ...]] = {
+    "aws:eks/nodeGroup:NodeGroup": tuple((("scalingConfig", key), _NODES) for key in ("desiredSize", "minSize",
+                                                                                       "maxSize")),
+    "gcp:container/nodePool:NodePool": ((("nodeCount",), _NODES), (("initialNodeCount",), _NODES),
+                                        *((("autoscaling", key), _NODES) for key in (
+                                            "minNodeCount", "maxNodeCount", "totalMinNodeCount",
+                                            "totalMaxNodeCount"))),
+    "aws:fsx/lustreFileSystem:LustreFileSystem": ((("storageCapacity",), _GIB),
+                                                  (("perUnitStorageThroughput",), ("a throughput in MB/s per TiB",
+                                                                                   100_000))),
+    "gcp:lustre/instance:Instance": ((("capacityGib",), _GIB),
+                                     (("perUnitStorageThroughput",), ("a throughput in MB/s per TiB", 100_000))),
+    "gcp:parallelstore/instance:Instance": ((("capacityGib",), _GIB),),
+}
+
+
+def _check_quantities(type_: str, inputs: dict[str, Any], where: str) -> None:
+    """The quantities of :data:`_QUANTITIES` are whole numbers from 0 to their maximum (GCP's int64 fields may
+    come as decimal strings); unknown and secret values are left to the readers."""
+    for path, (what, maximum) in _QUANTITIES.get(type_, ()):
+        value: Any = inputs
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None or value in (UNKNOWN, SECRET):
+            continue
+        number: float | None = None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            number = float(value)
+        elif isinstance(value, str) and type_.startswith("gcp:") and value.strip().isdigit() and len(value) <= 20:
+            number = float(int(value))  # the GCP provider sends int64 fields as decimal strings
+        if number is None or not number.is_integer() or not 0 <= number <= maximum:
+            shown = json.dumps(value)[:40]
+            raise GraphFormatError(f"{where}.inputs.{'.'.join(path)}: {shown} is not {what} (a whole number from 0 "
+                                   f"to {maximum:,})")
+
+
 def _short(key: str) -> str:
     return key if len(key) <= 40 else key[:37] + "..."
 
@@ -271,6 +317,7 @@ class ResourceGraph:
                 raise GraphFormatError(f"{where} needs at least urn, type and name")
             inputs = _field(raw, "inputs", dict, where, default={})
             _check_value(inputs, f"{where}.inputs")
+            _check_quantities(str(raw["type"]), inputs, where)
             out.append(GraphResource(
                 urn=_text(raw, "urn", where),
                 type=_text(raw, "type", where),
@@ -330,7 +377,7 @@ class ResourceGraph:
         except UnicodeDecodeError:
             raise GraphFormatError("not UTF-8 text") from None
         try:
-            doc = json.loads(text, parse_constant=_no_constant)
+            doc = strict_json(text)
         except RecursionError:
             raise GraphFormatError("nested too deeply") from None
         except ValueError as err:
@@ -355,8 +402,40 @@ def _text(raw: dict[str, Any], key: str, where: str) -> str:
     return str(value)
 
 
-def _no_constant(name: str) -> Any:
-    raise GraphFormatError(f"{name} is not a JSON number")
+MAX_INTEGER_DIGITS = 40
+
+
+class StrictJsonError(ValueError):
+    """JSON that parses in Python but is not data this tool accepts: a key given twice, NaN or Infinity, an
+    integer of more digits than any quantity has."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise StrictJsonError(f"the key {json.dumps(key)[:60]} is given twice (the first value would be silently "
+                                  "replaced)")
+        out[key] = value
+    return out
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INTEGER_DIGITS:
+        raise StrictJsonError(f"an integer of {len(text.lstrip('-')):,} digits ({text[:20]}...); at most "
+                              f"{MAX_INTEGER_DIGITS} digits")
+    return int(text)
+
+
+def _strict_constant(name: str) -> Any:
+    raise StrictJsonError(f"{name} is not a JSON number")
+
+
+def strict_json(text: str) -> Any:
+    """``json.loads`` for documents people hand to the tool (graphs, pack configs, records): duplicate keys,
+    NaN/Infinity and integers of more than :data:`MAX_INTEGER_DIGITS` digits are :class:`StrictJsonError`."""
+    return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_strict_constant,
+                      parse_int=_bounded_int)
 
 
 def _from_state(state: dict[str, Any], where: str) -> GraphResource:
@@ -364,6 +443,7 @@ def _from_state(state: dict[str, Any], where: str) -> GraphResource:
     urn = _text(state, "urn", where)
     inputs = _field(state, "inputs", dict, where, nullable=True, default={})
     _check_value(inputs, f"{where}.inputs")
+    _check_quantities(str(state.get("type")), inputs, where)
     return GraphResource(
         urn=urn,
         type=_text(state, "type", where),

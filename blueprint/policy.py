@@ -23,7 +23,7 @@ import jsonschema
 from google.protobuf import json_format, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2 as proto
 
-from blueprint.graph import GraphResource, ResourceGraph
+from blueprint.graph import GraphResource, ResourceGraph, strict_json
 
 PACK_DIR = Path(__file__).resolve().parent.parent / "policies"
 LEVELS: dict[str, int] = {"advisory": proto.ADVISORY, "mandatory": proto.MANDATORY, "remediate": proto.REMEDIATE,
@@ -143,10 +143,6 @@ def normalize_config(raw: Any, policies: list[Any], source: str = "policy config
     return out
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def _check_knob(value: Any, schema: dict[str, Any], where: str) -> None:
     """A knob's value against its JSON schema (the pack's configSchema), as the Pulumi CLI checks it."""
     rules = {k: v for k, v in schema.items() if k != "default"}
@@ -160,7 +156,7 @@ def _check_knob(value: Any, schema: dict[str, Any], where: str) -> None:
 def load_config_file(path: Path, policies: list[Any]) -> LevelConfig:
     """Read and normalize a pack config file."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+        raw = strict_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as err:
         raise PolicyConfigError(f"{path}: not a readable JSON file: {str(err)[:200]}") from None
     return normalize_config(raw, policies, str(path))

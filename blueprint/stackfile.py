@@ -84,6 +84,46 @@ _StackLoader.yaml_implicit_resolvers = {
 }
 
 
+# What a stack file's values may be: what JSON has (Pulumi passes config to the program as JSON). Explicit tags
+# that build other objects (!!binary, !!timestamp, !!set, !!omap, !!pairs) are refused with the key path.
+_JSON_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq")}
+# Numbers reach the program through Pulumi's property values, which are IEEE doubles: integers beyond 2^53 do
+# not survive exactly (and Python refuses to parse integers of more than 4,300 digits).
+MAX_SAFE_INTEGER = 2**53
+_MAX_INT_CHARS = 40
+
+
+def _key_path(path: list[str | int]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(the document)"
+
+
+def _check_json_scalars(root: yaml.Node, constructor: yaml.constructor.SafeConstructor) -> None:
+    """Refuse, with the key path, values JSON cannot carry: non-JSON tags and integers beyond +-2^53."""
+    stack: list[tuple[yaml.Node, list[str | int]]] = [(root, [])]
+    while stack:
+        node, path = stack.pop()
+        if node.tag not in _JSON_TAGS:
+            tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+            raise _YamlRuleError(node.start_mark, f"{_key_path(path)}: the tag {_clip(tag, 40)} is not allowed: values "
+                                 "are strings, numbers, booleans, null, lists and mappings, as in JSON",
+                                 "yaml-json-values")
+        if isinstance(node, yaml.MappingNode):
+            stack += [(value, [*path, str(key.value)]) for key, value in node.value]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += [(value, [*path, i]) for i, value in enumerate(node.value)]
+        elif node.tag == "tag:yaml.org,2002:int":
+            text = str(node.value)
+            value = None if len(text) > _MAX_INT_CHARS else constructor.construct_yaml_int(node)  # type: ignore[arg-type]
+            if value is None or abs(value) > MAX_SAFE_INTEGER:
+                raise _YamlRuleError(node.start_mark, f"{_key_path(path)}: the integer {_clip(text, 24)} "
+                                     f"({len(text):,} characters) is out of range: numbers stay within +-2^53 "
+                                     f"({MAX_SAFE_INTEGER:,}), what Pulumi's property values carry exactly",
+                                     "yaml-number-range")
+
+
 def _clip(text: str, limit: int = 80) -> str:
     """A user value, on one line and at most ``limit`` characters, for an error message."""
     flat = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in text)
@@ -98,7 +138,11 @@ def parse_stack_yaml(text: str, shown: str) -> object:
         raise StackError(f"{shown}: position {err.position}: not valid YAML: unacceptable character "
                          f"#x{err.character:04x} [rule: yaml-syntax]") from None
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_json_scalars(node, loader)
+        return loader.construct_document(node)
     except _YamlRuleError as err:
         where = f"line {err.mark.line + 1}, column {err.mark.column + 1}: " if err.mark is not None else ""
         raise StackError(f"{shown}: {where}{err.problem} [rule: {err.rule}]") from None

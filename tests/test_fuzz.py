@@ -36,6 +36,10 @@ yaml_noise = st.sampled_from([
     "&a", "*a", "<<: *a", "{", "}", "[", "]", ": ", "- ", "!!python/object:os.system", "\x00", "\t", "'", '"',
     "? ", "|", ">", "%YAML 1.1", "---", "...", "~", "true", "1e999", "0x1F", "\ufeff", "\u2028",
     "environment: staging", "maxSize: true", "cidr: 10.0.0.0/255.0.0.0",
+    # issue 20: values JSON cannot carry, and values the spec must refuse
+    "9" * 5000, "-" + "9" * 40, "!!binary aGVsbG8=", "!!timestamp 2027-01-04", "!!set {a}", "!!omap [a: 1]",
+    "runnerCidrs: [0.0.0.0/1, 128.0.0.0/1]", "node-role.kubernetes.io/worker: 'true'", "mountPath: /proc/x",
+    "instanceCount: 65", "end: '2027-01-18T12:00:00Z'",
 ])
 
 
@@ -156,3 +160,92 @@ def test_fuzzed_policy_configs(config: Any) -> None:
         path = Path(tmp) / "config.json"
         path.write_text(json.dumps(config, allow_nan=True), encoding="utf-8")
         check(*invoke("policy", saved_graph(), "--config", str(path), "--format", "json"))
+
+
+# --- issue 20: properties, not only "no crash" ---------------------------------------------------------------------
+
+
+@st.composite
+def internet_in_pieces(draw: st.DrawFn) -> list[str]:
+    """0.0.0.0/0 split at random into halves, quarters, ...: the pieces together cover every address."""
+    import ipaddress
+
+    pieces = [ipaddress.ip_network("0.0.0.0/0")]
+    for _ in range(draw(st.integers(0, 6))):
+        i = draw(st.integers(0, len(pieces) - 1))
+        if pieces[i].prefixlen < 24:
+            pieces[i:i + 1] = list(pieces[i].subnets(1))
+    return [str(n) for n in draw(st.permutations(pieces))]
+
+
+@FUZZ
+@given(cidrs=internet_in_pieces(), where=st.sampled_from(["runnerCidrs", "publicAccessCidrs"]))
+def test_the_internet_in_any_pieces_is_refused(cidrs: list[str], where: str) -> None:
+    import copy
+
+    import pytest
+
+    from components.spec import SpecError, parse_spec
+    from tests.conftest import raw_stack_config
+
+    spec = copy.deepcopy(raw_stack_config("dev-aws")["gpu-cluster:spec"])
+    if where == "runnerCidrs":
+        spec["aws"]["controlPlane"]["deployer"]["runnerCidrs"] = cidrs
+    else:
+        spec["aws"]["controlPlane"]["publicAccessCidrs"] = cidrs
+    with pytest.raises(SpecError) as info:
+        parse_spec(spec, "stacks/Pulumi.dev-aws.yaml", provider_region="us-west-2")
+    rule = "runner-cidrs-not-open" if where == "runnerCidrs" else "endpoint-not-open"
+    assert f"[rule: {rule}]" in str(info.value)
+
+
+@FUZZ
+@given(size=st.integers(-10**30, 10**30) | st.floats(allow_nan=False, allow_infinity=False, width=32))
+def test_graph_sizes_outside_what_a_cloud_runs_are_refused(size: int | float) -> None:
+    doc = json.loads(json.dumps(small_graph()))
+    group = next(r for r in doc["resources"] if r["type"] == "aws:eks/nodeGroup:NodeGroup")
+    group["inputs"]["scalingConfig"]["maxSize"] = size
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "g.json"
+        path.write_text(json.dumps(doc))
+        code, err = invoke("cost", str(path), "--format", "json")
+    sane = float(size).is_integer() and 0 <= size <= 100_000
+    check(code, err)
+    assert (code == 0) is sane or (sane and code == 2 and "maxSize" not in err), (size, code, err[:300])
+    if not sane:
+        assert code == 2 and "scalingConfig.maxSize" in err and "is not a node count" in err
+
+
+@FUZZ
+@given(key=st.text(min_size=1, max_size=12), first=json_values, second=json_values)
+def test_a_key_given_twice_is_refused(key: str, first: Any, second: Any) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "config.json"
+        path.write_text("{" + f"{json.dumps(key)}: {json.dumps(first)}, {json.dumps(key)}: {json.dumps(second)}"
+                        + "}", encoding="utf-8", errors="surrogatepass")
+        code, err = invoke("policy", saved_graph(), "--config", str(path))
+    assert code == 2 and "is given twice" in err, err[:300]
+
+
+wrong_values = st.sampled_from(["0", "N/A", "1", "-1", "5", "-5", "2.5", "nan", "inf", "-inf", "1e3", "0.0"])
+figures = st.sampled_from(["268.44", "0.00", "nan", "inf", "-inf", "NaN", "1e+02"])
+
+
+@FUZZ
+@given(oop=wrong_values, ip=wrong_values, busbw=figures)
+def test_nccl_check_passes_only_what_it_checked(oop: str, ip: str, busbw: str) -> None:
+    import math
+
+    from tests.test_nccl import NEW_FORMAT, ROW_1G
+
+    row = ROW_1G.replace("268.44      0", f"{busbw} {oop:>6}").replace("268.89      0", f"268.89 {ip:>6}")
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "run.log"
+        log.write_text(NEW_FORMAT.replace(ROW_1G, row))
+        code, err = invoke("nccl", "check", str(log), "--instance-type", "p5.48xlarge", "--nodes", "2",
+                           "--expected-busbw", "100")
+        parsed, _ = invoke("nccl", "parse", str(log))
+    check(code, err)
+    clean = all(w in ("0", "N/A") for w in (oop, ip)) and math.isfinite(float(busbw))
+    assert (code == 0) is clean, (oop, ip, busbw, code)
+    assert parsed == 0

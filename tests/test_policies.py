@@ -316,6 +316,12 @@ MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] = {
         "stateful-resources-protected-in-production"),
 }
 MANDATORY_AREAS = ("billing", "quotas", "telemetry")
+# Security policies made mandatory on AWS as on GKE (issue 20): an API endpoint open to the internet.
+MANDATORY_POLICIES = ("aws-eks-endpoint-not-open-to-internet",)
+
+
+def _mandatory(rule: Any) -> bool:
+    return rule.area in MANDATORY_AREAS or rule.name in MANDATORY_POLICIES
 
 
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
@@ -325,8 +331,8 @@ def test_each_mutation_is_rejected_by_its_policy(mutation: str) -> None:
     assert expected in policies_of(report), [(v.policy, v.message) for v in report.violations]
     rule = next(r for r in load_pack().rules if r.name == expected)
     hits = [v for v in report.violations if v.policy == expected]
-    assert all(v.enforcement == ("mandatory" if rule.area in MANDATORY_AREAS else "advisory") for v in hits)
-    assert report.passed is not (rule.area in MANDATORY_AREAS)
+    assert all(v.enforcement == ("mandatory" if _mandatory(rule) else "advisory") for v in hits)
+    assert report.passed is not _mandatory(rule)
 
 
 def test_mutation_suite_is_broad() -> None:
@@ -484,11 +490,16 @@ def test_cli_reads_a_pulumi_preview_json(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_markdown_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _write_graph(tmp_path, MUTATIONS["open the endpoint to 0.0.0.0/0"][0](prod()))
+    path = _write_graph(tmp_path, MUTATIONS["allow IMDSv1"][0](prod()))
     assert main(["policy", str(path), "--format", "markdown"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("### ✅ Policy check for `prod-aws`\n")
-    assert "| advisory | critical | `aws-eks-endpoint-not-open-to-internet` | `control-plane-eks` |" in out
+    assert "| advisory | high | `aws-ec2-launch-template-requires-imdsv2` |" in out
+    path = _write_graph(tmp_path, MUTATIONS["open the endpoint to 0.0.0.0/0"][0](prod()))
+    assert main(["policy", str(path), "--format", "markdown"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("### ❌ Policy check for `prod-aws`\n")
+    assert "| mandatory | critical | `aws-eks-endpoint-not-open-to-internet` | `control-plane-eks` |" in out
     assert "- `aws-eks-endpoint-not-open-to-internet`: Set controlPlane.endpointAccess: private" in out
 
 

@@ -1,4 +1,4 @@
-"""AWS regions the blueprint knows: the prefix of each region's availability-zone IDs (``use1-az4``).
+"""Regions the blueprint knows. AWS: the prefix of each region's availability-zone IDs (``use1-az4``).
 
 Zone names (``us-east-1a``) are shuffled per account; zone IDs name the same physical zone everywhere,
 which is how Capacity Blocks and ODCRs are sold. The data lives in ``aws_regions.yaml`` with its source.
@@ -29,3 +29,14 @@ def zone_id_prefix(region: str) -> str | None:
 def known_regions() -> list[str]:
     """Every region in the catalog."""
     return sorted(_prefixes())
+
+
+GCP_REGIONS_FILE = Path(__file__).with_name("gcp_regions.yaml")
+
+
+@lru_cache(maxsize=1)
+def known_gcp_regions() -> list[str]:
+    """Every Google Cloud region in ``gcp_regions.yaml`` (with its source)."""
+    with GCP_REGIONS_FILE.open(encoding="utf-8") as fh:
+        data = yaml.safe_load(fh)
+    return sorted(str(region) for region in data["regions"])

@@ -12,6 +12,7 @@ from components.catalog.gcp_machines import load_gcp_catalog
 from components.planes import CloudSummary, GraphView
 from components.sizing import spec_warnings
 from components.spec import ClusterSpec
+from components.spec.notes import spec_notes
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -166,7 +167,7 @@ def summarize(graph: GraphView, spec: ClusterSpec, outputs: Mapping[str, Any], n
     installers = [r.name for r in graph.of_type("kubernetes:yaml/v2:ConfigFile") if "cloud-objects" in r.name]
     compute = pools + ([f"GPUDirect node agents: {', '.join(n.removeprefix('cloud-objects-') for n in installers)}"]
                        if installers else [])
-    notes = [f"warning: {w}" for w in spec_warnings(spec)]
+    notes = [f"warning: {w}" for w in spec_warnings(spec)] + spec_notes(spec, now)
     if "kubeconfigCommand" in outputs:
         notes.append(f"kubeconfig for people: {outputs['kubeconfigCommand']}")
     catalog = load_gcp_catalog()

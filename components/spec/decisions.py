@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from components.catalog import (
     InstanceFacts,
@@ -32,6 +32,15 @@ def parse_cidr(value: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | st
         return ipaddress.ip_network(value, strict=True)
     except ValueError as err:
         return str(err)
+
+
+def covers_everything(nets: Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> bool:
+    """Whether the networks, alone or together (0.0.0.0/1 and 128.0.0.0/1), cover a whole address family."""
+    for version in (4, 6):
+        family = [n for n in nets if n.version == version]
+        if any(n.prefixlen == 0 for n in ipaddress.collapse_addresses(family)):  # type: ignore[type-var]
+            return True
+    return False
 
 
 def _gpu_zone_given_once(aws: AwsSpec) -> bool:
@@ -82,6 +91,58 @@ def k8s_key_problem(key: str) -> str | None:
     if not _QUALIFIED.fullmatch(name):
         return ("its name must be 1-63 characters of letters, digits, '-', '_' or '.', starting and ending with a "
                 "letter or digit")
+    return None
+
+
+# Labels kubelet may set on its own Node (kubernetes/kubernetes staging/src/k8s.io/kubelet/pkg/apis/
+# well_known_labels.go, IsKubeletLabel): node labels reach kubelet's --node-labels on EKS managed node groups and
+# GKE node pools, and kubelet refuses to start on any other key in the kubernetes.io or k8s.io namespaces
+# ("unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels"; terraform-aws-eks issue #3346:
+# NodeCreationFailure). eksctl's validateLabels applies the same list.
+KUBELET_LABELS = frozenset({
+    "kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch", "beta.kubernetes.io/os",
+    "beta.kubernetes.io/arch", "beta.kubernetes.io/instance-type", "node.kubernetes.io/instance-type",
+    "topology.kubernetes.io/region", "topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+})
+KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+
+
+def _in_namespace(prefix: str, namespace: str) -> bool:
+    return prefix == namespace or prefix.endswith("." + namespace)
+
+
+def kubelet_label_problem(key: str) -> str | None:
+    """Why kubelet refuses to set node label ``key``, or None."""
+    prefix = key.partition("/")[0] if "/" in key else ""
+    if not (_in_namespace(prefix, "kubernetes.io") or _in_namespace(prefix, "k8s.io")):
+        return None
+    if key in KUBELET_LABELS or any(_in_namespace(prefix, ns) for ns in KUBELET_LABEL_NAMESPACES):
+        return None
+    return ("kubelet sets no kubernetes.io or k8s.io label but its own (kubernetes.io/hostname, os, arch, "
+            "topology.kubernetes.io/*, node.kubernetes.io/*, kubelet.kubernetes.io/*), and the node would never join; "
+            "use a prefix of your own (gpu-cluster/)")
+
+
+# Where a filesystem may not be mounted in a pod: runc refuses any mount inside /proc ("cannot be mounted because it
+# is inside /proc", opencontainers/runc libcontainer/rootfs_linux.go checkProcMount); over /dev or /sys it hides the
+# device nodes and kernel interfaces the GPU and EFA stacks use (/dev/nvidia*, /dev/infiniband, /dev/shm,
+# /sys/class); over the image's own directories it hides the image (the shell, libc, CUDA, /etc/passwd).
+RESERVED_MOUNT_PATHS = ("/proc", "/sys", "/dev", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+                        "/boot", "/run", "/var/run")
+
+
+def mount_path_problem(path: str) -> str | None:
+    """Why ``path`` cannot be where pods mount the shared filesystem, or None."""
+    clean = "/" + "/".join(part for part in path.split("/") if part)
+    if clean == "/":
+        return "the root directory is the container's image"
+    for reserved in RESERVED_MOUNT_PATHS:
+        if clean == reserved or clean.startswith(reserved + "/"):
+            return (f"it is under {reserved}, which the container runtime and the image need (runc refuses mounts "
+                    "inside /proc; /dev and /sys hold the GPU and EFA devices); use a path such as /checkpoints")
+    if ".." in path.split("/") or "." in path.split("/") or "//" in path or (path.endswith("/") and path != "/"):
+        return "write it in its plain form (no '.', '..', '//' or trailing '/')"
     return None
 
 

@@ -288,3 +288,25 @@ def gcp_environment(resource_type: str, props: Mapping[str, Any],
     if env is None:
         env = gcp_default_labels(provider_props).get("environment")
     return None if env is None else str(env)
+
+
+def open_to_everyone(cidrs: Iterable[str]) -> list[str]:
+    """The CIDRs of a list that, alone or together, cover a whole address family (0.0.0.0/0 or ::/0, also split
+    into pieces such as 0.0.0.0/1 and 128.0.0.0/1); an entry that is not a CIDR is named as such."""
+    import ipaddress
+
+    nets: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+    bad: list[str] = []
+    for cidr in cidrs:
+        try:
+            nets.append(ipaddress.ip_network(str(cidr), strict=False))
+        except ValueError:
+            bad.append(f"{cidr} (not a CIDR)")
+    out = list(bad)
+    for version in (4, 6):
+        family = [n for n in nets if n.version == version]
+        collapsed = list(ipaddress.collapse_addresses(family))  # type: ignore[type-var]
+        if any(n.prefixlen == 0 for n in collapsed):
+            alone = [str(n) for n in family if n.prefixlen == 0]
+            out.append(", ".join(alone) if alone else " + ".join(str(n) for n in family) + " (together)")
+    return out

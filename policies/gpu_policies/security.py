@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Callable
 from typing import Any
 
@@ -23,12 +22,14 @@ from gpu_policies.common import (
     k8s_name,
     k8s_namespace,
     of_type,
+    open_to_everyone,
     resource_policy,
     stack_policy,
     team_namespaces,
 )
 
 BUCKET = "aws:s3/bucket:Bucket"
+MANDATORY = EnforcementLevel.MANDATORY
 OPEN = ("0.0.0.0/0", "::/0")
 
 
@@ -38,18 +39,20 @@ def _endpoint(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any
     vpc = args.props.get("vpcConfig") or {}
     if vpc.get("endpointPublicAccess") is False:
         return
-    cidrs = list(vpc.get("publicAccessCidrs") or [])
-    open_to_all = not cidrs or any(ipaddress.ip_network(c, strict=False).prefixlen == 0 for c in cidrs)
-    if open_to_all:
+    cidrs = [str(c) for c in vpc.get("publicAccessCidrs") or []]
+    opened = open_to_everyone(cidrs)
+    if not cidrs or opened:
+        how = "with no publicAccessCidrs (EKS then allows 0.0.0.0/0)" if not cidrs else f"from {'; '.join(opened)}"
         report(f"EKS cluster {args.props.get('name', args.name)} must keep its API endpoint private, or public only "
-               "to listed CIDRs; it is reachable from the whole internet (0.0.0.0/0).")
+               f"to listed CIDRs; it is reachable from the whole internet ({how}).")
 
 
+# Mandatory, as on GKE: an API endpoint open to the internet is refused before anything is created.
 eks_endpoint = resource_policy(
     "aws-eks-endpoint-not-open-to-internet", "security",
-    "The EKS API endpoint is private, or public only to listed CIDRs, never 0.0.0.0/0.",
+    "The EKS API endpoint is private, or public only to listed CIDRs, never 0.0.0.0/0 (whole or in pieces).",
     "Set controlPlane.endpointAccess: private, or list the office/VPN CIDRs in publicAccessCidrs.",
-    Severity.CRITICAL, _endpoint,
+    Severity.CRITICAL, _endpoint, enforcement=MANDATORY,
 )
 
 
@@ -264,7 +267,6 @@ privileged_pods = resource_policy(
 
 # --- GCP: every policy below blocks a deployment (the GCP blueprint has no advisory-only security baseline) -------
 
-MANDATORY = EnforcementLevel.MANDATORY
 
 
 def _gke_name(args: ResourceValidationArgs) -> str:
@@ -295,9 +297,9 @@ def _gke_endpoint(args: ResourceValidationArgs, report: Reporter, cfg: dict[str,
         return
     authorized = args.props.get("masterAuthorizedNetworksConfig") or {}
     cidrs = [str(get(b, "cidrBlock", default="")) for b in get(authorized, "cidrBlocks", default=[]) or []]
-    opened = [c for c in cidrs if ipaddress.ip_network(c, strict=False).prefixlen == 0]
+    opened = open_to_everyone(cidrs)
     if opened:
-        report(f"GKE cluster {_gke_name(args)} must not authorize {', '.join(opened)} to reach its control plane; "
+        report(f"GKE cluster {_gke_name(args)} must not authorize {'; '.join(opened)} to reach its control plane; "
                "list the office, VPN or CI CIDRs instead.")
     if get(args.props, "privateClusterConfig", "enablePrivateEndpoint") is True:
         return

@@ -33,7 +33,7 @@ def validate(spec: ClusterSpec, provider_region: str | None, now: datetime) -> _
                 "prod stacks cannot turn off deletion protection of stateful resources")
     if spec.aws is not None:
         _check_network(spec.aws, out)
-        _check_node_groups(spec, spec.aws, out)
+        _check_node_groups(spec, spec.aws, now, out)
         _check_storage(spec.aws, out)
         _check_control_plane(spec, spec.aws, now, out)
     if spec.gcp is not None:

@@ -12,8 +12,9 @@ import re
 from datetime import timedelta
 
 from components.catalog.gcp_machines import MachineFacts, gcp_storage_limits, gpudirect_manifests, load_gcp_catalog
+from components.catalog.regions import known_gcp_regions
 from components.spec.base import GPU_TAINT_KEY
-from components.spec.decisions import gpudirect_pools, parse_cidr
+from components.spec.decisions import covers_everything, gpudirect_pools, mount_path_problem, parse_cidr
 from components.spec.errors import _Collector
 from components.spec.gcp import GcpNodePoolSpec, GcpSpec
 from components.spec.model import ClusterSpec
@@ -34,6 +35,12 @@ MAX_GCP_BUDGET_CHANNELS = 5
 
 def check_gcp(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
     """Every GCP rule."""
+    if gcp.region not in known_gcp_regions():
+        close = difflib.get_close_matches(gcp.region, known_gcp_regions(), n=3)
+        out.add(".gcp.region", "region-known",
+                f"'{gcp.region}' is not a Google Cloud region of the catalog (components/catalog/gcp_regions.yaml, "
+                f"{len(known_gcp_regions())} regions, with its source)" + (f"; closest: {', '.join(close)}" if close
+                                                                           else ""))
     if not gcp.gpu_zone.startswith(f"{gcp.region}-"):
         out.add(".gcp.gpuZone", "zone-in-region", f"zone '{gcp.gpu_zone}' is not in region '{gcp.region}'")
     _check_ranges(gcp, out)
@@ -231,6 +238,9 @@ def _check_storage(gcp: GcpSpec, out: _Collector) -> None:
     if fs is None:
         return
     where = ".gcp.storage.filesystem"
+    if (problem := mount_path_problem(fs.mount_path)) is not None:
+        out.add(f"{where}.mountPath", "mount-path-allowed", f"'{fs.mount_path}' cannot be the filesystem's path in "
+                f"pods: {problem}")
     if fs.type == "managed-lustre":
         tier = fs.per_unit_storage_throughput
         tiers = limits.lustre_tiers
@@ -262,10 +272,19 @@ def _check_cluster(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
             out.add(f"{where}.authorizedNetworks[{i}]", "authorized-networks-not-open",
                     "0.0.0.0/0 opens the control plane to the internet; list the networks that need it")
         nets.append(parsed)
+    if nets and covers_everything(nets) and not any(n.prefixlen == 0 for n in nets):
+        out.add(f"{where}.authorizedNetworks", "authorized-networks-not-open",
+                f"authorizedNetworks ({', '.join(gke.authorized_networks)}) together cover the whole internet; list "
+                "the networks that need the control plane")
     if gke.endpoint == "authorized-networks" and not gke.authorized_networks:
         out.add(f"{where}.authorizedNetworks", "authorized-networks-not-open",
                 "endpoint authorized-networks needs the networks allowed to the public endpoint")
     deployer = gke.deployer
+    runner_nets = [n for c in deployer.runner_cidrs if isinstance(n := parse_cidr(c), ipaddress.IPv4Network)]
+    if runner_nets and covers_everything(runner_nets) and not any(n.prefixlen == 0 for n in runner_nets):
+        out.add(f"{where}.deployer.runnerCidrs", "authorized-networks-not-open",
+                f"runnerCidrs ({', '.join(deployer.runner_cidrs)}) together cover the whole internet; list the "
+                "networks the CI runners are in")
     for j, cidr in enumerate(deployer.runner_cidrs):
         parsed = _ipv4_cidr(cidr, f"{where}.deployer.runnerCidrs[{j}]", out)
         if parsed is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -20,12 +21,51 @@ from components.spec.decisions import (
     is_reserved,
     k8s_key_problem,
     k8s_value_problem,
+    kubelet_label_problem,
 )
 from components.spec.errors import _Collector, _path
 from components.spec.model import ClusterSpec
 
+# Capacity Blocks as EC2 sells them (EC2 user guide, "How Capacity Blocks work" and "Find and purchase Capacity
+# Blocks", read 2026-12-01): "up to 64 instances per Capacity Block"; durations "in 1-day increments up to 14 days,
+# and in 7-day increments up to 182 days"; "All Capacity Blocks end at 11:30AM UTC"; "a start time up to 8 weeks in
+# advance". A block that starts at once may begin at any time of day (the API's example: 04:55 to 11:30), so the
+# duration is counted in started days.
+MAX_BLOCK_INSTANCES = 64
+BLOCK_DAYS = frozenset(range(1, 15)) | frozenset(range(21, 183, 7))
+BLOCK_END_TIME = (11, 30)
+BLOCK_MAX_LEAD = timedelta(weeks=8)
 
-def _check_capacity_block(ng: NodeGroupSpec, where: str, out: _Collector) -> None:
+
+def _check_block_window(start: datetime, end: datetime, count: int | None, now: datetime, where: str,
+                        out: _Collector) -> None:
+    """The recorded window and size are ones EC2 sells, and the block has not ended."""
+    if count is not None and not 1 <= count <= MAX_BLOCK_INSTANCES:
+        out.add(f"{where}.capacity.instanceCount", "capacity-block-window",
+                f"a Capacity Block has 1 to {MAX_BLOCK_INSTANCES} instances (EC2 user guide, Capacity Blocks), got "
+                f"{count}")
+    utc_end = end.astimezone(UTC)
+    if (utc_end.hour, utc_end.minute, utc_end.second) != (*BLOCK_END_TIME, 0):
+        out.add(f"{where}.capacity.end", "capacity-block-window",
+                f"every Capacity Block ends at 11:30 UTC (EC2 user guide, Capacity Blocks); {_utc(end)} is not a "
+                "block's end: copy EndDate from `aws ec2 describe-capacity-reservations`")
+    if end > start:
+        days = math.ceil((end - start) / timedelta(days=1))
+        if days not in BLOCK_DAYS:
+            out.add(f"{where}.capacity.end", "capacity-block-window",
+                    f"the window {_utc(start)} to {_utc(end)} spans {days} days; Capacity Blocks last 1 to 14 days, "
+                    "or 21 to 182 days in steps of 7 (EC2 user guide, Capacity Blocks)")
+    if now >= end:
+        out.add(f"{where}.capacity.end", "capacity-block-window",
+                f"the block ended on {_utc(end)}: its instances are gone; record the next block (reservationId, "
+                "start, end, instanceCount) or change the group's capacity type")
+    elif start - now > BLOCK_MAX_LEAD:
+        out.add(f"{where}.capacity.start", "capacity-block-window",
+                f"the block starts on {_utc(start)}, more than 8 weeks from now ({_utc(now)}); EC2 sells blocks "
+                "that start at most 8 weeks ahead, so no block bought by today starts then: check the start")
+
+
+def _check_capacity_block(ng: NodeGroupSpec, where: str, now: datetime, out: _Collector) -> None:
     """A Capacity Block is a dated window of a fixed number of instances: the spec records it, and the
     node group is sized so that it can be created, updated and left outside the window."""
     cap = ng.capacity
@@ -48,9 +88,11 @@ def _check_capacity_block(ng: NodeGroupSpec, where: str, out: _Collector) -> Non
                     f"{key} must be given in UTC with a Z suffix (e.g. 2027-01-04T11:30:00Z), got "
                     f"'{value.isoformat()}'")
     if cap.start is not None and cap.end is not None and cap.start.utcoffset() is not None \
-            and cap.end.utcoffset() is not None and cap.end <= cap.start:
-        out.add(f"{where}.capacity.end", "capacity-block-window",
-                f"end ({_utc(cap.end)}) must be after start ({_utc(cap.start)})")
+            and cap.end.utcoffset() is not None:
+        if cap.end <= cap.start:
+            out.add(f"{where}.capacity.end", "capacity-block-window",
+                    f"end ({_utc(cap.end)}) must be after start ({_utc(cap.start)})")
+        _check_block_window(cap.start, cap.end, cap.instance_count, now, where, out)
     if ng.min_size > 0 or ng.desired_size > 0:
         field = "minSize" if ng.min_size > 0 else "desiredSize"
         out.add(f"{where}.{field}", "capacity-block-scales-from-zero",
@@ -64,12 +106,43 @@ def _check_capacity_block(ng: NodeGroupSpec, where: str, out: _Collector) -> Non
                 "the block cannot launch")
 
 
+# Taint keys EKS refuses on managed node groups: kubernetes.io/ ("EKS have decided that kubernetes.io/anything is
+# reserved and should not be set when applying a taint", alphagov/govuk-infrastructure PR #1264, 2024), and the
+# prefixes the EKS API reserved for node-group labels ("Label cannot contain reserved prefixes [kubernetes.io/,
+# k8s.io/, eks.amazonaws.com/]", eksctl issue #4007); EKS sets eks.amazonaws.com/ labels itself. The EKS API
+# reference (Taint, UpdateLabelsPayload) limits keys and values to 63 characters, and label values to at least 1.
+EKS_RESERVED_PREFIXES = ("kubernetes.io", "k8s.io", "eks.amazonaws.com")
+EKS_MAX_KEY = 63
+
+
+def _eks_key_problem(key: str, kind: str) -> str | None:
+    prefix = key.partition("/")[0] if "/" in key else ""
+    reserved = next((ns for ns in EKS_RESERVED_PREFIXES if prefix == ns or prefix.endswith("." + ns)), None)
+    if reserved is not None and kind == "taint":
+        return (f"the EKS node-group API refuses {kind} keys under {reserved}/ (reserved); use a prefix of your own "
+                "(e.g. gpu-cluster/)")
+    if reserved == "eks.amazonaws.com":
+        return "EKS sets eks.amazonaws.com/ labels itself and refuses them in a node group's labels"
+    if len(key) > EKS_MAX_KEY:
+        return f"the EKS API takes {kind} keys of at most {EKS_MAX_KEY} characters, prefix included ({len(key)})"
+    return None
+
+
 def _check_node_labels(ng: NodeGroupSpec, facts: InstanceFacts, where: str, out: _Collector) -> None:
     """Labels and taints EKS and Kubernetes accept; GPU nodes keep repelling pods that ask for no GPU."""
     if len(ng.taints) > MAX_TAINTS:
         out.add(f"{where}.taints", "taint-limit", f"EKS accepts at most {MAX_TAINTS} taints per node group, "
                 f"got {len(ng.taints)}")
     check_labels_and_taints(ng.labels, ng.taints, facts.gpu_count > 0, "true", where, out)
+    for key, value in ng.labels.items():
+        problem = _eks_key_problem(key, "label") or (
+            "the EKS API takes label values of 1 to 63 characters; give a value" if value == "" else None)
+        if problem:
+            out.add(f"{where}{_path(['labels', key], root='')}", "eks-label-key", f"'{key}': {problem}")
+    for j, taint in enumerate(ng.taints):
+        problem = _eks_key_problem(taint.key, "taint")
+        if problem:
+            out.add(f"{where}.taints[{j}].key", "eks-taint-key", f"'{taint.key}': {problem}")
 
 
 def check_labels_and_taints(labels: Mapping[str, str], taints: Sequence[TaintSpec], gpu: bool, gpu_taint_value: str,
@@ -80,6 +153,8 @@ def check_labels_and_taints(labels: Mapping[str, str], taints: Sequence[TaintSpe
         if problem:
             out.add(f"{where}{_path(['labels', key], root='')}", "k8s-label-syntax",
                     f"'{key}: {value}' is not a valid Kubernetes label: {problem}")
+        elif (refused := kubelet_label_problem(key)) is not None:
+            out.add(f"{where}{_path(['labels', key], root='')}", "kubelet-node-label", f"'{key}': {refused}")
     seen: set[tuple[str, str]] = set()
     for j, taint in enumerate(taints):
         problem = k8s_key_problem(taint.key) or k8s_value_problem(taint.value)
@@ -135,7 +210,7 @@ def _utc(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _check_node_groups(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None:
+def _check_node_groups(spec: ClusterSpec, aws: AwsSpec, now: datetime, out: _Collector) -> None:
     catalog = load_aws_catalog()
     subnets = {sn.name: sn for sn in aws.network.subnets}
     names: set[str] = set()
@@ -171,7 +246,7 @@ def _check_node_groups(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None
         if cap.reservation_id is not None and not _RESERVATION_RE.fullmatch(cap.reservation_id):
             out.add(f"{where}.capacity.reservationId", "reservation-id",
                     f"'{cap.reservation_id}' is not a Capacity Reservation id (cr- and 8-17 hex digits)")
-        _check_capacity_block(ng, where, out)
+        _check_capacity_block(ng, where, now, out)
         if reserved and ng.placement == "cluster":
             out.add(f"{where}.placement", "no-placement-group-on-reserved-capacity",
                     f"a cluster placement group must not be forced onto {cap.type} capacity: the "

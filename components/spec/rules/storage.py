@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from components.spec.aws import AwsSpec
 from components.spec.base import FSX_CAPACITY_STEP_GIB, FSX_MIN_CAPACITY_GIB, FSX_THROUGHPUT_TIERS
+from components.spec.decisions import mount_path_problem
 from components.spec.errors import _Collector
 
 
@@ -12,6 +13,9 @@ def _check_storage(aws: AwsSpec, out: _Collector) -> None:
     if fs is None:
         return
     where = ".aws.storage.filesystem"
+    if (problem := mount_path_problem(fs.mount_path)) is not None:
+        out.add(f"{where}.mountPath", "mount-path-allowed", f"'{fs.mount_path}' cannot be the filesystem's path in "
+                f"pods: {problem}")
     cap = fs.capacity_gib
     if cap not in (FSX_MIN_CAPACITY_GIB,) and (cap < FSX_CAPACITY_STEP_GIB or cap % FSX_CAPACITY_STEP_GIB):
         out.add(f"{where}.capacityGiB", "fsx-capacity-valid",

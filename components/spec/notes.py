@@ -1,0 +1,71 @@
+"""What the spec allows but a reviewer should hear about: warnings and notes shown by the preview.
+
+An error stops the stack; these do not. Each line starts with ``warning:`` (something will not work as people
+expect: a team nobody can act for, a quota of zero, a reservation window already running) or ``note:`` (worth
+knowing: GPUs no team's quota can use). The key path is named as in errors.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from components.spec.base import SPEC_KEY
+from components.spec.decisions import cloud_node_groups, instance_catalog
+from components.spec.model import ClusterSpec
+
+
+def _utc(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def team_notes(spec: ClusterSpec) -> list[str]:
+    """Teams nobody can act for, zero quotas, and GPU node groups outside every team's quota."""
+    out: list[str] = []
+    for i, team in enumerate(spec.teams):
+        where = f"{SPEC_KEY}.teams[{i}]"
+        if spec.cloud == "aws" and not team.role_arns:
+            out.append(f"warning: {where}.roleArns: team '{team.name}' has no members: no IAM role is mapped to its "
+                       f"group {team.k8s_group}, so nobody can submit to its queue (add the team's roles)")
+        if spec.cloud == "gcp" and team.group is None:
+            out.append(f"warning: {where}.group: team '{team.name}' has no members: no Google group is bound to its "
+                       "Role, so nobody can submit to its queue (set group to the team's Google group)")
+        for j, quota in enumerate(team.quotas):
+            if quota.gpus != 0:
+                continue
+            if not spec.platform.cohort or quota.borrowing_limit_gpus == 0:
+                out.append(f"warning: {where}.quotas[{j}].gpus: team '{team.name}' has 0 GPUs on "
+                           f"'{quota.node_group}' and cannot borrow any: its GPU jobs there are never admitted")
+            else:
+                out.append(f"warning: {where}.quotas[{j}].gpus: team '{team.name}' has 0 nominal GPUs on "
+                           f"'{quota.node_group}': its jobs run only on GPUs borrowed from the cohort, and are "
+                           "preempted when the lender wants them back")
+    catalog = instance_catalog(spec)
+    used = {q.node_group for t in spec.teams for q in t.quotas if q.gpus > 0}
+    for group in cloud_node_groups(spec):
+        facts = catalog.get(group.instance_type)
+        if facts is not None and facts.gpu_count and group.name not in used:
+            out.append(f"note: node group '{group.name}' ({group.max_size} x {group.instance_type}) is in no team's "
+                       "quota: only the acceptance gate and the platform can use its GPUs (add it to a team's quotas)")
+    return out
+
+
+def capacity_block_notes(spec: ClusterSpec, now: datetime) -> list[str]:
+    """A Capacity Block whose window the clock says has begun (an ended one is an error)."""
+    if spec.aws is None:
+        return []
+    out = []
+    for i, group in enumerate(spec.aws.node_groups):
+        cap = group.capacity
+        if cap.type != "capacity-block" or cap.start is None or cap.end is None:
+            continue
+        if cap.start <= now < cap.end:
+            out.append(f"warning: {SPEC_KEY}.aws.nodeGroups[{i}].capacity.start: the block began on {_utc(cap.start)} "
+                       f"and ends on {_utc(cap.end)}: the scheduled scale-up is in the past, so an apply now leaves "
+                       "the group at 0; scale it with the command the preview prints, and to 0 at least 30 minutes "
+                       "before the end")
+    return out
+
+
+def spec_notes(spec: ClusterSpec, now: datetime) -> list[str]:
+    """Every load-time warning and note of the spec, in the order the preview shows them."""
+    return capacity_block_notes(spec, now) + team_notes(spec)

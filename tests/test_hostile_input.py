@@ -1,0 +1,369 @@
+"""Round two of odd and hostile input (issue 20): what the spec, the graph readers and the configs must refuse,
+each with the exact message a user sees. Each test fails when its check is removed."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from blueprint.cli import main
+from components.spec import SpecError, parse_spec
+from components.spec.notes import spec_notes
+from tests.conftest import offline_run, raw_stack_config
+
+AWS_FILE = "stacks/Pulumi.prod-aws.yaml"
+GCP_FILE = "stacks/Pulumi.prod-gcp.yaml"
+A = f"{AWS_FILE}: gpu-cluster:spec"
+G = f"{GCP_FILE}: gpu-cluster:spec"
+NOW = datetime(2026, 11, 29, tzinfo=UTC)
+
+
+def spec(name: str) -> dict[str, Any]:
+    return copy.deepcopy(raw_stack_config(name)["gpu-cluster:spec"])
+
+
+def errors(value: dict[str, Any], now: datetime = NOW) -> list[str]:
+    gcp = value.get("cloud") == "gcp"
+    with pytest.raises(SpecError) as info:
+        parse_spec(value, GCP_FILE if gcp else AWS_FILE, provider_region="us-central1" if gcp else "us-east-1",
+                   now=now)
+    return str(info.value).splitlines()
+
+
+def group(value: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(g for g in value["aws"]["nodeGroups"] if g["name"] == name)
+
+
+# --- YAML values JSON cannot carry ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("replace", "message"), [
+    ("maxSize: 16", "line 101, column 20: config.gpu-cluster:spec.aws.nodeGroups[1].maxSize: the integer "
+     "999999999999999999999999... (5,000 characters) is out of range: numbers stay within +-2^53 "
+     "(9,007,199,254,740,992), what Pulumi's property values carry exactly [rule: yaml-number-range]"),
+    ("owner: ml-platform-oncall", "line 16, column 14: config.gpu-cluster:spec.labels.owner: the tag !!binary is "
+     "not allowed: values are strings, numbers, booleans, null, lists and mappings, as in JSON "
+     "[rule: yaml-json-values]"),
+    ('start: "2027-01-04T11:30:00Z"', "line 105, column 20: config.gpu-cluster:spec.aws.nodeGroups[1].capacity.start: "
+     "the tag !!timestamp is not allowed: values are strings, numbers, booleans, null, lists and mappings, as in "
+     "JSON [rule: yaml-json-values]"),
+    ("labels: {workload: training}", "line 111, column 19: config.gpu-cluster:spec.aws.nodeGroups[1].labels: the tag "
+     "!!set is not allowed: values are strings, numbers, booleans, null, lists and mappings, as in JSON "
+     "[rule: yaml-json-values]"),
+])
+def test_stack_files_hold_json_values_only(tmp_path: Path, capsys: pytest.CaptureFixture[str], replace: str,
+                                           message: str) -> None:
+    key = replace.split(":")[0]
+    value = {"maxSize": "9" * 5000, "owner": "!!binary aGVsbG8=", "start": "!!timestamp 2027-01-04T11:30:00Z",
+             "labels": "!!set {workload}"}[key]
+    text = Path(AWS_FILE).read_text()
+    assert replace in text
+    path = tmp_path / "Pulumi.hostile.yaml"
+    path.write_text(text.replace(replace, f"{key}: {value}", 1))
+    assert main(["graph", str(path)]) == 2
+    assert capsys.readouterr().err == f"error: {path}: {message}\n"
+
+
+def test_usage_files_refuse_huge_integers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    usage = tmp_path / "u.yaml"
+    usage.write_text("version: 1\nresources:\n  storage-checkpoints: {storageGB: " + "9" * 5000 + "}\n")
+    assert main(["cost", "dev-aws", "--usage", str(usage)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {usage}: line 3, column 36: resources.storage-checkpoints.storageGB: the integer ")
+    assert err.endswith("[rule: yaml-number-range]\n")
+
+
+# --- CIDR lists that cover the internet, alone or in pieces --------------------------------------------------------
+
+
+@pytest.mark.parametrize("cidrs", [["0.0.0.0/0"], ["0.0.0.0/1", "128.0.0.0/1"], ["10.8.0.0/24", "0.0.0.0/0"]])
+def test_runner_cidrs_never_cover_the_internet(cidrs: list[str]) -> None:
+    value = spec("prod-aws")
+    value["aws"]["controlPlane"]["deployer"]["runnerCidrs"] = cidrs
+    assert errors(value) == [
+        f"{A}.aws.controlPlane.deployer.runnerCidrs: runnerCidrs ({', '.join(cidrs)}) cover the whole internet: list "
+        "the networks the CI runners are in; the stack opens HTTPS to the API from them and routes them through the "
+        "Transit Gateway, and a 0.0.0.0/0 route there collides with the NAT gateway's default route (EC2 refuses a "
+        "second route to the same destination in a route table) [rule: runner-cidrs-not-open]"]
+
+
+def test_gke_networks_never_cover_the_internet_in_pieces() -> None:
+    value = spec("prod-gcp")
+    cluster = value["gcp"]["cluster"]
+    cluster["endpoint"] = "authorized-networks"
+    cluster["authorizedNetworks"] = ["0.0.0.0/1", "128.0.0.0/1"]
+    cluster["deployer"] = {"serviceAccount": cluster["deployer"]["serviceAccount"],
+                           "apiAccess": "authorized-networks", "runnerCidrs": ["0.0.0.0/2", "64.0.0.0/2",
+                                                                                "128.0.0.0/1"]}
+    lines = errors(value)
+    assert (f"{G}.gcp.cluster.authorizedNetworks: authorizedNetworks (0.0.0.0/1, 128.0.0.0/1) together cover the "
+            "whole internet; list the networks that need the control plane [rule: authorized-networks-not-open]"
+            ) in lines
+    assert (f"{G}.gcp.cluster.deployer.runnerCidrs: runnerCidrs (0.0.0.0/2, 64.0.0.0/2, 128.0.0.0/1) together "
+            "cover the whole internet; list the networks the CI runners are in [rule: authorized-networks-not-open]"
+            ) in lines
+
+
+def _graph_with(name: str, change: Any) -> dict[str, Any]:
+    doc = json.loads(offline_run(name).graph.to_json())
+    change(doc)
+    return doc
+
+
+def _resource(doc: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next(r for r in doc["resources"] if r["type"] == type_)
+
+
+def test_the_endpoint_policies_see_the_internet_in_pieces(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def eks(doc: dict[str, Any]) -> None:
+        vpc = _resource(doc, "aws:eks/cluster:Cluster")["inputs"]["vpcConfig"]
+        vpc["endpointPublicAccess"] = True
+        vpc["publicAccessCidrs"] = ["0.0.0.0/1", "128.0.0.0/1"]
+
+    def gke(doc: dict[str, Any]) -> None:
+        cluster = _resource(doc, "gcp:container/cluster:Cluster")["inputs"]
+        cluster["masterAuthorizedNetworksConfig"] = {"cidrBlocks": [{"cidrBlock": "0.0.0.0/1"},
+                                                                    {"cidrBlock": "128.0.0.0/1"}]}
+    for name, change, policy, text in (
+            ("prod-aws", eks, "aws-eks-endpoint-not-open-to-internet",
+             "EKS cluster prod-train must keep its API endpoint private, or public only to listed CIDRs; it is "
+             "reachable from the whole internet (from 0.0.0.0/1 + 128.0.0.0/1 (together))."),
+            ("prod-gcp", gke, "gcp-gke-endpoint-not-open-to-internet",
+             "must not authorize 0.0.0.0/1 + 128.0.0.0/1 (together) to reach its control plane")):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(_graph_with(name, change)))
+        assert main(["policy", str(path), "--format", "json"]) == 1, name  # mandatory on both clouds
+        (hit,) = [v for v in json.loads(capsys.readouterr().out)["violations"] if v["policy"] == policy]
+        assert hit["enforcement"] == "mandatory" and text in hit["message"]
+
+
+# --- graph documents with sizes no cloud has ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("value", "shown"), [(-16, "-16"), (1e20, "1e+20"), (2.5, "2.5"), ("16", '"16"')])
+@pytest.mark.parametrize("command", ["cost", "policy"])
+def test_graphs_with_absurd_sizes_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], value: Any,
+                                              shown: str, command: str) -> None:
+    def absurd(doc: dict[str, Any]) -> None:
+        group = next(r for r in doc["resources"] if r["type"] == "aws:eks/nodeGroup:NodeGroup"
+                     and r["name"] == "nodegroup-h100-ng")
+        group["inputs"]["scalingConfig"]["desiredSize"] = value
+    doc = _graph_with("prod-aws", absurd)
+    index = next(i for i, r in enumerate(doc["resources"]) if r["type"] == "aws:eks/nodeGroup:NodeGroup"
+                 and r["name"] == "nodegroup-h100-ng")
+    path = tmp_path / "absurd.json"
+    path.write_text(json.dumps(doc))
+    assert main([command, str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {path}: resources[{index}].inputs.scalingConfig.desiredSize: {shown} is not a node count (a whole "
+        "number from 0 to 100,000)\n")
+
+
+def test_gcp_int64_strings_are_read_as_numbers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def as_string(doc: dict[str, Any]) -> None:
+        _resource(doc, "gcp:lustre/instance:Instance")["inputs"]["capacityGib"] = "18000"
+    path = tmp_path / "gcp.json"
+    path.write_text(json.dumps(_graph_with("prod-gcp", as_string)))
+    assert main(["cost", str(path), "--format", "json"]) == 0
+    capsys.readouterr()
+
+    def negative(doc: dict[str, Any]) -> None:
+        _resource(doc, "gcp:lustre/instance:Instance")["inputs"]["capacityGib"] = "-18000"
+    path.write_text(json.dumps(_graph_with("prod-gcp", negative)))
+    assert main(["cost", str(path)]) == 2
+    assert 'inputs.capacityGib: "-18000" is not a capacity in GiB (a whole number from 0 to 1,000,000,000)' \
+        in capsys.readouterr().err
+
+
+# --- configs and JSON documents -------------------------------------------------------------------------------------
+
+
+def test_a_policy_config_with_a_key_twice_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "pack.json"
+    config.write_text('{"all": "mandatory", "all": "disabled"}')
+    assert main(["policy", "dev-aws", "--config", str(config)]) == 2
+    assert capsys.readouterr().err == (f"error: {config}: not a readable JSON file: the key \"all\" is given twice "
+                                       "(the first value would be silently replaced)\n")
+
+
+def test_graph_documents_refuse_duplicate_keys_and_huge_integers(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "g.json"
+    path.write_text('{"stack": "a", "stack": "b", "resources": []}')
+    assert main(["policy", str(path)]) == 2
+    assert capsys.readouterr().err == (f"error: {path}: not JSON: the key \"stack\" is given twice (the first value "
+                                       "would be silently replaced)\n")
+    path.write_text('{"stack": "a", "resources": [], "n": ' + "9" * 5000 + "}")
+    assert main(["cost", str(path)]) == 2
+    assert capsys.readouterr().err == (f"error: {path}: not JSON: an integer of 5,000 digits "
+                                       "(99999999999999999999...); at most 40 digits\n")
+
+
+def test_nccl_logs_refuse_huge_integers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "n.log"
+    log.write_text("  " + "9" * 5000 + "  2 float sum -1 1.0 1.0 1.0 0 1.0 1.0 1.0 0\n# Avg bus bandwidth : 1\n")
+    assert main(["nccl", "parse", str(log)]) == 2
+    assert capsys.readouterr().err == (f"error: {log}: not an nccl-tests log: line 1: a size, count or root of more "
+                                       "than 20 digits; nccl-tests prints 64-bit integers there\n")
+
+
+def test_debug_before_cost_diff(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--debug", "cost", "diff", "--base", "HEAD", "dev-aws", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["stack"] == "dev-aws"
+
+
+# --- Capacity Blocks as EC2 sells them --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("window", "path", "message"), [
+    ({"instanceCount": 65}, "capacity.instanceCount",
+     "a Capacity Block has 1 to 64 instances (EC2 user guide, Capacity Blocks), got 65"),
+    ({"end": "2027-01-18T12:00:00Z"}, "capacity.end",
+     "every Capacity Block ends at 11:30 UTC (EC2 user guide, Capacity Blocks); 2027-01-18T12:00:00Z is not a "
+     "block's end: copy EndDate from `aws ec2 describe-capacity-reservations`"),
+    ({"end": "2027-01-19T11:30:00Z"}, "capacity.end",
+     "the window 2027-01-04T11:30:00Z to 2027-01-19T11:30:00Z spans 15 days; Capacity Blocks last 1 to 14 days, or "
+     "21 to 182 days in steps of 7 (EC2 user guide, Capacity Blocks)"),
+    ({"start": "2027-03-04T11:30:00Z", "end": "2027-03-11T11:30:00Z"}, "capacity.start",
+     "the block starts on 2027-03-04T11:30:00Z, more than 8 weeks from now (2026-11-29T00:00:00Z); EC2 sells blocks "
+     "that start at most 8 weeks ahead, so no block bought by today starts then: check the start"),
+])
+def test_capacity_block_windows_as_ec2_sells_them(window: dict[str, Any], path: str, message: str) -> None:
+    value = spec("prod-aws")
+    group(value, "h100")["capacity"].update(window)
+    lines = errors(value)
+    assert f"{A}.aws.nodeGroups[1].{path}: {message} [rule: capacity-block-window]" in lines
+
+
+def test_long_blocks_and_blocks_that_start_at_once_load() -> None:
+    value = spec("prod-aws")
+    group(value, "h100")["capacity"].update({"start": "2026-12-07T11:30:00Z", "end": "2027-01-04T11:30:00Z"})
+    parse_spec(value, AWS_FILE, provider_region="us-east-1", now=NOW)  # 28 days
+    group(value, "h100")["capacity"].update({"start": "2026-11-29T04:55:00Z", "end": "2026-12-03T11:30:00Z"})
+    parse_spec(value, AWS_FILE, provider_region="us-east-1", now=NOW)  # began at once, 4 days and some hours
+
+
+def test_an_ended_block_is_refused_and_a_running_one_warned() -> None:
+    value = spec("prod-aws")
+    assert errors(value, now=datetime(2027, 1, 18, 11, 30, tzinfo=UTC))[0] == (
+        f"{A}.aws.nodeGroups[1].capacity.end: the block ended on 2027-01-18T11:30:00Z: its instances are gone; "
+        "record the next block (reservationId, start, end, instanceCount) or change the group's capacity type "
+        "[rule: capacity-block-window]")
+    during = datetime(2027, 1, 5, tzinfo=UTC)
+    parsed = parse_spec(value, AWS_FILE, provider_region="us-east-1", now=during)
+    assert spec_notes(parsed, during)[0] == (
+        "warning: gpu-cluster:spec.aws.nodeGroups[1].capacity.start: the block began on 2027-01-04T11:30:00Z and "
+        "ends on 2027-01-18T11:30:00Z: the scheduled scale-up is in the past, so an apply now leaves the group at 0; "
+        "scale it with the command the preview prints, and to 0 at least 30 minutes before the end")
+    assert not [n for n in spec_notes(parsed, NOW) if "the block began" in n]
+
+
+# --- labels, taints and mount paths the node or the runtime refuses ---------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["node-role.kubernetes.io/worker", "kubernetes.io/role", "example.k8s.io/x",
+                                 "app.kubernetes.io/name"])
+def test_node_labels_kubelet_refuses(key: str) -> None:
+    value = spec("prod-aws")
+    group(value, "h100")["labels"] = {key: "true"}
+    assert errors(value) == [
+        f'{A}.aws.nodeGroups[1].labels["{key}"]: \'{key}\': kubelet sets no kubernetes.io or k8s.io label but its '
+        "own (kubernetes.io/hostname, os, arch, topology.kubernetes.io/*, node.kubernetes.io/*, "
+        "kubelet.kubernetes.io/*), and the node would never join; use a prefix of your own (gpu-cluster/) "
+        "[rule: kubelet-node-label]"]
+
+
+def test_node_labels_kubelet_allows_and_gke_checks_too() -> None:
+    value = spec("prod-aws")
+    group(value, "h100")["labels"] = {"node.kubernetes.io/pool": "a", "gpu.node.kubernetes.io/x": "b",
+                                      "kubelet.kubernetes.io/y": "c"}
+    parse_spec(value, AWS_FILE, provider_region="us-east-1", now=NOW)
+    gcp = spec("prod-gcp")
+    gcp["gcp"]["nodePools"][1]["labels"] = {"node-role.kubernetes.io/gpu": "true"}
+    assert errors(gcp)[0].endswith("[rule: kubelet-node-label]")
+
+
+@pytest.mark.parametrize(("key", "reserved"), [("kubernetes.io/dedicated", "kubernetes.io"),
+                                               ("example.k8s.io/x", "k8s.io"),
+                                               ("eks.amazonaws.com/compute", "eks.amazonaws.com")])
+def test_taint_keys_eks_refuses(key: str, reserved: str) -> None:
+    value = spec("prod-aws")
+    group(value, "h100")["taints"] = [{"key": key, "value": "x", "effect": "NoSchedule"}]
+    assert f"{A}.aws.nodeGroups[1].taints[0].key: '{key}': the EKS node-group API refuses taint keys under " \
+           f"{reserved}/ (reserved); use a prefix of your own (e.g. gpu-cluster/) [rule: eks-taint-key]" \
+           in errors(value)
+
+
+def test_eks_label_keys_and_values() -> None:
+    value = spec("prod-aws")
+    long_key = "example.com/" + "a" * 60
+    group(value, "h100")["labels"] = {"eks.amazonaws.com/nodegroup": "x", long_key: "y", "empty": ""}
+    lines = errors(value)
+    assert (f'{A}.aws.nodeGroups[1].labels["eks.amazonaws.com/nodegroup"]: \'eks.amazonaws.com/nodegroup\': EKS '
+            "sets eks.amazonaws.com/ labels itself and refuses them in a node group's labels [rule: eks-label-key]"
+            ) in lines
+    assert (f'{A}.aws.nodeGroups[1].labels["{long_key}"]: \'{long_key}\': the EKS API takes label keys of at most '
+            "63 characters, prefix included (72) [rule: eks-label-key]") in lines
+    assert (f"{A}.aws.nodeGroups[1].labels.empty: 'empty': the EKS API takes label values of 1 to 63 characters; "
+            "give a value [rule: eks-label-key]") in lines
+
+
+@pytest.mark.parametrize(("path", "reserved"), [("/proc/ckpt", "/proc"), ("/sys", "/sys"), ("/dev/shm", "/dev"),
+                                                ("/etc/ckpt", "/etc"), ("/usr/local/ckpt", "/usr")])
+def test_mount_paths_the_runtime_needs(path: str, reserved: str) -> None:
+    aws = spec("prod-aws")
+    aws["aws"]["storage"]["filesystem"]["mountPath"] = path
+    expected = (f"'{path}' cannot be the filesystem's path in pods: it is under {reserved}, which the container "
+                "runtime and the image need (runc refuses mounts inside /proc; /dev and /sys hold the GPU and EFA "
+                "devices); use a path such as /checkpoints [rule: mount-path-allowed]")
+    assert f"{A}.aws.storage.filesystem.mountPath: {expected}" in errors(aws)
+    gcp = spec("prod-gcp")
+    gcp["gcp"]["storage"]["filesystem"]["mountPath"] = path
+    assert f"{G}.gcp.storage.filesystem.mountPath: {expected}" in errors(gcp)
+
+
+def test_a_gcp_region_that_does_not_exist() -> None:
+    value = spec("prod-gcp")
+    value["gcp"]["region"] = "mars-north1"
+    value["gcp"]["gpuZone"] = "mars-north1-a"
+    with pytest.raises(SpecError) as info:
+        parse_spec(value, GCP_FILE, provider_region="mars-north1", now=NOW)
+    assert str(info.value).splitlines()[0].startswith(
+        f"{G}.gcp.region: 'mars-north1' is not a Google Cloud region of the catalog (components/catalog/"
+        "gcp_regions.yaml, 43 regions, with its source)")
+    value["gcp"]["region"] = "us-centrall1"
+    with pytest.raises(SpecError) as info:
+        parse_spec(value, GCP_FILE, provider_region="us-centrall1", now=NOW)
+    assert "; closest: us-central1, " in str(info.value).splitlines()[0]
+
+
+# --- teams that cannot work ----------------------------------------------------------------------------------------
+
+
+def test_teams_without_members_or_quota_and_gpus_no_quota_reaches() -> None:
+    value = spec("prod-aws")
+    value["teams"][0]["roleArns"] = []
+    value["teams"][1]["quotas"][0]["gpus"] = 0
+    value["teams"][1]["quotas"][0].pop("borrowingLimitGpus", None)
+    value["platform"]["cohort"] = False
+    for team in value["teams"]:
+        for quota in team["quotas"]:
+            quota.pop("borrowingLimitGpus", None)
+            quota.pop("lendingLimitGpus", None)
+    parsed = parse_spec(value, AWS_FILE, provider_region="us-east-1", now=NOW)
+    notes = spec_notes(parsed, NOW)
+    assert ("warning: gpu-cluster:spec.teams[0].roleArns: team 'research' has no members: no IAM role is mapped to "
+            "its group gpu-cluster:research, so nobody can submit to its queue (add the team's roles)") in notes
+    assert ("warning: gpu-cluster:spec.teams[1].quotas[0].gpus: team 'pretraining' has 0 GPUs on 'h100' and cannot "
+            "borrow any: its GPU jobs there are never admitted") in notes
+    for team in value["teams"]:
+        for quota in team["quotas"]:
+            quota["gpus"] = 0
+    notes = spec_notes(parse_spec(value, AWS_FILE, provider_region="us-east-1", now=NOW), NOW)
+    assert ("note: node group 'h100' (16 x p5.48xlarge) is in no team's quota: only the acceptance gate and the "
+            "platform can use its GPUs (add it to a team's quotas)") in notes
