@@ -32,6 +32,9 @@ def test_offline_job_tests_then_comments_policy_and_cost_diff_and_uploads_sarif(
     runs = _runs(job)
     assert runs.index("make test") < runs.index("blueprint graph")
     assert "blueprint policy \"out/$stack.json\" --format markdown" in runs
+    # A failing stack's verdict (exit 1, as preview and policy now exit) is still posted: the comment step goes on.
+    assert "blueprint policy \"out/$stack.json\" --format markdown || true" in runs
+    assert "blueprint preview" not in runs
     assert "blueprint cost diff --base \"$BASE_REF\" \"$stack\"" in runs
     assert job["steps"][0]["with"]["fetch-depth"] == 0  # the base branch must be there to build it
     uses = [step.get("uses", "") for step in job["steps"]]
