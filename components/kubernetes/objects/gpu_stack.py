@@ -1,0 +1,66 @@
+"""The GPU Operator's values and the device plugin configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from components.kubernetes.objects.common import DCGM_METRICS, GPU_TOLERATION, Manifest
+from components.kubernetes.quotas import GPU
+from components.spec import GpuSharingSpec
+
+
+def device_plugin_config(sharing: GpuSharingSpec) -> str:
+    """NVIDIA device plugin configuration for time-slicing."""
+    return yaml.safe_dump({
+        "version": "v1",
+        "flags": {"migStrategy": "none"},
+        "sharing": {"timeSlicing": {
+            "renameByDefault": False,
+            "failRequestsGreaterThanOne": True,
+            "resources": [{"name": GPU, "replicas": sharing.replicas}],
+        }},
+    }, sort_keys=False)
+
+
+def gpu_operator_values(sharing: GpuSharingSpec, driver_on_host: bool) -> Manifest:
+    """GPU Operator values.
+
+    On images that ship the NVIDIA driver and container toolkit (EKS AL2023 NVIDIA AMI) the operator
+    must not install them again. DCGM exporter is on with its ServiceMonitor (honouring the pod's
+    namespace label, so utilization is attributed to the team) and an extended metric list.
+    """
+    values: Manifest = {
+        "driver": {"enabled": not driver_on_host},
+        "toolkit": {"enabled": not driver_on_host},
+        "dcgmExporter": {
+            "enabled": True,
+            "serviceMonitor": {"enabled": True, "interval": "15s", "honorLabels": True},
+            "config": {"name": "gpu-cluster-dcgm-metrics", "create": True, "data": DCGM_METRICS},
+        },
+        "migManager": {"enabled": sharing.mode == "mig"},
+        "mig": {"strategy": sharing.mig_strategy if sharing.mode == "mig" else "single"},
+        "daemonsets": {"tolerations": [GPU_TOLERATION], "priorityClassName": "system-node-critical"},
+        "nfd": {"enabled": True},
+    }
+    if sharing.mode == "time-slicing":
+        values["devicePlugin"] = {"config": {
+            "create": True, "name": "gpu-cluster-device-plugin", "default": "time-slicing",
+            "data": {"time-slicing": device_plugin_config(sharing)},
+        }}
+    return values
+
+
+def merge_values(base: Manifest, overrides: Mapping[str, Any]) -> Manifest:
+    """Chart values with a cloud's overrides laid over them, mappings merged key by key."""
+    out = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge_values(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+

@@ -1,0 +1,164 @@
+"""Kueue objects: the network topology, flavors, cohort, team ClusterQueues and LocalQueues, priority classes, the
+provisioning admission check, and the controller's configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import yaml
+
+from components.kubernetes.objects.common import (
+    GPU_TOLERATION,
+    MONITORING_NAMESPACE,
+    NODE_GROUP_LABEL,
+    PRIORITY_CLASSES,
+    PROVISIONING_CHECK,
+    QUEUED_TOLERATION,
+    TENANT_LABEL,
+    Manifest,
+    NetworkTopology,
+    meta,
+)
+from components.kubernetes.quotas import CPU, GPU, MEMORY, FlavorQuota, GpuPool, Resources
+from components.spec import TeamSpec
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+
+
+def topology(levels: NetworkTopology) -> Manifest:
+    """The cloud's network topology, for topology-aware placement of multi-node jobs."""
+    return {"apiVersion": KUEUE_API, "kind": "Topology", "metadata": meta(levels.name),
+            "spec": {"levels": [{"nodeLabel": label} for label in levels.node_labels]}}
+
+
+def resource_flavor(pool: GpuPool, topology_name: str | None) -> Manifest:
+    """One flavor per GPU node group: its node label, the GPU toleration, topology where placed."""
+    spec: Manifest = {"nodeLabels": {NODE_GROUP_LABEL: pool.name},
+                      "tolerations": [GPU_TOLERATION, *([QUEUED_TOLERATION] if pool.queued else [])]}
+    if pool.placed and topology_name is not None:
+        spec["topologyName"] = topology_name
+    return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": meta(pool.name), "spec": spec}
+
+
+def cohort(name: str) -> Manifest:
+    """The cohort every team queue joins, so idle nominal quota is lent to whoever queues."""
+    return {"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": meta(name), "spec": {}}
+
+
+def resource_entries(nominal: Resources, borrow: Resources | None, lend: Resources | None,
+                      covered: Sequence[str]) -> list[Manifest]:
+    fabric = next((r for r in covered if r not in (GPU, CPU, MEMORY)), None)
+    n = nominal.as_kueue(fabric)
+    b = borrow.as_kueue(fabric) if borrow else None
+    ln = lend.as_kueue(fabric) if lend else None
+    out = []
+    for resource in covered:
+        entry: Manifest = {"name": resource, "nominalQuota": n[resource]}
+        if b is not None:
+            entry["borrowingLimit"] = b[resource]
+        if ln is not None:
+            entry["lendingLimit"] = ln[resource]
+        out.append(entry)
+    return out
+
+
+def covered_resources(pools: Sequence[GpuPool], fabric_resource: str | None) -> list[str]:
+    """Resources a team queue accounts for: GPUs, CPU, memory, and the fabric's where any pool has it."""
+    covered = [GPU, CPU, MEMORY]
+    if fabric_resource is not None and any(p.fabric_per_node for p in pools):
+        covered.append(fabric_resource)
+    return covered
+
+
+def cluster_queue(team: TeamSpec, flavors: Sequence[FlavorQuota], cohort_name: str | None,
+                  covered: Sequence[str]) -> Manifest:
+    """The team's ClusterQueue: nominal quota per flavor, borrowing/lending limits, preemption; flavors whose nodes
+    come through a ProvisioningRequest (GKE flex-start) are admitted only once the request is provisioned."""
+    spec: Manifest = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.name}},
+        "queueingStrategy": "BestEffortFIFO",
+        "resourceGroups": [{
+            "coveredResources": list(covered),
+            "flavors": [{"name": fq.pool.name,
+                         "resources": resource_entries(fq.nominal, fq.borrowing_limit, fq.lending_limit, covered)}
+                        for fq in flavors],
+        }],
+        "preemption": {
+            "reclaimWithinCohort": "Any" if cohort_name else "Never",
+            "withinClusterQueue": "LowerPriority",
+        },
+    }
+    if cohort_name:
+        spec["cohortName"] = cohort_name
+    queued = [fq.pool.name for fq in flavors if fq.pool.queued]
+    if queued:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": PROVISIONING_CHECK, "onFlavors": queued}]}
+    return {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": meta(team.name), "spec": spec}
+
+
+def provisioning_request_check(managed: Sequence[str]) -> list[Manifest]:
+    """The ProvisioningRequestConfig (GKE's queued-provisioning class) and the AdmissionCheck that uses it: Kueue
+    asks the cluster autoscaler for all of a workload's nodes at once and admits it when they are provisioned (GKE
+    "Deploy GPUs for batch workloads with flex-start and Kueue"; Kueue "Provisioning Admission Check Controller")."""
+    return [
+        {"apiVersion": KUEUE_API, "kind": "ProvisioningRequestConfig", "metadata": meta(PROVISIONING_CHECK),
+         "spec": {"provisioningClassName": "queued-provisioning.gke.io", "managedResources": list(managed)}},
+        {"apiVersion": KUEUE_API, "kind": "AdmissionCheck", "metadata": meta(PROVISIONING_CHECK),
+         "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
+                  "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig",
+                                 "name": PROVISIONING_CHECK}}},
+    ]
+
+
+def local_queue(team: TeamSpec) -> Manifest:
+    """The queue team jobs name (``kueue.x-k8s.io/queue-name: default``)."""
+    return {"apiVersion": KUEUE_API, "kind": "LocalQueue", "metadata": meta("default", team.name),
+            "spec": {"clusterQueue": team.name}}
+
+
+def priority_classes() -> list[Manifest]:
+    """WorkloadPriorityClasses: production, standard, preemptible."""
+    return [{"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass", "metadata": meta(name),
+             "value": value, "description": description} for name, value, description in PRIORITY_CLASSES]
+
+
+def kueue_manager_config() -> str:
+    """Kueue's controller configuration: quota metrics on, all-or-nothing admission for multi-node jobs,
+    and every job in a team namespace managed even without a queue name (no bypassing the quota)."""
+    config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443", "enableClusterQueueResources": True},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "clientConnection": {"qps": 50, "burst": 100},
+        "waitForPodsReady": {
+            "timeout": "10m",
+            "blockAdmission": True,
+            "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 5},
+        },
+        # Hugepages (EFA jobs ask for them) are node memory the scheduler accounts for, not a quota: without
+        # this a workload asking for hugepages-2Mi is inadmissible in every ClusterQueue (Kueue Configuration,
+        # resources.excludeResourcePrefixes).
+        "resources": {"excludeResourcePrefixes": ["hugepages-"]},
+        "manageJobsWithoutQueueName": True,
+        "managedJobsNamespaceSelector": {"matchLabels": {TENANT_LABEL: "true"}},
+        "integrations": {"frameworks": [
+            "batch/job", "kubeflow.org/mpijob", "kubeflow.org/pytorchjob", "jobset.x-k8s.io/jobset",
+            "ray.io/rayjob", "ray.io/raycluster", "pod", "deployment", "statefulset",
+        ]},
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def kueue_values() -> Manifest:
+    """Helm values of the Kueue chart."""
+    return {
+        "enablePrometheus": True,
+        "managerConfig": {"controllerManagerConfigYaml": kueue_manager_config()},
+        "metrics": {"prometheusNamespace": MONITORING_NAMESPACE},
+        "controllerManager": {"replicas": 2, "podDisruptionBudget": {"enabled": True, "minAvailable": 1}},
+    }
+
+

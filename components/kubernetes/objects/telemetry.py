@@ -1,0 +1,161 @@
+"""kube-prometheus-stack and OpenCost values, the recording and alerting rules, the Grafana dashboard."""
+
+from __future__ import annotations
+
+import json
+
+from components.kubernetes.objects.common import (
+    MONITORING_NAMESPACE,
+    NODE_GROUP_LABEL,
+    OPENCOST_NAMESPACE,
+    PROMETHEUS_RELEASE,
+    Manifest,
+    meta,
+)
+
+KUBE_STATE_METRICS_LABELS = [
+    "namespaces=[team,cost-center,environment,owner]",
+    "pods=[team,cost-center,model,experiment,kueue.x-k8s.io/queue-name]",
+    f"nodes=[{NODE_GROUP_LABEL},node.kubernetes.io/instance-type,topology.kubernetes.io/zone]",
+]
+
+def prometheus_stack_values(retention_days: int, storage_gib: int, storage_class_name: str,
+                            grafana_secret: str) -> Manifest:
+    """kube-prometheus-stack values: scrape every ServiceMonitor and rule in the cluster, keep data on
+    an encrypted volume, export the billing labels of namespaces and pods (OpenCost aggregates by them),
+    and take Grafana's admin credentials from a generated Secret instead of the chart's default."""
+    return {
+        "prometheus": {"prometheusSpec": {
+            "retention": f"{retention_days}d",
+            "serviceMonitorSelectorNilUsesHelmValues": False,
+            "podMonitorSelectorNilUsesHelmValues": False,
+            "ruleSelectorNilUsesHelmValues": False,
+            "storageSpec": {"volumeClaimTemplate": {"spec": {
+                "storageClassName": storage_class_name,
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": f"{storage_gib}Gi"}},
+            }}},
+        }},
+        "grafana": {
+            "admin": {"existingSecret": grafana_secret, "userKey": "admin-user", "passwordKey": "admin-password"},
+            "sidecar": {"dashboards": {"enabled": True, "label": "grafana_dashboard", "searchNamespace": "ALL"}},
+        },
+        "kube-state-metrics": {"metricLabelsAllowlist": KUBE_STATE_METRICS_LABELS},
+        "alertmanager": {"enabled": True},
+    }
+
+
+def opencost_values(cluster_name: str) -> Manifest:
+    """OpenCost reading the in-cluster Prometheus; cost per team, cost-center and model is the
+    allocation API aggregated by label (``/allocation?aggregate=label:team``)."""
+    return {"opencost": {
+        "exporter": {"defaultClusterId": cluster_name},
+        "prometheus": {"internal": {
+            "enabled": True, "namespaceName": MONITORING_NAMESPACE,
+            "serviceName": f"{PROMETHEUS_RELEASE}-prometheus", "port": 9090,
+        }},
+        "metrics": {"serviceMonitor": {"enabled": True, "namespace": OPENCOST_NAMESPACE}},
+        "ui": {"enabled": True},
+    }}
+
+
+def _alert(name: str, expr: str, minutes: int, severity: str, summary: str) -> Manifest:
+    return {"alert": name, "expr": expr, "for": f"{minutes}m", "labels": {"severity": severity},
+            "annotations": {"summary": summary}}
+
+
+def prometheus_rules() -> Manifest:
+    """Recording rules and alerts for the seed's minimum telemetry: GPU utilization, errors (XID, ECC,
+    row remapping), temperature and power; queue wait time and quota denials (evictions, preemptions,
+    inadmissible workloads)."""
+    recording = [
+        {"record": "gpu_cluster:gpu_utilization:avg_by_namespace",
+         "expr": "avg by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=\"\"})"},
+        {"record": "gpu_cluster:gpu_allocated:sum_by_namespace",
+         "expr": "sum by (namespace) (kube_pod_container_resource_requests{resource=\"nvidia_com_gpu\"})"},
+        {"record": "gpu_cluster:gpu_power_watts:sum_by_node",
+         "expr": "sum by (Hostname) (DCGM_FI_DEV_POWER_USAGE)"},
+        {"record": "gpu_cluster:queue_wait_seconds:p90_by_cluster_queue",
+         "expr": "histogram_quantile(0.9, sum by (le, cluster_queue) "
+                 "(rate(kueue_admission_wait_time_seconds_bucket[30m])))"},
+        {"record": "gpu_cluster:quota_usage_ratio:by_cluster_queue",
+         "expr": "sum by (cluster_queue, resource) (kueue_cluster_queue_resource_usage) / "
+                 "sum by (cluster_queue, resource) (kueue_cluster_queue_nominal_quota)"},
+    ]
+    alerts = [
+        _alert("GpuXidError", "max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS) > 0", 0, "critical",
+               "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported XID {{ $value }}"),
+        _alert("GpuEccDoubleBitErrors", "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m]) > 0", 0, "critical",
+               "uncorrectable ECC errors on GPU {{ $labels.gpu }} of {{ $labels.Hostname }}"),
+        _alert("GpuRowRemapFailure", "max by (Hostname, gpu) (DCGM_FI_DEV_ROW_REMAP_FAILURE) > 0", 0, "critical",
+               "row remapping failed on GPU {{ $labels.gpu }} of {{ $labels.Hostname }}: replace the node"),
+        _alert("GpuTemperatureHigh", "max by (Hostname, gpu) (DCGM_FI_DEV_GPU_TEMP) > 85", 10, "warning",
+               "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} above 85 C"),
+        _alert("GpuPowerThrottling", "rate(DCGM_FI_DEV_POWER_VIOLATION[10m]) > 0", 15, "warning",
+               "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is throttled by its power limit"),
+        _alert("GpuAllocatedButIdle",
+               "gpu_cluster:gpu_utilization:avg_by_namespace < 10 and "
+               "gpu_cluster:gpu_allocated:sum_by_namespace > 0", 60, "warning",
+               "namespace {{ $labels.namespace }} holds GPUs at under 10% utilization"),
+        _alert("KueueQueueWaitHigh", "gpu_cluster:queue_wait_seconds:p90_by_cluster_queue > 3600", 30, "warning",
+               "90% of workloads in {{ $labels.cluster_queue }} waited more than an hour for admission"),
+        _alert("KueueInadmissibleWorkloads", "sum by (cluster_queue) "
+               "(kueue_pending_workloads{status=\"inadmissible\"}) > 0", 30, "warning",
+               "{{ $labels.cluster_queue }} has workloads its quota cannot admit"),
+        _alert("KueueWorkloadsEvicted", "sum by (cluster_queue, reason) "
+               "(increase(kueue_evicted_workloads_total[30m])) > 0", 0, "info",
+               "{{ $labels.cluster_queue }} evicted workloads ({{ $labels.reason }})"),
+        _alert("KueueWorkloadsPreempted", "sum by (preempting_cluster_queue, reason) "
+               "(increase(kueue_preempted_workloads_total[30m])) > 0", 0, "info",
+               "workloads were preempted ({{ $labels.reason }})"),
+    ]
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": meta("gpu-cluster", MONITORING_NAMESPACE),
+        "spec": {"groups": [
+            {"name": "gpu-cluster.recording", "interval": "1m", "rules": recording},
+            {"name": "gpu-cluster.alerts", "rules": alerts},
+        ]},
+    }
+
+
+def _panel(panel_id: int, title: str, expr: str, legend: str, unit: str, x: int, y: int) -> Manifest:
+    return {
+        "id": panel_id, "type": "timeseries", "title": title,
+        "gridPos": {"h": 8, "w": 12, "x": x, "y": y},
+        "datasource": {"type": "prometheus", "uid": "prometheus"},
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "targets": [{"refId": "A", "expr": expr, "legendFormat": legend}],
+    }
+
+
+def grafana_dashboard() -> Manifest:
+    """A ConfigMap the Grafana sidecar loads: GPU utilization and queue time by team."""
+    dashboard = {
+        "title": "GPU cluster: utilization and queues by team",
+        "uid": "gpu-cluster-teams",
+        "schemaVersion": 39,
+        "time": {"from": "now-24h", "to": "now"},
+        "panels": [
+            _panel(1, "GPU utilization by team", "gpu_cluster:gpu_utilization:avg_by_namespace",
+                   "{{namespace}}", "percent", 0, 0),
+            _panel(2, "GPUs allocated by team", "gpu_cluster:gpu_allocated:sum_by_namespace",
+                   "{{namespace}}", "short", 12, 0),
+            _panel(3, "Queue wait p90 by team", "gpu_cluster:queue_wait_seconds:p90_by_cluster_queue",
+                   "{{cluster_queue}}", "s", 0, 8),
+            _panel(4, "Quota usage / nominal", "gpu_cluster:quota_usage_ratio:by_cluster_queue",
+                   "{{cluster_queue}} {{resource}}", "percentunit", 12, 8),
+            _panel(5, "Pending workloads", "sum by (cluster_queue, status) (kueue_pending_workloads)",
+                   "{{cluster_queue}} {{status}}", "short", 0, 16),
+            _panel(6, "GPU power", "gpu_cluster:gpu_power_watts:sum_by_node", "{{Hostname}}", "watt", 12, 16),
+        ],
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta("gpu-cluster-dashboard", MONITORING_NAMESPACE, {"grafana_dashboard": "1"}),
+        "data": {"gpu-cluster.json": json.dumps(dashboard, indent=1)},
+    }
+
+

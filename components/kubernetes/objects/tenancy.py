@@ -1,0 +1,315 @@
+"""Team namespaces and what makes them a tenant: Role and binding, quota backstop, defaults, network policies,
+the checkpoint service account and policy, and the cluster-wide admission policies."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+from components.kubernetes.objects.common import (
+    MONITORING_NAMESPACE,
+    POD_SECURITY_REASON_LABEL,
+    TENANT_LABEL,
+    EgressRule,
+    Manifest,
+    meta,
+)
+from components.kubernetes.quotas import GPU, Resources
+from components.spec import PRIVILEGED_NAMESPACES, TeamSpec
+
+
+def team_labels(team: TeamSpec, billing: Mapping[str, str]) -> dict[str, str]:
+    """Billing labels of a team's namespace: the stack's, with the team's own team and cost-center."""
+    return {**billing, "team": team.name, "cost-center": team.cost_center}
+
+
+def namespace(name: str, labels: Mapping[str, str], pod_security: str, tenant: bool = False,
+              warn_level: str | None = None) -> Manifest:
+    """A namespace with billing labels and Pod Security Admission labels.
+
+    Team namespaces enforce ``baseline`` (no privileged pods, no host namespaces) and warn/audit
+    against ``restricted``; only the system namespaces that run node agents enforce ``privileged``.
+    """
+    warn = warn_level or ("restricted" if pod_security != "privileged" else "privileged")
+    all_labels = {
+        **labels,
+        "pod-security.kubernetes.io/enforce": pod_security,
+        "pod-security.kubernetes.io/enforce-version": "latest",
+        "pod-security.kubernetes.io/audit": warn,
+        "pod-security.kubernetes.io/warn": warn,
+    }
+    if tenant:
+        all_labels[TENANT_LABEL] = "true"
+        if pod_security == "privileged":
+            # Why a tenant namespace is not at baseline, for the policy pack and for reviewers: the cloud's GPU
+            # networking needs host paths and NET_ADMIN in training pods; privileged containers stay refused by the
+            # gpu-cluster-no-privileged-pods admission policy, which binds every tenant namespace.
+            all_labels[POD_SECURITY_REASON_LABEL] = "gpudirect-sidecars"
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta(name, labels=all_labels)}
+
+
+def team_role(team: TeamSpec) -> Manifest:
+    """What a team member may do in the team's namespace: run and inspect jobs, never change quotas."""
+    run = ["get", "list", "watch", "create", "update", "patch", "delete"]
+    read = ["get", "list", "watch"]
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": meta("team-member", team.name),
+        "rules": [
+            {"apiGroups": [""], "resources": ["pods", "pods/log", "events", "resourcequotas", "limitranges"],
+             "verbs": read},
+            {"apiGroups": [""], "resources": ["pods/exec", "pods/portforward"], "verbs": ["create"]},
+            {"apiGroups": [""], "resources": ["configmaps", "secrets", "services", "persistentvolumeclaims"],
+             "verbs": run},
+            {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": run},
+            {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets"], "verbs": run},
+            {"apiGroups": ["kubeflow.org"], "resources": ["mpijobs", "pytorchjobs"], "verbs": run},
+            {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": run},
+            {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": read},
+        ],
+    }
+
+
+def service_account(name: str, namespace: str, labels: Mapping[str, str], purpose: str) -> Manifest:
+    """A service account whose AWS permissions come from an EKS Pod Identity association (no annotation
+    is needed: the association names the namespace and service account)."""
+    return {"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {**meta(name, namespace, labels), "annotations": {"gpu-cluster/purpose": purpose}},
+            "automountServiceAccountToken": True}
+
+
+CHECKPOINT_POLICY_LABEL = "gpu-cluster/checkpoint-policy"
+
+
+def checkpoint_policy(team: TeamSpec, billing: Mapping[str, str], data: Mapping[str, str]) -> Manifest:
+    """The goodput model's checkpoint interval and figures where the team's jobs can read them
+    (``envFrom: [{configMapRef: {name: checkpoint-policy}}]``), and the policy pack can check them."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": meta("checkpoint-policy", team.name,
+                              {**team_labels(team, billing), CHECKPOINT_POLICY_LABEL: "true"}),
+            "data": dict(sorted(data.items()))}
+
+
+def team_role_binding(team: TeamSpec) -> Manifest:
+    """Bind the team's Kubernetes group (mapped from IAM by access entries) to its Role."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": meta("team-member", team.name),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "team-member"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": team.k8s_group}],
+    }
+
+
+def resource_quota(team: TeamSpec, hard: Resources, fabric_resource: str | None) -> Manifest:
+    """A backstop under Kueue: the most the namespace can have admitted, never less."""
+    limits = {
+        f"requests.{GPU}": str(hard.gpu),
+        "requests.cpu": str(hard.cpu),
+        "requests.memory": f"{hard.memory_gib}Gi",
+    }
+    if fabric_resource is not None:
+        limits[f"requests.{fabric_resource}"] = str(hard.fabric)
+    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta("gpu-quota", team.name),
+            "spec": {"hard": limits}}
+
+
+def limit_range(team: TeamSpec) -> Manifest:
+    """Defaults for containers that state no requests, so every pod is counted against the quota."""
+    return {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": meta("defaults", team.name),
+        "spec": {"limits": [{
+            "type": "Container",
+            "defaultRequest": {"cpu": "500m", "memory": "1Gi"},
+            "default": {"cpu": "2", "memory": "8Gi"},
+        }]},
+    }
+
+
+def network_policies(team: TeamSpec, allow_https_egress: bool,
+                     extra_egress: Sequence[EgressRule] = ()) -> list[Manifest]:
+    """Default deny, then what a distributed training job needs: its own namespace (NCCL bootstrap,
+    MPI launchers), DNS, the metrics scraper and, optionally, HTTPS egress (S3 checkpoints).
+
+    EFA traffic bypasses the kernel network stack and is governed by the EFA security group instead.
+    """
+    ns = team.name
+
+    def policy(name: str, spec: Manifest) -> Manifest:
+        return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": meta(name, ns),
+                "spec": spec}
+
+    out = [
+        policy("default-deny", {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}),
+        policy("allow-same-namespace", {
+            "podSelector": {},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [{"podSelector": {}}]}],
+            "egress": [{"to": [{"podSelector": {}}]}],
+        }),
+        policy("allow-dns", {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [{
+                "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+                "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+            }],
+        }),
+        policy("allow-metrics-scrape", {
+            "podSelector": {},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"namespaceSelector": {
+                "matchLabels": {"kubernetes.io/metadata.name": MONITORING_NAMESPACE}}}]}],
+        }),
+    ]
+    for rule in extra_egress:  # what the cloud's node agents need (e.g. the credentials agent)
+        out.append(policy(rule.name, {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [{"to": [{"ipBlock": {"cidr": rule.cidr}}],
+                        "ports": [{"protocol": rule.protocol, "port": rule.port}]}],
+        }))
+    if allow_https_egress:
+        out.append(policy("allow-https-egress", {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"protocol": "TCP", "port": 443}]}],
+        }))
+    return out
+
+
+def pod_rules() -> list[Manifest]:
+    return [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]
+
+
+def registry_policy(allowed: Sequence[str]) -> list[Manifest]:
+    """A ValidatingAdmissionPolicy (and binding) that admits team pods only from listed registries."""
+    prefixes = "[" + ", ".join(json.dumps(p) for p in allowed) + "]"
+    checks = []
+    for field in ("containers", "initContainers", "ephemeralContainers"):
+        guard = "" if field == "containers" else f"!has(object.spec.{field}) || "
+        checks.append({
+            "expression": f"{guard}object.spec.{field}.all(c, {prefixes}.exists(p, c.image.startsWith(p)))",
+            "message": f"{field} images must come from an allowed registry: {', '.join(allowed)}",
+            "reason": "Forbidden",
+        })
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": meta("gpu-cluster-allowed-registries"),
+            "spec": {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": pod_rules()},
+                     "validations": checks},
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": meta("gpu-cluster-allowed-registries"),
+            "spec": {
+                "policyName": "gpu-cluster-allowed-registries",
+                "validationActions": ["Deny"],
+                "matchResources": {"namespaceSelector": {"matchLabels": {TENANT_LABEL: "true"}}},
+            },
+        },
+    ]
+
+
+GPUDIRECT_CAPABILITIES = ("NET_ADMIN", "NET_BIND_SERVICE", "IPC_LOCK")
+
+
+def gpudirect_pod_policy(host_paths: Sequence[str]) -> list[Manifest]:
+    """What a team pod may still do in a namespace that Pod Security admits at ``privileged`` for GPUDirect
+    sidecars: no host network, PID or IPC namespace, host paths only under the GPUDirect ones, and no capability
+    beyond those the sidecars add (NET_ADMIN, NET_BIND_SERVICE, IPC_LOCK). Privileged containers stay refused by
+    ``gpu-cluster-no-privileged-pods``."""
+    paths = "[" + ", ".join(json.dumps(p) for p in host_paths) + "]"
+    caps = "[" + ", ".join(json.dumps(c) for c in GPUDIRECT_CAPABILITIES) + "]"
+
+    def capped(field: str) -> str:
+        check = (f"object.spec.{field}.all(c, !has(c.securityContext) || !has(c.securityContext.capabilities) || "
+                 f"!has(c.securityContext.capabilities.add) || c.securityContext.capabilities.add.all(x, x in {caps}))")
+        return check if field == "containers" else f"!has(object.spec.{field}) || {check}"
+
+    name = "gpu-cluster-gpudirect-pod-limits"
+    validations = [
+        {"expression": f"!has(object.spec.{ns}) || !object.spec.{ns}", "reason": "Forbidden",
+         "message": f"team pods do not use the node's {ns.removeprefix('host')} namespace"}
+        for ns in ("hostNetwork", "hostPID", "hostIPC")
+    ] + [
+        {"expression": "!has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.hostPath) || "
+                       f"{paths}.exists(p, v.hostPath.path == p || v.hostPath.path.startsWith(p + '/')))",
+         "reason": "Forbidden", "message": f"team pods mount only the GPUDirect host paths {', '.join(host_paths)}"},
+    ] + [
+        {"expression": capped(f), "reason": "Forbidden",
+         "message": f"{f} add no capability beyond {', '.join(GPUDIRECT_CAPABILITIES)}"}
+        for f in ("containers", "initContainers")
+    ]
+    return [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": meta(name),
+         "spec": {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": pod_rules()},
+                  "validations": validations}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+         "metadata": meta(name),
+         "spec": {"policyName": name, "validationActions": ["Deny"],
+                  "matchResources": {"namespaceSelector": {"matchLabels": {
+                      TENANT_LABEL: "true", POD_SECURITY_REASON_LABEL: "gpudirect-sidecars"}}}}},
+    ]
+
+
+def privileged_policy(cloud_namespaces: Sequence[str] = ()) -> list[Manifest]:
+    """Refuse privileged containers everywhere but the system namespaces that run node agents (and those the cloud
+    manages itself, which it may fill with privileged agents)."""
+    def unprivileged(field: str) -> str:
+        check = (f"object.spec.{field}.all(c, !has(c.securityContext) || "
+                 "!has(c.securityContext.privileged) || !c.securityContext.privileged)")
+        return check if field == "containers" else f"!has(object.spec.{field}) || {check}"
+
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": meta("gpu-cluster-no-privileged-pods"),
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": pod_rules()},
+                "validations": [
+                    {"expression": unprivileged(f), "reason": "Forbidden",
+                     "message": f"privileged {f} run only in {', '.join(PRIVILEGED_NAMESPACES)}"}
+                    for f in ("containers", "initContainers")
+                ],
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": meta("gpu-cluster-no-privileged-pods"),
+            "spec": {
+                "policyName": "gpu-cluster-no-privileged-pods",
+                "validationActions": ["Deny"],
+                "matchResources": {"namespaceSelector": {"matchExpressions": [{
+                    "key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                    "values": [*PRIVILEGED_NAMESPACES, *cloud_namespaces]}]}},
+            },
+        },
+    ]
+
+
+def storage_class(name: str, provisioner: str, parameters: Mapping[str, str], retain: bool) -> Manifest:
+    """An encrypted block storage class for platform volumes (Prometheus). With ``retain`` (stacks with
+    deletion protection) a deleted claim leaves its volume, and so the metrics history, in place."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": meta(name),
+        "provisioner": provisioner,
+        "parameters": dict(parameters),
+        "reclaimPolicy": "Retain" if retain else "Delete",
+        "allowVolumeExpansion": True,
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+
+
