@@ -2,7 +2,7 @@
 
 Built-in kinds: kubernetes-validate in strict mode (unknown fields are errors) for the cluster's
 Kubernetes version. Custom kinds (Kueue, MPIJob, JobSet, Kubeflow Trainer, Slinky): the CRD's openAPIV3Schema
-from the fixtures in tests/fixtures/crds (each folder says its source), made strict the way the API server's
+from blueprint/schemas/crds (each folder says its source), made strict the way the API server's
 strict field validation is (unknown fields are errors), plus the CEL rules of the ClusterQueue schema that a
 JSON-schema check cannot run. A missing fixture is an error, never a skip.
 """
@@ -19,7 +19,9 @@ import kubernetes_validate
 import yaml
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-CRD_DIRS = tuple(FIXTURES / "crds" / name for name in ("kueue", "mpi-operator", "jobset", "kubeflow-trainer", "slinky"))
+# The CRDs ship with the tool (blueprint admit validates workloads against them): blueprint/schemas/crds.
+CRD_ROOT = Path(__file__).resolve().parent.parent / "blueprint" / "schemas" / "crds"
+CRD_DIRS = tuple(CRD_ROOT / name for name in ("kueue", "mpi-operator", "jobset", "kubeflow-trainer", "slinky"))
 BUILTIN_GROUPS = ("v1", "rbac.authorization.k8s.io/", "networking.k8s.io/", "storage.k8s.io/",
                   "admissionregistration.k8s.io/", "apps/", "batch/")
 

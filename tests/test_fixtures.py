@@ -9,11 +9,12 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, ReadOutsideRepositoryError
-from tests.k8s_checks import CRD_DIRS, FIXTURES, crd_schemas
+from tests.k8s_checks import CRD_DIRS, CRD_ROOT, FIXTURES, crd_schemas
 
 
 def test_every_fixture_folder_says_where_its_data_comes_from() -> None:
-    folders = {p.parent for p in FIXTURES.rglob("*") if p.is_file() and p.name not in ("SOURCE.md", "README.md")}
+    folders = {p.parent for root in (FIXTURES, CRD_ROOT) for p in root.rglob("*")
+               if p.is_file() and p.name not in ("SOURCE.md", "README.md", "__init__.py")}
     assert folders, "no fixtures found"
     for folder in folders:
         source = folder / "SOURCE.md"

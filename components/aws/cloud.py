@@ -72,6 +72,14 @@ def platform_inputs(spec: ClusterSpec) -> PlatformInputs:
     )
 
 
+def system_node_groups(spec: ClusterSpec, node_groups: dict[str, AwsNodeGroup]) -> list[aws.eks.NodeGroup]:
+    """The node groups system pods (add-ons, the platform's controllers) run on: those without GPUs, whose nodes are
+    untainted; every group when the stack has none (``gpuTaint: false``, GPU-only clusters)."""
+    catalog = load_aws_catalog()
+    cpu = [g.name for g in spec.aws_spec().node_groups if not catalog[g.instance_type].gpu_count]
+    return [node_groups[n].node_group for n in (cpu or list(node_groups))]
+
+
 def block_windows(spec: ClusterSpec) -> dict[str, BlockWindow]:
     """The Capacity Block window of each capacity-block node group, compared with the program's clock."""
     now = utcnow()
@@ -200,6 +208,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         addons=addons,
         with_fsx=aws_spec.storage.filesystem is not None,
         labels=labels,
+        nodes=[control_plane.pod_identity_agent, *system_node_groups(spec, node_groups)],
         opts=pulumi.ResourceOptions(providers={"aws": provider},
                                     depends_on=[control_plane.pod_identity_agent, *node_groups.values()]),
     )

@@ -80,6 +80,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
 
     Attributes:
         node_group_name: the EKS node group's name.
+        node_group: the EKS node group resource (what waits for its nodes waits for it).
     """
 
     node_group_name: pulumi.Output[str]
@@ -240,5 +241,6 @@ class AwsNodeGroup(pulumi.ComponentResource):
                 desired_capacity=group.max_size,
                 opts=child,
             )
+        self.node_group = node_group
         self.node_group_name = node_group.node_group_name
         self.register_outputs({"nodeGroupName": node_group.node_group_name})

@@ -275,14 +275,19 @@ class EksAddons(pulumi.ComponentResource):
         addons: Mapping[str, AddonPin],
         with_fsx: bool,
         labels: Mapping[str, str],
+        nodes: Sequence[pulumi.Resource],
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
         super().__init__("gpu-cluster:control-plane:EksAddons", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        # A component's depends_on does not reach its children: each add-on names the node groups its pods run on
+        # (the system group), or EKS creates it before any node exists and it sits DEGRADED until its 20-minute
+        # timeout (terraform-aws-eks creates only vpc-cni and eks-pod-identity-agent before compute).
+        on_nodes = pulumi.ResourceOptions(depends_on=list(nodes))
         addon(self, f"{name}-coredns", eks_cluster_name, addons["coredns"],
-              merge_tags(labels, f"{physical_prefix}-coredns"), pulumi.ResourceOptions())
+              merge_tags(labels, f"{physical_prefix}-coredns"), on_nodes)
         addon(self, f"{name}-node-monitoring", eks_cluster_name, addons["eks-node-monitoring-agent"],
-              merge_tags(labels, f"{physical_prefix}-node-monitoring"), pulumi.ResourceOptions())
+              merge_tags(labels, f"{physical_prefix}-node-monitoring"), on_nodes)
         for addon_name, (service_account, policy_arn) in CSI_ADDONS.items():
             if addon_name == "aws-fsx-csi-driver" and not with_fsx:
                 continue
@@ -299,6 +304,6 @@ class EksAddons(pulumi.ComponentResource):
             )
             addon(self, f"{name}-{short}", eks_cluster_name, addons[addon_name],
                   merge_tags(labels, f"{physical_prefix}-{short}"),
-                  pulumi.ResourceOptions(depends_on=[attachment]),
+                  pulumi.ResourceOptions(depends_on=[attachment, *nodes]),
                   pod_identity_associations=[{"role_arn": role.arn, "service_account": service_account}])
         self.register_outputs({})

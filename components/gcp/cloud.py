@@ -198,9 +198,6 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                          prefix=spec.name, labels=labels, protect=protect, data_key=keys.data_key,
                          key_grants=keys.grants, network_id=network.network_id,
                          psa_connection=network.psa_connection, after=services, opts=opts)
-    GcpDataAccess("data-access", project=g.project, project_number=number, bucket=storage.bucket_name,
-                  teams=[t.name for t in spec.teams], team_account=CHECKPOINT_SERVICE_ACCOUNT, reader=PLATFORM_READER,
-                  protect=protect, opts=opts)
     if g.billing_account is not None:
         GcpBudgets("cost", billing_account=g.billing_account, project=g.project, project_number=number,
                    cluster_name=spec.name, teams=spec.teams, billing=spec.billing, labels=labels, after=services,
@@ -212,6 +209,9 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                          disk_key=keys.disk_key, key_grants=keys.grants,
                          node_account=identities.node_service_account, dcgm=gke_manages_drivers(spec),
                          filesystem=fs.type if fs is not None else None, after=services, opts=opts)
+    GcpDataAccess("data-access", project=g.project, project_number=number, bucket=storage.bucket_name,
+                  teams=[t.name for t in spec.teams], team_account=CHECKPOINT_SERVICE_ACCOUNT, reader=PLATFORM_READER,
+                  protect=protect, cluster=cluster.cluster, opts=opts)
     location = g.region if g.cluster.location == "regional" else g.gpu_zone
     pools: dict[str, GkeNodePool] = {}
     system_pools: list[pulumi.Resource] = []

@@ -158,9 +158,12 @@ class GcpDataAccess(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, project: str, project_number: pulumi.Output[str], bucket: pulumi.Input[str],
                  teams: Sequence[str], team_account: str, reader: tuple[str, str], protect: bool,
-                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+                 cluster: pulumi.Resource, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:storage:GcpDataAccess", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        # The principals name the project's Workload Identity pool (<project>.svc.id.goog), which exists once a cluster
+        # with Workload Identity does: on a fresh project a binding made before it fails ("Identity Pool does not
+        # exist"). Every binding waits for the cluster (a component's depends_on would not reach them).
+        child = pulumi.ResourceOptions(parent=self, depends_on=[cluster])
         for team in teams:
             principal = wif_principal(project_number, project, team, team_account)
             # The folder itself holds no data (deleting it deletes no object); force_destroy stays off.
@@ -169,7 +172,7 @@ class GcpDataAccess(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect))
             gcp.storage.ManagedFolderIamMember(
                 f"{name}-{team}-rw", bucket=bucket, managed_folder=folder.name, role="roles/storage.objectUser",
-                member=principal, opts=child)
+                member=principal, opts=child)  # depends on the folder through its name, and on the cluster
             gcp.storage.BucketIAMMember(f"{name}-{team}-meta", bucket=bucket, role="roles/storage.bucketViewer",
                                         member=principal, opts=child)
         reader_principal = wif_principal(project_number, project, reader[0], reader[1])

@@ -278,7 +278,7 @@ class Tenancy(pulumi.ComponentResource):
                 obj.team_role(team),
                 obj.team_role_binding(team),
                 obj.resource_quota(team, hard, fabric_resource),
-                obj.limit_range(team),
+                obj.limit_range(team, [pools[q.node_group] for q in team.quotas if q.node_group in pools]),
                 *obj.network_policies(team, inputs.platform.allow_https_egress, inputs.extra_egress),
                 *([obj.checkpoint_policy(team, inputs.labels, inputs.checkpoint_policy)]
                   if inputs.checkpoint_policy is not None else []),

@@ -14,7 +14,7 @@ from components.kubernetes.objects.common import (
     Manifest,
     meta,
 )
-from components.kubernetes.quotas import GPU, Resources
+from components.kubernetes.quotas import GPU, GpuPool, Resources
 from components.spec import PRIVILEGED_NAMESPACES, TeamSpec
 
 
@@ -115,18 +115,19 @@ def resource_quota(team: TeamSpec, hard: Resources, fabric_resource: str | None)
             "spec": {"hard": limits}}
 
 
-def limit_range(team: TeamSpec) -> Manifest:
-    """Defaults for containers that state no requests, so every pod is counted against the quota."""
-    return {
-        "apiVersion": "v1",
-        "kind": "LimitRange",
-        "metadata": meta("defaults", team.name),
-        "spec": {"limits": [{
-            "type": "Container",
-            "defaultRequest": {"cpu": "500m", "memory": "1Gi"},
-            "default": {"cpu": "2", "memory": "8Gi"},
-        }]},
-    }
+def limit_range(team: TeamSpec, reachable: Sequence[GpuPool]) -> Manifest:
+    """Defaults for containers that state no requests, so every pod is counted against the quota (500m CPU, 1 GiB).
+
+    No default CPU limit (a training container throttled at 2 CPUs starves its data loaders), and the default memory
+    limit is the memory of the largest node the namespace's queue can reach: a container that sets only its GPU
+    limit is not OOM-killed at a small default, and one that requests more memory without a limit is not refused
+    for exceeding it. The namespace stays bounded by its ResourceQuota and Kueue by its ClusterQueue."""
+    limits: Manifest = {"type": "Container", "defaultRequest": {"cpu": "500m", "memory": "1Gi"}}
+    memory = max((p.memory_gib_per_node for p in reachable if p.memory_gib_per_node), default=None)
+    if memory:
+        limits["default"] = {"memory": f"{memory}Gi"}
+    return {"apiVersion": "v1", "kind": "LimitRange", "metadata": meta("defaults", team.name),
+            "spec": {"limits": [limits]}}
 
 
 def network_policies(team: TeamSpec, allow_https_egress: bool,
