@@ -59,3 +59,183 @@ def test_namespace_defaults_do_not_kill_a_training_container(stack_name: str) ->
         assert "cpu" not in limits.get("default", {})
         biggest = max(catalog[groups[q.node_group].instance_type].memory_gib.value or 0 for q in team.quotas)
         assert limits["default"]["memory"] == f"{biggest}Gi" and biggest >= 16, (team.name, biggest)
+
+
+# --- the data path into pods ---------------------------------------------------------------------------------------
+
+SHARED = ("prod-aws", "byo-aws", "dev-aws", "prod-gcp")  # the shipped stacks with a filesystem pods can mount
+
+
+def _objects(graph: object, kind: str) -> list[dict[str, object]]:
+    return [r.inputs for r in graph.resources if r.type.endswith(f":{kind}")]
+
+
+@pytest.mark.parametrize("stack_name", SHARED)
+def test_every_team_has_a_shared_fs_claim_bound_to_its_own_retained_volume(stack_name: str) -> None:
+    from tests.conftest import stack
+
+    spec = stack(stack_name).spec
+    graph = offline_run(stack_name).graph
+    pvs = {pv["metadata"]["name"]: pv for pv in _objects(graph, "PersistentVolume")}
+    claims = {(c["metadata"]["namespace"], c["metadata"]["name"]): c
+              for c in _objects(graph, "PersistentVolumeClaim")}
+    policies = {c["metadata"]["namespace"]: c["data"] for c in _objects(graph, "ConfigMap")
+                if c["metadata"]["name"] == "checkpoint-policy"}
+    fs = spec.aws_spec().storage.filesystem if spec.cloud == "aws" else spec.gcp_spec().storage.filesystem
+    assert fs is not None
+    for team in spec.teams:
+        claim = claims[(team.name, "shared-fs")]
+        pv = pvs[claim["spec"]["volumeName"]]
+        assert pv["spec"]["claimRef"] == {"namespace": team.name, "name": "shared-fs"}
+        assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+        assert pv["spec"]["storageClassName"] == "" == claim["spec"]["storageClassName"]
+        csi = pv["spec"]["csi"]
+        if spec.cloud == "aws":
+            # The team's own directory under the path linked to the bucket (FSx fileset mount): what it writes under
+            # /checkpoints reaches s3://<bucket>/<team>/, the prefix its role may write.
+            assert csi["driver"] == "fsx.csi.aws.com" and csi["volumeHandle"].startswith("fs-")
+            assert csi["volumeAttributes"]["mountname"].endswith(f"/{fs.mount_path.strip('/')}/{team.name}")
+            assert pv["spec"]["mountOptions"] == ["flock"]
+        else:
+            assert csi["driver"] == "lustre.csi.storage.gke.io"
+            assert csi["volumeHandle"] == f"{spec.gcp_spec().project}/{spec.gcp_spec().gpu_zone}/{spec.name}-lustre"
+            assert set(csi["volumeAttributes"]) == {"ip", "filesystem"}
+        if team.name in policies and "CHECKPOINT_DIR" in policies[team.name]:
+            assert policies[team.name]["CHECKPOINT_DIR"] == fs.mount_path
+
+
+@pytest.mark.parametrize("stack_name", SHARED)
+def test_a_job_creates_each_team_directory_owned_by_its_group(stack_name: str) -> None:
+    from tests.conftest import stack
+
+    spec = stack(stack_name).spec
+    graph = offline_run(stack_name).graph
+    (job,) = [j for j in _objects(graph, "Job") if j["metadata"]["name"] == "shared-fs-team-dirs"]
+    script = job["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    root = spec.aws_spec().storage.filesystem.mount_path.strip("/") + "/" if spec.cloud == "aws" else ""
+    for team in spec.teams:
+        path = f"/fs/{root}{team.name}"
+        assert f"mkdir -p {path} && chown 0:{team.posix_gid} {path} && chmod 2770 {path}" in script
+    (admin,) = [c for c in _objects(graph, "PersistentVolumeClaim") if c["metadata"]["name"] == "shared-fs-admin"]
+    assert admin["metadata"]["namespace"] == "kube-system"
+
+
+def _cel(policy: dict[str, object], pod: dict[str, object], namespace: str) -> list[str]:
+    """The messages of a ValidatingAdmissionPolicy a pod breaks (its variables first), CEL through cel-python."""
+    import celpy
+
+    env = celpy.Environment()
+    spec = policy["spec"]
+    activation: dict[str, object] = {"object": celpy.json_to_cel(pod), "request": celpy.json_to_cel(
+        {"namespace": namespace})}
+    variables = {v["name"]: env.program(env.compile(v["expression"])).evaluate(activation)
+                 for v in spec.get("variables", [])}
+    activation["variables"] = celpy.celtypes.MapType({celpy.celtypes.StringType(k): v for k, v in variables.items()})
+    return [v["message"] for v in spec["validations"]
+            if not env.program(env.compile(v["expression"])).evaluate(activation)]
+
+
+def test_on_gke_team_pods_stay_in_their_directory() -> None:
+    graph = offline_run("prod-gcp").graph
+    policy = next(p for p in _objects(graph, "ValidatingAdmissionPolicy")
+                  if p["metadata"]["name"] == "gpu-cluster-shared-fs-subpath")
+
+    def pod(mount: dict[str, object]) -> dict[str, object]:
+        return {"spec": {"volumes": [{"name": "ckpt", "persistentVolumeClaim": {"claimName": "shared-fs"}},
+                                     {"name": "scratch", "emptyDir": {}}],
+                         "containers": [{"name": "trainer", "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+                                         "volumeMounts": [{"name": "ckpt", "mountPath": "/checkpoints", **mount},
+                                                          {"name": "scratch", "mountPath": "/scratch"}]}]}}
+    assert _cel(policy, pod({"subPath": "research"}), "research") == []
+    assert _cel(policy, pod({"subPath": "research/run-7"}), "research") == []
+    message = ("containers mount the shared-fs claim with subPath set to the namespace's name (the team's directory), "
+               "not subPathExpr")
+    assert _cel(policy, pod({}), "research") == [message]
+    assert _cel(policy, pod({"subPath": "applied"}), "research") == [message]
+    assert _cel(policy, pod({"subPath": "researchers"}), "research") == [message]
+    assert _cel(policy, pod({"subPathExpr": "$(NS)"}), "research") == [message]
+    assert not [p for p in _objects(offline_run("prod-aws").graph, "ValidatingAdmissionPolicy")
+                if p["metadata"]["name"] == "gpu-cluster-shared-fs-subpath"]
+
+
+@pytest.mark.parametrize("stack_name", AWS_STACKS)
+def test_pod_identity_roles_trust_one_service_account_of_one_cluster(stack_name: str) -> None:
+    """Each role's trust policy names the cluster, namespace and service account of its association (the session
+    tags Pod Identity adds), so another association cannot take it."""
+    import json
+
+    graph = offline_run(stack_name).graph
+    (cluster,) = graph.of_type("aws:eks/cluster:Cluster")
+    roles = {r.urn: r for r in graph.of_type("aws:iam/role:Role")}
+    associations = graph.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    addons = [a for a in graph.of_type("aws:eks/addon:Addon") if a.inputs.get("podIdentityAssociations")]
+    checked = 0
+    for role in roles.values():
+        doc = json.loads(role.inputs["assumeRolePolicy"])
+        if "pods.eks.amazonaws.com" not in json.dumps(doc):
+            continue
+        (statement,) = doc["Statement"]
+        cond = statement["Condition"]["StringEquals"]
+        assert cond["aws:RequestTag/eks-cluster-arn"].endswith(f":cluster/{cluster.inputs['name']}")
+        bound = [(a.inputs["namespace"], a.inputs["serviceAccount"]) for a in associations
+                 if role.urn in a.dependencies]
+        bound += [("kube-system", p["serviceAccount"]) for a in addons for p in a.inputs["podIdentityAssociations"]
+                  if role.urn in a.dependencies]
+        assert bound == [(cond["aws:RequestTag/kubernetes-namespace"],
+                          cond["aws:RequestTag/kubernetes-service-account"])], role.name
+        checked += 1
+    assert checked >= 3
+
+
+@pytest.mark.parametrize("stack_name", ["prod-aws", "dev-aws", "byo-aws"])
+def test_the_fsx_csi_controller_may_only_describe(stack_name: str) -> None:
+    """Static volumes need no FSx API call from the controller; AmazonFSxFullAccess could delete the filesystem."""
+    import json
+
+    graph = offline_run(stack_name).graph
+    attached = {r.inputs["policyArn"] for r in graph.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")}
+    assert "arn:aws:iam::aws:policy/AmazonFSxFullAccess" not in attached
+    (policy,) = [r for r in graph.of_type("aws:iam/rolePolicy:RolePolicy") if r.name == "addons-fsx-csi-policy"]
+    assert [s["Action"] for s in json.loads(policy.inputs["policy"])["Statement"]] == [["fsx:DescribeFileSystems"]]
+
+
+# --- job controllers ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack_name", [*AWS_STACKS, *GCP_STACKS])
+def test_every_job_kind_the_queues_and_roles_name_has_its_controller(stack_name: str) -> None:
+    import yaml
+
+    from tests.k8s_checks import validate_crd_object
+
+    graph = offline_run(stack_name).graph
+    releases = {r.inputs["name"]: r.inputs for r in graph.of_type("kubernetes:helm.sh/v3:Release")}
+    assert releases["jobset"]["version"] == "0.12.0" and releases["jobset"]["chart"].startswith("oci://")
+    assert releases["kubeflow-trainer"]["version"] == "2.3.0"
+    assert releases["kubeflow-trainer"]["values"]["jobset"] == {"install": False}  # one JobSet controller, not two
+    assert [r for r in graph.of_type("kubernetes:yaml/v2:ConfigFile") if r.name == "controllers-mpi-operator"]
+    config = yaml.safe_load(releases["kueue"]["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    frameworks = set(config["integrations"]["frameworks"])
+    assert frameworks == {"batch/job", "kubeflow.org/mpijob", "jobset.x-k8s.io/jobset",
+                          "trainer.kubeflow.org/trainjob", "pod", "deployment", "statefulset"}
+    assert not {f for f in frameworks if f.startswith("ray.io/") or f == "kubeflow.org/pytorchjob"}
+    role = next(r.inputs for r in graph.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role")
+                if r.inputs["metadata"]["name"] == "team-member")
+    kinds = {(g, res) for rule in role["rules"] for g in rule["apiGroups"] for res in rule["resources"]}
+    assert {("kubeflow.org", "mpijobs"), ("jobset.x-k8s.io", "jobsets"), ("trainer.kubeflow.org", "trainjobs")} <= kinds
+    assert ("kubeflow.org", "pytorchjobs") not in kinds and not {k for k in kinds if k[0] == "ray.io"}
+    (runtime,) = [r.inputs for r in graph.resources if r.type.endswith(":ClusterTrainingRuntime")]
+    validate_crd_object(runtime)
+    assert runtime["metadata"]["name"] == "torch-distributed"
+
+
+def test_acceptance_workers_run_the_ssh_server_mpirun_reaches() -> None:
+    graph = offline_run("prod-aws").graph
+    jobs = [r.inputs for r in graph.of_type("kubernetes:kubeflow.org/v2beta1:MPIJob")]
+    assert jobs
+    for job in jobs:
+        (worker,) = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+        assert (worker["command"], worker["args"]) == (["/usr/sbin/sshd"], ["-De"])
+        mpi = next(r for r in graph.of_type("kubernetes:kubeflow.org/v2beta1:MPIJob")
+               if r.inputs["metadata"]["name"] == job["metadata"]["name"])
+        assert any(d.endswith("::controllers-mpi-operator") for d in mpi.dependencies)

@@ -3,6 +3,8 @@ together, and hands the cloud-neutral wiring (``components/cluster.py``) a :clas
 
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
@@ -23,15 +25,42 @@ from components.aws.network import AwsNetwork, DeployerPath
 from components.aws.platform import AWS_TOPOLOGY, EBS_GP3, POD_IDENTITY_EGRESS, efa_fabric
 from components.aws.storage import AwsStorage
 from components.catalog import load_addon_pins, load_aws_catalog
+from components.catalog.charts import tool_image
 from components.clock import utcnow
+from components.kubernetes.objects import SharedFilesystem
 from components.kubernetes.platform import PlatformInputs
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
 from components.sizing.plan import stack_checkpoint_policy
 from components.spec import ClusterSpec, default_subnets, gpu_units_per_gpu, is_placed
 
+# FSx for Lustre through its CSI driver, statically provisioned (kubernetes-sigs/aws-fsx-csi-driver v1.9.0,
+# examples/kubernetes/static_provisioning: volumeHandle the filesystem id, volumeAttributes dnsname and mountname,
+# mountOptions flock, Retain). The node mounts "<dnsname>@tcp:/<mountname>" (pkg/driver/node.go), so a mountname of
+# "<MountName>/<dir>" is FSx's fileset mount of that directory (FSx for Lustre user guide, "Mounting specific
+# filesets"): each team's volume is its own directory under the path linked to the bucket.
+FSX_CSI = "fsx.csi.aws.com"
+FSX_SOURCE = ("kubernetes-sigs/aws-fsx-csi-driver v1.9.0 static provisioning; FSx for Lustre user guide, mounting "
+              "specific filesets")
 
-def platform_inputs(spec: ClusterSpec) -> PlatformInputs:
+
+def fsx_volume(spec: ClusterSpec, file_system_id: pulumi.Input[str], dns_name: pulumi.Input[str],
+               mount_name: pulumi.Input[str]) -> SharedFilesystem | None:
+    """The FSx filesystem as pods mount it, or None without one."""
+    fs = spec.aws_spec().storage.filesystem
+    if fs is None:
+        return None
+
+    def attributes(path: str | None) -> dict[str, Any]:
+        name = mount_name if path is None else pulumi.Output.concat(mount_name, "/", path)
+        return {"dnsname": dns_name, "mountname": name}
+    return SharedFilesystem(
+        driver=FSX_CSI, volume_handle=file_system_id, attributes=attributes, capacity_gib=fs.capacity_gib,
+        mount_options=("flock",), team_root=fs.mount_path.strip("/"), scoped=True, tool_image=tool_image(),
+        source=FSX_SOURCE)
+
+
+def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | None = None) -> PlatformInputs:
     """The cloud-neutral description of the cluster that the Kubernetes platform is built from."""
     aws_spec = spec.aws_spec()
     catalog = load_aws_catalog()
@@ -69,6 +98,7 @@ def platform_inputs(spec: ClusterSpec) -> PlatformInputs:
         platform_reader=(PLATFORM_NAMESPACE, PLATFORM_SERVICE_ACCOUNT),
         checkpoint_policy=stack_checkpoint_policy(spec),
         acceptance_image=spec.acceptance.image if spec.acceptance.enabled else None,
+        shared_filesystem=shared_filesystem,
     )
 
 
@@ -159,6 +189,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     )
     data_access = AwsDataAccess("data-access", DataAccessArgs(
         eks_cluster_name=control_plane.eks_cluster_name,
+        eks_cluster_arn=control_plane.eks_cluster_arn,
         physical_prefix=spec.name,
         region=aws_spec.region,
         bucket_arn=storage.bucket_arn,
@@ -204,6 +235,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     cluster_addons = EksAddons(
         "addons",
         eks_cluster_name=control_plane.eks_cluster_name,
+        eks_cluster_arn=control_plane.eks_cluster_arn,
         physical_prefix=spec.name,
         addons=addons,
         with_fsx=aws_spec.storage.filesystem is not None,
@@ -242,4 +274,8 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         checkpoint_role_arns=dict(data_access.team_role_arns),
         cost_export_bucket=cost.export_bucket_name,
     )
-    return CloudPlanes(kubernetes_provider=k8s_provider, platform=platform_inputs(spec), outputs=outputs)
+    shared = None
+    if storage.filesystem_id is not None and storage.filesystem_dns_name is not None \
+            and storage.filesystem_mount_name is not None:
+        shared = fsx_volume(spec, storage.filesystem_id, storage.filesystem_dns_name, storage.filesystem_mount_name)
+    return CloudPlanes(kubernetes_provider=k8s_provider, platform=platform_inputs(spec, shared), outputs=outputs)

@@ -28,6 +28,7 @@ class DataAccessArgs:
     """Inputs of :class:`AwsDataAccess`."""
 
     eks_cluster_name: pulumi.Input[str]
+    eks_cluster_arn: pulumi.Input[str]
     physical_prefix: str
     region: str
     bucket_arn: pulumi.Input[str]
@@ -50,13 +51,13 @@ class AwsDataAccess(pulumi.ComponentResource):
     def __init__(self, name: str, args: DataAccessArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:storage:AwsDataAccess", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        trust = to_json(pod_identity_trust())
-
         def bind(key: str, physical: str, namespace: str, policy: pulumi.Output[str]) -> pulumi.Output[str]:
+            account = PLATFORM_SERVICE_ACCOUNT if key == "platform" else CHECKPOINT_SERVICE_ACCOUNT
             role = aws.iam.Role(
                 f"{name}-{key}-role",
                 name=physical,
-                assume_role_policy=trust,
+                assume_role_policy=pulumi.Output.from_input(args.eks_cluster_arn).apply(
+                    lambda arn: to_json(pod_identity_trust(arn, namespace, account))),
                 tags=merge_tags(args.labels, physical),
                 opts=child,
             )
@@ -65,7 +66,7 @@ class AwsDataAccess(pulumi.ComponentResource):
                 f"{name}-{key}-pod-identity",
                 cluster_name=args.eks_cluster_name,
                 namespace=namespace,
-                service_account=PLATFORM_SERVICE_ACCOUNT if key == "platform" else CHECKPOINT_SERVICE_ACCOUNT,
+                service_account=account,
                 role_arn=role.arn,
                 tags=merge_tags(args.labels, f"{physical}-pod-identity"),
                 opts=child,

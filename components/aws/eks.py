@@ -10,7 +10,7 @@ from typing import Any, Optional
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.iam import pod_identity_trust, service_trust, to_json
+from components.aws.iam import fsx_csi_static_policy, pod_identity_trust, service_trust, to_json
 from components.aws.stateful import rotating_kms_key, stateful_options
 from components.catalog import AddonPin
 from components.spec import ControlPlaneSpec
@@ -71,6 +71,7 @@ class EksControlPlane(pulumi.ComponentResource):
 
     Attributes:
         eks_cluster_name, endpoint, certificate_authority: what a kubeconfig needs.
+        eks_cluster_arn: the cluster's ARN (Pod Identity trust policies name it).
         cluster_security_group_id: the EKS-managed security group nodes must join.
         node_role_arn: the IAM role every managed node group uses.
         deployer_access: the resources that let the deployer reach and administer the API.
@@ -78,6 +79,7 @@ class EksControlPlane(pulumi.ComponentResource):
     """
 
     eks_cluster_name: pulumi.Output[str]
+    eks_cluster_arn: pulumi.Output[str]
     endpoint: pulumi.Output[str]
     certificate_authority: pulumi.Output[str]
     cluster_security_group_id: pulumi.Output[str]
@@ -237,6 +239,7 @@ class EksControlPlane(pulumi.ComponentResource):
             merge_tags(labels, f"{cluster_name}-eks-pod-identity-agent"), pulumi.ResourceOptions())
 
         self.eks_cluster_name = cluster.name
+        self.eks_cluster_arn = cluster.arn
         self.endpoint = cluster.endpoint
         self.certificate_authority = cluster.certificate_authority.apply(lambda ca: ca.data or "")
         self.cluster_security_group_id = cluster_sg
@@ -250,10 +253,19 @@ class EksControlPlane(pulumi.ComponentResource):
 
 
 # (add-on, controller service account, AWS managed policy) for the CSI drivers that call AWS APIs.
-CSI_ADDONS: dict[str, tuple[str, str]] = {
+# The CSI drivers' controller service accounts (in kube-system, created by the add-ons) and their AWS permissions:
+# the EBS driver's managed policy (it provisions the platform's volumes), and for FSx only what static volumes need.
+CSI_ADDONS: dict[str, tuple[str, str | None]] = {
     "aws-ebs-csi-driver": ("ebs-csi-controller-sa", "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"),
-    "aws-fsx-csi-driver": ("fsx-csi-controller-sa", "arn:aws:iam::aws:policy/AmazonFSxFullAccess"),
+    "aws-fsx-csi-driver": ("fsx-csi-controller-sa", None),
 }
+CSI_NAMESPACE = "kube-system"
+
+
+def csi_trust(cluster_arn: pulumi.Input[str], service_account: str) -> pulumi.Output[str]:
+    """The Pod Identity trust policy of a CSI controller's role: this cluster, kube-system, its service account."""
+    return pulumi.Output.from_input(cluster_arn).apply(
+        lambda arn: to_json(pod_identity_trust(arn, CSI_NAMESPACE, service_account)))
 
 
 class EksAddons(pulumi.ComponentResource):
@@ -271,6 +283,7 @@ class EksAddons(pulumi.ComponentResource):
         name: str,
         *,
         eks_cluster_name: pulumi.Input[str],
+        eks_cluster_arn: pulumi.Input[str],
         physical_prefix: str,
         addons: Mapping[str, AddonPin],
         with_fsx: bool,
@@ -295,15 +308,20 @@ class EksAddons(pulumi.ComponentResource):
             role = aws.iam.Role(
                 f"{name}-{short}-role",
                 name=f"{physical_prefix}-{short}",
-                assume_role_policy=to_json(pod_identity_trust()),
+                assume_role_policy=csi_trust(eks_cluster_arn, service_account),
                 tags=merge_tags(labels, f"{physical_prefix}-{short}"),
                 opts=child,
             )
-            attachment = aws.iam.RolePolicyAttachment(
-                f"{name}-{short}-policy", role=role.name, policy_arn=policy_arn, opts=child
-            )
+            grant: pulumi.Resource
+            if policy_arn is not None:
+                grant = aws.iam.RolePolicyAttachment(
+                    f"{name}-{short}-policy", role=role.name, policy_arn=policy_arn, opts=child
+                )
+            else:
+                grant = aws.iam.RolePolicy(f"{name}-{short}-policy", role=role.id,
+                                           policy=to_json(fsx_csi_static_policy()), opts=child)
             addon(self, f"{name}-{short}", eks_cluster_name, addons[addon_name],
                   merge_tags(labels, f"{physical_prefix}-{short}"),
-                  pulumi.ResourceOptions(depends_on=[attachment, *nodes]),
+                  pulumi.ResourceOptions(depends_on=[grant, *nodes]),
                   pod_identity_associations=[{"role_arn": role.arn, "service_account": service_account}])
         self.register_outputs({})

@@ -52,11 +52,30 @@ def service_trust(service: str) -> PolicyDocument:
 POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
 
 
-def pod_identity_trust() -> PolicyDocument:
-    """Trust policy of a role bound to Kubernetes service accounts through EKS Pod Identity."""
+def pod_identity_trust(cluster_arn: str, namespace: str, service_account: str) -> PolicyDocument:
+    """Trust policy of a role bound to one Kubernetes service account of one cluster through EKS Pod Identity.
+
+    Pod Identity adds session tags naming the cluster, namespace and service account of the pod it serves; the EKS
+    user guide ("Create IAM role with trust policy required by EKS Pod Identity", Setting Conditions) restricts a
+    role with ``aws:RequestTag`` conditions on them, so an association made for another cluster or service account
+    (by someone who may create associations) cannot take the role."""
     return document({"Sid": "AssumeByEksPodIdentity", "Effect": "Allow",
                      "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
-                     "Action": ["sts:AssumeRole", "sts:TagSession"]})
+                     "Action": ["sts:AssumeRole", "sts:TagSession"],
+                     "Condition": {"StringEquals": {"aws:RequestTag/eks-cluster-arn": cluster_arn,
+                                                    "aws:RequestTag/kubernetes-namespace": namespace,
+                                                    "aws:RequestTag/kubernetes-service-account": service_account}}})
+
+
+def fsx_csi_static_policy() -> PolicyDocument:
+    """What the FSx CSI controller needs when every volume is statically provisioned: describing filesystems.
+
+    Its controller calls the FSx API only to create, delete or resize volumes it provisions, and to describe one
+    when validating capabilities (kubernetes-sigs/aws-fsx-csi-driver v1.9.0 pkg/driver/controller.go); the node
+    plugin mounts without AWS calls. The driver's install guide grants AmazonFSxFullAccess, which could delete the
+    protected filesystem; the platform's volumes are static and Retain, so describe is all it keeps."""
+    return document({"Sid": "DescribeFileSystems", "Effect": "Allow", "Action": ["fsx:DescribeFileSystems"],
+                     "Resource": "*"})
 
 
 def _via_s3(region: str) -> ConditionBlock:

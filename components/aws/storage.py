@@ -33,6 +33,7 @@ class AwsStorage(pulumi.ComponentResource):
         bucket_name, bucket_arn: the checkpoint bucket.
         data_key_arn: the key that encrypts it (team roles use it through S3).
         filesystem_dns_name, filesystem_mount_name: what a Lustre client mounts (None without FSx).
+        filesystem_id: the FSx filesystem's id (the CSI driver's volume handle), None without FSx.
     """
 
     bucket_name: pulumi.Output[str]
@@ -40,6 +41,7 @@ class AwsStorage(pulumi.ComponentResource):
     data_key_arn: Optional[pulumi.Output[str]]
     filesystem_dns_name: Optional[pulumi.Output[str]]
     filesystem_mount_name: Optional[pulumi.Output[str]]
+    filesystem_id: Optional[pulumi.Output[str]]
 
     def __init__(
         self,
@@ -97,6 +99,7 @@ class AwsStorage(pulumi.ComponentResource):
             self.data_key_arn = key.arn
         self.filesystem_dns_name = None
         self.filesystem_mount_name = None
+        self.filesystem_id = None
         identity = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self))
         partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self))
 
@@ -141,6 +144,7 @@ class AwsStorage(pulumi.ComponentResource):
                      f"from {existing.file_system_id} to the nodes")
             self.filesystem_dns_name = pulumi.Output.from_input(existing.dns_name)
             self.filesystem_mount_name = pulumi.Output.from_input(existing.mount_name)
+            self.filesystem_id = pulumi.Output.from_input(existing.file_system_id)
             key_policy(None)
         elif fs_spec is not None:
             sg = aws.ec2.SecurityGroup(
@@ -203,6 +207,7 @@ class AwsStorage(pulumi.ComponentResource):
                 )
             self.filesystem_dns_name = fs.dns_name
             self.filesystem_mount_name = fs.mount_name
+            self.filesystem_id = fs.id
         else:
             key_policy(None)
 

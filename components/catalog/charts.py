@@ -81,3 +81,13 @@ def load_addon_pins(kubernetes_version: str) -> dict[str, AddonPin]:
             out[name] = AddonPin(name=name, version=str(entry), status=str(raw["status"]),
                                  source=str(raw["source"]), as_of=str(raw["as_of"]))
     return out
+
+
+def pytorch_image() -> str:
+    """The default image of the platform's torch-distributed training runtime (``charts.yaml`` ``images``)."""
+    return str(_data()["images"]["pytorch"]["image"])
+
+
+def tool_image() -> str:
+    """The small image of the platform's own Jobs (a shell with coreutils), pinned in ``charts.yaml`` ``images``."""
+    return str(_data()["images"]["tools"]["image"])

@@ -11,11 +11,13 @@ authorized networks.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from components.catalog.charts import tool_image
 from components.catalog.gcp_machines import gpudirect_manifests, load_gcp_catalog
 from components.gcp.cost import GcpBudgets
 from components.gcp.gke import GkeCluster, GkeNodePool, gke_kubeconfig
@@ -28,8 +30,8 @@ from components.gcp.platform import (
     pd_storage_class_parameters,
 )
 from components.gcp.security import GcpDataAccess, GcpIdentities, GcpKeys, GcpServices, kms_key_id, wif_principal
-from components.gcp.storage import LUSTRE_FILESYSTEM, GcpStorage, checkpoint_bucket_name
-from components.kubernetes.objects import EgressRule
+from components.gcp.storage import LUSTRE_FILESYSTEM, GcpStorage, checkpoint_bucket_name, lustre_instance_id
+from components.kubernetes.objects import EgressRule, SharedFilesystem
 from components.kubernetes.platform import PlatformInputs
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
@@ -106,9 +108,38 @@ def gpu_network_plan(spec: ClusterSpec) -> GpuNetworkPlan | None:
                           mtu=facts.gpu_nic_mtu.value or DEFAULT_MTU, cidr=gcp_spec.network.gpu_networks_cidr)
 
 
+# Managed Lustre through GKE's CSI driver, statically provisioned (GKE "Access existing Managed Lustre instances on
+# GKE using the Managed Lustre CSI driver" and the driver reference: volumeHandle PROJECT_ID/LOCATION/INSTANCE_NAME,
+# volumeAttributes ip and filesystem, Retain). The driver mounts only whole filesystems (GoogleCloudPlatform/
+# lustre-csi-driver v0.6.11 pkg/csi_driver/node.go: "<ip>@tcp:/<fsname>" and nothing after it), so every team's
+# volume is the instance, and pods reach their directory with subPath <team> (an admission policy enforces it).
+LUSTRE_CSI = "lustre.csi.storage.gke.io"
+LUSTRE_SOURCE = ("GKE, Access existing Managed Lustre instances with the Managed Lustre CSI driver; "
+                 "GoogleCloudPlatform/lustre-csi-driver v0.6.11")
+
+
+def lustre_volume(spec: ClusterSpec, mount_point: pulumi.Input[str] | None) -> SharedFilesystem | None:
+    """The Managed Lustre instance as pods mount it, or None (no filesystem, or Filestore/Parallelstore, whose
+    static volume formats this blueprint has not confirmed: no shared-fs claim is built for them)."""
+    g = spec.gcp_spec()
+    fs = g.storage.filesystem
+    if fs is None or fs.type != "managed-lustre" or mount_point is None:
+        return None
+    ip = pulumi.Output.from_input(mount_point).apply(lambda m: str(m or "").split("@", 1)[0])
+
+    def attributes(path: str | None) -> dict[str, Any]:
+        assert path is None  # the driver mounts the whole filesystem
+        return {"ip": ip, "filesystem": LUSTRE_FILESYSTEM}
+    return SharedFilesystem(
+        driver=LUSTRE_CSI, volume_handle=f"{g.project}/{g.gpu_zone}/{lustre_instance_id(spec.name)}",
+        attributes=attributes, capacity_gib=fs.capacity_gib, team_root="", scoped=False, tool_image=tool_image(),
+        source=LUSTRE_SOURCE)
+
+
 def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
                     gpu_network_objects: tuple[dict[str, object], ...],
-                    gpu_pools: Sequence[pulumi.Resource] = ()) -> PlatformInputs:
+                    gpu_pools: Sequence[pulumi.Resource] = (),
+                    shared_filesystem: SharedFilesystem | None = None) -> PlatformInputs:
     """The cloud-neutral description of the cluster the Kubernetes platform is built from."""
     gcp_spec = spec.gcp_spec()
     catalog = load_gcp_catalog()
@@ -157,6 +188,7 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
         gpudirect_host_paths=GPUDIRECT_HOST_PATHS if flavours else (),
         cloud_namespaces=GKE_MANAGED_NAMESPACES,
         gpu_node_dependencies=tuple(gpu_pools),
+        shared_filesystem=shared_filesystem,
     )
 
 
@@ -244,7 +276,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     bucket = g.storage.checkpoint_bucket.existing_name or checkpoint_bucket_name(g.project, spec.name)
     disk_key = kms_key_id(g.project, g.region, spec.name, "disks")
     inputs = platform_inputs(spec, bucket=bucket, disk_key=disk_key, gpu_network_objects=gpu_objects,
-                             gpu_pools=gpu_pools)
+                             gpu_pools=gpu_pools, shared_filesystem=lustre_volume(spec, storage.filesystem_address))
     outputs = ClusterOutputs(
         cluster_name=cluster.name,
         endpoint=cluster.endpoint,

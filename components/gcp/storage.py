@@ -18,6 +18,11 @@ from components.spec.gcp import GcpStorageSpec
 LUSTRE_FILESYSTEM = "lustrefs"  # the Lustre filesystem name clients mount (<= 8 letters and digits)
 
 
+def lustre_instance_id(prefix: str) -> str:
+    """The Managed Lustre instance's id (its name in the CSI driver's volume handle)."""
+    return f"{prefix}-lustre"
+
+
 def checkpoint_bucket_name(project: str, prefix: str) -> str:
     """The checkpoint bucket's name: project and cluster, within GCS's 63 characters."""
     return f"{project}-{prefix}-checkpoints"[:63]
@@ -88,7 +93,7 @@ class GcpStorage(pulumi.ComponentResource):
             if fs.type == "managed-lustre":
                 lustre = gcp.lustre.Instance(
                     f"{name}-lustre",
-                    instance_id=f"{prefix}-lustre",
+                    instance_id=lustre_instance_id(prefix),
                     project=project,
                     location=zone,
                     filesystem=LUSTRE_FILESYSTEM,

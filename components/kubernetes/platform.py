@@ -19,9 +19,10 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from components.catalog import ChartPin, load_charts
+from components.catalog.charts import pytorch_image
 from components.catalog.acceptance import load_acceptance
 from components.kubernetes import objects as obj
-from components.kubernetes.objects import EgressRule, Manifest, NetworkTopology
+from components.kubernetes.objects import EgressRule, Manifest, NetworkTopology, SharedFilesystem
 from components.kubernetes.quotas import GpuPool, lendable_by_pool, namespace_hard_limits, team_flavor_quotas
 from components.spec import PRIVILEGED_NAMESPACES, PlatformSpec, TeamSpec
 
@@ -37,6 +38,7 @@ _TYPED: dict[tuple[str, str], Any] = {
     ("v1", "Secret"): k8s.core.v1.Secret,
     ("v1", "PersistentVolume"): k8s.core.v1.PersistentVolume,
     ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
+    ("batch/v1", "Job"): k8s.batch.v1.Job,
     ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
     ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
@@ -171,6 +173,9 @@ class PlatformInputs:
     cloud_namespaces: tuple[str, ...] = ()  # namespaces the cloud manages (its agents may run privileged there)
     # Resources the GPU agents wait for (GKE: the GPU pools), when the Kubernetes provider itself does not.
     gpu_node_dependencies: tuple[pulumi.Resource, ...] = ()
+    # The shared filesystem as pods mount it (a shared-fs claim per team), or None when the stack has none or the
+    # cloud's CSI volume format for it is not known.
+    shared_filesystem: SharedFilesystem | None = None
 
     @property
     def pools_by_name(self) -> dict[str, GpuPool]:
@@ -283,6 +288,8 @@ class Tenancy(pulumi.ComponentResource):
                 *([obj.checkpoint_policy(team, inputs.labels, inputs.checkpoint_policy)]
                   if inputs.checkpoint_policy is not None else []),
                 *(inputs.team_objects or {}).get(team.name, ()),
+                *(obj.team_shared_fs(inputs.shared_filesystem, team, obj.team_labels(team, inputs.labels))
+                  if inputs.shared_filesystem is not None else ()),
             ]
             for m in manifests:
                 apply(_object_name(name, m), m, in_ns)
@@ -294,8 +301,26 @@ class Tenancy(pulumi.ComponentResource):
                    *(r for r in inputs.system_registries if r not in inputs.platform.allowed_registries)]
         limits = obj.gpudirect_pod_policy(inputs.gpudirect_host_paths) if inputs.tenant_pod_security == "privileged" \
             else []
-        for m in [*obj.registry_policy(allowed), *obj.privileged_policy(inputs.cloud_namespaces), *limits]:
+        fs = inputs.shared_filesystem
+        subpaths = obj.subpath_policy() if fs is not None and not fs.scoped else []
+        for m in [*obj.registry_policy(allowed), *obj.privileged_policy(inputs.cloud_namespaces), *limits, *subpaths]:
             apply(_object_name(name, m), m, child)
+        self.register_outputs({})
+
+
+class SharedStorage(pulumi.ComponentResource):
+    """The platform's side of the shared filesystem: its whole tree claimed in kube-system, and the Job that creates
+    each team's directory, owned by the team's group (the teams' own claims are made with their namespaces)."""
+
+    def __init__(self, name: str, inputs: PlatformInputs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:storage:SharedStorage", name, None, opts)
+        fs = inputs.shared_filesystem
+        assert fs is not None
+        pv, pvc = obj.admin_shared_fs(fs, inputs.labels)
+        volume = apply(f"{name}-admin-pv", pv, pulumi.ResourceOptions(parent=self))
+        claim = apply(f"{name}-admin-pvc", pvc, pulumi.ResourceOptions(parent=self, depends_on=[volume]))
+        apply(f"{name}-team-dirs", obj.team_dirs_job(fs, inputs.teams, inputs.labels),
+              pulumi.ResourceOptions(parent=self, depends_on=[claim]))
         self.register_outputs({})
 
 
@@ -344,19 +369,47 @@ class Queues(pulumi.ComponentResource):
         self.register_outputs({})
 
 
+class Controllers(pulumi.ComponentResource):
+    """The job controllers the queues admit work for (objects/controllers.py): JobSet and Kubeflow Trainer v2 from
+    their pinned charts with the torch-distributed runtime, and the MPI Operator from its pinned release manifest
+    (the acceptance gate's MPIJobs use it too).
+
+    Attributes:
+        mpi_operator: the MPI Operator's manifest (MPIJobs wait for its CRD).
+    """
+
+    mpi_operator: pulumi.Resource
+
+    def __init__(self, name: str, inputs: PlatformInputs, kueue: pulumi.Resource,
+                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:platform:Controllers", name, None, opts)
+        charts = load_charts()
+        catalog = load_acceptance()
+        self.mpi_operator = k8s.yaml.v2.ConfigFile(
+            f"{name}-mpi-operator", file=catalog.operator_manifest, opts=pulumi.ResourceOptions(parent=self))
+        jobset_ns = _system_namespace(self, obj.JOBSET_NAMESPACE, inputs.labels)
+        jobset = release("jobset", charts["jobset"], obj.JOBSET_NAMESPACE,
+                         obj.jobset_values(f"v{charts['jobset'].version}"),
+                         pulumi.ResourceOptions(parent=self, depends_on=[jobset_ns]))
+        trainer_ns = _system_namespace(self, obj.TRAINER_NAMESPACE, inputs.labels)
+        # Trainer runs TrainJobs as JobSets: it waits for JobSet; Kueue suspends what it admits, so both wait for Kueue.
+        trainer = release("kubeflow-trainer", charts["kubeflow-trainer"], obj.TRAINER_NAMESPACE, obj.trainer_values(),
+                          pulumi.ResourceOptions(parent=self, depends_on=[trainer_ns, jobset, kueue]))
+        apply(f"{name}-runtime-torch", obj.torch_runtime(pytorch_image()),
+              pulumi.ResourceOptions(parent=self, depends_on=[trainer]))
+        self.register_outputs({})
+
+
 class Acceptance(pulumi.ComponentResource):
     """The NCCL acceptance gate: the MPI Operator (pinned release manifest), a namespace and queue of its own, and
     per multi-node fabric node group an all_reduce_perf MPIJob over all its nodes plus a single-node NVLink one;
     every job is created suspended, so ``pulumi up`` never starts a benchmark."""
 
-    def __init__(self, name: str, inputs: PlatformInputs, kueue: pulumi.Resource,
+    def __init__(self, name: str, inputs: PlatformInputs, kueue: pulumi.Resource, operator: pulumi.Resource,
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:platform:Acceptance", name, None, opts)
         assert inputs.acceptance_image is not None
         catalog = load_acceptance()
-        operator = k8s.yaml.v2.ConfigFile(
-            f"{name}-mpi-operator", file=catalog.operator_manifest,
-            opts=pulumi.ResourceOptions(parent=self))
         ns = _system_namespace(self, obj.ACCEPTANCE_NAMESPACE, inputs.labels)
         # The jobs name their queue (kueue.x-k8s.io/queue-name), so Kueue manages them like a team's: all-or-nothing
         # admission and waitForPodsReady.
@@ -401,6 +454,9 @@ def build_platform(inputs: PlatformInputs, opts: pulumi.ResourceOptions) -> None
     monitoring = Monitoring("monitoring", inputs, opts=opts)
     GpuStack("gpu-stack", inputs, monitoring.prometheus, opts=opts)
     tenancy = Tenancy("tenancy", inputs, opts=opts)
+    if inputs.shared_filesystem is not None:
+        SharedStorage("shared-storage", inputs, opts=opts)
     queues = Queues("queues", inputs, monitoring.prometheus, tenancy.namespaces, opts=opts)
+    controllers = Controllers("controllers", inputs, queues.kueue, opts=opts)
     if inputs.acceptance_image is not None:
-        Acceptance("acceptance", inputs, queues.kueue, opts=opts)
+        Acceptance("acceptance", inputs, queues.kueue, controllers.mpi_operator, opts=opts)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zlib
+
 from pydantic import Field, StrictInt
 
 from components.spec.base import _GROUP_NAME_RE, _LABEL_VALUE_RE, _Model
@@ -44,6 +46,12 @@ class TeamSpec(_Model):
         default_factory=list, description="IAM roles mapped to the team's group through EKS access entries."
     )
     quotas: list[QuotaSpec] = Field(default_factory=list, description="GPU quotas, one per node group.")
+    gid: StrictInt | None = Field(
+        default=None, ge=1000, le=2**31 - 1,
+        description="POSIX group that owns the team's directory on the shared filesystem (mode 2770); its pods add "
+        "it to securityContext.supplementalGroups. Default: 20000 + a hash of the team name (stable when other teams "
+        "are added or renamed); set it to match an existing directory.",
+    )
     budget: BudgetSpec | None = Field(
         default=None, description="The team's monthly AWS Budget (required: every team has one)."
     )
@@ -52,6 +60,12 @@ class TeamSpec(_Model):
     def k8s_group(self) -> str:
         """The Kubernetes group the team's RoleBinding names."""
         return self.group or f"gpu-cluster:{self.name}"
+
+    @property
+    def posix_gid(self) -> int:
+        """The team directory's group: ``gid``, or 20000 + CRC-32 of the name modulo 40000 (never changes with the
+        order or the names of other teams; the spec refuses two teams on one group)."""
+        return self.gid if self.gid is not None else 20000 + zlib.crc32(self.name.encode()) % 40000
 
     @property
     def gpu_quota(self) -> int:

@@ -65,8 +65,15 @@ def nccl_mpijob(pool: GpuPool, image: str, nodes: int, fabric_resource: str | No
     mpirun = ["mpirun", "--allow-run-as-root", "--tag-output", "-np", str(ranks), "-N", str(pool.gpus_per_node),
               "--bind-to", "none", *[a for e in env for a in ("-x", e["name"])], "-x", "LD_LIBRARY_PATH",
               NCCL_TESTS_BINARY, *NCCL_TESTS_ARGS]
+    # MPI Operator v2beta1 workers run an SSH server the launcher's mpirun connects to ("The workers run an SSH server
+    # instead of sleep", kubeflow/mpi-operator proposals/scalable-robust-operator.md; examples/v2beta1/pi runs
+    # /usr/sbin/sshd -De). As root the keys are mounted at /root/.ssh (sshAuthMountPath's default) and sshd listens on
+    # 22: the image needs openssh-server, /var/run/sshd, StrictModes no in sshd_config and, in ssh_config,
+    # StrictHostKeyChecking no with UserKnownHostsFile /dev/null (the operator's base image and the
+    # awsome-distributed-training nccl-tests Dockerfile set these).
     worker = {"tolerations": [GPU_TOLERATION], "containers": [{
         "name": "worker", "image": image, "imagePullPolicy": "IfNotPresent", "env": env,
+        "command": ["/usr/sbin/sshd"], "args": ["-De"],
         "resources": {"limits": limits, "requests": dict(limits)},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
     }], "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}}]}

@@ -19,6 +19,7 @@ from components.kubernetes.objects.common import (
     NetworkTopology,
     meta,
 )
+from components.kubernetes.objects.controllers import KUEUE_FRAMEWORKS
 from components.kubernetes.quotas import CPU, GPU, MEMORY, FlavorQuota, GpuPool, Resources
 from components.spec import TeamSpec
 
@@ -144,10 +145,8 @@ def kueue_manager_config() -> str:
         "resources": {"excludeResourcePrefixes": ["hugepages-"]},
         "manageJobsWithoutQueueName": True,
         "managedJobsNamespaceSelector": {"matchLabels": {TENANT_LABEL: "true"}},
-        "integrations": {"frameworks": [
-            "batch/job", "kubeflow.org/mpijob", "kubeflow.org/pytorchjob", "jobset.x-k8s.io/jobset",
-            "ray.io/rayjob", "ray.io/raycluster", "pod", "deployment", "statefulset",
-        ]},
+        # The kinds whose controllers the platform installs (objects/controllers.py), no more.
+        "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
     }
     return yaml.safe_dump(config, sort_keys=False)
 

@@ -64,8 +64,10 @@ def team_role(team: TeamSpec) -> Manifest:
              "verbs": run},
             {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": run},
             {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets"], "verbs": run},
-            {"apiGroups": ["kubeflow.org"], "resources": ["mpijobs", "pytorchjobs"], "verbs": run},
+            # The job kinds whose controllers the platform runs (objects/controllers.py), and the team's own runtimes.
+            {"apiGroups": ["kubeflow.org"], "resources": ["mpijobs"], "verbs": run},
             {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": run},
+            {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs", "trainingruntimes"], "verbs": run},
             {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": read},
         ],
     }

@@ -62,6 +62,14 @@ def _check_teams(spec: ClusterSpec, out: _Collector) -> None:
                     out.add(f"{qwhere}.{field}", "quota-resources-known",
                             f"the catalog has no confirmed {'vCPU' if field == 'cpu' else 'memory'} figure for "
                             f"{group.instance_type}; set {field} for this quota")
+    gids: dict[int, str] = {}
+    for i, team in enumerate(spec.teams):
+        other = gids.get(team.posix_gid)
+        if other is not None and other != team.name:
+            out.add(f".teams[{i}].gid", "team-gid-unique",
+                    f"team '{team.name}' would own its shared-filesystem directory with group {team.posix_gid}, as "
+                    f"team '{other}' does: give one of them its own gid")
+        gids.setdefault(team.posix_gid, team.name)
     shares = gpu_units_per_gpu(spec.platform.gpu_sharing)
     by_group: dict[str, list[tuple[str, int]]] = {}  # one pass over the quotas, not one per node group
     for t in spec.teams:

@@ -1,0 +1,151 @@
+"""The shared filesystem in pods: per team a ``shared-fs`` claim bound to a statically provisioned volume, the
+one-time Job that creates the team directories with their owners, and (where the CSI driver cannot mount a
+subdirectory) the admission policy that keeps each team's pods in their own directory.
+
+Teams hold namespaced Roles and cannot create PersistentVolumes; the platform creates one per team, bound to the
+team's claim by ``claimRef`` (a claim in another namespace cannot take it) and ``Retain``ed, so deleting a claim
+never deletes data.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from components.kubernetes.objects.common import TENANT_LABEL, Manifest, meta
+from components.spec import TeamSpec
+
+SHARED_FS_CLAIM = "shared-fs"
+ADMIN_NAMESPACE = "kube-system"
+ADMIN_CLAIM = "shared-fs-admin"
+TEAM_DIRS_JOB = "shared-fs-team-dirs"
+TEAM_DIR_MODE = "2770"  # the team's group reads and writes; new files inherit the group (setgid); others see nothing
+
+
+@dataclass(frozen=True, kw_only=True)
+class SharedFilesystem:
+    """The stack's shared filesystem as the cloud's CSI driver mounts it statically.
+
+    ``attributes(path)`` gives the PersistentVolume's ``volumeAttributes`` for a directory of the filesystem (None:
+    its root). Where the driver mounts a subdirectory (``scoped``: FSx for Lustre's fileset mount,
+    ``<dns>@tcp:/<mountname>/<path>``) each team's volume is its own directory; otherwise (GKE Managed Lustre, which
+    mounts only whole filesystems) the team volume is the whole filesystem and pods must mount it with
+    ``subPath: <team>``, which an admission policy enforces.
+    """
+
+    driver: str
+    volume_handle: Any  # the driver's volume id (a pulumi Input[str] in the program, a string in tests)
+    attributes: Callable[[str | None], Mapping[str, Any]]
+    capacity_gib: int
+    mount_options: tuple[str, ...] = ()
+    team_root: str = ""  # the directory (from the filesystem root) that holds one directory per team
+    scoped: bool = False
+    tool_image: str = ""  # the image of the Job that creates the team directories (a shell, mkdir, chown, chmod)
+    source: str = ""  # where the volume's shape was read
+
+    def team_dir(self, team: str) -> str:
+        """The team's directory from the filesystem root (``checkpoints/research``)."""
+        return "/".join(p for p in (self.team_root.strip("/"), team) if p)
+
+
+def _volume(name: str, fs: SharedFilesystem, path: str | None, namespace: str, claim: str,
+            labels: Mapping[str, str]) -> tuple[Manifest, Manifest]:
+    storage = f"{fs.capacity_gib}Gi"  # informational for a static volume; the claim asks for the same
+    pv: Manifest = {
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": meta(name, labels={**labels, "gpu-cluster/volume": "shared-fs"}),
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "capacity": {"storage": storage},
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",  # static: no provisioner, and never the default class
+            "claimRef": {"namespace": namespace, "name": claim},
+            "csi": {"driver": fs.driver, "volumeHandle": fs.volume_handle,
+                    "volumeAttributes": dict(fs.attributes(path))},
+            **({"mountOptions": list(fs.mount_options)} if fs.mount_options else {}),
+        },
+    }
+    pvc: Manifest = {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": meta(claim, namespace, labels),
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": storage}},
+                 "storageClassName": "", "volumeName": name},
+    }
+    return pv, pvc
+
+
+def team_shared_fs(fs: SharedFilesystem, team: TeamSpec, labels: Mapping[str, str]) -> tuple[Manifest, Manifest]:
+    """The team's ``shared-fs`` claim and its volume: the team's directory where the driver can mount one, else the
+    filesystem (pods then mount it with ``subPath: <team>``)."""
+    path = fs.team_dir(team.name) if fs.scoped else None
+    return _volume(f"shared-fs-{team.name}", fs, path, team.name, SHARED_FS_CLAIM, labels)
+
+
+def admin_shared_fs(fs: SharedFilesystem, labels: Mapping[str, str]) -> tuple[Manifest, Manifest]:
+    """The whole filesystem, claimed in ``kube-system`` for the platform's own Job (teams cannot bind it)."""
+    return _volume("shared-fs-admin", fs, None, ADMIN_NAMESPACE, ADMIN_CLAIM, labels)
+
+
+def team_dirs_job(fs: SharedFilesystem, teams: Sequence[TeamSpec], labels: Mapping[str, str]) -> Manifest:
+    """A Job that creates each team's directory, owned by root and the team's group, mode 2770: idempotent (mkdir -p,
+    chown, chmod), so a new team's directory appears on the next apply, which replaces the Job."""
+    lines = ["set -eu"]
+    for team in sorted(teams, key=lambda t: t.name):
+        path = shlex.quote(f"/fs/{fs.team_dir(team.name)}")
+        lines.append(f"mkdir -p {path} && chown 0:{team.posix_gid} {path} && chmod {TEAM_DIR_MODE} {path}")
+    lines.append("ls -ln " + shlex.quote(f"/fs/{fs.team_root.strip('/')}" if fs.team_root.strip("/") else "/fs"))
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": meta(TEAM_DIRS_JOB, ADMIN_NAMESPACE, labels),
+        "spec": {
+            "backoffLimit": 4,
+            "template": {"spec": {
+                "restartPolicy": "OnFailure",
+                "securityContext": {"runAsUser": 0, "runAsGroup": 0},  # chown needs root on the filesystem
+                "containers": [{
+                    "name": "mkdirs", "image": fs.tool_image, "command": ["sh", "-c", "\n".join(lines)],
+                    "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
+                    "volumeMounts": [{"name": "fs", "mountPath": "/fs"}],
+                }],
+                "volumes": [{"name": "fs", "persistentVolumeClaim": {"claimName": ADMIN_CLAIM}}],
+            }},
+        },
+    }
+
+
+def subpath_policy() -> list[Manifest]:
+    """Where a team's volume is the whole filesystem, its pods mount ``shared-fs`` only with ``subPath`` set to the
+    namespace's directory (or below it), never ``subPathExpr``: a ValidatingAdmissionPolicy on tenant namespaces.
+    Kubernetes refuses ``..`` in a subPath and resolves symlinks in it safely, so a team cannot climb out."""
+    claim = json.dumps(SHARED_FS_CLAIM)
+
+    def contained(field_name: str) -> str:
+        mounts = (f"object.spec.{field_name}.all(c, !has(c.volumeMounts) || c.volumeMounts.all(m, "
+                  "!(m.name in variables.shared) || (has(m.subPath) && !has(m.subPathExpr) && "
+                  "(m.subPath == request.namespace || m.subPath.startsWith(request.namespace + '/')))))")
+        return mounts if field_name == "containers" else f"!has(object.spec.{field_name}) || {mounts}"
+
+    name = "gpu-cluster-shared-fs-subpath"
+    return [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": meta(name),
+         "spec": {"failurePolicy": "Fail",
+                  "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                          "operations": ["CREATE", "UPDATE"],
+                                                          "resources": ["pods"]}]},
+                  "variables": [{"name": "shared", "expression":
+                                 "!has(object.spec.volumes) ? [] : object.spec.volumes.filter(v, "
+                                 f"has(v.persistentVolumeClaim) && v.persistentVolumeClaim.claimName == {claim})"
+                                 ".map(v, v.name)"}],
+                  "validations": [{"expression": contained(f),
+                                   "reason": "Forbidden",
+                                   "message": f"{f} mount the {SHARED_FS_CLAIM} claim with subPath set to the "
+                                              "namespace's name (the team's directory), not subPathExpr"}
+                                  for f in ("containers", "initContainers")]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+         "metadata": meta(name),
+         "spec": {"policyName": name, "validationActions": ["Deny"],
+                  "matchResources": {"namespaceSelector": {"matchLabels": {TENANT_LABEL: "true"}}}}},
+    ]
