@@ -118,8 +118,38 @@ def _telemetry_lines(graph: ResourceGraph) -> list[str]:
     return [
         f"Prometheus: {_chart(prom)}; DCGM exporter {'on' if dcgm else 'OFF'}; Kueue metrics "
         f"{'on' if kueue_metrics else 'OFF'}; {counts['record']} recording rules, {counts['alert']} alerts",
+        *_alert_lines(graph, rules),
         f"cost attribution: {_chart(_release(graph, 'opencost'))} (aggregate by label:team, label:cost-center)",
     ]
+
+
+_CREDENTIALS = {"slackConfigs": "apiURL", "pagerdutyConfigs": "routingKey", "emailConfigs": "authPassword",
+                "webhookConfigs": "urlSecret"}
+
+
+def _alert_lines(graph: ResourceGraph, rules: list[GraphResource]) -> list[str]:
+    """Where alerts go, the Secrets the receivers read (to create before alerts flow), and the runbook."""
+    configs = graph.of_type("kubernetes:monitoring.coreos.com/v1alpha1:AlertmanagerConfig")
+    runbooks = {str(rule.get("annotations", {}).get("runbook_url", "")).partition("#")[0]
+                for r in rules for g in r.inputs.get("spec", {}).get("groups", []) for rule in g.get("rules", [])
+                if "alert" in rule}
+    lines = []
+    for config in configs:
+        spec = config.inputs.get("spec", {})
+        receivers = [r for r in spec.get("receivers", []) if any(k in r for k in _CREDENTIALS)]
+        secrets = sorted({f"{c[field]['name']} (key {c[field]['key']})" for r in receivers
+                          for kind, field in _CREDENTIALS.items() for c in r.get(kind, []) if field in c})
+        routed = spec.get("route", {})
+        if not receivers:
+            lines.append("alert routing: NO RECEIVER: alerts fire in Prometheus and reach no one "
+                         "(platform.monitoring.alerts)")
+            continue
+        lines.append(f"alert routing: {len(receivers)} receiver(s) ({', '.join(r['name'] for r in receivers)}), "
+                     f"{len(routed.get('routes', []))} route(s), default {routed.get('receiver')}; create these Secrets "
+                     f"in {config.inputs['metadata']['namespace']} before alerts flow: {', '.join(secrets)}")
+    if runbooks:
+        lines.append(f"runbooks: {', '.join(sorted(runbooks))} (one section per alert)")
+    return lines
 
 
 def _tree(graph: ResourceGraph, root: GraphResource, depth: int, out: list[str]) -> None:

@@ -43,16 +43,16 @@ def group(value: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("replace", "message"), [
-    ("maxSize: 16", "line 101, column 20: config.gpu-cluster:spec.aws.nodeGroups[1].maxSize: the integer "
+    ("maxSize: 16", "{where}config.gpu-cluster:spec.aws.nodeGroups[1].maxSize: the integer "
      "999999999999999999999999... (5,000 characters) is out of range: numbers stay within +-2^53 "
      "(9,007,199,254,740,992), what Pulumi's property values carry exactly [rule: yaml-number-range]"),
-    ("owner: ml-platform-oncall", "line 16, column 14: config.gpu-cluster:spec.labels.owner: the tag !!binary is "
+    ("owner: ml-platform-oncall", "{where}config.gpu-cluster:spec.labels.owner: the tag !!binary is "
      "not allowed: values are strings, numbers, booleans, null, lists and mappings, as in JSON "
      "[rule: yaml-json-values]"),
-    ('start: "2027-01-04T11:30:00Z"', "line 105, column 20: config.gpu-cluster:spec.aws.nodeGroups[1].capacity.start: "
+    ('start: "2027-01-04T11:30:00Z"', "{where}config.gpu-cluster:spec.aws.nodeGroups[1].capacity.start: "
      "the tag !!timestamp is not allowed: values are strings, numbers, booleans, null, lists and mappings, as in "
      "JSON [rule: yaml-json-values]"),
-    ("labels: {workload: training}", "line 111, column 19: config.gpu-cluster:spec.aws.nodeGroups[1].labels: the tag "
+    ("labels: {workload: training}", "{where}config.gpu-cluster:spec.aws.nodeGroups[1].labels: the tag "
      "!!set is not allowed: values are strings, numbers, booleans, null, lists and mappings, as in JSON "
      "[rule: yaml-json-values]"),
 ])
@@ -63,10 +63,13 @@ def test_stack_files_hold_json_values_only(tmp_path: Path, capsys: pytest.Captur
              "labels": "!!set {workload}"}[key]
     text = Path(AWS_FILE).read_text()
     assert replace in text
+    before = text[:text.index(replace)]
+    line, column = before.count("\n") + 1, len(before) - before.rfind("\n") + len(key) + 2  # where the value starts
     path = tmp_path / "Pulumi.hostile.yaml"
     path.write_text(text.replace(replace, f"{key}: {value}", 1))
     assert main(["graph", str(path)]) == 2
-    assert capsys.readouterr().err == f"error: {path}: {message}\n"
+    where = f"line {line}, column {column}: "
+    assert capsys.readouterr().err == f"error: {path}: {message.format(where=where)}\n"
 
 
 def test_usage_files_refuse_huge_integers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -239,3 +239,95 @@ def test_acceptance_workers_run_the_ssh_server_mpirun_reaches() -> None:
         mpi = next(r for r in graph.of_type("kubernetes:kubeflow.org/v2beta1:MPIJob")
                if r.inputs["metadata"]["name"] == job["metadata"]["name"])
         assert any(d.endswith("::controllers-mpi-operator") for d in mpi.dependencies)
+
+
+# --- alerts reach someone ----------------------------------------------------------------------------------------
+
+
+def _anchors() -> set[str]:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "runbooks.md").read_text(encoding="utf-8")
+    return {line[3:].strip() for line in text.splitlines() if line.startswith("## ")}
+
+
+@pytest.mark.parametrize("stack_name", [*AWS_STACKS, *GCP_STACKS])
+def test_every_alert_links_a_runbook_section_that_exists(stack_name: str) -> None:
+    from tests.conftest import stack
+
+    base = stack(stack_name).spec.platform.monitoring.alerts.runbook_url
+    graph = offline_run(stack_name).graph
+    (rules,) = [r.inputs for r in graph.resources if r.type.endswith(":PrometheusRule")]
+    alerts = [rule for group in rules["spec"]["groups"] for rule in group["rules"] if "alert" in rule]
+    assert len(alerts) >= 12
+    anchors = _anchors()
+    for alert in alerts:
+        url, _, anchor = alert["annotations"]["runbook_url"].partition("#")
+        assert url == base and anchor in anchors, (alert["alert"], alert["annotations"]["runbook_url"])
+    names = {a["alert"] for a in alerts}
+    assert {"GpuNvlinkErrors", "NodeNotReady", "KueueQuotaExhausted"} <= names
+
+
+def test_prod_alerts_are_routed_with_credentials_by_reference() -> None:
+    from tests.k8s_checks import validate_crd_object
+
+    graph = offline_run("prod-aws").graph
+    (config,) = [r.inputs for r in graph.resources if r.type.endswith(":AlertmanagerConfig")]
+    validate_crd_object(config)
+    spec = config["spec"]
+    receivers = {r["name"]: r for r in spec["receivers"]}
+    assert receivers["platform-pager"]["pagerdutyConfigs"][0]["routingKey"] == {"name": "alertmanager-pagerduty",
+                                                                                "key": "routing-key"}
+    assert receivers["platform-slack"]["slackConfigs"][0]["apiURL"] == {"name": "alertmanager-slack",
+                                                                        "key": "webhook-url"}
+    email = receivers["research-leads"]["emailConfigs"][0]
+    assert email["authPassword"] == {"name": "alertmanager-smtp", "key": "password"} and "authPasswordFile" not in email
+    assert spec["route"]["receiver"] == "platform-slack"
+    routes = spec["route"]["routes"]
+    assert routes[0] == {"receiver": "none", "continue": False,
+                         "matchers": [{"name": "alertname", "matchType": "=~", "value": "Watchdog|InfoInhibitor"}]}
+    assert {"receiver": "platform-pager", "continue": True,
+            "matchers": [{"name": "severity", "matchType": "=~", "value": "critical"}]} in routes
+    team = [r for r in routes if r["receiver"] == "research-leads"]
+    assert {m["name"] for r in team for m in r["matchers"]} == {"severity", "namespace", "cluster_queue"}
+    release = next(r.inputs for r in graph.of_type("kubernetes:helm.sh/v3:Release")
+                   if r.inputs["name"] == "kube-prometheus-stack")
+    am = release["values"]["alertmanager"]["alertmanagerSpec"]
+    assert am["alertmanagerConfigSelector"] == {"matchLabels": {"gpu-cluster/alerting": "true"}}
+    assert am["alertmanagerConfigMatcherStrategy"] == {"type": "None"}
+
+
+def test_alert_rules_refuse_what_would_route_nowhere() -> None:
+    import copy
+
+    from components.spec import SpecError, parse_spec
+    from tests.conftest import raw_stack_config
+
+    base = raw_stack_config("prod-aws")["gpu-cluster:spec"]
+    p = "stacks/Pulumi.prod-aws.yaml: gpu-cluster:spec.platform.monitoring.alerts"
+
+    def errors(change: object) -> list[str]:
+        spec = copy.deepcopy(base)
+        change(spec["platform"]["monitoring"]["alerts"])  # type: ignore[operator]
+        with pytest.raises(SpecError) as info:
+            parse_spec(spec, "stacks/Pulumi.prod-aws.yaml", provider_region="us-east-1")
+        return str(info.value).splitlines()
+
+    def nothing_routed(a: dict[str, object]) -> None:
+        a["routes"], a["defaultReceiver"] = [], None
+    assert errors(nothing_routed) == [
+        f"{p}: a prod stack's alerts must reach someone: add a receiver (slack, pagerduty, email or webhook, its "
+        "credential in a Secret) and a route or defaultReceiver [rule: prod-alerts-routed]"]
+    assert errors(lambda a: a["routes"].append({"receiver": "nobody"})) == [
+        f"{p}.routes[2].receiver: 'nobody' is not a receiver; known: platform-pager, platform-slack, research-leads "
+        "[rule: alert-route-receiver]"]
+    assert errors(lambda a: a["routes"].append({"receiver": "platform-slack", "teams": ["finance"]})) == [
+        f"{p}.routes[2].teams[0]: 'finance' is not a team of this stack; known: applied, pretraining, research "
+        "[rule: alert-route-team]"]
+    assert errors(lambda a: a["receivers"][2].pop("smarthost")) == [
+        f"{p}.receivers[2].smarthost: an email receiver needs smarthost [rule: alert-receiver-complete]"]
+    assert errors(lambda a: a["receivers"][0].update({"channel": "#x"})) == [
+        f"{p}.receivers[0].channel: channel does not apply to a pagerduty receiver [rule: alert-receiver-complete]"]
+    assert errors(lambda a: a.update({"runbookUrl": "http://wiki/runbooks#x"})) == [
+        f"{p}.runbookUrl: 'http://wiki/runbooks#x' is neither an https URL (without #) nor a path to a .md file; "
+        "alerts link to it plus #<section> [rule: alert-runbook-url]"]

@@ -335,7 +335,8 @@ def test_rules_cover_the_minimum_telemetry() -> None:
     alerts = {r["alert"]: r["expr"] for g in rule.inputs["spec"]["groups"] for r in g["rules"] if "alert" in r}
     assert set(alerts) == {"GpuXidError", "GpuEccDoubleBitErrors", "GpuRowRemapFailure", "GpuTemperatureHigh",
                            "GpuPowerThrottling", "GpuAllocatedButIdle", "KueueQueueWaitHigh",
-                           "KueueInadmissibleWorkloads", "KueueWorkloadsEvicted", "KueueWorkloadsPreempted"}
+                           "KueueInadmissibleWorkloads", "KueueWorkloadsEvicted", "KueueWorkloadsPreempted",
+                           "GpuNvlinkErrors", "NodeNotReady", "KueueQuotaExhausted"}
     assert "DCGM_FI_DEV_XID_ERRORS" in alerts["GpuXidError"]
     assert "kueue_pending_workloads" in alerts["KueueInadmissibleWorkloads"]
     dashboards = [r for r in offline_run("prod-aws").graph.of_type("kubernetes:core/v1:ConfigMap")
@@ -352,6 +353,7 @@ def test_opencost_reads_the_cluster_prometheus() -> None:
 
 def test_platform_needs_no_teams_to_build(prod_spec: dict[str, Any]) -> None:
     prod_spec["teams"] = []
+    prod_spec["platform"]["monitoring"]["alerts"]["routes"] = [{"receiver": "platform-pager"}]  # no team to route
     graph = run_spec(prod_spec).graph
     queues = [q.inputs["metadata"]["name"] for q in graph.of_type(KUEUE + "ClusterQueue")]
     assert queues == ["gpu-acceptance"] and graph.of_type(KUEUE + "ResourceFlavor")  # no team queue

@@ -19,8 +19,8 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from components.catalog import ChartPin, load_charts
-from components.catalog.charts import pytorch_image
 from components.catalog.acceptance import load_acceptance
+from components.catalog.charts import pytorch_image
 from components.kubernetes import objects as obj
 from components.kubernetes.objects import EgressRule, Manifest, NetworkTopology, SharedFilesystem
 from components.kubernetes.quotas import GpuPool, lendable_by_pool, namespace_hard_limits, team_flavor_quotas
@@ -220,7 +220,8 @@ class Monitoring(pulumi.ComponentResource):
             pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(depends_on=[mon_ns, storage, secret])),
         )
         after_prometheus = pulumi.ResourceOptions(parent=self, depends_on=[self.prometheus])
-        apply(f"{name}-rules", obj.prometheus_rules(), after_prometheus)
+        apply(f"{name}-rules", obj.prometheus_rules(mon.alerts.runbook_url), after_prometheus)
+        apply(f"{name}-alert-routing", obj.alertmanager_config(mon.alerts), after_prometheus)
         apply(f"{name}-dashboard", obj.grafana_dashboard(), after_prometheus)
         release("opencost", charts["opencost"], obj.OPENCOST_NAMESPACE, obj.opencost_values(inputs.cluster_name),
                 pulumi.ResourceOptions(parent=self, depends_on=[cost_ns, self.prometheus]))

@@ -21,12 +21,58 @@ class GpuSharingSpec(_Model):
     )
 
 
+_SECRET_NAME = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"  # a Kubernetes object name (DNS subdomain)
+_SECRET_KEY = r"^[-._a-zA-Z0-9]{1,253}$"  # a Secret data key (Kubernetes: [-._a-zA-Z0-9]+)
+
+
+class AlertReceiverSpec(_Model):
+    """Where alerts go. The credential (a Slack webhook URL, a PagerDuty routing key, an SMTP password, a webhook
+    URL) is never written here: ``secret`` and ``key`` name a Kubernetes Secret in the monitoring namespace that holds
+    it (created with kubectl or an external-secrets operator); the Prometheus operator reads it when it builds
+    Alertmanager's configuration."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$", description="Receiver name (routes refer to it).")
+    type: Literal["slack", "pagerduty", "email", "webhook"] = Field(description="How alerts are sent.")
+    secret: str = Field(pattern=_SECRET_NAME, description="The Secret (monitoring namespace) holding the credential.")
+    key: str = Field(pattern=_SECRET_KEY, description="Its key: the Slack webhook URL, the PagerDuty Events v2 "
+                     "routing key, the SMTP password, or the webhook URL.")
+    channel: Optional[str] = Field(default=None, max_length=80, description="slack: the channel (#name).")
+    to: list[str] = Field(default_factory=list, max_length=20, description="email: recipients.")
+    sender: Optional[str] = Field(default=None, alias="from", description="email: the From address.")
+    smarthost: Optional[str] = Field(default=None, pattern=r"^[A-Za-z0-9.-]+:\d{1,5}$",
+                                     description="email: the SMTP server, host:port.")
+    username: Optional[str] = Field(default=None, max_length=254, description="email: the SMTP user.")
+
+
+class AlertRouteSpec(_Model):
+    """Which alerts a receiver gets: by severity, by team (the alert's namespace or ClusterQueue), or both."""
+
+    receiver: str = Field(description="A receiver's name.")
+    severity: list[Literal["critical", "warning", "info"]] = Field(
+        default_factory=list, description="Severities routed (default: all).")
+    teams: list[str] = Field(default_factory=list, description="Teams routed (default: all).")
+
+
+class AlertsSpec(_Model):
+    """Alert routing (Alertmanager through an AlertmanagerConfig) and the runbook every alert links to."""
+
+    runbook_url: str = Field(
+        default="docs/runbooks.md", max_length=512,
+        description="Where the runbook (this project's docs/runbooks.md) is published; every alert's runbook_url is "
+        "this plus #<section>. Default: the repository path, readable in a checkout.")
+    receivers: list[AlertReceiverSpec] = Field(default_factory=list, description="Receivers.")
+    routes: list[AlertRouteSpec] = Field(default_factory=list, description="Routes, first match first; every "
+                                         "matching route is notified.")
+    default_receiver: Optional[str] = Field(default=None, description="Receives what no route takes (default: none).")
+
+
 class MonitoringSpec(_Model):
-    """Prometheus retention and storage."""
+    """Prometheus retention and storage, and alert routing."""
 
     retention_days: StrictInt = Field(default=15, ge=1, le=365, description="Prometheus retention (days).")
     storage_gib: StrictInt = Field(default=200, alias="storageGiB", ge=10, le=16384,
                              description="Prometheus volume size (GiB, encrypted gp3).")
+    alerts: AlertsSpec = Field(default_factory=AlertsSpec, description="Receivers, routes and the runbook.")
 
 
 class PlatformSpec(_Model):

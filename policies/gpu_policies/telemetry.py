@@ -181,5 +181,49 @@ gke_gpu_monitoring = stack_policy(
     Severity.HIGH, _gke_gpu_monitoring,
 )
 
+ALERTING_ENVS = Knob("alertedEnvironments", STRING_LIST, ["prod"])
+ALERTMANAGER_CONFIG = "kubernetes:monitoring.coreos.com/v1alpha1:AlertmanagerConfig"
+_NOTIFIERS = ("slackConfigs", "pagerdutyConfigs", "emailConfigs", "webhookConfigs", "opsgenieConfigs",
+              "msteamsConfigs", "msteamsv2Configs", "snsConfigs", "telegramConfigs", "victoropsConfigs",
+              "pushoverConfigs", "wechatConfigs", "discordConfigs", "webexConfigs")
+
+
+def _stack_environment(resources: list[PolicyResource]) -> str | None:
+    """The environment label of the monitoring namespace (the platform labels its namespaces with the stack's)."""
+    for ns in of_type(resources, "kubernetes:core/v1:Namespace"):
+        meta = ns.props.get("metadata") or {}
+        if meta.get("name") == "monitoring":
+            env = (meta.get("labels") or {}).get("environment")
+            return str(env) if env is not None else None
+    return None
+
+
+def _routed(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    env = _stack_environment(list(args.resources))
+    if env is None or env not in cfg["alertedEnvironments"]:
+        return
+    reached: set[str] = set()
+    for config in of_type(args.resources, ALERTMANAGER_CONFIG):
+        spec = config.props.get("spec") or {}
+        notifying = {str(r.get("name")) for r in spec.get("receivers") or []
+                     if any(r.get(k) for k in _NOTIFIERS)}
+        route = spec.get("route") or {}
+        targets = {str(route.get("receiver"))} | {str(r.get("receiver")) for r in route.get("routes") or []
+                                                   if isinstance(r, dict)}
+        reached |= notifying & targets
+    if not reached:
+        report(f"A {env} stack's alerts must reach someone: an AlertmanagerConfig with a receiver that notifies "
+               "(Slack, PagerDuty, email, webhook, ...) and a route to it; without one, XID, ECC and quota alerts fire "
+               "in Prometheus and nobody hears them.")
+
+
+alerts_routed = stack_policy(
+    "alerts-reach-a-receiver", "telemetry",
+    "In production, alerts are routed to a receiver that notifies someone.",
+    "Add receivers and routes under gpu-cluster:spec.platform.monitoring.alerts (credentials in a Secret of the "
+    "monitoring namespace, named by the receiver).",
+    Severity.HIGH, _routed, [ALERTING_ENVS],
+)
+
 POLICIES = [dcgm_exporter, prometheus_scrapes_dcgm, kueue_metrics, control_plane_logs, cost_attribution, gke_logging,
-            gke_gpu_monitoring]
+            gke_gpu_monitoring, alerts_routed]

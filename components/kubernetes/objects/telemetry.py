@@ -12,6 +12,7 @@ from components.kubernetes.objects.common import (
     Manifest,
     meta,
 )
+from components.spec.platform import AlertReceiverSpec, AlertsSpec
 
 KUBE_STATE_METRICS_LABELS = [
     "namespaces=[team,cost-center,environment,owner]",
@@ -41,7 +42,11 @@ def prometheus_stack_values(retention_days: int, storage_gib: int, storage_class
             "sidecar": {"dashboards": {"enabled": True, "label": "grafana_dashboard", "searchNamespace": "ALL"}},
         },
         "kube-state-metrics": {"metricLabelsAllowlist": KUBE_STATE_METRICS_LABELS},
-        "alertmanager": {"enabled": True},
+        # Routing comes from the stack's AlertmanagerConfig (objects/telemetry.py alertmanager_config); without a
+        # namespace matcher its routes see every alert (matcher strategy None).
+        "alertmanager": {"enabled": True, "alertmanagerSpec": {
+            "alertmanagerConfigSelector": {"matchLabels": {ALERTING_LABEL: "true"}},
+            "alertmanagerConfigMatcherStrategy": {"type": "None"}}},
     }
 
 
@@ -59,15 +64,27 @@ def opencost_values(cluster_name: str) -> Manifest:
     }}
 
 
-def _alert(name: str, expr: str, minutes: int, severity: str, summary: str) -> Manifest:
+def _alert(name: str, expr: str, minutes: int, severity: str, summary: str, runbook: str) -> Manifest:
     return {"alert": name, "expr": expr, "for": f"{minutes}m", "labels": {"severity": severity},
-            "annotations": {"summary": summary}}
+            "annotations": {"summary": summary, "runbook_url": runbook}}
 
 
-def prometheus_rules() -> Manifest:
+# Each alert's section of docs/runbooks.md (the anchor is the section's heading).
+RUNBOOK_SECTIONS = {
+    "GpuXidError": "gpu-xid-errors", "GpuEccDoubleBitErrors": "gpu-ecc-errors", "GpuRowRemapFailure": "gpu-ecc-errors",
+    "GpuTemperatureHigh": "gpu-temperature-and-power", "GpuPowerThrottling": "gpu-temperature-and-power",
+    "GpuNvlinkErrors": "nvlink-errors", "NodeNotReady": "node-not-ready", "GpuAllocatedButIdle": "gpu-idle",
+    "KueueQueueWaitHigh": "job-stuck-pending", "KueueInadmissibleWorkloads": "job-stuck-pending",
+    "KueueQuotaExhausted": "quota-exhausted", "KueueWorkloadsEvicted": "workloads-evicted-or-preempted",
+    "KueueWorkloadsPreempted": "workloads-evicted-or-preempted",
+}
+
+
+def prometheus_rules(runbook_url: str = "docs/runbooks.md") -> Manifest:
     """Recording rules and alerts for the seed's minimum telemetry: GPU utilization, errors (XID, ECC,
-    row remapping), temperature and power; queue wait time and quota denials (evictions, preemptions,
-    inadmissible workloads)."""
+    row remapping, NVLink), temperature and power, nodes not ready; queue wait time and quota denials (evictions,
+    preemptions, inadmissible workloads, exhausted quota). Every alert links its runbook section (``runbook_url``,
+    the annotation kube-prometheus-stack's own rules use)."""
     recording = [
         {"record": "gpu_cluster:gpu_utilization:avg_by_namespace",
          "expr": "avg by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=\"\"})"},
@@ -82,32 +99,43 @@ def prometheus_rules() -> Manifest:
          "expr": "sum by (cluster_queue, resource) (kueue_cluster_queue_resource_usage) / "
                  "sum by (cluster_queue, resource) (kueue_cluster_queue_nominal_quota)"},
     ]
+
+    def alert(name: str, expr: str, minutes: int, severity: str, summary: str) -> Manifest:
+        return _alert(name, expr, minutes, severity, summary, f"{runbook_url}#{RUNBOOK_SECTIONS[name]}")
     alerts = [
-        _alert("GpuXidError", "max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS) > 0", 0, "critical",
-               "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported XID {{ $value }}"),
-        _alert("GpuEccDoubleBitErrors", "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m]) > 0", 0, "critical",
-               "uncorrectable ECC errors on GPU {{ $labels.gpu }} of {{ $labels.Hostname }}"),
-        _alert("GpuRowRemapFailure", "max by (Hostname, gpu) (DCGM_FI_DEV_ROW_REMAP_FAILURE) > 0", 0, "critical",
-               "row remapping failed on GPU {{ $labels.gpu }} of {{ $labels.Hostname }}: replace the node"),
-        _alert("GpuTemperatureHigh", "max by (Hostname, gpu) (DCGM_FI_DEV_GPU_TEMP) > 85", 10, "warning",
-               "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} above 85 C"),
-        _alert("GpuPowerThrottling", "rate(DCGM_FI_DEV_POWER_VIOLATION[10m]) > 0", 15, "warning",
-               "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is throttled by its power limit"),
-        _alert("GpuAllocatedButIdle",
-               "gpu_cluster:gpu_utilization:avg_by_namespace < 10 and "
-               "gpu_cluster:gpu_allocated:sum_by_namespace > 0", 60, "warning",
-               "namespace {{ $labels.namespace }} holds GPUs at under 10% utilization"),
-        _alert("KueueQueueWaitHigh", "gpu_cluster:queue_wait_seconds:p90_by_cluster_queue > 3600", 30, "warning",
-               "90% of workloads in {{ $labels.cluster_queue }} waited more than an hour for admission"),
-        _alert("KueueInadmissibleWorkloads", "sum by (cluster_queue) "
-               "(kueue_pending_workloads{status=\"inadmissible\"}) > 0", 30, "warning",
-               "{{ $labels.cluster_queue }} has workloads its quota cannot admit"),
-        _alert("KueueWorkloadsEvicted", "sum by (cluster_queue, reason) "
-               "(increase(kueue_evicted_workloads_total[30m])) > 0", 0, "info",
-               "{{ $labels.cluster_queue }} evicted workloads ({{ $labels.reason }})"),
-        _alert("KueueWorkloadsPreempted", "sum by (preempting_cluster_queue, reason) "
-               "(increase(kueue_preempted_workloads_total[30m])) > 0", 0, "info",
-               "workloads were preempted ({{ $labels.reason }})"),
+        alert("GpuXidError", "max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS) > 0", 0, "critical",
+              "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported XID {{ $value }}"),
+        alert("GpuEccDoubleBitErrors", "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m]) > 0", 0, "critical",
+              "uncorrectable ECC errors on GPU {{ $labels.gpu }} of {{ $labels.Hostname }}"),
+        alert("GpuRowRemapFailure", "max by (Hostname, gpu) (DCGM_FI_DEV_ROW_REMAP_FAILURE) > 0", 0, "critical",
+              "row remapping failed on GPU {{ $labels.gpu }} of {{ $labels.Hostname }}: replace the node"),
+        alert("GpuNvlinkErrors", "sum by (Hostname, gpu) (increase(DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL[10m]) "
+              "+ increase(DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL[10m]) "
+              "+ increase(DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL[10m])) > 0", 10, "warning",
+              "NVLink errors rising on GPU {{ $labels.gpu }} of {{ $labels.Hostname }}"),
+        alert("GpuTemperatureHigh", "max by (Hostname, gpu) (DCGM_FI_DEV_GPU_TEMP) > 85", 10, "warning",
+              "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} above 85 C"),
+        alert("GpuPowerThrottling", "rate(DCGM_FI_DEV_POWER_VIOLATION[10m]) > 0", 15, "warning",
+              "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is throttled by its power limit"),
+        alert("NodeNotReady", "max by (node) (kube_node_status_condition{condition=\"Ready\",status!=\"true\"}) > 0",
+              10, "warning", "node {{ $labels.node }} is not Ready"),
+        alert("GpuAllocatedButIdle",
+              "gpu_cluster:gpu_utilization:avg_by_namespace < 10 and "
+              "gpu_cluster:gpu_allocated:sum_by_namespace > 0", 60, "warning",
+              "namespace {{ $labels.namespace }} holds GPUs at under 10% utilization"),
+        alert("KueueQueueWaitHigh", "gpu_cluster:queue_wait_seconds:p90_by_cluster_queue > 3600", 30, "warning",
+              "90% of workloads in {{ $labels.cluster_queue }} waited more than an hour for admission"),
+        alert("KueueInadmissibleWorkloads", "sum by (cluster_queue) "
+              "(kueue_pending_workloads{status=\"inadmissible\"}) > 0", 30, "warning",
+              "{{ $labels.cluster_queue }} has workloads its quota cannot admit"),
+        alert("KueueQuotaExhausted", "gpu_cluster:quota_usage_ratio:by_cluster_queue{resource=\"nvidia.com/gpu\"} >= 1",
+              60, "info", "{{ $labels.cluster_queue }} uses all of its nominal GPU quota"),
+        alert("KueueWorkloadsEvicted", "sum by (cluster_queue, reason) "
+              "(increase(kueue_evicted_workloads_total[30m])) > 0", 0, "info",
+              "{{ $labels.cluster_queue }} evicted workloads ({{ $labels.reason }})"),
+        alert("KueueWorkloadsPreempted", "sum by (preempting_cluster_queue, reason) "
+              "(increase(kueue_preempted_workloads_total[30m])) > 0", 0, "info",
+              "workloads were preempted ({{ $labels.reason }})"),
     ]
     return {
         "apiVersion": "monitoring.coreos.com/v1",
@@ -117,6 +145,57 @@ def prometheus_rules() -> Manifest:
             {"name": "gpu-cluster.recording", "interval": "1m", "rules": recording},
             {"name": "gpu-cluster.alerts", "rules": alerts},
         ]},
+    }
+
+
+ALERTING_LABEL = "gpu-cluster/alerting"
+ALERTING_CONFIG = "gpu-cluster-alerts"
+SILENT_RECEIVER = "none"
+
+
+def _receiver(r: AlertReceiverSpec) -> Manifest:
+    """An AlertmanagerConfig receiver (monitoring.coreos.com/v1alpha1) whose credential is a Secret key reference."""
+    ref = {"name": r.secret, "key": r.key}
+    if r.type == "slack":
+        return {"name": r.name, "slackConfigs": [{"apiURL": ref, "sendResolved": True,
+                                                  **({"channel": r.channel} if r.channel else {})}]}
+    if r.type == "pagerduty":
+        return {"name": r.name, "pagerdutyConfigs": [{"routingKey": ref, "sendResolved": True}]}
+    if r.type == "email":
+        return {"name": r.name, "emailConfigs": [{"to": ", ".join(r.to), "from": r.sender, "smarthost": r.smarthost,
+                                                  **({"authUsername": r.username} if r.username else {}),
+                                                  "authPassword": ref, "sendResolved": True}]}
+    return {"name": r.name, "webhookConfigs": [{"urlSecret": ref, "sendResolved": True}]}
+
+
+def alertmanager_config(alerts: AlertsSpec) -> Manifest:
+    """The stack's alert routing as an AlertmanagerConfig in the monitoring namespace, selected by the chart's
+    Alertmanager (matcher strategy None, so its routes see alerts of every namespace). The Prometheus operator makes its
+    routes first children of the root route with continue, and resolves the Secret references when it builds the
+    configuration: while a Secret is missing it rejects this object (an event, a warning in its log) and Alertmanager
+    keeps running (prometheus-operator v0.88.0 pkg/alertmanager/operator.go selectAlertmanagerConfigs). Team routes
+    match the alert's namespace or ClusterQueue (both are the team's name)."""
+    # kube-prometheus-stack's always-firing Watchdog and its InfoInhibitor are plumbing, not news: stopped here (the
+    # chart's own routes still send them to its null receiver).
+    routes: list[Manifest] = [{"receiver": SILENT_RECEIVER, "continue": False, "matchers": [
+        {"name": "alertname", "matchType": "=~", "value": "Watchdog|InfoInhibitor"}]}]
+    for route in alerts.routes:
+        severity = [{"name": "severity", "matchType": "=~", "value": "|".join(route.severity)}] if route.severity \
+            else []
+        if not route.teams:
+            routes.append({"receiver": route.receiver, "matchers": severity, "continue": True})
+        for team in route.teams:
+            for label in ("namespace", "cluster_queue"):
+                routes.append({"receiver": route.receiver, "continue": True,
+                               "matchers": [*severity, {"name": label, "matchType": "=", "value": team}]})
+    receivers = [_receiver(r) for r in alerts.receivers] + [{"name": SILENT_RECEIVER}]  # no config: sends nothing
+    root = alerts.default_receiver or SILENT_RECEIVER
+    return {
+        "apiVersion": "monitoring.coreos.com/v1alpha1", "kind": "AlertmanagerConfig",
+        "metadata": meta(ALERTING_CONFIG, MONITORING_NAMESPACE, {ALERTING_LABEL: "true"}),
+        "spec": {"route": {"receiver": root, "groupBy": ["alertname", "cluster_queue", "namespace"],
+                           "groupWait": "30s", "groupInterval": "5m", "repeatInterval": "4h", "routes": routes},
+                 "receivers": receivers},
     }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from components.spec.billing import email_problem
 from components.spec.decisions import cloud_node_groups, instance_catalog
 from components.spec.errors import _Collector
 from components.spec.model import ClusterSpec
@@ -47,3 +48,52 @@ def _check_acceptance(spec: ClusterSpec, out: _Collector) -> None:
         out.add(".acceptance.image", "acceptance-image-allowed",
                 f"{acc.image.split('@')[0]} is not under platform.allowedRegistries, whose admission policy would "
                 "refuse the acceptance pods")
+
+
+_RUNBOOK_URL = re.compile(r"^(https://[^\s#]+|[A-Za-z0-9_./-]+\.md)$")
+
+
+def _check_alerts(spec: ClusterSpec, out: _Collector) -> None:
+    """Receivers complete for their type, routes naming known receivers and teams, and a production stack whose
+    alerts reach someone."""
+    alerts = spec.platform.monitoring.alerts
+    where = ".platform.monitoring.alerts"
+    if not _RUNBOOK_URL.fullmatch(alerts.runbook_url):
+        out.add(f"{where}.runbookUrl", "alert-runbook-url",
+                f"'{alerts.runbook_url}' is neither an https URL (without #) nor a path to a .md file; alerts link to "
+                "it plus #<section>")
+    names: dict[str, int] = {}
+    for i, r in enumerate(alerts.receivers):
+        rw = f"{where}.receivers[{i}]"
+        if r.name in names:
+            out.add(f"{rw}.name", "unique-names", f"receiver name '{r.name}' is used twice")
+        names.setdefault(r.name, i)
+        needs = {"email": ("to", "from", "smarthost")}.get(r.type, ())
+        given = {"to": bool(r.to), "from": r.sender is not None, "smarthost": r.smarthost is not None}
+        for key in needs:
+            if not given[key]:
+                out.add(f"{rw}.{key}", "alert-receiver-complete", f"an email receiver needs {key}")
+        for key, value in (("channel", r.channel), ("to", r.to or None), ("from", r.sender),
+                           ("smarthost", r.smarthost), ("username", r.username)):
+            allowed = {"slack": ("channel",), "email": ("to", "from", "smarthost", "username")}.get(r.type, ())
+            if value is not None and key not in allowed:
+                out.add(f"{rw}.{key}", "alert-receiver-complete", f"{key} does not apply to a {r.type} receiver")
+        for j, address in enumerate(r.to):
+            if (problem := email_problem(address)) is not None:
+                out.add(f"{rw}.to[{j}]", "budget-email", problem)
+    teams = {t.name for t in spec.teams}
+    for i, route in enumerate(alerts.routes):
+        if route.receiver not in names:
+            out.add(f"{where}.routes[{i}].receiver", "alert-route-receiver",
+                    f"'{route.receiver}' is not a receiver; known: {', '.join(names) or 'none'}")
+        for j, team in enumerate(route.teams):
+            if team not in teams:
+                out.add(f"{where}.routes[{i}].teams[{j}]", "alert-route-team",
+                        f"'{team}' is not a team of this stack; known: {', '.join(sorted(teams))}")
+    if alerts.default_receiver is not None and alerts.default_receiver not in names:
+        out.add(f"{where}.defaultReceiver", "alert-route-receiver",
+                f"'{alerts.default_receiver}' is not a receiver; known: {', '.join(names) or 'none'}")
+    if spec.environment == "prod" and not (alerts.routes or alerts.default_receiver):
+        out.add(f"{where}", "prod-alerts-routed",
+                "a prod stack's alerts must reach someone: add a receiver (slack, pagerduty, email or webhook, its "
+                "credential in a Secret) and a route or defaultReceiver")
