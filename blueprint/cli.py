@@ -13,6 +13,8 @@
                                          check the AWS account before pulumi up; exit 1 on a failed check
     blueprint audit <stack> [--format table|json]
                                          check the deployed account against the spec after pulumi up
+    blueprint admit <stack | graph.json> WORKLOAD.yaml... [--format text|json]
+                                         would these jobs run on the cluster, and if not why; exit 1 if any not
     blueprint nccl parse LOG             an nccl-tests output as JSON
     blueprint nccl check LOG --instance-type T --nodes N [--format table|json|markdown]
                                          exit 1 below the acceptance threshold or on wrong values
@@ -129,6 +131,15 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--strict", action="store_true", help="exit 4 when any check could not be made (default: "
                              "only when none could)")
     audit.add_argument("-o", "--output", type=output_file_argument,
+                       help="write the report here instead of standard output")
+    admit = sub.add_parser("admit", parents=[common], help="walk workloads (Job, JobSet, MPIJob, TrainJob, Pod ... "
+                           "YAML) through the cluster a stack builds: schema, namespace, Pod Security, admission "
+                           "policies, quotas, Kueue, scheduling, volumes, identity, network; exit 1 if any would not "
+                           "run")
+    admit.add_argument("target", help="stack name, stack file, or a graph JSON")
+    admit.add_argument("workloads", nargs="+", type=Path, help="workload YAML files (several documents each allowed)")
+    admit.add_argument("--format", choices=("text", "json"), default="text")
+    admit.add_argument("-o", "--output", type=output_file_argument,
                        help="write the report here instead of standard output")
     nccl = sub.add_parser("nccl", parents=[common], help="read and judge nccl-tests output")
     nccl_sub = nccl.add_subparsers(dest="nccl_command", required=True)
@@ -428,6 +439,21 @@ def _preflight(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _admit(args: argparse.Namespace) -> int:
+    """``blueprint admit``: exit 0 (every workload admitted and schedulable), 1 (one is not), 2 (bad input)."""
+    from blueprint.admit.engine import admit_workloads
+    from blueprint.admit.render import render_json, render_text
+    from blueprint.admit.workloads import load_workloads
+
+    if args.output is not None:
+        check_output_file(args.output)
+    items = load_workloads(args.workloads)
+    graph, _, _ = _target_graph(args.target)
+    report = admit_workloads(graph, items)
+    _write(render_json(report) if args.format == "json" else render_text(report), args.output)
+    return EXIT_OK if report.admitted else EXIT_POLICY
+
+
 def _verdict(run: Any, instance_type: str, nodes: int, expected_busbw: float | None) -> Any:
     """The run against the catalog's threshold for the type (or the one given)."""
     from blueprint.nccl import Verdict
@@ -549,6 +575,8 @@ def _run(args: argparse.Namespace) -> int:
         return _sizing(args)
     if args.command == "nccl":
         return _nccl(args)
+    if args.command == "admit":
+        return _admit(args)
     if args.command in ("preflight", "audit"):
         return _preflight(args)
     from blueprint.engine import run_program
@@ -606,13 +634,14 @@ def _internal_error(err: BaseException, debug: bool) -> int:
 
 def _invalid_input_errors() -> tuple[type[Exception], ...]:
     """The exceptions that mean "your input is invalid" (exit 2), from the modules that raise them."""
+    from blueprint.admit.workloads import WorkloadFileError
     from blueprint.cost.usage import UsageError
     from blueprint.preflight import AccountAccessError
     from blueprint.stackfile import StackError
     from components.clock import ClockError
 
     return (StackError, PolicyConfigError, GraphFormatError, OutputError, ClockError, CostUsageError, UsageError,
-            AccountAccessError)
+            AccountAccessError, WorkloadFileError)
 
 
 def run() -> None:

@@ -145,7 +145,8 @@ def _alert_lines(graph: ResourceGraph, rules: list[GraphResource]) -> list[str]:
                          "(platform.monitoring.alerts)")
             continue
         lines.append(f"alert routing: {len(receivers)} receiver(s) ({', '.join(r['name'] for r in receivers)}), "
-                     f"{len(routed.get('routes', []))} route(s), default {routed.get('receiver')}; create these Secrets "
+                     f"{len(routed.get('routes', []))} route(s), default {routed.get('receiver')}; create these "
+                     "Secrets "
                      f"in {config.inputs['metadata']['namespace']} before alerts flow: {', '.join(secrets)}")
     if runbooks:
         lines.append(f"runbooks: {', '.join(sorted(runbooks))} (one section per alert)")

@@ -29,24 +29,48 @@ def named(graph: ResourceGraph, type_: str, name: str) -> GraphResource:
     return found
 
 
-def test_every_prod_team_has_a_budget_on_its_tag_alerting_its_owner_and_finance() -> None:
-    graph = offline_run("prod-aws").graph
+def test_a_team_budget_exists_only_where_something_is_billed_under_the_team_tag() -> None:
+    """prod-aws's teams share the GPU nodes (billed under the stack's tags): no AWS Budget could see their share, so
+    none is made; byo-aws dedicates its a100 group to finetune (nodeGroups[].team), whose instances carry the team's
+    tags, and its budget filters on them (issue 21: budgets that can never alert)."""
+    prod = offline_run("prod-aws").graph
+    assert sorted(b.inputs["name"] for b in prod.of_type("aws:budgets/budget:Budget")) == ["prod-train-cluster"]
+    graph = offline_run("byo-aws").graph
     budgets = {b.inputs["name"]: b.inputs for b in graph.of_type("aws:budgets/budget:Budget")}
-    assert sorted(budgets) == ["prod-train-applied", "prod-train-cluster", "prod-train-pretraining",
-                               "prod-train-research"]
-    research = budgets["prod-train-research"]
-    assert research["budgetType"] == "COST" and research["timeUnit"] == "MONTHLY"
-    assert research["limitAmount"] == "110000.00" and research["limitUnit"] == "USD"
-    assert research["costFilters"] == [{"name": "TagKeyValue", "values": ["user:team$research"]}]
+    assert sorted(budgets) == ["byo-train-cluster", "byo-train-finetune"]
+    team = budgets["byo-train-finetune"]
+    assert team["budgetType"] == "COST" and team["timeUnit"] == "MONTHLY"
+    assert team["limitAmount"] == "60000.00" and team["limitUnit"] == "USD"
+    assert team["costFilters"] == [{"name": "TagKeyValue", "values": ["user:team$finetune"]}]
     alerts = [(n["notificationType"], n["threshold"], n["thresholdType"], n["comparisonOperator"])
-              for n in research["notifications"]]
+              for n in team["notifications"]]
     assert alerts == [("ACTUAL", 80.0, "PERCENTAGE", "GREATER_THAN"), ("ACTUAL", 100.0, "PERCENTAGE", "GREATER_THAN"),
                       ("FORECASTED", 100.0, "PERCENTAGE", "GREATER_THAN")]
-    for n in research["notifications"]:
-        assert n["subscriberEmailAddresses"] == ["research-leads@example.com", "ml-platform-oncall@example.com",
-                                                 "finops@example.com"]
-    applied = budgets["prod-train-applied"]
-    assert [n["threshold"] for n in applied["notifications"]] == [50.0, 80.0, 100.0, 100.0]
+    for n in team["notifications"]:
+        assert n["subscriberEmailAddresses"] == ["finetune-leads@example.com", "finops@example.com"]
+    lt = named(graph, "aws:ec2/launchTemplate:LaunchTemplate", "nodegroup-a100-lt")
+    instance_tags = next(t["tags"] for t in lt.inputs["tagSpecifications"] if t["resourceType"] == "instance")
+    assert (instance_tags["team"], instance_tags["cost-center"]) == ("finetune", "cc-4500")
+
+
+def test_teams_on_shared_nodes_are_watched_in_the_cluster() -> None:
+    """Each prod-aws team's monthly budget is an alert on its namespace's spend rate (OpenCost prices), routed like the
+    team's other alerts."""
+    graph = offline_run("prod-aws").graph
+    (rule,) = graph.of_type("kubernetes:monitoring.coreos.com/v1:PrometheusRule")
+    rules = [r for g in rule.inputs["spec"]["groups"] for r in g["rules"]]
+    spend = {r["labels"]["team"]: r for r in rules if r.get("alert") == "TeamSpendOverBudget"}
+    assert sorted(spend) == ["applied", "pretraining", "research"]
+    assert spend["research"]["expr"] == (
+        'gpu_cluster:cost_usd_per_hour:sum_by_namespace{namespace="research"} * 730 > 110000')
+    assert spend["research"]["for"] == "360m" and spend["research"]["labels"]["severity"] == "warning"
+    (record,) = [r for r in rules if r.get("record") == "gpu_cluster:cost_usd_per_hour:sum_by_namespace"]
+    for term in ("container_gpu_allocation * on (node) group_left () node_gpu_hourly_cost",
+                 "container_cpu_allocation * on (node) group_left () node_cpu_hourly_cost",
+                 "container_memory_allocation_bytes / 1073741824 * on (node) group_left () node_ram_hourly_cost"):
+        assert term in record["expr"]
+    opencost = next(r.inputs for r in graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "opencost")
+    assert opencost["values"]["opencost"]["metrics"]["serviceMonitor"]["honorLabels"] is True
 
 
 def test_the_cluster_budget_sees_the_shared_nodes_through_their_cluster_tag() -> None:
@@ -187,10 +211,11 @@ def test_preview_lists_the_cost_plane_and_what_the_payer_account_must_do() -> No
     with contextlib.redirect_stdout(buf):
         assert main(["preview", "prod-aws"]) == 0
     text = buf.getvalue()
-    assert "== cost plane (budgets, allocation tags, usage export) (12 resources)" in text
-    assert ("budget prod-train-research: $110,000.00 a month on user:team$research; alerts at 80 %, 100 % actual and "
-            "100 % forecast to finops@example.com, ml-platform-oncall@example.com, research-leads@example.com") in text
-    assert ("outside this stack: tag the reservations of h100 with cluster=prod-train and the billing labels") in text
+    assert "== cost plane (budgets, allocation tags, usage export) (9 resources)" in text
+    assert ("team spend on shared nodes, watched in the cluster (TeamSpendOverBudget, OpenCost list prices): research "
+            "$110,000/month, pretraining $85,000/month, applied $30,000/month; no AWS Budget for them") in text
+    assert ("the cluster budget cannot see the Capacity Block of h100 (cr-0a1b2c3d4e5f60718): its fee is charged "
+            "once, when the block is bought outside this stack, and carries no tag") in text
     assert ("outside this stack (the payer account): activate the cost allocation tags cluster, cost-center, "
             "environment, owner, team, and enable split cost allocation data for Amazon EKS") in text
 

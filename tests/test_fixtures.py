@@ -28,7 +28,8 @@ def test_the_schema_checks_know_every_custom_kind_the_project_uses_or_will() -> 
     for api, kind in (("kueue.x-k8s.io/v1beta2", "ClusterQueue"), ("kueue.x-k8s.io/v1beta2", "Topology"),
                       ("kubeflow.org/v2beta1", "MPIJob"), ("jobset.x-k8s.io/v1alpha2", "JobSet"),
                       ("trainer.kubeflow.org/v1alpha1", "TrainJob"), ("slinky.slurm.net/v1beta1", "NodeSet"),
-                      ("monitoring.coreos.com/v1alpha1", "AlertmanagerConfig"), ("monitoring.coreos.com/v1", "PrometheusRule")):
+                      ("monitoring.coreos.com/v1alpha1", "AlertmanagerConfig"),
+                      ("monitoring.coreos.com/v1", "PrometheusRule")):
         assert (api, kind) in schemas, (api, kind)
     assert len(CRD_DIRS) == 6 and all(d.is_dir() for d in CRD_DIRS)
 

@@ -235,17 +235,36 @@ def test_teams_reach_only_their_prefix_through_workload_identity() -> None:
     assert pvs["checkpoints-research"]["claimRef"] == {"namespace": "research", "name": "checkpoints"}
 
 
-def test_gcp_budgets_per_team_and_cluster_filter_by_label() -> None:
+def test_gcp_budgets_only_on_labels_something_billed_carries() -> None:
+    """prod-gcp's teams share its pools (billed under the stack's labels): only the cluster budget can see spend; the
+    teams are watched in the cluster. A pool dedicated to a team (nodePools[].team) gets the team's labels and
+    budget."""
     graph = offline_run("prod-gcp").graph
     budgets = {r.name: r.inputs for r in graph.of_type("gcp:billing/budget:Budget")}
-    assert set(budgets) == {"cost-cluster", "cost-team-applied", "cost-team-pretraining", "cost-team-research"}
-    research = budgets["cost-team-research"]
-    assert research["billingAccount"] == "01A2B3-C4D5E6-F7A8B9"
-    assert research["budgetFilter"]["labels"] == {"team": "research"}
-    assert research["amount"]["specifiedAmount"]["units"] == "560000"
-    assert [t.get("spendBasis", "CURRENT_SPEND") for t in research["thresholdRules"]][-1] == "FORECASTED_SPEND"
-    assert len(research["allUpdatesRule"]["monitoringNotificationChannels"]) == 3
-    assert budgets["cost-cluster"]["budgetFilter"]["labels"] == {"cluster": "prod-train-gke"}
+    assert set(budgets) == {"cost-cluster"}
+    cluster = budgets["cost-cluster"]
+    assert cluster["billingAccount"] == "01A2B3-C4D5E6-F7A8B9"
+    assert cluster["budgetFilter"]["labels"] == {"cluster": "prod-train-gke"}
+    assert [t.get("spendBasis", "CURRENT_SPEND") for t in cluster["thresholdRules"]][-1] == "FORECASTED_SPEND"
+    from tests.conftest import raw_stack_config, run_spec
+
+    spec = raw_stack_config("prod-gcp")["gpu-cluster:spec"]
+    spec["gcp"]["nodePools"][1]["team"] = "pretraining"
+    for team in spec["teams"]:
+        team["quotas"] = [q for q in team["quotas"] if team["name"] == "pretraining"]
+        if not team["quotas"]:
+            team["quotas"] = []
+    spec["teams"] = [t for t in spec["teams"] if t["name"] == "pretraining"]
+    spec["teams"][0]["quotas"][0]["lendingLimitGpus"] = 0
+    spec["teams"][0]["quotas"][0].pop("borrowingLimitGpus", None)
+    spec["platform"]["monitoring"]["alerts"]["routes"] = [{"receiver": "platform-pager"}]
+    dedicated = run_spec(spec).graph
+    team_budget = next(r.inputs for r in dedicated.of_type("gcp:billing/budget:Budget")
+                       if r.name == "cost-team-pretraining")
+    assert team_budget["budgetFilter"]["labels"] == {"team": "pretraining"}
+    h100 = next(r.inputs for r in dedicated.of_type("gcp:container/nodePool:NodePool")
+                if r.name == "nodepool-h100-pool")
+    assert h100["nodeConfig"]["resourceLabels"]["team"] == "pretraining"
 
 
 def test_dev_gcp_is_a_small_spot_pool_without_gpu_networks() -> None:

@@ -331,3 +331,33 @@ def test_alert_rules_refuse_what_would_route_nowhere() -> None:
     assert errors(lambda a: a.update({"runbookUrl": "http://wiki/runbooks#x"})) == [
         f"{p}.runbookUrl: 'http://wiki/runbooks#x' is neither an https URL (without #) nor a path to a .md file; "
         "alerts link to it plus #<section> [rule: alert-runbook-url]"]
+
+
+def test_gke_namespace_quotas_leave_room_for_the_injected_gcs_fuse_sidecar() -> None:
+    """Kueue counts a pod as its template says; GKE then injects the GCS FUSE sidecar (250m CPU, 256Mi), which the
+    namespace's ResourceQuota counts: the quota is Kueue's ceiling plus one sidecar per node the queue reaches."""
+    from components.kubernetes.quotas import namespace_hard_limits
+    from tests.conftest import stack
+
+    for name in GCP_STACKS:
+        spec = stack(name).spec
+        graph = offline_run(name).graph
+        quotas = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"]
+                  for r in graph.of_type("kubernetes:core/v1:ResourceQuota")}
+        from components.gcp.cloud import platform_inputs
+
+        inputs = platform_inputs(spec, bucket="b", disk_key=None, gpu_network_objects=())
+        pools = inputs.pools_by_name
+        for team in spec.teams:
+            ceiling = namespace_hard_limits(team, list(spec.teams), pools, spec.platform.cohort)
+            nodes = sum(pools[q.node_group].max_nodes for q in team.quotas)
+            assert quotas[team.name]["requests.cpu"] == str(ceiling.cpu + -(-nodes * 250 // 1000)), (name, team.name)
+            assert quotas[team.name]["requests.memory"] == f"{ceiling.memory_gib + -(-nodes * 256 // 1024)}Gi"
+    from components.aws.cloud import platform_inputs as aws_inputs
+
+    prod = stack("prod-aws").spec
+    research = next(t for t in prod.teams if t.name == "research")
+    ceiling = namespace_hard_limits(research, list(prod.teams), aws_inputs(prod).pools_by_name, prod.platform.cohort)
+    aws = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"]
+           for r in offline_run("prod-aws").graph.of_type("kubernetes:core/v1:ResourceQuota")}
+    assert aws["research"]["requests.cpu"] == str(ceiling.cpu)  # no injected sidecar on EKS: the ceiling itself

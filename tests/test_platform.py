@@ -336,7 +336,7 @@ def test_rules_cover_the_minimum_telemetry() -> None:
     assert set(alerts) == {"GpuXidError", "GpuEccDoubleBitErrors", "GpuRowRemapFailure", "GpuTemperatureHigh",
                            "GpuPowerThrottling", "GpuAllocatedButIdle", "KueueQueueWaitHigh",
                            "KueueInadmissibleWorkloads", "KueueWorkloadsEvicted", "KueueWorkloadsPreempted",
-                           "GpuNvlinkErrors", "NodeNotReady", "KueueQuotaExhausted"}
+                           "GpuNvlinkErrors", "NodeNotReady", "KueueQuotaExhausted", "TeamSpendOverBudget"}
     assert "DCGM_FI_DEV_XID_ERRORS" in alerts["GpuXidError"]
     assert "kueue_pending_workloads" in alerts["KueueInadmissibleWorkloads"]
     dashboards = [r for r in offline_run("prod-aws").graph.of_type("kubernetes:core/v1:ConfigMap")

@@ -177,6 +177,15 @@ def _k8s(kind: str) -> str:
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 CLUSTER = "aws:eks/cluster:Cluster"
+def _drop_spend_alert(team: str) -> Change:
+    """Remove one team's TeamSpendOverBudget alert from the PrometheusRule."""
+    def change(inputs: dict[str, Any]) -> None:
+        for group in inputs["spec"]["groups"]:
+            group["rules"] = [r for r in group["rules"] if not (r.get("alert") == "TeamSpendOverBudget"
+                                                                and r.get("labels", {}).get("team") == team)]
+    return change
+
+
 MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] = {
     "remove a billing tag from a resource and the provider defaults": (
         lambda g: _without_default_tag("cost-center")(edit(g, "aws:ec2/vpc:Vpc", "network-vpc",
@@ -186,16 +195,14 @@ MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] = {
         lambda g: _without_default_tag("owner")(edit(g, "aws:eks/nodeGroup:NodeGroup", "nodegroup-h100-ng",
                                                       _delete(["tags", "owner"]))),
         "aws-eks-gpu-nodegroup-require-owner"),
-    "remove a team's budget": (
-        lambda g: edit(g, "aws:budgets/budget:Budget", "cost-budget-research", remove=True),
+    "drop a team's in-cluster spend alert": (
+        lambda g: edit(g, "kubernetes:monitoring.coreos.com/v1:PrometheusRule", "monitoring-rules",
+                       _drop_spend_alert("research")),
         "aws-every-team-has-a-budget"),
-    "point a team's budget at another tag": (
-        lambda g: edit(g, "aws:budgets/budget:Budget", "cost-budget-research",
-                       _set(["costFilters"], [{"name": "TagKeyValue", "values": ["user:cost-center$cc-4200"]}])),
-        "aws-every-team-has-a-budget"),
-    "silence a team's budget": (
-        lambda g: edit(g, "aws:budgets/budget:Budget", "cost-budget-research", _set(["notifications"], [])),
-        "aws-every-team-has-a-budget"),
+    "point the cluster's budget at a tag nothing billed carries": (
+        lambda g: edit(g, "aws:budgets/budget:Budget", "cost-budget-cluster",
+                       _set(["costFilters"], [{"name": "TagKeyValue", "values": ["user:team$research"]}])),
+        "budgets-see-spend"),
     "model a goodput below the target": (
         lambda g: edit(g, _k8s("ConfigMap"), "configmap-research-checkpoint-policy",
                        _set(["data", "GOODPUT_MODELLED"], "0.9000")),

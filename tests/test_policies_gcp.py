@@ -20,7 +20,7 @@ from blueprint.graph import ResourceGraph
 from blueprint.policy import LevelConfig, Pack, PolicyReport, load_pack, normalize_config, run_policies
 from components.catalog.gcp_machines import load_gcp_catalog
 from tests.conftest import GCP_STACKS, offline_run
-from tests.test_policies import _delete, _set, edit
+from tests.test_policies import _delete, _drop_spend_alert, _set, edit
 from tests.test_policy_properties import mutated_inputs
 
 Mutation = Callable[[ResourceGraph], ResourceGraph]
@@ -95,14 +95,9 @@ MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
         "prod-gcp", lambda g: edit(g, "gcp:monitoring/notificationChannel:NotificationChannel", "cost-email-0",
                                    _delete(["userLabels", "team"])),
         "gcp-resources-require-billing-labels"),
-    "remove a team's budget": (
-        "prod-gcp", lambda g: edit(g, BUDGET, "cost-team-research", remove=True), "gcp-every-team-has-a-budget"),
-    "point a team's budget at another label": (
-        "prod-gcp", lambda g: edit(g, BUDGET, "cost-team-research", _set(["budgetFilter", "labels"],
-                                                                         {"team": "ml-platform"})),
-        "gcp-every-team-has-a-budget"),
-    "silence a team's budget": (
-        "prod-gcp", lambda g: edit(g, BUDGET, "cost-team-applied", _set(["thresholdRules"], [])),
+    "drop a team's in-cluster spend alert": (
+        "prod-gcp", lambda g: edit(g, "kubernetes:monitoring.coreos.com/v1:PrometheusRule", "monitoring-rules",
+                                   _drop_spend_alert("research")),
         "gcp-every-team-has-a-budget"),
     "remove the cluster's budget": (
         "prod-gcp", lambda g: edit(g, BUDGET, "cost-cluster", remove=True), "gcp-cluster-has-a-budget"),
@@ -296,17 +291,25 @@ def test_dev_unprotected_is_fine_and_prod_pool_labels_do_not_come_from_defaults(
 
 
 def test_stacks_without_budgets_skip_the_budget_policies() -> None:
-    # dev-gcp names no gcp.billingAccount, so the program creates no budget at all
+    # dev-gcp names no gcp.billingAccount, so the program creates no budget and enables no budget API
     assert not [r for r in dev().resources if r.type == BUDGET]
     skipped = {name for name, _ in baseline("dev-gcp").not_applicable}
     assert {"gcp-every-team-has-a-budget", "gcp-cluster-has-a-budget"} <= skipped
-    # with one budget left, the others are required again
-    graph = prod()
-    for budget in ("cost-team-research", "cost-team-applied", "cost-team-pretraining"):
-        graph = edit(graph, BUDGET, budget, remove=True)
+    # prod-gcp has a billing account: with every budget gone the cluster's is still required
+    graph = edit(prod(), BUDGET, "cost-cluster", remove=True)
     report = run_policies(graph)
-    assert {v.policy for v in report.violations} == {"gcp-every-team-has-a-budget"}
-    assert len(report.violations) == 3 and not report.passed
+    assert {v.policy for v in report.violations} == {"gcp-cluster-has-a-budget"} and not report.passed
+
+
+def test_a_team_budget_on_a_label_nothing_billed_carries_is_refused() -> None:
+    """prod-gcp's teams share the pools (labelled with the stack's team): a team budget would watch $0."""
+    graph = prod()
+    cluster = next(r for r in graph.resources if r.type == BUDGET and r.name == "cost-cluster")
+    graph = edit(graph, BUDGET, "cost-cluster", _set(["budgetFilter", "labels"], {"team": "research"}))
+    report = run_policies(graph)
+    hits = [v for v in report.violations if v.policy == "budgets-see-spend"]
+    assert len(hits) == 1 and "filters on team=research, which no resource the stack bills carries" in hits[0].message
+    assert cluster.inputs["budgetFilter"]["labels"] == {"cluster": "prod-train-gke"}
 
 
 def test_kubernetes_policies_still_apply_on_gcp() -> None:

@@ -33,6 +33,7 @@ from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
 from components.sizing.plan import stack_checkpoint_policy
 from components.spec import ClusterSpec, default_subnets, gpu_units_per_gpu, is_placed
+from components.spec.decisions import group_billing_labels, teams_billed_directly
 
 # FSx for Lustre through its CSI driver, statically provisioned (kubernetes-sigs/aws-fsx-csi-driver v1.9.0,
 # examples/kubernetes/static_provisioning: volumeHandle the filesystem id, volumeAttributes dnsname and mountname,
@@ -208,6 +209,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         region=aws_spec.region,
         protect=protect,
         billing_provider=billing_provider,
+        billed_teams=teams_billed_directly(spec),
         opts=opts,
     )
 
@@ -226,7 +228,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
             subnet_ids=[network.subnet_ids[n] for n in names],
             node_security_group_ids=[control_plane.cluster_security_group_id],
             efa_security_group_id=network.efa_security_group_id,
-            labels=labels,
+            labels=group_billing_labels(spec, group.team),
             block=windows.get(group.name),
             instance_tags={**spec.tags, "cluster": spec.name},
             opts=opts,

@@ -1,4 +1,4 @@
-"""The cost plane on AWS: a budget per team, the billing tags as cost allocation tags, and a CUR 2.0 export.
+"""The cost plane on AWS: budgets that can see spend, the billing tags as cost allocation tags, a CUR 2.0 export.
 
 The seed's chain "finance -> labels -> usage export -> cost per job / team / model": the billing labels are on
 every resource (provider ``default_tags``), the cluster has an AWS Budget on its ``cluster`` tag and each team
@@ -10,11 +10,16 @@ What Budgets can see: they read Cost Explorer data, where a shared node is bille
 so the cluster budget sees the GPU nodes and a team's budget sees only what is billed under the team's own tag.
 Split cost allocation data (a team's share of the shared nodes) is in the CUR, not in Cost Explorer
 (AWS Data Exports guide, "Understanding split cost allocation data").
+
+So a team gets an AWS Budget only where something is billed under its tag: a node group dedicated to it
+(``nodeGroups[].team``). A team on shared nodes is watched in the cluster (its OpenCost spend against its monthly
+budget: the TeamSpendOverBudget alert, routed to the team) and billed by namespace in the CUR. A Capacity Block's
+fee is charged when the block is bought, outside the stack and untagged: no tag budget sees it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Optional
 
 import pulumi
@@ -107,6 +112,7 @@ class AwsCostPlane(pulumi.ComponentResource):
         region: str,
         protect: bool,
         billing_provider: aws.Provider,
+        billed_teams: Collection[str] = (),
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
         super().__init__("gpu-cluster:cost:AwsCostPlane", name, None, opts)
@@ -123,8 +129,8 @@ class AwsCostPlane(pulumi.ComponentResource):
                 [f"user:cluster${cluster_name}"], budget_notifications(CLUSTER_ALERT_PERCENTS, list(billing.notify)),
                 merge_tags(labels, f"{cluster_name}-cluster"), billing_provider)
         for team in teams:
-            if team.budget is None:  # refused at load time (rule team-budget-required)
-                continue
+            if team.budget is None or team.name not in billed_teams:
+                continue  # refused at load time (team-budget-required), or nothing billed under its tag
             recipients = list(dict.fromkeys([*team.budget.notify, *billing.notify]))
             self.budget_names[team.name] = self._budget(
                 f"{name}-budget-{team.name}", f"{cluster_name}-{team.name}", float(team.budget.monthly_usd),

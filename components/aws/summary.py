@@ -317,6 +317,15 @@ def _cost_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
         lines.append(f"budget {inputs.get('name')}: ${float(inputs.get('limitAmount') or 0):,.2f} a month on "
                      f"{', '.join(filters) or 'the whole account'}; alerts at {', '.join(actual)} actual and "
                      f"{', '.join(forecast)} forecast to {', '.join(to)}")
+    budgeted = {str(v).removeprefix("user:team$") for b in graph.of_type("aws:budgets/budget:Budget")
+                for f in b.inputs.get("costFilters") or [] for v in f.get("values") or []
+                if str(v).startswith("user:team$")}
+    shared = [t for t in spec.teams if t.name not in budgeted and t.budget is not None]
+    if shared:
+        lines.append("team spend on shared nodes, watched in the cluster (TeamSpendOverBudget, OpenCost list prices): "
+                     + ", ".join(f"{t.name} ${float(t.budget.monthly_usd):,.0f}/month" for t in shared if t.budget)
+                     + "; no AWS Budget for them: nothing is billed under their team tag (a node group of their own, "
+                     "nodeGroups[].team, would be)")
     if graph.of_type("aws:budgets/budget:Budget"):
         lines.append("  AWS Budgets read Cost Explorer data, where the shared nodes carry the cluster's tags: the "
                      "cluster budget sees them, a team's budget only what AWS bills under its own team tag; each "
@@ -341,11 +350,18 @@ def _cost_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
         pending = (f"activate the cost allocation tags {', '.join(keys)}, and enable split cost allocation data for "
                    "Amazon EKS in Billing preferences")
     lines.append(f"  outside this stack (the payer account): {pending}")
-    reserved = sorted(g.name for g in spec.aws_spec().node_groups if g.capacity.type in ("capacity-block", "reserved"))
-    if reserved:
-        lines.append(f"  outside this stack: tag the reservations of {', '.join(reserved)} with cluster={spec.name} "
+    odcrs = sorted(g.name for g in spec.aws_spec().node_groups if g.capacity.type == "reserved")
+    if odcrs:
+        lines.append(f"  outside this stack: tag the reservations of {', '.join(odcrs)} with cluster={spec.name} "
                      "and the billing labels (they are bought, not created, here), so their charges reach the "
                      "cluster budget")
+    for g in spec.aws_spec().node_groups:
+        if g.capacity.type == "capacity-block":
+            lines.append(f"  the cluster budget cannot see the Capacity Block of {g.name} "
+                         f"({g.capacity.reservation_id}):"
+                         " its fee is charged once, when the block is bought outside this stack, and carries no tag; "
+                         "find it in the bill by the block's id (the CUR 2.0 export keeps line_item_resource_id and "
+                         "capacity_reservation_capacity_reservation_arn) and count it against the run's plan")
     return lines
 
 

@@ -37,7 +37,7 @@ from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
 from components.sizing.plan import stack_checkpoint_policy
 from components.spec import ClusterSpec, gpu_units_per_gpu
-from components.spec.decisions import gpudirect_pools, is_compact
+from components.spec.decisions import gpudirect_pools, group_billing_labels, is_compact, teams_billed_directly
 
 CHECKPOINT_SERVICE_ACCOUNT = "checkpoints"
 # Workload Identity tokens come from the GKE metadata server, which Dataplane V2 clusters (these) serve on
@@ -114,6 +114,10 @@ def gpu_network_plan(spec: ClusterSpec) -> GpuNetworkPlan | None:
 # lustre-csi-driver v0.6.11 pkg/csi_driver/node.go: "<ip>@tcp:/<fsname>" and nothing after it), so every team's
 # volume is the instance, and pods reach their directory with subPath <team> (an admission policy enforces it).
 LUSTRE_CSI = "lustre.csi.storage.gke.io"
+# GKE injects the GCS FUSE sidecar into pods that mount a checkpoint volume, with 250m CPU and 256Mi memory requested
+# unless the pod's annotations say otherwise (GKE, Cloud Storage FUSE CSI driver, "Configure resources for the sidecar
+# container", Standard clusters).
+GCSFUSE_SIDECAR_REQUESTS = (250, 256)
 LUSTRE_SOURCE = ("GKE, Access existing Managed Lustre instances with the Managed Lustre CSI driver; "
                  "GoogleCloudPlatform/lustre-csi-driver v0.6.11")
 
@@ -189,6 +193,7 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
         cloud_namespaces=GKE_MANAGED_NAMESPACES,
         gpu_node_dependencies=tuple(gpu_pools),
         shared_filesystem=shared_filesystem,
+        injected_sidecar=GCSFUSE_SIDECAR_REQUESTS,
     )
 
 
@@ -232,7 +237,8 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                          psa_connection=network.psa_connection, after=services, opts=opts)
     if g.billing_account is not None:
         GcpBudgets("cost", billing_account=g.billing_account, project=g.project, project_number=number,
-                   cluster_name=spec.name, teams=spec.teams, billing=spec.billing, labels=labels, after=services,
+                   cluster_name=spec.name, teams=spec.teams, billing=spec.billing, labels=labels,
+                   billed_teams=teams_billed_directly(spec), after=services,
                    opts=opts)
 
     cluster = GkeCluster("control-plane", spec=g, cluster_name=spec.name, labels=labels, protect=protect,
@@ -254,7 +260,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         pools[pool.name] = GkeNodePool(
             f"nodepool-{pool.name}", spec=g, pool=pool, facts=facts, cluster=cluster.name, location=location,
             node_account=identities.node_service_account, disk_key=keys.disk_key, key_grants=keys.grants,
-            labels=labels, gpu_networks=wired, opts=opts)
+            labels={**group_billing_labels(spec, pool.team), "cluster": spec.name}, gpu_networks=wired, opts=opts)
         if facts.gpu_count:
             gpu_pools.append(pools[pool.name].pool)
         else:

@@ -1,4 +1,5 @@
-"""GCP budgets: one per team and one for the cluster, on the stack's billing account, filtered by label.
+"""GCP budgets: one for the cluster and one per team that has something billed under its label, on the stack's
+billing account, filtered by label.
 
 What a label-filtered budget sees (Cloud Billing "Create, edit, or delete budgets and budget alerts": a budget's
 label filter takes one key and value): resources carrying that label. The shared GKE nodes carry the cluster's
@@ -7,11 +8,17 @@ labels, so the cluster budget is the one that sees the GPUs; a team's budget see
 Billing export by namespace, which GKE cost allocation (on in this cluster) adds. Alerts reach the addresses
 through Cloud Monitoring email channels (at most 5 per budget, checked by the spec) and the billing account's
 admins (default IAM recipients stay on).
+
+A budget is created only when something the stack bills carries its label: the cluster's (every resource) and a
+team's where a node pool is dedicated to it (``nodePools[].team``). A team on shared pools is watched in the cluster
+(its OpenCost spend against its monthly budget, the TeamSpendOverBudget alert) and billed by namespace in the
+export: GKE cost allocation data is "only" in the BigQuery detailed billing export (GKE "View detailed breakdown of
+cluster costs", Limitations), which no budget filter reads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Optional
 
 import pulumi
@@ -25,6 +32,7 @@ class GcpBudgets(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, billing_account: str, project: str, project_number: pulumi.Output[str],
                  cluster_name: str, teams: Sequence[TeamSpec], billing: BillingSpec, labels: Mapping[str, str],
+                 billed_teams: Collection[str] = (),
                  after: Sequence[pulumi.Resource] = (), opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:cost:GcpBudgets", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, depends_on=list(after))
@@ -66,6 +74,8 @@ class GcpBudgets(pulumi.ComponentResource):
             if team.budget is None:
                 continue
             total += float(team.budget.monthly_usd)
+            if team.name not in billed_teams:
+                continue  # nothing is billed under its label: a budget here would watch $0
             budget(f"team-{team.name}", f"{cluster_name} team {team.name}", float(team.budget.monthly_usd),
                    team.budget.alert_at_percent, ("team", team.name), [*team.budget.notify, *billing.notify])
         cluster_usd = float(billing.cluster_monthly_usd) if billing.cluster_monthly_usd is not None else total

@@ -154,9 +154,17 @@ def _cost_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
         labels = (b.inputs.get("budgetFilter") or {}).get("labels", {})
         lines.append(f"budget {b.inputs.get('displayName')}: ${int(str(amount.get('units', 0))):,}/month on "
                      + ", ".join(f"{k}={v}" for k, v in labels.items()))
+    budgeted = {str(v) for b in budgets for k, v in ((b.inputs.get("budgetFilter") or {}).get("labels") or {}).items()
+                if k == "team"}
+    shared = [t for t in spec.teams if t.name not in budgeted and t.budget is not None]
+    if shared:
+        lines.append("team spend on shared nodes, watched in the cluster (TeamSpendOverBudget, OpenCost list prices): "
+                     + ", ".join(f"{t.name} ${float(t.budget.monthly_usd):,.0f}/month" for t in shared if t.budget)
+                     + "; no Cloud Billing budget for them: nothing is billed under their team label (a node pool of "
+                     "their own, nodePools[].team, would be)")
     lines.append("team budgets see what carries the team label; shared GPU nodes carry the cluster's labels (the "
                  "cluster budget); each team's share of them is in the Cloud Billing export by namespace (GKE cost "
-                 "allocation)")
+                 "allocation, BigQuery export only)")
     return lines
 
 

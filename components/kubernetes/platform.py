@@ -23,7 +23,13 @@ from components.catalog.acceptance import load_acceptance
 from components.catalog.charts import pytorch_image
 from components.kubernetes import objects as obj
 from components.kubernetes.objects import EgressRule, Manifest, NetworkTopology, SharedFilesystem
-from components.kubernetes.quotas import GpuPool, lendable_by_pool, namespace_hard_limits, team_flavor_quotas
+from components.kubernetes.quotas import (
+    GpuPool,
+    lendable_by_pool,
+    namespace_hard_limits,
+    sidecar_headroom,
+    team_flavor_quotas,
+)
 from components.spec import PRIVILEGED_NAMESPACES, PlatformSpec, TeamSpec
 
 GRAFANA_SECRET = "grafana-admin"
@@ -176,6 +182,10 @@ class PlatformInputs:
     # The shared filesystem as pods mount it (a shared-fs claim per team), or None when the stack has none or the
     # cloud's CSI volume format for it is not known.
     shared_filesystem: SharedFilesystem | None = None
+    # Requests of a container the cloud injects into team pods after Kueue admitted them (GKE's GCS FUSE sidecar):
+    # (millicores, MiB). Kueue does not count it and the ResourceQuota does, so each namespace's quota gets it once
+    # per node its queue can reach, or the quota would refuse pods Kueue admitted.
+    injected_sidecar: tuple[int, int] | None = None
 
     @property
     def pools_by_name(self) -> dict[str, GpuPool]:
@@ -220,7 +230,8 @@ class Monitoring(pulumi.ComponentResource):
             pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(depends_on=[mon_ns, storage, secret])),
         )
         after_prometheus = pulumi.ResourceOptions(parent=self, depends_on=[self.prometheus])
-        apply(f"{name}-rules", obj.prometheus_rules(mon.alerts.runbook_url), after_prometheus)
+        budgets = {t.name: float(t.budget.monthly_usd) for t in inputs.teams if t.budget is not None}
+        apply(f"{name}-rules", obj.prometheus_rules(mon.alerts.runbook_url, budgets), after_prometheus)
         apply(f"{name}-alert-routing", obj.alertmanager_config(mon.alerts), after_prometheus)
         apply(f"{name}-dashboard", obj.grafana_dashboard(), after_prometheus)
         release("opencost", charts["opencost"], obj.OPENCOST_NAMESPACE, obj.opencost_values(inputs.cluster_name),
@@ -276,6 +287,8 @@ class Tenancy(pulumi.ComponentResource):
             self.namespaces[team.name] = ns
             in_ns = pulumi.ResourceOptions(parent=self, depends_on=[ns])
             hard = namespace_hard_limits(team, list(inputs.teams), pools, inputs.platform.cohort, lendable)
+            if inputs.injected_sidecar is not None:
+                hard = hard + sidecar_headroom(team, pools, inputs.injected_sidecar)
             manifests = [
                 *([obj.service_account(inputs.checkpoint_service_account, team.name,
                                        obj.team_labels(team, inputs.labels),

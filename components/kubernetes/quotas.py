@@ -146,3 +146,12 @@ def namespace_hard_limits(team: TeamSpec, teams: list[TeamSpec], pools: dict[str
             amount = amount + borrow
         total = total + amount
     return total
+
+
+def sidecar_headroom(team: TeamSpec, pools: dict[str, GpuPool], sidecar: tuple[int, int]) -> Resources:
+    """A ResourceQuota's room for a container injected into each of the team's pods after admission: its requests
+    (millicores, MiB) times the nodes of every pool the team's queue reaches (one such pod per node; more, smaller
+    pods mounting the same volume need their own room), rounded up to whole cores and GiB."""
+    nodes = sum(pools[q.node_group].max_nodes for q in team.quotas if q.node_group in pools)
+    milli, mib = sidecar
+    return Resources(gpu=0, cpu=math.ceil(nodes * milli / 1000), memory_gib=math.ceil(nodes * mib / 1024), fabric=0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Literal, Optional
 
 from pydantic import Field, StrictBool, StrictInt
 
@@ -151,6 +151,12 @@ class NodeGroupSpec(_Model):
     taints: list[TaintSpec] = Field(
         default_factory=list,
         description="Extra taints; GPU types always get nvidia.com/gpu=true:NoSchedule.",
+    )
+    team: Optional[str] = Field(
+        default=None,
+        description="Dedicate the group to one team: its nodes are billed under the team's team and cost-center tags "
+        "(labels on GCP), so the team's cloud budget sees them. Only that team may have a quota on it, and it lends "
+        "none (lendingLimitGpus 0), so no other team's work is billed to it. Default: shared, billed to the stack.",
     )
     labels: dict[str, str] = Field(default_factory=dict, description="Extra Kubernetes node labels.")
     local_nvme: Literal["auto", "raid0", "none"] = Field(

@@ -177,6 +177,21 @@ def cloud_node_groups(spec: ClusterSpec) -> list[NodeGroupSpec] | list[GcpNodePo
     return list(spec.aws.node_groups) if spec.aws is not None else []
 
 
+def group_billing_labels(spec: ClusterSpec, group_team: str | None) -> dict[str, str]:
+    """The billing labels a node group's resources carry: the stack's, or, for a group dedicated to a team, the
+    team's ``team`` and ``cost-center`` over them (so the team's cloud budget sees the nodes)."""
+    labels = dict(spec.billing_labels)
+    team = next((t for t in spec.teams if t.name == group_team), None) if group_team else None
+    if team is not None:
+        labels.update({"team": team.name, "cost-center": team.cost_center})
+    return labels
+
+
+def teams_billed_directly(spec: ClusterSpec) -> set[str]:
+    """Teams with a node group dedicated to them: their cloud budget has something billed under their tag."""
+    return {g.team for g in cloud_node_groups(spec) if g.team is not None}
+
+
 def instance_catalog(spec: ClusterSpec) -> Mapping[str, InstanceFacts] | Mapping[str, MachineFacts]:
     """The instance catalog of the stack's cloud (a new cloud adds its catalog file and a branch here)."""
     if spec.cloud == "gcp":

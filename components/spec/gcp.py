@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Literal
+from typing import Literal, Optional
 
 from pydantic import Field, StrictBool, StrictInt
 
@@ -106,6 +106,12 @@ class GcpNodePoolSpec(_Model):
     disk_size_gb: StrictInt = Field(alias="diskSizeGb", default=200, ge=50, le=65536, description="Boot disk size.")
     gpu_taint: StrictBool = Field(default=True, description="GPU pools get nvidia.com/gpu=present:NoSchedule.")
     taints: list[TaintSpec] = Field(default_factory=list, max_length=50, description="Extra taints.")
+    team: Optional[str] = Field(
+        default=None,
+        description="Dedicate the group to one team: its nodes are billed under the team's team and cost-center tags "
+        "(labels on GCP), so the team's cloud budget sees them. Only that team may have a quota on it, and it lends "
+        "none (lendingLimitGpus 0), so no other team's work is billed to it. Default: shared, billed to the stack.",
+    )
     labels: dict[str, str] = Field(default_factory=dict, description="Extra Kubernetes node labels.")
 
     @property

@@ -14,6 +14,7 @@ from gpu_policies.common import (
     SYSTEM_NAMESPACES_KNOB,
     Knob,
     Reporter,
+    as_dict,
     effective_tags,
     gcp_labelled,
     gcp_labels,
@@ -165,17 +166,93 @@ def _budget_teams(budget: Any, tag_key: str) -> set[str]:
             for v in get(f, "values") or [] if str(v).startswith(prefix)}
 
 
+SPEND_ALERT = "TeamSpendOverBudget"
+# What the stack bills (the resources whose cost allocation tags or labels a budget filter reads): node groups' and
+# pools' instances, the cluster, filesystems, buckets, NAT, logs and keys. AWS instances carry their launch template's
+# tag specifications, not the node group's tags.
+AWS_BILLED = ("aws:ec2/launchTemplate:LaunchTemplate", "aws:eks/cluster:Cluster",
+              "aws:fsx/lustreFileSystem:LustreFileSystem", "aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2",
+              "aws:ec2/natGateway:NatGateway", "aws:cloudwatch/logGroup:LogGroup", "aws:kms/key:Key")
+GCP_BILLED = ("gcp:container/nodePool:NodePool", "gcp:container/cluster:Cluster", "gcp:lustre/instance:Instance",
+              "gcp:filestore/instance:Instance", "gcp:parallelstore/instance:Instance", "gcp:storage/bucket:Bucket",
+              "gcp:kms/cryptoKey:CryptoKey")
+
+
+def _spend_alerts(resources: Any) -> set[str]:
+    """Namespaces whose spend the cluster watches: a TeamSpendOverBudget alert on the namespace (PrometheusRule)."""
+    out: set[str] = set()
+    for rule in of_type(resources, "kubernetes:monitoring.coreos.com/v1:PrometheusRule"):
+        for group in get(rule.props, "spec", "groups") or []:
+            for r in get(group, "rules") or []:
+                if get(r, "alert") == SPEND_ALERT and get(r, "labels", "team"):
+                    out.add(str(get(r, "labels", "team")))
+    return out
+
+
+def _aws_billed_tags(resources: Any) -> set[tuple[str, str]]:
+    """Every (key, value) tag some billed AWS resource carries (with its provider's default tags; a launch
+    template's instance tag specifications)."""
+    out: set[tuple[str, str]] = set()
+    for res in resources:
+        if res.resource_type not in AWS_BILLED:
+            continue
+        provider = res.provider.props if res.provider else None
+        tags = effective_tags(res.props, provider)
+        if res.resource_type == "aws:ec2/launchTemplate:LaunchTemplate":
+            tags = {}
+            for spec in res.props.get("tagSpecifications") or []:
+                if get(spec, "resourceType") == "instance":
+                    tags.update(as_dict(get(spec, "tags")))
+        out |= {(str(k), str(v)) for k, v in tags.items()}
+    return out
+
+
 def _team_budgets(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
     if not any(r.resource_type.startswith("aws:") for r in args.resources):
         return  # the AWS cost plane; a GCP stack's budgets are Cloud Billing budgets
-    watched: set[str] = set()
+    watched = _spend_alerts(args.resources)
     for budget in of_type(args.resources, BUDGET):
         watched |= _budget_teams(budget, cfg["teamTagKey"])
     for ns in team_namespaces(args.resources, cfg["systemNamespaces"]):
         name = k8s_name(ns.props)
         if name not in watched:
-            report(f"Team namespace {name} has no budget: an AWS Budget with a TagKeyValue filter "
-                   f"user:{cfg['teamTagKey']}${name} and at least one alert subscriber.", ns.urn)
+            report(f"Team namespace {name} has no budget that sees its spend: a {SPEND_ALERT} alert on the namespace "
+                   f"(gpu-cluster:spec.teams[].budget), or an AWS Budget with a TagKeyValue filter "
+                   f"user:{cfg['teamTagKey']}${name} on resources billed under that tag, with an alert subscriber.",
+                   ns.urn)
+
+
+def _budgets_see_spend(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    aws_tags = _aws_billed_tags(args.resources)
+    for budget in of_type(args.resources, BUDGET):
+        for f in budget.props.get("costFilters") or []:
+            if get(f, "name") != "TagKeyValue":
+                continue
+            for value in get(f, "values") or []:
+                key, _, tag = str(value).removeprefix("user:").partition("$")
+                if (key, tag) not in aws_tags:
+                    report(f"AWS Budget {budget.props.get('name', budget.name)} filters on {key}={tag}, which no "
+                           "resource the stack bills carries: it watches $0. Dedicate a node group to the team "
+                           "(nodeGroups[].team) or drop the budget; the team's spend is watched in the cluster.",
+                           budget.urn)
+    for budget in of_type(args.resources, GCP_BUDGET):
+        labels = as_dict(get(budget.props, "budgetFilter", "labels"))
+        billed = [r for r in args.resources if r.resource_type in GCP_BILLED]
+        for key, value in labels.items():
+            if not any(gcp_labels(r.resource_type, r.props, r.provider.props if r.provider else None).get(key)
+                       == value for r in billed):
+                report(f"Cloud Billing budget {budget.props.get('displayName', budget.name)} filters on "
+                       f"{key}={value}, which no resource the stack bills carries: it watches $0. Dedicate a node "
+                       "pool to the team (nodePools[].team) or drop the budget.", budget.urn)
+
+
+budgets_see_spend = stack_policy(
+    "budgets-see-spend", "billing",
+    "Every budget filters on a tag or label that something the stack bills carries (a budget on nothing alerts never).",
+    "Budget a team through a node group or pool dedicated to it (nodeGroups[].team, nodePools[].team); a team on "
+    "shared nodes is watched by its in-cluster spend alert.",
+    Severity.HIGH, _budgets_see_spend,
+)
 
 
 def _cluster_budget(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
@@ -207,7 +284,8 @@ cluster_budget = stack_policy(
 
 team_budgets = stack_policy(
     "aws-every-team-has-a-budget", "billing",
-    "Every team (a team namespace) has an AWS Budget on its team tag that alerts someone.",
+    "Every team (a team namespace) has a budget that sees its spend: its in-cluster spend alert, or an AWS Budget on "
+    "its team tag that alerts someone.",
     "Give the team a budget (gpu-cluster:spec.teams[].budget with monthlyUsd and notify).",
     Severity.HIGH, _team_budgets, [TEAM_TAG_KEY, SYSTEM_NAMESPACES_KNOB],
 )
@@ -226,10 +304,12 @@ def _gcp_alerts(budget: Any) -> bool:
 
 
 def _gcp_watched(args: StackValidationArgs, label_key: str) -> set[str] | None:
-    """The values of ``label_key`` that an alerting GCP budget filters on; None when the stack has no GCP budget at
-    all (its spec names no gcp.billingAccount, so the program creates none and there is nothing to check)."""
+    """The values of ``label_key`` that an alerting GCP budget filters on; None when the stack has no billing account
+    (it enables neither the Cloud Billing Budget API nor any budget, so there is nothing to check)."""
     budgets = of_type(args.resources, GCP_BUDGET)
-    if not budgets:
+    budget_api = [s for s in of_type(args.resources, "gcp:projects/service:Service")
+                  if s.props.get("service") == "billingbudgets.googleapis.com"]
+    if not budgets and not budget_api:
         return None
     return {str(v) for b in budgets if _gcp_alerts(b)
             for k, v in (get(b.props, "budgetFilter", "labels") or {}).items() if k == label_key}
@@ -242,18 +322,20 @@ def _gcp_team_budgets(args: StackValidationArgs, report: Reporter, cfg: dict[str
     if watched is None:
         args.not_applicable("the stack has no Cloud Billing budget (no gcp.billingAccount in its spec)")
         return
+    watched |= _spend_alerts(args.resources)
     for ns in team_namespaces(args.resources, cfg["systemNamespaces"]):
         name = k8s_name(ns.props)
         if name not in watched:
-            report(f"Team namespace {name} must have a budget: a Cloud Billing budget with budgetFilter.labels "
-                   f"{{{cfg['teamLabelKey']}: {name}}}, a threshold rule and someone it alerts.", ns.urn)
+            report(f"Team namespace {name} must have a budget that sees its spend: a {SPEND_ALERT} alert on the "
+                   f"namespace, or a Cloud Billing budget with budgetFilter.labels {{{cfg['teamLabelKey']}: {name}}} "
+                   "on resources billed under that label, a threshold rule and someone it alerts.", ns.urn)
 
 
 TEAM_LABEL_KEY = Knob("teamLabelKey", {"type": "string", "minLength": 1}, "team")
 gcp_team_budgets = stack_policy(
     "gcp-every-team-has-a-budget", "billing",
-    "When the stack has Cloud Billing budgets, every team (a team namespace) has one on its team label that alerts "
-    "someone.",
+    "When the stack has Cloud Billing budgets, every team (a team namespace) has a budget that sees its spend: its "
+    "in-cluster spend alert, or a Cloud Billing budget on its team label that alerts someone.",
     "Give the team a budget (gpu-cluster:spec.teams[].budget with monthlyUsd and notify) and keep "
     "gpu-cluster:spec.gcp.billingAccount set.",
     Severity.HIGH, _gcp_team_budgets, [TEAM_LABEL_KEY, SYSTEM_NAMESPACES_KNOB],
@@ -286,4 +368,4 @@ gcp_cluster_budget = stack_policy(
 )
 
 POLICIES = [aws_billing_tags, gcp_billing_labels, namespace_billing_labels, gpu_node_group_owner, team_budgets,
-            cluster_budget, gcp_team_budgets, gcp_cluster_budget]
+            cluster_budget, gcp_team_budgets, gcp_cluster_budget, budgets_see_spend]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from components.kubernetes.objects.common import (
     MONITORING_NAMESPACE,
@@ -59,7 +60,8 @@ def opencost_values(cluster_name: str) -> Manifest:
             "enabled": True, "namespaceName": MONITORING_NAMESPACE,
             "serviceName": f"{PROMETHEUS_RELEASE}-prometheus", "port": 9090,
         }},
-        "metrics": {"serviceMonitor": {"enabled": True, "namespace": OPENCOST_NAMESPACE}},
+        # honorLabels keeps the metrics' own namespace label (the team), which the spend rules group by.
+        "metrics": {"serviceMonitor": {"enabled": True, "namespace": OPENCOST_NAMESPACE, "honorLabels": True}},
         "ui": {"enabled": True},
     }}
 
@@ -76,11 +78,24 @@ RUNBOOK_SECTIONS = {
     "GpuNvlinkErrors": "nvlink-errors", "NodeNotReady": "node-not-ready", "GpuAllocatedButIdle": "gpu-idle",
     "KueueQueueWaitHigh": "job-stuck-pending", "KueueInadmissibleWorkloads": "job-stuck-pending",
     "KueueQuotaExhausted": "quota-exhausted", "KueueWorkloadsEvicted": "workloads-evicted-or-preempted",
-    "KueueWorkloadsPreempted": "workloads-evicted-or-preempted",
+    "KueueWorkloadsPreempted": "workloads-evicted-or-preempted", "TeamSpendOverBudget": "team-spend-over-budget",
 }
+HOURS_PER_MONTH = 730  # the hours in an average month, as cloud price pages and OpenCost's own examples use
+# A namespace's spend per hour from OpenCost's metrics (opencost.io "OpenCost Metrics": container_*_allocation by
+# container with its node, node_*_hourly_cost by node): each resource's allocation times its node's price, told
+# apart by a resource label so that the three sums add up instead of one hiding another.
+TEAM_COST_EXPR = (
+    "sum by (namespace) ("
+    "label_replace(container_gpu_allocation * on (node) group_left () node_gpu_hourly_cost, "
+    "\"resource\", \"gpu\", \"\", \"\") or "
+    "label_replace(container_cpu_allocation * on (node) group_left () node_cpu_hourly_cost, "
+    "\"resource\", \"cpu\", \"\", \"\") or "
+    "label_replace(container_memory_allocation_bytes / 1073741824 * on (node) group_left () node_ram_hourly_cost, "
+    "\"resource\", \"ram\", \"\", \"\"))")
 
 
-def prometheus_rules(runbook_url: str = "docs/runbooks.md") -> Manifest:
+def prometheus_rules(runbook_url: str = "docs/runbooks.md",
+                     team_budgets: Mapping[str, float] | None = None) -> Manifest:
     """Recording rules and alerts for the seed's minimum telemetry: GPU utilization, errors (XID, ECC,
     row remapping, NVLink), temperature and power, nodes not ready; queue wait time and quota denials (evictions,
     preemptions, inadmissible workloads, exhausted quota). Every alert links its runbook section (``runbook_url``,
@@ -95,6 +110,7 @@ def prometheus_rules(runbook_url: str = "docs/runbooks.md") -> Manifest:
         {"record": "gpu_cluster:queue_wait_seconds:p90_by_cluster_queue",
          "expr": "histogram_quantile(0.9, sum by (le, cluster_queue) "
                  "(rate(kueue_admission_wait_time_seconds_bucket[30m])))"},
+        {"record": "gpu_cluster:cost_usd_per_hour:sum_by_namespace", "expr": TEAM_COST_EXPR},
         {"record": "gpu_cluster:quota_usage_ratio:by_cluster_queue",
          "expr": "sum by (cluster_queue, resource) (kueue_cluster_queue_resource_usage) / "
                  "sum by (cluster_queue, resource) (kueue_cluster_queue_nominal_quota)"},
@@ -137,6 +153,17 @@ def prometheus_rules(runbook_url: str = "docs/runbooks.md") -> Manifest:
               "(increase(kueue_preempted_workloads_total[30m])) > 0", 0, "info",
               "workloads were preempted ({{ $labels.reason }})"),
     ]
+    # Each team's budget seen from inside the cluster: its spend rate (OpenCost's list prices for what its pods
+    # request) projected over a month, against its monthly budget. Cloud budgets cannot see a team's share of shared
+    # nodes (components/aws/cost.py, components/gcp/cost.py).
+    for team, usd in sorted((team_budgets or {}).items()):
+        rule = alert("TeamSpendOverBudget",
+                     f"gpu_cluster:cost_usd_per_hour:sum_by_namespace{{namespace=\"{team}\"}} * {HOURS_PER_MONTH} "
+                     f"> {usd:g}", 360, "warning",
+                     f"at its spend rate of the last 6 hours team {team} would cost more than its monthly budget of "
+                     f"${usd:,.0f} ({{{{ $value | humanize }}}} USD a month, OpenCost list prices)")
+        rule["labels"]["team"] = team
+        alerts.append(rule)
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",

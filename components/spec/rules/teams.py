@@ -62,6 +62,29 @@ def _check_teams(spec: ClusterSpec, out: _Collector) -> None:
                     out.add(f"{qwhere}.{field}", "quota-resources-known",
                             f"the catalog has no confirmed {'vCPU' if field == 'cpu' else 'memory'} figure for "
                             f"{group.instance_type}; set {field} for this quota")
+    for i, group in enumerate(groups.values()):
+        if group.team is None:
+            continue
+        key = ".gcp.nodePools" if spec.cloud == "gcp" else ".aws.nodeGroups"
+        where = f"{key}[{i}].team"
+        owner = next((t for t in spec.teams if t.name == group.team), None)
+        if owner is None:
+            out.add(where, "dedicated-group-team", f"'{group.team}' is not a team of this stack; known: "
+                    + ", ".join(t.name for t in spec.teams))
+            continue
+        others = [t.name for t in spec.teams if t.name != owner.name and any(q.node_group == group.name
+                                                                              for q in t.quotas)]
+        own = next((q for q in owner.quotas if q.node_group == group.name), None)
+        if others:
+            out.add(where, "dedicated-group-team", f"node group '{group.name}' is dedicated to '{owner.name}' (billed "
+                    f"to it), so only that team may have a quota on it; also: {', '.join(others)}")
+        if own is None:
+            out.add(where, "dedicated-group-team", f"node group '{group.name}' is dedicated to '{owner.name}', which "
+                    "has no quota on it: give the team a quota there")
+        elif spec.platform.cohort and own.lending_limit_gpus != 0:
+            out.add(where, "dedicated-group-team", f"node group '{group.name}' is dedicated to '{owner.name}' and "
+                    "billed to it: its quota there lends nothing to the cohort (lendingLimitGpus: 0), or other teams' "
+                    "jobs would run on the team's bill")
     gids: dict[int, str] = {}
     for i, team in enumerate(spec.teams):
         other = gids.get(team.posix_gid)

@@ -1,0 +1,307 @@
+"""Walk each workload through the cluster the graph describes, in the order the cluster would, and say at each step
+whether it passes and, if not, which object blocks it and how to fix it.
+
+Steps: ``schema`` (the API accepts the object and a controller serves its kind), ``namespace``, ``pod-security``,
+``admission-policy`` (ValidatingAdmissionPolicies), ``limits`` (LimitRange defaults, ResourceQuota), ``kueue``
+(queue, quota, flavor), ``scheduling`` (node groups at max size), ``volumes``, ``identity`` (service account, bucket
+access), ``network`` (NetworkPolicies, the node network for Lustre). Each step reports every problem it finds; a
+step that cannot be judged because an earlier one failed is skipped, with the cause named. A workload is admitted
+when no step reports a problem.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from blueprint.admit.cluster import ClusterView, K8sObject, as_mapping
+from blueprint.admit.identity import check_identity, service_account
+from blueprint.admit.kueue import admit_with_kueue
+from blueprint.admit.network import check_network
+from blueprint.admit.nodes import NodeGroup, node_groups
+from blueprint.admit.podsecurity import enforced_level, pod_security_problems
+from blueprint.admit.policies import evaluate_policies
+from blueprint.admit.quantity import show
+from blueprint.admit.resources import PodResources, injected_sidecar, pod_resources, quota_problems, with_extra
+from blueprint.admit.scheduling import Placement, schedule
+from blueprint.admit.schema import schema_problems
+from blueprint.admit.volumes import GCSFUSE_DRIVER, check_volumes
+from blueprint.admit.workloads import PodSet, Submitted, derive_pod_sets
+from blueprint.graph import ResourceGraph
+
+# Kueue refusals after which no flavor is known, so where the pods would go cannot be said (a held queue, a missing
+# priority class or topology level still leave the flavor Kueue would give).
+KUEUE_BLOCKS_SCHEDULING = {"kueue-framework", "queue-exists", "queue-namespace", "quota", "resource-not-covered"}
+STEPS = ("schema", "namespace", "pod-security", "admission-policy", "limits", "kueue", "scheduling", "volumes",
+         "identity", "network")
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a workload does not run: the object that blocks it, the rule, and how to fix it."""
+
+    object: str
+    rule: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        """The JSON form."""
+        return {"object": self.object, "rule": self.rule, "message": self.message}
+
+
+@dataclass
+class Step:
+    """One step of the walk."""
+
+    name: str
+    detail: str = ""
+    reasons: list[Reason] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    skipped: str | None = None
+
+    @property
+    def status(self) -> str:
+        """``ok``, ``FAIL`` or ``skip``."""
+        return "FAIL" if self.reasons else ("skip" if self.skipped is not None else "ok")
+
+    def fail(self, obj: str, rule: str, message: str) -> None:
+        """Record a problem (once)."""
+        reason = Reason(obj, rule, message)
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+
+
+@dataclass
+class WorkloadResult:
+    """The verdict on one workload."""
+
+    object: str
+    source: str
+    namespace: str
+    steps: dict[str, Step] = field(default_factory=lambda: {name: Step(name) for name in STEPS})
+    cluster_queue: str | None = None
+    flavor: str | None = None
+    placements: list[Placement] = field(default_factory=list)
+
+    @property
+    def reasons(self) -> list[Reason]:
+        """Every problem, in step order."""
+        return [r for name in STEPS for r in self.steps[name].reasons]
+
+    @property
+    def admitted(self) -> bool:
+        """Admitted and schedulable: no step found a problem."""
+        return not self.reasons
+
+    def skip_rest(self, after: str, why: str) -> None:
+        """Mark the steps after ``after`` as not judged, for the given cause."""
+        for name in STEPS[STEPS.index(after) + 1:]:
+            step = self.steps[name]
+            if not step.reasons and step.skipped is None:
+                step.skipped = why
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (README: ``blueprint admit --format json``)."""
+        return {"object": self.object, "source": self.source, "admitted": self.admitted,
+                "namespace": self.namespace, "cluster_queue": self.cluster_queue, "flavor": self.flavor,
+                "placements": [p.to_dict() for p in self.placements],
+                "reasons": [r.to_dict() for r in self.reasons],
+                "steps": {name: self.steps[name].status for name in STEPS},
+                "notes": [n for name in STEPS for n in self.steps[name].notes]}
+
+
+@dataclass
+class AdmitReport:
+    """The verdicts on every workload submitted, against one graph."""
+
+    stack: str
+    workloads: list[WorkloadResult]
+
+    @property
+    def admitted(self) -> bool:
+        """Every workload admitted and schedulable."""
+        return all(w.admitted for w in self.workloads)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {"stack": self.stack, "admitted": self.admitted, "workloads": [w.to_dict() for w in self.workloads]}
+
+
+def _schema(view: ClusterView, item: Submitted, result: WorkloadResult) -> list[PodSet] | None:
+    step = result.steps["schema"]
+    problems, notes = schema_problems(item.manifest, view.kubernetes_version)
+    step.notes += notes
+    for problem in problems:
+        step.fail(item.ref, "schema", f"{problem}: the API server refuses the object (Kubernetes "
+                  f"{view.kubernetes_version}); fix the field")
+    info = item.info
+    if info is None:
+        step.fail(item.ref, "not-a-workload", f"{item.kind} is not a workload admit walks (Pod, Job, Deployment, "
+                  "StatefulSet, JobSet, MPIJob, TrainJob, RayJob): apply it with kubectl, or add it to the program")
+        result.skip_rest("schema", "not a workload")
+        return None
+    step.detail = f"{item.api_version} {item.kind}"
+    if info.controller:
+        installer = view.installed_by(info.controller)
+        trainer = view.release(("kubeflow-trainer",))
+        if installer is None and item.kind == "JobSet" and trainer is not None \
+                and as_mapping(trainer.values.get("jobset")).get("install") is not False:
+            installer = f"{trainer.ref} (installs JobSet)"
+        if installer is None:
+            step.fail(item.ref, "controller-installed", f"{item.kind} needs {info.controller_name}, which the cluster "
+                      f"does not install: nothing would create its pods; install it in the stack, or submit a kind "
+                      "the cluster runs")
+        else:
+            step.notes.append(f"{item.kind} controller: {installer}")
+    derived = derive_pod_sets(item, view)
+    for obj, rule, message in derived.problems:
+        step.fail(obj, rule, message)
+    step.notes += derived.notes
+    if item.kind == "TrainJob":  # its pods come from a runtime's template: check them as the Trainer creates them
+        for pod_set in derived.pod_sets:
+            pod_problems, _ = schema_problems(pod_set.pod, view.kubernetes_version)
+            for problem in pod_problems:
+                step.fail(item.ref, "schema", f"pod set {pod_set.name}, {problem}: fix spec.trainer or the runtime")
+    if not derived.pod_sets:
+        result.skip_rest("schema", "no pods could be derived")
+        return None
+    step.detail += ", " + ", ".join(f"{p.name} x{p.count}" for p in derived.pod_sets)
+    return derived.pod_sets
+
+
+def _namespace(view: ClusterView, item: Submitted, result: WorkloadResult) -> dict[str, str] | None:
+    step = result.steps["namespace"]
+    labels = view.namespace_labels(item.namespace)
+    step.detail = item.namespace
+    if labels is None:
+        teams = sorted(n.name for n in view.of_kind("Namespace") if n.labels.get("gpu-cluster/tenant") == "true")
+        step.fail(f"Namespace/{item.namespace}", "namespace-exists",
+                  f"namespace {item.namespace} is not in the cluster: set metadata.namespace to a team namespace "
+                  f"({', '.join(teams) or 'none in this stack'})")
+        result.skip_rest("namespace", f"namespace {item.namespace} missing")
+    return labels
+
+
+def _pod_security(item: Submitted, labels: dict[str, str], pod_sets: list[PodSet], result: WorkloadResult) -> None:
+    step = result.steps["pod-security"]
+    level = enforced_level(labels)
+    step.detail = level
+    for pod_set in pod_sets:
+        problems = pod_security_problems(pod_set.pod, level)
+        if problems:
+            step.fail(f"Namespace/{item.namespace}", "pod-security",
+                      f"Pod Security '{level}' (label pod-security.kubernetes.io/enforce of namespace "
+                      f"{item.namespace}) refuses pod set {pod_set.name}: {'; '.join(problems)}. Remove these from "
+                      "the pod template")
+
+
+def _policies(view: ClusterView, item: Submitted, labels: dict[str, str], pod_sets: list[PodSet],
+              result: WorkloadResult) -> None:
+    step = result.steps["admission-policy"]
+    applied: set[str] = set()
+    workload = {**item.manifest, "metadata": {**as_mapping(item.manifest.get("metadata")),
+                                              "namespace": item.namespace}}  # as the API server stores it
+    targets = [(item.kind, workload)] + [(f"pod set {p.name}", p.pod) for p in pod_sets]
+    for what, obj in targets:
+        outcome = evaluate_policies(view, obj, item.namespace, labels)
+        applied |= outcome.applied
+        for policy, message in outcome.denied:
+            step.fail(policy, "admission-policy", f"{what} breaks it: {message}; change the "
+                      f"{'object' if what == item.kind else 'pod template'} to satisfy it")
+        step.notes += outcome.warnings
+    step.detail = f"{len(applied)} polic{'y' if len(applied) == 1 else 'ies'} applied" if applied else \
+        "no policy applies"
+
+
+def _limits(view: ClusterView, item: Submitted, pod_sets: list[PodSet], result: WorkloadResult) -> \
+        dict[str, PodResources]:
+    step = result.steps["limits"]
+    limit_ranges = view.of_kind("LimitRange", item.namespace)
+    resources = {p.name: pod_resources(p.pod, limit_ranges) for p in pod_sets}
+    for pod_set in pod_sets:
+        for obj, message in resources[pod_set.name].problems:
+            step.fail(obj or item.ref, "limit-range" if obj else "resources", f"pod set {pod_set.name}: {message}")
+        if resources[pod_set.name].defaulted:
+            step.notes.append(f"pod set {pod_set.name} gets {'; '.join(resources[pod_set.name].defaulted)}")
+    notes: list[str] = []
+    counted = []
+    for pod_set in pod_sets:
+        extra = injected_sidecar(pod_set.pod) if view.cloud == "gcp" else {}
+        if extra:
+            notes.append(f"pod set {pod_set.name}: GKE's GCS FUSE sidecar adds "
+                         f"{', '.join(f'{show(r, v)} {r}' for r, v in extra.items())} per pod to what the "
+                         "ResourceQuota counts (Kueue does not see it)")
+        counted.append((pod_set.count, with_extra(resources[pod_set.name], extra)))
+    for obj, message in quota_problems(view.of_kind("ResourceQuota", item.namespace), counted, notes):
+        step.fail(obj, "resource-quota", message)
+    step.notes += notes
+    names = [o.name for o in limit_ranges] + [o.name for o in view.of_kind("ResourceQuota", item.namespace)]
+    step.detail = ", ".join(names) if names else "no LimitRange or ResourceQuota"
+    return resources
+
+
+def _identity_used(pod_sets: list[PodSet], bucket_users: set[str], volumes: list[K8sObject]) -> bool:
+    """Whether the pods use a cloud identity: they write the bucket, or mount it with GCS FUSE (whose sidecar runs
+    in the pod)."""
+    uses_fuse = any(as_mapping(v.spec.get("csi")).get("driver") == GCSFUSE_DRIVER for v in volumes)
+    return uses_fuse or any(service_account(p) in bucket_users for p in pod_sets)
+
+
+def admit_one(view: ClusterView, groups: list[NodeGroup], item: Submitted) -> WorkloadResult:
+    """The verdict on one submitted object."""
+    result = WorkloadResult(item.ref, item.source, item.namespace)
+    pod_sets = _schema(view, item, result)
+    if pod_sets is None:
+        return result
+    labels = _namespace(view, item, result)
+    if labels is None:
+        return result
+    _pod_security(item, labels, pod_sets, result)
+    resources = _limits(view, item, pod_sets, result)
+    kueue = admit_with_kueue(view, item, labels, pod_sets, resources)
+    step = result.steps["kueue"]
+    step.detail, step.notes = kueue.detail, kueue.notes
+    for obj, rule, message in kueue.problems:
+        step.fail(obj, rule, message)
+    result.cluster_queue = kueue.cluster_queue
+    flavors = sorted(set(kueue.flavors.values()))
+    result.flavor = ", ".join(flavors) if flavors else None
+    _policies(view, item, labels, pod_sets, result)  # pods as created: with the flavor's labels and tolerations
+    if not any(rule in KUEUE_BLOCKS_SCHEDULING for _, rule, _ in kueue.problems):
+        placed = schedule(pod_sets, resources, groups)
+        step = result.steps["scheduling"]
+        for obj, rule, message in placed.problems:
+            step.fail(obj, rule, message)
+        step.notes += placed.notes
+        result.placements = placed.placements
+        step.detail = "; ".join(f"{p.pod_set}: {p.pods} pod{'s' if p.pods != 1 else ''} on {p.node_group} "
+                                f"({p.nodes} node{'s' if p.nodes != 1 else ''})" for p in placed.placements)
+    else:
+        result.steps["scheduling"].skipped = "Kueue admits it to no flavor"
+    nodes_used = sum(p.nodes for p in result.placements) if result.placements else sum(p.count for p in pod_sets)
+    problems, notes, volumes = check_volumes(view, item.namespace, pod_sets, nodes_used)
+    step = result.steps["volumes"]
+    for obj, rule, message in problems:
+        step.fail(obj, rule, message)
+    step.notes += notes
+    step.detail = ", ".join(sorted({v.name for v in volumes})) if volumes else ""
+    problems, notes, bucket_users = check_identity(view, item.namespace, pod_sets)
+    step = result.steps["identity"]
+    for obj, rule, message in problems:
+        step.fail(obj, rule, message)
+    step.notes += notes
+    step.detail = ", ".join(sorted({service_account(p) for p in pod_sets}))
+    problems, notes = check_network(view, item.namespace, labels, pod_sets,
+                                    _identity_used(pod_sets, bucket_users, volumes), volumes)
+    step = result.steps["network"]
+    for obj, rule, message in problems:
+        step.fail(obj, rule, message)
+    step.notes += notes
+    return result
+
+
+def admit_workloads(graph: ResourceGraph, items: list[Submitted]) -> AdmitReport:
+    """The verdict on every submitted object against the graph."""
+    view = ClusterView(graph)
+    groups = node_groups(view)
+    return AdmitReport(graph.stack, [admit_one(view, groups, item) for item in items])

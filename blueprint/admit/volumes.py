@@ -1,0 +1,212 @@
+"""Volumes: does every volume a pod names exist in its namespace, and can it be mounted?
+
+- ``persistentVolumeClaim``: the claim is in the namespace and bound: to the PersistentVolume its
+  ``spec.volumeName`` names (which, if it has a ``claimRef``, points back to the claim), or to a volume whose
+  ``claimRef`` names it, with the same storage class; else a StorageClass in the graph provisions it. A claim used by
+  pods on several nodes needs ReadWriteMany (or ReadOnlyMany, mounted read-only). The volume's CSI driver must be
+  installed: an EKS add-on, a GKE add-on of the cluster, or a Helm release.
+- ``configMap`` (volumes, ``envFrom``, ``env.valueFrom``): the ConfigMap is in the namespace, with the keys asked,
+  unless marked optional (a pod waits in CreateContainerConfigError otherwise).
+- ``secret``: Secrets are often made outside the program (kubectl, an external-secrets operator): one the graph lacks
+  is a note, not a refusal.
+- GCS FUSE volumes need the pod annotation ``gke-gcsfuse/volumes: "true"`` (GKE injects the mounting sidecar on it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from blueprint.admit.cluster import ClusterView, K8sObject, as_list, as_mapping, as_str_map
+from blueprint.admit.workloads import PodSet
+
+EKS_ADDON = "aws:eks/addon:Addon"
+GKE_CLUSTER = "gcp:container/cluster:Cluster"
+# CSI driver names by the EKS add-on, GKE add-on or Helm chart that installs them (each provider's CSI docs).
+AWS_ADDON_DRIVERS = {"aws-ebs-csi-driver": "ebs.csi.aws.com", "aws-efs-csi-driver": "efs.csi.aws.com",
+                     "aws-fsx-csi-driver": "fsx.csi.aws.com", "aws-mountpoint-s3-csi-driver": "s3.csi.aws.com"}
+GKE_ADDON_DRIVERS = {"gcePersistentDiskCsiDriverConfig": "pd.csi.storage.gke.io",
+                     "gcsFuseCsiDriverConfig": "gcsfuse.csi.storage.gke.io",
+                     "lustreCsiDriverConfig": "lustre.csi.storage.gke.io",
+                     "gcpFilestoreCsiDriverConfig": "filestore.csi.storage.gke.io",
+                     "parallelstoreCsiDriverConfig": "parallelstore.csi.storage.gke.io"}
+GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
+GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
+SHARED_MODES = ("ReadWriteMany", "ReadOnlyMany")
+
+
+def installed_drivers(view: ClusterView) -> tuple[set[str], set[str]]:
+    """(CSI drivers installed, CSI drivers admit knows how to detect)."""
+    known = set(AWS_ADDON_DRIVERS.values()) | set(GKE_ADDON_DRIVERS.values())
+    installed: set[str] = set()
+    for addon in view.resources_of(EKS_ADDON):
+        driver = AWS_ADDON_DRIVERS.get(str(addon.inputs.get("addonName")))
+        if driver:
+            installed.add(driver)
+    for cluster in view.resources_of(GKE_CLUSTER):
+        addons = as_mapping(cluster.inputs.get("addonsConfig"))
+        for key, driver in GKE_ADDON_DRIVERS.items():
+            if as_mapping(addons.get(key)).get("enabled") is True:
+                installed.add(driver)
+        installed.add("pd.csi.storage.gke.io")  # GKE enables the Persistent Disk driver by default
+    for release in view.releases:
+        for chart, driver in AWS_ADDON_DRIVERS.items():
+            if release.mentions((chart,)):
+                installed.add(driver)
+    return installed, known
+
+
+def bound_volume(view: ClusterView, claim: K8sObject) -> tuple[K8sObject | None, str | None]:
+    """The PersistentVolume the claim is bound to, or why it is not bound (None, None: dynamically provisioned)."""
+    ns, name = claim.namespace, claim.name
+    wanted_class = claim.spec.get("storageClassName")
+    volume_name = claim.spec.get("volumeName")
+    if isinstance(volume_name, str) and volume_name:
+        pv = view.get("PersistentVolume", volume_name)
+        if pv is None:
+            return None, f"its spec.volumeName {volume_name} names no PersistentVolume in the cluster"
+        ref = as_mapping(pv.spec.get("claimRef"))
+        if ref and (ref.get("namespace"), ref.get("name")) != (ns, name):
+            return None, (f"{pv.ref} is reserved for claim {ref.get('namespace')}/{ref.get('name')} "
+                          "(spec.claimRef)")
+        if wanted_class is not None and (pv.spec.get("storageClassName") or "") != wanted_class:
+            return None, (f"{pv.ref} has storageClassName {pv.spec.get('storageClassName')!r}, the claim asks "
+                          f"{wanted_class!r}")
+        return pv, None
+    for pv in view.of_kind("PersistentVolume"):
+        ref = as_mapping(pv.spec.get("claimRef"))
+        if (ref.get("namespace"), ref.get("name")) == (ns, name):
+            return pv, None
+    if isinstance(wanted_class, str) and wanted_class and view.get("StorageClass", wanted_class) is not None:
+        return None, None
+    return None, ("no PersistentVolume is bound to it (no spec.volumeName, no volume's claimRef names it) and no "
+                  "StorageClass in the cluster provisions one")
+
+
+def _config_map_refs(spec: dict[str, Any]) -> list[tuple[str, str | None, bool, str]]:
+    """(name, key or None, optional, where) of every ConfigMap a pod spec uses."""
+    refs: list[tuple[str, str | None, bool, str]] = []
+    for volume in as_list(spec.get("volumes")):
+        volume = as_mapping(volume)
+        cm = as_mapping(volume.get("configMap"))
+        if cm:
+            refs.append((str(cm.get("name")), None, cm.get("optional") is True, f"volume {volume.get('name')}"))
+        for source in as_list(as_mapping(volume.get("projected")).get("sources")):
+            cm = as_mapping(as_mapping(source).get("configMap"))
+            if cm:
+                refs.append((str(cm.get("name")), None, cm.get("optional") is True, f"volume {volume.get('name')}"))
+    for key in ("initContainers", "containers"):
+        for c in as_list(spec.get(key)):
+            c = as_mapping(c)
+            for source in as_list(c.get("envFrom")):
+                ref = as_mapping(as_mapping(source).get("configMapRef"))
+                if ref:
+                    refs.append((str(ref.get("name")), None, ref.get("optional") is True,
+                                 f"container {c.get('name')} envFrom"))
+            for env in as_list(c.get("env")):
+                ref = as_mapping(as_mapping(as_mapping(env).get("valueFrom")).get("configMapKeyRef"))
+                if ref:
+                    refs.append((str(ref.get("name")), str(ref.get("key")), ref.get("optional") is True,
+                                 f"container {c.get('name')} env {as_mapping(env).get('name')}"))
+    return refs
+
+
+def _secret_refs(spec: dict[str, Any]) -> set[str]:
+    names = {str(as_mapping(as_mapping(v).get("secret")).get("secretName")) for v in as_list(spec.get("volumes"))
+             if as_mapping(as_mapping(v).get("secret")).get("optional") is not True
+             and as_mapping(v).get("secret")}
+    for key in ("initContainers", "containers"):
+        for c in as_list(spec.get(key)):
+            for source in as_list(as_mapping(c).get("envFrom")):
+                ref = as_mapping(as_mapping(source).get("secretRef"))
+                if ref and ref.get("optional") is not True:
+                    names.add(str(ref.get("name")))
+    for secret in as_list(spec.get("imagePullSecrets")):
+        names.add(str(as_mapping(secret).get("name")))
+    return names
+
+
+def check_volumes(view: ClusterView, namespace: str, pod_sets: list[PodSet],
+                  nodes_used: int) -> tuple[list[tuple[str, str, str]], list[str], list[K8sObject]]:
+    """(problems, notes, the PersistentVolumes the pods mount) for the workload's pods in ``namespace``."""
+    problems: list[tuple[str, str, str]] = []
+    notes: list[str] = []
+    installed, known = installed_drivers(view)
+    seen: set[tuple[str, str]] = set()
+    checked: set[tuple[str, str]] = set()
+    claims: dict[str, K8sObject | None] = {}
+    for pod_set in pod_sets:
+        spec = pod_set.spec
+        annotations = as_str_map(as_mapping(pod_set.pod.get("metadata")).get("annotations"))
+        for volume in as_list(spec.get("volumes")):
+            volume = as_mapping(volume)
+            claim_ref = as_mapping(volume.get("persistentVolumeClaim"))
+            csi = as_mapping(volume.get("csi"))
+            drivers = []
+            if claim_ref:
+                name = str(claim_ref.get("claimName"))
+                if name not in claims:
+                    claims[name] = _claim(view, namespace, pod_set, name, nodes_used, problems)
+                pv = claims[name]
+                if pv is None:
+                    continue
+                driver = as_mapping(pv.spec.get("csi")).get("driver")
+                if isinstance(driver, str):
+                    drivers.append((driver, pv.ref))
+            elif csi:
+                drivers.append((str(csi.get("driver")), f"volume {volume.get('name')}"))
+            for driver, what in drivers:
+                if (driver, what) in checked:
+                    pass
+                elif driver in known and driver not in installed:
+                    problems.append((what, "volume-driver", f"{what} needs the CSI driver {driver}, which the "
+                                     "cluster does not install: enable its add-on in the stack"))
+                elif driver not in known:
+                    notes.append(f"{what}: CSI driver {driver} not checked")
+                checked.add((driver, what))
+                if driver == GCSFUSE_DRIVER and annotations.get(GCSFUSE_ANNOTATION) != "true":
+                    problems.append((what, "volume-driver", f"pod set {pod_set.name} mounts a GCS FUSE volume ({what}) "
+                                     f"without the pod annotation {GCSFUSE_ANNOTATION}: \"true\": GKE injects the "
+                                     "mounting sidecar only on it; add the annotation to the pod template"))
+        for name, key, optional, where in _config_map_refs(spec):
+            if optional or ("configmap", f"{name}/{key}") in seen:
+                continue
+            seen.add(("configmap", f"{name}/{key}"))
+            cm = view.get("ConfigMap", name, namespace)
+            ref = f"ConfigMap/{namespace}/{name}"
+            if cm is None:
+                problems.append((ref, "config-map", f"{where} of pod set {pod_set.name} uses ConfigMap {name}, which "
+                                 f"is not in namespace {namespace}: create it, or mark the reference optional"))
+            elif key is not None and key not in as_mapping(cm.manifest.get("data")) \
+                    and key not in as_mapping(cm.manifest.get("binaryData")):
+                problems.append((ref, "config-map", f"{where} of pod set {pod_set.name} reads key {key} of ConfigMap "
+                                 f"{name}, which has no such key: use one of {', '.join(sorted(as_mapping(cm.manifest.get('data')))) or '(none)'}"))  # noqa: E501
+        for name in sorted(_secret_refs(spec)):
+            if view.get("Secret", name, namespace) is None and ("secret", name) not in seen:
+                seen.add(("secret", name))
+                notes.append(f"Secret {namespace}/{name} is not in the graph: create it before submitting")
+    volumes = list({pv.ref: pv for pv in claims.values() if pv is not None}.values())
+    return problems, notes, volumes
+
+
+def _claim(view: ClusterView, namespace: str, pod_set: PodSet, name: str, nodes_used: int,
+           problems: list[tuple[str, str, str]]) -> K8sObject | None:
+    """The PersistentVolume behind a claim the pods mount; None (with a problem, unless provisioned) otherwise."""
+    ref = f"PersistentVolumeClaim/{namespace}/{name}"
+    claim = view.get("PersistentVolumeClaim", name, namespace)
+    if claim is None:
+        present = ", ".join(sorted(c.name for c in view.of_kind("PersistentVolumeClaim", namespace)))
+        problems.append((ref, "volume-claim", f"pod set {pod_set.name} mounts claim {name}, which is not in "
+                         f"namespace {namespace} (its claims: {present or 'none'}): use one of those, or create the "
+                         "claim"))
+        return None
+    pv, why = bound_volume(view, claim)
+    if why is not None:
+        problems.append((ref, "volume-claim", f"claim {name} cannot be mounted: {why}; bind it to a "
+                         "PersistentVolume (the team's shared-fs claim is)"))
+        return None
+    modes = [str(m) for m in as_list(claim.spec.get("accessModes"))]
+    if nodes_used > 1 and not any(m in SHARED_MODES for m in modes):
+        problems.append((ref, "volume-claim", f"claim {name} is {', '.join(modes) or 'ReadWriteOnce'}, but the "
+                         f"workload's pods run on {nodes_used} nodes: use a ReadWriteMany claim (the team's "
+                         "shared-fs)"))
+    return pv

@@ -1,0 +1,372 @@
+"""Workload files in, pod sets out.
+
+A workload file is YAML, possibly several documents (``---``) or a ``kind: List``, each a Kubernetes object. Every
+workload kind is turned into its pod sets (Kueue's word): the pods its controller will create, as many as run at
+once, from its pod templates:
+
+- ``Pod``: itself; ``Job``: ``spec.template`` x parallelism (at most completions);
+- ``JobSet``: each replicated job's template x replicas x parallelism;
+- ``MPIJob``: the Launcher and Worker replica specs;
+- ``TrainJob``: its runtime's JobSet template, with ``spec.trainer`` (numNodes, resourcesPerNode, image, command,
+  args, env) applied to the trainer's ``node`` container (see :mod:`blueprint.admit.trainjob`);
+- ``RayJob``: the head and each worker group of ``spec.rayClusterSpec``;
+- ``Deployment`` / ``StatefulSet``: the template x replicas.
+
+Pods carry the labels their controller adds (job name, JobSet and replicated-job names, MPI role), because network
+policies, anti-affinity and admission policies select on them.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from blueprint.admit.cluster import as_list, as_mapping, as_str_map, matches_selector, object_ref
+
+MAX_WORKLOAD_FILE_BYTES = 16 * 1024 * 1024
+MAX_YAML_DEPTH = 64
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+class WorkloadFileError(ValueError):
+    """A workload file that cannot be read, is not YAML, or holds something that is not a Kubernetes object
+    (``blueprint admit`` exits 2 with this message)."""
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    """How admit treats one workload kind."""
+
+    kueue_framework: str  # the name in Kueue's integrations.frameworks
+    controller: tuple[str, ...]  # words naming the release or manifest that installs the controller; () = built in
+    controller_name: str  # what to install, for messages
+    pod_based: bool = False  # Kueue's pod-based integrations: only managed in managedJobsNamespaceSelector namespaces
+
+
+# Keyed by (API group, kind); the version is checked by the schema step.
+WORKLOAD_KINDS: dict[tuple[str, str], KindInfo] = {
+    ("", "Pod"): KindInfo("pod", (), "", pod_based=True),
+    ("batch", "Job"): KindInfo("batch/job", (), ""),
+    ("apps", "Deployment"): KindInfo("deployment", (), "", pod_based=True),
+    ("apps", "StatefulSet"): KindInfo("statefulset", (), "", pod_based=True),
+    ("jobset.x-k8s.io", "JobSet"): KindInfo("jobset.x-k8s.io/jobset", ("jobset",), "the JobSet controller"),
+    ("kubeflow.org", "MPIJob"): KindInfo("kubeflow.org/mpijob", ("mpi-operator",), "the Kubeflow MPI Operator"),
+    ("trainer.kubeflow.org", "TrainJob"): KindInfo("trainer.kubeflow.org/trainjob", ("kubeflow-trainer",),
+                                                   "Kubeflow Trainer"),
+    ("ray.io", "RayJob"): KindInfo("ray.io/rayjob", ("kuberay",), "the KubeRay operator"),
+}
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """One object of a workload file."""
+
+    source: str  # path, with #n when the file holds several objects
+    manifest: dict[str, Any]
+
+    @property
+    def api_version(self) -> str:
+        """``apiVersion``."""
+        return str(self.manifest.get("apiVersion"))
+
+    @property
+    def group(self) -> str:
+        """The API group (``""`` for the core group)."""
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def kind(self) -> str:
+        """``kind``."""
+        return str(self.manifest.get("kind"))
+
+    @property
+    def name(self) -> str:
+        """``metadata.name``."""
+        return str(as_mapping(self.manifest.get("metadata")).get("name"))
+
+    @property
+    def namespace(self) -> str:
+        """``metadata.namespace``, ``default`` when unset (as kubectl submits it without ``-n``)."""
+        ns = as_mapping(self.manifest.get("metadata")).get("namespace")
+        return ns if isinstance(ns, str) and ns else "default"
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """``metadata.labels``."""
+        return as_str_map(as_mapping(self.manifest.get("metadata")).get("labels"))
+
+    @property
+    def ref(self) -> str:
+        """``Kind/namespace/name``."""
+        return object_ref(self.kind, self.name, self.namespace)
+
+    @property
+    def info(self) -> KindInfo | None:
+        """The workload kind's facts, or None when the object is not a workload admit knows."""
+        return WORKLOAD_KINDS.get((self.group, self.kind))
+
+
+@dataclass
+class PodSet:
+    """Pods of one template that run at the same time."""
+
+    name: str
+    count: int
+    pod: dict[str, Any]  # a Pod manifest: apiVersion, kind, metadata (name, namespace, labels, annotations), spec
+    one_per_node: bool = False  # required anti-affinity on kubernetes.io/hostname against its own pods
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The pod's ``spec``."""
+        spec = self.pod.setdefault("spec", {})
+        assert isinstance(spec, dict)
+        return spec
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The pod's labels."""
+        return as_str_map(as_mapping(self.pod.get("metadata")).get("labels"))
+
+    def containers(self) -> list[dict[str, Any]]:
+        """Init and app containers (ephemeral ones are never in a template)."""
+        return [c for key in ("initContainers", "containers") for c in as_list(self.spec.get(key))
+                if isinstance(c, dict)]
+
+
+@dataclass
+class Derivation:
+    """The pod sets of a workload, or why they cannot be known."""
+
+    pod_sets: list[PodSet] = field(default_factory=list)
+    problems: list[tuple[str, str, str]] = field(default_factory=list)  # (object, rule, message)
+    notes: list[str] = field(default_factory=list)
+
+
+# --- reading the files ------------------------------------------------------------------------------------------
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML as ``kubectl`` reads manifests, minus what only hurts: duplicate keys are refused (kubectl's strict
+    decoding refuses them too), and so are aliases (which make billion-laughs bombs possible) and nesting deeper
+    than :data:`MAX_YAML_DEPTH`. Timestamps stay strings, as they do once kubectl turns YAML into JSON."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+            raise yaml.MarkedYAMLError(problem="aliases (*name) are not allowed; write the value out",
+                                       problem_mark=mark)
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise yaml.MarkedYAMLError(problem=f"nested deeper than {MAX_YAML_DEPTH} levels",
+                                           problem_mark=self.peek_event().start_mark)  # type: ignore[no-untyped-call]
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[object, object]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = key_node.value
+            if key in seen:
+                raise yaml.MarkedYAMLError(problem=f"duplicate key {str(key)[:60]!r} (kubectl refuses it)",
+                                           problem_mark=key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _documents(text: str, shown: str) -> list[Any]:
+    loader = _Loader(text)
+    docs = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            docs.append(loader.construct_document(node) if node is not None else None)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise WorkloadFileError(f"{shown}: {where}not valid YAML: {err.problem or err}") from None
+    except yaml.YAMLError as err:
+        raise WorkloadFileError(f"{shown}: not valid YAML: {str(err)[:200]}") from None
+    except RecursionError:
+        raise WorkloadFileError(f"{shown}: nested too deeply") from None
+    finally:
+        loader.dispose()
+    return docs
+
+
+def _check_object(doc: Any, where: str) -> dict[str, Any]:
+    if not isinstance(doc, dict):
+        raise WorkloadFileError(f"{where}: not a Kubernetes object (a mapping with apiVersion, kind and "
+                                "metadata.name)")
+    meta = doc.get("metadata")
+    missing = [k for k in ("apiVersion", "kind") if not isinstance(doc.get(k), str) or not doc.get(k)]
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta.get("name"):
+        missing.append("metadata.name")
+    if missing:
+        raise WorkloadFileError(f"{where}: not a Kubernetes object: {', '.join(missing)} missing (a generateName "
+                                "alone is not enough: admit names objects by their name)")
+    return doc
+
+
+def load_workloads(paths: Sequence[Path]) -> list[Submitted]:
+    """Every object of the files, in order; any file that cannot be read, parsed or is not Kubernetes objects is a
+    :class:`WorkloadFileError` naming it."""
+    out: list[Submitted] = []
+    for path in paths:
+        shown = str(path)
+        try:
+            if path.stat().st_size > MAX_WORKLOAD_FILE_BYTES:
+                raise WorkloadFileError(f"{shown}: larger than {MAX_WORKLOAD_FILE_BYTES:,} bytes")
+            text = path.read_bytes().decode("utf-8")
+        except OSError as err:
+            raise WorkloadFileError(f"{shown}: cannot be read: {err.strerror or err}") from None
+        except UnicodeDecodeError:
+            raise WorkloadFileError(f"{shown}: not UTF-8 text") from None
+        objects: list[dict[str, Any]] = []
+        for i, doc in enumerate(_documents(text, shown), start=1):
+            if doc is None:
+                continue
+            where = f"{shown} (document {i})"
+            obj = _check_object(doc, where) if not (isinstance(doc, dict) and doc.get("kind") == "List") else doc
+            if obj.get("kind") == "List":
+                objects += [_check_object(item, f"{where} items[{j}]")
+                            for j, item in enumerate(as_list(obj.get("items")))]
+            else:
+                objects.append(obj)
+        if not objects:
+            raise WorkloadFileError(f"{shown}: no Kubernetes object in the file")
+        many = len(objects) > 1
+        out += [Submitted(f"{shown}#{i}" if many else shown, obj) for i, obj in enumerate(objects, start=1)]
+    return out
+
+
+# --- pod sets -----------------------------------------------------------------------------------------------------
+
+
+def _pod(template: Any, name: str, namespace: str, extra_labels: dict[str, str]) -> dict[str, Any]:
+    """A Pod manifest from a pod template, with the labels its controller adds."""
+    tmpl = as_mapping(template)
+    meta = as_mapping(tmpl.get("metadata"))
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace,
+                         "labels": {**as_str_map(meta.get("labels")), **extra_labels},
+                         "annotations": as_str_map(meta.get("annotations"))},
+            "spec": copy.deepcopy(as_mapping(tmpl.get("spec")))}
+
+
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
+
+
+def job_pod_count(job_spec: dict[str, Any]) -> int:
+    """Pods of a Job that run at once: parallelism (default 1), at most completions when set."""
+    parallelism = _int(job_spec.get("parallelism"), 1)
+    completions = job_spec.get("completions")
+    return min(parallelism, completions) if isinstance(completions, int) and completions >= 0 else parallelism
+
+
+def one_per_node(pod: dict[str, Any], annotations: dict[str, str]) -> bool:
+    """Whether at most one of these pods runs per node: required pod anti-affinity on ``kubernetes.io/hostname``
+    that selects the pod itself, or JobSet's exclusive placement per host."""
+    if annotations.get("alpha.jobset.sigs.k8s.io/exclusive-topology") == "kubernetes.io/hostname":
+        return True
+    labels = as_str_map(as_mapping(pod.get("metadata")).get("labels"))
+    anti = as_mapping(as_mapping(as_mapping(pod.get("spec")).get("affinity")).get("podAntiAffinity"))
+    for term in as_list(anti.get("requiredDuringSchedulingIgnoredDuringExecution")):
+        if isinstance(term, dict) and term.get("topologyKey") == "kubernetes.io/hostname" \
+                and matches_selector(as_mapping(term.get("labelSelector")), labels):
+            return True
+    return False
+
+
+def jobset_pod_sets(spec: dict[str, Any], name: str, namespace: str,
+                    annotations: dict[str, str]) -> list[PodSet]:
+    """The pod sets of a JobSet spec: one per replicated job."""
+    out = []
+    for rj in as_list(spec.get("replicatedJobs")):
+        if not isinstance(rj, dict):
+            continue
+        rj_name = str(rj.get("name") or "job")
+        job = as_mapping(rj.get("template"))
+        job_spec = as_mapping(job.get("spec"))
+        labels = {"jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/replicatedjob-name": rj_name,
+                  "batch.kubernetes.io/job-name": f"{name}-{rj_name}-0", "job-name": f"{name}-{rj_name}-0",
+                  **as_str_map(as_mapping(job.get("metadata")).get("labels"))}
+        pod = _pod(job_spec.get("template"), f"{name}-{rj_name}-0-0", namespace, labels)
+        count = _int(rj.get("replicas"), 1) * job_pod_count(job_spec)
+        exclusive = {**annotations, **as_str_map(as_mapping(job.get("metadata")).get("annotations"))}
+        out.append(PodSet(rj_name, count, pod, one_per_node(pod, exclusive)))
+    return out
+
+
+def derive_pod_sets(item: Submitted, view: Any) -> Derivation:
+    """The pod sets of a submitted workload (``view`` is the :class:`~blueprint.admit.cluster.ClusterView`, which a
+    TrainJob's runtime is looked up in)."""
+    spec = as_mapping(item.manifest.get("spec"))
+    name, ns, kind = item.name, item.namespace, item.kind
+    meta = as_mapping(item.manifest.get("metadata"))
+    annotations = as_str_map(meta.get("annotations"))
+    out = Derivation()
+    if kind == "Pod":
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "namespace": ns, "labels": item.labels, "annotations": annotations},
+               "spec": copy.deepcopy(spec)}
+        out.pod_sets.append(PodSet("main", 1, pod))
+    elif kind == "Job":
+        labels = {"batch.kubernetes.io/job-name": name, "job-name": name}
+        pod = _pod(spec.get("template"), f"{name}-0", ns, labels)
+        out.pod_sets.append(PodSet("main", job_pod_count(spec), pod, one_per_node(pod, {})))
+    elif kind in ("Deployment", "StatefulSet"):
+        pod = _pod(spec.get("template"), f"{name}-0", ns, {})
+        out.pod_sets.append(PodSet("main", _int(spec.get("replicas"), 1), pod, one_per_node(pod, {})))
+    elif kind == "JobSet":
+        out.pod_sets += jobset_pod_sets(spec, name, ns, annotations)
+    elif kind == "MPIJob":
+        for role, replica in sorted(as_mapping(spec.get("mpiReplicaSpecs")).items()):
+            replica = as_mapping(replica)
+            labels = {"training.kubeflow.org/job-name": name, "training.kubeflow.org/job-role": role.lower(),
+                      "training.kubeflow.org/operator-name": "mpi-operator"}
+            pod = _pod(replica.get("template"), f"{name}-{role.lower()}-0", ns, labels)
+            out.pod_sets.append(PodSet(role.lower(), _int(replica.get("replicas"), 1), pod, one_per_node(pod, {})))
+    elif kind == "TrainJob":
+        from blueprint.admit.trainjob import trainjob_pod_sets
+
+        trainjob_pod_sets(item, view, out)
+    elif kind == "RayJob":
+        cluster = as_mapping(spec.get("rayClusterSpec"))
+        head = as_mapping(cluster.get("headGroupSpec"))
+        labels = {"ray.io/cluster": name, "ray.io/node-type": "head"}
+        out.pod_sets.append(PodSet("head", 1, _pod(head.get("template"), f"{name}-head", ns, labels)))
+        for group in as_list(cluster.get("workerGroupSpecs")):
+            group = as_mapping(group)
+            group_name = str(group.get("groupName") or "workers")
+            count = _int(group.get("replicas"), _int(group.get("minReplicas"), 1))
+            labels = {"ray.io/cluster": name, "ray.io/node-type": "worker", "ray.io/group": group_name}
+            out.pod_sets.append(PodSet(group_name, count * _int(group.get("numOfHosts"), 1),
+                                       _pod(group.get("template"), f"{name}-{group_name}-0", ns, labels)))
+    for pod_set in out.pod_sets:
+        if not as_list(pod_set.spec.get("containers")):
+            out.problems.append((item.ref, "schema", f"pod set {pod_set.name} has no containers: its pod template "
+                                 "must list at least one container"))
+        restart = pod_set.spec.get("restartPolicy", "Always")
+        if kind in ("Job", "JobSet") and restart not in ("Never", "OnFailure"):
+            out.problems.append((item.ref, "schema", f"pod set {pod_set.name}: restartPolicy {restart}: the pods of "
+                                 "a Job restart Never or OnFailure (the API refuses Always, the default); set "
+                                 "restartPolicy in the pod template"))
+    return out
