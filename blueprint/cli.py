@@ -178,7 +178,7 @@ def _parser() -> argparse.ArgumentParser:
                                     "instance types from the AWS Price List API (needs AWS credentials)")
     refresh.add_argument("--region", default="us-east-1", help="region to price (default us-east-1)")
     refresh.add_argument("-o", "--output", type=output_file_argument, help="overlay file (default: "
-                         "blueprint/cost/prices_aws_refreshed.yaml, which the loader reads)")
+                         "components/catalog/prices_aws_refreshed.yaml, which the loader reads)")
     return parser
 
 

@@ -77,8 +77,9 @@ def job(namespace: str = "research", gpus: int = 8, pods: int = 1, **pod_spec: A
 def test_every_shipped_stack_has_its_examples() -> None:
     assert sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir()) == sorted(SHIPPED_STACKS)
     for stack in SHIPPED_STACKS:
+        trainjob = ["trainjob-finetune.yaml"] if stack in ("prod-aws", "prod-gcp") else []
         assert sorted(p.name for p in (EXAMPLES / stack).glob("*.yaml")) == [
-            "finetune-single-node.yaml", "train-multinode.yaml"], stack
+            "finetune-single-node.yaml", "train-multinode.yaml", *trainjob], stack
     assert (EXAMPLES / "README.md").is_file()
 
 
@@ -89,7 +90,7 @@ def test_every_example_is_admitted_on_its_stack(stack: str, graph_files: Callabl
     code = main(["admit", str(graph_files(stack)), *files])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert out.endswith(f"2 of 2 workloads admitted on {stack}\n")
+    assert out.endswith(f"{len(files)} of {len(files)} workloads admitted on {stack}\n")
     assert "FAIL" not in out
 
 
@@ -235,6 +236,10 @@ def test_over_the_team_quota(graph_files: Callable[[str], Path], tmp_path: Path,
     (namespace_quota,) = reasons(report, "resource-quota")
     assert "ResourceQuota/research/gpu-quota allows 96 (requests.nvidia.com/gpu)" in namespace_quota["message"]
     assert report["workloads"][0]["steps"]["scheduling"] == "skip"
+    # Kueue holds the Job suspended, so no pod is created and the namespace's ResourceQuota is never reached:
+    # Kueue is what blocks it first.
+    assert report["workloads"][0]["reasons"][0]["rule"] == "quota"
+    assert list(report["workloads"][0]["steps"])[2] == "kueue"
 
 
 def test_a_queue_that_does_not_exist(graph_files: Callable[[str], Path], tmp_path: Path,
@@ -349,7 +354,7 @@ def test_lustre_is_reached_from_the_node_not_through_pod_policies(tmp_path: Path
     code, report = admit(graph, tmp_path, doc, capsys=capsys)
     (reason,) = report["workloads"][0]["reasons"]
     assert code == 1 and reason["rule"] == "filesystem-unreachable"
-    assert reason["object"] == "PersistentVolume/shared-fs-applied" and "opens TCP 988" in reason["message"]
+    assert reason["object"].startswith("PersistentVolume/shared-fs-applied-") and "opens TCP 988" in reason["message"]
 
 
 def test_a_trainjob_needs_its_runtime(graph_files: Callable[[str], Path], tmp_path: Path,
@@ -405,7 +410,8 @@ def test_the_json_report(graph_files: Callable[[str], Path], tmp_path: Path,
     assert good["namespace"] == "applied" and good["cluster_queue"] == "applied" and good["flavor"] == "h100"
     assert good["placements"] == [{"pod_set": "main", "node_group": "h100", "nodes": 1, "pods": 1}]
     assert good["reasons"] == [] and set(good["steps"].values()) == {"ok"}
-    assert list(good["steps"]) == ["schema", "namespace", "pod-security", "admission-policy", "limits", "kueue",
+    # A Job waits suspended for Kueue before any pod exists: Kueue comes before the pods' checks.
+    assert list(good["steps"]) == ["schema", "namespace", "kueue", "pod-security", "admission-policy", "limits",
                                    "scheduling", "volumes", "identity", "network"]
     assert good["source"].endswith("workload.yaml#1") and bad["source"].endswith("workload.yaml#2")
     assert bad["admitted"] is False and set(bad["reasons"][0]) == {"object", "rule", "message"}
@@ -462,3 +468,91 @@ def test_the_namespace_quota_leaves_room_for_the_gcs_fuse_sidecar(graph_files: C
     over["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "6"
     code, report = admit(graph_files("dev-gcp"), tmp_path, over, capsys=capsys)
     assert code == 1 and {r["rule"] for r in report["workloads"][0]["reasons"]} & {"quota", "resource-quota"}
+
+
+# --- issue 21 review: what admit missed --------------------------------------------------------------------------
+
+
+def _trainjob(namespace: str, patch_spec: Manifest, manager: str = "ml.example.com/team") -> Manifest:
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": "probe", "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "default"}},
+            "spec": {"runtimeRef": {"name": "torch-distributed"},
+                     "trainer": {"numNodes": 1, "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+                                 "resourcesPerNode": {"limits": {GPU: 8}}},
+                     "runtimePatches": [{"manager": manager, "trainingRuntimeSpec": {"template": {"spec": {
+                         "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {
+                             "spec": patch_spec}}}}]}}}}]}}
+
+
+SHARED_FS_PATCH: Manifest = {
+    "serviceAccountName": "checkpoints",
+    "containers": [{"name": "node", "volumeMounts": [{"name": "shared-fs", "mountPath": "/checkpoints"}]}],
+    "volumes": [{"name": "shared-fs", "persistentVolumeClaim": {"claimName": "shared-fs"}}]}
+
+
+def test_a_trainjob_s_runtime_patches_reach_its_pods(graph_files: Callable[[str], Path], tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """runtimePatches are the only way a TrainJob adds volumes and a service account: on GKE a patch that mounts
+    shared-fs without subPath is refused by the subPath policy, as the cluster would refuse every pod."""
+    code, report = admit(graph_files("prod-gcp"), tmp_path, _trainjob("applied", SHARED_FS_PATCH), capsys=capsys)
+    (reason,) = report["workloads"][0]["reasons"]
+    assert code == 1 and reason["object"] == "ValidatingAdmissionPolicy/gpu-cluster-shared-fs-subpath"
+    patched = copy.deepcopy(SHARED_FS_PATCH)
+    patched["containers"][0]["volumeMounts"][0]["subPath"] = "applied"
+    code, report = admit(graph_files("prod-gcp"), tmp_path, _trainjob("applied", patched), capsys=capsys)
+    assert code == 0, report
+    (workload,) = report["workloads"]
+    assert any("applied/checkpoints writes managed folder applied/" in n for n in workload["notes"])
+
+
+@pytest.mark.parametrize(("manager", "patch", "says"), [
+    ("not-a-domain", SHARED_FS_PATCH, "must be a domain-prefixed path"),
+    ("ml.example.com/x", {"containers": [{"name": "sidecar"}]}, "is not in the runtime's job"),
+    ("ml.example.com/x", {"containers": [{"name": "node", "env": [{"name": "A", "value": "1"}]}]},
+     "no env for the node container"),
+])
+def test_runtime_patches_the_trainer_webhook_refuses(manager: str, patch: Manifest, says: str,
+                                                     graph_files: Callable[[str], Path], tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = admit(graph_files("prod-aws"), tmp_path, _trainjob("applied", patch, manager), capsys=capsys)
+    (reason,) = report["workloads"][0]["reasons"]
+    assert code == 1 and reason["rule"] == "runtime-patch" and says in reason["message"]
+
+
+@pytest.mark.parametrize("stack", ["prod-aws", "prod-gcp"])
+def test_a_non_root_job_needs_the_team_group_to_write_its_directory(stack: str, graph_files: Callable[[str], Path],
+                                                                    tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The team directory is 2770 root:<gid>: uid 1000 without the team's group fails at its first checkpoint."""
+    from tests.conftest import stack as load_stack
+
+    gid = next(t for t in load_stack(stack).spec.teams if t.name == "applied").posix_gid
+    doc = yaml.safe_load((EXAMPLES / stack / "trainjob-finetune.yaml").read_text())
+    patched = doc["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
+    context = patched["template"]["spec"]["template"]["spec"]["securityContext"]
+    assert context["supplementalGroups"] == [gid]  # the example carries the group the stack gives the team
+    code, report = admit(graph_files(stack), tmp_path, doc, capsys=capsys)
+    assert code == 0, report
+    del context["supplementalGroups"]
+    code, report = admit(graph_files(stack), tmp_path, doc, capsys=capsys)
+    (reason,) = report["workloads"][0]["reasons"]
+    assert code == 1 and reason["rule"] == "shared-fs-group" and reason["object"] == "Namespace/applied"
+    assert f"owned by root:{gid}" in reason["message"] and f"add {gid} to" in reason["message"]
+    context["fsGroup"] = gid  # fsGroup is a supplementary group of every container too
+    code, report = admit(graph_files(stack), tmp_path, doc, capsys=capsys)
+    assert code == 0, report
+
+
+@pytest.mark.parametrize(("mount", "says"), [
+    ({"subPath": "applied/../research"}, "must not contain '..'"),
+    ({"subPath": "/applied"}, "must be a relative path"),
+    ({"subPath": "applied", "subPathExpr": "$(NS)"}, "mutually exclusive"),
+    ({"name": "nothing"}, "is not a volume of the pod"),
+])
+def test_mounts_the_api_server_refuses(mount: Manifest, says: str, graph_files: Callable[[str], Path],
+                                       tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = yaml.safe_load((EXAMPLES / "prod-gcp" / "finetune-single-node.yaml").read_text())
+    doc["spec"]["template"]["spec"]["containers"][0]["volumeMounts"][0].update(mount)
+    code, report = admit(graph_files("prod-gcp"), tmp_path, doc, capsys=capsys)
+    first = report["workloads"][0]["reasons"][0]
+    assert code == 1 and first["rule"] == "pod-validation" and says in first["message"]

@@ -48,7 +48,7 @@ def test_preview_prints_the_production_stack_by_plane(capsys: pytest.CaptureFixt
     assert ("GPU stack: gpu-operator v26.7.0 (driver and toolkit from the node image, whole GPUs); EFA device "
             "plugin: aws-efa-k8s-device-plugin v0.5.20") in out
     assert "team research: h100 64 GPUs (+32 borrowable); LocalQueue yes; namespace GPU ceiling 96" in out
-    assert ("Prometheus: kube-prometheus-stack 81.4.5; DCGM exporter on; Kueue metrics on; 6 recording rules, "
+    assert ("Prometheus: kube-prometheus-stack 81.4.5; DCGM exporter on; Kueue metrics on; 9 recording rules, "
             "16 alerts") in out
     assert "== telemetry & cost" in out
 
@@ -60,10 +60,15 @@ def test_preview_flags_secondary_efa_counts(tmp_path: Path, capsys: pytest.Captu
     stack_file = tmp_path / "Pulumi.b200.yaml"
     stack_file.write_text(text)
     code, out, _ = run(capsys, "preview", str(stack_file))
-    assert code == 0
     assert "EFA 8 of 8 interfaces per node" in out
     assert ("note: EFA interface counts for p6-b200.48xlarge are not confirmed by a primary source "
             "(components/catalog/aws_instances.yaml)") in out
+    # No Capacity Block or on-demand price of p6-b200 was read: no spend alert can be built, the preview says why and
+    # the pack refuses the unwatched team budgets (the only mandatory violation).
+    assert ("warning: no in-cluster spend alert: no price read for the GPU groups h100 (components/catalog/"
+            "prices_*.yaml)") in out
+    assert code == 1 and "MANDATORY high     aws-every-team-has-a-budget" in out
+    assert out.count("MANDATORY") == 3  # one per team namespace
 
 
 def test_graph_writes_the_documented_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

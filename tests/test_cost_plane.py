@@ -54,23 +54,61 @@ def test_a_team_budget_exists_only_where_something_is_billed_under_the_team_tag(
 
 
 def test_teams_on_shared_nodes_are_watched_in_the_cluster() -> None:
-    """Each prod-aws team's monthly budget is an alert on its namespace's spend rate (OpenCost prices), routed like the
-    team's other alerts."""
+    """Each prod-aws team's monthly budget is an alert on what its running pods' GPUs cost over the last 30 days
+    (Prometheus keeps 30), at the prices the cost preview uses (the h100 group's Capacity Block rate over its 8 GPUs),
+    against the budget prorated to the window."""
+    from blueprint.cost.prices import load_aws_prices
+
     graph = offline_run("prod-aws").graph
     (rule,) = graph.of_type("kubernetes:monitoring.coreos.com/v1:PrometheusRule")
     rules = [r for g in rule.inputs["spec"]["groups"] for r in g["rules"]]
     spend = {r["labels"]["team"]: r for r in rules if r.get("alert") == "TeamSpendOverBudget"}
     assert sorted(spend) == ["applied", "pretraining", "research"]
+    allowance = 110000 * 30 * 24 / 730
     assert spend["research"]["expr"] == (
-        'gpu_cluster:cost_usd_per_hour:sum_by_namespace{namespace="research"} * 730 > 110000')
-    assert spend["research"]["for"] == "360m" and spend["research"]["labels"]["severity"] == "warning"
-    (record,) = [r for r in rules if r.get("record") == "gpu_cluster:cost_usd_per_hour:sum_by_namespace"]
-    for term in ("container_gpu_allocation * on (node) group_left () node_gpu_hourly_cost",
-                 "container_cpu_allocation * on (node) group_left () node_cpu_hourly_cost",
-                 "container_memory_allocation_bytes / 1073741824 * on (node) group_left () node_ram_hourly_cost"):
-        assert term in record["expr"]
+        'sum_over_time(gpu_cluster:gpu_cost_usd_per_hour:sum_by_namespace{namespace="research"}[30d]) / 60 > '
+        f"{allowance:.2f}")
+    assert spend["research"]["labels"]["severity"] == "warning"
+    block = load_aws_prices()["ec2_capacity_block.p5.48xlarge"]
+    assert spend["research"]["annotations"]["prices"] == (
+        f"h100: ec2_capacity_block.p5.48xlarge ${block.usd:g}/hour (stale, as of {block.as_of}) / 8 GPU units")
+    (by_group,) = [r for r in rules if r.get("record") == "gpu_cluster:gpu_unit_hour_usd:by_node_group"]
+    assert by_group["expr"] == (f'label_replace(vector({block.usd / 8:.6g}), "label_gpu_cluster_node_group", '
+                                '"h100", "", "")')
+    (cost,) = [r for r in rules if r.get("record") == "gpu_cluster:gpu_cost_usd_per_hour:sum_by_namespace"]
+    assert 'kube_pod_container_resource_requests{resource="nvidia_com_gpu"}' in cost["expr"]
+    assert 'kube_pod_status_phase{phase="Running"}' in cost["expr"]
+    (budgets,) = [g for g in rule.inputs["spec"]["groups"] if g["name"] == "gpu-cluster.budgets"]
+    assert budgets["interval"] == "5m"
+    (recording,) = [g for g in rule.inputs["spec"]["groups"] if g["name"] == "gpu-cluster.recording"]
+    assert recording["interval"] == "1m"  # the alert's "/ 60" turns one-minute samples of a rate into dollars
     opencost = next(r.inputs for r in graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "opencost")
     assert opencost["values"]["opencost"]["metrics"]["serviceMonitor"]["honorLabels"] is True
+
+
+def test_a_team_using_its_quota_through_a_capacity_block_stays_inside_its_budget() -> None:
+    """The review's fault: a rate projected over 730 hours fired for every team that used its quota during the
+    two-week block the budgets were sized for. Summed over the window, a team at its nominal GPUs for the whole block
+    stays below its allowance, and one using twice its share does not."""
+    import re
+
+    from components.aws.capacity_block import BlockWindow  # noqa: F401 (the block's window is in the spec)
+    from tests.conftest import stack
+
+    spec = stack("prod-aws").spec
+    group = next(g for g in spec.aws_spec().node_groups if g.capacity.type == "capacity-block")
+    hours = (group.capacity.end - group.capacity.start).total_seconds() / 3600
+    graph = offline_run("prod-aws").graph
+    (rule,) = graph.of_type("kubernetes:monitoring.coreos.com/v1:PrometheusRule")
+    rules = [r for g in rule.inputs["spec"]["groups"] for r in g["rules"]]
+    (by_group,) = [r for r in rules if r.get("record") == "gpu_cluster:gpu_unit_hour_usd:by_node_group"]
+    unit_price = float(re.search(r"vector\(([0-9.]+)\)", by_group["expr"]).group(1))
+    for team in spec.teams:
+        (alert,) = [r for r in rules if r.get("alert") == "TeamSpendOverBudget" and r["labels"]["team"] == team.name]
+        allowance = float(alert["expr"].rsplit("> ", 1)[1])
+        gpus = sum(q.gpus for q in team.quotas if q.node_group == group.name)
+        assert gpus * unit_price * hours < allowance, team.name
+        assert 2 * gpus * unit_price * hours > allowance, team.name
 
 
 def test_the_cluster_budget_sees_the_shared_nodes_through_their_cluster_tag() -> None:
@@ -212,8 +250,11 @@ def test_preview_lists_the_cost_plane_and_what_the_payer_account_must_do() -> No
         assert main(["preview", "prod-aws"]) == 0
     text = buf.getvalue()
     assert "== cost plane (budgets, allocation tags, usage export) (9 resources)" in text
-    assert ("team spend on shared nodes, watched in the cluster (TeamSpendOverBudget, OpenCost list prices): research "
-            "$110,000/month, pretraining $85,000/month, applied $30,000/month; no AWS Budget for them") in text
+    assert ("teams on shared nodes: research $110,000/month, pretraining $85,000/month, applied $30,000/month; no AWS "
+            "Budget for them") in text
+    assert ("team GPU spend watched in the cluster (TeamSpendOverBudget: GPU hours of running pods over the last 30 "
+            "days, at this preview's prices): applied, pretraining, research") in text
+    assert "prices: h100: ec2_capacity_block.p5.48xlarge $39.33/hour (stale, as of" in text
     assert ("the cluster budget cannot see the Capacity Block of h100 (cr-0a1b2c3d4e5f60718): its fee is charged "
             "once, when the block is bought outside this stack, and carries no tag") in text
     assert ("outside this stack (the payer account): activate the cost allocation tags cluster, cost-center, "

@@ -105,6 +105,50 @@ def test_every_team_has_a_shared_fs_claim_bound_to_its_own_retained_volume(stack
 
 
 @pytest.mark.parametrize("stack_name", SHARED)
+def test_shared_fs_volumes_survive_growth_and_replacement_of_the_filesystem(stack_name: str) -> None:
+    """Claims request a nominal 1Gi (a static claim's request can never change, so one equal to the filesystem's
+    capacity would fail every apply that grows it); volumes carry the capacity and are named after the filesystem's
+    generation (a replaced filesystem gets new volumes instead of a source change Kubernetes refuses); each claim
+    waits for its volume (pulumi-kubernetes gives a claim five minutes to bind)."""
+    from components.kubernetes.objects import volume_generation
+    from tests.conftest import stack
+
+    spec = stack(stack_name).spec
+    fs = spec.aws_spec().storage.filesystem if spec.cloud == "aws" else spec.gcp_spec().storage.filesystem
+    graph = offline_run(stack_name).graph
+    pvs = {r.inputs["metadata"]["name"]: r for r in graph.of_type("kubernetes:core/v1:PersistentVolume")}
+    claims = [r for r in graph.of_type("kubernetes:core/v1:PersistentVolumeClaim")
+              if r.inputs["metadata"]["name"] in ("shared-fs", "shared-fs-admin")]
+    assert len(claims) == len(spec.teams) + 1
+    generations = set()
+    for claim in claims:
+        assert claim.inputs["spec"]["resources"]["requests"] == {"storage": "1Gi"}
+        pv = pvs[claim.inputs["spec"]["volumeName"]]
+        assert pv.inputs["spec"]["capacity"] == {"storage": f"{fs.capacity_gib}Gi"}
+        assert pv.urn in claim.dependencies, f"{claim.name} does not wait for its volume"
+        base, _, generation = pv.inputs["metadata"]["name"].rpartition("-")
+        assert base in ("shared-fs-admin", f"shared-fs-{claim.inputs['metadata']['namespace']}")
+        generations.add(generation)
+    csi = pvs[f"shared-fs-admin-{generation}"].inputs["spec"]["csi"]
+    if spec.cloud == "aws":
+        attributes = csi["volumeAttributes"]
+        expected = volume_generation(csi["volumeHandle"], attributes["dnsname"], attributes["mountname"],
+                                     fs.mount_path.strip("/"))
+    else:
+        expected = volume_generation(csi["volumeHandle"], csi["volumeAttributes"]["ip"], "lustrefs")
+    assert generations == {expected}
+    assert volume_generation("fs-1", "a", "b", "c") != volume_generation("fs-2", "a", "b", "c")
+
+
+def test_the_team_directories_are_made_inside_the_path_linked_to_the_bucket() -> None:
+    graph = offline_run("prod-aws").graph
+    (link,) = graph.of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
+    (job,) = [r for r in graph.of_type("kubernetes:batch/v1:Job") if r.inputs["metadata"]["name"] ==
+              "shared-fs-team-dirs"]
+    assert link.urn in job.dependencies
+
+
+@pytest.mark.parametrize("stack_name", SHARED)
 def test_a_job_creates_each_team_directory_owned_by_its_group(stack_name: str) -> None:
     from tests.conftest import stack
 
@@ -147,9 +191,11 @@ def test_on_gke_team_pods_stay_in_their_directory() -> None:
                                          "volumeMounts": [{"name": "ckpt", "mountPath": "/checkpoints", **mount},
                                                           {"name": "scratch", "mountPath": "/scratch"}]}]}}
     assert _cel(policy, pod({"subPath": "research"}), "research") == []
-    assert _cel(policy, pod({"subPath": "research/run-7"}), "research") == []
-    message = ("containers mount the shared-fs claim with subPath set to the namespace's name (the team's directory), "
-               "not subPathExpr")
+    message = ("containers mount the shared-fs claim with subPath set to exactly the namespace's name (the team's "
+               "directory; make subdirectories inside the mount), not a path below it and not subPathExpr")
+    # Below the team directory is refused: kubelet follows a symlink there anywhere inside the volume, which on GKE is
+    # the whole filesystem (research/x -> ../applied would mount the applied team's directory).
+    assert _cel(policy, pod({"subPath": "research/x"}), "research") == [message]
     assert _cel(policy, pod({}), "research") == [message]
     assert _cel(policy, pod({"subPath": "applied"}), "research") == [message]
     assert _cel(policy, pod({"subPath": "researchers"}), "research") == [message]
@@ -361,3 +407,68 @@ def test_gke_namespace_quotas_leave_room_for_the_injected_gcs_fuse_sidecar() -> 
     aws = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"]
            for r in offline_run("prod-aws").graph.of_type("kubernetes:core/v1:ResourceQuota")}
     assert aws["research"]["requests.cpu"] == str(ceiling.cpu)  # no injected sidecar on EKS: the ceiling itself
+
+
+def test_a_team_budget_s_addresses_get_its_spend_alert() -> None:
+    """teams[].budget.notify of a team on shared nodes was dropped: it now gets the team's TeamSpendOverBudget through
+    the stack's email receiver (its server and credential), and without an email receiver the preview warns."""
+    import copy
+
+    from components.kubernetes.objects import alertmanager_config
+    from components.spec import parse_spec
+    from components.spec.notes import budget_notes
+    from tests.conftest import raw_stack_config, stack
+
+    spec = stack("prod-aws").spec
+    graph = offline_run("prod-aws").graph
+    (config,) = [r.inputs for r in graph.resources if r.type.endswith(":AlertmanagerConfig")]
+    receivers = {r["name"]: r for r in config["spec"]["receivers"]}
+    for team in spec.teams:
+        assert team.budget is not None
+        mail = receivers[f"budget-{team.name}"]["emailConfigs"][0]
+        assert mail["to"] == ", ".join(team.budget.notify)
+        assert mail["authPassword"] == {"name": "alertmanager-smtp", "key": "password"}
+        assert {"receiver": f"budget-{team.name}", "continue": True, "matchers": [
+            {"name": "alertname", "matchType": "=", "value": "TeamSpendOverBudget"},
+            {"name": "team", "matchType": "=", "value": team.name}]} in config["spec"]["route"]["routes"]
+    assert budget_notes(spec) == []
+    raw = copy.deepcopy(raw_stack_config("prod-aws")["gpu-cluster:spec"])
+    alerts = raw["platform"]["monitoring"]["alerts"]
+    alerts["receivers"] = [r for r in alerts["receivers"] if r["type"] != "email"]
+    alerts["routes"] = [r for r in alerts["routes"] if r["receiver"] != "research-leads"]
+    no_mail = parse_spec(raw, "stacks/Pulumi.prod-aws.yaml", provider_region="us-east-1")
+    notes = budget_notes(no_mail)
+    assert len(notes) == 3 and notes[0].startswith(
+        "warning: gpu-cluster:spec.teams[0].budget.notify: team 'research' is on shared nodes, so no cloud budget "
+        "mails research-leads@example.com")
+    assert not [r for r in alertmanager_config(no_mail.platform.monitoring.alerts, {"research": ["a@example.com"]})
+                ["spec"]["receivers"] if r["name"].startswith("budget-")]
+
+
+def test_team_members_can_read_the_cluster_scoped_objects_their_jobs_name() -> None:
+    graph = offline_run("prod-aws").graph
+    from tests.conftest import stack
+
+    (role,) = [r.inputs for r in graph.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
+               if r.inputs["metadata"]["name"] == "gpu-cluster-team-viewer"]
+    (binding,) = [r.inputs for r in graph.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding")
+                  if r.inputs["metadata"]["name"] == "gpu-cluster-team-viewer"]
+    assert {"apiGroups": ["trainer.kubeflow.org"], "resources": ["clustertrainingruntimes"],
+            "verbs": ["get", "list", "watch"]} in role["rules"]
+    assert all(set(rule["verbs"]) == {"get", "list", "watch"} for rule in role["rules"])  # read only
+    assert {s["name"] for s in binding["subjects"]} == {t.k8s_group for t in stack("prod-aws").spec.teams}
+
+
+@pytest.mark.parametrize("stack_name", [*AWS_STACKS, *GCP_STACKS])
+def test_every_rule_is_promql(stack_name: str) -> None:
+    """Every recording and alerting expression parses as PromQL (promql-parser, the Rust parser Prometheus' grammar
+    is ported to), so Prometheus does not reject the rule group."""
+    import promql_parser
+
+    (rules,) = [r.inputs for r in offline_run(stack_name).graph.resources if r.type.endswith(":PrometheusRule")]
+    exprs = [rule["expr"] for group in rules["spec"]["groups"] for rule in group["rules"]]
+    assert len(exprs) >= 20
+    for expr in exprs:
+        promql_parser.parse(expr)
+    with pytest.raises(ValueError):
+        promql_parser.parse("sum by (namespace (x)")

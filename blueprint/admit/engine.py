@@ -24,7 +24,7 @@ from blueprint.admit.policies import evaluate_policies
 from blueprint.admit.quantity import show
 from blueprint.admit.resources import PodResources, injected_sidecar, pod_resources, quota_problems, with_extra
 from blueprint.admit.scheduling import Placement, schedule
-from blueprint.admit.schema import schema_problems
+from blueprint.admit.schema import pod_spec_problems, schema_problems
 from blueprint.admit.volumes import GCSFUSE_DRIVER, check_volumes
 from blueprint.admit.workloads import PodSet, Submitted, derive_pod_sets
 from blueprint.graph import ResourceGraph
@@ -34,6 +34,12 @@ from blueprint.graph import ResourceGraph
 KUEUE_BLOCKS_SCHEDULING = {"kueue-framework", "queue-exists", "queue-namespace", "quota", "resource-not-covered"}
 STEPS = ("schema", "namespace", "pod-security", "admission-policy", "limits", "kueue", "scheduling", "volumes",
          "identity", "network")
+# Kinds Kueue holds suspended until it admits them, before any pod exists: for these the pods' checks (Pod Security,
+# the admission policies, which all match pods, LimitRange and ResourceQuota) come after Kueue. Pods, Deployments
+# and StatefulSets are admitted through their pods (created, then gated), so theirs come first.
+SUSPENDED_KINDS = {"Job", "JobSet", "MPIJob", "TrainJob", "RayJob"}
+KUEUE_FIRST = ("schema", "namespace", "kueue", "pod-security", "admission-policy", "limits", "scheduling", "volumes",
+               "identity", "network")
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,7 @@ class WorkloadResult:
     object: str
     source: str
     namespace: str
+    order: tuple[str, ...] = STEPS  # the steps in the order the cluster meets them for this kind
     steps: dict[str, Step] = field(default_factory=lambda: {name: Step(name) for name in STEPS})
     cluster_queue: str | None = None
     flavor: str | None = None
@@ -85,8 +92,8 @@ class WorkloadResult:
 
     @property
     def reasons(self) -> list[Reason]:
-        """Every problem, in step order."""
-        return [r for name in STEPS for r in self.steps[name].reasons]
+        """Every problem, in the order the cluster meets the steps."""
+        return [r for name in self.order for r in self.steps[name].reasons]
 
     @property
     def admitted(self) -> bool:
@@ -95,7 +102,7 @@ class WorkloadResult:
 
     def skip_rest(self, after: str, why: str) -> None:
         """Mark the steps after ``after`` as not judged, for the given cause."""
-        for name in STEPS[STEPS.index(after) + 1:]:
+        for name in self.order[self.order.index(after) + 1:]:
             step = self.steps[name]
             if not step.reasons and step.skipped is None:
                 step.skipped = why
@@ -106,8 +113,8 @@ class WorkloadResult:
                 "namespace": self.namespace, "cluster_queue": self.cluster_queue, "flavor": self.flavor,
                 "placements": [p.to_dict() for p in self.placements],
                 "reasons": [r.to_dict() for r in self.reasons],
-                "steps": {name: self.steps[name].status for name in STEPS},
-                "notes": [n for name in STEPS for n in self.steps[name].notes]}
+                "steps": {name: self.steps[name].status for name in self.order},
+                "notes": [n for name in self.order for n in self.steps[name].notes]}
 
 
 @dataclass
@@ -162,6 +169,10 @@ def _schema(view: ClusterView, item: Submitted, result: WorkloadResult) -> list[
             pod_problems, _ = schema_problems(pod_set.pod, view.kubernetes_version)
             for problem in pod_problems:
                 step.fail(item.ref, "schema", f"pod set {pod_set.name}, {problem}: fix spec.trainer or the runtime")
+    for pod_set in derived.pod_sets:  # what pod validation refuses beyond the schema
+        for problem in pod_spec_problems(pod_set.spec):
+            step.fail(item.ref, "pod-validation", f"pod set {pod_set.name}, {problem}: the API server refuses "
+                      f"{'the pods' if item.kind in ('TrainJob', 'MPIJob') else 'the object'}; fix the pod template")
     if not derived.pod_sets:
         result.skip_rest("schema", "no pods could be derived")
         return None
@@ -249,7 +260,8 @@ def _identity_used(pod_sets: list[PodSet], bucket_users: set[str], volumes: list
 
 def admit_one(view: ClusterView, groups: list[NodeGroup], item: Submitted) -> WorkloadResult:
     """The verdict on one submitted object."""
-    result = WorkloadResult(item.ref, item.source, item.namespace)
+    result = WorkloadResult(item.ref, item.source, item.namespace,
+                            KUEUE_FIRST if item.kind in SUSPENDED_KINDS else STEPS)
     pod_sets = _schema(view, item, result)
     if pod_sets is None:
         return result

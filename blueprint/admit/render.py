@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
-from blueprint.admit.engine import STEPS, AdmitReport, WorkloadResult
+from blueprint.admit.engine import AdmitReport, WorkloadResult
 
 
 def _block(result: WorkloadResult) -> list[str]:
     lines = [f"{result.object}  ({result.source})"]
-    for name in STEPS:
+    for name in result.order:
         step = result.steps[name]
         if step.reasons:
             lines += [f"  FAIL {name}: {r.object}: {r.message} [{r.rule}]" for r in step.reasons]
@@ -25,7 +25,7 @@ def _block(result: WorkloadResult) -> list[str]:
         lines.append(f"  => ADMITTED{queue}" + (f": {where}" if where else ""))
     else:
         first = result.reasons[0]
-        blocked = next(name for name in STEPS if first in result.steps[name].reasons)
+        blocked = next(name for name in result.order if first in result.steps[name].reasons)
         lines.append(f"  => NOT ADMITTED: first blocked at {blocked} by {first.object} [{first.rule}]")
     return lines
 

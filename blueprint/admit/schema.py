@@ -162,3 +162,34 @@ def schema_problems(manifest: dict[str, Any], kubernetes_version: str) -> tuple[
     if len(errors) > MAX_PROBLEMS:
         problems.append(f"and {len(errors) - MAX_PROBLEMS} more")
     return problems, []
+
+
+def pod_spec_problems(spec: dict[str, Any]) -> list[str]:
+    """What the API server's pod validation refuses that no JSON schema says (kubernetes pkg/apis/core/validation,
+    ValidateVolumeMounts and validateLocalDescendingPath): a mount of a volume the pod does not declare, a mount path
+    used twice in a container, ``subPath`` and ``subPathExpr`` together, and a subPath that is absolute or climbs
+    with ``..``."""
+    problems: list[str] = []
+    volumes = {str(as_mapping(v).get("name")) for v in spec.get("volumes") or [] if isinstance(v, dict)}
+    for field in ("initContainers", "containers"):
+        for i, container in enumerate(spec.get(field) or []):
+            container = as_mapping(container)
+            paths: set[str] = set()
+            for j, mount in enumerate(container.get("volumeMounts") or []):
+                mount = as_mapping(mount)
+                where = f"spec.{field}[{i}].volumeMounts[{j}]"
+                if str(mount.get("name")) not in volumes:
+                    problems.append(f"{where}.name: {mount.get('name')!r} is not a volume of the pod")
+                path = str(mount.get("mountPath") or "")
+                if path in paths:
+                    problems.append(f"{where}.mountPath: {path} is mounted twice in the container")
+                paths.add(path)
+                sub = mount.get("subPath")
+                if sub and mount.get("subPathExpr"):
+                    problems.append(f"{where}: subPath and subPathExpr are mutually exclusive")
+                if isinstance(sub, str) and sub:
+                    if sub.startswith("/"):
+                        problems.append(f"{where}.subPath: {sub!r} must be a relative path")
+                    if ".." in sub.replace("\\", "/").split("/"):
+                        problems.append(f"{where}.subPath: {sub!r} must not contain '..'")
+    return problems

@@ -11,11 +11,20 @@ Hub, kubeflow/trainer charts/kubeflow-trainer/templates/runtimes). For a runtime
 template is used. In both, ``spec.trainer`` is applied to the trainer step's ``node`` container: ``numNodes`` sets
 the pod count, ``resourcesPerNode`` the container's resources, ``image``, ``command``, ``args`` replace and ``env``
 is merged by name (Trainer's "trainer" ancestor step, label ``trainer.kubeflow.org/trainjob-ancestor-step``).
+
+``spec.runtimePatches`` are then laid over the template as Trainer v2.3.0 does (pkg/runtime/core/trainingruntime.go
+mergeRuntimePatches: a strategic merge patch of the JobSet spec per patch, in order): replicated jobs by name; in the
+pod template, volumes, containers, init containers, image pull secrets and scheduling gates by name, a container's
+volume mounts by mount path, maps (labels, annotations, nodeSelector, security contexts) merged, the rest replaced.
+It is the only way a TrainJob adds volumes, a service account or a node selector to its pods, so admit must see it.
+The Trainer webhook's checks on patches are applied too (pkg/runtime/framework/plugins/jobset/jobset.go: a
+domain-prefixed ``manager``, only replicated jobs and containers the runtime has, no env for the ``node`` container).
 """
 
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 from blueprint.admit.cluster import ClusterView, as_list, as_mapping
@@ -57,6 +66,86 @@ def _apply_trainer(container: dict[str, Any], trainer: dict[str, Any]) -> None:
         names = {str(e.get("name")) for e in as_list(trainer["env"]) if isinstance(e, dict)}
         kept = [e for e in as_list(container.get("env")) if not (isinstance(e, dict) and e.get("name") in names)]
         container["env"] = kept + copy.deepcopy(as_list(trainer["env"]))
+
+
+# k8s.io/apimachinery validation.IsDomainPrefixedPath: a DNS subdomain, a slash, then a path.
+_DOMAIN_PREFIXED = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+                              r"/[A-Za-z0-9/\-._~%!$&'()*+,;=:]+$")
+# Pod spec lists a strategic merge patch merges by a key (k8s.io/api core/v1 patchMergeKey), the rest are replaced.
+_MERGE_KEYS = {"volumes": "name", "containers": "name", "initContainers": "name", "imagePullSecrets": "name",
+               "schedulingGates": "name", "env": "name", "volumeMounts": "mountPath"}
+_MAPS = ("labels", "annotations", "nodeSelector", "securityContext")
+
+
+def _merge(base: dict[str, Any], patch: dict[str, Any]) -> None:
+    """Lay ``patch`` over ``base`` the way a strategic merge patch of core/v1 objects does (simplified: an item of a
+    keyed list is replaced by the patch's item of the same key, merged field by field where both are mappings)."""
+    for key, value in patch.items():
+        if key in _MERGE_KEYS and isinstance(value, list):
+            merge_key = _MERGE_KEYS[key]
+            items = [i for i in as_list(base.get(key)) if isinstance(i, dict)]
+            for new in value:
+                if not isinstance(new, dict):
+                    continue
+                old = next((i for i in items if i.get(merge_key) == new.get(merge_key)), None)
+                if old is None:
+                    items.append(copy.deepcopy(new))
+                elif key in ("containers", "initContainers"):
+                    _merge(old, new)
+                else:
+                    items[items.index(old)] = copy.deepcopy(new)
+            base[key] = items
+        elif key in (*_MAPS, "metadata", "spec", "template") and isinstance(value, dict) \
+                and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+
+
+def _apply_patches(item: Submitted, template: dict[str, Any], out: Derivation) -> bool:
+    """Lay the TrainJob's runtimePatches over the runtime's JobSet template; False (with problems) when the Trainer
+    webhook would refuse them."""
+    ok = True
+    jobs = {str(rj.get("name")): rj for rj in as_list(template.get("replicatedJobs")) if isinstance(rj, dict)}
+    for i, patch in enumerate(as_list(as_mapping(item.manifest.get("spec")).get("runtimePatches"))):
+        where = f"spec.runtimePatches[{i}]"
+        patch = as_mapping(patch)
+        manager = str(patch.get("manager") or "")
+        if not _DOMAIN_PREFIXED.match(manager):
+            out.problems.append((item.ref, "runtime-patch", f"{where}.manager {manager!r} must be a domain-prefixed "
+                                 "path (example.com/submitter): the Trainer webhook refuses the TrainJob"))
+            ok = False
+        spec = as_mapping(as_mapping(as_mapping(patch.get("trainingRuntimeSpec")).get("template")).get("spec"))
+        for j, rj_patch in enumerate(as_list(spec.get("replicatedJobs"))):
+            rj_patch = as_mapping(rj_patch)
+            name = str(rj_patch.get("name"))
+            target = jobs.get(name)
+            if target is None:
+                out.problems.append((item.ref, "runtime-patch", f"{where}.trainingRuntimeSpec.template.spec."
+                                     f"replicatedJobs[{j}]: the runtime has no replicated job {name!r} ("
+                                     f"{', '.join(sorted(jobs))}): the Trainer webhook refuses the TrainJob"))
+                ok = False
+                continue
+            pod_patch = as_mapping(as_mapping(as_mapping(rj_patch.get("template")).get("spec")).get("template"))
+            pod_spec = as_mapping(pod_patch.get("spec"))
+            existing = as_mapping(as_mapping(as_mapping(target.get("template")).get("spec")).get("template"))
+            names = {str(c.get("name")) for field in ("containers", "initContainers")
+                     for c in as_list(as_mapping(existing.get("spec")).get(field)) if isinstance(c, dict)}
+            for field in ("containers", "initContainers"):
+                for c in as_list(pod_spec.get(field)):
+                    c = as_mapping(c)
+                    if str(c.get("name")) not in names:
+                        out.problems.append((item.ref, "runtime-patch", f"{where}: {field} {c.get('name')!r} is not "
+                                             f"in the runtime's job {name!r}: the Trainer webhook refuses the "
+                                             "TrainJob (patches change containers, they do not add them)"))
+                        ok = False
+                    elif c.get("env") and c.get("name") == TRAINER_CONTAINER:
+                        out.problems.append((item.ref, "runtime-patch", f"{where}: no env for the {TRAINER_CONTAINER} "
+                                             "container in a patch (the Trainer webhook refuses it): set "
+                                             "spec.trainer.env"))
+                        ok = False
+            _merge(target, {"template": {k: v for k, v in as_mapping(rj_patch.get("template")).items()}})
+    return ok
 
 
 def trainjob_pod_sets(item: Submitted, view: ClusterView, out: Derivation) -> None:
@@ -116,5 +205,7 @@ def trainjob_pod_sets(item: Submitted, view: ClusterView, out: Derivation) -> No
     if not found:
         out.problems.append((source, "runtime-missing", f"{source} has no trainer step with a container "
                              f"{TRAINER_CONTAINER!r} for spec.trainer: fix the runtime's JobSet template"))
+        return
+    if not _apply_patches(item, template, out):
         return
     out.pod_sets += jobset_pod_sets(template, item.name, item.namespace, {})

@@ -26,8 +26,9 @@ from components.aws.platform import AWS_TOPOLOGY, EBS_GP3, POD_IDENTITY_EGRESS, 
 from components.aws.storage import AwsStorage
 from components.catalog import load_addon_pins, load_aws_catalog
 from components.catalog.charts import tool_image
+from components.catalog.prices import describe, load_prices, node_hour_price
 from components.clock import utcnow
-from components.kubernetes.objects import SharedFilesystem
+from components.kubernetes.objects import SharedFilesystem, volume_generation
 from components.kubernetes.platform import PlatformInputs
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
@@ -46,19 +47,22 @@ FSX_SOURCE = ("kubernetes-sigs/aws-fsx-csi-driver v1.9.0 static provisioning; FS
 
 
 def fsx_volume(spec: ClusterSpec, file_system_id: pulumi.Input[str], dns_name: pulumi.Input[str],
-               mount_name: pulumi.Input[str]) -> SharedFilesystem | None:
+               mount_name: pulumi.Input[str], ready: tuple[pulumi.Resource, ...] = ()) -> SharedFilesystem | None:
     """The FSx filesystem as pods mount it, or None without one."""
     fs = spec.aws_spec().storage.filesystem
     if fs is None:
         return None
+    team_root = fs.mount_path.strip("/")
+    generation = pulumi.Output.all(file_system_id, dns_name, mount_name).apply(
+        lambda v: volume_generation(*map(str, v), team_root))
 
     def attributes(path: str | None) -> dict[str, Any]:
         name = mount_name if path is None else pulumi.Output.concat(mount_name, "/", path)
         return {"dnsname": dns_name, "mountname": name}
     return SharedFilesystem(
         driver=FSX_CSI, volume_handle=file_system_id, attributes=attributes, capacity_gib=fs.capacity_gib,
-        mount_options=("flock",), team_root=fs.mount_path.strip("/"), scoped=True, tool_image=tool_image(),
-        source=FSX_SOURCE)
+        mount_options=("flock",), team_root=team_root, scoped=True, tool_image=tool_image(), source=FSX_SOURCE,
+        generation=generation, ready=ready)
 
 
 def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | None = None) -> PlatformInputs:
@@ -66,11 +70,13 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
     aws_spec = spec.aws_spec()
     catalog = load_aws_catalog()
     units = gpu_units_per_gpu(spec.platform.gpu_sharing)
+    prices = load_prices("aws")
     pools = []
     for group in aws_spec.node_groups:
         facts = catalog[group.instance_type]
         if not facts.gpu_count:
             continue
+        price = node_hour_price(prices, "aws", group.capacity.type, group.instance_type)
         pools.append(GpuPool(
             name=group.name,
             instance_type=group.instance_type,
@@ -81,6 +87,8 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
             memory_gib_per_node=facts.memory_gib.value,
             placed=is_placed(group, facts),
             gpu_units_per_gpu=units,
+            node_hour_usd=price[0].usd if price is not None else None,
+            price_basis=describe(*price) if price is not None else "",
         ))
     return PlatformInputs(
         cluster_name=spec.name,
@@ -279,5 +287,6 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     shared = None
     if storage.filesystem_id is not None and storage.filesystem_dns_name is not None \
             and storage.filesystem_mount_name is not None:
-        shared = fsx_volume(spec, storage.filesystem_id, storage.filesystem_dns_name, storage.filesystem_mount_name)
+        shared = fsx_volume(spec, storage.filesystem_id, storage.filesystem_dns_name, storage.filesystem_mount_name,
+                            (storage.filesystem_link,) if storage.filesystem_link is not None else ())
     return CloudPlanes(kubernetes_provider=k8s_provider, platform=platform_inputs(spec, shared), outputs=outputs)

@@ -34,6 +34,7 @@ class AwsStorage(pulumi.ComponentResource):
         data_key_arn: the key that encrypts it (team roles use it through S3).
         filesystem_dns_name, filesystem_mount_name: what a Lustre client mounts (None without FSx).
         filesystem_id: the FSx filesystem's id (the CSI driver's volume handle), None without FSx.
+        filesystem_link: the data repository association linking the filesystem's path to the bucket, or None.
     """
 
     bucket_name: pulumi.Output[str]
@@ -42,6 +43,7 @@ class AwsStorage(pulumi.ComponentResource):
     filesystem_dns_name: Optional[pulumi.Output[str]]
     filesystem_mount_name: Optional[pulumi.Output[str]]
     filesystem_id: Optional[pulumi.Output[str]]
+    filesystem_link: Optional[pulumi.Resource]
 
     def __init__(
         self,
@@ -100,6 +102,7 @@ class AwsStorage(pulumi.ComponentResource):
         self.filesystem_dns_name = None
         self.filesystem_mount_name = None
         self.filesystem_id = None
+        self.filesystem_link = None
         identity = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self))
         partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self))
 
@@ -191,7 +194,7 @@ class AwsStorage(pulumi.ComponentResource):
                 # reference: "supported on all FSx for Lustre 2.12 and 2.15 file systems, excluding
                 # scratch_1"), so dev exports checkpoints like prod. It waits for the key policy that
                 # lets FSx's S3 role use the bucket's key; without it automatic export fails.
-                aws.fsx.DataRepositoryAssociation(
+                self.filesystem_link = aws.fsx.DataRepositoryAssociation(
                     f"{name}-lustre-checkpoints-link",
                     file_system_id=fs.id,
                     file_system_path=fs_spec.mount_path,

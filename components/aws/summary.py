@@ -14,6 +14,7 @@ from typing import Any
 from components.aws.capacity_block import BlockWindow, utc_text
 from components.aws.data_access import CHECKPOINT_SERVICE_ACCOUNT, PLATFORM_SERVICE_ACCOUNT
 from components.catalog import AddonPin, load_addon_pins, load_aws_catalog, load_eks_versions
+from components.kubernetes.objects.telemetry import spend_watch_lines
 from components.planes import CloudSummary, GraphView
 from components.sizing import SizingError, goodput_model, spec_warnings
 from components.sizing.plan import SCRATCH_2_MBPS_PER_TIB
@@ -25,6 +26,8 @@ from components.spec.workload import DEFAULT_CHECKPOINT_BYTES_PER_PARAMETER
 CHECKPOINT_BYTES_PER_PARAM = DEFAULT_CHECKPOINT_BYTES_PER_PARAMETER
 # The preview warns this many days before a cluster's Kubernetes version leaves EKS standard support.
 SUPPORT_WARNING_DAYS = 90
+
+PROMETHEUS_RULE = "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
 
 
 @dataclass(frozen=True)
@@ -322,7 +325,7 @@ def _cost_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
                 if str(v).startswith("user:team$")}
     shared = [t for t in spec.teams if t.name not in budgeted and t.budget is not None]
     if shared:
-        lines.append("team spend on shared nodes, watched in the cluster (TeamSpendOverBudget, OpenCost list prices): "
+        lines.append("teams on shared nodes: "
                      + ", ".join(f"{t.name} ${float(t.budget.monthly_usd):,.0f}/month" for t in shared if t.budget)
                      + "; no AWS Budget for them: nothing is billed under their team tag (a node group of their own, "
                      "nodeGroups[].team, would be)")
@@ -331,6 +334,7 @@ def _cost_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
                      "cluster budget sees them, a team's budget only what AWS bills under its own team tag; each "
                      "team's share of the shared nodes is in the CUR export (split cost allocation data, by "
                      "namespace), not in Budgets")
+    lines += spend_watch_lines([r.inputs for r in graph.of_type(PROMETHEUS_RULE)])
     for export in graph.of_type("aws:bcmdata/export:Export"):
         ex = export.inputs.get("export") or {}
         query = (ex.get("dataQueries") or [{}])[0]

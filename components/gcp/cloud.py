@@ -19,6 +19,7 @@ import pulumi_kubernetes as k8s
 
 from components.catalog.charts import tool_image
 from components.catalog.gcp_machines import gpudirect_manifests, load_gcp_catalog
+from components.catalog.prices import describe, load_prices, node_hour_price
 from components.gcp.cost import GcpBudgets
 from components.gcp.gke import GkeCluster, GkeNodePool, gke_kubeconfig
 from components.gcp.network import DEFAULT_MTU, GcpNetwork, GpuNetworkPlan
@@ -31,7 +32,7 @@ from components.gcp.platform import (
 )
 from components.gcp.security import GcpDataAccess, GcpIdentities, GcpKeys, GcpServices, kms_key_id, wif_principal
 from components.gcp.storage import LUSTRE_FILESYSTEM, GcpStorage, checkpoint_bucket_name, lustre_instance_id
-from components.kubernetes.objects import EgressRule, SharedFilesystem
+from components.kubernetes.objects import EgressRule, SharedFilesystem, volume_generation
 from components.kubernetes.platform import PlatformInputs
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
@@ -134,10 +135,11 @@ def lustre_volume(spec: ClusterSpec, mount_point: pulumi.Input[str] | None) -> S
     def attributes(path: str | None) -> dict[str, Any]:
         assert path is None  # the driver mounts the whole filesystem
         return {"ip": ip, "filesystem": LUSTRE_FILESYSTEM}
+    handle = f"{g.project}/{g.gpu_zone}/{lustre_instance_id(spec.name)}"
     return SharedFilesystem(
-        driver=LUSTRE_CSI, volume_handle=f"{g.project}/{g.gpu_zone}/{lustre_instance_id(spec.name)}",
-        attributes=attributes, capacity_gib=fs.capacity_gib, team_root="", scoped=False, tool_image=tool_image(),
-        source=LUSTRE_SOURCE)
+        driver=LUSTRE_CSI, volume_handle=handle, attributes=attributes, capacity_gib=fs.capacity_gib, team_root="",
+        scoped=False, tool_image=tool_image(), source=LUSTRE_SOURCE,
+        generation=ip.apply(lambda address: volume_generation(handle, address, LUSTRE_FILESYSTEM)))
 
 
 def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
@@ -148,16 +150,20 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
     gcp_spec = spec.gcp_spec()
     catalog = load_gcp_catalog()
     units = gpu_units_per_gpu(spec.platform.gpu_sharing)
+    prices = load_prices("gcp")
     pools = []
     for pool in gcp_spec.node_pools:
         facts = catalog[pool.machine_type]
         if not facts.gpu_count:
             continue
         placed = pool.capacity.type == "reservation" or is_compact(pool, facts)
+        price = node_hour_price(prices, "gcp", pool.capacity.type, pool.machine_type)
         pools.append(GpuPool(
             name=pool.name, instance_type=pool.machine_type, gpus_per_node=facts.gpu_count, max_nodes=pool.max_size,
             fabric_per_node=0, vcpu_per_node=facts.vcpu.value, memory_gib_per_node=facts.memory_gib.value,
-            placed=placed, gpu_units_per_gpu=units, queued=pool.capacity.type == "flex-start"))
+            placed=placed, gpu_units_per_gpu=units, queued=pool.capacity.type == "flex-start",
+            node_hour_usd=price[0].usd if price is not None else None,
+            price_basis=describe(*price) if price is not None else ""))
     gke_drivers = gke_manages_drivers(spec)
     flavours = {catalog[p.machine_type].gpudirect for p in gcp_spec.node_pools} - {"none"}
     manifests = gpudirect_manifests()

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from components.catalog.gcp_machines import load_gcp_catalog
+from components.kubernetes.objects.telemetry import spend_watch_lines
 from components.planes import CloudSummary, GraphView
 from components.sizing import spec_warnings
 from components.spec import ClusterSpec
@@ -16,6 +17,8 @@ from components.spec.notes import spec_notes
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
+
+PROMETHEUS_RULE = "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
 
 
 def _pool_lines(graph: GraphView) -> tuple[list[str], int, int]:
@@ -158,10 +161,11 @@ def _cost_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
                 if k == "team"}
     shared = [t for t in spec.teams if t.name not in budgeted and t.budget is not None]
     if shared:
-        lines.append("team spend on shared nodes, watched in the cluster (TeamSpendOverBudget, OpenCost list prices): "
+        lines.append("teams on shared nodes: "
                      + ", ".join(f"{t.name} ${float(t.budget.monthly_usd):,.0f}/month" for t in shared if t.budget)
                      + "; no Cloud Billing budget for them: nothing is billed under their team label (a node pool of "
                      "their own, nodePools[].team, would be)")
+    lines += spend_watch_lines([r.inputs for r in graph.of_type(PROMETHEUS_RULE)])
     lines.append("team budgets see what carries the team label; shared GPU nodes carry the cluster's labels (the "
                  "cluster budget); each team's share of them is in the Cloud Billing export by namespace (GKE cost "
                  "allocation, BigQuery export only)")

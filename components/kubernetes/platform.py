@@ -231,8 +231,11 @@ class Monitoring(pulumi.ComponentResource):
         )
         after_prometheus = pulumi.ResourceOptions(parent=self, depends_on=[self.prometheus])
         budgets = {t.name: float(t.budget.monthly_usd) for t in inputs.teams if t.budget is not None}
-        apply(f"{name}-rules", obj.prometheus_rules(mon.alerts.runbook_url, budgets), after_prometheus)
-        apply(f"{name}-alert-routing", obj.alertmanager_config(mon.alerts), after_prometheus)
+        apply(f"{name}-rules", obj.prometheus_rules(mon.alerts.runbook_url, budgets,
+                                                     obj.spend_pricing(inputs.pools, mon.retention_days)),
+              after_prometheus)
+        notify = {t.name: list(t.budget.notify) for t in inputs.teams if t.budget is not None}
+        apply(f"{name}-alert-routing", obj.alertmanager_config(mon.alerts, notify), after_prometheus)
         apply(f"{name}-dashboard", obj.grafana_dashboard(), after_prometheus)
         release("opencost", charts["opencost"], obj.OPENCOST_NAMESPACE, obj.opencost_values(inputs.cluster_name),
                 pulumi.ResourceOptions(parent=self, depends_on=[cost_ns, self.prometheus]))
@@ -279,8 +282,12 @@ class Tenancy(pulumi.ComponentResource):
         self.namespaces = {}
         lendable = lendable_by_pool(list(inputs.teams), pools)
         for team in inputs.teams:
+            # With a shared filesystem the namespace says which POSIX group owns the team's directory, so a
+            # non-root job can add it (securityContext.supplementalGroups) and `blueprint admit` can check it does.
+            gid = {obj.TEAM_GID_LABEL: str(team.posix_gid)} if inputs.shared_filesystem is not None else {}
             ns = apply(f"{name}-ns-{team.name}",
-                       obj.namespace(team.name, obj.team_labels(team, inputs.labels), inputs.tenant_pod_security,
+                       obj.namespace(team.name, {**obj.team_labels(team, inputs.labels), **gid},
+                                     inputs.tenant_pod_security,
                                      tenant=True, warn_level="baseline" if inputs.tenant_pod_security != "baseline"
                                      else None),
                        child)
@@ -302,11 +309,16 @@ class Tenancy(pulumi.ComponentResource):
                 *([obj.checkpoint_policy(team, inputs.labels, inputs.checkpoint_policy)]
                   if inputs.checkpoint_policy is not None else []),
                 *(inputs.team_objects or {}).get(team.name, ()),
-                *(obj.team_shared_fs(inputs.shared_filesystem, team, obj.team_labels(team, inputs.labels))
-                  if inputs.shared_filesystem is not None else ()),
             ]
             for m in manifests:
                 apply(_object_name(name, m), m, in_ns)
+            if inputs.shared_filesystem is not None:
+                pv, pvc = obj.team_shared_fs(inputs.shared_filesystem, team, obj.team_labels(team, inputs.labels))
+                # Named by role, not by the volume's name (which ends in the filesystem's generation); the claim
+                # waits for its volume, since pulumi-kubernetes gives a claim five minutes to bind.
+                volume = apply(f"{name}-persistentvolume-shared-fs-{team.name}", pv, child)
+                apply(f"{name}-persistentvolumeclaim-{team.name}-{obj.SHARED_FS_CLAIM}", pvc,
+                      pulumi.ResourceOptions(parent=self, depends_on=[ns, volume]))
         if inputs.platform_reader is not None:
             reader_ns, account = inputs.platform_reader
             m = obj.service_account(account, reader_ns, inputs.labels, "read every prefix of the checkpoint bucket")
@@ -317,7 +329,8 @@ class Tenancy(pulumi.ComponentResource):
             else []
         fs = inputs.shared_filesystem
         subpaths = obj.subpath_policy() if fs is not None and not fs.scoped else []
-        for m in [*obj.registry_policy(allowed), *obj.privileged_policy(inputs.cloud_namespaces), *limits, *subpaths]:
+        for m in [*obj.registry_policy(allowed), *obj.privileged_policy(inputs.cloud_namespaces), *limits, *subpaths,
+                  *(obj.team_viewer_role(inputs.teams) if inputs.teams else [])]:
             apply(_object_name(name, m), m, child)
         self.register_outputs({})
 
@@ -334,7 +347,7 @@ class SharedStorage(pulumi.ComponentResource):
         volume = apply(f"{name}-admin-pv", pv, pulumi.ResourceOptions(parent=self))
         claim = apply(f"{name}-admin-pvc", pvc, pulumi.ResourceOptions(parent=self, depends_on=[volume]))
         apply(f"{name}-team-dirs", obj.team_dirs_job(fs, inputs.teams, inputs.labels),
-              pulumi.ResourceOptions(parent=self, depends_on=[claim]))
+              pulumi.ResourceOptions(parent=self, depends_on=[claim, *fs.ready]))
         self.register_outputs({})
 
 

@@ -32,6 +32,17 @@ class GpuPool:
     placed: bool  # nodes share a placement group or a reservation: topology-aware scheduling applies
     gpu_units_per_gpu: int = 1  # time-slicing replicas
     queued: bool = False  # nodes come through a ProvisioningRequest (GKE flex-start / queued provisioning)
+    # The price of one node-hour as the cost preview reads it (None: no figure read) and where it comes from
+    # (catalog key, status, date): the in-cluster spend alert charges each GPU its share of it.
+    node_hour_usd: float | None = None
+    price_basis: str = ""
+
+    @property
+    def gpu_unit_hour_usd(self) -> float | None:
+        """What one ``nvidia.com/gpu`` unit costs an hour: the node's price over its GPU units (None: unpriced)."""
+        if self.node_hour_usd is None or not self.gpus_per_node:
+            return None
+        return self.node_hour_usd / (self.gpus_per_node * self.gpu_units_per_gpu)
 
     @property
     def capacity_units(self) -> int:

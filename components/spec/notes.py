@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from components.spec.base import SPEC_KEY
-from components.spec.decisions import cloud_node_groups, instance_catalog
+from components.spec.decisions import cloud_node_groups, instance_catalog, teams_billed_directly
 from components.spec.model import ClusterSpec
 
 
@@ -66,6 +66,19 @@ def capacity_block_notes(spec: ClusterSpec, now: datetime) -> list[str]:
     return out
 
 
+def budget_notes(spec: ClusterSpec) -> list[str]:
+    """Budget addresses nothing sends to: a team's ``budget.notify`` gets its in-cluster spend alert through the
+    stack's first email receiver; without one, only a cloud budget (a team with a node group of its own) mails it."""
+    alerts = spec.platform.monitoring.alerts
+    if any(r.type == "email" for r in alerts.receivers):
+        return []
+    billed = teams_billed_directly(spec)
+    return [f"warning: {SPEC_KEY}.teams[{i}].budget.notify: team '{team.name}' is on shared nodes, so no cloud "
+            f"budget mails {', '.join(team.budget.notify)}; its in-cluster spend alert goes to the alert routes only, "
+            f"because {SPEC_KEY}.platform.monitoring.alerts has no email receiver to send it through"
+            for i, team in enumerate(spec.teams) if team.budget is not None and team.name not in billed]
+
+
 def spec_notes(spec: ClusterSpec, now: datetime) -> list[str]:
     """Every load-time warning and note of the spec, in the order the preview shows them."""
-    return capacity_block_notes(spec, now) + team_notes(spec)
+    return capacity_block_notes(spec, now) + team_notes(spec) + budget_notes(spec)

@@ -1,7 +1,7 @@
 """Kubernetes objects and Helm values of the platform, as plain manifests (dicts), one module per group.
 
 Pure functions: the components turn these into Pulumi resources, the tests validate them offline
-(built-in kinds with kubernetes-validate, custom kinds against the CRD schemas in tests/fixtures/crds), and
+(built-in kinds with kubernetes-validate, custom kinds against the CRD schemas in blueprint/schemas/crds), and
 ``blueprint manifests`` writes the same objects for review and GitOps. Importers use this package's names
 (``from components.kubernetes import objects as obj``); the modules are its sections.
 """

@@ -4,11 +4,14 @@ subdirectory) the admission policy that keeps each team's pods in their own dire
 
 Teams hold namespaced Roles and cannot create PersistentVolumes; the platform creates one per team, bound to the
 team's claim by ``claimRef`` (a claim in another namespace cannot take it) and ``Retain``ed, so deleting a claim
-never deletes data.
+never deletes data. A volume's name ends in the filesystem's ``generation`` (a digest of what it points at), because
+Kubernetes refuses to change a bound volume's source: a replaced filesystem gets new volumes, created before the old
+ones are released, instead of an update that waits on the bound volume's protection finalizer until it times out.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 from collections.abc import Callable, Mapping, Sequence
@@ -22,6 +25,7 @@ SHARED_FS_CLAIM = "shared-fs"
 ADMIN_NAMESPACE = "kube-system"
 ADMIN_CLAIM = "shared-fs-admin"
 TEAM_DIRS_JOB = "shared-fs-team-dirs"
+TEAM_GID_LABEL = "gpu-cluster/gid"  # on a team namespace: the POSIX group that owns the team's directory
 TEAM_DIR_MODE = "2770"  # the team's group reads and writes; new files inherit the group (setgid); others see nothing
 
 
@@ -45,21 +49,45 @@ class SharedFilesystem:
     scoped: bool = False
     tool_image: str = ""  # the image of the Job that creates the team directories (a shell, mkdir, chown, chmod)
     source: str = ""  # where the volume's shape was read
+    # A short digest of the filesystem's identity (id, address, directory): an Input[str] in the program, "" in tests.
+    generation: Any = ""
+    # What must exist before the team directories are made (AWS: the association that links the directory to the
+    # bucket, so the directories are created inside the linked path and exported); pulumi Resources in the program.
+    ready: tuple[Any, ...] = ()
+
+    def volume_name(self, base: str) -> Any:
+        """``base-<generation>`` (a str, or a pulumi Output in the program), ``base`` without a generation."""
+        if isinstance(self.generation, str):
+            return f"{base}-{self.generation}" if self.generation else base
+        return self.generation.apply(lambda g: f"{base}-{g}")
 
     def team_dir(self, team: str) -> str:
         """The team's directory from the filesystem root (``checkpoints/research``)."""
         return "/".join(p for p in (self.team_root.strip("/"), team) if p)
 
 
-def _volume(name: str, fs: SharedFilesystem, path: str | None, namespace: str, claim: str,
+# What a shared-fs claim requests. A statically bound claim's request can never change afterwards: the API server
+# resizes only claims of a StorageClass that allows expansion (kube-apiserver PersistentVolumeClaimResize admission:
+# "only dynamically provisioned pvc can be resized") and refuses a smaller one, so a claim asking for the filesystem's
+# capacity would make every `pulumi up` that grows the filesystem fail. The volume carries the real capacity (it may
+# change) and binds any claim asking for no more than that.
+CLAIM_REQUEST = "1Gi"
+
+
+def volume_generation(*identity: str) -> str:
+    """Eight hex digits of sha256 over what a volume points at: stable across applies, new for a new filesystem."""
+    return hashlib.sha256("\0".join(identity).encode()).hexdigest()[:8]
+
+
+def _volume(base: str, fs: SharedFilesystem, path: str | None, namespace: str, claim: str,
             labels: Mapping[str, str]) -> tuple[Manifest, Manifest]:
-    storage = f"{fs.capacity_gib}Gi"  # informational for a static volume; the claim asks for the same
+    name = fs.volume_name(base)
     pv: Manifest = {
         "apiVersion": "v1", "kind": "PersistentVolume",
         "metadata": meta(name, labels={**labels, "gpu-cluster/volume": "shared-fs"}),
         "spec": {
             "accessModes": ["ReadWriteMany"],
-            "capacity": {"storage": storage},
+            "capacity": {"storage": f"{fs.capacity_gib}Gi"},
             "persistentVolumeReclaimPolicy": "Retain",
             "storageClassName": "",  # static: no provisioner, and never the default class
             "claimRef": {"namespace": namespace, "name": claim},
@@ -71,7 +99,7 @@ def _volume(name: str, fs: SharedFilesystem, path: str | None, namespace: str, c
     pvc: Manifest = {
         "apiVersion": "v1", "kind": "PersistentVolumeClaim",
         "metadata": meta(claim, namespace, labels),
-        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": storage}},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": CLAIM_REQUEST}},
                  "storageClassName": "", "volumeName": name},
     }
     return pv, pvc
@@ -117,15 +145,20 @@ def team_dirs_job(fs: SharedFilesystem, teams: Sequence[TeamSpec], labels: Mappi
 
 
 def subpath_policy() -> list[Manifest]:
-    """Where a team's volume is the whole filesystem, its pods mount ``shared-fs`` only with ``subPath`` set to the
-    namespace's directory (or below it), never ``subPathExpr``: a ValidatingAdmissionPolicy on tenant namespaces.
-    Kubernetes refuses ``..`` in a subPath and resolves symlinks in it safely, so a team cannot climb out."""
+    """Where a team's volume is the whole filesystem, its pods mount ``shared-fs`` only with ``subPath`` exactly the
+    namespace's directory, never below it and never ``subPathExpr``: a ValidatingAdmissionPolicy on tenant namespaces.
+
+    Exactly, because kubelet resolves symlinks in a subPath and only checks that the result stays inside the volume
+    (kubernetes pkg/volume/util/subpath, doBindSubPath / safeOpenSubPath), and the volume here is the whole
+    filesystem: ``subPath: research/x`` with ``research/x -> ../applied`` would mount the applied team's directory.
+    The team directory itself is created by the platform's Job in a root-owned parent no team pod mounts, so no team
+    can make it a symlink; inside the container ``..`` and absolute links resolve in the container's own tree."""
     claim = json.dumps(SHARED_FS_CLAIM)
 
     def contained(field_name: str) -> str:
         mounts = (f"object.spec.{field_name}.all(c, !has(c.volumeMounts) || c.volumeMounts.all(m, "
                   "!(m.name in variables.shared) || (has(m.subPath) && !has(m.subPathExpr) && "
-                  "(m.subPath == request.namespace || m.subPath.startsWith(request.namespace + '/')))))")
+                  "m.subPath == request.namespace)))")
         return mounts if field_name == "containers" else f"!has(object.spec.{field_name}) || {mounts}"
 
     name = "gpu-cluster-shared-fs-subpath"
@@ -141,8 +174,9 @@ def subpath_policy() -> list[Manifest]:
                                  ".map(v, v.name)"}],
                   "validations": [{"expression": contained(f),
                                    "reason": "Forbidden",
-                                   "message": f"{f} mount the {SHARED_FS_CLAIM} claim with subPath set to the "
-                                              "namespace's name (the team's directory), not subPathExpr"}
+                                   "message": f"{f} mount the {SHARED_FS_CLAIM} claim with subPath set to exactly the "
+                                              "namespace's name (the team's directory; make subdirectories inside "
+                                              "the mount), not a path below it and not subPathExpr"}
                                   for f in ("containers", "initContainers")]}},
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
          "metadata": meta(name),

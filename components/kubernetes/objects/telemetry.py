@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from components.kubernetes.objects.common import (
     MONITORING_NAMESPACE,
@@ -94,12 +97,62 @@ TEAM_COST_EXPR = (
     "\"resource\", \"ram\", \"\", \"\"))")
 
 
-def prometheus_rules(runbook_url: str = "docs/runbooks.md",
-                     team_budgets: Mapping[str, float] | None = None) -> Manifest:
+RECORDING_INTERVAL_MINUTES = 1  # the recording group's interval: one sample of a rate per minute
+SPEND_WINDOW_DAYS = 30  # a budget's window, shortened to Prometheus's retention when that is shorter
+# kube-state-metrics exports allow-listed node labels as label_<name with every other character an underscore>.
+KSM_NODE_GROUP_LABEL = "label_" + "".join(c if c.isalnum() else "_" for c in NODE_GROUP_LABEL)
+GPU_PRICE_BY_GROUP = "gpu_cluster:gpu_unit_hour_usd:by_node_group"
+GPU_PRICE_BY_NODE = "gpu_cluster:gpu_unit_hour_usd:by_node"
+TEAM_GPU_COST = "gpu_cluster:gpu_cost_usd_per_hour:sum_by_namespace"
+# On the PrometheusRule: the GPU groups the spend rules cannot price.
+UNPRICED_ANNOTATION = "gpu-cluster/unpriced-gpu-groups"
+
+
+@dataclass(frozen=True)
+class SpendPricing:
+    """What a GPU unit-hour costs on each node group (the preview's figures) and the window budgets are watched
+    over; ``basis`` names the figures (catalog key, status, date) for the alert's readers."""
+
+    gpu_unit_hour_usd: Mapping[str, float]
+    window_days: int
+    basis: str
+    unpriced: tuple[str, ...] = ()  # GPU node groups without a price read: their GPU hours are not counted
+
+
+def spend_recording_rules(spend: SpendPricing) -> list[Manifest]:
+    """The price of a GPU unit by node group (a constant series per group), by node (through the node's group label,
+    which kube-state-metrics exports), and each namespace's GPU cost per hour: the GPUs its running pods request
+    times their node's price."""
+    by_group = " or ".join(f"label_replace(vector({usd:.6g}), \"{KSM_NODE_GROUP_LABEL}\", \"{group}\", \"\", \"\")"
+                           for group, usd in sorted(spend.gpu_unit_hour_usd.items()))
+    return [
+        {"record": GPU_PRICE_BY_GROUP, "expr": by_group},
+        {"record": GPU_PRICE_BY_NODE,
+         "expr": f"max by (node) (kube_node_labels * 0 + on ({KSM_NODE_GROUP_LABEL}) group_left () "
+                 f"{GPU_PRICE_BY_GROUP})"},
+        {"record": TEAM_GPU_COST,
+         "expr": "sum by (namespace) (kube_pod_container_resource_requests{resource=\"nvidia_com_gpu\"} "
+                 "* on (namespace, pod) group_left () (max by (namespace, pod) "
+                 "(kube_pod_status_phase{phase=\"Running\"}) == 1) "
+                 f"* on (node) group_left () {GPU_PRICE_BY_NODE})"},
+    ]
+
+
+def spend_pricing(pools: Sequence[Any], retention_days: int) -> SpendPricing:
+    """The spend alert's prices from the GPU pools (``GpuPool``: name, gpu_unit_hour_usd, price_basis, gpus)."""
+    priced = {p.name: p.gpu_unit_hour_usd for p in pools if p.gpu_unit_hour_usd is not None}
+    basis = "; ".join(f"{p.name}: {p.price_basis} / {p.gpus_per_node * p.gpu_units_per_gpu} GPU units"
+                      for p in sorted(pools, key=lambda p: p.name) if p.name in priced)
+    return SpendPricing(gpu_unit_hour_usd=priced, window_days=min(SPEND_WINDOW_DAYS, retention_days), basis=basis,
+                        unpriced=tuple(sorted(p.name for p in pools if p.name not in priced)))
+
+
+def prometheus_rules(runbook_url: str = "docs/runbooks.md", team_budgets: Mapping[str, float] | None = None,
+                     spend: SpendPricing | None = None) -> Manifest:
     """Recording rules and alerts for the seed's minimum telemetry: GPU utilization, errors (XID, ECC,
     row remapping, NVLink), temperature and power, nodes not ready; queue wait time and quota denials (evictions,
-    preemptions, inadmissible workloads, exhausted quota). Every alert links its runbook section (``runbook_url``,
-    the annotation kube-prometheus-stack's own rules use)."""
+    preemptions, inadmissible workloads, exhausted quota); each team's GPU spend against its budget (``spend``).
+    Every alert links its runbook section (``runbook_url``, the annotation kube-prometheus-stack's own rules use)."""
     recording = [
         {"record": "gpu_cluster:gpu_utilization:avg_by_namespace",
          "expr": "avg by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=\"\"})"},
@@ -153,26 +206,66 @@ def prometheus_rules(runbook_url: str = "docs/runbooks.md",
               "(increase(kueue_preempted_workloads_total[30m])) > 0", 0, "info",
               "workloads were preempted ({{ $labels.reason }})"),
     ]
-    # Each team's budget seen from inside the cluster: its spend rate (OpenCost's list prices for what its pods
-    # request) projected over a month, against its monthly budget. Cloud budgets cannot see a team's share of shared
-    # nodes (components/aws/cost.py, components/gcp/cost.py).
-    for team, usd in sorted((team_budgets or {}).items()):
-        rule = alert("TeamSpendOverBudget",
-                     f"gpu_cluster:cost_usd_per_hour:sum_by_namespace{{namespace=\"{team}\"}} * {HOURS_PER_MONTH} "
-                     f"> {usd:g}", 360, "warning",
-                     f"at its spend rate of the last 6 hours team {team} would cost more than its monthly budget of "
-                     f"${usd:,.0f} ({{{{ $value | humanize }}}} USD a month, OpenCost list prices)")
-        rule["labels"]["team"] = team
-        alerts.append(rule)
+    budget_rules: list[Manifest] = []
+    if spend is not None and spend.gpu_unit_hour_usd:
+        recording += spend_recording_rules(spend)
+        # Each team's budget seen from inside the cluster: what its running pods' GPUs cost over the window, at the
+        # cost preview's prices, against its monthly budget prorated to the window. Cloud budgets cannot see a
+        # team's share of shared nodes (components/aws/cost.py, components/gcp/cost.py). Summing what was spent
+        # (not projecting a rate over a month) keeps a two-week Capacity Block inside a budget sized for it.
+        for team, usd in sorted((team_budgets or {}).items()):
+            allowance = usd * spend.window_days * 24 / HOURS_PER_MONTH
+            rule = alert("TeamSpendOverBudget",
+                         f"sum_over_time({TEAM_GPU_COST}{{namespace=\"{team}\"}}[{spend.window_days}d]) "
+                         f"/ {60 // RECORDING_INTERVAL_MINUTES} > {allowance:.2f}", 10, "warning",
+                         f"team {team} used {{{{ $value | humanize }}}} USD of GPU time in the last "
+                         f"{spend.window_days} days, more than its budget of ${usd:,.0f} a month allows "
+                         f"(${allowance:,.0f}); GPU hours priced as the cost preview prices them")
+            rule["labels"]["team"] = team
+            rule["annotations"]["prices"] = spend.basis
+            if spend.unpriced:
+                rule["annotations"]["unpriced"] = (f"{', '.join(spend.unpriced)}: no price read, GPU hours there are "
+                                                   "not counted")
+            budget_rules.append(rule)
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
-        "metadata": meta("gpu-cluster", MONITORING_NAMESPACE),
+        "metadata": {**meta("gpu-cluster", MONITORING_NAMESPACE),
+                     **({"annotations": {UNPRICED_ANNOTATION: ", ".join(spend.unpriced)}}
+                        if spend is not None and spend.unpriced else {})},
         "spec": {"groups": [
-            {"name": "gpu-cluster.recording", "interval": "1m", "rules": recording},
+            {"name": "gpu-cluster.recording", "interval": f"{RECORDING_INTERVAL_MINUTES}m", "rules": recording},
             {"name": "gpu-cluster.alerts", "rules": alerts},
+            # A month of samples per team is read at each evaluation: every 5 minutes is enough for a budget.
+            *([{"name": "gpu-cluster.budgets", "interval": "5m", "rules": budget_rules}] if budget_rules else []),
         ]},
     }
+
+
+def spend_watch_lines(rules: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What the preview says of the in-cluster spend alerts in ``rules`` (PrometheusRule objects): the teams and
+    budgets watched, the window, the prices used and the GPU groups left unpriced."""
+    watched: list[tuple[str, str, Mapping[str, Any]]] = []
+    for rule in rules:
+        for group in (rule.get("spec") or {}).get("groups") or []:
+            for r in group.get("rules") or []:
+                if r.get("alert") == "TeamSpendOverBudget":
+                    watched.append((str(r["labels"].get("team")), str(r.get("expr", "")), r.get("annotations") or {}))
+    unpriced = [str((r.get("metadata") or {}).get("annotations", {}).get(UNPRICED_ANNOTATION, "")) for r in rules]
+    if not watched:
+        missing = ", ".join(u for u in unpriced if u)
+        return [f"warning: no in-cluster spend alert: no price read for the GPU groups {missing} (components/catalog/"
+                "prices_*.yaml), so team budgets on shared nodes are watched by nothing; add the price with its "
+                "source, or run `blueprint prices refresh` (AWS on-demand)"] if missing else []
+    window = re.search(r"\[(\d+)d\]", watched[0][1])
+    notes = watched[0][2]
+    lines = [f"team GPU spend watched in the cluster (TeamSpendOverBudget: GPU hours of running pods over the last "
+             f"{window.group(1) if window else '?'} days, at this preview's prices): "
+             + ", ".join(sorted(team for team, _, _ in watched)),
+             f"  prices: {notes.get('prices', '?')}"]
+    if notes.get("unpriced"):
+        lines.append(f"  warning: {notes['unpriced']}")
+    return lines
 
 
 ALERTING_LABEL = "gpu-cluster/alerting"
@@ -195,13 +288,14 @@ def _receiver(r: AlertReceiverSpec) -> Manifest:
     return {"name": r.name, "webhookConfigs": [{"urlSecret": ref, "sendResolved": True}]}
 
 
-def alertmanager_config(alerts: AlertsSpec) -> Manifest:
+def alertmanager_config(alerts: AlertsSpec, budget_notify: Mapping[str, Sequence[str]] | None = None) -> Manifest:
     """The stack's alert routing as an AlertmanagerConfig in the monitoring namespace, selected by the chart's
     Alertmanager (matcher strategy None, so its routes see alerts of every namespace). The Prometheus operator makes its
     routes first children of the root route with continue, and resolves the Secret references when it builds the
     configuration: while a Secret is missing it rejects this object (an event, a warning in its log) and Alertmanager
     keeps running (prometheus-operator v0.88.0 pkg/alertmanager/operator.go selectAlertmanagerConfigs). Team routes
-    match the alert's namespace or ClusterQueue (both are the team's name)."""
+    match the alert's namespace or ClusterQueue (both are the team's name); a team's budget addresses get its spend
+    alert."""
     # kube-prometheus-stack's always-firing Watchdog and its InfoInhibitor are plumbing, not news: stopped here (the
     # chart's own routes still send them to its null receiver).
     routes: list[Manifest] = [{"receiver": SILENT_RECEIVER, "continue": False, "matchers": [
@@ -216,6 +310,17 @@ def alertmanager_config(alerts: AlertsSpec) -> Manifest:
                 routes.append({"receiver": route.receiver, "continue": True,
                                "matchers": [*severity, {"name": label, "matchType": "=", "value": team}]})
     receivers = [_receiver(r) for r in alerts.receivers] + [{"name": SILENT_RECEIVER}]  # no config: sends nothing
+    # A team's budget addresses (teams[].budget.notify) get its spend alert, mailed through the first email receiver's
+    # server and credential; without an email receiver the preview warns (components/spec/notes.py budget_notes).
+    mail = next((r for r in alerts.receivers if r.type == "email"), None)
+    for team, to in sorted((budget_notify or {}).items()):
+        if mail is None or not to:
+            continue
+        receiver = _receiver(mail.model_copy(update={"name": f"budget-{team}", "to": list(to)}))
+        receivers.insert(-1, receiver)
+        routes.insert(1, {"receiver": receiver["name"], "continue": True, "matchers": [
+            {"name": "alertname", "matchType": "=", "value": "TeamSpendOverBudget"},
+            {"name": "team", "matchType": "=", "value": team}]})
     root = alerts.default_receiver or SILENT_RECEIVER
     return {
         "apiVersion": "monitoring.coreos.com/v1alpha1", "kind": "AlertmanagerConfig",

@@ -73,6 +73,30 @@ def team_role(team: TeamSpec) -> Manifest:
     }
 
 
+TEAM_VIEWER = "gpu-cluster-team-viewer"
+
+
+def team_viewer_role(teams: Sequence[TeamSpec]) -> list[Manifest]:
+    """What every team member may read outside its namespace: the cluster-scoped objects a job names (the training
+    runtimes a TrainJob refers to, the queues, flavors and priority classes its workload is admitted under). A Role
+    cannot grant cluster-scoped kinds, and neither the Trainer nor the Kueue chart binds a viewer role to users, so
+    without it ``kubectl get clustertrainingruntimes`` and the Trainer SDK's runtime listing return 403."""
+    read = ["get", "list", "watch"]
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta(TEAM_VIEWER),
+         "rules": [
+             {"apiGroups": ["trainer.kubeflow.org"], "resources": ["clustertrainingruntimes"], "verbs": read},
+             {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "resourceflavors", "cohorts",
+                                                             "workloadpriorityclasses", "topologies"], "verbs": read},
+             {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": read},
+         ]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": meta(TEAM_VIEWER),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": TEAM_VIEWER},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": t.k8s_group}
+                      for t in sorted(teams, key=lambda t: t.name)]},
+    ]
+
+
 def service_account(name: str, namespace: str, labels: Mapping[str, str], purpose: str) -> Manifest:
     """A service account whose AWS permissions come from an EKS Pod Identity association (no annotation
     is needed: the association names the namespace and service account)."""

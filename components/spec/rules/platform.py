@@ -67,6 +67,10 @@ def _check_alerts(spec: ClusterSpec, out: _Collector) -> None:
         rw = f"{where}.receivers[{i}]"
         if r.name in names:
             out.add(f"{rw}.name", "unique-names", f"receiver name '{r.name}' is used twice")
+        if r.name == "none" or r.name.startswith("budget-"):
+            out.add(f"{rw}.name", "alert-receiver-reserved",
+                    f"receiver name '{r.name}' is reserved: 'none' silences Watchdog and budget-<team> mails a "
+                    "team's budget addresses (teams[].budget.notify); choose another")
         names.setdefault(r.name, i)
         needs = {"email": ("to", "from", "smarthost")}.get(r.type, ())
         given = {"to": bool(r.to), "from": r.sender is not None, "smarthost": r.smarthost is not None}
