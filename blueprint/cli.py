@@ -3,8 +3,10 @@
     blueprint preview <stack>            resource tree grouped by plane, with the figures that matter
     blueprint graph <stack> -o FILE      the ResourceGraph as JSON (format in README.md)
     blueprint manifests <stack> -o DIR   every Kubernetes object and Helm release's values as YAML
-    blueprint policy <stack | graph.json> [--format table|markdown|json|sarif] [--config FILE]
+    blueprint policy <stack | graph.json> [--format table|markdown|json|sarif] [--config FILE] [--stack-file F]
                                          run the policy pack; exit 1 when a mandatory policy fails
+    blueprint policy --list | --explain POLICY
+                                         the pack's policies with their levels; one explained, with an example
     blueprint cost <stack | graph.json> [--format table|json] [--usage FILE]
     blueprint cost diff --base <graph.json | git ref> <stack | graph.json>
     blueprint sizing <stack> [--format table|json]
@@ -52,7 +54,6 @@ from blueprint.policy import (
     load_pack,
     render_json,
     render_markdown,
-    render_sarif,
     render_table,
     run_policies,
 )
@@ -84,10 +85,16 @@ def _parser() -> argparse.ArgumentParser:
     manifests.add_argument("stack", help="stack name (prod-aws) or path to a stack file")
     manifests.add_argument("-o", "--output", type=output_dir_argument, required=True, help="output directory")
     policy = sub.add_parser("policy", parents=[common], help="run the policy pack on a stack or a graph file")
-    policy.add_argument("target", help="stack name, stack file, or a graph JSON (offline graph, "
-                                       "`pulumi preview --json`, or `pulumi stack export`)")
+    policy.add_argument("target", nargs="?", help="stack name, stack file, or a graph JSON (offline graph, "
+                                                  "`pulumi preview --json`, or `pulumi stack export`)")
     policy.add_argument("--format", choices=("table", "markdown", "json", "sarif"), default="table")
     policy.add_argument("--config", type=Path, help="pack config, as given to --policy-pack-config")
+    policy.add_argument("--list", action="store_true", help="list the pack's policies: area, level (under "
+                        "--config), severity, cloud, what each requires")
+    policy.add_argument("--explain", metavar="POLICY", help="what one policy checks, why, how to fix it, its "
+                        "config, and an example violation on a shipped stack")
+    policy.add_argument("--stack-file", type=Path, help="the stack file findings point at (SARIF lines); default: "
+                        "the stack's file, or stacks/Pulumi.<stack>.yaml for a graph")
     policy.add_argument("-o", "--output", type=output_file_argument,
                         help="write the report here instead of standard output")
     cost = sub.add_parser("cost", parents=[common], help="price a stack or a graph file (USD); "
@@ -100,9 +107,13 @@ def _parser() -> argparse.ArgumentParser:
     # `blueprint cost diff ...` is routed here by main(); argparse cannot have both a positional target and a
     # sub-command under `cost`.
     diff = sub.add_parser("cost-diff", parents=[common], help="(as `blueprint cost diff`) the cost change "
-                          "against a base, as a pull-request comment")
-    diff.add_argument("target", help="stack name, stack file, or a graph JSON")
-    diff.add_argument("--base", required=True, help="the previous graph JSON, or a git ref to build the stack at")
+                          "against a base at desired and at max size, as one pull-request comment")
+    diff.add_argument("targets", nargs="+", metavar="target", help="stack names, stack files or graph JSONs (one "
+                      "summary table for several); with --combine, per-stack JSON reports of `cost diff`")
+    diff.add_argument("--base", help="the previous graph JSON, or a git ref to build each stack at (a stack file "
+                      "is found at the same path relative to the repository)")
+    diff.add_argument("--combine", action="store_true", help="render one comment from per-stack JSON reports "
+                      "(`cost diff --format json`, e.g. from parallel CI jobs)")
     diff.add_argument("--format", choices=("markdown", "json"), default="markdown")
     diff.add_argument("--fail-above-usd", type=float, help="exit 1 if the monthly cost rises by more than this")
     diff.add_argument("--fail-above-percent", type=float, help="exit 1 if it rises by more than this percent")
@@ -194,19 +205,69 @@ def _write(text: str, output: Path | None) -> None:
         write_atomic(output, text)
 
 
+def _stack_file_for(args: argparse.Namespace, stack: str, artifact: str) -> tuple[str | None, str | None]:
+    """(the stack file as the repository names it, its text) for SARIF lines: ``--stack-file``, the stack's own
+    file, or ``stacks/Pulumi.<stack>.yaml`` for a graph; (None, None) when none is found."""
+    from blueprint.stackfile import default_stacks_dir
+
+    candidates = [args.stack_file] if args.stack_file is not None else (
+        [Path(artifact)] if not artifact.endswith(".json") else
+        [Path("stacks") / f"Pulumi.{stack}.yaml", default_stacks_dir() / f"Pulumi.{stack}.yaml"])
+    for path in candidates:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            if args.stack_file is not None:
+                raise OutputError(f"--stack-file {path}: cannot be read") from None
+            continue
+        shown = path.resolve()
+        if shown.is_relative_to(Path.cwd().resolve()):
+            shown = shown.relative_to(Path.cwd().resolve())
+        return shown.as_posix(), text
+    return None, None
+
+
+def _policy_catalog(args: argparse.Namespace) -> int:
+    """``blueprint policy --list`` and ``--explain <name>``."""
+    from blueprint.policy_catalog import entries, find, render_explain, render_list
+
+    pack = load_pack()
+    config = load_config_file(args.config, pack.policies) if args.config else None
+    items = entries(pack, config)
+    if args.explain is None:
+        _write(render_list(items, "json" if args.format == "json" else "table"), args.output)
+        return EXIT_OK
+    entry = find(items, args.explain)
+    _write(render_explain(entry, None), args.output)
+    return EXIT_OK
+
+
 def _policy(args: argparse.Namespace) -> int:
     """``blueprint policy``: exit 0 (no mandatory violation), 1 (mandatory violation), 2 (bad input)."""
     if args.output is not None:
         check_output_file(args.output)
+    if args.list or args.explain is not None:
+        if args.target is not None:
+            raise OutputError("--list and --explain take no stack or graph")
+        return _policy_catalog(args)
+    if args.target is None:
+        raise OutputError("give a stack or a graph file to check (or --list / --explain POLICY)")
     pack = load_pack()
     config = load_config_file(args.config, pack.policies) if args.config else None
     graph, artifact, _ = _target_graph(args.target)
     report = run_policies(graph, config, pack)
+    stack = graph.stack or Path(artifact).stem
+
+    def sarif() -> str:
+        from blueprint.sarif import render_sarif
+
+        uri, text = _stack_file_for(args, stack, artifact)
+        return render_sarif(report, stack, graph, uri, text)
     renderers = {
         "table": lambda: render_table(report),
         "markdown": lambda: render_markdown(report, graph.stack or artifact),
         "json": lambda: render_json(report),
-        "sarif": lambda: render_sarif(report, artifact),
+        "sarif": sarif,
     }
     _write(renderers[args.format](), args.output)
     return EXIT_OK if report.passed else EXIT_POLICY
@@ -259,28 +320,58 @@ class CostUsageError(ValueError):
     """``blueprint cost`` called with arguments that do not fit together."""
 
 
-def _graph_at_ref(ref: str, stack: str) -> ResourceGraph:
-    """The stack's graph as the program stood at git ``ref``, built in a scratch copy of that tree."""
+def _repo_path(target: str) -> str | None:
+    """A stack file target as a path relative to the repository root (the same file at another ref), or None for a
+    stack name; CostUsageError when the file lies outside the repository."""
+    import subprocess
+
+    if not (target.endswith((".yaml", ".yml")) or "/" in target or "\\" in target):
+        return None
+    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False)
+    if top.returncode != 0:
+        raise CostUsageError(f"--base as a git ref needs a git checkout: {top.stderr.strip()[:200]}")
+    path = Path(target).resolve()
+    root = Path(top.stdout.strip()).resolve()
+    if not path.is_relative_to(root):
+        raise CostUsageError(f"--base: {target} is outside the repository ({root}), so it has no version at a git "
+                             "ref; give a graph JSON as --base instead")
+    return path.relative_to(root).as_posix()
+
+
+def _graphs_at_ref(ref: str, stacks: Sequence[str]) -> dict[str, tuple[ResourceGraph, str | None]]:
+    """Each stack's graph as the program stood at git ``ref``, built in one scratch copy of that tree: a stack file
+    is taken at the same path relative to the repository (never the working tree's file); a stack the ref does not
+    have yet comes back empty, with a note."""
+    import io
     import subprocess
     import tarfile
     import tempfile
 
+    out: dict[str, tuple[ResourceGraph, str | None]] = {}
     with tempfile.TemporaryDirectory(prefix="blueprint-base-") as tmp:
         archive = subprocess.run(["git", "archive", "--format=tar", ref], capture_output=True, check=False)
         if archive.returncode != 0:
             raise CostUsageError(f"--base {ref}: not a graph JSON file nor a git ref of this repository "
                                  f"({archive.stderr.decode(errors='replace').strip()[:200]})")
-        import io
-
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
             tar.extractall(tmp, filter="data")
-        out = Path(tmp) / "base-graph.json"
-        built = subprocess.run([sys.executable, "-m", "blueprint", "graph", stack, "-o", str(out)], cwd=tmp,
-                               capture_output=True, check=False)
-        if built.returncode != 0:
-            raise CostUsageError(f"--base {ref}: the stack {stack} does not build at that ref: "
-                                 f"{built.stderr.decode(errors='replace').strip()[:300]}")
-        return ResourceGraph.load(out)
+        for stack in stacks:
+            relative = _repo_path(stack)
+            at_ref = relative if relative is not None else stack
+            exists = (Path(tmp) / relative).is_file() if relative is not None else \
+                (Path(tmp) / "stacks" / f"Pulumi.{stack}.yaml").is_file()
+            if not exists:
+                out[stack] = (ResourceGraph(stack, []), f"{stack} is new: {ref} has no such stack file, so everything "
+                                                         "in it is added")
+                continue
+            target = Path(tmp) / "base-graph.json"
+            built = subprocess.run([sys.executable, "-m", "blueprint", "graph", at_ref, "-o", str(target)], cwd=tmp,
+                                   capture_output=True, check=False)
+            if built.returncode != 0:
+                raise CostUsageError(f"--base {ref}: the stack {stack} does not build at that ref: "
+                                     f"{built.stderr.decode(errors='replace').strip()[:300]}")
+            out[stack] = (ResourceGraph.load(target), None)
+    return out
 
 
 def _cost(args: argparse.Namespace) -> int:
@@ -305,23 +396,57 @@ def _cost(args: argparse.Namespace) -> int:
 
 
 def _cost_diff(args: argparse.Namespace) -> int:
-    """``blueprint cost diff``: the change against ``--base``; exit 1 when a guardrail is crossed."""
-    from blueprint.cost.diff import breaches, diff_reports, render_diff_json, render_diff_markdown
+    """``blueprint cost diff``: the change of each target against ``--base`` (or ``--combine`` per-stack JSON
+    reports into one comment); exit 1 when a guardrail is crossed."""
+    from blueprint.cost.diff import (
+        breaches,
+        diff_reports,
+        load_documents,
+        render_diff_json,
+        render_diff_markdown,
+    )
     from blueprint.cost.engine import price_graph
 
     if args.output is not None:
         check_output_file(args.output)
-    graph, _, _ = _target_graph(args.target)
-    if args.base.endswith(".json") or Path(args.base).is_file():
-        base_graph, _, _ = _target_graph(args.base)
-    elif args.target.endswith(".json"):
-        raise CostUsageError("--base as a git ref needs a stack name or stack file as the target, not a graph")
+    if args.combine:
+        if args.base is not None:
+            raise CostUsageError("--combine reads finished reports: it takes no --base")
+        texts = []
+        for name in args.targets:
+            try:
+                texts.append((name, Path(name).read_text(encoding="utf-8")))
+            except (OSError, UnicodeDecodeError) as err:
+                raise CostUsageError(f"{name}: cannot be read ({err})") from None
+        try:
+            docs = load_documents(texts)
+        except ValueError as err:
+            raise CostUsageError(str(err)) from None
+        _write(render_diff_markdown(docs), args.output)
+        return EXIT_OK
+    if args.base is None:
+        raise CostUsageError("cost diff needs --base (a graph JSON or a git ref), or --combine")
+    base_is_file = args.base.endswith(".json") or Path(args.base).is_file()
+    if base_is_file and len(args.targets) > 1:
+        raise CostUsageError("--base as a graph JSON compares one target; give a git ref to compare several stacks")
+    if not base_is_file and any(t.endswith(".json") for t in args.targets):
+        raise CostUsageError("--base as a git ref needs stack names or stack files as targets, not graphs")
+    bases = {args.targets[0]: (_target_graph(args.base)[0], None)} if base_is_file else \
+        _graphs_at_ref(args.base, args.targets)
+    diffs = []
+    for target in args.targets:
+        graph, _, _ = _target_graph(target)
+        base_graph, note = bases[target]
+        usage, notes = _usage(args.usage, target, (graph, base_graph))
+        diffs.append(diff_reports(price_graph(base_graph, usage=usage),
+                                  price_graph(graph, usage=usage, usage_notes=notes), [note] if note else []))
+    if args.format == "json":
+        _write(render_diff_json(diffs), args.output)
     else:
-        base_graph = _graph_at_ref(args.base, args.target)
-    usage, notes = _usage(args.usage, args.target, (graph, base_graph))
-    diff = diff_reports(price_graph(base_graph, usage=usage), price_graph(graph, usage=usage, usage_notes=notes))
-    _write(render_diff_json(diff) if args.format == "json" else render_diff_markdown(diff), args.output)
-    crossed = breaches(diff, args.fail_above_usd, args.fail_above_percent)
+        from blueprint.cost.diff import diff_document
+
+        _write(render_diff_markdown([diff_document(d) for d in diffs]), args.output)
+    crossed = [line for d in diffs for line in breaches(d, args.fail_above_usd, args.fail_above_percent)]
     for line in crossed:
         _emit(sys.stderr, f"cost guardrail: {line}\n")
     return EXIT_POLICY if crossed else EXIT_OK

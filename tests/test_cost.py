@@ -205,7 +205,8 @@ def test_preview_shows_the_totals_and_their_caveats(capsys: pytest.CaptureFixtur
     assert main(["preview", "prod-aws"]) == 0
     out = capsys.readouterr().out
     # 188.70 fixed + 580.98 of stacks/prod-aws.usage.yaml (see the hand computation above)
-    assert "cost: $769.68 a month at desired size, $1,112.26 at max size (USD; " in out
+    # m6i.2xlarge and FSx PERSISTENT_2_500 have no price read: the totals are lower bounds and say so
+    assert "cost: at least $769.68 a month at desired size, at least $1,112.26 at max size (USD; " in out
     assert "  usage estimates from stacks/prod-aws.usage.yaml" in out
     assert "  plus $211,438.08 prepaid once for Capacity Blocks" in out
     assert "  stale prices: ebs.gp3_storage, ec2_capacity_block.p5.48xlarge" in out
@@ -240,8 +241,12 @@ def test_cost_diff_reports_exactly_the_added_group(prod_graph: ResourceGraph, tm
     assert "ec2_on_demand.g6.xlarge" in doc["stale_prices"]
     assert main(["cost", "diff", "--base", str(base), str(new)]) == 0
     text = capsys.readouterr().out
-    pct = 100 * group / price_graph(prod_graph).total_monthly_usd
-    assert f"**Monthly cost will increase by ${group:,.2f} (+{pct:.1f}%).**" in text
+    from blueprint.cost.diff import percent
+
+    base_usd = price_graph(prod_graph).total_monthly_usd
+    pct = percent(base_usd, base_usd + group)
+    shown = "new" if pct is None else f"{pct:+.1f}%"
+    assert f"**Monthly cost at desired size will increase by ${group:,.2f} ({shown}); at max size" in text
     assert "| `nodegroup-extra-ng` | added | $0.00 | " in text
     assert "Stale prices (may have changed since they were read): " in text and "`ec2_on_demand.g6.xlarge`" in text
 
@@ -253,7 +258,7 @@ def test_cost_diff_guardrails_exit_1(prod_graph: ResourceGraph, tmp_path: Path,
     new.write_text(json.dumps(_with_extra_group(prod_graph)))
     assert main(["cost", "diff", "--base", str(base), str(new), "--fail-above-usd", "2000"]) == 0
     assert main(["cost", "diff", "--base", str(base), str(new), "--fail-above-usd", "1000"]) == 1
-    assert "cost guardrail: the monthly cost rises by $1,810.51, above --fail-above-usd $1,000.00" in \
+    assert "cost guardrail: prod-aws: the monthly cost rises by $1,810.51, above --fail-above-usd $1,000.00" in \
         capsys.readouterr().err
     assert main(["cost", "diff", "--base", str(base), str(new), "--fail-above-percent", "0.5"]) == 1
     assert main(["cost", "diff", "--base", str(new), str(base), "--fail-above-percent", "0.5"]) == 0  # a decrease
@@ -352,11 +357,16 @@ def test_scaling_an_unpriced_group_is_a_change_the_diff_does_not_hide(prod_graph
     for res in doc["resources"]:
         if res["name"] == "nodegroup-system-ng":
             res["inputs"]["scalingConfig"]["desiredSize"] = 5  # m6i.2xlarge has no price read
+    from blueprint.cost.diff import diff_document, percent
+
     diff = diff_reports(price_graph(prod_graph), price_graph(ResourceGraph.from_dict(doc)))
     assert [r.name for r in diff.resources] == ["nodegroup-system-ng"]
     assert not diff.resources[0].priced_fully
-    assert headline(diff) == ("Monthly cost will increase by $32.00 (+17.0%). Not counted: 1 changed resource(s) "
-                              "with lines that have no price.")
+    pct = percent(diff.previous.total_monthly_usd, diff.new.total_monthly_usd)
+    assert pct is not None
+    assert headline(diff_document(diff)) == (
+        f"Monthly cost at desired size will increase by $32.00 ({pct:+.1f}%); at max size (what the node groups may "
+        "reach) it will not change. Not counted: 1 changed resource(s) with lines that have no price.")
 
 
 def test_odd_graph_inputs_are_priced_as_far_as_they_go_never_a_crash(prod_graph: ResourceGraph) -> None:

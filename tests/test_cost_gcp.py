@@ -264,7 +264,8 @@ def test_cost_diff_between_gcp_graphs_shows_the_delta(prod: ResourceGraph, tmp_p
     assert main(["cost", "diff", "--base", str(base), str(new)]) == 0
     text = capsys.readouterr().out
     pct = 100 * delta / price_graph(prod).total_monthly_usd
-    assert f"**Monthly cost will increase by ${delta:,.2f} (+{pct:.1f}%). Not counted: 1 changed" in text
+    assert f"**Monthly cost at desired size will increase by ${delta:,.2f} (+{pct:.1f}%); at max size" in text
+    assert "Not counted: 1 changed resource(s)" in text
     assert "| `nodepool-h100-pool` | changed (some lines unpriced) | " in text
 
 

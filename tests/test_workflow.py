@@ -27,21 +27,48 @@ def test_runs_on_pull_requests_with_the_permissions_it_uses() -> None:
                                   "id-token": "write"}
 
 
-def test_offline_job_tests_then_comments_policy_and_cost_diff_and_uploads_sarif() -> None:
-    job = _load()["jobs"]["offline"]
+def test_tests_run_on_their_own() -> None:
+    assert "make test" in _runs(_load()["jobs"]["tests"])
+
+
+def test_each_stack_is_checked_in_its_own_parallel_job() -> None:
+    """A matrix job per stack (listed from the stack files) builds its graph, its SARIF with lines in its stack file,
+    its Markdown verdict and its cost change as JSON; a mandatory violation is recorded, not fatal there."""
+    jobs = _load()["jobs"]
+    assert "stacks/Pulumi.*.yaml" in _runs(jobs["stacks"])
+    job = jobs["stack"]
+    assert job["needs"] == "stacks"
+    assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.stacks.outputs.stacks) }}"
+    assert job["strategy"]["fail-fast"] is False
     runs = _runs(job)
-    assert runs.index("make test") < runs.index("blueprint graph")
-    assert "blueprint policy \"out/$stack.json\" --format markdown" in runs
-    # A failing stack's verdict (exit 1, as preview and policy now exit) is still posted: the comment step goes on.
-    assert "blueprint policy \"out/$stack.json\" --format markdown || true" in runs
-    assert "blueprint preview" not in runs
-    assert "blueprint cost diff --base \"$BASE_REF\" \"$stack\"" in runs
+    assert runs.index("blueprint graph") < runs.index("blueprint policy")
+    assert '--stack-file "stacks/Pulumi.$STACK.yaml" --format sarif' in runs
+    assert '.venv/bin/blueprint policy "out/$STACK.json" --format markdown -o "out/$STACK.policy.md" || true' in runs
+    assert 'blueprint cost diff --base "$BASE_REF" "$STACK" --format json -o "out/$STACK.cost.json"' in runs
+    assert "|| status=$?" in runs and 'echo "$status" > "out/$STACK.status"' in runs
     assert job["steps"][0]["with"]["fetch-depth"] == 0  # the base branch must be there to build it
+    upload = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@"))
+    assert upload["with"]["name"] == "stack-${{ matrix.stack }}"
+
+
+def test_one_job_gathers_the_comment_and_the_sarif() -> None:
+    job = _load()["jobs"]["comment"]
+    assert job["needs"] == "stack" and "always()" in job["if"]
+    runs = _runs(job)
+    assert "blueprint cost diff --combine out/*.cost.json" in runs  # one summary table across stacks, first
+    assert runs.index("cost diff --combine") < runs.index("cat out/*.policy.md")
     uses = [step.get("uses", "") for step in job["steps"]]
-    assert any(u.startswith("github/codeql-action/upload-sarif@") for u in uses)
+    download = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/download-artifact@"))
+    assert download["with"] == {"pattern": "stack-*", "merge-multiple": True, "path": "out"}
+    sarif = next(s for s in job["steps"] if s.get("uses", "").startswith("github/codeql-action/upload-sarif@"))
+    # No category input: it would give every stack's run the same category, which GitHub refuses; each file's
+    # run carries its own automationDetails.id.
+    assert sarif["with"] == {"sarif_file": "out"}
+    assert uses.index(sarif["uses"]) > uses.index(download["uses"])
     script = next(s["with"]["script"] for s in job["steps"] if s.get("uses", "").startswith("actions/github-script@"))
     assert "updateComment" in script and "createComment" in script  # one comment, updated on each push
-    assert runs.rstrip().endswith('for graph in out/*.json; do .venv/bin/blueprint policy "$graph"; done')
+    assert job["steps"][-1]["name"] == "Fail on a mandatory policy violation"
+    assert 'for f in out/*.status' in job["steps"][-1]["run"]
 
 
 def test_real_preview_runs_only_with_a_pulumi_token_and_the_policy_pack() -> None:

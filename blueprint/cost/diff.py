@@ -1,18 +1,49 @@
-"""``blueprint cost diff``: what a change does to the monthly cost, in the shape PR reviewers know.
+"""``blueprint cost diff``: what a change does to the cost, in the shape PR reviewers know.
 
-Resources are matched by URN. The Markdown follows the familiar Infracost comment: a headline ("monthly
-cost will increase by $X (+Y%)"), a table of previous, new and change, and collapsible details per changed
-resource; stale and unknown prices of either side are listed under it.
+Resources are matched by URN. Every figure is given at desired size (what runs now) and at max size (what the node
+groups may reach: the exposure a ``maxSize`` change moves), with one-time charges (Capacity Blocks) apart. A
+percentage is shown only against a meaningful base: from nothing, or from a base under a tenth of the new figure,
+the change is "new" (a +9,327 % says nothing). Several stacks give one comment: a summary table first (every stack,
+unchanged ones in one row), then a folded section per changed stack with each changed resource's lines
+(quantity x unit price), as Infracost's comment does. The JSON of one stack carries everything the comment shows,
+so a workflow can diff stacks in parallel jobs and combine their JSON into one comment (``--combine``).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from blueprint.cost.engine import CostReport
+from blueprint.cost.engine import CostLine, CostReport
 from blueprint.cost.render import format_usd
+
+# A percentage needs a base of at least this share of the larger figure; below it the change is "new".
+MEANINGFUL_BASE_SHARE = 0.1
+
+
+@dataclass(frozen=True)
+class LineChange:
+    """One cost line of a changed resource, before and after (quantity x unit price)."""
+
+    name: str
+    unit: str
+    price_key: str
+    previous_quantity: float
+    new_quantity: float
+    unit_price_usd: float | None
+    previous_usd: float | None
+    new_usd: float | None
+    at_max: bool
+    one_time: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {"name": self.name, "unit": self.unit, "price_key": self.price_key,
+                "previous_quantity": self.previous_quantity, "new_quantity": self.new_quantity,
+                "unit_price_usd": self.unit_price_usd, "previous_usd": self.previous_usd, "new_usd": self.new_usd,
+                "at_max": self.at_max, "one_time": self.one_time}
 
 
 @dataclass(frozen=True)
@@ -27,6 +58,9 @@ class ResourceChange:
     previous_one_time_usd: float = 0.0
     new_one_time_usd: float = 0.0
     priced_fully: bool = True  # False: a line without a price changed, so the difference is a lower bound
+    previous_at_max_usd: float = 0.0
+    new_at_max_usd: float = 0.0
+    lines: tuple[LineChange, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -37,10 +71,15 @@ class CostDiff:
     previous: CostReport
     new: CostReport
     resources: tuple[ResourceChange, ...]
+    notes: tuple[str, ...] = ()
 
     @property
     def diff_monthly_usd(self) -> float:
         return self.new.total_monthly_usd - self.previous.total_monthly_usd
+
+    @property
+    def diff_monthly_usd_at_max(self) -> float:
+        return self.new.total_monthly_usd_at_max - self.previous.total_monthly_usd_at_max
 
     @property
     def diff_one_time_usd(self) -> float:
@@ -63,79 +102,67 @@ class CostDiff:
 
     @property
     def diff_percent(self) -> float | None:
-        base = self.previous.total_monthly_usd
-        return None if base == 0 else 100.0 * self.diff_monthly_usd / base
+        """The change at desired size as a percentage of a meaningful base; None otherwise."""
+        return percent(self.previous.total_monthly_usd, self.new.total_monthly_usd)
 
 
-def diff_reports(previous: CostReport, new: CostReport) -> CostDiff:
-    """Every resource whose monthly cost differs, sorted by URN."""
+def percent(previous: float, new: float) -> float | None:
+    """``100 * (new - previous) / previous`` when the base means something: not zero, and at least a tenth of the
+    larger figure; None otherwise (shown as "new")."""
+    if previous <= 0 or previous < MEANINGFUL_BASE_SHARE * max(previous, new):
+        return None
+    return 100.0 * (new - previous) / previous
+
+
+def _pair_lines(old: tuple[CostLine, ...], new: tuple[CostLine, ...], at_max: bool) -> list[LineChange]:
+    """Lines matched by price key, in order; only those whose quantity or cost differs."""
+    out: list[LineChange] = []
+    pending = list(old)
+    for line in new:
+        match = next((o for o in pending if o.price_key == line.price_key), None)
+        if match is not None:
+            pending.remove(match)
+        if match is not None and match.quantity == line.quantity and match.cost_usd == line.cost_usd:
+            continue
+        out.append(LineChange(line.name, line.unit, line.price_key, match.quantity if match else 0.0, line.quantity,
+                              line.unit_price_usd, match.cost_usd if match else 0.0, line.cost_usd, at_max,
+                              line.one_time))
+    out += [LineChange(o.name, o.unit, o.price_key, o.quantity, 0.0, o.unit_price_usd, o.cost_usd, 0.0, at_max,
+                       o.one_time) for o in pending]
+    return out
+
+
+def diff_reports(previous: CostReport, new: CostReport, notes: Sequence[str] = ()) -> CostDiff:
+    """Every resource whose cost differs at desired or at max size (or whose lines differ), sorted by URN."""
     before = {r.urn: r for r in previous.resources}
     after = {r.urn: r for r in new.resources}
     changes: list[ResourceChange] = []
     for urn in sorted(before.keys() | after.keys()):
         old, cur = before.get(urn), after.get(urn)
-        old_usd = old.monthly_usd if old else 0.0
-        new_usd = cur.monthly_usd if cur else 0.0
         kind = "added" if old is None else "removed" if cur is None else "changed"
-        if old is not None and cur is not None and old.signature() == cur.signature() and old_usd == new_usd:
+        if old is not None and cur is not None and old.signature() == cur.signature() \
+                and old.monthly_usd == cur.monthly_usd and old.monthly_usd_at_max == cur.monthly_usd_at_max:
             continue  # the same lines at the same prices; a quantity change counts even without a price
         name = cur.name if cur is not None else old.name if old is not None else urn
         fully = all(r.priced_fully for r in (old, cur) if r is not None)
-        changes.append(ResourceChange(urn, name, kind, old_usd, new_usd,
-                                      old.one_time_usd if old else 0.0, cur.one_time_usd if cur else 0.0, fully))
-    return CostDiff(stack=new.stack or previous.stack, previous=previous, new=new, resources=tuple(changes))
+        lines = _pair_lines(old.components if old else (), cur.components if cur else (), False)
+        at_max = _pair_lines(old.components_at_max if old else (), cur.components_at_max if cur else (), True)
+        desired_keys = {(x.price_key, x.previous_quantity, x.new_quantity) for x in lines}
+        lines += [x for x in at_max if (x.price_key, x.previous_quantity, x.new_quantity) not in desired_keys]
+        changes.append(ResourceChange(
+            urn, name, kind, old.monthly_usd if old else 0.0, cur.monthly_usd if cur else 0.0,
+            old.one_time_usd if old else 0.0, cur.one_time_usd if cur else 0.0, fully,
+            old.monthly_usd_at_max if old else 0.0, cur.monthly_usd_at_max if cur else 0.0, tuple(lines)))
+    return CostDiff(stack=new.stack or previous.stack, previous=previous, new=new, resources=tuple(changes),
+                    notes=tuple(notes))
 
 
-def _signed(value: float) -> str:
-    return f"{'+' if value >= 0 else '-'}${abs(value):,.2f}"
-
-
-def _percent(diff: CostDiff) -> str:
-    pct = diff.diff_percent
-    return "n/a" if pct is None else f"{pct:+.1f}%"
-
-
-def headline(diff: CostDiff) -> str:
-    delta = diff.diff_monthly_usd
-    bound = (f" Not counted: {len(diff.unpriced_changes)} changed resource(s) with lines that have no price."
-             if diff.unpriced_changes else "")
-    if delta == 0:
-        return "Monthly cost will not change (for the priced lines)." + bound if bound else \
-            "Monthly cost will not change."
-    verb = "increase" if delta > 0 else "decrease"
-    return f"Monthly cost will {verb} by {format_usd(abs(delta))} ({_percent(diff)}).{bound}"
-
-
-def render_diff_markdown(diff: CostDiff) -> str:
-    """The pull-request comment."""
-    out = [f"### Cost preview: {diff.stack}", "", f"**{headline(diff)}**", "",
-           "| stack | previous | new | change |", "| --- | ---: | ---: | ---: |",
-           f"| {diff.stack} | {format_usd(diff.previous.total_monthly_usd)} | "
-           f"{format_usd(diff.new.total_monthly_usd)} | "
-           f"{_signed(diff.diff_monthly_usd)} ({_percent(diff)}) |", ""]
-    if diff.diff_one_time_usd:
-        out += [f"One-time (Capacity Blocks, prepaid): {format_usd(diff.previous.total_one_time_usd)} -> "
-                f"{format_usd(diff.new.total_one_time_usd)} ({_signed(diff.diff_one_time_usd)}).", ""]
-    if diff.resources:
-        out += [f"<details><summary>{len(diff.resources)} resource(s) changed cost</summary>", "",
-                "| resource | change | previous / month | new / month | difference | one-time |",
-                "| --- | --- | ---: | ---: | ---: | ---: |"]
-        for r in diff.resources:
-            once = r.new_one_time_usd - r.previous_one_time_usd
-            out.append(f"| `{r.name}` | {r.change}{'' if r.priced_fully else ' (some lines unpriced)'} | "
-                       f"{format_usd(r.previous_monthly_usd)} | {format_usd(r.new_monthly_usd)} | "
-                       f"{_signed(r.new_monthly_usd - r.previous_monthly_usd)} | {_signed(once) if once else '-'} |")
-        out += ["", "</details>", ""]
-    stale, unpriced = diff.stale_prices, diff.unpriced
-    if stale:
-        out.append(f"Stale prices (may have changed since they were read): {', '.join(f'`{k}`' for k in stale)}")
-    if unpriced:
-        out.append(f"Not in the totals (no price read): {', '.join(f'`{k}`' for k in unpriced)}")
-    out.append("Totals: a month of running resources at desired size; Capacity Blocks are one-time, shown apart.")
-    return "\n".join(out) + "\n"
+# --- the JSON document: everything the comment shows -------------------------------------------------------------
 
 
 def diff_document(diff: CostDiff) -> dict[str, Any]:
+    """One stack's diff as JSON (``--format json``): totals and changes at desired and at max size, one-time apart,
+    each changed resource with its lines, and what is stale or unpriced."""
     return {
         "currency": diff.new.currency,
         "stack": diff.stack,
@@ -143,30 +170,172 @@ def diff_document(diff: CostDiff) -> dict[str, Any]:
         "new_monthly_usd": diff.new.total_monthly_usd,
         "diff_monthly_usd": diff.diff_monthly_usd,
         "diff_percent": diff.diff_percent,
+        "previous_monthly_usd_at_max": diff.previous.total_monthly_usd_at_max,
+        "new_monthly_usd_at_max": diff.new.total_monthly_usd_at_max,
+        "diff_monthly_usd_at_max": diff.diff_monthly_usd_at_max,
+        "diff_percent_at_max": percent(diff.previous.total_monthly_usd_at_max, diff.new.total_monthly_usd_at_max),
         "previous_one_time_usd": diff.previous.total_one_time_usd,
         "new_one_time_usd": diff.new.total_one_time_usd,
+        "diff_one_time_usd": diff.diff_one_time_usd,
         "unpriced_changes": diff.unpriced_changes,
-        "resources": [{"urn": r.urn, "change": r.change, "previous_monthly_usd": r.previous_monthly_usd,
-                       "new_monthly_usd": r.new_monthly_usd, "previous_one_time_usd": r.previous_one_time_usd,
-                       "new_one_time_usd": r.new_one_time_usd, "priced_fully": r.priced_fully}
+        "resources": [{"urn": r.urn, "name": r.name, "change": r.change,
+                       "previous_monthly_usd": r.previous_monthly_usd, "new_monthly_usd": r.new_monthly_usd,
+                       "previous_monthly_usd_at_max": r.previous_at_max_usd,
+                       "new_monthly_usd_at_max": r.new_at_max_usd,
+                       "previous_one_time_usd": r.previous_one_time_usd, "new_one_time_usd": r.new_one_time_usd,
+                       "priced_fully": r.priced_fully, "lines": [x.to_dict() for x in r.lines]}
                       for r in diff.resources],
         "stale_prices": diff.stale_prices,
         "unpriced": diff.unpriced,
+        "notes": list(diff.notes),
     }
 
 
-def render_diff_json(diff: CostDiff) -> str:
-    return json.dumps(diff_document(diff), indent=2, sort_keys=True) + "\n"
+def render_diff_json(diffs: Sequence[CostDiff]) -> str:
+    """One stack: its document; several: ``{"stacks": [...]}`` with the totals across them."""
+    docs = [diff_document(d) for d in diffs]
+    if len(docs) == 1:
+        return json.dumps(docs[0], indent=2, sort_keys=True) + "\n"
+    return json.dumps({"stacks": docs, "total": _totals(docs)}, indent=2, sort_keys=True) + "\n"
+
+
+def _totals(docs: Sequence[dict[str, Any]]) -> dict[str, float]:
+    keys = ("previous_monthly_usd", "new_monthly_usd", "diff_monthly_usd", "previous_monthly_usd_at_max",
+            "new_monthly_usd_at_max", "diff_monthly_usd_at_max", "diff_one_time_usd")
+    return {k: sum(float(d.get(k) or 0.0) for d in docs) for k in keys}
+
+
+def load_documents(texts: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Per-stack JSON reports (``cost diff --format json``), checked enough to render; ValueError names the file."""
+    docs: list[dict[str, Any]] = []
+    for shown, text in texts:
+        try:
+            doc = json.loads(text)
+        except ValueError as err:
+            raise ValueError(f"{shown}: not JSON ({err})") from None
+        found = doc.get("stacks") if isinstance(doc, dict) and "stacks" in doc else [doc]
+        for d in found if isinstance(found, list) else []:
+            if not isinstance(d, dict) or not {"stack", "diff_monthly_usd", "diff_monthly_usd_at_max",
+                                                "resources"} <= d.keys():
+                raise ValueError(f"{shown}: not a `blueprint cost diff --format json` report")
+            docs.append(d)
+    return docs
+
+
+# --- the comment ----------------------------------------------------------------------------------------------------
+
+
+def _signed(value: float) -> str:
+    return f"{'+' if value >= 0 else '-'}${abs(value):,.2f}"
+
+
+def _pct(value: float | None, delta: float) -> str:
+    if delta == 0:
+        return ""
+    return " (new)" if value is None else f" ({value:+.1f}%)"
+
+
+def _changed(doc: dict[str, Any]) -> bool:
+    return bool(doc["resources"]) or any(doc.get(k) for k in ("diff_monthly_usd", "diff_monthly_usd_at_max",
+                                                              "diff_one_time_usd"))
+
+
+def headline(doc: dict[str, Any]) -> str:
+    """One sentence on a stack's (or the sum's) change at desired and at max size."""
+    now, reach = float(doc["diff_monthly_usd"]), float(doc["diff_monthly_usd_at_max"])
+    bound = (f" Not counted: {len(doc['unpriced_changes'])} changed resource(s) with lines that have no price."
+             if doc.get("unpriced_changes") else "")
+
+    def part(delta: float, pct: float | None) -> str:
+        if delta == 0:
+            return "will not change"
+        return f"will {'increase' if delta > 0 else 'decrease'} by {format_usd(abs(delta))}{_pct(pct, delta)}"
+    text = f"Monthly cost at desired size {part(now, doc.get('diff_percent'))}"
+    text += f"; at max size (what the node groups may reach) it {part(reach, doc.get('diff_percent_at_max'))}."
+    once = float(doc.get("diff_one_time_usd") or 0.0)
+    if once:
+        text += f" One-time (Capacity Blocks, prepaid): {_signed(once)}."
+    return text + bound
+
+
+def _qty(value: float) -> str:
+    return f"{value:,.6g}"
+
+
+def _stack_section(doc: dict[str, Any]) -> list[str]:
+    out = [f"<details><summary><b>{doc['stack']}</b>: {_signed(doc['diff_monthly_usd'])}/month at desired size, "
+           f"{_signed(doc['diff_monthly_usd_at_max'])} at max size</summary>", "", headline(doc), "",
+           "| resource | change | previous / month | new / month | at max: previous | at max: new | one-time |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in doc["resources"]:
+        once = float(r["new_one_time_usd"]) - float(r["previous_one_time_usd"])
+        out.append(f"| `{r['name']}` | {r['change']}{'' if r['priced_fully'] else ' (some lines unpriced)'} | "
+                   f"{format_usd(r['previous_monthly_usd'])} | {format_usd(r['new_monthly_usd'])} | "
+                   f"{format_usd(r['previous_monthly_usd_at_max'])} | {format_usd(r['new_monthly_usd_at_max'])} | "
+                   f"{_signed(once) if once else '-'} |")
+    lines = [(r["name"], x) for r in doc["resources"] for x in r.get("lines", [])]
+    if lines:
+        out += ["", "| resource | line | quantity | unit price | previous | new |",
+                "| --- | --- | ---: | ---: | ---: | ---: |"]
+        for name, x in lines:
+            price = "no price" if x["unit_price_usd"] is None else f"${x['unit_price_usd']:g}/{x['unit']}"
+            where = " (at max size)" if x["at_max"] else (" (one-time)" if x["one_time"] else "")
+            out.append(f"| `{name}` | {x['name']}{where} | {_qty(x['previous_quantity'])} -> "
+                       f"{_qty(x['new_quantity'])} {x['unit']} | {price} | {format_usd(x['previous_usd'])} | "
+                       f"{format_usd(x['new_usd'])} |")
+    out += [f"Note: {n}" for n in doc.get("notes", [])]
+    return [*out, "", "</details>", ""]
+
+
+def render_diff_markdown(docs: Sequence[dict[str, Any]]) -> str:
+    """The pull-request comment: the headline across stacks, one table of every stack, then a folded section per
+    changed stack; stale and unpriced keys once at the end."""
+    total = _totals(docs)
+    total_doc = {**total, "diff_percent": percent(total["previous_monthly_usd"], total["new_monthly_usd"]),
+                 "diff_percent_at_max": percent(total["previous_monthly_usd_at_max"],
+                                                total["new_monthly_usd_at_max"]),
+                 "unpriced_changes": [u for d in docs for u in d.get("unpriced_changes", [])]}
+    changed = [d for d in docs if _changed(d)]
+    title = f"### Cost preview: {docs[0]['stack']}" if len(docs) == 1 else \
+        f"### Cost preview: {len(changed)} of {len(docs)} stacks change"
+    out = [title, "", f"**{headline(total_doc)}**", "",
+           "| stack | previous / month | new / month | change | at max size: new | at max: change | one-time |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for d in sorted(docs, key=lambda d: (not _changed(d), -abs(float(d["diff_monthly_usd_at_max"])), d["stack"])):
+        if not _changed(d):
+            out.append(f"| {d['stack']} | {format_usd(d['previous_monthly_usd'])} | {format_usd(d['new_monthly_usd'])}"
+                       " | no change | | | |")
+            continue
+        once = float(d.get("diff_one_time_usd") or 0.0)
+        out.append(f"| {d['stack']} | {format_usd(d['previous_monthly_usd'])} | {format_usd(d['new_monthly_usd'])} | "
+                   f"{_signed(d['diff_monthly_usd'])}{_pct(d.get('diff_percent'), d['diff_monthly_usd'])} | "
+                   f"{format_usd(d['new_monthly_usd_at_max'])} | "
+                   f"{_signed(d['diff_monthly_usd_at_max'])}"
+                   f"{_pct(d.get('diff_percent_at_max'), d['diff_monthly_usd_at_max'])} | "
+                   f"{_signed(once) if once else '-'} |")
+    out.append("")
+    for d in changed:
+        out += _stack_section(d)
+    stale = sorted({k for d in docs for k in d.get("stale_prices", [])})
+    unpriced = sorted({k for d in docs for k in d.get("unpriced", [])})
+    if stale:
+        out.append(f"Stale prices (may have changed since they were read): {', '.join(f'`{k}`' for k in stale)}")
+    if unpriced:
+        out.append(f"Not in the totals (no price read): {', '.join(f'`{k}`' for k in unpriced)}")
+    out.append("Totals: a month of running resources at desired size, and at max size (what node groups may reach); "
+               "Capacity Blocks are one-time, shown apart. A percentage is shown against a meaningful base only.")
+    return "\n".join(out) + "\n"
 
 
 def breaches(diff: CostDiff, fail_above_usd: float | None, fail_above_percent: float | None) -> list[str]:
-    """The guardrails the increase crosses; empty when none (or none were set)."""
+    """The guardrails the increase at desired size crosses; empty when none (or none were set)."""
     out = []
     if fail_above_usd is not None and diff.diff_monthly_usd > fail_above_usd:
-        out.append(f"the monthly cost rises by {format_usd(diff.diff_monthly_usd)}, above --fail-above-usd "
-                   f"{format_usd(fail_above_usd)}")
+        out.append(f"{diff.stack}: the monthly cost rises by {format_usd(diff.diff_monthly_usd)}, above "
+                   f"--fail-above-usd {format_usd(fail_above_usd)}")
     pct = diff.diff_percent
     if fail_above_percent is not None and diff.diff_monthly_usd > 0 and (pct is None or pct > fail_above_percent):
-        shown = "from zero" if pct is None else f"{pct:.1f}%"
-        out.append(f"the monthly cost rises by {shown}, above --fail-above-percent {fail_above_percent:g}%")
+        shown = f"from a base of {format_usd(diff.previous.total_monthly_usd)}" if pct is None else f"{pct:.1f}%"
+        out.append(f"{diff.stack}: the monthly cost rises by {shown}, above --fail-above-percent "
+                   f"{fail_above_percent:g}%")
     return out

@@ -104,6 +104,11 @@ class ResourceCost:
     components_at_max: tuple[CostLine, ...]
     note: str = ""
     team_shares: tuple[tuple[str, float], ...] = ()  # GPU node groups: each team's nominal Kueue quota share
+    # Node groups and pools: (desired, max) nodes, GPUs per node, and whether the capacity is paid whether nodes
+    # run or not (a Capacity Block or reservation): the unit cost prices GPUs at the capacity paid for.
+    nodes: tuple[int, int] | None = None
+    gpus_per_node: int = 0
+    paid_regardless: bool = False
 
     @property
     def monthly_usd(self) -> float:
@@ -559,6 +564,18 @@ def _gcp_team(graph: ResourceGraph, res: GraphResource) -> str:
     return str(defaults.get("team", "")) if isinstance(defaults, dict) else ""
 
 
+def _gke_nodes(res: GraphResource) -> tuple[tuple[int, int], int, bool]:
+    """A pool's (desired, max) nodes, GPUs per node (the machine catalog) and whether a specific reservation is paid
+    whether nodes run or not."""
+    from components.catalog.gcp_machines import load_gcp_catalog
+
+    size = gke_pool_size(res.inputs)
+    config = _dict(res.inputs.get("nodeConfig"))
+    facts = load_gcp_catalog().get(str(config.get("machineType") or ""))
+    paid = _dict(config.get("reservationAffinity")).get("consumeReservationType") == "SPECIFIC_RESERVATION"
+    return (size.desired, size.maximum), facts.gpu_count if facts else 0, paid
+
+
 def _price_gcp(graph: ResourceGraph, prices: dict[str, Price], usage: Usage,
                shares: dict[str, tuple[tuple[str, float], ...]]) -> tuple[list[ResourceCost], list[tuple[str, str]]]:
     """The cost of every priced GCP resource of ``graph`` and the usage-priced ones not estimated."""
@@ -568,9 +585,12 @@ def _price_gcp(graph: ResourceGraph, prices: dict[str, Price], usage: Usage,
     vms_now, vms_max = sum(s.desired for s in sizes), sum(s.maximum for s in sizes)
     for res in sorted(graph.resources, key=lambda r: r.urn):
         note, label = "", None
+        nodes: tuple[int, int] | None = None
+        gpus, paid = 0, False
         if res.type == GKE_NODE_POOL:
             now, at_max, note = _gke_pool(res, prices)
             label = _dict(_dict(res.inputs.get("nodeConfig")).get("labels")).get("gpu-cluster/node-group")
+            nodes, gpus, paid = _gke_nodes(res)
         elif res.type == GKE_CLUSTER:
             lines, note = _gke_cluster(res, prices)
             now = at_max = lines
@@ -599,7 +619,8 @@ def _price_gcp(graph: ResourceGraph, prices: dict[str, Price], usage: Usage,
             not_estimated.append((res.urn, GCP_USAGE_PRICED[res.type]))
         costs.append(ResourceCost(urn=res.urn, type=res.type, name=res.name, plane=graph.plane_of(res),
                                   team=_gcp_team(graph, res), components=now, components_at_max=at_max, note=note,
-                                  team_shares=shares.get(str(label), ()) if label else ()))
+                                  team_shares=shares.get(str(label), ()) if label else (), nodes=nodes,
+                                  gpus_per_node=gpus, paid_regardless=paid))
     return costs, not_estimated
 
 
@@ -618,6 +639,21 @@ def _usage_lines(res: GraphResource, usage: Usage, prices: dict[str, Price],
     keys = keys or {}
     return tuple(_line(f.line, given[key] / f.per, prices, keys.get(f.price_key, f.price_key), "")
                  for key, f in USAGE_FIELDS.get(res.type, {}).items() if key in given)
+
+
+def _aws_nodes(graph: ResourceGraph, res: GraphResource) -> tuple[tuple[int, int], int, bool]:
+    """A node group's (desired, max) nodes, GPUs per node (the instance catalog) and whether it is paid regardless
+    of running nodes (a Capacity Block, or a launch template that targets a reservation)."""
+    from components.catalog import load_aws_catalog
+
+    scaling = _dict(res.inputs.get("scalingConfig"))
+    template = _launch_template(graph, res)
+    listed = res.inputs.get("instanceTypes")
+    instance = str(listed[0]) if isinstance(listed, list) and listed else str(template.get("instanceType") or "")
+    facts = load_aws_catalog().get(instance)
+    paid = str(res.inputs.get("capacityType") or "") == "CAPACITY_BLOCK" or bool(
+        template.get("capacityReservationSpecification"))
+    return (_int(scaling.get("desiredSize")), _int(scaling.get("maxSize"))), facts.gpu_count if facts else 0, paid
 
 
 def _price_aws(graph: ResourceGraph, prices: dict[str, Price], usage: Usage,
@@ -652,9 +688,11 @@ def _price_aws(graph: ResourceGraph, prices: dict[str, Price], usage: Usage,
         tags = graph.effective_inputs(res).get("tags") or {}
         team = str(tags.get("team", "")) if isinstance(tags, dict) else ""
         group_label = _dict(res.inputs.get("labels")).get("gpu-cluster/node-group") if res.type == NODE_GROUP else None
+        nodes, gpus, paid = _aws_nodes(graph, res) if res.type == NODE_GROUP else (None, 0, False)
         costs.append(ResourceCost(urn=res.urn, type=res.type, name=res.name, plane=graph.plane_of(res), team=team,
                                   components=now, components_at_max=at_max, note=note,
-                                  team_shares=shares.get(str(group_label), ())))
+                                  team_shares=shares.get(str(group_label), ()), nodes=nodes, gpus_per_node=gpus,
+                                  paid_regardless=paid))
     return costs, not_estimated
 
 

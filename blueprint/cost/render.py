@@ -20,6 +20,20 @@ def _flag(line: CostLine) -> str:
     return once + ("  [stale price]" if line.stale else "")
 
 
+def unpriced_items(report: CostReport, limit: int = 3) -> list[str]:
+    """What the totals leave out, biggest first: instance hours before storage, then by quantity (a line without a
+    price has no dollar figure to rank by), as "<quantity> <unit> of <price key> (<resource>)"."""
+    found = {(res.name, line.price_key): line for res in report.resources for line in res.components
+             if line.unit_price_usd is None}
+    ranked = sorted(found.items(), key=lambda kv: (kv[1].unit != "hour", -kv[1].quantity, kv[0]))
+    return [f"{line.quantity:,.6g} {line.unit} of {key} ({name})" for (name, key), line in ranked[:limit]]
+
+
+def _amount(report: CostReport, value: float) -> str:
+    """``$X``, or ``at least $X`` when a line of the stack has no price."""
+    return f"at least {format_usd(value)}" if report.unpriced else format_usd(value)
+
+
 def render_cost_table(report: CostReport) -> str:
     """Per plane, per resource, every line as quantity x unit price = monthly; then totals and caveats."""
     out = [f"cost of {report.stack or 'the graph'} ({report.region or 'region unknown'}), {report.currency} a month; "
@@ -41,8 +55,8 @@ def render_cost_table(report: CostReport) -> str:
                            f"{format_usd(line.cost_usd)}{_flag(line)}")
             if res.note:
                 out.append(f"      note: {res.note}")
-    out.append(f"\ntotal: {format_usd(report.total_monthly_usd)} a month at desired size, "
-               f"{format_usd(report.total_monthly_usd_at_max)} at max size")
+    out.append(f"\ntotal: {_amount(report, report.total_monthly_usd)} a month at desired size, "
+               f"{_amount(report, report.total_monthly_usd_at_max)} at max size")
     if report.total_one_time_usd:
         out.append(f"one-time: {format_usd(report.total_one_time_usd)} prepaid for Capacity Blocks (their windows "
                    "are in the lines above), not part of the monthly totals")
@@ -55,6 +69,7 @@ def render_cost_table(report: CostReport) -> str:
         out.append("one-time by team (same split): " + ", ".join(f"{t} {format_usd(v)}" for t, v in teams_once.items()))
     if report.unpriced:
         out.append("not in the total (no price read): " + ", ".join(report.unpriced))
+        out.append("  the largest of them: " + "; ".join(unpriced_items(report)))
     if report.stale_prices:
         out.append("stale prices (may have changed since they were read; refresh before relying on them): "
                    + ", ".join(report.stale_prices))
@@ -67,13 +82,15 @@ def render_cost_table(report: CostReport) -> str:
 
 def render_cost_summary(report: CostReport) -> str:
     """The preview's cost lines: totals, what is missing from them, and whether any price may be stale."""
-    out = [f"cost: {format_usd(report.total_monthly_usd)} a month at desired size, "
-           f"{format_usd(report.total_monthly_usd_at_max)} at max size ({report.currency}; `blueprint cost` lists the "
-           "lines)"]
+    out = [f"cost: {_amount(report, report.total_monthly_usd)} a month at desired size, "
+           f"{_amount(report, report.total_monthly_usd_at_max)} at max size ({report.currency}; `blueprint cost` lists "
+           "the lines)"]
     if report.total_one_time_usd:
         out.append(f"  plus {format_usd(report.total_one_time_usd)} prepaid once for Capacity Blocks")
     if report.unpriced:
-        out.append(f"  not in the total (no price read): {', '.join(report.unpriced)}")
+        items = unpriced_items(report, limit=10_000)
+        out.append(f"  not in the total (no price read), the largest first: {'; '.join(items[:3])}"
+                   + (f" (and {len(items) - 3} more)" if len(items) > 3 else ""))
     if report.stale_prices:
         out.append(f"  stale prices: {', '.join(report.stale_prices)}")
     if report.usage_not_priced:
@@ -112,6 +129,8 @@ def cost_document(report: CostReport) -> dict[str, Any]:
         "by_team_monthly_usd": report.by_team(),
         "by_team_basis": "GPU node groups by nominal Kueue GPU quota share; other resources by their team tag",
         "unpriced": report.unpriced,
+        "lower_bound": bool(report.unpriced),
+        "unpriced_items": unpriced_items(report, limit=50),
         "stale_prices": report.stale_prices,
         "usage_not_priced": [{"urn": urn, "depends_on": what} for urn, what in report.usage_not_priced],
         "notes": list(report.notes),

@@ -9,6 +9,7 @@ is its own term. Support and operations come from the spec: no graph holds them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,8 @@ class UnitCost:
     lower_bound: bool  # some prices are unknown, so the true cost is higher
     stale: bool = False  # some prices may have changed since they were read
     modelled: bool = False  # retries and useful work per GPU-month come from the goodput model
+    paid_gpus: float = 0.0  # the GPUs the compute term pays for (reserved, plus autoscaled to the requirement)
+    shortfall_gpus: float = 0.0  # required GPUs the node groups cannot reach at max size
 
     @property
     def total_usd(self) -> float:
@@ -69,11 +72,12 @@ def unit_cost(report: CostReport, workload: WorkloadSpec, goodput: float | None 
             return None  # refused at load (rule economics-inputs)
         retry_fraction = econ.retry_fraction
         useful_per_gpu = econ.useful_work_per_gpu_month
+    required = workload.target_work_per_month / useful_per_gpu
+    compute, paid_gpus, shortfall = compute_at_paid_capacity(report, required)
     by_plane: dict[str, float] = {}
     for res in report.resources:
-        # A Capacity Block is counted in the month its window serves: that is what those units cost.
-        by_plane[res.plane] = by_plane.get(res.plane, 0.0) + res.monthly_usd + res.one_time_usd
-    compute = by_plane.pop("compute", 0.0)
+        if res.plane != "compute":
+            by_plane[res.plane] = by_plane.get(res.plane, 0.0) + res.monthly_usd + res.one_time_usd
     useful = 1.0 - econ.idle_fraction - retry_fraction
     terms = (
         ("compute (useful share)", compute * useful),
@@ -86,10 +90,42 @@ def unit_cost(report: CostReport, workload: WorkloadSpec, goodput: float | None 
         ("retries", compute * retry_fraction),
     )
     return UnitCost(work_unit=workload.work_unit, accepted_units_per_month=workload.target_work_per_month,
-                    required_gpu_capacity=workload.target_work_per_month / useful_per_gpu,
+                    required_gpu_capacity=required,
                     peak_gpus=workload.peak_gpus, terms=terms, baseline_usd_per_unit=econ.baseline_usd_per_unit,
                     baseline_source=econ.baseline_source, lower_bound=bool(report.unpriced),
-                    stale=bool(report.stale_prices), modelled=econ.from_goodput)
+                    stale=bool(report.stale_prices), modelled=econ.from_goodput, paid_gpus=paid_gpus,
+                    shortfall_gpus=shortfall)
+
+
+def compute_at_paid_capacity(report: CostReport, required_gpus: float) -> tuple[float, float, float]:
+    """(compute cost a month, GPUs paid for, GPUs short of ``required_gpus``) at the capacity the stack pays for:
+    reserved groups (Capacity Blocks, reservations) as priced, whether nodes run or not; autoscaled GPU groups at the
+    nodes the required capacity needs beyond the reserved GPUs (cheapest per GPU first, up to each group's max
+    size), never at a desired size of zero; groups without GPUs (system nodes) at desired size. A Capacity Block is
+    counted in the month its window serves: that is what those units cost."""
+    compute = 0.0
+    paid = 0.0
+    scaled = []
+    for res in report.resources:
+        if res.plane != "compute":
+            continue
+        if res.nodes is None or not res.gpus_per_node or res.paid_regardless:
+            compute += res.monthly_usd + res.one_time_usd
+            if res.nodes is not None and res.paid_regardless:
+                paid += res.nodes[1] * res.gpus_per_node
+            continue
+        if res.nodes[1] > 0:
+            scaled.append(res)
+    remaining = max(0.0, required_gpus - paid)
+    for res in sorted(scaled, key=lambda r: (r.monthly_usd_at_max / (r.nodes[1] * r.gpus_per_node)
+                                             if r.nodes else 0.0, r.urn)):
+        assert res.nodes is not None
+        per_node = res.monthly_usd_at_max / res.nodes[1]
+        nodes = min(res.nodes[1], math.ceil(remaining / res.gpus_per_node - 1e-9)) if remaining > 0 else 0
+        compute += nodes * per_node
+        paid += nodes * res.gpus_per_node
+        remaining = max(0.0, remaining - nodes * res.gpus_per_node)
+    return compute, paid, remaining
 
 
 def unit_cost_document(unit: UnitCost | None, reason: str) -> dict[str, Any] | None:
@@ -112,6 +148,8 @@ def unit_cost_document(unit: UnitCost | None, reason: str) -> dict[str, Any] | N
         "baseline_source": unit.baseline_source,
         "beats_baseline": unit.beats_baseline,
         "modelled_from_goodput": unit.modelled,
+        "paid_gpus": unit.paid_gpus,
+        "shortfall_gpus": unit.shortfall_gpus,
     }
 
 
@@ -127,7 +165,11 @@ def render_unit_cost(unit: UnitCost | None, reason: str) -> str:
            + " (Capacity Blocks counted in the month their window serves)",
            f"  required GPU capacity: {unit.required_gpu_capacity:,.1f} GPUs (target work / useful work per "
            f"GPU-month); the workload's peak is {unit.peak_gpus}"
-           + ("; retries and useful work modelled from goodput (`blueprint sizing`)" if unit.modelled else "")]
+           + ("; retries and useful work modelled from goodput (`blueprint sizing`)" if unit.modelled else ""),
+           f"  compute priced at the capacity paid for: {unit.paid_gpus:,.0f} GPUs (reserved groups as reserved, "
+           "autoscaled groups at the required capacity, not at their desired size)"
+           + (f"; the node groups fall {unit.shortfall_gpus:,.1f} GPUs short of the requirement at max size"
+              if unit.shortfall_gpus > 0 else "")]
     if unit.baseline_usd_per_unit is not None:
         verdict = "beats" if unit.beats_baseline else "does NOT beat"
         out.append(f"  the cluster {verdict} the baseline of ${unit.baseline_usd_per_unit:,.2f} per {unit.work_unit} "

@@ -32,6 +32,7 @@ from components.kubernetes.objects import SharedFilesystem, volume_generation
 from components.kubernetes.platform import PlatformInputs
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
+from components.provenance import from_spec, spec_path, team_items
 from components.sizing.plan import stack_checkpoint_policy
 from components.spec import ClusterSpec, default_subnets, gpu_units_per_gpu, is_placed
 from components.spec.decisions import group_billing_labels, teams_billed_directly
@@ -91,6 +92,8 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
             price_basis=describe(*price) if price is not None else "",
         ))
     return PlatformInputs(
+        filesystem_spec_path=spec_path("aws", "storage", "filesystem"),
+        cloud_objects_spec_path=spec_path("aws"),
         cluster_name=spec.name,
         labels=spec.billing_labels,
         teams=list(spec.teams),
@@ -167,8 +170,9 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     deployer = aws_spec.control_plane.deployer
     path = (DeployerPath(transit_gateway_id=deployer.transit_gateway_id, runner_cidrs=deployer.runner_cidrs)
             if deployer.api_access == "in-vpc" and deployer.transit_gateway_id else None)
-    network = AwsNetwork("network", spec=aws_spec.network, region=aws_spec.region, physical_prefix=spec.name,
-                         labels=labels, deployer_path=path, opts=opts)
+    with from_spec(spec_path("aws", "network")):
+        network = AwsNetwork("network", spec=aws_spec.network, region=aws_spec.region, physical_prefix=spec.name,
+                             labels=labels, deployer_path=path, opts=opts)
     if aws_spec.zones_by_id:
         # Capacity Blocks and ODCRs are sold by AZ ID; zone names differ per account.
         zones = aws.get_availability_zones_output(
@@ -179,81 +183,87 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         gpu_zone = pulumi.Output.from_input(aws_spec.gpu_zone)
     private_subnets = [network.subnet_ids[sn.name] for sn in aws_spec.network.subnets if sn.role != "public"]
     team_access = [(arn, team.k8s_group) for team in spec.teams for arn in team.role_arns]
-    control_plane = EksControlPlane(
-        "control-plane", spec=aws_spec.control_plane, physical_name=spec.name, subnet_ids=private_subnets,
-        labels=labels, protect=protect, addons=addons, team_access=team_access, opts=opts,
-    )
+    with from_spec(spec_path("aws", "controlPlane")):
+        control_plane = EksControlPlane(
+            "control-plane", spec=aws_spec.control_plane, physical_name=spec.name, subnet_ids=private_subnets,
+            labels=labels, protect=protect, addons=addons, team_access=team_access, opts=opts,
+        )
     gpu_subnet = next(sn.name for sn in aws_spec.network.subnets if sn.role == "gpu")
-    storage = AwsStorage(
-        "storage",
-        spec=aws_spec.storage,
-        physical_prefix=spec.name,
-        vpc_id=network.vpc_id,
-        gpu_subnet_id=network.subnet_ids[gpu_subnet],
-        client_security_group_id=control_plane.cluster_security_group_id,
-        labels=labels,
-        protect=protect,
-        region=aws_spec.region,
-        opts=opts,
-    )
-    data_access = AwsDataAccess("data-access", DataAccessArgs(
-        eks_cluster_name=control_plane.eks_cluster_name,
-        eks_cluster_arn=control_plane.eks_cluster_arn,
-        physical_prefix=spec.name,
-        region=aws_spec.region,
-        bucket_arn=storage.bucket_arn,
-        data_key_arn=storage.data_key_arn,
-        teams=[t.name for t in spec.teams],
-        labels=labels,
-    ), opts=opts)
-
-    cost = AwsCostPlane(
-        "cost",
-        cluster_name=spec.name,
-        teams=spec.teams,
-        billing=spec.billing,
-        labels=labels,
-        tag_keys=sorted({*labels, "cluster"}),
-        region=aws_spec.region,
-        protect=protect,
-        billing_provider=billing_provider,
-        billed_teams=teams_billed_directly(spec),
-        opts=opts,
-    )
-
-    windows = block_windows(spec)
-    node_groups: dict[str, AwsNodeGroup] = {}
-    for group in aws_spec.node_groups:
-        facts = catalog[group.instance_type]
-        names = group.subnets if group.subnets is not None else default_subnets(aws_spec, facts)
-        node_groups[group.name] = AwsNodeGroup(
-            f"nodegroup-{group.name}",
-            group=group,
-            facts=facts,
-            eks_cluster_name=control_plane.eks_cluster_name,
+    with from_spec(spec_path("aws", "storage")):
+        storage = AwsStorage(
+            "storage",
+            spec=aws_spec.storage,
             physical_prefix=spec.name,
-            node_role_arn=control_plane.node_role_arn,
-            subnet_ids=[network.subnet_ids[n] for n in names],
-            node_security_group_ids=[control_plane.cluster_security_group_id],
-            efa_security_group_id=network.efa_security_group_id,
-            labels=group_billing_labels(spec, group.team),
-            block=windows.get(group.name),
-            instance_tags={**spec.tags, "cluster": spec.name},
+            vpc_id=network.vpc_id,
+            gpu_subnet_id=network.subnet_ids[gpu_subnet],
+            client_security_group_id=control_plane.cluster_security_group_id,
+            labels=labels,
+            protect=protect,
+            region=aws_spec.region,
+            opts=opts,
+        )
+    with from_spec(spec_path("teams"), team_items([t.name for t in spec.teams])):
+        data_access = AwsDataAccess("data-access", DataAccessArgs(
+            eks_cluster_name=control_plane.eks_cluster_name,
+            eks_cluster_arn=control_plane.eks_cluster_arn,
+            physical_prefix=spec.name,
+            region=aws_spec.region,
+            bucket_arn=storage.bucket_arn,
+            data_key_arn=storage.data_key_arn,
+            teams=[t.name for t in spec.teams],
+            labels=labels,
+        ), opts=opts)
+
+    with from_spec(spec_path("billing"), team_items([t.name for t in spec.teams])):
+        cost = AwsCostPlane(
+            "cost",
+            cluster_name=spec.name,
+            teams=spec.teams,
+            billing=spec.billing,
+            labels=labels,
+            tag_keys=sorted({*labels, "cluster"}),
+            region=aws_spec.region,
+            protect=protect,
+            billing_provider=billing_provider,
+            billed_teams=teams_billed_directly(spec),
             opts=opts,
         )
 
-    cluster_addons = EksAddons(
-        "addons",
-        eks_cluster_name=control_plane.eks_cluster_name,
-        eks_cluster_arn=control_plane.eks_cluster_arn,
-        physical_prefix=spec.name,
-        addons=addons,
-        with_fsx=aws_spec.storage.filesystem is not None,
-        labels=labels,
-        nodes=[control_plane.pod_identity_agent, *system_node_groups(spec, node_groups)],
-        opts=pulumi.ResourceOptions(providers={"aws": provider},
-                                    depends_on=[control_plane.pod_identity_agent, *node_groups.values()]),
-    )
+    windows = block_windows(spec)
+    node_groups: dict[str, AwsNodeGroup] = {}
+    for index, group in enumerate(aws_spec.node_groups):
+        facts = catalog[group.instance_type]
+        names = group.subnets if group.subnets is not None else default_subnets(aws_spec, facts)
+        with from_spec(spec_path("aws", "nodeGroups", index)):
+            node_groups[group.name] = AwsNodeGroup(
+                f"nodegroup-{group.name}",
+                group=group,
+                facts=facts,
+                eks_cluster_name=control_plane.eks_cluster_name,
+                physical_prefix=spec.name,
+                node_role_arn=control_plane.node_role_arn,
+                subnet_ids=[network.subnet_ids[n] for n in names],
+                node_security_group_ids=[control_plane.cluster_security_group_id],
+                efa_security_group_id=network.efa_security_group_id,
+                labels=group_billing_labels(spec, group.team),
+                block=windows.get(group.name),
+                instance_tags={**spec.tags, "cluster": spec.name},
+                opts=opts,
+            )
+
+    with from_spec(spec_path("aws", "controlPlane")):
+        cluster_addons = EksAddons(
+            "addons",
+            eks_cluster_name=control_plane.eks_cluster_name,
+            eks_cluster_arn=control_plane.eks_cluster_arn,
+            physical_prefix=spec.name,
+            addons=addons,
+            with_fsx=aws_spec.storage.filesystem is not None,
+            labels=labels,
+            nodes=[control_plane.pod_identity_agent, *system_node_groups(spec, node_groups)],
+            opts=pulumi.ResourceOptions(providers={"aws": provider},
+                                        depends_on=[control_plane.pod_identity_agent, *node_groups.values()]),
+        )
 
     config = pulumi.Output.all(
         control_plane.eks_cluster_name, control_plane.endpoint, control_plane.certificate_authority

@@ -9,6 +9,7 @@ from typing import Any, Optional
 import pulumi
 import pulumi_aws as aws
 
+from components import provenance
 from components.aws.capacity_block import BlockWindow, utc_text
 from components.aws.launch import efa_layout, nodeadm_user_data
 from components.catalog import InstanceFacts
@@ -102,7 +103,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
         instance_tags: Mapping[str, str] = MappingProxyType({}),
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
-        super().__init__("gpu-cluster:compute:AwsNodeGroup", name, None, opts)
+        super().__init__("gpu-cluster:compute:AwsNodeGroup", name, provenance.props(), opts)
         child = pulumi.ResourceOptions(parent=self)
         physical = f"{physical_prefix}-{group.name}"
         tags = merge_tags(labels, physical, **{"node-group": group.name})

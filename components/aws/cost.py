@@ -25,6 +25,7 @@ from typing import Optional
 import pulumi
 import pulumi_aws as aws
 
+from components import provenance
 from components.aws.iam import DATA_EXPORT_REGION, cost_export_bucket_policy, to_json
 from components.aws.stateful import private_versioned_bucket
 from components.spec import BillingSpec, TeamSpec
@@ -115,7 +116,7 @@ class AwsCostPlane(pulumi.ComponentResource):
         billed_teams: Collection[str] = (),
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
-        super().__init__("gpu-cluster:cost:AwsCostPlane", name, None, opts)
+        super().__init__("gpu-cluster:cost:AwsCostPlane", name, provenance.props(), opts)
         child = pulumi.ResourceOptions(parent=self)
 
         self.budget_names = {}

@@ -14,6 +14,7 @@ from typing import Optional
 import pulumi
 import pulumi_aws as aws
 
+from components import provenance
 from components.aws.iam import platform_checkpoint_read_policy, pod_identity_trust, team_checkpoint_policy, to_json
 from components.tags import merge_tags
 
@@ -49,7 +50,7 @@ class AwsDataAccess(pulumi.ComponentResource):
     platform_role_arn: pulumi.Output[str]
 
     def __init__(self, name: str, args: DataAccessArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("gpu-cluster:storage:AwsDataAccess", name, None, opts)
+        super().__init__("gpu-cluster:storage:AwsDataAccess", name, provenance.props(), opts)
         child = pulumi.ResourceOptions(parent=self)
         def bind(key: str, physical: str, namespace: str, policy: pulumi.Output[str]) -> pulumi.Output[str]:
             account = PLATFORM_SERVICE_ACCOUNT if key == "platform" else CHECKPOINT_SERVICE_ACCOUNT

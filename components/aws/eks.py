@@ -10,6 +10,7 @@ from typing import Any, Optional
 import pulumi
 import pulumi_aws as aws
 
+from components import provenance
 from components.aws.iam import fsx_csi_static_policy, pod_identity_trust, service_trust, to_json
 from components.aws.stateful import rotating_kms_key, stateful_options
 from components.catalog import AddonPin
@@ -100,7 +101,7 @@ class EksControlPlane(pulumi.ComponentResource):
         team_access: Sequence[tuple[str, str]] = (),
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
-        super().__init__("gpu-cluster:control-plane:EksControlPlane", name, None, opts)
+        super().__init__("gpu-cluster:control-plane:EksControlPlane", name, provenance.props(), opts)
         child = pulumi.ResourceOptions(parent=self)
         cluster_name = physical_name
 
@@ -291,7 +292,7 @@ class EksAddons(pulumi.ComponentResource):
         nodes: Sequence[pulumi.Resource],
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
-        super().__init__("gpu-cluster:control-plane:EksAddons", name, None, opts)
+        super().__init__("gpu-cluster:control-plane:EksAddons", name, provenance.props(), opts)
         child = pulumi.ResourceOptions(parent=self)
         # A component's depends_on does not reach its children: each add-on names the node groups its pods run on
         # (the system group), or EKS creates it before any node exists and it sits DEGRADED until its 20-minute

@@ -9,6 +9,7 @@ from typing import Optional
 import pulumi
 import pulumi_aws as aws
 
+from components import provenance
 from components.spec import NetworkSpec
 from components.tags import merge_tags
 
@@ -49,7 +50,7 @@ class AwsNetwork(pulumi.ComponentResource):
         deployer_path: Optional[DeployerPath] = None,
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
-        super().__init__("gpu-cluster:network:AwsNetwork", name, None, opts)
+        super().__init__("gpu-cluster:network:AwsNetwork", name, provenance.props(), opts)
         child = pulumi.ResourceOptions(parent=self)
 
         self.subnet_ids: dict[str, pulumi.Output[str]] = {}

@@ -8,6 +8,7 @@ from typing import Optional
 import pulumi
 import pulumi_aws as aws
 
+from components import provenance
 from components.aws.iam import data_key_policy, deny_insecure_transport, to_json
 from components.aws.stateful import private_versioned_bucket, rotating_kms_key, stateful_options
 from components.spec import StorageSpec
@@ -59,7 +60,7 @@ class AwsStorage(pulumi.ComponentResource):
         region: str,
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
-        super().__init__("gpu-cluster:storage:AwsStorage", name, None, opts)
+        super().__init__("gpu-cluster:storage:AwsStorage", name, provenance.props(), opts)
         child = pulumi.ResourceOptions(parent=self)
 
         bucket_spec = spec.checkpoint_bucket

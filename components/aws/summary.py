@@ -16,14 +16,13 @@ from components.aws.data_access import CHECKPOINT_SERVICE_ACCOUNT, PLATFORM_SERV
 from components.catalog import AddonPin, load_addon_pins, load_aws_catalog, load_eks_versions
 from components.kubernetes.objects.telemetry import spend_watch_lines
 from components.planes import CloudSummary, GraphView
-from components.sizing import SizingError, goodput_model, spec_warnings
+from components.sizing import spec_warnings
 from components.sizing.plan import SCRATCH_2_MBPS_PER_TIB
+from components.sizing.summary import checkpoint_lines
 from components.spec import ClusterSpec
 from components.spec.notes import spec_notes
-from components.spec.workload import DEFAULT_CHECKPOINT_BYTES_PER_PARAMETER
 
 # Checkpoint bytes per parameter when the stack gives no goodput inputs (the spec's default, with its source).
-CHECKPOINT_BYTES_PER_PARAM = DEFAULT_CHECKPOINT_BYTES_PER_PARAMETER
 # The preview warns this many days before a cluster's Kubernetes version leaves EKS standard support.
 SUPPORT_WARNING_DAYS = 90
 
@@ -196,7 +195,7 @@ def _storage_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
         lines.append(f"existing FSx for Lustre {fs_spec.existing.file_system_id} ({fs_spec.deployment_type} "
                      f"{fs_spec.capacity_gib} GiB x {tier} MB/s/TiB = {mbps:,.0f} MB/s as described), not managed "
                      "here; LNet opened between it and the nodes")
-        lines += _checkpoint_line(spec, mbps)
+        lines += checkpoint_lines(spec, mbps)
     for b in graph.of_type("aws:s3/bucket:Bucket"):
         if not b.name.endswith("-checkpoints"):
             continue  # the cost export's bucket is the cost plane's
@@ -224,30 +223,8 @@ def _storage_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
         if dtype == "SCRATCH_2":
             line += " (baseline; SCRATCH_2 figure is secondary)"
         lines.append(line + (", protected" if fs.protect else ""))
-        lines += _checkpoint_line(spec, mbps)
+        lines += checkpoint_lines(spec, mbps)
     return lines
-
-
-def _checkpoint_line(spec: ClusterSpec, mbps: float) -> list[str]:
-    if not mbps:
-        return []
-    if spec.workload.goodput is not None:
-        try:
-            model = goodput_model(spec)
-        except SizingError:
-            model = None
-        if model is not None:
-            t = model.paths[model.path]
-            interval = model.plan.interval_s
-            target = f" (target {model.target:.1%})" if model.target is not None else ""
-            return [f"checkpoint of the {spec.workload.model_parameters_billions:g}B model: "
-                    f"{model.checkpoint_bytes / 1e12:.2f} TB, {model.path} path: blocks {t.write_s / 60:.1f} min, "
-                    f"every {interval / 3600:.2f} h of compute (Daly); fleet MTBF {model.mtbf_hours:,.0f} h; goodput "
-                    f"{model.goodput:.2%}{target} (`blueprint sizing`)"]
-    ckpt_gb = spec.workload.model_parameters_billions * CHECKPOINT_BYTES_PER_PARAM
-    seconds = ckpt_gb * 1000 / mbps
-    return [f"checkpoint of the {spec.workload.model_parameters_billions:g}B model: ~{ckpt_gb / 1000:.2f} TB "
-            f"(14 B/param) writes in ~{seconds / 60:.1f} min at full filesystem throughput"]
 
 
 def _control_plane_lines(graph: GraphView) -> list[str]:

@@ -36,6 +36,7 @@ from components.kubernetes.objects import EgressRule, SharedFilesystem, volume_g
 from components.kubernetes.platform import PlatformInputs
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
+from components.provenance import from_spec, spec_path, team_items
 from components.sizing.plan import stack_checkpoint_policy
 from components.spec import ClusterSpec, gpu_units_per_gpu
 from components.spec.decisions import gpudirect_pools, group_billing_labels, is_compact, teams_billed_directly
@@ -171,6 +172,8 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
     labels = spec.billing_labels
     team_objects = {t.name: checkpoint_volume(t.name, bucket, dict(labels)) for t in spec.teams}
     return PlatformInputs(
+        filesystem_spec_path=spec_path("gcp", "storage", "filesystem"),
+        cloud_objects_spec_path=spec_path("gcp", "network"),
         cluster_name=spec.name,
         labels=labels,
         teams=list(spec.teams),
@@ -222,51 +225,60 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         billing_project=g.project,
     )
     opts = pulumi.ResourceOptions(providers={"gcp": provider})
-    services = GcpServices("apis", project=g.project, apis=required_services(spec), opts=opts).services
+    with from_spec(spec_path("gcp", "project")):
+        services = GcpServices("apis", project=g.project, apis=required_services(spec), opts=opts).services
     # Invokes wait for the APIs too (a fresh project has Cloud Resource Manager off).
     after_apis = pulumi.InvokeOutputOptions(provider=provider, depends_on=services)
     number = gcp.organizations.get_project_output(project_id=g.project, opts=after_apis).number
 
-    keys = GcpKeys("keys", project=g.project, region=g.region, prefix=spec.name, project_number=number,
-                   labels=labels, protect=protect, after=services, invoke_opts=after_apis, opts=opts)
-    identities = GcpIdentities("identities", project=g.project, prefix=spec.name, admins=g.cluster.admin_members,
-                               after=services, opts=opts)
+    with from_spec(spec_path("gcp")):
+        keys = GcpKeys("keys", project=g.project, region=g.region, prefix=spec.name, project_number=number,
+                       labels=labels, protect=protect, after=services, invoke_opts=after_apis, opts=opts)
+    with from_spec(spec_path("gcp", "cluster")):
+        identities = GcpIdentities("identities", project=g.project, prefix=spec.name, admins=g.cluster.admin_members,
+                                   after=services, opts=opts)
     plan = gpu_network_plan(spec)
     fs = g.storage.filesystem
-    network = GcpNetwork("network", spec=g, prefix=spec.name, labels=labels, gpu_plan=plan,
-                         private_service_access=fs is not None,
-                         lustre_port=988 if fs is not None and fs.type == "managed-lustre" else None,
-                         after=services, opts=opts)
-    storage = GcpStorage("storage", spec=g.storage, project=g.project, region=g.region, zone=g.gpu_zone,
-                         prefix=spec.name, labels=labels, protect=protect, data_key=keys.data_key,
-                         key_grants=keys.grants, network_id=network.network_id,
-                         psa_connection=network.psa_connection, after=services, opts=opts)
+    with from_spec(spec_path("gcp", "network")):
+        network = GcpNetwork("network", spec=g, prefix=spec.name, labels=labels, gpu_plan=plan,
+                             private_service_access=fs is not None,
+                             lustre_port=988 if fs is not None and fs.type == "managed-lustre" else None,
+                             after=services, opts=opts)
+    with from_spec(spec_path("gcp", "storage")):
+        storage = GcpStorage("storage", spec=g.storage, project=g.project, region=g.region, zone=g.gpu_zone,
+                             prefix=spec.name, labels=labels, protect=protect, data_key=keys.data_key,
+                             key_grants=keys.grants, network_id=network.network_id,
+                             psa_connection=network.psa_connection, after=services, opts=opts)
     if g.billing_account is not None:
-        GcpBudgets("cost", billing_account=g.billing_account, project=g.project, project_number=number,
-                   cluster_name=spec.name, teams=spec.teams, billing=spec.billing, labels=labels,
-                   billed_teams=teams_billed_directly(spec), after=services,
-                   opts=opts)
+        with from_spec(spec_path("billing"), team_items([t.name for t in spec.teams])):
+            GcpBudgets("cost", billing_account=g.billing_account, project=g.project, project_number=number,
+                       cluster_name=spec.name, teams=spec.teams, billing=spec.billing, labels=labels,
+                       billed_teams=teams_billed_directly(spec), after=services,
+                       opts=opts)
 
-    cluster = GkeCluster("control-plane", spec=g, cluster_name=spec.name, labels=labels, protect=protect,
-                         network=network.network_self_link, subnet=network.subnet_self_link,
-                         multi_networking=bool(network.gpu_networks), secrets_key=keys.secrets_key,
-                         disk_key=keys.disk_key, key_grants=keys.grants,
-                         node_account=identities.node_service_account, dcgm=gke_manages_drivers(spec),
-                         filesystem=fs.type if fs is not None else None, after=services, opts=opts)
-    GcpDataAccess("data-access", project=g.project, project_number=number, bucket=storage.bucket_name,
-                  teams=[t.name for t in spec.teams], team_account=CHECKPOINT_SERVICE_ACCOUNT, reader=PLATFORM_READER,
-                  protect=protect, cluster=cluster.cluster, opts=opts)
+    with from_spec(spec_path("gcp", "cluster")):
+        cluster = GkeCluster("control-plane", spec=g, cluster_name=spec.name, labels=labels, protect=protect,
+                             network=network.network_self_link, subnet=network.subnet_self_link,
+                             multi_networking=bool(network.gpu_networks), secrets_key=keys.secrets_key,
+                             disk_key=keys.disk_key, key_grants=keys.grants,
+                             node_account=identities.node_service_account, dcgm=gke_manages_drivers(spec),
+                             filesystem=fs.type if fs is not None else None, after=services, opts=opts)
+    with from_spec(spec_path("teams"), team_items([t.name for t in spec.teams])):
+        GcpDataAccess("data-access", project=g.project, project_number=number, bucket=storage.bucket_name,
+                      teams=[t.name for t in spec.teams], team_account=CHECKPOINT_SERVICE_ACCOUNT,
+                      reader=PLATFORM_READER, protect=protect, cluster=cluster.cluster, opts=opts)
     location = g.region if g.cluster.location == "regional" else g.gpu_zone
     pools: dict[str, GkeNodePool] = {}
     system_pools: list[pulumi.Resource] = []
     gpu_pools: list[pulumi.Resource] = []
-    for pool in g.node_pools:
+    for index, pool in enumerate(g.node_pools):
         facts = catalog[pool.machine_type]
         wired = network.gpu_networks if facts.gpudirect != "none" and facts.gpu_count else []
-        pools[pool.name] = GkeNodePool(
-            f"nodepool-{pool.name}", spec=g, pool=pool, facts=facts, cluster=cluster.name, location=location,
-            node_account=identities.node_service_account, disk_key=keys.disk_key, key_grants=keys.grants,
-            labels={**group_billing_labels(spec, pool.team), "cluster": spec.name}, gpu_networks=wired, opts=opts)
+        with from_spec(spec_path("gcp", "nodePools", index)):
+            pools[pool.name] = GkeNodePool(
+                f"nodepool-{pool.name}", spec=g, pool=pool, facts=facts, cluster=cluster.name, location=location,
+                node_account=identities.node_service_account, disk_key=keys.disk_key, key_grants=keys.grants,
+                labels={**group_billing_labels(spec, pool.team), "cluster": spec.name}, gpu_networks=wired, opts=opts)
         if facts.gpu_count:
             gpu_pools.append(pools[pool.name].pool)
         else:

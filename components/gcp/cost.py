@@ -24,6 +24,7 @@ from typing import Optional
 import pulumi
 import pulumi_gcp as gcp
 
+from components import provenance
 from components.spec import BillingSpec, TeamSpec
 
 
@@ -34,7 +35,7 @@ class GcpBudgets(pulumi.ComponentResource):
                  cluster_name: str, teams: Sequence[TeamSpec], billing: BillingSpec, labels: Mapping[str, str],
                  billed_teams: Collection[str] = (),
                  after: Sequence[pulumi.Resource] = (), opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("gpu-cluster:cost:GcpBudgets", name, None, opts)
+        super().__init__("gpu-cluster:cost:GcpBudgets", name, provenance.props(), opts)
         child = pulumi.ResourceOptions(parent=self, depends_on=list(after))
         channels: dict[str, gcp.monitoring.NotificationChannel] = {}
 

@@ -16,6 +16,7 @@ from typing import Optional
 import pulumi
 import pulumi_gcp as gcp
 
+from components import provenance
 from components.catalog.gcp_machines import MachineFacts
 from components.gcp.platform import GpuNetwork
 from components.kubernetes.objects import NODE_GROUP_LABEL
@@ -64,7 +65,7 @@ class GkeCluster(pulumi.ComponentResource):
                  node_account: pulumi.Input[str],
                  dcgm: bool, filesystem: str | None, after: Sequence[pulumi.Resource] = (),
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("gpu-cluster:control-plane:GkeCluster", name, None, opts)
+        super().__init__("gpu-cluster:control-plane:GkeCluster", name, provenance.props(), opts)
         gke = spec.cluster
         deployer = gke.deployer
         authorized = list(dict.fromkeys([*gke.authorized_networks, *deployer.runner_cidrs]))
@@ -187,7 +188,7 @@ class GkeNodePool(pulumi.ComponentResource):
                  disk_key: pulumi.Input[str], key_grants: Sequence[pulumi.Resource], labels: Mapping[str, str],
                  gpu_networks: Sequence[tuple[GpuNetwork, pulumi.Output[str], pulumi.Output[str]]],
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("gpu-cluster:compute:GkeNodePool", name, None, opts)
+        super().__init__("gpu-cluster:compute:GkeNodePool", name, provenance.props(), opts)
         cap = pool.capacity
         gpu = facts.gpu_count > 0
         autoscaled = pool.min_size != pool.max_size

@@ -20,6 +20,7 @@ from typing import Optional
 import pulumi
 import pulumi_gcp as gcp
 
+from components import provenance
 from components.gcp.platform import GpuNetwork
 from components.spec.gcp import GcpSpec
 
@@ -65,7 +66,7 @@ class GcpNetwork(pulumi.ComponentResource):
                  gpu_plan: GpuNetworkPlan | None, private_service_access: bool,
                  lustre_port: int | None, after: Sequence[pulumi.Resource] = (),
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("gpu-cluster:network:GcpNetwork", name, None, opts)
+        super().__init__("gpu-cluster:network:GcpNetwork", name, provenance.props(), opts)
         child = pulumi.ResourceOptions(parent=self, depends_on=list(after))
         net = spec.network
         # TCPX/TCPXO want the primary VPC at the GPU VPCs' MTU too (cluster-toolkit gke-a3-megagpu: mtu 8244).

@@ -16,6 +16,8 @@ from typing import Optional
 import pulumi
 import pulumi_gcp as gcp
 
+from components import provenance
+
 # Least-privilege node service account (GKE "Harden your cluster's security": use a minimally privileged service
 # account; the roles cluster-toolkit's gke-a3-megagpu / gke-a3-ultragpu blueprints give their node account, minus
 # storage.objectViewer: workloads read data through Workload Identity, never through the node's account).
@@ -58,7 +60,7 @@ class GcpServices(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, project: str, apis: Sequence[str],
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("gpu-cluster:control-plane:GcpServices", name, None, opts)
+        super().__init__("gpu-cluster:control-plane:GcpServices", name, provenance.props(), opts)
         self.services = [
             gcp.projects.Service(f"{name}-{api.split('.')[0]}", project=project, service=api, disable_on_destroy=False,
                                  disable_dependent_services=False, opts=pulumi.ResourceOptions(parent=self))
@@ -86,7 +88,7 @@ class GcpKeys(pulumi.ComponentResource):
                  labels: Mapping[str, str], protect: bool, after: Sequence[pulumi.Resource] = (),
                  invoke_opts: Optional[pulumi.InvokeOutputOptions] = None,
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("gpu-cluster:control-plane:GcpKeys", name, None, opts)
+        super().__init__("gpu-cluster:control-plane:GcpKeys", name, provenance.props(), opts)
         # Names are derived from the cluster name once: a rename must not replace a key (what it encrypts would be
         # lost with it).
         keep = pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=True, depends_on=list(after),
@@ -132,7 +134,7 @@ class GcpIdentities(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, project: str, prefix: str, admins: Sequence[str],
                  after: Sequence[pulumi.Resource] = (), opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("gpu-cluster:control-plane:GcpIdentities", name, None, opts)
+        super().__init__("gpu-cluster:control-plane:GcpIdentities", name, provenance.props(), opts)
         child = pulumi.ResourceOptions(parent=self, depends_on=list(after))
         account = gcp.serviceaccount.Account(
             f"{name}-nodes", account_id=f"{prefix[:23]}-nodes", project=project,
@@ -159,7 +161,7 @@ class GcpDataAccess(pulumi.ComponentResource):
     def __init__(self, name: str, *, project: str, project_number: pulumi.Output[str], bucket: pulumi.Input[str],
                  teams: Sequence[str], team_account: str, reader: tuple[str, str], protect: bool,
                  cluster: pulumi.Resource, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("gpu-cluster:storage:GcpDataAccess", name, None, opts)
+        super().__init__("gpu-cluster:storage:GcpDataAccess", name, provenance.props(), opts)
         # The principals name the project's Workload Identity pool (<project>.svc.id.goog), which exists once a cluster
         # with Workload Identity does: on a fresh project a binding made before it fails ("Identity Pool does not
         # exist"). Every binding waits for the cluster (a component's depends_on would not reach them).

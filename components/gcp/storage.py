@@ -13,6 +13,7 @@ from typing import Optional
 import pulumi
 import pulumi_gcp as gcp
 
+from components import provenance
 from components.spec.gcp import GcpStorageSpec
 
 LUSTRE_FILESYSTEM = "lustrefs"  # the Lustre filesystem name clients mount (<= 8 letters and digits)
@@ -44,7 +45,7 @@ class GcpStorage(pulumi.ComponentResource):
                  key_grants: list[pulumi.Resource], network_id: pulumi.Input[str],
                  psa_connection: Optional[pulumi.Resource], after: Sequence[pulumi.Resource] = (),
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("gpu-cluster:storage:GcpStorage", name, None, opts)
+        super().__init__("gpu-cluster:storage:GcpStorage", name, provenance.props(), opts)
         keep = pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect, depends_on=list(after))
         b = spec.checkpoint_bucket
         if b.existing_name is not None:

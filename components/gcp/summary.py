@@ -12,6 +12,7 @@ from components.catalog.gcp_machines import load_gcp_catalog
 from components.kubernetes.objects.telemetry import spend_watch_lines
 from components.planes import CloudSummary, GraphView
 from components.sizing import spec_warnings
+from components.sizing.summary import checkpoint_lines
 from components.spec import ClusterSpec
 from components.spec.notes import spec_notes
 
@@ -87,7 +88,7 @@ def _network_lines(graph: GraphView) -> list[str]:
     return lines
 
 
-def _storage_lines(graph: GraphView) -> list[str]:
+def _storage_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
     lines = []
     for b in graph.of_type("gcp:storage/bucket:Bucket"):
         soft = int((b.inputs.get("softDeletePolicy") or {}).get("retentionDurationSeconds", 0)) // 86400
@@ -101,6 +102,7 @@ def _storage_lines(graph: GraphView) -> list[str]:
         lines.append(f"Managed Lustre {fs.inputs.get('instanceId')} in {fs.inputs.get('location')}: {cap:,} GiB at "
                      f"{tier} MB/s per TiB = {cap / 1024 * tier / 1000:,.1f} GB/s, "
                      f"{'protected' if fs.protect else 'not protected'}")
+        lines += checkpoint_lines(spec, cap / 1024 * tier)
     for fs in graph.of_type("gcp:filestore/instance:Instance"):
         lines.append(f"Filestore {fs.inputs.get('name')} ({fs.inputs.get('tier')})")
     for fs in graph.of_type("gcp:parallelstore/instance:Instance"):
@@ -191,7 +193,7 @@ def summarize(graph: GraphView, spec: ClusterSpec, outputs: Mapping[str, Any], n
         planes={
             "network": _network_lines(graph),
             "compute": compute,
-            "storage": _storage_lines(graph),
+            "storage": _storage_lines(graph, spec),
             "control-plane": _control_plane_lines(graph, spec),
             "cost": _cost_lines(graph, spec),
         },

@@ -18,6 +18,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
+from components import provenance
 from components.catalog import ChartPin, load_charts
 from components.catalog.acceptance import load_acceptance
 from components.catalog.charts import pytorch_image
@@ -30,6 +31,7 @@ from components.kubernetes.quotas import (
     sidecar_headroom,
     team_flavor_quotas,
 )
+from components.provenance import from_spec, spec_path, team_items
 from components.spec import PRIVILEGED_NAMESPACES, PlatformSpec, TeamSpec
 
 GRAFANA_SECRET = "grafana-admin"
@@ -186,6 +188,9 @@ class PlatformInputs:
     # (millicores, MiB). Kueue does not count it and the ResourceQuota does, so each namespace's quota gets it once
     # per node its queue can reach, or the quota would refuse pods Kueue admitted.
     injected_sidecar: tuple[int, int] | None = None
+    # Where in the stack file the shared filesystem and the cloud's cluster objects are configured (provenance).
+    filesystem_spec_path: str = ""
+    cloud_objects_spec_path: str = ""
 
     @property
     def pools_by_name(self) -> dict[str, GpuPool]:
@@ -203,7 +208,7 @@ class Monitoring(pulumi.ComponentResource):
     prometheus: k8s.helm.v3.Release
 
     def __init__(self, name: str, inputs: PlatformInputs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("gpu-cluster:telemetry:Monitoring", name, None, opts)
+        super().__init__("gpu-cluster:telemetry:Monitoring", name, provenance.props(), opts)
         child = pulumi.ResourceOptions(parent=self)
         charts = load_charts()
         # The Prometheus volume holds the metrics history: with deletion protection its storage class
@@ -247,7 +252,7 @@ class GpuStack(pulumi.ComponentResource):
 
     def __init__(self, name: str, inputs: PlatformInputs, prometheus: pulumi.Resource,
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("gpu-cluster:control-plane:GpuStack", name, None, opts)
+        super().__init__("gpu-cluster:control-plane:GpuStack", name, provenance.props(), opts)
         charts = load_charts()
         ns = _system_namespace(self, obj.GPU_OPERATOR_NAMESPACE, inputs.labels)
         values = obj.gpu_operator_values(inputs.platform.gpu_sharing, inputs.driver_on_host)
@@ -273,7 +278,7 @@ class Tenancy(pulumi.ComponentResource):
     namespaces: dict[str, pulumi.Resource]
 
     def __init__(self, name: str, inputs: PlatformInputs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("gpu-cluster:control-plane:Tenancy", name, None, opts)
+        super().__init__("gpu-cluster:control-plane:Tenancy", name, provenance.props(), opts)
         child = pulumi.ResourceOptions(parent=self)
         pools = inputs.pools_by_name
         fabric_name = inputs.fabric.resource_name if inputs.fabric else None
@@ -340,7 +345,7 @@ class SharedStorage(pulumi.ComponentResource):
     each team's directory, owned by the team's group (the teams' own claims are made with their namespaces)."""
 
     def __init__(self, name: str, inputs: PlatformInputs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("gpu-cluster:storage:SharedStorage", name, None, opts)
+        super().__init__("gpu-cluster:storage:SharedStorage", name, provenance.props(), opts)
         fs = inputs.shared_filesystem
         assert fs is not None
         pv, pvc = obj.admin_shared_fs(fs, inputs.labels)
@@ -363,7 +368,7 @@ class Queues(pulumi.ComponentResource):
 
     def __init__(self, name: str, inputs: PlatformInputs, prometheus: pulumi.Resource,
                  namespaces: Mapping[str, pulumi.Resource], opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("gpu-cluster:control-plane:Queues", name, None, opts)
+        super().__init__("gpu-cluster:control-plane:Queues", name, provenance.props(), opts)
         charts = load_charts()
         ns = _system_namespace(self, obj.KUEUE_NAMESPACE, inputs.labels)
         kueue = release("kueue", charts["kueue"], obj.KUEUE_NAMESPACE, obj.kueue_values(),
@@ -409,7 +414,7 @@ class Controllers(pulumi.ComponentResource):
 
     def __init__(self, name: str, inputs: PlatformInputs, kueue: pulumi.Resource,
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("gpu-cluster:platform:Controllers", name, None, opts)
+        super().__init__("gpu-cluster:platform:Controllers", name, provenance.props(), opts)
         charts = load_charts()
         catalog = load_acceptance()
         self.mpi_operator = k8s.yaml.v2.ConfigFile(
@@ -434,7 +439,7 @@ class Acceptance(pulumi.ComponentResource):
 
     def __init__(self, name: str, inputs: PlatformInputs, kueue: pulumi.Resource, operator: pulumi.Resource,
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("gpu-cluster:platform:Acceptance", name, None, opts)
+        super().__init__("gpu-cluster:platform:Acceptance", name, provenance.props(), opts)
         assert inputs.acceptance_image is not None
         catalog = load_acceptance()
         ns = _system_namespace(self, obj.ACCEPTANCE_NAMESPACE, inputs.labels)
@@ -464,7 +469,7 @@ class CloudObjects(pulumi.ComponentResource):
     to, the storage classes of its CSI drivers)."""
 
     def __init__(self, name: str, inputs: PlatformInputs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("gpu-cluster:platform:CloudObjects", name, None, opts)
+        super().__init__("gpu-cluster:platform:CloudObjects", name, provenance.props(), opts)
         child = pulumi.ResourceOptions(parent=self)
         after_gpu_nodes = pulumi.ResourceOptions(parent=self, depends_on=list(inputs.gpu_node_dependencies))
         for file_name, source in inputs.cloud_manifests:
@@ -475,15 +480,24 @@ class CloudObjects(pulumi.ComponentResource):
 
 
 def build_platform(inputs: PlatformInputs, opts: pulumi.ResourceOptions) -> None:
-    """Create the platform components in dependency order."""
+    """Create the platform components in dependency order, each marked with the stack-file key it comes from."""
+    teams = team_items([t.name for t in inputs.teams])
     if inputs.cloud_objects or inputs.cloud_manifests:
-        CloudObjects("cloud-objects", inputs, opts=opts)
-    monitoring = Monitoring("monitoring", inputs, opts=opts)
-    GpuStack("gpu-stack", inputs, monitoring.prometheus, opts=opts)
-    tenancy = Tenancy("tenancy", inputs, opts=opts)
+        with from_spec(inputs.cloud_objects_spec_path or spec_path()):
+            CloudObjects("cloud-objects", inputs, opts=opts)
+    with from_spec(spec_path("platform", "monitoring"), teams):
+        monitoring = Monitoring("monitoring", inputs, opts=opts)
+    with from_spec(spec_path("platform")):
+        GpuStack("gpu-stack", inputs, monitoring.prometheus, opts=opts)
+    with from_spec(spec_path("teams"), teams):
+        tenancy = Tenancy("tenancy", inputs, opts=opts)
     if inputs.shared_filesystem is not None:
-        SharedStorage("shared-storage", inputs, opts=opts)
-    queues = Queues("queues", inputs, monitoring.prometheus, tenancy.namespaces, opts=opts)
-    controllers = Controllers("controllers", inputs, queues.kueue, opts=opts)
+        with from_spec(inputs.filesystem_spec_path or spec_path(), teams):
+            SharedStorage("shared-storage", inputs, opts=opts)
+    with from_spec(spec_path("teams"), teams):
+        queues = Queues("queues", inputs, monitoring.prometheus, tenancy.namespaces, opts=opts)
+    with from_spec(spec_path("platform")):
+        controllers = Controllers("controllers", inputs, queues.kueue, opts=opts)
     if inputs.acceptance_image is not None:
-        Acceptance("acceptance", inputs, queues.kueue, controllers.mpi_operator, opts=opts)
+        with from_spec(spec_path("acceptance")):
+            Acceptance("acceptance", inputs, queues.kueue, controllers.mpi_operator, opts=opts)

@@ -1,0 +1,102 @@
+"""SARIF 2.1.0 of one stack's policy verdict, for GitHub code scanning.
+
+Each finding points at the stack file and the line of the key that built the resource (blueprint/provenance.py),
+so code scanning annotates the line a person edits; the resource's URN is a logical location. One run per stack,
+with its own ``automationDetails.id`` (``gpu-cluster-policies/<stack>/``): GitHub keeps one analysis per category
+and refuses several runs of one tool and category in one upload. Rules carry ``security-severity`` (GitHub's 0-10
+scale from the pack's severity) and the fix as help text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from blueprint.graph import ResourceGraph
+from blueprint.policy import PolicyReport, Violation
+from blueprint.provenance import SPEC_KEY, locate, spec_path_of
+
+SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
+PACK_DOCS = "policies/README.md"
+# GitHub code scanning's bands (critical over 9.0, high 7.0-8.9, medium 4.0-6.9, low 0.1-3.9), one value per band.
+SECURITY_SEVERITY = {"critical": "9.5", "high": "8.0", "medium": "5.5", "low": "3.0", "unspecified": "5.0"}
+# Areas whose findings are security findings in GitHub's sense (only those show a security severity there).
+SECURITY_AREAS = ("security", "data-safety")
+LEVELS = {"mandatory": "error", "remediate": "error", "disabled": "none"}
+
+
+def _rule(rule: Any, level: str) -> dict[str, Any]:
+    severity = getattr(rule.severity, "value", str(rule.severity))
+    tags = sorted({rule.area, rule.kind, *(["security"] if rule.area in SECURITY_AREAS else [])})
+    return {
+        "id": rule.name,
+        "name": "".join(part.capitalize() for part in rule.name.split("-")),
+        "shortDescription": {"text": rule.description},
+        "fullDescription": {"text": rule.description},
+        "help": {"text": f"Fix: {rule.remediation}",
+                 "markdown": f"**Requirement**: {rule.description}\n\n**Fix**: {rule.remediation}\n\n"
+                             f"`blueprint policy --explain {rule.name}` shows an example violation."},
+        "helpUri": f"{PACK_DOCS}",
+        # from the pack's configured enforcement: mandatory is an error, disabled is off, the rest warn
+        "defaultConfiguration": {"level": LEVELS.get(level, "warning")},
+        "properties": {"tags": tags, "severity": severity, "security-severity": SECURITY_SEVERITY.get(
+            severity, "5.0"), "precision": "high"},
+    }
+
+
+def _message(v: Violation, fix: str) -> str:
+    text = v.message
+    field = getattr(v, "field", "")
+    if field:
+        value = getattr(v, "value", None)
+        text += f"\nField: {field}" + (f" = {json.dumps(value)}" if value is not None else "")
+    return text + (f"\nFix: {fix}" if fix else "")
+
+
+def render_sarif(report: PolicyReport, stack: str, graph: ResourceGraph, stack_file: str | None,
+                 stack_text: str | None) -> str:
+    """The SARIF log of one stack's run: ``stack_file`` is the stack file's path as the repository names it
+    (``stacks/Pulumi.prod-aws.yaml``) and ``stack_text`` its content; without them findings carry only the
+    resource (a logical location) and the run says why."""
+    rules = sorted(report.rules, key=lambda r: r.name)
+    index = {r.name: i for i, r in enumerate(rules)}
+    fixes = {r.name: r.remediation for r in rules}
+    results = []
+    for v in report.violations:
+        res = graph.get(v.urn) if v.urn else None
+        field = str(getattr(v, "field", "") or "")
+        path = spec_path_of(graph, res) if res is not None else SPEC_KEY
+        result: dict[str, Any] = {
+            "ruleId": v.policy,
+            "level": "error" if v.enforcement in ("mandatory", "remediate") else "warning",
+            "message": {"text": _message(v, fixes.get(v.policy, ""))},
+            "locations": [{"logicalLocations": [{"fullyQualifiedName": v.urn or stack, "kind": "resource"}]}],
+            "partialFingerprints": {"gpuClusterFinding/v1": hashlib.sha256(
+                "\0".join((v.policy, v.urn, field)).encode()).hexdigest()},
+            "properties": {"specPath": path, "urn": v.urn, "resourceType": v.type, "enforcement": v.enforcement,
+                           **({"field": field} if field else {})},
+        }
+        if stack_file is not None and stack_text is not None:
+            found = locate(stack_text, path)
+            result["locations"][0]["physicalLocation"] = {
+                "artifactLocation": {"uri": stack_file, "uriBaseId": "%SRCROOT%"},
+                "region": {"startLine": found.line}}
+        if v.policy in index:
+            result["ruleIndex"] = index[v.policy]
+        results.append(result)
+    run: dict[str, Any] = {
+        "tool": {"driver": {"name": report.pack, "informationUri": PACK_DOCS,
+                            "rules": [_rule(r, report.levels.get(r.name, "advisory")) for r in rules]}},
+        "automationDetails": {"id": f"{report.pack}/{stack}/"},
+        "results": results,
+        "properties": {"stack": stack},
+    }
+    if stack_file is not None:
+        run["originalUriBaseIds"] = {"%SRCROOT%": {"description": {"text": "the repository's root"}}}
+        run["artifacts"] = [{"location": {"uri": stack_file, "uriBaseId": "%SRCROOT%"}}]
+    else:
+        run["invocations"] = [{"executionSuccessful": True, "toolExecutionNotifications": [{
+            "level": "warning", "message": {"text": "the stack file was not found (give --stack-file): findings "
+                                                    "name their resource but no line"}}]}]
+    return json.dumps({"$schema": SCHEMA_URI, "version": "2.1.0", "runs": [run]}, indent=2) + "\n"
