@@ -507,7 +507,7 @@ def test_a_trainjob_s_runtime_patches_reach_its_pods(graph_files: Callable[[str]
 
 @pytest.mark.parametrize(("manager", "patch", "says"), [
     ("not-a-domain", SHARED_FS_PATCH, "must be a domain-prefixed path"),
-    ("ml.example.com/x", {"containers": [{"name": "sidecar"}]}, "is not in the runtime's job"),
+
     ("ml.example.com/x", {"containers": [{"name": "node", "env": [{"name": "A", "value": "1"}]}]},
      "no env for the node container"),
 ])
@@ -556,3 +556,25 @@ def test_mounts_the_api_server_refuses(mount: Manifest, says: str, graph_files: 
     code, report = admit(graph_files("prod-gcp"), tmp_path, doc, capsys=capsys)
     first = report["workloads"][0]["reasons"][0]
     assert code == 1 and first["rule"] == "pod-validation" and says in first["message"]
+
+
+def test_runtime_patches_merge_like_the_trainer(graph_files: Callable[[str], Path], tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Patches are strategic merge patches, applied in order: a second patch that only marks the mount read-only
+    keeps the first one's subPath; a patch that adds a container is merged in (the webhook checks names after the
+    merge), and its pods are then refused for what they lack."""
+    first = copy.deepcopy(SHARED_FS_PATCH)
+    first["containers"][0]["volumeMounts"][0]["subPath"] = "applied"
+    job = _trainjob("applied", first)
+    job["spec"]["runtimePatches"].append({"manager": "ml.example.com/second", "trainingRuntimeSpec": {"template": {
+        "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": {"containers": [
+            {"name": "node", "volumeMounts": [{"mountPath": "/checkpoints", "name": "shared-fs",
+                                               "readOnly": True}]}]}}}}}]}}}})
+    code, report = admit(graph_files("prod-gcp"), tmp_path, job, capsys=capsys)
+    assert code == 0, report
+    added = _trainjob("applied", {"containers": [{"name": "sidecar"}]})
+    code, report = admit(graph_files("prod-gcp"), tmp_path, added, capsys=capsys)
+    reasons = report["workloads"][0]["reasons"]
+    assert code == 1 and reasons[0]["rule"] == "pod-validation"
+    assert "spec.containers[1].image: required (container 'sidecar')" in reasons[0]["message"]
+    assert "the Jobs or pods its controller creates" in reasons[0]["message"]

@@ -118,7 +118,8 @@ def test_shared_fs_volumes_survive_growth_and_replacement_of_the_filesystem(stac
     graph = offline_run(stack_name).graph
     pvs = {r.inputs["metadata"]["name"]: r for r in graph.of_type("kubernetes:core/v1:PersistentVolume")}
     claims = [r for r in graph.of_type("kubernetes:core/v1:PersistentVolumeClaim")
-              if r.inputs["metadata"]["name"] in ("shared-fs", "shared-fs-admin")]
+              if r.inputs["metadata"]["name"] == "shared-fs" or r.inputs["metadata"]["name"].startswith(
+                  "shared-fs-admin-")]
     assert len(claims) == len(spec.teams) + 1
     generations = set()
     for claim in claims:
@@ -127,9 +128,11 @@ def test_shared_fs_volumes_survive_growth_and_replacement_of_the_filesystem(stac
         assert pv.inputs["spec"]["capacity"] == {"storage": f"{fs.capacity_gib}Gi"}
         assert pv.urn in claim.dependencies, f"{claim.name} does not wait for its volume"
         base, _, generation = pv.inputs["metadata"]["name"].rpartition("-")
-        assert base in ("shared-fs-admin", f"shared-fs-{claim.inputs['metadata']['namespace']}")
+        assert base in ("shared-fs.admin", f"shared-fs-{claim.inputs['metadata']['namespace']}")
         generations.add(generation)
-    csi = pvs[f"shared-fs-admin-{generation}"].inputs["spec"]["csi"]
+        if base == "shared-fs.admin":  # the platform's claim and Job are named after the filesystem too
+            assert claim.inputs["metadata"]["name"] == f"shared-fs-admin-{generation}"
+    csi = pvs[f"shared-fs.admin-{generation}"].inputs["spec"]["csi"]
     if spec.cloud == "aws":
         attributes = csi["volumeAttributes"]
         expected = volume_generation(csi["volumeHandle"], attributes["dnsname"], attributes["mountname"],
@@ -143,8 +146,8 @@ def test_shared_fs_volumes_survive_growth_and_replacement_of_the_filesystem(stac
 def test_the_team_directories_are_made_inside_the_path_linked_to_the_bucket() -> None:
     graph = offline_run("prod-aws").graph
     (link,) = graph.of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
-    (job,) = [r for r in graph.of_type("kubernetes:batch/v1:Job") if r.inputs["metadata"]["name"] ==
-              "shared-fs-team-dirs"]
+    (job,) = [r for r in graph.of_type("kubernetes:batch/v1:Job") if r.inputs["metadata"]["name"].startswith(
+              "shared-fs-team-dirs-")]
     assert link.urn in job.dependencies
 
 
@@ -154,14 +157,18 @@ def test_a_job_creates_each_team_directory_owned_by_its_group(stack_name: str) -
 
     spec = stack(stack_name).spec
     graph = offline_run(stack_name).graph
-    (job,) = [j for j in _objects(graph, "Job") if j["metadata"]["name"] == "shared-fs-team-dirs"]
+    (job,) = [j for j in _objects(graph, "Job") if j["metadata"]["name"].startswith("shared-fs-team-dirs-")]
     script = job["spec"]["template"]["spec"]["containers"][0]["command"][2]
     root = spec.aws_spec().storage.filesystem.mount_path.strip("/") + "/" if spec.cloud == "aws" else ""
     for team in spec.teams:
         path = f"/fs/{root}{team.name}"
         assert f"mkdir -p {path} && chown 0:{team.posix_gid} {path} && chmod 2770 {path}" in script
-    (admin,) = [c for c in _objects(graph, "PersistentVolumeClaim") if c["metadata"]["name"] == "shared-fs-admin"]
+    (admin,) = [c for c in _objects(graph, "PersistentVolumeClaim")
+                if c["metadata"]["name"].startswith("shared-fs-admin-")]
     assert admin["metadata"]["namespace"] == "kube-system"
+    assert job["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == \
+        admin["metadata"]["name"]
+    assert job["metadata"]["name"].rpartition("-")[2] == admin["metadata"]["name"].rpartition("-")[2]
 
 
 def _cel(policy: dict[str, object], pod: dict[str, object], namespace: str) -> list[str]:
@@ -423,14 +430,19 @@ def test_a_team_budget_s_addresses_get_its_spend_alert() -> None:
     graph = offline_run("prod-aws").graph
     (config,) = [r.inputs for r in graph.resources if r.type.endswith(":AlertmanagerConfig")]
     receivers = {r["name"]: r for r in config["spec"]["receivers"]}
+    routes = config["spec"]["route"]["routes"]
     for team in spec.teams:
         assert team.budget is not None
         mail = receivers[f"budget-{team.name}"]["emailConfigs"][0]
-        assert mail["to"] == ", ".join(team.budget.notify)
+        # the people a cloud budget of the team would mail: its addresses and billing.notify
+        assert mail["to"] == ", ".join(dict.fromkeys([*team.budget.notify, *spec.billing.notify]))
         assert mail["authPassword"] == {"name": "alertmanager-smtp", "key": "password"}
-        assert {"receiver": f"budget-{team.name}", "continue": True, "matchers": [
+        # taken by this route (once, once a day), not also by every route its namespace label matches
+        assert {"receiver": f"budget-{team.name}", "continue": False, "repeatInterval": "24h", "matchers": [
             {"name": "alertname", "matchType": "=", "value": "TeamSpendOverBudget"},
-            {"name": "team", "matchType": "=", "value": team.name}]} in config["spec"]["route"]["routes"]
+            {"name": "team", "matchType": "=", "value": team.name}]} in routes
+    first_team_route = min(i for i, r in enumerate(routes) if r["receiver"] == "research-leads")
+    assert max(i for i, r in enumerate(routes) if r["receiver"].startswith("budget-")) < first_team_route
     assert budget_notes(spec) == []
     raw = copy.deepcopy(raw_stack_config("prod-aws")["gpu-cluster:spec"])
     alerts = raw["platform"]["monitoring"]["alerts"]
@@ -472,3 +484,50 @@ def test_every_rule_is_promql(stack_name: str) -> None:
         promql_parser.parse(expr)
     with pytest.raises(ValueError):
         promql_parser.parse("sum by (namespace (x)")
+
+
+def test_a_team_route_reaches_its_receiver_once_per_alert() -> None:
+    """A team route matches the team's namespace, or its queue for alerts with no namespace: an alert carrying both
+    labels is not sent twice."""
+    graph = offline_run("prod-aws").graph
+    (config,) = [r.inputs for r in graph.resources if r.type.endswith(":AlertmanagerConfig")]
+    team = [r["matchers"] for r in config["spec"]["route"]["routes"] if r["receiver"] == "research-leads"]
+
+    def matches(matchers: list[dict[str, str]], labels: dict[str, str]) -> bool:
+        return all(labels.get(m["name"], "") == m["value"] if m["matchType"] == "=" else
+                   re.fullmatch(m["value"], labels.get(m["name"], "")) is not None for m in matchers)
+    import re
+
+    both = {"severity": "warning", "namespace": "research", "cluster_queue": "research"}
+    queue_only = {"severity": "warning", "cluster_queue": "research"}
+    assert sum(matches(m, both) for m in team) == 1
+    assert sum(matches(m, queue_only) for m in team) == 1
+    assert sum(matches(m, {"severity": "warning", "namespace": "applied"}) for m in team) == 0
+
+
+def test_the_spend_rule_counts_each_gpu_once() -> None:
+    """Two kube-state-metrics replicas (or a rollout) export every series twice: the cost takes the max first."""
+    graph = offline_run("prod-aws").graph
+    (rule,) = graph.of_type("kubernetes:monitoring.coreos.com/v1:PrometheusRule")
+    (cost,) = [r for g in rule.inputs["spec"]["groups"] for r in g["rules"]
+               if r.get("record") == "gpu_cluster:gpu_cost_usd_per_hour:sum_by_namespace"]
+    assert cost["expr"].startswith("sum by (namespace) (max by (namespace, pod, container, node) "
+                                   "(kube_pod_container_resource_requests{resource=\"nvidia_com_gpu\"})")
+
+
+def test_gke_debug_containers_cannot_mount_the_whole_filesystem() -> None:
+    graph = offline_run("prod-gcp").graph
+    policy = next(p for p in _objects(graph, "ValidatingAdmissionPolicy")
+                  if p["metadata"]["name"] == "gpu-cluster-shared-fs-subpath")
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert {(tuple(r["operations"]), tuple(r["resources"])) for r in rules} == {
+        (("CREATE",), ("pods",)), (("UPDATE",), ("pods/ephemeralcontainers",))}
+    pod = {"spec": {"volumes": [{"name": "ckpt", "persistentVolumeClaim": {"claimName": "shared-fs"}}],
+                    "containers": [{"name": "t", "image": "nvcr.io/x", "volumeMounts": [
+                        {"name": "ckpt", "mountPath": "/c", "subPath": "research"}]}],
+                    "ephemeralContainers": [{"name": "debug", "image": "nvcr.io/x", "volumeMounts": [
+                        {"name": "ckpt", "mountPath": "/all"}]}]}}
+    assert _cel(policy, pod, "research") == ["ephemeral containers cannot mount the shared-fs claim (they cannot "
+                                              "take a subPath)"]
+    del pod["spec"]["ephemeralContainers"]
+    assert _cel(policy, pod, "research") == []

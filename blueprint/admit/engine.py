@@ -24,7 +24,7 @@ from blueprint.admit.policies import evaluate_policies
 from blueprint.admit.quantity import show
 from blueprint.admit.resources import PodResources, injected_sidecar, pod_resources, quota_problems, with_extra
 from blueprint.admit.scheduling import Placement, schedule
-from blueprint.admit.schema import pod_spec_problems, schema_problems
+from blueprint.admit.schema import is_builtin, pod_spec_problems, schema_problems
 from blueprint.admit.volumes import GCSFUSE_DRIVER, check_volumes
 from blueprint.admit.workloads import PodSet, Submitted, derive_pod_sets
 from blueprint.graph import ResourceGraph
@@ -169,10 +169,13 @@ def _schema(view: ClusterView, item: Submitted, result: WorkloadResult) -> list[
             pod_problems, _ = schema_problems(pod_set.pod, view.kubernetes_version)
             for problem in pod_problems:
                 step.fail(item.ref, "schema", f"pod set {pod_set.name}, {problem}: fix spec.trainer or the runtime")
-    for pod_set in derived.pod_sets:  # what pod validation refuses beyond the schema
+    # What pod validation refuses beyond the schema: the object itself for Kubernetes' own kinds; for custom kinds
+    # the API server checks only the CRD schema, so the Jobs or pods their controller creates are refused later.
+    refused = "the object" if is_builtin(item.api_version) else "the Jobs or pods its controller creates"
+    for pod_set in derived.pod_sets:
         for problem in pod_spec_problems(pod_set.spec):
             step.fail(item.ref, "pod-validation", f"pod set {pod_set.name}, {problem}: the API server refuses "
-                      f"{'the pods' if item.kind in ('TrainJob', 'MPIJob') else 'the object'}; fix the pod template")
+                      f"{refused}; fix the pod template")
     if not derived.pod_sets:
         result.skip_rest("schema", "no pods could be derived")
         return None

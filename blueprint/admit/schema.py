@@ -171,9 +171,13 @@ def pod_spec_problems(spec: dict[str, Any]) -> list[str]:
     with ``..``."""
     problems: list[str] = []
     volumes = {str(as_mapping(v).get("name")) for v in spec.get("volumes") or [] if isinstance(v, dict)}
+    if not spec.get("containers"):
+        problems.append("spec.containers: a pod needs at least one container")
     for field in ("initContainers", "containers"):
         for i, container in enumerate(spec.get(field) or []):
             container = as_mapping(container)
+            if not container.get("image"):
+                problems.append(f"spec.{field}[{i}].image: required (container {container.get('name')!r})")
             paths: set[str] = set()
             for j, mount in enumerate(container.get("volumeMounts") or []):
                 mount = as_mapping(mount)
@@ -184,12 +188,14 @@ def pod_spec_problems(spec: dict[str, Any]) -> list[str]:
                 if path in paths:
                     problems.append(f"{where}.mountPath: {path} is mounted twice in the container")
                 paths.add(path)
-                sub = mount.get("subPath")
-                if sub and mount.get("subPathExpr"):
+                if mount.get("subPath") and mount.get("subPathExpr"):
                     problems.append(f"{where}: subPath and subPathExpr are mutually exclusive")
-                if isinstance(sub, str) and sub:
+                for key in ("subPath", "subPathExpr"):
+                    sub = mount.get(key)
+                    if not isinstance(sub, str) or not sub:
+                        continue
                     if sub.startswith("/"):
-                        problems.append(f"{where}.subPath: {sub!r} must be a relative path")
+                        problems.append(f"{where}.{key}: {sub!r} must be a relative path")
                     if ".." in sub.replace("\\", "/").split("/"):
-                        problems.append(f"{where}.subPath: {sub!r} must not contain '..'")
+                        problems.append(f"{where}.{key}: {sub!r} must not contain '..'")
     return problems

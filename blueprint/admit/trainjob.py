@@ -73,13 +73,14 @@ _DOMAIN_PREFIXED = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0
                               r"/[A-Za-z0-9/\-._~%!$&'()*+,;=:]+$")
 # Pod spec lists a strategic merge patch merges by a key (k8s.io/api core/v1 patchMergeKey), the rest are replaced.
 _MERGE_KEYS = {"volumes": "name", "containers": "name", "initContainers": "name", "imagePullSecrets": "name",
-               "schedulingGates": "name", "env": "name", "volumeMounts": "mountPath"}
+               "schedulingGates": "name", "env": "name", "volumeMounts": "mountPath", "replicatedJobs": "name"}
 _MAPS = ("labels", "annotations", "nodeSelector", "securityContext")
 
 
 def _merge(base: dict[str, Any], patch: dict[str, Any]) -> None:
-    """Lay ``patch`` over ``base`` the way a strategic merge patch of core/v1 objects does (simplified: an item of a
-    keyed list is replaced by the patch's item of the same key, merged field by field where both are mappings)."""
+    """Lay ``patch`` over ``base`` the way a strategic merge patch of these types does: an item of a keyed list
+    (core/v1 and JobSet patchMergeKey) merges field by field with the item of the same key, or is added; mappings
+    merge; anything else is replaced."""
     for key, value in patch.items():
         if key in _MERGE_KEYS and isinstance(value, list):
             merge_key = _MERGE_KEYS[key]
@@ -90,10 +91,8 @@ def _merge(base: dict[str, Any], patch: dict[str, Any]) -> None:
                 old = next((i for i in items if i.get(merge_key) == new.get(merge_key)), None)
                 if old is None:
                     items.append(copy.deepcopy(new))
-                elif key in ("containers", "initContainers"):
-                    _merge(old, new)
                 else:
-                    items[items.index(old)] = copy.deepcopy(new)
+                    _merge(old, new)
             base[key] = items
         elif key in (*_MAPS, "metadata", "spec", "template") and isinstance(value, dict) \
                 and isinstance(base.get(key), dict):
@@ -103,10 +102,12 @@ def _merge(base: dict[str, Any], patch: dict[str, Any]) -> None:
 
 
 def _apply_patches(item: Submitted, template: dict[str, Any], out: Derivation) -> bool:
-    """Lay the TrainJob's runtimePatches over the runtime's JobSet template; False (with problems) when the Trainer
-    webhook would refuse them."""
+    """Lay the TrainJob's runtimePatches over the runtime's JobSet template as the Trainer does, in order; False (with
+    problems) when its webhook refuses them. The webhook checks replicated job and container names against the
+    template after the patches are merged (plugins/jobset Validate reads the merged runtime info), so a patch that
+    names a new one is merged in, not refused: the pods it makes are then judged like any other (a container
+    without an image, a job without containers)."""
     ok = True
-    jobs = {str(rj.get("name")): rj for rj in as_list(template.get("replicatedJobs")) if isinstance(rj, dict)}
     for i, patch in enumerate(as_list(as_mapping(item.manifest.get("spec")).get("runtimePatches"))):
         where = f"spec.runtimePatches[{i}]"
         patch = as_mapping(patch)
@@ -116,35 +117,16 @@ def _apply_patches(item: Submitted, template: dict[str, Any], out: Derivation) -
                                  "path (example.com/submitter): the Trainer webhook refuses the TrainJob"))
             ok = False
         spec = as_mapping(as_mapping(as_mapping(patch.get("trainingRuntimeSpec")).get("template")).get("spec"))
-        for j, rj_patch in enumerate(as_list(spec.get("replicatedJobs"))):
-            rj_patch = as_mapping(rj_patch)
-            name = str(rj_patch.get("name"))
-            target = jobs.get(name)
-            if target is None:
-                out.problems.append((item.ref, "runtime-patch", f"{where}.trainingRuntimeSpec.template.spec."
-                                     f"replicatedJobs[{j}]: the runtime has no replicated job {name!r} ("
-                                     f"{', '.join(sorted(jobs))}): the Trainer webhook refuses the TrainJob"))
-                ok = False
-                continue
-            pod_patch = as_mapping(as_mapping(as_mapping(rj_patch.get("template")).get("spec")).get("template"))
-            pod_spec = as_mapping(pod_patch.get("spec"))
-            existing = as_mapping(as_mapping(as_mapping(target.get("template")).get("spec")).get("template"))
-            names = {str(c.get("name")) for field in ("containers", "initContainers")
-                     for c in as_list(as_mapping(existing.get("spec")).get(field)) if isinstance(c, dict)}
-            for field in ("containers", "initContainers"):
-                for c in as_list(pod_spec.get(field)):
-                    c = as_mapping(c)
-                    if str(c.get("name")) not in names:
-                        out.problems.append((item.ref, "runtime-patch", f"{where}: {field} {c.get('name')!r} is not "
-                                             f"in the runtime's job {name!r}: the Trainer webhook refuses the "
-                                             "TrainJob (patches change containers, they do not add them)"))
-                        ok = False
-                    elif c.get("env") and c.get("name") == TRAINER_CONTAINER:
-                        out.problems.append((item.ref, "runtime-patch", f"{where}: no env for the {TRAINER_CONTAINER} "
-                                             "container in a patch (the Trainer webhook refuses it): set "
-                                             "spec.trainer.env"))
-                        ok = False
-            _merge(target, {"template": {k: v for k, v in as_mapping(rj_patch.get("template")).items()}})
+        for rj_patch in as_list(spec.get("replicatedJobs")):
+            pod_spec = as_mapping(as_mapping(as_mapping(as_mapping(as_mapping(rj_patch).get("template")).get(
+                "spec")).get("template")).get("spec"))
+            for c in as_list(pod_spec.get("containers")):
+                if as_mapping(c).get("name") == TRAINER_CONTAINER and as_mapping(c).get("env"):
+                    out.problems.append((item.ref, "runtime-patch", f"{where}: no env for the {TRAINER_CONTAINER} "
+                                         "container in a patch (the Trainer webhook refuses it): set "
+                                         "spec.trainer.env"))
+                    ok = False
+        _merge(template, {"replicatedJobs": as_list(spec.get("replicatedJobs"))})
     return ok
 
 

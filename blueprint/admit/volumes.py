@@ -130,8 +130,8 @@ SHARED_FS_CLAIM = "shared-fs"
 
 
 def _team_dir_writers(namespace: str, gid: str | None, pod_set: PodSet) -> list[tuple[str, str, str]]:
-    """Containers that mount the team's shared-fs read-write as a non-root user outside the team's group: the team
-    directory is ``2770 root:<gid>`` (the platform's Job makes it so), so their first checkpoint fails with EACCES.
+    """Containers that mount the team's shared-fs as a non-root user outside the team's group: the team directory is
+    ``2770 root:<gid>`` (the platform's Job makes it so), so they can neither read nor write it (EACCES).
     Root (uid 0, or no runAsUser: the image's user, root in NGC images) writes anyway."""
     if gid is None:
         return []
@@ -143,8 +143,7 @@ def _team_dir_writers(namespace: str, gid: str | None, pod_set: PodSet) -> list[
     for field in ("initContainers", "containers"):
         for c in as_list(spec.get(field)):
             c = as_mapping(c)
-            writes = [m for m in as_list(c.get("volumeMounts"))
-                      if as_mapping(m).get("name") in shared and as_mapping(m).get("readOnly") is not True]
+            writes = [m for m in as_list(c.get("volumeMounts")) if as_mapping(m).get("name") in shared]
             if not writes:
                 continue
             sc = as_mapping(c.get("securityContext"))
@@ -157,8 +156,8 @@ def _team_dir_writers(namespace: str, gid: str | None, pod_set: PodSet) -> list[
                 problems.append((f"Namespace/{namespace}", "shared-fs-group",
                                  f"pod set {pod_set.name}: container {c.get('name')} runs as uid {uid} outside the "
                                  f"team's group {gid} (label {TEAM_GID_LABEL} of namespace {namespace}): the team "
-                                 f"directory is mode 2770, owned by root:{gid}, so its writes to "
-                                 f"{as_mapping(writes[0]).get('mountPath')} fail with EACCES; add {gid} to "
+                                 f"directory is mode 2770, owned by root:{gid}, so it can neither read nor write "
+                                 f"{as_mapping(writes[0]).get('mountPath')} (EACCES); add {gid} to "
                                  "spec.securityContext.supplementalGroups"))
     return problems
 

@@ -92,6 +92,7 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
             price_basis=describe(*price) if price is not None else "",
         ))
     return PlatformInputs(
+        platform_budget_notify=tuple(spec.billing.notify),
         filesystem_spec_path=spec_path("aws", "storage", "filesystem"),
         cloud_objects_spec_path=spec_path("aws"),
         cluster_name=spec.name,

@@ -172,6 +172,7 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
     labels = spec.billing_labels
     team_objects = {t.name: checkpoint_volume(t.name, bucket, dict(labels)) for t in spec.teams}
     return PlatformInputs(
+        platform_budget_notify=tuple(spec.billing.notify),
         filesystem_spec_path=spec_path("gcp", "storage", "filesystem"),
         cloud_objects_spec_path=spec_path("gcp", "network"),
         cluster_name=spec.name,

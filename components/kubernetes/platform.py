@@ -188,6 +188,8 @@ class PlatformInputs:
     # (millicores, MiB). Kueue does not count it and the ResourceQuota does, so each namespace's quota gets it once
     # per node its queue can reach, or the quota would refuse pods Kueue admitted.
     injected_sidecar: tuple[int, int] | None = None
+    # Who else gets every team's budget alert (billing.notify: platform and finance), as on the cloud budgets.
+    platform_budget_notify: tuple[str, ...] = ()
     # Where in the stack file the shared filesystem and the cloud's cluster objects are configured (provenance).
     filesystem_spec_path: str = ""
     cloud_objects_spec_path: str = ""
@@ -239,7 +241,8 @@ class Monitoring(pulumi.ComponentResource):
         apply(f"{name}-rules", obj.prometheus_rules(mon.alerts.runbook_url, budgets,
                                                      obj.spend_pricing(inputs.pools, mon.retention_days)),
               after_prometheus)
-        notify = {t.name: list(t.budget.notify) for t in inputs.teams if t.budget is not None}
+        notify = {t.name: [*t.budget.notify, *inputs.platform_budget_notify] for t in inputs.teams
+                  if t.budget is not None}
         apply(f"{name}-alert-routing", obj.alertmanager_config(mon.alerts, notify), after_prometheus)
         apply(f"{name}-dashboard", obj.grafana_dashboard(), after_prometheus)
         release("opencost", charts["opencost"], obj.OPENCOST_NAMESPACE, obj.opencost_values(inputs.cluster_name),

@@ -112,14 +112,26 @@ def team_shared_fs(fs: SharedFilesystem, team: TeamSpec, labels: Mapping[str, st
     return _volume(f"shared-fs-{team.name}", fs, path, team.name, SHARED_FS_CLAIM, labels)
 
 
+# The platform's volume of the whole filesystem: a dot, which no team name (a DNS label) has, keeps it apart from
+# every team's shared-fs-<team> volume (a team called "admin" included).
+ADMIN_VOLUME = "shared-fs.admin"
+
+
 def admin_shared_fs(fs: SharedFilesystem, labels: Mapping[str, str]) -> tuple[Manifest, Manifest]:
-    """The whole filesystem, claimed in ``kube-system`` for the platform's own Job (teams cannot bind it)."""
-    return _volume("shared-fs-admin", fs, None, ADMIN_NAMESPACE, ADMIN_CLAIM, labels)
+    """The whole filesystem, claimed in ``kube-system`` for the platform's own Job (teams cannot bind it). The claim's
+    name, like the volume's, ends in the filesystem's generation: a replaced filesystem gets a new claim and a new
+    Job beside the old ones (a claim that a finished pod still names would hold a same-named replacement forever)."""
+    pv, pvc = _volume(ADMIN_VOLUME, fs, None, ADMIN_NAMESPACE, ADMIN_CLAIM, labels)
+    claim = fs.volume_name(ADMIN_CLAIM)
+    pvc["metadata"]["name"] = claim
+    pv["spec"]["claimRef"]["name"] = claim
+    return pv, pvc
 
 
 def team_dirs_job(fs: SharedFilesystem, teams: Sequence[TeamSpec], labels: Mapping[str, str]) -> Manifest:
     """A Job that creates each team's directory, owned by root and the team's group, mode 2770: idempotent (mkdir -p,
-    chown, chmod), so a new team's directory appears on the next apply, which replaces the Job."""
+    chown, chmod), so a new team's directory appears on the next apply, which replaces the Job. Named after the
+    filesystem's generation, so a new filesystem gets its directories from a new Job."""
     lines = ["set -eu"]
     for team in sorted(teams, key=lambda t: t.name):
         path = shlex.quote(f"/fs/{fs.team_dir(team.name)}")
@@ -127,7 +139,7 @@ def team_dirs_job(fs: SharedFilesystem, teams: Sequence[TeamSpec], labels: Mappi
     lines.append("ls -ln " + shlex.quote(f"/fs/{fs.team_root.strip('/')}" if fs.team_root.strip("/") else "/fs"))
     return {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": meta(TEAM_DIRS_JOB, ADMIN_NAMESPACE, labels),
+        "metadata": meta(fs.volume_name(TEAM_DIRS_JOB), ADMIN_NAMESPACE, labels),
         "spec": {
             "backoffLimit": 4,
             "template": {"spec": {
@@ -138,7 +150,7 @@ def team_dirs_job(fs: SharedFilesystem, teams: Sequence[TeamSpec], labels: Mappi
                     "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
                     "volumeMounts": [{"name": "fs", "mountPath": "/fs"}],
                 }],
-                "volumes": [{"name": "fs", "persistentVolumeClaim": {"claimName": ADMIN_CLAIM}}],
+                "volumes": [{"name": "fs", "persistentVolumeClaim": {"claimName": fs.volume_name(ADMIN_CLAIM)}}],
             }},
         },
     }
@@ -165,19 +177,30 @@ def subpath_policy() -> list[Manifest]:
     return [
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": meta(name),
          "spec": {"failurePolicy": "Fail",
-                  "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
-                                                          "operations": ["CREATE", "UPDATE"],
-                                                          "resources": ["pods"]}]},
+                  # Pod volumes and mounts are immutable after creation, so CREATE is where they are judged (an
+                  # UPDATE rule would only block finalizer removal on pods created under an older rule); debug
+                  # containers arrive through the ephemeralcontainers subresource.
+                  "matchConstraints": {"resourceRules": [
+                      {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]},
+                      {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                       "resources": ["pods/ephemeralcontainers"]}]},
                   "variables": [{"name": "shared", "expression":
                                  "!has(object.spec.volumes) ? [] : object.spec.volumes.filter(v, "
                                  f"has(v.persistentVolumeClaim) && v.persistentVolumeClaim.claimName == {claim})"
                                  ".map(v, v.name)"}],
-                  "validations": [{"expression": contained(f),
+                  "validations": [*({"expression": contained(f),
+                                     "reason": "Forbidden",
+                                     "message": f"{f} mount the {SHARED_FS_CLAIM} claim with subPath set to exactly "
+                                                "the namespace's name (the team's directory; make subdirectories "
+                                                "inside the mount), not a path below it and not subPathExpr"}
+                                    for f in ("containers", "initContainers")),
+                                  # Kubernetes forbids subPath on ephemeral containers: one would see every team.
+                                  {"expression": "!has(object.spec.ephemeralContainers) || "
+                                                 "object.spec.ephemeralContainers.all(c, !has(c.volumeMounts) || "
+                                                 "c.volumeMounts.all(m, !(m.name in variables.shared)))",
                                    "reason": "Forbidden",
-                                   "message": f"{f} mount the {SHARED_FS_CLAIM} claim with subPath set to exactly the "
-                                              "namespace's name (the team's directory; make subdirectories inside "
-                                              "the mount), not a path below it and not subPathExpr"}
-                                  for f in ("containers", "initContainers")]}},
+                                   "message": f"ephemeral containers cannot mount the {SHARED_FS_CLAIM} claim (they "
+                                              "cannot take a subPath)"}]}},
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
          "metadata": meta(name),
          "spec": {"policyName": name, "validationActions": ["Deny"],

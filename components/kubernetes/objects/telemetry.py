@@ -130,8 +130,10 @@ def spend_recording_rules(spend: SpendPricing) -> list[Manifest]:
         {"record": GPU_PRICE_BY_NODE,
          "expr": f"max by (node) (kube_node_labels * 0 + on ({KSM_NODE_GROUP_LABEL}) group_left () "
                  f"{GPU_PRICE_BY_GROUP})"},
+        # max by (...) first: two kube-state-metrics replicas (or a rollout) export each series twice.
         {"record": TEAM_GPU_COST,
-         "expr": "sum by (namespace) (kube_pod_container_resource_requests{resource=\"nvidia_com_gpu\"} "
+         "expr": "sum by (namespace) (max by (namespace, pod, container, node) "
+                 "(kube_pod_container_resource_requests{resource=\"nvidia_com_gpu\"}) "
                  "* on (namespace, pod) group_left () (max by (namespace, pod) "
                  "(kube_pod_status_phase{phase=\"Running\"}) == 1) "
                  f"* on (node) group_left () {GPU_PRICE_BY_NODE})"},
@@ -306,19 +308,25 @@ def alertmanager_config(alerts: AlertsSpec, budget_notify: Mapping[str, Sequence
         if not route.teams:
             routes.append({"receiver": route.receiver, "matchers": severity, "continue": True})
         for team in route.teams:
-            for label in ("namespace", "cluster_queue"):
-                routes.append({"receiver": route.receiver, "continue": True,
-                               "matchers": [*severity, {"name": label, "matchType": "=", "value": team}]})
+            # The namespace's alerts, and the queue's alerts that carry no namespace: an alert with both labels
+            # reaches the receiver once.
+            routes.append({"receiver": route.receiver, "continue": True,
+                           "matchers": [*severity, {"name": "namespace", "matchType": "=", "value": team}]})
+            routes.append({"receiver": route.receiver, "continue": True,
+                           "matchers": [*severity, {"name": "namespace", "matchType": "=", "value": ""},
+                                        {"name": "cluster_queue", "matchType": "=", "value": team}]})
     receivers = [_receiver(r) for r in alerts.receivers] + [{"name": SILENT_RECEIVER}]  # no config: sends nothing
     # A team's budget addresses (teams[].budget.notify) get its spend alert, mailed through the first email receiver's
     # server and credential; without an email receiver the preview warns (components/spec/notes.py budget_notes).
+    # The route takes the alert (no continue): the same people as the team's cloud budget (its addresses and
+    # billing.notify) get it once, once a day, not through every route its namespace label also matches.
     mail = next((r for r in alerts.receivers if r.type == "email"), None)
     for team, to in sorted((budget_notify or {}).items()):
         if mail is None or not to:
             continue
-        receiver = _receiver(mail.model_copy(update={"name": f"budget-{team}", "to": list(to)}))
+        receiver = _receiver(mail.model_copy(update={"name": f"budget-{team}", "to": list(dict.fromkeys(to))}))
         receivers.insert(-1, receiver)
-        routes.insert(1, {"receiver": receiver["name"], "continue": True, "matchers": [
+        routes.insert(1, {"receiver": receiver["name"], "continue": False, "repeatInterval": "24h", "matchers": [
             {"name": "alertname", "matchType": "=", "value": "TeamSpendOverBudget"},
             {"name": "team", "matchType": "=", "value": team}]})
     root = alerts.default_receiver or SILENT_RECEIVER
