@@ -14,15 +14,20 @@ from typing import Any
 
 import jsonschema
 import pytest
+from gpu_policies.common import ABSENT, decode_finding, encode_finding, plain, seen
+from gpu_policies.common import path as field_path
 
 from blueprint.cli import main
 from blueprint.graph import GraphResource, ResourceGraph
 from blueprint.policy import (
     PolicyConfigError,
     PolicyReport,
+    Violation,
     load_pack,
     normalize_config,
+    render_markdown,
     render_sarif,
+    render_table,
     run_policies,
 )
 from components.catalog import load_aws_catalog
@@ -501,7 +506,8 @@ def test_cli_reads_a_pulumi_preview_json(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["policy", str(path), "--format", "json"]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert [v["policy"] for v in doc["violations"]] == ["cost-attribution-installed"]
-    assert set(doc["violations"][0]) == {"policy", "enforcement", "severity", "urn", "type", "message"}
+    assert set(doc["violations"][0]) == {"policy", "enforcement", "severity", "urn", "type", "message", "field",
+                                         "value", "fix"}
 
 
 def test_markdown_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -509,6 +515,8 @@ def test_markdown_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["policy", str(path), "--format", "markdown"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("### ✅ Policy check for `prod-aws`\n")
+    assert "| enforcement | severity | policy | resource | field | requirement |\n" \
+           "| --- | --- | --- | --- | --- | --- |\n" in out
     assert "| advisory | high | `aws-ec2-launch-template-requires-imdsv2` |" in out
     path = _write_graph(tmp_path, MUTATIONS["open the endpoint to 0.0.0.0/0"][0](prod()))
     assert main(["policy", str(path), "--format", "markdown"]) == 1
@@ -516,6 +524,71 @@ def test_markdown_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert out.startswith("### ❌ Policy check for `prod-aws`\n")
     assert "| mandatory | critical | `aws-eks-endpoint-not-open-to-internet` | `control-plane-eks` |" in out
     assert "- `aws-eks-endpoint-not-open-to-internet`: Set controlPlane.endpointAccess: private" in out
+    # a violation with no field leaves the cell empty; one whose field holds a pipe keeps the table's columns
+    path = _write_graph(tmp_path, MUTATIONS["remove OpenCost"][0](prod()))
+    main(["policy", str(path), "--format", "markdown"])
+    assert "| mandatory | medium | `cost-attribution-installed` | `(stack)` |  | The stack must install" in \
+        capsys.readouterr().out
+    violation = Violation("p", "advisory", "low", "", "", "d\nm", field='metadata.labels["a|b"]', value="x")
+    row = render_markdown(PolicyReport("pack", [violation]), "s").splitlines()[6]
+    assert row == '| advisory | low | `p` | `(stack)` | `metadata.labels["a\\|b"]` | m |'
+
+
+def test_the_table_shows_a_missing_field_and_cuts_a_long_value() -> None:
+    missing = Violation("p", "advisory", "low", "u", "t", "d\nm", field="kmsKeyId", fix="Set it.")
+    long = Violation("p", "advisory", "low", "u", "t", "d\nm", field="data.x", value="y" * 500)
+    out = render_table(PolicyReport("pack", [missing, long])).splitlines()
+    assert out[4:6] == ["            field: kmsKeyId (not set)", "            fix: Set it."]
+    start = "            field: data.x = "
+    assert out[9] == f"{start}\"{'y' * 198}…" and len(out[9]) == len(start) + 200
+
+
+# --- the finding encoding: what the pack appends to a violation message ---------------------------
+
+
+@pytest.mark.parametrize(("message", "field", "value"), [
+    ("Bucket b must be versioned.", None, ABSENT),
+    ("Bucket b must be versioned.", "versioningConfiguration.status", ABSENT),
+    ("Bucket b must be versioned.", "versioningConfiguration.status", "Suspended"),
+    ("m", 'metadata.labels["cost-center"]', None),
+    ("m", "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota", 0),
+    ("m", "data.x", "two\nlines and \"quotes\" and a \\ backslash"),
+    ("m", "data.x", {"a": ["b\nc", 1.5, True, None], "k\"ey": {"field: x": "seen: y"}}),
+    ("m", "data.x", "seen: 1\nfield: y"),
+    ("", "x", 1),
+    ("ends like a field\nfield: spoofed", None, ABSENT),
+    ("field: looks like one", None, ABSENT),
+    ("seen: 1", "x", ABSENT),
+])
+def test_the_finding_encoding_round_trips(message: str, field: str | None, value: Any) -> None:
+    encoded = encode_finding(message, field, value)
+    lines = encoded.split("\n")
+    assert len(lines) == 1 + (field is not None) + (value is not ABSENT)  # the requirement is one line
+    if field is not None:
+        assert lines[1] == f"field: {field}"
+    if value is not ABSENT:
+        assert lines[2].startswith("seen: ") and json.loads(lines[2][6:]) == value
+    # as the analyzer reports it: the policy description first
+    one_line = " ".join(message.splitlines())
+    assert decode_finding("The rule.\n" + encoded) == (f"The rule.\n{one_line}", field, value)
+
+
+def test_a_message_without_encoded_lines_decodes_to_itself() -> None:
+    for message in ("The rule.\nBucket b must be versioned.", "The rule.", "The rule.\nfield: a",
+                    "The rule.\nfield: a\nseen: 1", "The rule.\nm\nfield: a\nseen: not json"):
+        assert decode_finding(message) == (message, None, ABSENT)
+
+
+def test_field_paths_and_plain_values() -> None:
+    assert field_path("vpcConfig", "publicAccessCidrs", 0) == "vpcConfig.publicAccessCidrs[0]"
+    assert field_path("metadata", "labels", "cost-center") == 'metadata.labels["cost-center"]'
+    assert field_path("tags", "a\"b") == 'tags["a\\"b"]' and field_path(0, "x") == "[0].x"
+    assert plain(3.0) == 3 and isinstance(plain(3.0), int) and plain(2.5) == 2.5
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
+
+    proxied = unknown_checking_proxy({"a": [1.0, {"b": UNKNOWN_STRING_VALUE}], "c": None})
+    assert plain(proxied) == {"a": [1, {"b": "[unknown]"}], "c": None}
+    assert seen(proxied, "c") is ABSENT and seen(proxied, "a", 5) is ABSENT and seen(proxied, "a", 0) == 1.0
 
 
 def test_sarif_validates_against_the_sarif_2_1_0_schema(tmp_path: Path) -> None:
