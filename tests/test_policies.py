@@ -377,7 +377,7 @@ FIELDS: dict[str, Expected] = {
     "drop an EFA interface": ("networkInterfaces[32]", None),  # the 32nd EFA interface, after the primary ENA one
     "force a placement group onto the capacity block": ("placement.groupName", "prod-train-h100"),
     "run a multi-node EFA group on demand without a placement group": ("placement.groupName", None),
-    "spread a multi-node EFA group over two zones": ("placement.groupName", None),
+    "spread a multi-node EFA group over two zones": ("subnetIds", ANY),
     "remove the EFA security group's self ingress": None,
     "add a GCP bucket without its cost-center label": ('labels["cost-center"]', None),
     "turn off bucket versioning": ("versioningConfiguration.status", "Suspended"),

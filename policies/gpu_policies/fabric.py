@@ -102,7 +102,9 @@ def _placed(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) ->
         if not table.get(_instance_type(ng, lt)) or float(get(ng.props, "scalingConfig", "maxSize", default=1)) <= 1:
             continue
         name = ng.props.get("nodeGroupName", ng.name)
-        zones = sorted({str(d.props.get("availabilityZone")) for d in ng.dependencies if d.resource_type == SUBNET})
+        # A subnet names its zone (availabilityZone) or the zone's ID (availabilityZoneId), as the stack's spec does.
+        zones = sorted({str(d.props.get("availabilityZone") or d.props.get("availabilityZoneId"))
+                        for d in ng.dependencies if d.resource_type == SUBNET})
         if len(zones) > 1:
             report(f"Multi-node EFA node group {name} must sit in one availability zone; its subnets span "
                    f"{', '.join(zones)}.", ng.urn, field="subnetIds", value=seen(ng.props, "subnetIds"))
