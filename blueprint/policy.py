@@ -12,7 +12,7 @@ import gc
 import importlib
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,7 +45,10 @@ class PolicyConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Violation:
-    """One reported violation, in the JSON output's shape."""
+    """One reported violation, in the JSON output's shape: ``message`` is the requirement (the policy description,
+    a line break, the violation text), ``field`` the path in the resource's inputs that violates ("" when the pack
+    names none), ``value`` what is there (None when not given: the field is missing), ``fix`` the rule's
+    remediation."""
 
     policy: str
     enforcement: str
@@ -53,6 +56,9 @@ class Violation:
     urn: str
     type: str
     message: str
+    field: str = ""
+    value: Any = None
+    fix: str = ""
 
 
 @dataclass
@@ -78,11 +84,14 @@ class PolicyReport:
 
 @dataclass(frozen=True)
 class Pack:
-    """The loaded pack: its name, policy objects and documentation rows."""
+    """The loaded pack: its name, policy objects, documentation rows and the decoder of its violation messages
+    (``gpu_policies.common.decode_finding``: message, field, value)."""
 
     name: str
     policies: list[Any]
     rules: list[Any]
+    decode: Callable[[str], tuple[str, str | None, Any]]
+    absent: Any  # the value decode gives when none was reported
 
 
 def load_pack(pack_dir: Path = PACK_DIR) -> Pack:
@@ -92,7 +101,7 @@ def load_pack(pack_dir: Path = PACK_DIR) -> Pack:
         sys.path.insert(0, str(pack_dir))
     pack = importlib.import_module("gpu_policies.pack")
     common = importlib.import_module("gpu_policies.common")
-    return Pack(pack.PACK_NAME, list(pack.POLICIES), list(common.RULES))
+    return Pack(pack.PACK_NAME, list(pack.POLICIES), list(common.RULES), common.decode_finding, common.ABSENT)
 
 
 def _level_of(value: Any, where: str) -> int:
@@ -179,17 +188,22 @@ def _providers(graph: ResourceGraph) -> dict[str, proto.AnalyzerProviderResource
             for p in graph.resources if p.is_provider}
 
 
-def _collect(report: PolicyReport, graph: ResourceGraph, response: Any, default_urn: str = "") -> None:
+def _collect(report: PolicyReport, graph: ResourceGraph, pack: Pack, response: Any, default_urn: str = "") -> None:
+    fixes = {r.name: r.remediation for r in pack.rules}
     for d in response.diagnostics:
         urn = d.urn or default_urn
         res = graph.get(urn)
+        message, field_, value = pack.decode(d.message)
         report.violations.append(Violation(
             policy=d.policyName,
             enforcement=LEVEL_NAMES.get(d.enforcementLevel, "advisory"),
             severity=SEVERITIES.get(d.severity, "unspecified"),
             urn=urn,
             type=res.type if res else "",
-            message=d.message,
+            message=message,
+            field=field_ or "",
+            value=None if value is pack.absent else value,
+            fix=fixes.get(d.policyName, ""),
         ))
     for na in response.not_applicable:
         report.not_applicable.append((na.policy_name, na.reason))
@@ -319,12 +333,12 @@ def _run_policies(graph: ResourceGraph, config: LevelConfig | None, pack: Pack |
         if not res.is_component and not res.is_provider and res.type != "pulumi:pulumi:Stack":
             request = proto.AnalyzeRequest(type=res.type, properties=props, urn=res.urn, name=res.name,
                                            options=_options(res), provider=provider)
-            _collect(report, graph, servicer.Analyze(request, None), res.urn)  # type: ignore[no-untyped-call]
+            _collect(report, graph, pack, servicer.Analyze(request, None), res.urn)  # type: ignore[no-untyped-call]
         stack_resources.append(proto.AnalyzerResource(
             type=res.type, properties=props, urn=res.urn, name=res.name, options=_options(res),
             provider=provider, parent=res.parent or "", dependencies=list(res.dependencies)))
     stack_request = proto.AnalyzeStackRequest(resources=stack_resources)
-    _collect(report, graph, servicer.AnalyzeStack(stack_request, None))  # type: ignore[no-untyped-call]
+    _collect(report, graph, pack, servicer.AnalyzeStack(stack_request, None))  # type: ignore[no-untyped-call]
     report.violations.sort(key=lambda v: (v.enforcement != "mandatory", v.policy, v.urn))
     return report
 
@@ -337,13 +351,28 @@ def _short(message: str) -> str:
     return message.split("\n", 1)[1] if "\n" in message else message
 
 
+TABLE_VALUE_CHARS = 200  # the table cuts a longer value (the JSON output has it whole)
+
+
+def _seen(value: Any) -> str:
+    """A value as the table shows it: compact JSON, cut at :data:`TABLE_VALUE_CHARS`."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return text if len(text) <= TABLE_VALUE_CHARS else text[:TABLE_VALUE_CHARS - 1] + "…"
+
+
 def render_table(report: PolicyReport) -> str:
-    """A plain-text verdict and table for terminals and logs."""
+    """A plain-text verdict and table for terminals and logs: per violation its resource, requirement, field with
+    the value seen (``(not set)`` for a missing one) and fix."""
     lines = [verdict_line(report)]
     for v in report.violations:
         lines.append(f"  {v.enforcement.upper():9} {v.severity:8} {v.policy}")
         lines.append(f"            {v.urn or '(stack)'}")
         lines.append(f"            {_short(v.message)}")
+        if v.field:
+            seen = "(not set)" if v.value is None else f"= {_seen(v.value)}"
+            lines.append(f"            field: {v.field} {seen}")
+        if v.fix:
+            lines.append(f"            fix: {v.fix}")
     return "\n".join(lines) + "\n"
 
 
@@ -360,11 +389,12 @@ def render_markdown(report: PolicyReport, stack: str) -> str:
     icon = "✅" if report.passed else "❌"
     out = [f"### {icon} Policy check for `{stack}`", "", verdict_line(report), ""]
     if report.violations:
-        out += ["| enforcement | severity | policy | resource | requirement |", "| --- | --- | --- | --- | --- |"]
+        out += ["| enforcement | severity | policy | resource | field | requirement |",
+                "| --- | --- | --- | --- | --- | --- |"]
         for v in report.violations:
             name = v.urn.rsplit("::", 1)[-1] if v.urn else "(stack)"
             text = _short(v.message).replace("|", "\\|").replace("\n", " ")
-            out.append(f"| {v.enforcement} | {v.severity} | `{v.policy}` | `{name}` | {text} |")
+            out.append(f"| {v.enforcement} | {v.severity} | `{v.policy}` | `{name}` | {_md_code(v.field)} | {text} |")
         by_name = {r.name: r for r in report.rules}
         fixes = sorted({v.policy for v in report.violations})
         out += ["", "<details><summary>How to fix</summary>", ""]
@@ -373,8 +403,17 @@ def render_markdown(report: PolicyReport, stack: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def _md_code(text: str) -> str:
+    """``text`` as inline code in a Markdown table cell (empty for no text)."""
+    if not text:
+        return ""
+    text = text.replace("|", "\\|").replace("\n", " ")
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
+
+
 def render_json(report: PolicyReport) -> str:
-    """``{"violations": [{"policy", "enforcement", "severity", "urn", "type", "message"}]}``."""
+    """``{"violations": [{"policy", "enforcement", "severity", "urn", "type", "message", "field", "value",
+    "fix"}]}``."""
     return json.dumps({"violations": [asdict(v) for v in report.violations]}, indent=2) + "\n"
 
 

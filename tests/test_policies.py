@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
 from collections.abc import Callable
 from functools import cache
 from importlib import resources
@@ -14,15 +15,20 @@ from typing import Any
 
 import jsonschema
 import pytest
+from gpu_policies.common import ABSENT, decode_finding, encode_finding, plain, seen
+from gpu_policies.common import path as field_path
 
 from blueprint.cli import main
 from blueprint.graph import GraphResource, ResourceGraph
 from blueprint.policy import (
     PolicyConfigError,
     PolicyReport,
+    Violation,
     load_pack,
     normalize_config,
+    render_markdown,
     render_sarif,
+    render_table,
     run_policies,
 )
 from components.catalog import load_aws_catalog
@@ -330,6 +336,104 @@ MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] = {
         lambda g: edit(g, CLUSTER, "control-plane-eks", _set(["deletionProtection"], False)),
         "stateful-resources-protected-in-production"),
 }
+ANY = object()  # whatever the graph holds at the field (test_each_mutation_is_rejected_by_its_policy checks it is that)
+CIDR = "0.0.0.0/0"
+# What each mutation's violation of its policy names: (field, value seen there; None for a missing field), or None
+# where no field applies: the stack or resource lacks a whole resource, or the setting is an option (protect).
+Expected = tuple[str, Any] | None
+FIELDS: dict[str, Expected] = {
+    "remove a billing tag from a resource and the provider defaults": ('tags["cost-center"]', None),
+    "remove the owner of the GPU node group": ("tags.owner", None),
+    "drop a team's in-cluster spend alert": None,
+    "point the cluster's budget at a tag nothing billed carries": ("costFilters[0].values[0]", "user:team$research"),
+    "model a goodput below the target": ("data.GOODPUT_MODELLED", "0.9000"),
+    "remove the cluster's budget": None,
+    "remove a team namespace's cost-center label": ('metadata.labels["cost-center"]', None),
+    "route every alert to a receiver that notifies no one": ("spec.route.receiver", "none"),
+    "drop the alert routing": None,
+    "drop the DCGM exporter": ("values.dcgmExporter.enabled", False),
+    "remove the Prometheus stack": None,
+    "turn off the DCGM ServiceMonitor": ("values.dcgmExporter.serviceMonitor.enabled", False),
+    "turn off Kueue metrics": ("values.enablePrometheus", False),
+    "stop auditing the control plane": ("enabledClusterLogTypes", ["api", "scheduler"]),
+    "remove OpenCost": None,
+    "delete a team's LocalQueue": None,
+    "delete a team's ResourceQuota": None,
+    "set every nominal GPU quota to zero": ("spec.resourceGroups[0].flavors[0].resources[0].nominalQuota", "0"),
+    "let the GPU node group scale to 100 nodes": ("scalingConfig.maxSize", 100),
+    "open the endpoint to 0.0.0.0/0": ("vpcConfig.publicAccessCidrs[0]", CIDR),
+    "stop encrypting secrets": ("encryptionConfig.resources", None),
+    "allow IMDSv1": ("metadataOptions.httpTokens", "optional"),
+    "raise the IMDS hop limit to 3": ("metadataOptions.httpPutResponseHopLimit", 3),
+    "open SSH to the world": ("cidrIpv4", CIDR),
+    "give a node group SSH remote access": ("remoteAccess.sourceSecurityGroupIds", None),
+    "leave the root volume unencrypted": ("blockDeviceMappings[0].ebs.encrypted", "false"),
+    "drop the filesystem's KMS key": ("kmsKeyId", None),
+    "remove the bucket's default encryption": None,
+    "allow public bucket policies": ("blockPublicPolicy", False),
+    "remove a team's default-deny policy": None,
+    "make a team namespace privileged": ('metadata.labels["pod-security.kubernetes.io/enforce"]', "privileged"),
+    "run a privileged pod in a team namespace": ("spec.containers[0].securityContext.privileged", True),
+    "drop an EFA interface": ("networkInterfaces[32]", None),  # the 32nd EFA interface, after the primary ENA one
+    "force a placement group onto the capacity block": ("placement.groupName", "prod-train-h100"),
+    "run a multi-node EFA group on demand without a placement group": ("placement.groupName", None),
+    "spread a multi-node EFA group over two zones": ("subnetIds", ANY),
+    "remove the EFA security group's self ingress": None,
+    "add a GCP bucket without its cost-center label": ('labels["cost-center"]', None),
+    "turn off bucket versioning": ("versioningConfiguration.status", "Suspended"),
+    "expire current checkpoint versions": ("rules[0].expiration.days", 30),
+    "unprotect the checkpoint bucket in prod": None,
+    "let a cluster rename replace the checkpoint bucket in prod": ("bucketPrefix", "prod-train-ckpt-"),
+    "let the Prometheus volume be deleted with its claim in prod": ("reclaimPolicy", "Delete"),
+    "unprotect the monitoring namespace in prod": None,
+    "turn off the cluster's deletion protection in prod": ("deletionProtection", False),
+}
+_STEP = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
+
+
+def resolve(inputs: Any, field: str) -> Any:
+    """The value at a field path (``a.b[0]["c-d"]``) of a resource's inputs, through inputs that hold JSON text (the
+    pack reads those as the object they encode); ABSENT where a step is missing."""
+    cur, at = inputs, 0
+    while at < len(field):
+        match = _STEP.match(field, at)
+        assert match, (field, at)
+        name, index, quoted = match.groups()
+        step: str | int = int(index) if index is not None else json.loads(quoted) if quoted else name
+        if isinstance(cur, str):
+            try:
+                cur = json.loads(cur)
+            except ValueError:
+                return ABSENT
+        if isinstance(step, int):
+            if not isinstance(cur, list) or step >= len(cur):
+                return ABSENT
+        elif not isinstance(cur, dict) or step not in cur:
+            return ABSENT
+        cur, at = cur[step], match.end()
+    return cur
+
+
+def assert_fields_hold(graph: ResourceGraph, violations: list[Violation]) -> None:
+    """Every field names what the violating resource's inputs hold there (nothing, for a missing one)."""
+    for v in violations:
+        if v.field:
+            resource = graph.get(v.urn)
+            assert resource is not None, v
+            held = resolve(resource.inputs, v.field)
+            assert held in (ABSENT, None) if v.value is None else held == v.value, (v.field, v.value, held)
+
+
+def assert_names(hits: list[Violation], expected: Expected) -> None:
+    """The violations of a mutated policy name the ``expected`` field and value, or no field."""
+    if expected is None:
+        assert [v.field for v in hits] == [""] * len(hits)
+        return
+    field, value = expected
+    assert any(v.field == field and (value is ANY or json.dumps(v.value) == json.dumps(value)) for v in hits), \
+        [(v.field, v.value) for v in hits]
+
+
 MANDATORY_AREAS = ("billing", "quotas", "telemetry")
 # Security policies made mandatory on AWS as on GKE (issue 20): an API endpoint open to the internet.
 MANDATORY_POLICIES = ("aws-eks-endpoint-not-open-to-internet",)
@@ -342,12 +446,20 @@ def _mandatory(rule: Any) -> bool:
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
 def test_each_mutation_is_rejected_by_its_policy(mutation: str) -> None:
     mutate, expected = MUTATIONS[mutation]
-    report = run_policies(mutate(prod()))
+    graph = mutate(prod())
+    report = run_policies(graph)
     assert expected in policies_of(report), [(v.policy, v.message) for v in report.violations]
     rule = next(r for r in load_pack().rules if r.name == expected)
     hits = [v for v in report.violations if v.policy == expected]
     assert all(v.enforcement == ("mandatory" if _mandatory(rule) else "advisory") for v in hits)
     assert report.passed is not _mandatory(rule)
+    assert_fields_hold(graph, report.violations)
+    assert_names(hits, FIELDS[mutation])
+    assert all(v.fix == rule.remediation for v in hits)
+
+
+def test_every_mutation_says_which_field_it_breaks() -> None:
+    assert set(FIELDS) == set(MUTATIONS)
 
 
 def test_mutation_suite_is_broad() -> None:
@@ -357,6 +469,27 @@ def test_mutation_suite_is_broad() -> None:
     covered = {policy for _, policy in MUTATIONS.values()} | {p for _, _, p in GCP_MUTATIONS.values()}
     pack = {p.name for p in load_pack().policies}
     assert pack == covered  # every policy has at least one mutation it rejects
+
+
+def test_a_finding_names_the_resource_to_edit_or_none() -> None:
+    """Where the fix is in another resource than the one short of the requirement (a budget that alerts nobody,
+    the launch template of a node group), the violation names that resource and its field; where a whole resource
+    is missing, the one short of it and no field."""
+    budget = "aws:budgets/budget:Budget"
+    report = run_policies(edit(prod(), budget, "cost-budget-cluster", _set(["notifications"], [])))
+    (hit,) = [v for v in report.violations if v.policy == "aws-cluster-has-a-budget"]
+    assert hit.urn.endswith("::cost-budget-cluster") and (hit.field, hit.value) == ("notifications", [])
+    report = run_policies(edit(prod(), LT, "nodegroup-h100-lt", lambda i: i["networkInterfaces"].append(
+        {**i["networkInterfaces"][-1], "networkCardIndex": 32})))
+    (hit,) = report.violations
+    assert hit.urn.endswith("::nodegroup-h100-lt") and hit.field == "networkInterfaces[33]"
+    assert hit.value["networkCardIndex"] == 32
+    graph = prod()
+    for team in ("research", "pretraining", "applied"):  # no team queue lists GPUs: no queue is at fault
+        graph = edit(graph, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", f"clusterqueue-{team}",
+                     _set(["spec", "resourceGroups"], []))
+    (hit,) = [v for v in run_policies(graph).violations if v.policy == "kueue-cluster-queue-requires-gpu-quota"]
+    assert (hit.urn, hit.field, hit.value) == ("", "", None)
 
 
 def test_the_pack_never_imports_the_program() -> None:
@@ -501,7 +634,8 @@ def test_cli_reads_a_pulumi_preview_json(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["policy", str(path), "--format", "json"]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert [v["policy"] for v in doc["violations"]] == ["cost-attribution-installed"]
-    assert set(doc["violations"][0]) == {"policy", "enforcement", "severity", "urn", "type", "message"}
+    assert set(doc["violations"][0]) == {"policy", "enforcement", "severity", "urn", "type", "message", "field",
+                                         "value", "fix"}
 
 
 def test_markdown_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -509,13 +643,110 @@ def test_markdown_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["policy", str(path), "--format", "markdown"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("### ✅ Policy check for `prod-aws`\n")
-    assert "| advisory | high | `aws-ec2-launch-template-requires-imdsv2` |" in out
+    assert "| enforcement | severity | policy | resource | field | requirement |\n" \
+           "| --- | --- | --- | --- | --- | --- |\n" in out
+    assert "| advisory | high | `aws-ec2-launch-template-requires-imdsv2` | `nodegroup-h100-lt` | " \
+           "`metadataOptions.httpTokens` | Launch template prod-train-h100 must require IMDSv2" in out
     path = _write_graph(tmp_path, MUTATIONS["open the endpoint to 0.0.0.0/0"][0](prod()))
     assert main(["policy", str(path), "--format", "markdown"]) == 1
     out = capsys.readouterr().out
     assert out.startswith("### ❌ Policy check for `prod-aws`\n")
-    assert "| mandatory | critical | `aws-eks-endpoint-not-open-to-internet` | `control-plane-eks` |" in out
+    assert "| mandatory | critical | `aws-eks-endpoint-not-open-to-internet` | `control-plane-eks` | " \
+           "`vpcConfig.publicAccessCidrs[0]` |" in out
     assert "- `aws-eks-endpoint-not-open-to-internet`: Set controlPlane.endpointAccess: private" in out
+    # a violation with no field leaves the cell empty; one whose field holds a pipe keeps the table's columns
+    path = _write_graph(tmp_path, MUTATIONS["remove OpenCost"][0](prod()))
+    main(["policy", str(path), "--format", "markdown"])
+    assert "| mandatory | medium | `cost-attribution-installed` | `(stack)` |  | The stack must install" in \
+        capsys.readouterr().out
+    violation = Violation("p", "advisory", "low", "", "", "d\nm", field='metadata.labels["a|b"]', value="x")
+    row = render_markdown(PolicyReport("pack", [violation]), "s").splitlines()[6]
+    assert row == '| advisory | low | `p` | `(stack)` | `metadata.labels["a\\|b"]` | m |'
+
+
+def test_text_and_json_carry_field_value_and_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write_graph(tmp_path, MUTATIONS["allow IMDSv1"][0](MUTATIONS["remove OpenCost"][0](prod())))
+    assert main(["policy", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert (
+        "  ADVISORY  high     aws-ec2-launch-template-requires-imdsv2\n"
+        "            urn:pulumi:prod-aws::gpu-cluster::gpu-cluster:compute:AwsNodeGroup$"
+        "aws:ec2/launchTemplate:LaunchTemplate::nodegroup-h100-lt\n"
+        "            Launch template prod-train-h100 must require IMDSv2 (httpTokens: required); IMDSv1 lets any SSRF "
+        "read the node's credentials.\n"
+        "            field: metadataOptions.httpTokens = \"optional\"\n"
+        "            fix: Keep metadataOptions httpTokens: required and httpPutResponseHopLimit: 2 "
+        "(components/aws/compute.py).\n") in out
+    # no field: no field line, but the fix
+    assert ("            (stack)\n"
+            "            The stack must install cost attribution (OpenCost) so cost per job, team and model can be "
+            "read.\n"
+            "            fix: Keep the OpenCost release of the Monitoring component.\n") in out
+    assert main(["policy", str(path), "--format", "json"]) == 1
+    doc = {v["policy"]: v for v in json.loads(capsys.readouterr().out)["violations"]}
+    imds = doc["aws-ec2-launch-template-requires-imdsv2"]
+    assert (imds["field"], imds["value"]) == ("metadataOptions.httpTokens", "optional")
+    assert imds["fix"] == next(r.remediation for r in load_pack().rules if r.name == imds["policy"])
+    assert imds["message"].endswith("lets any SSRF read the node's credentials.")  # the field lines parsed out
+    opencost = doc["cost-attribution-installed"]
+    assert (opencost["field"], opencost["value"]) == ("", None) and opencost["fix"].startswith("Keep the OpenCost")
+
+
+def test_the_table_shows_a_missing_field_and_cuts_a_long_value() -> None:
+    missing = Violation("p", "advisory", "low", "u", "t", "d\nm", field="kmsKeyId", fix="Set it.")
+    long = Violation("p", "advisory", "low", "u", "t", "d\nm", field="data.x", value="y" * 500)
+    out = render_table(PolicyReport("pack", [missing, long])).splitlines()
+    assert out[4:6] == ["            field: kmsKeyId (not set)", "            fix: Set it."]
+    start = "            field: data.x = "
+    assert out[9] == f"{start}\"{'y' * 198}…" and len(out[9]) == len(start) + 200
+
+
+# --- the finding encoding: what the pack appends to a violation message ---------------------------
+
+
+@pytest.mark.parametrize(("message", "field", "value"), [
+    ("Bucket b must be versioned.", None, ABSENT),
+    ("Bucket b must be versioned.", "versioningConfiguration.status", ABSENT),
+    ("Bucket b must be versioned.", "versioningConfiguration.status", "Suspended"),
+    ("m", 'metadata.labels["cost-center"]', None),
+    ("m", "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota", 0),
+    ("m", "data.x", "two\nlines and \"quotes\" and a \\ backslash"),
+    ("m", "data.x", {"a": ["b\nc", 1.5, True, None], "k\"ey": {"field: x": "seen: y"}}),
+    ("m", "data.x", "seen: 1\nfield: y"),
+    ("", "x", 1),
+    ("ends like a field\nfield: spoofed", None, ABSENT),
+    ("field: looks like one", None, ABSENT),
+    ("seen: 1", "x", ABSENT),
+])
+def test_the_finding_encoding_round_trips(message: str, field: str | None, value: Any) -> None:
+    encoded = encode_finding(message, field, value)
+    lines = encoded.split("\n")
+    assert len(lines) == 1 + (field is not None) + (value is not ABSENT)  # the requirement is one line
+    if field is not None:
+        assert lines[1] == f"field: {field}"
+    if value is not ABSENT:
+        assert lines[2].startswith("seen: ") and json.loads(lines[2][6:]) == value
+    # as the analyzer reports it: the policy description first
+    one_line = " ".join(message.splitlines())
+    assert decode_finding("The rule.\n" + encoded) == (f"The rule.\n{one_line}", field, value)
+
+
+def test_a_message_without_encoded_lines_decodes_to_itself() -> None:
+    for message in ("The rule.\nBucket b must be versioned.", "The rule.", "The rule.\nfield: a",
+                    "The rule.\nfield: a\nseen: 1", "The rule.\nm\nfield: a\nseen: not json"):
+        assert decode_finding(message) == (message, None, ABSENT)
+
+
+def test_field_paths_and_plain_values() -> None:
+    assert field_path("vpcConfig", "publicAccessCidrs", 0) == "vpcConfig.publicAccessCidrs[0]"
+    assert field_path("metadata", "labels", "cost-center") == 'metadata.labels["cost-center"]'
+    assert field_path("tags", "a\"b") == 'tags["a\\"b"]' and field_path(0, "x") == "[0].x"
+    assert plain(3.0) == 3 and isinstance(plain(3.0), int) and plain(2.5) == 2.5
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
+
+    proxied = unknown_checking_proxy({"a": [1.0, {"b": UNKNOWN_STRING_VALUE}], "c": None})
+    assert plain(proxied) == {"a": [1, {"b": "[unknown]"}], "c": None}
+    assert seen(proxied, "c") is ABSENT and seen(proxied, "a", 5) is ABSENT and seen(proxied, "a", 0) == 1.0
 
 
 def test_sarif_validates_against_the_sarif_2_1_0_schema(tmp_path: Path) -> None:

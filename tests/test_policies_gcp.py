@@ -20,7 +20,17 @@ from blueprint.graph import ResourceGraph
 from blueprint.policy import LevelConfig, Pack, PolicyReport, load_pack, normalize_config, run_policies
 from components.catalog.gcp_machines import load_gcp_catalog
 from tests.conftest import GCP_STACKS, offline_run
-from tests.test_policies import _delete, _drop_spend_alert, _set, edit
+from tests.test_policies import (
+    ANY,
+    CIDR,
+    Expected,
+    _delete,
+    _drop_spend_alert,
+    _set,
+    assert_fields_hold,
+    assert_names,
+    edit,
+)
 from tests.test_policy_properties import mutated_inputs
 
 Mutation = Callable[[ResourceGraph], ResourceGraph]
@@ -230,6 +240,59 @@ MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
 }
 
 
+ENFORCE = 'metadata.labels["pod-security.kubernetes.io/enforce"]'
+# What each mutation's violation names (see tests/test_policies.py FIELDS): (field, value seen; None for a missing
+# field), or None where no field applies.
+FIELDS: dict[str, Expected] = {
+    "drop cost-center from the GPU pool's resourceLabels (defaultLabels do not reach them)": (
+        'nodeConfig.resourceLabels["cost-center"]', None),
+    "drop owner from the bucket's labels and the provider's defaultLabels": ("labels.owner", None),
+    "drop team from a notification channel's userLabels": ("userLabels.team", None),
+    "drop a team's in-cluster spend alert": None,
+    "remove the cluster's budget": None,
+    "alert nobody about the cluster's budget": (  # on the budget that filters on the cluster but alerts nobody
+        "allUpdatesRule", {"monitoringNotificationChannels": [], "disableDefaultIamRecipients": True}),
+    "give the cluster's nodes public IPs": ("privateClusterConfig.enablePrivateNodes", False),
+    "give a node pool public IPs": ("networkConfig.enablePrivateNodes", False),
+    "authorize 0.0.0.0/0 on the public endpoint": ("masterAuthorizedNetworksConfig.cidrBlocks[0].cidrBlock", CIDR),
+    "authorize 0.0.0.0/0 even on the private endpoint": (
+        "masterAuthorizedNetworksConfig.cidrBlocks[0].cidrBlock", CIDR),
+    # The enforce label is what violates; the mutation removed the exception that let it through.
+    "keep a GPUDirect tenant namespace privileged without saying why": (ENFORCE, "privileged"),
+    "claim the GPUDirect exception on a namespace that is not a tenant's": (ENFORCE, "privileged"),
+    "drop the authorized networks of a public endpoint": ("masterAuthorizedNetworksConfig.cidrBlocks", None),
+    "open the public endpoint to every Google Cloud IP": (
+        "masterAuthorizedNetworksConfig.gcpPublicCidrsAccessEnabled", True),
+    "stop encrypting prod secrets with KMS": ("databaseEncryption.state", "DECRYPTED"),
+    "drop the prod bucket's KMS key": ("encryption.defaultKmsKeyName", None),
+    "drop the prod GPU pool's boot disk key": ("nodeConfig.bootDiskKmsKey", None),
+    "stop encrypting dev secrets with KMS": ("databaseEncryption.keyName", None),
+    "drop the dev bucket's KMS key": ("encryption.defaultKmsKeyName", None),
+    "turn off Workload Identity": ("workloadIdentityConfig.workloadPool", None),
+    "expose the node's metadata server to pods": ("nodeConfig.workloadMetadataConfig.mode", "GCE_METADATA"),
+    "turn off shielded nodes": ("enableShieldedNodes", False),
+    "turn off a pool's integrity monitoring": ("nodeConfig.shieldedInstanceConfig.enableIntegrityMonitoring", False),
+    "let the bucket inherit public access": ("publicAccessPrevention", "inherited"),
+    "allow object ACLs on the bucket": ("uniformBucketLevelAccess", False),
+    "turn off versioning of a flat bucket": ("versioning.enabled", False),
+    "keep a hierarchical bucket's soft delete below 7 days": ("softDeletePolicy.retentionDurationSeconds", 6 * 86400),
+    "unprotect the Lustre instance in prod": None,
+    "unprotect a KMS key in prod": None,
+    "unprotect the key ring in prod": None,
+    "turn off the cluster's deletion protection in prod": ("deletionProtection", False),
+    "force-destroy the prod bucket": ("forceDestroy", True),
+    "let a cluster rename replace the prod bucket": ("name", ANY),
+    "stop logging workloads": ("loggingConfig.enableComponents", ["SYSTEM_COMPONENTS", "APISERVER"]),
+    "stop logging the prod API server": ("loggingConfig.enableComponents", ["SYSTEM_COMPONENTS", "WORKLOADS"]),
+    "drop DCGM metrics with GKE-managed drivers": ("monitoringConfig.enableComponents", ANY),
+    "turn off Managed Prometheus with GKE-managed drivers": ("monitoringConfig.managedPrometheus.enabled", False),
+    "drop a GPU network of the a3-megagpu-8g pool": ("networkConfig.additionalNodeNetworkConfigs[7]", None),
+    "turn off multi-networking": ("enableMultiNetworking", None),
+    "run GPUDirect on the legacy datapath": ("datapathProvider", "LEGACY_DATAPATH"),
+    "add a compact placement to the reservation pool": ("placementPolicy.type", "COMPACT"),
+}
+
+
 @pytest.mark.parametrize("stack_name", GCP_STACKS)
 def test_gcp_stacks_pass_every_policy(stack_name: str) -> None:
     report = baseline(stack_name)
@@ -244,7 +307,8 @@ def test_the_gcp_stacks_are_the_ones_checked() -> None:
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
 def test_each_gcp_mutation_is_rejected_by_exactly_its_policy(mutation: str) -> None:
     stack_name, mutate, expected = MUTATIONS[mutation]
-    report = run_policies(mutate(offline_run(stack_name).graph))
+    graph = mutate(offline_run(stack_name).graph)
+    report = run_policies(graph)
     assert {v.policy for v in report.violations} == {expected}, [(v.policy, v.message) for v in report.violations]
     level = level_of(expected)
     assert all(v.enforcement == level for v in report.violations)
@@ -252,6 +316,12 @@ def test_each_gcp_mutation_is_rejected_by_exactly_its_policy(mutation: str) -> N
     for v in report.violations:  # the message names the resource and states the requirement
         assert v.urn and v.type, v
         assert " must " in v.message, v.message
+    assert_fields_hold(graph, report.violations)
+    assert_names(report.violations, FIELDS[mutation])
+
+
+def test_every_gcp_mutation_says_which_field_it_breaks() -> None:
+    assert set(FIELDS) == set(MUTATIONS)
 
 
 def test_every_gcp_policy_has_a_mutation_it_rejects() -> None:
@@ -376,10 +446,12 @@ def test_gcp_policy_never_crashes_on_arbitrary_inputs(policy: str, data: st.Data
     protect = data.draw(st.booleans())
     changed = [dataclasses.replace(r, inputs=inputs, protect=protect) if r.urn == target.urn else r
                for r in graph.resources]
-    report = run_policies(ResourceGraph(graph.stack, changed), only(policy), pack())
+    mutated = ResourceGraph(graph.stack, changed)
+    report = run_policies(mutated, only(policy), pack())
     assert {v.policy for v in report.violations} <= {policy}
     for v in report.violations:
         assert v.message and "Traceback" not in v.message
+    assert_fields_hold(mutated, report.violations)
 
 
 # --- program variants the policies must accept -----------------------------------------------------

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from blueprint.graph import ResourceGraph
 from blueprint.policy import LevelConfig, Pack, load_pack, normalize_config, run_policies
 from tests.conftest import json_paths, offline_run
+from tests.test_policies import assert_fields_hold
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False)
@@ -101,10 +102,12 @@ def test_policy_never_crashes_on_arbitrary_inputs(policy: str, data: st.DataObje
     protect = data.draw(st.booleans())
     changed = [dataclasses.replace(r, inputs=inputs, protect=protect) if r.urn == target.urn else r
                for r in graph().resources]
-    report = run_policies(ResourceGraph(graph().stack, changed), only(policy), pack())
+    mutated = ResourceGraph(graph().stack, changed)
+    report = run_policies(mutated, only(policy), pack())
     assert {v.policy for v in report.violations} <= {policy}
     for v in report.violations:
         assert v.message and "Traceback" not in v.message
+    assert_fields_hold(mutated, report.violations)
 
 
 def test_a_wrongly_typed_input_is_a_violation_not_a_crash() -> None:

@@ -23,7 +23,9 @@ from gpu_policies.common import (
     k8s_name,
     missing_keys,
     of_type,
+    path,
     resource_policy,
+    seen,
     stack_policy,
     team_namespaces,
 )
@@ -75,8 +77,11 @@ def _aws_tags(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any
     tags = effective_tags(args.props, args.provider.props if args.provider else None)
     missing = missing_keys(tags, cfg["requiredTags"])
     if missing:
+        # The field is the resource's own tag (the first missing; the message lists them all): the value seen is
+        # a blank one it carries, none when it carries none.
         report(f"{args.name} must carry the billing tags {', '.join(cfg['requiredTags'])} (directly or through "
-               f"the provider's defaultTags); missing: {', '.join(missing)}.")
+               f"the provider's defaultTags); missing: {', '.join(missing)}.",
+               field=path("tags", missing[0]), value=seen(args.props, "tags", missing[0]))
 
 
 aws_billing_tags = resource_policy(
@@ -95,14 +100,15 @@ GCP_REQUIRED_LABELS = Knob("requiredLabels", STRING_LIST,
 def _gcp_labels(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
     if not gcp_labelled(args.resource_type, args.props):
         return
-    path, merged = GCP_LABEL_FIELDS.get(args.resource_type, (("labels",), True))
+    site, merged = GCP_LABEL_FIELDS.get(args.resource_type, (("labels",), True))
     labels = gcp_labels(args.resource_type, args.props, args.provider.props if args.provider else None)
     missing = missing_keys(labels, cfg["requiredLabels"])
     if missing:
-        where = ".".join(path) + (" (directly or through the provider's defaultLabels)" if merged else
+        where = ".".join(site) + (" (directly or through the provider's defaultLabels)" if merged else
                                   " (the provider's defaultLabels do not reach it)")
         report(f"{args.name} must carry the billing labels {', '.join(cfg['requiredLabels'])} in {where}; "
-               f"missing: {', '.join(missing)}.")
+               f"missing: {', '.join(missing)}.",
+               field=path(*site, missing[0]), value=seen(args.props, *site, missing[0]))
 
 
 gcp_billing_labels = resource_policy(
@@ -122,7 +128,8 @@ def _namespace_labels(args: ResourceValidationArgs, report: Reporter, cfg: dict[
     if missing:
         name = get(args.props, "metadata", "name", default=args.name)
         report(f"namespace {name} must carry the billing labels {', '.join(cfg['requiredLabels'])} so that "
-               f"cost is attributed to a team; missing: {', '.join(missing)}.")
+               f"cost is attributed to a team; missing: {', '.join(missing)}.",
+               field=path("metadata", "labels", missing[0]), value=seen(labels, missing[0]))
 
 
 namespace_billing_labels = resource_policy(
@@ -142,7 +149,8 @@ def _node_group_owner(args: ResourceValidationArgs, report: Reporter, cfg: dict[
     missing = missing_keys(tags, cfg["ownerTags"])
     if missing:
         report(f"GPU node group {args.props.get('nodeGroupName', args.name)} must name its "
-               f"{' and '.join(cfg['ownerTags'])}; missing: {', '.join(missing)}.")
+               f"{' and '.join(cfg['ownerTags'])}; missing: {', '.join(missing)}.",
+               field=path("tags", missing[0]), value=seen(args.props, "tags", missing[0]))
 
 
 gpu_node_group_owner = resource_policy(
@@ -156,14 +164,32 @@ TEAM_TAG_KEY = Knob("teamTagKey", {"type": "string", "minLength": 1}, "team")
 BUDGET = "aws:budgets/budget:Budget"
 
 
-def _budget_teams(budget: Any, tag_key: str) -> set[str]:
-    """The teams a budget watches: the values of its ``TagKeyValue`` filter on the team tag, if it alerts."""
-    if not any(get(n, "subscriberEmailAddresses") or get(n, "subscriberSnsTopicArns")
-               for n in budget.props.get("notifications") or []):
-        return set()
+def _aws_alerts(budget: Any) -> bool:
+    """An AWS Budget with a notification that has a subscriber."""
+    return any(get(n, "subscriberEmailAddresses") or get(n, "subscriberSnsTopicArns")
+               for n in budget.props.get("notifications") or [])
+
+
+def _aws_tag_values(budget: Any, tag_key: str) -> set[str]:
+    """The values of a budget's ``TagKeyValue`` filter on ``tag_key``."""
     prefix = f"user:{tag_key}$"
     return {str(v)[len(prefix):] for f in budget.props.get("costFilters") or [] if get(f, "name") == "TagKeyValue"
             for v in get(f, "values") or [] if str(v).startswith(prefix)}
+
+
+def _budget_teams(budget: Any, tag_key: str) -> set[str]:
+    """The teams a budget watches: the values of its ``TagKeyValue`` filter on the team tag, if it alerts."""
+    return _aws_tag_values(budget, tag_key) if _aws_alerts(budget) else set()
+
+
+def _report_unwatched(report: Reporter, message: str, owner: Any, silent: tuple[Any, str] | None) -> None:
+    """A spend nothing watches: on the budget that filters on it but alerts nobody, at the field to edit
+    (``silent``), else on the resource that has no budget, without a field (what it lacks is a whole budget)."""
+    if silent is None:
+        report(message, owner.urn)
+    else:
+        budget, field = silent
+        report(message, budget.urn, field=field, value=seen(budget.props, field))
 
 
 SPEND_ALERT = "TeamSpendOverBudget"
@@ -216,25 +242,28 @@ def _team_budgets(args: StackValidationArgs, report: Reporter, cfg: dict[str, An
     for ns in team_namespaces(args.resources, cfg["systemNamespaces"]):
         name = k8s_name(ns.props)
         if name not in watched:
-            report(f"Team namespace {name} has no budget that sees its spend: a {SPEND_ALERT} alert on the namespace "
-                   f"(gpu-cluster:spec.teams[].budget), or an AWS Budget with a TagKeyValue filter "
-                   f"user:{cfg['teamTagKey']}${name} on resources billed under that tag, with an alert subscriber.",
-                   ns.urn)
+            silent = next(((b, "notifications") for b in of_type(args.resources, BUDGET)
+                           if name in _aws_tag_values(b, cfg["teamTagKey"])), None)
+            _report_unwatched(
+                report, f"Team namespace {name} has no budget that sees its spend: a {SPEND_ALERT} alert on the "
+                f"namespace (gpu-cluster:spec.teams[].budget), or an AWS Budget with a TagKeyValue filter "
+                f"user:{cfg['teamTagKey']}${name} on resources billed under that tag, with an alert subscriber.",
+                ns, silent)
 
 
 def _budgets_see_spend(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
     aws_tags = _aws_billed_tags(args.resources)
     for budget in of_type(args.resources, BUDGET):
-        for f in budget.props.get("costFilters") or []:
+        for i, f in enumerate(budget.props.get("costFilters") or []):
             if get(f, "name") != "TagKeyValue":
                 continue
-            for value in get(f, "values") or []:
+            for j, value in enumerate(get(f, "values") or []):
                 key, _, tag = str(value).removeprefix("user:").partition("$")
                 if (key, tag) not in aws_tags:
                     report(f"AWS Budget {budget.props.get('name', budget.name)} filters on {key}={tag}, which no "
                            "resource the stack bills carries: it watches $0. Dedicate a node group to the team "
                            "(nodeGroups[].team) or drop the budget; the team's spend is watched in the cluster.",
-                           budget.urn)
+                           budget.urn, field=path("costFilters", i, "values", j), value=value)
     for budget in of_type(args.resources, GCP_BUDGET):
         labels = as_dict(get(budget.props, "budgetFilter", "labels"))
         billed = [r for r in args.resources if r.resource_type in GCP_BILLED]
@@ -243,7 +272,8 @@ def _budgets_see_spend(args: StackValidationArgs, report: Reporter, cfg: dict[st
                        == value for r in billed):
                 report(f"Cloud Billing budget {budget.props.get('displayName', budget.name)} filters on "
                        f"{key}={value}, which no resource the stack bills carries: it watches $0. Dedicate a node "
-                       "pool to the team (nodePools[].team) or drop the budget.", budget.urn)
+                       "pool to the team (nodePools[].team) or drop the budget.", budget.urn,
+                       field=path("budgetFilter", "labels", key), value=value)
 
 
 budgets_see_spend = stack_policy(
@@ -260,17 +290,17 @@ def _cluster_budget(args: StackValidationArgs, report: Reporter, cfg: dict[str, 
     if not clusters:
         return
     prefix = f"user:{cfg['clusterTagKey']}$"
-    watched = {str(v)[len(prefix):] for b in of_type(args.resources, BUDGET)
-               if any(get(n, "subscriberEmailAddresses") or get(n, "subscriberSnsTopicArns")
-                      for n in b.props.get("notifications") or [])
-               for f in b.props.get("costFilters") or [] if get(f, "name") == "TagKeyValue"
-               for v in get(f, "values") or [] if str(v).startswith(prefix)}
+    budgets = of_type(args.resources, BUDGET)
+    watched = {v for b in budgets if _aws_alerts(b) for v in _aws_tag_values(b, cfg["clusterTagKey"])}
     for cluster in clusters:
         name = str(cluster.props.get("name", cluster.name))
         if name not in watched:
-            report(f"Cluster {name} has no budget on its shared spend: an AWS Budget with a TagKeyValue filter "
-                   f"{prefix}{name} and at least one alert subscriber (team budgets cannot see the shared nodes).",
-                   cluster.urn)
+            silent = next(((b, "notifications") for b in budgets if name in _aws_tag_values(b, cfg["clusterTagKey"])),
+                          None)
+            _report_unwatched(
+                report, f"Cluster {name} has no budget on its shared spend: an AWS Budget with a TagKeyValue filter "
+                f"{prefix}{name} and at least one alert subscriber (team budgets cannot see the shared nodes).",
+                cluster, silent)
 
 
 CLUSTER_TAG_KEY = Knob("clusterTagKey", {"type": "string", "minLength": 1}, "cluster")
@@ -303,6 +333,16 @@ def _gcp_alerts(budget: Any) -> bool:
                 or get(rule, "disableDefaultIamRecipients") is not True)
 
 
+def _gcp_silent(args: StackValidationArgs, label_key: str, value: str) -> tuple[Any, str] | None:
+    """The first Cloud Billing budget that filters on ``label_key: value`` but alerts nobody, with the field to
+    edit: its thresholdRules when it has none, else its allUpdatesRule."""
+    for b in of_type(args.resources, GCP_BUDGET):
+        labels = as_dict(get(b.props, "budgetFilter", "labels"))
+        if label_key in labels and str(labels[label_key]) == value and not _gcp_alerts(b):
+            return b, "allUpdatesRule" if b.props.get("thresholdRules") else "thresholdRules"
+    return None
+
+
 def _gcp_watched(args: StackValidationArgs, label_key: str) -> set[str] | None:
     """The values of ``label_key`` that an alerting GCP budget filters on; None when the stack has no billing account
     (it enables neither the Cloud Billing Budget API nor any budget, so there is nothing to check)."""
@@ -326,9 +366,11 @@ def _gcp_team_budgets(args: StackValidationArgs, report: Reporter, cfg: dict[str
     for ns in team_namespaces(args.resources, cfg["systemNamespaces"]):
         name = k8s_name(ns.props)
         if name not in watched:
-            report(f"Team namespace {name} must have a budget that sees its spend: a {SPEND_ALERT} alert on the "
-                   f"namespace, or a Cloud Billing budget with budgetFilter.labels {{{cfg['teamLabelKey']}: {name}}} "
-                   "on resources billed under that label, a threshold rule and someone it alerts.", ns.urn)
+            _report_unwatched(
+                report, f"Team namespace {name} must have a budget that sees its spend: a {SPEND_ALERT} alert on the "
+                f"namespace, or a Cloud Billing budget with budgetFilter.labels {{{cfg['teamLabelKey']}: {name}}} "
+                "on resources billed under that label, a threshold rule and someone it alerts.", ns,
+                _gcp_silent(args, cfg["teamLabelKey"], name))
 
 
 TEAM_LABEL_KEY = Knob("teamLabelKey", {"type": "string", "minLength": 1}, "team")
@@ -353,9 +395,11 @@ def _gcp_cluster_budget(args: StackValidationArgs, report: Reporter, cfg: dict[s
     for cluster in clusters:
         name = str(cluster.props.get("name", cluster.name))
         if name not in watched:
-            report(f"GKE cluster {name} must have a budget on its shared spend: a Cloud Billing budget with "
-                   f"budgetFilter.labels {{{cfg['clusterLabelKey']}: {name}}}, a threshold rule and someone it "
-                   "alerts (team budgets cannot see the shared nodes).", cluster.urn)
+            _report_unwatched(
+                report, f"GKE cluster {name} must have a budget on its shared spend: a Cloud Billing budget with "
+                f"budgetFilter.labels {{{cfg['clusterLabelKey']}: {name}}}, a threshold rule and someone it "
+                "alerts (team budgets cannot see the shared nodes).", cluster,
+                _gcp_silent(args, cfg["clusterLabelKey"], name))
 
 
 CLUSTER_LABEL_KEY = Knob("clusterLabelKey", {"type": "string", "minLength": 1}, "cluster")

@@ -7,6 +7,7 @@ requirements): nothing here imports the program's ``components``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -80,15 +81,125 @@ class Rule:
 
 RULES: list[Rule] = []
 
-class Reporter(Protocol):
-    """Reports one violation; ``urn`` names the resource for stack policies."""
+class _Absent:
+    """The type of :data:`ABSENT`."""
 
-    def __call__(self, message: str, urn: str | None = None) -> None: ...
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+# The ``value`` of a finding whose field is missing (None would be a JSON null that was seen).
+ABSENT: Any = _Absent()
+FIELD_LINE = "field: "
+SEEN_LINE = "seen: "
+
+
+def encode_finding(message: str, field: str | None = None, value: Any = ABSENT) -> str:
+    """The text a violation reports: the requirement, then ``field: <path>`` and ``seen: <compact JSON>``.
+
+    CrossGuard's reportViolation carries only (message, urn), so the field (a path in the violating resource's
+    inputs, see :func:`path`) and the value seen there travel in the message, where ``pulumi preview`` shows them
+    too. The requirement is one line (line breaks become spaces, so no text can pass for a field line); the
+    ``field:`` line follows when a field is given, and the ``seen:`` line after it when a value is (never for a
+    missing field). :func:`decode_finding` reads them back from what the analyzer reports.
+    """
+    text = " ".join(message.splitlines())
+    if field is None:
+        return text
+    lines = [text, FIELD_LINE + " ".join(field.splitlines())]
+    if value is not ABSENT:
+        lines.append(SEEN_LINE + json.dumps(plain(value), separators=(",", ":"), ensure_ascii=False))
+    return "\n".join(lines)
+
+
+def decode_finding(reported: str) -> tuple[str, str | None, Any]:
+    """(message, field, value) of a violation message as the analyzer reports it (the policy's one-line
+    description, a line break, what :func:`encode_finding` made): its inverse. The field is None and the value
+    :data:`ABSENT` where none was given; a field line is only ever the third line or later, after the description
+    and the requirement, so a requirement cannot pass for one."""
+    lines = reported.split("\n")
+    value: Any = ABSENT
+    if len(lines) >= 4 and lines[-1].startswith(SEEN_LINE) and lines[-2].startswith(FIELD_LINE):
+        try:
+            value = json.loads(lines[-1][len(SEEN_LINE):])
+        except ValueError:
+            return reported, None, ABSENT
+        lines.pop()
+    if len(lines) >= 3 and lines[-1].startswith(FIELD_LINE):
+        return "\n".join(lines[:-1]), lines[-1][len(FIELD_LINE):], value
+    return reported, None, ABSENT
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def path(*steps: str | int) -> str:
+    """A field path inside a resource's inputs, camelCase as in the graph: ``vpcConfig.publicAccessCidrs[0]``,
+    ``metadata.labels["cost-center"]`` (a key that is not an identifier is quoted as a JSON string)."""
+    out = ""
+    for step in steps:
+        if isinstance(step, int):
+            out += f"[{step}]"
+        elif _IDENTIFIER.match(step):
+            out += f".{step}" if out else step
+        else:
+            out += f"[{json.dumps(step, ensure_ascii=False)}]"
+    return out
+
+
+def plain(value: Any) -> Any:
+    """A value of a resource's inputs as plain JSON data (the analyzer hands the pack read-only proxies, and numbers
+    as doubles); an input unknown during preview reads ``"[unknown]"``."""
+    if isinstance(value, (str, bytes)):
+        return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key in value:
+            try:
+                out[str(key)] = plain(value[key])
+            except UnknownValueError:
+                out[str(key)] = "[unknown]"
+        return out
+    if isinstance(value, Sequence):
+        items: list[Any] = []
+        for i in range(len(value)):
+            try:
+                items.append(plain(value[i]))
+            except UnknownValueError:
+                items.append("[unknown]")
+        return items
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)  # the analyzer's numbers are doubles: 3, not 3.0, as the program wrote it
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return str(value)
+
+
+def seen(value: Any, *steps: str | int) -> Any:
+    """The value at ``steps`` inside ``value`` for a finding's ``value``: :data:`ABSENT` where a step is missing or
+    the value is null (an input set to null is not set)."""
+    cur = value
+    for step in steps:
+        if isinstance(step, int):
+            if isinstance(cur, (str, bytes)) or not isinstance(cur, Sequence) or not 0 <= step < len(cur):
+                return ABSENT
+        elif not isinstance(cur, Mapping) or step not in cur:
+            return ABSENT
+        cur = cur[step]
+    return ABSENT if cur is None else cur
+
+
+class Reporter(Protocol):
+    """Reports one violation; ``urn`` names the resource for stack policies, ``field`` the path inside that
+    resource's inputs that violates (for an absence, the path that should exist) and ``value`` what is there."""
+
+    def __call__(self, message: str, urn: str | None = None, *, field: str | None = None,
+                 value: Any = ABSENT) -> None: ...
 
 
 def _reporter(report: ReportViolation) -> Reporter:
-    def call(message: str, urn: str | None = None) -> None:
-        report(message, urn)
+    def call(message: str, urn: str | None = None, *, field: str | None = None, value: Any = ABSENT) -> None:
+        report(encode_finding(message, field, value), urn)
     return call
 
 
@@ -112,8 +223,9 @@ def _guarded(check: Callable[[Args, Reporter, dict[str, Any]], None],
         except (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError) as err:
             # A real preview can hand the pack any value; an input of an unexpected shape is a violation
             # (the policy cannot show the requirement holds), never a crash of the pack.
-            report(f"An input has an unexpected shape, so this requirement cannot be verified: "
-                   f"{type(err).__name__}: {str(err)[:200]}", None)
+            # No field: the error does not say which input had the shape.
+            _reporter(report)(f"An input has an unexpected shape, so this requirement cannot be verified: "
+                              f"{type(err).__name__}: {str(err)[:200]}")
 
     return validate
 
@@ -311,3 +423,17 @@ def open_to_everyone(cidrs: Iterable[str]) -> list[str]:
             alone = [str(n) for n in family if n.prefixlen == 0]
             out.append(", ".join(alone) if alone else " + ".join(str(n) for n in family) + " (together)")
     return out
+
+
+def open_entry(cidrs: Sequence[str]) -> int | None:
+    """The index of the first entry that alone covers a whole address family or is not a CIDR (the field a finding
+    of :func:`open_to_everyone` names); None when only entries together do, or none."""
+    import ipaddress
+
+    for i, cidr in enumerate(cidrs):
+        try:
+            if ipaddress.ip_network(str(cidr), strict=False).prefixlen == 0:
+                return i
+        except ValueError:
+            return i
+    return None

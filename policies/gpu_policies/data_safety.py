@@ -21,7 +21,9 @@ from gpu_policies.common import (
     helm_release,
     k8s_name,
     of_type,
+    path,
     resource_policy,
+    seen,
     stack_policy,
 )
 
@@ -31,8 +33,13 @@ def _versioned(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any])
     for bucket in of_type(args.resources, "aws:s3/bucket:Bucket"):
         configs = dependents(args.resources, bucket, versioning_type)
         if not any(get(c.props, "versioningConfiguration", "status") == "Enabled" for c in configs):
-            report(f"Bucket {bucket.name} must be versioned (BucketVersioning status Enabled), so an overwritten or "
-                   "deleted checkpoint can be restored.", bucket.urn)
+            message = (f"Bucket {bucket.name} must be versioned (BucketVersioning status Enabled), so an overwritten "
+                       "or deleted checkpoint can be restored.")
+            if not configs:  # no field: the bucket lacks a whole resource, its versioning configuration
+                report(message, bucket.urn)
+                continue
+            report(message, configs[0].urn, field="versioningConfiguration.status",
+                   value=seen(configs[0].props, "versioningConfiguration", "status"))
 
 
 bucket_versioned = stack_policy(
@@ -46,13 +53,15 @@ bucket_versioned = stack_policy(
 def _lifecycle(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
     if args.resource_type != "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration":
         return
-    for rule in args.props.get("rules") or []:
+    for i, rule in enumerate(args.props.get("rules") or []):
         if rule.get("status") != "Enabled":
             continue
         expiration = rule.get("expiration") or {}
         if expiration.get("days") is not None or expiration.get("date"):
+            key = "days" if expiration.get("days") is not None else "date"
             report(f"Lifecycle rule {rule.get('id', '?')} must not expire current object versions; expire only "
-                   "noncurrent versions (noncurrentVersionExpiration).")
+                   "noncurrent versions (noncurrentVersionExpiration).", field=path("rules", i, "expiration", key),
+                   value=seen(expiration, key))
 
 
 lifecycle_keeps_current = resource_policy(
@@ -76,11 +85,12 @@ def _protected(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, An
     if tags.get("environment") not in cfg["protectedEnvironments"]:
         return
     if not args.opts.protect:
+        # No field: protect is a resource option, not an input.
         report(f"{args.name} holds data in environment {tags.get('environment')} and must be protected "
                "(protect: true) so no update or destroy can delete it.")
     if args.resource_type == "aws:eks/cluster:Cluster" and args.props.get("deletionProtection") is not True:
         report(f"EKS cluster {args.props.get('name', args.name)} in {tags.get('environment')} must have "
-               "deletionProtection enabled.")
+               "deletionProtection enabled.", field="deletionProtection", value=seen(args.props, "deletionProtection"))
 
 
 stateful_protected = resource_policy(
@@ -119,8 +129,10 @@ def _rename_safe(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, 
     ignored = set(args.opts.ignore_changes or [])
     for key in inputs:
         if key in args.props and key not in ignored:
+            # The field is the name input whose changes must be ignored (ignoreChanges is an option, not an input).
             report(f"{args.name} holds data and its {key} is derived from a name, so {key} must be listed in "
-                   "ignoreChanges: renaming the cluster must never replace (and so delete) it.")
+                   "ignoreChanges: renaming the cluster must never replace (and so delete) it.", field=path(key),
+                   value=seen(args.props, key))
 
 
 stateful_rename_safe = resource_policy(
@@ -141,21 +153,26 @@ def _metrics_retained(args: StackValidationArgs, report: Reporter, cfg: dict[str
         if env not in cfg["protectedEnvironments"]:
             continue
         where = f"the Prometheus release {release.props.get('name', release.name)} in {env}"
+        # No field for protect: it is a resource option, not an input.
         if not release.opts.protect:
             report(f"{where} owns the metrics volume and must be protected (protect: true).", release.urn)
         if ns is not None and not ns.opts.protect:
             report(f"Namespace {k8s_name(ns.props)} holds {where} and its volume claim; it must be protected.", ns.urn)
-        spec = get(as_dict(release.props.get("values")), "prometheus", "prometheusSpec", "storageSpec",
-                   "volumeClaimTemplate", "spec")
-        name = get(spec, "storageClassName")
+        values = as_dict(release.props.get("values"))
+        claim = ("prometheus", "prometheusSpec", "storageSpec", "volumeClaimTemplate", "spec", "storageClassName")
+        name = get(values, *claim)
         if not isinstance(name, str):
             report(f"{where} must keep its metrics on a persistent volume (storageSpec.volumeClaimTemplate).",
-                   release.urn)
+                   release.urn, field=path("values", *claim), value=seen(values, *claim))
             continue
         storage = classes.get(name)
-        if storage is None or storage.props.get("reclaimPolicy") != "Retain":
+        if storage is None:  # the release names a class the stack does not create
             report(f"StorageClass {name} of {where} must have reclaimPolicy Retain, so deleting the claim keeps "
-                   "the metrics history.", storage.urn if storage is not None else release.urn)
+                   "the metrics history.", release.urn, field=path("values", *claim), value=name)
+        elif storage.props.get("reclaimPolicy") != "Retain":
+            report(f"StorageClass {name} of {where} must have reclaimPolicy Retain, so deleting the claim keeps "
+                   "the metrics history.", storage.urn, field="reclaimPolicy", value=seen(storage.props,
+                                                                                          "reclaimPolicy"))
 
 
 metrics_retained = stack_policy(
@@ -177,12 +194,15 @@ def _gcs_recoverable(args: ResourceValidationArgs, report: Reporter, cfg: dict[s
     if get(p, "versioning", "enabled") is True:
         return
     days = float(get(p, "softDeletePolicy", "retentionDurationSeconds", default=0) or 0) / 86400
-    if get(p, "hierarchicalNamespace", "enabled") is True and days >= cfg["minSoftDeleteDays"]:
+    hierarchical = get(p, "hierarchicalNamespace", "enabled") is True
+    if hierarchical and days >= cfg["minSoftDeleteDays"]:
         return
+    # A hierarchical-namespace bucket cannot be versioned: its soft delete is the field to raise.
+    field = ("softDeletePolicy", "retentionDurationSeconds") if hierarchical else ("versioning", "enabled")
     report(f"Bucket {p.get('name', args.name)} must keep overwritten and deleted checkpoints recoverable: "
            f"versioning.enabled: true, or (a hierarchical-namespace bucket, which cannot be versioned) "
            f"softDeletePolicy.retentionDurationSeconds of at least {cfg['minSoftDeleteDays']} days; "
-           f"it has neither (soft delete {days:g} days).")
+           f"it has neither (soft delete {days:g} days).", field=path(*field), value=seen(p, *field))
 
 
 gcs_recoverable = resource_policy(
@@ -206,13 +226,15 @@ def _gcp_protected(args: ResourceValidationArgs, report: Reporter, cfg: dict[str
     if env not in cfg["protectedEnvironments"]:
         return
     if not args.opts.protect:
+        # No field: protect is a resource option, not an input.
         report(f"{args.name} holds data (or the keys to it) in environment {env} and must be protected "
                "(protect: true) so no update or destroy can delete it.")
     if args.resource_type == GKE_CLUSTER and args.props.get("deletionProtection") is False:
-        report(f"GKE cluster {args.props.get('name', args.name)} in {env} must keep deletionProtection on.")
+        report(f"GKE cluster {args.props.get('name', args.name)} in {env} must keep deletionProtection on.",
+               field="deletionProtection", value=False)
     if args.resource_type == GCS_BUCKET and args.props.get("forceDestroy") is True:
         report(f"Bucket {args.props.get('name', args.name)} in {env} must not set forceDestroy, which deletes "
-               "every checkpoint with the bucket.")
+               "every checkpoint with the bucket.", field="forceDestroy", value=True)
 
 
 gcp_stateful_protected = resource_policy(

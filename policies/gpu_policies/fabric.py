@@ -7,13 +7,16 @@ from typing import Any
 from pulumi_policy import EnforcementLevel, PolicyResource, ResourceValidationArgs, Severity, StackValidationArgs
 
 from gpu_policies.common import (
+    ABSENT,
     GKE_CLUSTER,
     GKE_NODE_POOL,
     Knob,
     Reporter,
     get,
     of_type,
+    path,
     resource_policy,
+    seen,
     stack_policy,
 )
 
@@ -39,10 +42,25 @@ def _instance_type(ng: PolicyResource, lt: PolicyResource | None) -> str:
     return str(lt.props.get("instanceType", "")) if lt is not None else ""
 
 
-def _efa_interfaces(lt: PolicyResource | None) -> int:
+def _efa_indexes(lt: PolicyResource | None) -> list[int]:
+    """The positions of the EFA interfaces in the launch template's networkInterfaces."""
     if lt is None:
-        return 0
-    return sum(1 for ni in lt.props.get("networkInterfaces") or [] if ni.get("interfaceType") in ("efa", "efa-only"))
+        return []
+    return [i for i, ni in enumerate(lt.props.get("networkInterfaces") or [])
+            if ni.get("interfaceType") in ("efa", "efa-only")]
+
+
+def _efa_interfaces(lt: PolicyResource | None) -> int:
+    """How many EFA interfaces the launch template declares."""
+    return len(_efa_indexes(lt))
+
+
+def _count_field(items: Any, wanted: int, counted: list[int], *at: str) -> tuple[str, Any]:
+    """The field of a list that holds the wrong number of entries: with too few, the next entry (which should
+    exist, so nothing is seen); with too many, the first entry beyond ``wanted`` (of those ``counted``)."""
+    if len(counted) < wanted:
+        return path(*at, len(items or [])), ABSENT
+    return path(*at, counted[wanted]), seen(items, counted[wanted])
 
 
 def _wired(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
@@ -52,8 +70,15 @@ def _wired(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> 
         itype = _instance_type(ng, lt)
         expected = int(table.get(itype, 0))
         if expected and _efa_interfaces(lt) != expected:
-            report(f"Node group {ng.props.get('nodeGroupName', ng.name)} ({itype}) must wire all {expected} EFA "
-                   f"interfaces of its instance type in its launch template; it wires {_efa_interfaces(lt)}.", ng.urn)
+            message = (f"Node group {ng.props.get('nodeGroupName', ng.name)} ({itype}) must wire all {expected} EFA "
+                       f"interfaces of its instance type in its launch template; it wires {_efa_interfaces(lt)}.")
+            if lt is None:  # no field: the node group has no launch template of the stack's to wire them in
+                report(message, ng.urn)
+                continue
+            # The launch template is what to edit: its networkInterfaces.
+            items = lt.props.get("networkInterfaces")
+            field, value = _count_field(items, expected, _efa_indexes(lt), "networkInterfaces")
+            report(message, lt.urn, field=field, value=value)
 
 
 efa_wired = stack_policy(
@@ -77,14 +102,20 @@ def _placed(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) ->
         if not table.get(_instance_type(ng, lt)) or float(get(ng.props, "scalingConfig", "maxSize", default=1)) <= 1:
             continue
         name = ng.props.get("nodeGroupName", ng.name)
-        zones = sorted({str(d.props.get("availabilityZone")) for d in ng.dependencies if d.resource_type == SUBNET})
+        # A subnet names its zone (availabilityZone) or the zone's ID (availabilityZoneId), as the stack's spec does.
+        zones = sorted({str(d.props.get("availabilityZone") or d.props.get("availabilityZoneId"))
+                        for d in ng.dependencies if d.resource_type == SUBNET})
         if len(zones) > 1:
             report(f"Multi-node EFA node group {name} must sit in one availability zone; its subnets span "
-                   f"{', '.join(zones)}.", ng.urn)
+                   f"{', '.join(zones)}.", ng.urn, field="subnetIds", value=seen(ng.props, "subnetIds"))
         in_group = lt is not None and bool(get(lt.props, "placement", "groupName"))
         if not in_group and not _reserved(ng, lt):
-            report(f"Multi-node EFA node group {name} must run in a cluster placement group unless its capacity "
-                   "is reserved (Capacity Block or capacity reservation).", ng.urn)
+            message = (f"Multi-node EFA node group {name} must run in a cluster placement group unless its capacity "
+                       "is reserved (Capacity Block or capacity reservation).")
+            if lt is None:  # no field: the node group has no launch template of the stack's to place
+                report(message, ng.urn)
+            else:  # the launch template is what to edit: its placement group
+                report(message, lt.urn, field="placement.groupName", value=seen(lt.props, "placement", "groupName"))
 
 
 efa_placed = stack_policy(
@@ -107,7 +138,8 @@ def _no_pg_on_reserved(args: StackValidationArgs, report: Reporter, cfg: dict[st
         if block or (odcr and created):
             report(f"Launch template {lt.props.get('name', lt.name)} must not force a cluster placement group onto "
                    "reserved capacity: the reservation is already placed and the group causes "
-                   "InsufficientInstanceCapacity.", lt.urn)
+                   "InsufficientInstanceCapacity.", lt.urn, field="placement.groupName",
+                   value=seen(lt.props, "placement", "groupName"))
 
 
 no_pg_on_reserved = stack_policy(
@@ -139,6 +171,7 @@ def _efa_sg(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) ->
         groups = [d for d in lt.dependencies if d.resource_type == "aws:ec2/securityGroup:SecurityGroup"]
         ok = any(sg.urn in ingress and sg.urn in egress for sg in groups)
         if not ok:
+            # No field: what is missing are whole resources (the group's self-referencing rules).
             report(f"The EFA interfaces of launch template {lt.props.get('name', lt.name)} must join a security "
                    "group that allows all traffic from and to itself (EFA's SRD transport needs it).", lt.urn)
 
@@ -175,16 +208,22 @@ def _gpu_networks(args: StackValidationArgs, report: Reporter, cfg: dict[str, An
         if not expected:
             continue
         name = pool.props.get("name", pool.name)
-        wired = len(get(pool.props, "networkConfig", "additionalNodeNetworkConfigs", default=[]) or [])
+        networks = get(pool.props, "networkConfig", "additionalNodeNetworkConfigs", default=[]) or []
+        wired = len(networks)
         if wired != expected:
+            field, value = _count_field(networks, expected, list(range(wired)), "networkConfig",
+                                        "additionalNodeNetworkConfigs")
             report(f"GKE node pool {name} ({machine}) must attach all {expected} GPU networks of its machine type "
-                   f"(networkConfig.additionalNodeNetworkConfigs); it attaches {wired}.", pool.urn)
+                   f"(networkConfig.additionalNodeNetworkConfigs); it attaches {wired}.", pool.urn, field=field,
+                   value=value)
         for cluster in _gke_cluster_of(args, pool):
-            if (cluster.props.get("enableMultiNetworking") is not True
-                    or cluster.props.get("datapathProvider") != "ADVANCED_DATAPATH"):
+            multi = cluster.props.get("enableMultiNetworking") is True
+            if not multi or cluster.props.get("datapathProvider") != "ADVANCED_DATAPATH":
+                key = "datapathProvider" if multi else "enableMultiNetworking"
                 report(f"GKE cluster {cluster.props.get('name', cluster.name)} runs GPUDirect node pool {name}, so "
                        "it must enable multi-networking (enableMultiNetworking: true) on GKE Dataplane V2 "
-                       "(datapathProvider: ADVANCED_DATAPATH).", cluster.urn)
+                       "(datapathProvider: ADVANCED_DATAPATH).", cluster.urn, field=key,
+                       value=seen(cluster.props, key))
 
 
 gpu_networks_wired = stack_policy(
@@ -202,7 +241,7 @@ def _compact_on_reservation(args: ResourceValidationArgs, report: Reporter, cfg:
     if reserved and get(args.props, "placementPolicy", "type") == "COMPACT":
         report(f"GKE node pool {args.props.get('name', args.name)} consumes a specific reservation and must not add a "
                "COMPACT placement policy: the reservation already fixes where its VMs are, and the pool cannot "
-               "create nodes.")
+               "create nodes.", field="placementPolicy.type", value="COMPACT")
 
 
 no_compact_on_reservation = resource_policy(

@@ -15,7 +15,9 @@ from gpu_policies.common import (
     k8s_name,
     k8s_namespace,
     of_type,
+    path,
     resource_policy,
+    seen,
     stack_policy,
     team_namespaces,
 )
@@ -32,16 +34,26 @@ def _quantity(value: Any) -> float:
 
 
 def _gpu_quota(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    first: tuple[Any, tuple[str | int, ...]] | None = None  # the first team queue that lists GPUs, at its quota
     for cq in of_type(args.resources, KUEUE + "ClusterQueue"):
         if get(cq.props, "metadata", "labels", "gpu-cluster/acceptance") == "true":
             continue  # the acceptance gate's queue, not a team's
-        for group in get(cq.props, "spec", "resourceGroups", default=[]) or []:
-            for flavor in group.get("flavors") or []:
-                for res in flavor.get("resources") or []:
-                    if res.get("name") == GPU and _quantity(res.get("nominalQuota")) > 0:
+        for g, group in enumerate(get(cq.props, "spec", "resourceGroups", default=[]) or []):
+            for f, flavor in enumerate(group.get("flavors") or []):
+                for r, res in enumerate(flavor.get("resources") or []):
+                    if res.get("name") != GPU:
+                        continue
+                    if _quantity(res.get("nominalQuota")) > 0:
                         return
-    report("The stack must define a Kueue ClusterQueue with a nominal nvidia.com/gpu quota above zero, so GPUs "
-           "are admitted through queues.")
+                    if first is None:
+                        first = (cq, ("spec", "resourceGroups", g, "flavors", f, "resources", r, "nominalQuota"))
+    message = ("The stack must define a Kueue ClusterQueue with a nominal nvidia.com/gpu quota above zero, so GPUs "
+               "are admitted through queues.")
+    if first is None:  # no field: no team's queue lists GPUs, so no single input is at fault
+        report(message)
+        return
+    cq, field = first
+    report(message, cq.urn, field=path(*field), value=seen(cq.props, *field))
 
 
 cluster_queue_gpu_quota = stack_policy(
@@ -67,6 +79,7 @@ def _team_objects(args: StackValidationArgs, report: Reporter, cfg: dict[str, An
         name = k8s_name(ns.props)
         missing = [kind for kind, type_ in required.items() if name not in present[type_]]
         if missing:
+            # No field: the namespace lacks whole resources, no input of its own is wrong.
             report(f"Team namespace {name} must have a Kueue LocalQueue, a ResourceQuota and a LimitRange; "
                    f"missing: {', '.join(missing)}.", ns.urn)
 
@@ -87,7 +100,7 @@ def _max_size(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any
     size = get(args.props, "scalingConfig", "maxSize", default=0)
     if float(size) > cfg["maxNodes"]:
         report(f"GPU node group {args.props.get('nodeGroupName', args.name)} must not scale beyond "
-               f"{cfg['maxNodes']} nodes; maxSize is {int(float(size))}.")
+               f"{cfg['maxNodes']} nodes; maxSize is {int(float(size))}.", field="scalingConfig.maxSize", value=size)
 
 
 gpu_node_group_cap = resource_policy(

@@ -22,8 +22,11 @@ from gpu_policies.common import (
     k8s_name,
     k8s_namespace,
     of_type,
+    open_entry,
     open_to_everyone,
+    path,
     resource_policy,
+    seen,
     stack_policy,
     team_namespaces,
 )
@@ -43,8 +46,12 @@ def _endpoint(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any
     opened = open_to_everyone(cidrs)
     if not cidrs or opened:
         how = "with no publicAccessCidrs (EKS then allows 0.0.0.0/0)" if not cidrs else f"from {'; '.join(opened)}"
+        # The entry that opens it alone (or is no CIDR); the whole list when only its pieces together do.
+        entry = open_entry(cidrs)
+        field = ("vpcConfig", "publicAccessCidrs") + (() if entry is None else (entry,))
         report(f"EKS cluster {args.props.get('name', args.name)} must keep its API endpoint private, or public only "
-               f"to listed CIDRs; it is reachable from the whole internet ({how}).")
+               f"to listed CIDRs; it is reachable from the whole internet ({how}).",
+               field=path(*field), value=seen(args.props, *field))
 
 
 # Mandatory, as on GKE: an API endpoint open to the internet is refused before anything is created.
@@ -60,9 +67,12 @@ def _secrets(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]
     if args.resource_type != "aws:eks/cluster:Cluster":
         return
     enc = args.props.get("encryptionConfig") or {}
-    if "secrets" not in (enc.get("resources") or []) or not get(enc, "provider", "keyArn"):
+    secrets = "secrets" in (enc.get("resources") or [])
+    if not secrets or not get(enc, "provider", "keyArn"):
+        field = ("encryptionConfig", "resources") if not secrets else ("encryptionConfig", "provider", "keyArn")
         report(f"EKS cluster {args.props.get('name', args.name)} must envelope-encrypt Kubernetes secrets with a "
-               "KMS key (encryptionConfig for resources: [secrets]).")
+               "KMS key (encryptionConfig for resources: [secrets]).", field=path(*field),
+               value=seen(args.props, *field))
 
 
 eks_secrets = resource_policy(
@@ -81,11 +91,13 @@ def _imds(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -
     md = args.props.get("metadataOptions") or {}
     if md.get("httpTokens") != "required":
         report(f"Launch template {args.props.get('name', args.name)} must require IMDSv2 (httpTokens: required); "
-               "IMDSv1 lets any SSRF read the node's credentials.")
+               "IMDSv1 lets any SSRF read the node's credentials.", field="metadataOptions.httpTokens",
+               value=seen(md, "httpTokens"))
     hops = md.get("httpPutResponseHopLimit")
     if hops is not None and float(hops) > cfg["maxHopLimit"]:
         report(f"Launch template {args.props.get('name', args.name)} must keep the metadata hop limit at most "
-               f"{cfg['maxHopLimit']}; it is {int(float(hops))}.")
+               f"{cfg['maxHopLimit']}; it is {int(float(hops))}.", field="metadataOptions.httpPutResponseHopLimit",
+               value=hops)
 
 
 imdsv2 = resource_policy(
@@ -109,26 +121,33 @@ def _covers_22(low: Any, high: Any, protocol: Any) -> bool:
 
 def _ssh(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
     p, t = args.props, args.resource_type
-    rules: list[tuple[Any, Any, Any, list[str]]] = []
+    # (from, to, protocol, [(path of a CIDR in the inputs, CIDR)]) per ingress rule
+    rules: list[tuple[Any, Any, Any, list[tuple[tuple[str | int, ...], str]]]] = []
+
+    def listed(where: tuple[str | int, ...], rule: Any, *keys: str) -> list[tuple[tuple[str | int, ...], str]]:
+        return [((*where, key, i), c) for key in keys for i, c in enumerate(rule.get(key) or [])]
+
     if t == "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule":
         rules.append((p.get("fromPort"), p.get("toPort"), p.get("ipProtocol"),
-                      [c for c in (p.get("cidrIpv4"), p.get("cidrIpv6")) if c]))
+                      [((key,), str(p.get(key))) for key in ("cidrIpv4", "cidrIpv6") if p.get(key)]))
     elif t == "aws:ec2/securityGroupRule:SecurityGroupRule" and p.get("type") == "ingress":
         rules.append((p.get("fromPort"), p.get("toPort"), p.get("protocol"),
-                      list(p.get("cidrBlocks") or []) + list(p.get("ipv6CidrBlocks") or [])))
+                      listed((), p, "cidrBlocks", "ipv6CidrBlocks")))
     elif t == "aws:ec2/securityGroup:SecurityGroup":
-        for r in p.get("ingress") or []:
+        for n, r in enumerate(p.get("ingress") or []):
             rules.append((r.get("fromPort"), r.get("toPort"), r.get("protocol"),
-                          list(r.get("cidrBlocks") or []) + list(r.get("ipv6CidrBlocks") or [])))
+                          listed(("ingress", n), r, "cidrBlocks", "ipv6CidrBlocks")))
     elif t == "aws:eks/nodeGroup:NodeGroup" and p.get("remoteAccess"):
         if not get(p, "remoteAccess", "sourceSecurityGroupIds"):
             report(f"Node group {p.get('nodeGroupName', args.name)} must not open SSH: remoteAccess without "
-                   "sourceSecurityGroupIds admits port 22 from anywhere. Use Session Manager.")
+                   "sourceSecurityGroupIds admits port 22 from anywhere. Use Session Manager.",
+                   field="remoteAccess.sourceSecurityGroupIds", value=seen(p, "remoteAccess", "sourceSecurityGroupIds"))
         return
     for low, high, protocol, cidrs in rules:
-        if _covers_22(low, high, protocol) and any(c in OPEN for c in cidrs):
-            report(f"{args.name} must not allow SSH (port 22) from anywhere ({', '.join(cidrs)}); reach nodes "
-                   "through Session Manager.")
+        opened = [(where, c) for where, c in cidrs if c in OPEN]
+        if _covers_22(low, high, protocol) and opened:
+            report(f"{args.name} must not allow SSH (port 22) from anywhere ({', '.join(c for _, c in cidrs)}); "
+                   "reach nodes through Session Manager.", field=path(*opened[0][0]), value=opened[0][1])
 
 
 no_ssh = resource_policy(
@@ -146,15 +165,17 @@ def _truthy(value: Any) -> bool:
 def _at_rest(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
     p, t = args.props, args.resource_type
     if t == "aws:ec2/launchTemplate:LaunchTemplate":
-        for bdm in p.get("blockDeviceMappings") or []:
+        for i, bdm in enumerate(p.get("blockDeviceMappings") or []):
             if bdm.get("ebs") and not _truthy(get(bdm, "ebs", "encrypted")):
                 report(f"Launch template {p.get('name', args.name)} must encrypt its EBS volumes "
-                       f"({bdm.get('deviceName')} is not encrypted).")
+                       f"({bdm.get('deviceName')} is not encrypted).",
+                       field=path("blockDeviceMappings", i, "ebs", "encrypted"), value=seen(bdm, "ebs", "encrypted"))
     elif t == "aws:ebs/volume:Volume" and not _truthy(p.get("encrypted")):
-        report(f"EBS volume {args.name} must be encrypted.")
+        report(f"EBS volume {args.name} must be encrypted.", field="encrypted", value=seen(p, "encrypted"))
     elif (t == "aws:fsx/lustreFileSystem:LustreFileSystem"
           and str(p.get("deploymentType", "")).startswith("PERSISTENT") and not p.get("kmsKeyId")):
-        report(f"FSx for Lustre {args.name} must be encrypted with a customer-managed KMS key (kmsKeyId).")
+        report(f"FSx for Lustre {args.name} must be encrypted with a customer-managed KMS key (kmsKeyId).",
+               field="kmsKeyId", value=seen(p, "kmsKeyId"))
 
 
 encryption_at_rest = resource_policy(
@@ -174,7 +195,13 @@ def _bucket_encryption(args: StackValidationArgs, report: Reporter, cfg: dict[st
         algorithms = [get(r, "applyServerSideEncryptionByDefault", "sseAlgorithm")
                       for c in configs for r in c.props.get("rules") or []]
         if not any(a in ("aws:kms", "aws:kms:dsse", "AES256") for a in algorithms):
-            report(f"Bucket {bucket.name} must have default server-side encryption (SSE-KMS).", bucket.urn)
+            message = f"Bucket {bucket.name} must have default server-side encryption (SSE-KMS)."
+            if not configs:  # no field: the bucket lacks a whole resource, its encryption configuration
+                report(message, bucket.urn)
+                continue
+            # The configuration to edit: its first rule's algorithm.
+            field = ("rules", 0, "applyServerSideEncryptionByDefault", "sseAlgorithm")
+            report(message, configs[0].urn, field=path(*field), value=seen(configs[0].props, *field))
 
 
 bucket_encryption = stack_policy(
@@ -191,8 +218,14 @@ def _public_access(args: StackValidationArgs, report: Reporter, cfg: dict[str, A
     for bucket in of_type(args.resources, BUCKET):
         blocks = dependents(args.resources, bucket, pab_type)
         if not any(all(b.props.get(k) is True for k in keys) for b in blocks):
-            report(f"Bucket {bucket.name} must block all public access (a BucketPublicAccessBlock with "
-                   f"{', '.join(keys)} all true).", bucket.urn)
+            message = (f"Bucket {bucket.name} must block all public access (a BucketPublicAccessBlock with "
+                       f"{', '.join(keys)} all true).")
+            if not blocks:  # no field: the bucket lacks a whole resource, its public access block
+                report(message, bucket.urn)
+                continue
+            # The block to edit, at its first setting that is not true.
+            key = next(k for k in keys if blocks[0].props.get(k) is not True)
+            report(message, blocks[0].urn, field=key, value=seen(blocks[0].props, key))
 
 
 bucket_public_access = stack_policy(
@@ -213,6 +246,7 @@ def _default_deny(args: StackValidationArgs, report: Reporter, cfg: dict[str, An
     for ns in team_namespaces(args.resources, cfg["systemNamespaces"]):
         name = k8s_name(ns.props)
         if name not in denying:
+            # No field: the namespace lacks a whole resource (the NetworkPolicy), no input of its own is wrong.
             report(f"Team namespace {name} must have a default-deny NetworkPolicy (empty podSelector, Ingress and "
                    "Egress, no rules) under its allowances.", ns.urn)
 
@@ -245,17 +279,21 @@ def _privileged(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, A
         gpudirect = labels.get("gpu-cluster/tenant") == "true" and \
             labels.get("gpu-cluster/pod-security-reason") == "gpudirect-sidecars"
         if name not in allowed and level not in ("baseline", "restricted") and not gpudirect:
+            # The enforce label, also when a missing GPUDirect exception label is what let it through.
             report(f"Namespace {name} must enforce the baseline or restricted Pod Security level "
-                   f"(pod-security.kubernetes.io/enforce); privileged pods belong only in {', '.join(allowed)}.")
+                   f"(pod-security.kubernetes.io/enforce); privileged pods belong only in {', '.join(allowed)}.",
+                   field=path("metadata", "labels", "pod-security.kubernetes.io/enforce"),
+                   value=seen(labels, "pod-security.kubernetes.io/enforce"))
         return
     if kind not in WORKLOADS or k8s_namespace(args.props) in allowed:
         return
     pod = get(args.props, *WORKLOADS[kind], default={}) or {}
-    for field in ("containers", "initContainers"):
-        for c in pod.get(field) or []:
+    for key in ("containers", "initContainers"):
+        for i, c in enumerate(pod.get(key) or []):
             if get(c, "securityContext", "privileged") is True:
                 report(f"{kind} {k8s_name(args.props)} in {k8s_namespace(args.props)} must not run privileged "
-                       f"container {c.get('name')}; privileged pods belong only in {', '.join(allowed)}.")
+                       f"container {c.get('name')}; privileged pods belong only in {', '.join(allowed)}.",
+                       field=path(*WORKLOADS[kind], key, i, "securityContext", "privileged"), value=True)
 
 
 privileged_pods = resource_policy(
@@ -277,10 +315,13 @@ def _private_nodes(args: ResourceValidationArgs, report: Reporter, cfg: dict[str
     if args.resource_type == GKE_CLUSTER:
         if get(args.props, "privateClusterConfig", "enablePrivateNodes") is not True:
             report(f"GKE cluster {_gke_name(args)} must give its nodes no public IP "
-                   "(privateClusterConfig.enablePrivateNodes: true); nodes reach the internet through Cloud NAT.")
+                   "(privateClusterConfig.enablePrivateNodes: true); nodes reach the internet through Cloud NAT.",
+                   field="privateClusterConfig.enablePrivateNodes",
+                   value=seen(args.props, "privateClusterConfig", "enablePrivateNodes"))
     elif args.resource_type == GKE_NODE_POOL and get(args.props, "networkConfig", "enablePrivateNodes") is False:
         report(f"GKE node pool {_gke_name(args)} must not give its nodes public IPs "
-               "(networkConfig.enablePrivateNodes must not be false).")
+               "(networkConfig.enablePrivateNodes must not be false).", field="networkConfig.enablePrivateNodes",
+               value=False)
 
 
 gke_private_nodes = resource_policy(
@@ -298,17 +339,23 @@ def _gke_endpoint(args: ResourceValidationArgs, report: Reporter, cfg: dict[str,
     authorized = args.props.get("masterAuthorizedNetworksConfig") or {}
     cidrs = [str(get(b, "cidrBlock", default="")) for b in get(authorized, "cidrBlocks", default=[]) or []]
     opened = open_to_everyone(cidrs)
+    blocks = ("masterAuthorizedNetworksConfig", "cidrBlocks")
     if opened:
+        # The block that opens it alone (or holds no CIDR); the whole list when only its pieces together do.
+        entry = open_entry(cidrs)
+        field = blocks if entry is None else (*blocks, entry, "cidrBlock")
         report(f"GKE cluster {_gke_name(args)} must not authorize {'; '.join(opened)} to reach its control plane; "
-               "list the office, VPN or CI CIDRs instead.")
+               "list the office, VPN or CI CIDRs instead.", field=path(*field), value=seen(args.props, *field))
     if get(args.props, "privateClusterConfig", "enablePrivateEndpoint") is True:
         return
     if not cidrs:
         report(f"GKE cluster {_gke_name(args)} has a public control-plane endpoint, so it must restrict it to "
-               "master authorized networks (masterAuthorizedNetworksConfig.cidrBlocks).")
+               "master authorized networks (masterAuthorizedNetworksConfig.cidrBlocks).", field=path(*blocks),
+               value=seen(args.props, *blocks))
     if authorized.get("gcpPublicCidrsAccessEnabled") is True:
         report(f"GKE cluster {_gke_name(args)} must not open its public endpoint to every Google Cloud public IP "
-               "(masterAuthorizedNetworksConfig.gcpPublicCidrsAccessEnabled: false).")
+               "(masterAuthorizedNetworksConfig.gcpPublicCidrsAccessEnabled: false).",
+               field="masterAuthorizedNetworksConfig.gcpPublicCidrsAccessEnabled", value=True)
 
 
 gke_endpoint = resource_policy(
@@ -336,15 +383,19 @@ def _cmek(production: bool) -> Callable[[ResourceValidationArgs, Reporter, dict[
         if t == GKE_CLUSTER:
             enc = p.get("databaseEncryption") or {}
             if enc.get("state") != "ENCRYPTED" or not enc.get("keyName"):
+                key = "state" if enc.get("state") != "ENCRYPTED" else "keyName"
                 report(f"GKE cluster {_gke_name(args)} in {env} must envelope-encrypt Kubernetes secrets with a "
-                       "Cloud KMS key (databaseEncryption state ENCRYPTED with a keyName).")
+                       "Cloud KMS key (databaseEncryption state ENCRYPTED with a keyName).",
+                       field=path("databaseEncryption", key), value=seen(enc, key))
         elif t == GKE_NODE_POOL:
             if not get(p, "nodeConfig", "bootDiskKmsKey"):
                 report(f"GKE node pool {_gke_name(args)} in {env} must encrypt its boot disks with a Cloud KMS key "
-                       "(nodeConfig.bootDiskKmsKey).")
+                       "(nodeConfig.bootDiskKmsKey).", field="nodeConfig.bootDiskKmsKey",
+                       value=seen(p, "nodeConfig", "bootDiskKmsKey"))
         elif not get(p, "encryption", "defaultKmsKeyName"):
             report(f"Bucket {p.get('name', args.name)} in {env} must encrypt new objects with a Cloud KMS key "
-                   "(encryption.defaultKmsKeyName).")
+                   "(encryption.defaultKmsKeyName).", field="encryption.defaultKmsKeyName",
+                   value=seen(p, "encryption", "defaultKmsKeyName"))
 
     return check
 
@@ -368,11 +419,14 @@ def _workload_identity(args: ResourceValidationArgs, report: Reporter, cfg: dict
         if not get(args.props, "workloadIdentityConfig", "workloadPool"):
             report(f"GKE cluster {_gke_name(args)} must enable Workload Identity "
                    "(workloadIdentityConfig.workloadPool: <project>.svc.id.goog), so pods never use the node's "
-                   "service account.")
+                   "service account.", field="workloadIdentityConfig.workloadPool",
+                   value=seen(args.props, "workloadIdentityConfig", "workloadPool"))
     elif (args.resource_type == GKE_NODE_POOL
           and get(args.props, "nodeConfig", "workloadMetadataConfig", "mode") != "GKE_METADATA"):
         report(f"GKE node pool {_gke_name(args)} must serve pods the GKE metadata server "
-               "(nodeConfig.workloadMetadataConfig.mode: GKE_METADATA), which hides the node's credentials.")
+               "(nodeConfig.workloadMetadataConfig.mode: GKE_METADATA), which hides the node's credentials.",
+               field="nodeConfig.workloadMetadataConfig.mode",
+               value=seen(args.props, "nodeConfig", "workloadMetadataConfig", "mode"))
 
 
 gke_workload_identity = resource_policy(
@@ -388,11 +442,12 @@ def _shielded(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any
     if args.resource_type == GKE_CLUSTER:
         if args.props.get("enableShieldedNodes") is False:
             report(f"GKE cluster {_gke_name(args)} must use Shielded GKE Nodes (enableShieldedNodes must not be "
-                   "false), so a node proves its identity before it joins.")
+                   "false), so a node proves its identity before it joins.", field="enableShieldedNodes", value=False)
     elif (args.resource_type == GKE_NODE_POOL
           and get(args.props, "nodeConfig", "shieldedInstanceConfig", "enableIntegrityMonitoring") is False):
         report(f"GKE node pool {_gke_name(args)} must keep integrity monitoring on "
-               "(nodeConfig.shieldedInstanceConfig.enableIntegrityMonitoring must not be false).")
+               "(nodeConfig.shieldedInstanceConfig.enableIntegrityMonitoring must not be false).",
+               field="nodeConfig.shieldedInstanceConfig.enableIntegrityMonitoring", value=False)
 
 
 gke_shielded = resource_policy(
@@ -409,10 +464,12 @@ def _gcs_public(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, A
     name = args.props.get("name", args.name)
     if args.props.get("publicAccessPrevention") != "enforced":
         report(f"Bucket {name} must prevent public access (publicAccessPrevention: enforced), so no IAM grant to "
-               "allUsers or allAuthenticatedUsers can publish checkpoints.")
+               "allUsers or allAuthenticatedUsers can publish checkpoints.", field="publicAccessPrevention",
+               value=seen(args.props, "publicAccessPrevention"))
     if args.props.get("uniformBucketLevelAccess") is not True:
         report(f"Bucket {name} must use uniform bucket-level access (uniformBucketLevelAccess: true), so object "
-               "ACLs cannot bypass IAM.")
+               "ACLs cannot bypass IAM.", field="uniformBucketLevelAccess",
+               value=seen(args.props, "uniformBucketLevelAccess"))
 
 
 gcs_public_access = resource_policy(

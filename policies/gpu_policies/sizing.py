@@ -6,7 +6,7 @@ from typing import Any
 
 from pulumi_policy import Severity, StackValidationArgs
 
-from gpu_policies.common import Reporter, get, k8s_name, k8s_namespace, of_type, stack_policy
+from gpu_policies.common import Reporter, get, k8s_name, k8s_namespace, of_type, path, seen, stack_policy
 
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 CHECKPOINT_POLICY_LABEL = "gpu-cluster/checkpoint-policy"  # components/kubernetes/objects.py
@@ -32,7 +32,8 @@ def _storage_goodput(args: StackValidationArgs, report: Reporter, cfg: dict[str,
         fix = get(data, "STORAGE_REACHING_TARGET") or "no filesystem size or tier the stack may build"
         report(f"Checkpoint storage is too slow for the goodput target: {get(data, 'CHECKPOINT_PATH')} gives "
                f"{modelled:.1%} against {target:.1%} ({k8s_namespace(cm.props)}/{k8s_name(cm.props)}); "
-               f"what reaches it: {fix}.", cm.urn)
+               f"what reaches it: {fix}.", cm.urn, field=path("data", "GOODPUT_MODELLED"),
+               value=seen(data, "GOODPUT_MODELLED"))
         return
 
 

@@ -16,7 +16,9 @@ from gpu_policies.common import (
     get,
     helm_release,
     of_type,
+    path,
     resource_policy,
+    seen,
     stack_policy,
 )
 
@@ -30,8 +32,14 @@ def _dcgm(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> N
     standalone = helm_release(args.resources, "dcgm-exporter")
     on = [r for r in operators if get(_values(r), "dcgmExporter", "enabled", default=True) is not False]
     if not on and not standalone:
-        report("The stack must run the NVIDIA DCGM exporter (GPU Operator dcgmExporter.enabled, or the "
-               "dcgm-exporter chart) so GPU utilization, memory, power, temperature and ECC/XID errors are measured.")
+        message = ("The stack must run the NVIDIA DCGM exporter (GPU Operator dcgmExporter.enabled, or the "
+                   "dcgm-exporter chart) so GPU utilization, memory, power, temperature and ECC/XID errors are "
+                   "measured.")
+        if not operators:  # no field: the stack lacks a whole release
+            report(message)
+            return
+        # The GPU Operator release that turned it off.
+        report(message, operators[0].urn, field="values.dcgmExporter.enabled", value=False)
 
 
 dcgm_exporter = stack_policy(
@@ -44,18 +52,21 @@ dcgm_exporter = stack_policy(
 
 def _prometheus(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
     stacks = helm_release(args.resources, "kube-prometheus-stack")
-    if not stacks:
+    if not stacks:  # no field: the stack lacks a whole release
         report("The stack must install a Prometheus stack (kube-prometheus-stack) to store GPU and queue metrics.")
         return
-    spec = get(_values(stacks[0]), "prometheus", "prometheusSpec", default={}) or {}
-    if spec.get("serviceMonitorSelectorNilUsesHelmValues", True) is not False:
+    selector = ("prometheus", "prometheusSpec", "serviceMonitorSelectorNilUsesHelmValues")
+    spec = get(_values(stacks[0]), *selector[:2], default={}) or {}
+    if spec.get(selector[-1], True) is not False:
         report("Prometheus must select every ServiceMonitor in the cluster "
                "(prometheusSpec.serviceMonitorSelectorNilUsesHelmValues: false), or it never scrapes DCGM.",
-               stacks[0].urn)
+               stacks[0].urn, field=path("values", *selector), value=seen(spec, selector[-1]))
+    monitor = ("dcgmExporter", "serviceMonitor", "enabled")
     for op in helm_release(args.resources, "gpu-operator"):
-        if get(_values(op), "dcgmExporter", "serviceMonitor", "enabled", default=False) is not True:
+        if get(_values(op), *monitor, default=False) is not True:
             report("The GPU Operator must create the DCGM exporter's ServiceMonitor "
-                   "(dcgmExporter.serviceMonitor.enabled: true) so Prometheus scrapes it.", op.urn)
+                   "(dcgmExporter.serviceMonitor.enabled: true) so Prometheus scrapes it.", op.urn,
+                   field=path("values", *monitor), value=seen(_values(op), *monitor))
 
 
 prometheus_scrapes_dcgm = stack_policy(
@@ -69,11 +80,14 @@ prometheus_scrapes_dcgm = stack_policy(
 def _kueue_metrics(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
     for kueue in helm_release(args.resources, "kueue"):
         values = _values(kueue)
-        config = str(get(values, "managerConfig", "controllerManagerConfigYaml", default=""))
-        if values.get("enablePrometheus") is not True or "enableClusterQueueResources: true" not in config:
+        config_yaml = ("managerConfig", "controllerManagerConfigYaml")
+        config = str(get(values, *config_yaml, default=""))
+        prometheus = values.get("enablePrometheus") is True
+        if not prometheus or "enableClusterQueueResources: true" not in config:
+            field = ("enablePrometheus",) if not prometheus else config_yaml
             report("Kueue must export metrics (enablePrometheus: true) including quota usage "
                    "(metrics.enableClusterQueueResources: true), so queue time and quota denials are measured.",
-                   kueue.urn)
+                   kueue.urn, field=path("values", *field), value=seen(values, *field))
 
 
 kueue_metrics = stack_policy(
@@ -94,7 +108,8 @@ def _control_plane_logs(args: ResourceValidationArgs, report: Reporter, cfg: dic
     missing = [t for t in cfg["requiredLogTypes"] if t not in enabled]
     if missing:
         report(f"EKS cluster {args.props.get('name', args.name)} must send the {', '.join(cfg['requiredLogTypes'])} "
-               f"control-plane logs to CloudWatch; missing: {', '.join(missing)}.")
+               f"control-plane logs to CloudWatch; missing: {', '.join(missing)}.", field="enabledClusterLogTypes",
+               value=seen(args.props, "enabledClusterLogTypes"))
 
 
 control_plane_logs = resource_policy(
@@ -106,7 +121,7 @@ control_plane_logs = resource_policy(
 
 
 def _opencost(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
-    if not helm_release(args.resources, "opencost"):
+    if not helm_release(args.resources, "opencost"):  # no field: the stack lacks a whole release
         report("The stack must install cost attribution (OpenCost) so cost per job, team and model can be read.")
 
 
@@ -135,7 +150,8 @@ def _gke_logging(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, 
     missing = [c for c in required if c not in enabled]
     if missing:
         report(f"GKE cluster {args.props.get('name', args.name)} in {env} must send the {', '.join(required)} logs "
-               f"to Cloud Logging (loggingConfig.enableComponents); missing: {', '.join(missing)}.")
+               f"to Cloud Logging (loggingConfig.enableComponents); missing: {', '.join(missing)}.",
+               field="loggingConfig.enableComponents", value=seen(args.props, "loggingConfig", "enableComponents"))
 
 
 gke_logging = resource_policy(
@@ -168,10 +184,13 @@ def _gke_gpu_monitoring(args: StackValidationArgs, report: Reporter, cfg: dict[s
     for cluster, pool_name in needing.values():
         monitoring = cluster.props.get("monitoringConfig") or {}
         components = set(get(monitoring, "enableComponents", default=[]) or [])
-        if get(monitoring, "managedPrometheus", "enabled") is not True or "DCGM" not in components:
+        managed = get(monitoring, "managedPrometheus", "enabled") is True
+        if not managed or "DCGM" not in components:
+            field = ("managedPrometheus", "enabled") if not managed else ("enableComponents",)
             report(f"GKE cluster {cluster.props.get('name', cluster.name)} runs GKE-managed GPU drivers (node pool "
                    f"{pool_name}), so it must collect their DCGM metrics: monitoringConfig.managedPrometheus.enabled: "
-                   "true and DCGM in monitoringConfig.enableComponents.", cluster.urn)
+                   "true and DCGM in monitoringConfig.enableComponents.", cluster.urn,
+                   field=path("monitoringConfig", *field), value=seen(monitoring, *field))
 
 
 gke_gpu_monitoring = stack_policy(
@@ -203,6 +222,7 @@ def _routed(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) ->
     if env is None or env not in cfg["alertedEnvironments"]:
         return
     reached: set[str] = set()
+    first: tuple[PolicyResource, tuple[str, ...]] | None = None  # the first config, at what to edit in it
     for config in of_type(args.resources, ALERTMANAGER_CONFIG):
         spec = config.props.get("spec") or {}
         notifying = {str(r.get("name")) for r in spec.get("receivers") or []
@@ -211,10 +231,18 @@ def _routed(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) ->
         targets = {str(route.get("receiver"))} | {str(r.get("receiver")) for r in route.get("routes") or []
                                                    if isinstance(r, dict)}
         reached |= notifying & targets
-    if not reached:
-        report(f"A {env} stack's alerts must reach someone: an AlertmanagerConfig with a receiver that notifies "
-               "(Slack, PagerDuty, email, webhook, ...) and a route to it; without one, XID, ECC and quota alerts fire "
-               "in Prometheus and nobody hears them.")
+        if first is None:  # its route when a receiver notifies, else its receivers
+            first = (config, ("spec", "route", "receiver") if notifying else ("spec", "receivers"))
+    message = (f"A {env} stack's alerts must reach someone: an AlertmanagerConfig with a receiver that notifies "
+               "(Slack, PagerDuty, email, webhook, ...) and a route to it; without one, XID, ECC and quota alerts "
+               "fire in Prometheus and nobody hears them.")
+    if reached:
+        return
+    if first is None:  # no field: the stack lacks a whole AlertmanagerConfig
+        report(message)
+        return
+    config, field = first
+    report(message, config.urn, field=path(*field), value=seen(config.props, *field))
 
 
 alerts_routed = stack_policy(
