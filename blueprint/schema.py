@@ -27,17 +27,17 @@ import sys
 import typing
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
-
-from pydantic import BaseModel, TypeAdapter
-from pydantic.json_schema import GenerateJsonSchema
+from typing import TYPE_CHECKING, Any
 
 from blueprint.output import OutputError, check_output_file, output_file_argument, write_atomic
-from components.spec.base import _REGION_RE, SPEC_KEY
-from components.spec.errors import _flatten
-from components.spec.gcp import _GCP_REGION_RE, _PROJECT_RE
-from components.spec.model import ClusterSpec
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+# The models (and pydantic) are imported when a schema is generated, not when the command is registered: the
+# `blueprint` command loads this module for every sub-command, and `blueprint policy graph.json` needs no spec.
+SPEC_KEY = "gpu-cluster:spec"  # components.spec.base.SPEC_KEY (a test holds them equal)
+ROOT_MODEL = "ClusterSpec"
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 SCHEMA_FILE = Path(__file__).resolve().parent / "schemas" / "stack-file.schema.json"
 # Where the shipped files sit in the repository, for the regenerate commands.
@@ -46,34 +46,49 @@ REFERENCE_PATH = "docs/spec-reference.md"
 REGENERATE_SCHEMA = f"python -m blueprint.schema -o {SCHEMA_PATH}"
 REGENERATE_REFERENCE = f"python -m blueprint.schema --format markdown -o {REFERENCE_PATH}"
 
-# The stack file's other config keys: the providers' settings the shipped stacks set. Other providers' keys
-# (aws:profile, kubernetes:...) are allowed; another gpu-cluster: key is a typo the program would never read.
-_PROVIDER_KEYS: dict[str, dict[str, Any]] = {
-    "aws:region": {
-        "type": "string", "pattern": _REGION_RE.pattern,
-        "description": "The AWS provider's region (AWS stacks); must equal gpu-cluster:spec.aws.region.",
-    },
-    "gcp:project": {
-        "type": "string", "pattern": _PROJECT_RE.pattern,
-        "description": "The Google Cloud provider's project (GCP stacks): the project of gpu-cluster:spec.gcp.project.",
-    },
-    "gcp:region": {
-        "type": "string", "pattern": _GCP_REGION_RE.pattern,
-        "description": "The Google Cloud provider's region (GCP stacks); must equal gpu-cluster:spec.gcp.region.",
-    },
-}
 _OTHER_NAMESPACES = r"^(?!gpu-cluster:)[A-Za-z0-9_.-]+:.+$"
 
 
-class _Generator(GenerateJsonSchema):
-    """pydantic's generator without the titles it derives from field names ("Maxsize"): the key is the name."""
+def _provider_keys() -> dict[str, dict[str, Any]]:
+    """The stack file's other config keys: the providers' settings the shipped stacks set. Other providers' keys
+    (aws:profile, kubernetes:...) are allowed; another gpu-cluster: key is a typo the program would never read."""
+    from components.spec.base import _REGION_RE
+    from components.spec.gcp import _GCP_REGION_RE, _PROJECT_RE
 
-    def field_title_should_be_set(self, schema: Any) -> bool:
-        return False
+    return {
+        "aws:region": {
+            "type": "string", "pattern": _REGION_RE.pattern,
+            "description": "The AWS provider's region (AWS stacks); must equal gpu-cluster:spec.aws.region.",
+        },
+        "gcp:project": {
+            "type": "string", "pattern": _PROJECT_RE.pattern,
+            "description": "The Google Cloud provider's project (GCP stacks): the project of "
+            "gpu-cluster:spec.gcp.project.",
+        },
+        "gcp:region": {
+            "type": "string", "pattern": _GCP_REGION_RE.pattern,
+            "description": "The Google Cloud provider's region (GCP stacks); must equal gpu-cluster:spec.gcp.region.",
+        },
+    }
+
+
+def _generator() -> type[Any]:
+    """pydantic's generator without the titles it derives from field names ("Maxsize"): the key is the name."""
+    from pydantic.json_schema import GenerateJsonSchema
+
+    class Generator(GenerateJsonSchema):
+        def field_title_should_be_set(self, schema: Any) -> bool:
+            return False
+
+    return Generator
 
 
 def _models(root: type[BaseModel]) -> Iterator[type[BaseModel]]:
     """Every model reachable from ``root`` through its fields, each once."""
+    from pydantic import BaseModel
+
+    from components.spec.errors import _flatten
+
     seen: set[type[BaseModel]] = set()
     todo = [root]
     while todo:
@@ -95,6 +110,8 @@ def _models(root: type[BaseModel]) -> Iterator[type[BaseModel]]:
 def _factory_defaults(root: type[BaseModel], defs: dict[str, Any]) -> None:
     """pydantic leaves out defaults made by a ``default_factory``; written as people would write them (a model's
     own defaults are ``{}``)."""
+    from pydantic import BaseModel, TypeAdapter
+
     for model in _models(root):
         properties = defs[model.__name__].get("properties", {})
         for name, field in model.model_fields.items():
@@ -127,10 +144,12 @@ def _draft07(node: Any) -> Any:
 def spec_schema() -> dict[str, Any]:
     """The JSON Schema (draft-07) of ``gpu-cluster:spec`` alone: ``ClusterSpec`` and its parts under
     ``definitions``."""
+    from components.spec.model import ClusterSpec
+
     root = ClusterSpec.model_json_schema(by_alias=True, ref_template="#/definitions/{model}",
-                                         schema_generator=_Generator)
+                                         schema_generator=_generator())
     defs: dict[str, Any] = root.pop("$defs")
-    defs[ClusterSpec.__name__] = root
+    defs[ROOT_MODEL] = root
     _factory_defaults(ClusterSpec, defs)
     return {"definitions": {name: _draft07(defs[name]) for name in sorted(defs)}}
 
@@ -141,9 +160,9 @@ def stack_file_schema() -> dict[str, Any]:
     config = {
         "type": "object",
         "description": "The stack's configuration: the blueprint's spec and the cloud provider's settings.",
-        "properties": {SPEC_KEY: {"allOf": [{"$ref": f"#/definitions/{ClusterSpec.__name__}"}],
+        "properties": {SPEC_KEY: {"allOf": [{"$ref": f"#/definitions/{ROOT_MODEL}"}],
                                   "description": "Everything the program builds (components/spec, ClusterSpec)."},
-                       **_PROVIDER_KEYS},
+                       **_provider_keys()},
         "patternProperties": {_OTHER_NAMESPACES: {"description": "Another provider's setting (namespace:key)."}},
         "additionalProperties": False,
         "required": [SPEC_KEY],
@@ -315,7 +334,7 @@ def spec_reference(schema: dict[str, Any] | None = None) -> str:
             head.append(f"| `{key}` | {_type(schema, node)} | {_cell(node['description'])} |")
     head.append(f"| `{SPEC_KEY}` | object | The cluster: the sections below. |")
     head.append("")
-    root = schema["definitions"][ClusterSpec.__name__]
+    root = schema["definitions"][ROOT_MODEL]
     return "\n".join(head) + "\n" + "\n".join(_sections(schema, root, "")).rstrip("\n") + "\n"
 
 

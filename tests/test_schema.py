@@ -282,6 +282,21 @@ def test_the_reference_lists_every_key_path_with_its_facts() -> None:
 # --- the command ---------------------------------------------------------------------------------------------------
 
 
+def test_registering_the_command_loads_no_model() -> None:
+    """`blueprint` imports the module for every sub-command; `blueprint policy graph.json` needs no spec."""
+    import subprocess
+    import sys
+
+    code = ("import sys, blueprint.schema; "
+            "print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'components'))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    from components.spec import SPEC_KEY
+
+    assert schema_cmd.SPEC_KEY == SPEC_KEY
+    assert ClusterSpec.__name__ == schema_cmd.ROOT_MODEL
+
+
 def _args(*argv: str) -> Any:
     import argparse
 
