@@ -284,6 +284,11 @@ def _cell(text: str) -> str:
     return " ".join(text.replace("|", "\\|").split())
 
 
+def _prose(text: str) -> str:
+    """A description as Markdown text: a cell, with ``<name>`` placeholders kept (not read as HTML tags)."""
+    return _cell(text).replace("<", "&lt;")
+
+
 def _sections(schema: dict[str, Any], definition: dict[str, Any], path: str) -> Iterator[str]:
     """The section of one object (its keys as a table), then the sections of the objects below it."""
     rows = ["| Key | Type | Default | Allowed values | Unit | Description |", "|---|---|---|---|---|---|"]
@@ -295,15 +300,15 @@ def _sections(schema: dict[str, Any], definition: dict[str, Any], path: str) -> 
         kind = _type(schema, node) + (" or null" if nullable else "")
         unit = node.get("x-unit", "")
         rows.append("| " + " | ".join(_cell(c) for c in (
-            f"`{key_path}`", kind, _default(node, key in required), _allowed(schema, node), unit,
-            node.get("description", ""))) + " |")
+            f"`{key_path}`", kind, _default(node, key in required), _allowed(schema, node), unit)) + " | "
+            + _prose(node.get("description", "")) + " |")
         if (target := _target(schema, node)) is not None:
             below.append((target, key_path))
         elif node.get("type") == "array":
             item, _ = _resolve(schema, node.get("items", {}))
             if (target := _target(schema, item)) is not None:
                 below.append((target, f"{key_path}[]"))
-    yield f"## `{path or SPEC_KEY}`\n\n{_cell(definition.get('description', ''))}\n\n" + "\n".join(rows) + "\n"
+    yield f"## `{path or SPEC_KEY}`\n\n{_prose(definition.get('description', ''))}\n\n" + "\n".join(rows) + "\n"
     for target, key_path in below:
         yield from _sections(schema, target, key_path)
 
@@ -331,7 +336,7 @@ def spec_reference(schema: dict[str, Any] | None = None) -> str:
     ]
     for key, node in config["properties"].items():
         if key != SPEC_KEY:
-            head.append(f"| `{key}` | {_type(schema, node)} | {_cell(node['description'])} |")
+            head.append(f"| `{key}` | {_type(schema, node)} | {_prose(node['description'])} |")
     head.append(f"| `{SPEC_KEY}` | object | The cluster: the sections below. |")
     head.append("")
     root = schema["definitions"][ROOT_MODEL]

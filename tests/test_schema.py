@@ -273,6 +273,7 @@ def test_the_reference_lists_every_key_path_with_its_facts() -> None:
         r"pattern `^FREQ=(DAILY\|WEEKLY)(;BYDAY=[A-Z,]+)?$`")  # a pipe would split the cell
     assert rows["teams[].budget.monthlyUsd"].split(" | ")[3:5] == ["> 0 and <= 100000000", "USD per month"]
     assert "aws:region" in rows and "gcp:project" in rows
+    assert "&lt;repository>@sha256:&lt;64 hex>" in rows["acceptance.image"]  # not read as HTML tags
     for model in _models():
         for name, field in model.model_fields.items():
             key = field.alias or name
