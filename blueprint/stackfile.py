@@ -7,6 +7,7 @@ file, the key path and the rule; the command-line tool prints it and exits with 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,7 +111,8 @@ def _item_names(items: list[yaml.Node]) -> list[str | int]:
             name = next((str(v.value) for k, v in item.value if isinstance(k, yaml.ScalarNode) and k.value == "name"
                          and isinstance(v, yaml.ScalarNode) and v.tag == "tag:yaml.org,2002:str"), None)
         names.append(name if name is not None and _ITEM_NAME.fullmatch(name) else None)
-    return [_ItemName(n) if n is not None and names.count(n) == 1 else i for i, n in enumerate(names)]
+    counts = Counter(names)
+    return [_ItemName(n) if n is not None and counts[n] == 1 else i for i, n in enumerate(names)]
 
 
 def _key_path(path: list[str | int]) -> str:
