@@ -6,6 +6,8 @@ file, the key path and the rule; the command-line tool prints it and exits with 
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,10 +95,31 @@ MAX_SAFE_INTEGER = 2**53
 _MAX_INT_CHARS = 40
 
 
+class _ItemName(str):
+    """A list item's ``name`` standing for its index in a key path (``nodeGroups[h100]``), as spec errors show it."""
+
+
+_ITEM_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
+
+
+def _item_names(items: list[yaml.Node]) -> list[str | int]:
+    """Each item of a sequence by its ``name`` when it is a mapping with a plain, unique one; else by its index."""
+    names: list[str | None] = []
+    for item in items:
+        name = None
+        if isinstance(item, yaml.MappingNode):
+            name = next((str(v.value) for k, v in item.value if isinstance(k, yaml.ScalarNode) and k.value == "name"
+                         and isinstance(v, yaml.ScalarNode) and v.tag == "tag:yaml.org,2002:str"), None)
+        names.append(name if name is not None and _ITEM_NAME.fullmatch(name) else None)
+    counts = Counter(names)
+    return [_ItemName(n) if n is not None and counts[n] == 1 else i for i, n in enumerate(names)]
+
+
 def _key_path(path: list[str | int]) -> str:
     out = ""
     for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        named = isinstance(part, int | _ItemName)
+        out += f"[{part}]" if named else (f".{part}" if out else str(part))
     return out or "(the document)"
 
 
@@ -113,7 +136,7 @@ def _check_json_scalars(root: yaml.Node, constructor: yaml.constructor.SafeConst
         if isinstance(node, yaml.MappingNode):
             stack += [(value, [*path, str(key.value)]) for key, value in node.value]
         elif isinstance(node, yaml.SequenceNode):
-            stack += [(value, [*path, i]) for i, value in enumerate(node.value)]
+            stack += [(value, [*path, key]) for key, value in zip(_item_names(node.value), node.value, strict=True)]
         elif node.tag == "tag:yaml.org,2002:int":
             text = str(node.value)
             value = None if len(text) > _MAX_INT_CHARS else constructor.construct_yaml_int(node)  # type: ignore[arg-type]

@@ -125,7 +125,7 @@ def test_rule_violation_lists_every_issue(tmp_path: Path, capsys: pytest.Capture
     lines = err.splitlines()
     assert lines[0] == (f"error: {path}: gpu-cluster:spec.deletionProtection: prod stacks cannot turn off "
                         "deletion protection of stateful resources [rule: prod-deletion-protection]")
-    assert lines[1].startswith(f"{path}: gpu-cluster:spec.aws.nodeGroups[1].placement: a cluster placement "
+    assert lines[1].startswith(f"{path}: gpu-cluster:spec.aws.nodeGroups[h100].placement: a cluster placement "
                                "group must not be forced onto capacity-block capacity")
 
 

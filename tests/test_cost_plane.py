@@ -264,8 +264,8 @@ def test_preview_lists_the_cost_plane_and_what_the_payer_account_must_do() -> No
 def test_every_team_needs_a_budget(prod_spec: dict[str, Any]) -> None:
     del prod_spec["teams"][1]["budget"]
     assert errors(prod_spec) == [
-        f"{P}.teams[1].budget: team 'pretraining' has no budget; every team needs one (monthlyUsd and notify) so "
-        "that its spend is watched [rule: team-budget-required]"]
+        f"{P}.teams[pretraining].budget: team 'pretraining' has no budget; every team needs one (monthlyUsd and "
+        "notify) so that its spend is watched [rule: team-budget-required]"]
 
 
 def test_someone_is_alerted_for_the_whole_cluster(prod_spec: dict[str, Any]) -> None:
@@ -278,11 +278,11 @@ def test_budget_inputs_aws_would_refuse(prod_spec: dict[str, Any]) -> None:
                                        "notify": ["lead-at-example.com"]}
     prod_spec["billing"]["notify"] = ["finops@example"]
     assert errors(prod_spec) == [
-        f"{P}.teams[0].budget.notify[0]: 'lead-at-example.com' is not an email address (name@domain.tld) "
+        f"{P}.teams[research].budget.notify[0]: 'lead-at-example.com' is not an email address (name@domain.tld) "
         "[rule: budget-email]",
-        f"{P}.teams[0].budget.alertAtPercent[2]: 0 is not a threshold AWS Budgets alerts on here (1 to 1000 percent) "
-        "[rule: budget-threshold-range]",
-        f"{P}.teams[0].budget.alertAtPercent: a threshold is listed twice [rule: unique-names]",
+        f"{P}.teams[research].budget.alertAtPercent[2]: 0 is not a threshold AWS Budgets alerts on here (1 to 1000 "
+        "percent) [rule: budget-threshold-range]",
+        f"{P}.teams[research].budget.alertAtPercent: a threshold is listed twice [rule: unique-names]",
         f"{P}.billing.notify[0]: 'finops@example' is not an email address (name@domain.tld) [rule: budget-email]",
     ]
 
@@ -290,15 +290,15 @@ def test_budget_inputs_aws_would_refuse(prod_spec: dict[str, Any]) -> None:
 def test_a_budget_alerts_at_most_ten_addresses(prod_spec: dict[str, Any]) -> None:
     prod_spec["teams"][0]["budget"]["notify"] = [f"lead{i}@example.com" for i in range(9)]
     msgs = errors(prod_spec)
-    assert msgs == [f"{P}.teams[0].budget.notify: team 'research''s budget would alert 11 addresses (its notify and "
-                    "billing.notify); AWS Budgets takes at most 10 email subscribers per notification "
+    assert msgs == [f"{P}.teams[research].budget.notify: team 'research''s budget would alert 11 addresses (its notify "
+                    "and billing.notify); AWS Budgets takes at most 10 email subscribers per notification "
                     "[rule: budget-subscribers]"]
 
 
 def test_a_budget_has_at_most_five_notifications(prod_spec: dict[str, Any]) -> None:
     prod_spec["teams"][0]["budget"]["alertAtPercent"] = [50, 60, 70, 80, 90]
     (msg,) = errors(prod_spec)
-    assert msg.startswith(f"{P}.teams[0].budget.alertAtPercent: ")
+    assert msg.startswith(f"{P}.teams[research].budget.alertAtPercent: ")
     assert "at most 4" in msg
 
 

@@ -43,16 +43,16 @@ def group(value: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("replace", "message"), [
-    ("maxSize: 16", "{where}config.gpu-cluster:spec.aws.nodeGroups[1].maxSize: the integer "
+    ("maxSize: 16", "{where}config.gpu-cluster:spec.aws.nodeGroups[h100].maxSize: the integer "
      "999999999999999999999999... (5,000 characters) is out of range: numbers stay within +-2^53 "
      "(9,007,199,254,740,992), what Pulumi's property values carry exactly [rule: yaml-number-range]"),
     ("owner: ml-platform-oncall", "{where}config.gpu-cluster:spec.labels.owner: the tag !!binary is "
      "not allowed: values are strings, numbers, booleans, null, lists and mappings, as in JSON "
      "[rule: yaml-json-values]"),
-    ('start: "2027-01-04T11:30:00Z"', "{where}config.gpu-cluster:spec.aws.nodeGroups[1].capacity.start: "
+    ('start: "2027-01-04T11:30:00Z"', "{where}config.gpu-cluster:spec.aws.nodeGroups[h100].capacity.start: "
      "the tag !!timestamp is not allowed: values are strings, numbers, booleans, null, lists and mappings, as in "
      "JSON [rule: yaml-json-values]"),
-    ("labels: {workload: training}", "{where}config.gpu-cluster:spec.aws.nodeGroups[1].labels: the tag "
+    ("labels: {workload: training}", "{where}config.gpu-cluster:spec.aws.nodeGroups[h100].labels: the tag "
      "!!set is not allowed: values are strings, numbers, booleans, null, lists and mappings, as in JSON "
      "[rule: yaml-json-values]"),
 ])
@@ -240,7 +240,7 @@ def test_capacity_block_windows_as_ec2_sells_them(window: dict[str, Any], path: 
     value = spec("prod-aws")
     group(value, "h100")["capacity"].update(window)
     lines = errors(value)
-    assert f"{A}.aws.nodeGroups[1].{path}: {message} [rule: capacity-block-window]" in lines
+    assert f"{A}.aws.nodeGroups[h100].{path}: {message} [rule: capacity-block-window]" in lines
 
 
 def test_long_blocks_and_blocks_that_start_at_once_load() -> None:
@@ -254,13 +254,13 @@ def test_long_blocks_and_blocks_that_start_at_once_load() -> None:
 def test_an_ended_block_is_refused_and_a_running_one_warned() -> None:
     value = spec("prod-aws")
     assert errors(value, now=datetime(2027, 1, 18, 11, 30, tzinfo=UTC))[0] == (
-        f"{A}.aws.nodeGroups[1].capacity.end: the block ended on 2027-01-18T11:30:00Z: its instances are gone; "
+        f"{A}.aws.nodeGroups[h100].capacity.end: the block ended on 2027-01-18T11:30:00Z: its instances are gone; "
         "record the next block (reservationId, start, end, instanceCount) or change the group's capacity type "
         "[rule: capacity-block-window]")
     during = datetime(2027, 1, 5, tzinfo=UTC)
     parsed = parse_spec(value, AWS_FILE, provider_region="us-east-1", now=during)
     assert spec_notes(parsed, during)[0] == (
-        "warning: gpu-cluster:spec.aws.nodeGroups[1].capacity.start: the block began on 2027-01-04T11:30:00Z and "
+        "warning: gpu-cluster:spec.aws.nodeGroups[h100].capacity.start: the block began on 2027-01-04T11:30:00Z and "
         "ends on 2027-01-18T11:30:00Z: the scheduled scale-up is in the past, so an apply now leaves the group at 0; "
         "scale it with the command the preview prints, and to 0 at least 30 minutes before the end")
     assert not [n for n in spec_notes(parsed, NOW) if "the block began" in n]
@@ -275,7 +275,7 @@ def test_node_labels_kubelet_refuses(key: str) -> None:
     value = spec("prod-aws")
     group(value, "h100")["labels"] = {key: "true"}
     assert errors(value) == [
-        f'{A}.aws.nodeGroups[1].labels["{key}"]: \'{key}\': kubelet sets no kubernetes.io or k8s.io label but its '
+        f'{A}.aws.nodeGroups[h100].labels["{key}"]: \'{key}\': kubelet sets no kubernetes.io or k8s.io label but its '
         "own (kubernetes.io/hostname, os, arch, topology.kubernetes.io/*, node.kubernetes.io/*, "
         "kubelet.kubernetes.io/*), and the node would never join; use a prefix of your own (gpu-cluster/) "
         "[rule: kubelet-node-label]"]
@@ -297,7 +297,7 @@ def test_node_labels_kubelet_allows_and_gke_checks_too() -> None:
 def test_taint_keys_eks_refuses(key: str, reserved: str) -> None:
     value = spec("prod-aws")
     group(value, "h100")["taints"] = [{"key": key, "value": "x", "effect": "NoSchedule"}]
-    assert f"{A}.aws.nodeGroups[1].taints[0].key: '{key}': the EKS node-group API refuses taint keys under " \
+    assert f"{A}.aws.nodeGroups[h100].taints[0].key: '{key}': the EKS node-group API refuses taint keys under " \
            f"{reserved}/ (reserved); use a prefix of your own (e.g. gpu-cluster/) [rule: eks-taint-key]" \
            in errors(value)
 
@@ -307,12 +307,12 @@ def test_eks_label_keys_and_values() -> None:
     long_key = "example.com/" + "a" * 60
     group(value, "h100")["labels"] = {"eks.amazonaws.com/nodegroup": "x", long_key: "y", "empty": ""}
     lines = errors(value)
-    assert (f'{A}.aws.nodeGroups[1].labels["eks.amazonaws.com/nodegroup"]: \'eks.amazonaws.com/nodegroup\': EKS '
+    assert (f'{A}.aws.nodeGroups[h100].labels["eks.amazonaws.com/nodegroup"]: \'eks.amazonaws.com/nodegroup\': EKS '
             "sets eks.amazonaws.com/ labels itself and refuses them in a node group's labels [rule: eks-label-key]"
             ) in lines
-    assert (f'{A}.aws.nodeGroups[1].labels["{long_key}"]: \'{long_key}\': the EKS API takes label keys of at most '
+    assert (f'{A}.aws.nodeGroups[h100].labels["{long_key}"]: \'{long_key}\': the EKS API takes label keys of at most '
             "63 characters, prefix included (72) [rule: eks-label-key]") in lines
-    assert (f"{A}.aws.nodeGroups[1].labels.empty: 'empty': the EKS API takes label values of 1 to 63 characters; "
+    assert (f"{A}.aws.nodeGroups[h100].labels.empty: 'empty': the EKS API takes label values of 1 to 63 characters; "
             "give a value [rule: eks-label-key]") in lines
 
 
@@ -360,10 +360,10 @@ def test_teams_without_members_or_quota_and_gpus_no_quota_reaches() -> None:
             quota.pop("lendingLimitGpus", None)
     parsed = parse_spec(value, AWS_FILE, provider_region="us-east-1", now=NOW)
     notes = spec_notes(parsed, NOW)
-    assert ("warning: gpu-cluster:spec.teams[0].roleArns: team 'research' has no members: no IAM role is mapped to "
-            "its group gpu-cluster:research, so nobody can submit to its queue (add the team's roles)") in notes
-    assert ("warning: gpu-cluster:spec.teams[1].quotas[0].gpus: team 'pretraining' has 0 GPUs on 'h100' and cannot "
-            "borrow any: its GPU jobs there are never admitted") in notes
+    assert ("warning: gpu-cluster:spec.teams[research].roleArns: team 'research' has no members: no IAM role is mapped "
+            "to its group gpu-cluster:research, so nobody can submit to its queue (add the team's roles)") in notes
+    assert ("warning: gpu-cluster:spec.teams[pretraining].quotas[0].gpus: team 'pretraining' has 0 GPUs on 'h100' and "
+            "cannot borrow any: its GPU jobs there are never admitted") in notes
     for team in value["teams"]:
         for quota in team["quotas"]:
             quota["gpus"] = 0

@@ -378,9 +378,10 @@ def test_alert_rules_refuse_what_would_route_nowhere() -> None:
         f"{p}.routes[2].teams[0]: 'finance' is not a team of this stack; known: applied, pretraining, research "
         "[rule: alert-route-team]"]
     assert errors(lambda a: a["receivers"][2].pop("smarthost")) == [
-        f"{p}.receivers[2].smarthost: an email receiver needs smarthost [rule: alert-receiver-complete]"]
+        f"{p}.receivers[research-leads].smarthost: an email receiver needs smarthost [rule: alert-receiver-complete]"]
     assert errors(lambda a: a["receivers"][0].update({"channel": "#x"})) == [
-        f"{p}.receivers[0].channel: channel does not apply to a pagerduty receiver [rule: alert-receiver-complete]"]
+        f"{p}.receivers[platform-pager].channel: channel does not apply to a pagerduty receiver "
+        "[rule: alert-receiver-complete]"]
     assert errors(lambda a: a.update({"runbookUrl": "http://wiki/runbooks#x"})) == [
         f"{p}.runbookUrl: 'http://wiki/runbooks#x' is neither an https URL (without #) nor a path to a .md file; "
         "alerts link to it plus #<section> [rule: alert-runbook-url]"]
@@ -451,8 +452,8 @@ def test_a_team_budget_s_addresses_get_its_spend_alert() -> None:
     no_mail = parse_spec(raw, "stacks/Pulumi.prod-aws.yaml", provider_region="us-east-1")
     notes = budget_notes(no_mail)
     assert len(notes) == 3 and notes[0].startswith(
-        "warning: gpu-cluster:spec.teams[0].budget.notify: team 'research' is on shared nodes, so no cloud budget "
-        "mails research-leads@example.com")
+        "warning: gpu-cluster:spec.teams[research].budget.notify: team 'research' is on shared nodes, so no cloud "
+        "budget mails research-leads@example.com")
     assert not [r for r in alertmanager_config(no_mail.platform.monitoring.alerts, {"research": ["a@example.com"]})
                 ["spec"]["receivers"] if r["name"].startswith("budget-")]
 

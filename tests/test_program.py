@@ -269,7 +269,7 @@ def test_program_refuses_an_invalid_spec_and_registers_nothing() -> None:
     with pytest.raises(ProgramError) as info:
         run_program("prod-aws", config, "us-east-1")
     assert "invalid stack configuration" in str(info.value)
-    assert "stacks/Pulumi.prod-aws.yaml: gpu-cluster:spec.aws.nodeGroups[0].maxSize" in str(info.value)
+    assert "stacks/Pulumi.prod-aws.yaml: gpu-cluster:spec.aws.nodeGroups[system].maxSize" in str(info.value)
     assert [r.type for r in info.value.graph.resources] == ["pulumi:pulumi:Stack"]
 
 

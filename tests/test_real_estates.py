@@ -131,7 +131,7 @@ def test_existing_network_needs_subnet_ids() -> None:
     spec = byo_spec()
     del spec["aws"]["network"]["subnets"][1]["id"]
     assert errors(spec) == [
-        f"{P}.aws.network.subnets[1].id: network.existing uses subnets that already exist: give subnet "
+        f"{P}.aws.network.subnets[private-a].id: network.existing uses subnets that already exist: give subnet "
         "'private-a' its id (subnet-...) [rule: network-existing]"
     ]
 
@@ -139,7 +139,7 @@ def test_existing_network_needs_subnet_ids() -> None:
 def test_subnet_ids_only_with_an_existing_network(prod_spec: dict[str, Any]) -> None:
     prod_spec["aws"]["network"]["subnets"][0]["id"] = "subnet-0123456789abcdef0"
     assert errors(prod_spec, "stacks/Pulumi.prod-aws.yaml", "us-east-1") == [
-        "stacks/Pulumi.prod-aws.yaml: gpu-cluster:spec.aws.network.subnets[0].id: a subnet id only applies with "
+        "stacks/Pulumi.prod-aws.yaml: gpu-cluster:spec.aws.network.subnets[gpu-a].id: a subnet id only applies with "
         "network.existing (otherwise the program creates the subnet) [rule: network-existing]"
     ]
 
@@ -147,7 +147,7 @@ def test_subnet_ids_only_with_an_existing_network(prod_spec: dict[str, Any]) -> 
 def test_a_capacity_block_never_takes_a_placement_group(prod_spec: dict[str, Any]) -> None:
     prod_spec["aws"]["nodeGroups"][1]["placementGroupName"] = "somewhere"
     assert errors(prod_spec, "stacks/Pulumi.prod-aws.yaml", "us-east-1") == [
-        "stacks/Pulumi.prod-aws.yaml: gpu-cluster:spec.aws.nodeGroups[1].placementGroupName: a placement group must "
+        "stacks/Pulumi.prod-aws.yaml: gpu-cluster:spec.aws.nodeGroups[h100].placementGroupName: a placement group must "
         "not be forced onto capacity-block capacity: the block is already placed (terraform-aws-eks PR #3730) "
         "[rule: no-placement-group-on-reserved-capacity]"
     ]
@@ -158,7 +158,7 @@ def test_reservation_resource_groups_are_for_odcrs(prod_spec: dict[str, Any]) ->
         "arn:aws:resource-groups:us-east-1:111122223333:group/odcrs")
     lines = errors(prod_spec, "stacks/Pulumi.prod-aws.yaml", "us-east-1")
     assert lines[0] == (
-        "stacks/Pulumi.prod-aws.yaml: gpu-cluster:spec.aws.nodeGroups[1].capacity.reservationResourceGroupArn: a "
+        "stacks/Pulumi.prod-aws.yaml: gpu-cluster:spec.aws.nodeGroups[h100].capacity.reservationResourceGroupArn: a "
         "reservation resource group only applies to reserved (ODCR) capacity, not 'capacity-block' "
         "[rule: reservation-id]")
 
@@ -168,9 +168,9 @@ def test_several_instance_types_are_for_cpu_groups() -> None:
     spec["aws"]["nodeGroups"][1]["instanceTypes"] = ["p4de.24xlarge", "p4d.24xlarge"]
     spec["aws"]["nodeGroups"][0]["instanceTypes"] = ["m7i.xlarge", "m7g.xlarge"]
     assert errors(spec) == [
-        f"{P}.aws.nodeGroups[0].instanceTypes[1]: 'm7g.xlarge' (arm64, 0 GPUs) does not match m7i.xlarge (x86_64, "
+        f"{P}.aws.nodeGroups[system].instanceTypes[1]: 'm7g.xlarge' (arm64, 0 GPUs) does not match m7i.xlarge (x86_64, "
         "CPU only): a group's types share one architecture and AMI [rule: instance-types-cpu-only]",
-        f"{P}.aws.nodeGroups[1].instanceTypes: instanceTypes (several types) is for CPU groups; a GPU group's "
+        f"{P}.aws.nodeGroups[a100].instanceTypes: instanceTypes (several types) is for CPU groups; a GPU group's "
         "quotas and EFA layout need one instance type [rule: instance-types-cpu-only]",
     ]
 
@@ -179,12 +179,12 @@ def test_ami_type_must_fit_the_instance() -> None:
     spec = byo_spec()
     spec["aws"]["nodeGroups"][1]["amiType"] = "AL2023_ARM_64_STANDARD"
     assert errors(spec) == [
-        f"{P}.aws.nodeGroups[1].amiType: AL2023_ARM_64_STANDARD does not fit p4de.24xlarge (x86_64, GPUs); use "
+        f"{P}.aws.nodeGroups[a100].amiType: AL2023_ARM_64_STANDARD does not fit p4de.24xlarge (x86_64, GPUs); use "
         "AL2023_x86_64_NVIDIA [rule: ami-type-fits]"
     ]
     spec["aws"]["nodeGroups"][1]["amiType"] = "BOTTLEROCKET_x86_64_NVIDIA"
     assert errors(spec) == [
-        f"{P}.aws.nodeGroups[1].localNvme: localNvme raid0 is written as AL2023 nodeadm user data; Bottlerocket "
+        f"{P}.aws.nodeGroups[a100].localNvme: localNvme raid0 is written as AL2023 nodeadm user data; Bottlerocket "
         "nodes are not configured by it: use an AL2023 AMI type or localNvme none [rule: ami-type-fits]"
     ]
 

@@ -188,8 +188,8 @@ def test_tiered_needs_the_nvme_it_stages_on(prod_spec: dict[str, Any]) -> None:
     h100 = next(g for g in prod_spec["aws"]["nodeGroups"] if g["name"] == "h100")
     h100["localNvme"] = "none"
     assert errors(prod_spec) == [
-        f"{P}.aws.nodeGroups[1].localNvme: checkpointPath tiered stages checkpoints on the GPU nodes' RAID0 NVMe, and "
-        "p5.48xlarge in 'h100' has localNvme none [rule: tiered-checkpoint-needs-nvme]"]
+        f"{P}.aws.nodeGroups[h100].localNvme: checkpointPath tiered stages checkpoints on the GPU nodes' RAID0 NVMe, "
+        "and p5.48xlarge in 'h100' has localNvme none [rule: tiered-checkpoint-needs-nvme]"]
     h100["localNvme"] = "raid0"
     model = goodput_model(parse_spec(prod_spec, FILE, provider_region="us-east-1"))
     shard = 70e9 * 14 / 16

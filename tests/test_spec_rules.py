@@ -35,7 +35,7 @@ def test_shipped_prod_spec_is_valid(prod_spec: dict[str, Any]) -> None:
 def test_instance_type_must_be_in_catalog(prod_spec: dict[str, Any]) -> None:
     group(prod_spec, "h100")["instanceType"] = "p9.96xlarge"
     assert errors(prod_spec) == [
-        f"{P}.aws.nodeGroups[1].instanceType: 'p9.96xlarge' is not in the instance catalog "
+        f"{P}.aws.nodeGroups[h100].instanceType: 'p9.96xlarge' is not in the instance catalog "
         "(components/catalog/aws_instances.yaml, 60 types); closest: p5.48xlarge, m5.xlarge, g6.xlarge "
         "[rule: instance-type-in-catalog]"
     ]
@@ -46,7 +46,7 @@ def test_multi_node_efa_group_must_stay_in_one_zone(prod_spec: dict[str, Any]) -
     g["capacity"] = {"type": "on-demand"}
     g["subnets"] = ["gpu-a", "system-b"]
     assert errors(prod_spec) == [
-        f"{P}.aws.nodeGroups[1].subnets: p5.48xlarge is EFA-capable and the group spans nodes (maxSize 16), "
+        f"{P}.aws.nodeGroups[h100].subnets: p5.48xlarge is EFA-capable and the group spans nodes (maxSize 16), "
         "so its subnets must be in one availability zone; got use1-az4, use1-az6 [rule: efa-group-single-az]"
     ]
 
@@ -70,7 +70,7 @@ def test_placement_group_never_forced_onto_reserved_capacity(
     g = group(prod_spec, "h100")
     g.update(capacity=capacity, placement="cluster")
     assert errors(prod_spec) == [
-        f"{P}.aws.nodeGroups[1].placement: a cluster placement group must not be forced onto {capacity['type']} "
+        f"{P}.aws.nodeGroups[h100].placement: a cluster placement group must not be forced onto {capacity['type']} "
         "capacity: the reservation is already placed and a placement group causes InsufficientInstanceCapacity "
         "(terraform-aws-eks PR #3730); use auto or none [rule: no-placement-group-on-reserved-capacity]"
     ]
@@ -80,12 +80,12 @@ def test_sizes_must_be_ordered(prod_spec: dict[str, Any]) -> None:
     g = group(prod_spec, "system")
     g.update(minSize=4, desiredSize=3, maxSize=6)
     assert errors(prod_spec) == [
-        f"{P}.aws.nodeGroups[0].desiredSize: desiredSize (3) must be >= minSize (4); sizes must satisfy "
+        f"{P}.aws.nodeGroups[system].desiredSize: desiredSize (3) must be >= minSize (4); sizes must satisfy "
         "minSize <= desiredSize <= maxSize [rule: node-group-size-order]"
     ]
     g.update(minSize=1, desiredSize=7, maxSize=6)
     assert errors(prod_spec) == [
-        f"{P}.aws.nodeGroups[0].desiredSize: desiredSize (7) must be <= maxSize (6); sizes must satisfy "
+        f"{P}.aws.nodeGroups[system].desiredSize: desiredSize (7) must be <= maxSize (6); sizes must satisfy "
         "minSize <= desiredSize <= maxSize [rule: node-group-size-order]"
     ]
 
@@ -136,7 +136,7 @@ def test_cidrs_must_parse(prod_spec: dict[str, Any]) -> None:
     assert errors(prod_spec) == [
         f"{P}.aws.network.vpcCidr: '10.40.0.0/33' is not an IPv4 CIDR (address/prefix, no host bits): "
         "'10.40.0.0/33' does not appear to be an IPv4 or IPv6 network [rule: cidr-valid]",
-        f"{P}.aws.network.subnets[1].cidr: '10.40.64.1/20' is not an IPv4 CIDR (address/prefix, no host bits): "
+        f"{P}.aws.network.subnets[system-a].cidr: '10.40.64.1/20' is not an IPv4 CIDR (address/prefix, no host bits): "
         "10.40.64.1/20 has host bits set [rule: cidr-valid]",
     ]
 
@@ -146,9 +146,9 @@ def test_cidrs_must_not_overlap_and_stay_inside_the_vpc(prod_spec: dict[str, Any
     subnets[1]["cidr"] = "10.40.32.0/20"  # inside gpu-a 10.40.0.0/18
     subnets[4]["cidr"] = "10.41.0.0/24"
     assert errors(prod_spec) == [
-        f"{P}.aws.network.subnets[1].cidr: subnet CIDR 10.40.32.0/20 overlaps subnets[0] (10.40.0.0/18); "
-        "subnets must not overlap [rule: cidr-no-overlap]",
-        f"{P}.aws.network.subnets[4].cidr: subnet CIDR 10.41.0.0/24 must lie inside the VPC CIDR 10.40.0.0/16 "
+        f"{P}.aws.network.subnets[system-a].cidr: subnet CIDR 10.40.32.0/20 overlaps aws.network.subnets[gpu-a] "
+        "(10.40.0.0/18); subnets must not overlap [rule: cidr-no-overlap]",
+        f"{P}.aws.network.subnets[public-b].cidr: subnet CIDR 10.41.0.0/24 must lie inside the VPC CIDR 10.40.0.0/16 "
         "[rule: subnet-inside-vpc]",
     ]
 
@@ -196,12 +196,12 @@ def test_region_must_match_provider_config(prod_spec: dict[str, Any]) -> None:
 def test_reserved_capacity_needs_a_reservation_id(prod_spec: dict[str, Any]) -> None:
     group(prod_spec, "h100")["capacity"] = {"type": "capacity-block", **WINDOW}
     assert errors(prod_spec) == [
-        f"{P}.aws.nodeGroups[1].capacity.reservationId: capacity type 'capacity-block' needs the Capacity "
+        f"{P}.aws.nodeGroups[h100].capacity.reservationId: capacity type 'capacity-block' needs the Capacity "
         "Reservation id (cr-...) [rule: reservation-id]"
     ]
     group(prod_spec, "h100")["capacity"] = {"type": "spot", "reservationId": "cr-0a1b2c3d4e5f60718"}
     assert errors(prod_spec) == [
-        f"{P}.aws.nodeGroups[1].capacity.reservationId: reservationId only applies to capacity-block and "
+        f"{P}.aws.nodeGroups[h100].capacity.reservationId: reservationId only applies to capacity-block and "
         "reserved, not 'spot' [rule: reservation-id]"
     ]
 
@@ -209,7 +209,7 @@ def test_reserved_capacity_needs_a_reservation_id(prod_spec: dict[str, Any]) -> 
 def test_raid0_needs_local_nvme(prod_spec: dict[str, Any]) -> None:
     group(prod_spec, "system")["localNvme"] = "raid0"
     assert errors(prod_spec) == [
-        f"{P}.aws.nodeGroups[0].localNvme: localNvme raid0 needs instance-store NVMe, and the catalog has no "
+        f"{P}.aws.nodeGroups[system].localNvme: localNvme raid0 needs instance-store NVMe, and the catalog has no "
         "local NVMe for m6i.2xlarge; use auto or none [rule: local-nvme-exists]"
     ]
 
@@ -244,11 +244,11 @@ def test_gpu_subnet_must_be_in_the_gpu_zone(prod_spec: dict[str, Any]) -> None:
     prod_spec["aws"]["gpuAvailabilityZoneId"] = "use1-az6"
     lines = errors(prod_spec)
     assert lines[0] == (
-        f"{P}.aws.network.subnets[0].availabilityZoneId: gpu subnet 'gpu-a' must be in gpuAvailabilityZoneId "
+        f"{P}.aws.network.subnets[gpu-a].availabilityZoneId: gpu subnet 'gpu-a' must be in gpuAvailabilityZoneId "
         "'use1-az6', not 'use1-az4' [rule: gpu-subnet-in-gpu-zone]"
     )
     assert lines[1] == (
-        f"{P}.aws.nodeGroups[1].subnets: capacity-block capacity is bound to one zone; the group's subnets must "
+        f"{P}.aws.nodeGroups[h100].subnets: capacity-block capacity is bound to one zone; the group's subnets must "
         "all be in gpuAvailabilityZoneId 'use1-az6' [rule: reserved-capacity-in-gpu-zone]"
     )
 
@@ -259,9 +259,9 @@ def test_malformed_values_name_the_key_and_the_rule(prod_spec: dict[str, Any]) -
     prod_spec["aws"]["controlPlane"]["extraKey"] = 1
     del prod_spec["workload"]["peakGpus"]
     assert errors(prod_spec) == [
-        f"{P}.environment: Input should be 'dev', 'staging' or 'prod' [rule: schema-type]",
+        f"{P}.environment: Input should be 'dev', 'staging' or 'prod'; did you mean prod? [rule: schema-type]",
         f"{P}.workload.peakGpus: required key is missing [rule: schema-required-key]",
-        f"{P}.aws.nodeGroups[0].maxSize: Input should be a valid integer [rule: schema-type]",
+        f"{P}.aws.nodeGroups[system].maxSize: Input should be a valid integer [rule: schema-type]",
         f"{P}.aws.controlPlane.extraKey: unknown key [rule: schema-unknown-key]",
     ]
 
@@ -291,7 +291,7 @@ def test_duplicate_names_are_rejected(prod_spec: dict[str, Any]) -> None:
 def test_every_team_needs_a_quota(prod_spec: dict[str, Any]) -> None:
     prod_spec["teams"][2]["quotas"] = []
     assert errors(prod_spec) == [
-        f"{P}.teams[2].quotas: team 'applied' has no quota; every team needs a GPU quota on at least one node "
+        f"{P}.teams[applied].quotas: team 'applied' has no quota; every team needs a GPU quota on at least one node "
         "group [rule: team-quota-required]"
     ]
 
@@ -317,9 +317,9 @@ def test_time_slicing_multiplies_the_gpu_units_a_group_provides(dev_spec: dict[s
 def test_borrowing_limit_needs_a_cohort(prod_spec: dict[str, Any]) -> None:
     prod_spec["platform"]["cohort"] = False
     assert errors(prod_spec) == [
-        f"{P}.teams[0].quotas[0].borrowingLimitGpus: a borrowing limit needs a cohort to borrow from; set "
+        f"{P}.teams[research].quotas[0].borrowingLimitGpus: a borrowing limit needs a cohort to borrow from; set "
         "platform.cohort: true or remove it [rule: borrowing-limit-needs-cohort]",
-        f"{P}.teams[2].quotas[0].borrowingLimitGpus: a borrowing limit needs a cohort to borrow from; set "
+        f"{P}.teams[applied].quotas[0].borrowingLimitGpus: a borrowing limit needs a cohort to borrow from; set "
         "platform.cohort: true or remove it [rule: borrowing-limit-needs-cohort]",
     ]
 
@@ -328,9 +328,9 @@ def test_quota_must_name_a_gpu_node_group(prod_spec: dict[str, Any]) -> None:
     prod_spec["teams"][0]["quotas"].append({"nodeGroup": "system", "gpus": 1})
     prod_spec["teams"][1]["quotas"][0]["nodeGroup"] = "a100"
     assert errors(prod_spec) == [
-        f"{P}.teams[0].quotas[1].nodeGroup: 'system' is not a GPU node group of this stack; known: h100 "
+        f"{P}.teams[research].quotas[1].nodeGroup: 'system' is not a GPU node group of this stack; known: h100 "
         "[rule: quota-node-group-exists]",
-        f"{P}.teams[1].quotas[0].nodeGroup: 'a100' is not a GPU node group of this stack; known: h100 "
+        f"{P}.teams[pretraining].quotas[0].nodeGroup: 'a100' is not a GPU node group of this stack; known: h100 "
         "[rule: quota-node-group-exists]",
     ]
 
@@ -338,7 +338,7 @@ def test_quota_must_name_a_gpu_node_group(prod_spec: dict[str, Any]) -> None:
 def test_lending_limit_within_nominal_quota(prod_spec: dict[str, Any]) -> None:
     prod_spec["teams"][1]["quotas"][0]["lendingLimitGpus"] = 64
     assert errors(prod_spec) == [
-        f"{P}.teams[1].quotas[0].lendingLimitGpus: lendingLimitGpus (64) must be <= the nominal gpus (48) "
+        f"{P}.teams[pretraining].quotas[0].lendingLimitGpus: lendingLimitGpus (64) must be <= the nominal gpus (48) "
         "[rule: lending-limit-within-quota]"
     ]
 
@@ -346,10 +346,10 @@ def test_lending_limit_within_nominal_quota(prod_spec: dict[str, Any]) -> None:
 def test_quota_resources_must_be_known_or_given(prod_spec: dict[str, Any]) -> None:
     group(prod_spec, "h100").update(instanceType="p6-b200.48xlarge", localNvme="auto")
     assert errors(prod_spec)[:2] == [
-        f"{P}.teams[0].quotas[0].cpu: the catalog has no confirmed vCPU figure for p6-b200.48xlarge; set cpu for "
-        "this quota [rule: quota-resources-known]",
-        f"{P}.teams[0].quotas[0].memoryGiB: the catalog has no confirmed memory figure for p6-b200.48xlarge; set "
-        "memoryGiB for this quota [rule: quota-resources-known]",
+        f"{P}.teams[research].quotas[0].cpu: the catalog has no confirmed vCPU figure for p6-b200.48xlarge; set cpu "
+        "for this quota [rule: quota-resources-known]",
+        f"{P}.teams[research].quotas[0].memoryGiB: the catalog has no confirmed memory figure for p6-b200.48xlarge; "
+        "set memoryGiB for this quota [rule: quota-resources-known]",
     ]
     for team in prod_spec["teams"]:
         team["quotas"][0].update(cpu=100, memoryGiB=1000)
@@ -360,7 +360,7 @@ def test_team_may_not_take_a_system_namespace(prod_spec: dict[str, Any]) -> None
     prod_spec["teams"][0]["name"] = "kube-system"
     prod_spec["platform"]["monitoring"]["alerts"]["routes"].pop()  # it routes the research team's alerts
     assert errors(prod_spec) == [
-        f"{P}.teams[0].name: 'kube-system' is a system namespace; choose another team name "
+        f"{P}.teams[kube-system].name: 'kube-system' is a system namespace; choose another team name "
         "[rule: team-namespace-free]"
     ]
 
@@ -421,31 +421,31 @@ def test_the_deployer_has_its_own_access_entry(prod_spec: dict[str, Any]) -> Non
 def test_capacity_block_groups_scale_from_zero(prod_spec: dict[str, Any]) -> None:
     group(prod_spec, "h100").update(minSize=16, desiredSize=16)
     assert errors(prod_spec) == [
-        f"{P}.aws.nodeGroups[1].minSize: a capacity-block node group is created with minSize 0 and desiredSize 0 "
+        f"{P}.aws.nodeGroups[h100].minSize: a capacity-block node group is created with minSize 0 and desiredSize 0 "
         "(got 16 and 16): no instance can launch before the block starts or after it ends, and EKS needs "
         "desiredSize 0 to update such a group; its scheduled actions scale it to the block for the window (EKS "
         "user guide, capacity-blocks-mng) [rule: capacity-block-scales-from-zero]"
     ]
     group(prod_spec, "h100").update(minSize=0, desiredSize=4)
-    assert errors(prod_spec)[0].startswith(f"{P}.aws.nodeGroups[1].desiredSize: a capacity-block node group")
+    assert errors(prod_spec)[0].startswith(f"{P}.aws.nodeGroups[h100].desiredSize: a capacity-block node group")
 
 
 def test_capacity_block_window_is_recorded(prod_spec: dict[str, Any]) -> None:
     cap = group(prod_spec, "h100")["capacity"]
     del cap["end"]
     assert errors(prod_spec) == [
-        f"{P}.aws.nodeGroups[1].capacity.end: capacity-block capacity needs the block's end (start and end in UTC, "
+        f"{P}.aws.nodeGroups[h100].capacity.end: capacity-block capacity needs the block's end (start and end in UTC, "
         "and the instance count, as shown by `aws ec2 describe-capacity-reservations`): the preview shows the "
         "window and the node group is scaled for it [rule: capacity-block-window]"
     ]
     cap["end"] = "2027-01-04T11:30:00Z"
     assert errors(prod_spec) == [
-        f"{P}.aws.nodeGroups[1].capacity.end: end (2027-01-04T11:30:00Z) must be after start "
+        f"{P}.aws.nodeGroups[h100].capacity.end: end (2027-01-04T11:30:00Z) must be after start "
         "(2027-01-04T11:30:00Z) [rule: capacity-block-window]"
     ]
     cap["end"] = "2027-01-18T12:30:00+01:00"
     assert errors(prod_spec) == [
-        f"{P}.aws.nodeGroups[1].capacity.end: end must be given in UTC with a Z suffix (e.g. 2027-01-04T11:30:00Z), "
+        f"{P}.aws.nodeGroups[h100].capacity.end: end must be given in UTC with a Z suffix (e.g. 2027-01-04T11:30:00Z), "
         "got '2027-01-18T12:30:00+01:00' [rule: capacity-block-window]"
     ]
 
@@ -453,7 +453,7 @@ def test_capacity_block_window_is_recorded(prod_spec: dict[str, Any]) -> None:
 def test_window_fields_only_apply_to_capacity_blocks(prod_spec: dict[str, Any]) -> None:
     group(prod_spec, "system")["capacity"] = {"type": "on-demand", "instanceCount": 3}
     assert errors(prod_spec) == [
-        f"{P}.aws.nodeGroups[0].capacity.instanceCount: instanceCount only applies to capacity-block capacity, "
+        f"{P}.aws.nodeGroups[system].capacity.instanceCount: instanceCount only applies to capacity-block capacity, "
         "not 'on-demand' [rule: capacity-block-window]"
     ]
 
@@ -461,7 +461,7 @@ def test_window_fields_only_apply_to_capacity_blocks(prod_spec: dict[str, Any]) 
 def test_capacity_block_group_fits_the_block(prod_spec: dict[str, Any]) -> None:
     group(prod_spec, "h100")["capacity"]["instanceCount"] = 8
     assert errors(prod_spec) == [
-        f"{P}.aws.nodeGroups[1].maxSize: maxSize (16) must be <= the block's instanceCount (8): nodes beyond the "
+        f"{P}.aws.nodeGroups[h100].maxSize: maxSize (16) must be <= the block's instanceCount (8): nodes beyond the "
         "block cannot launch [rule: capacity-block-size]"
     ]
 
@@ -488,8 +488,8 @@ def test_zone_names_and_ids_are_not_mixed(prod_spec: dict[str, Any]) -> None:
     del subnet["availabilityZoneId"]
     subnet["availabilityZone"] = "us-east-1b"
     assert errors(prod_spec) == [
-        f"{P}.aws.network.subnets[2].availabilityZone: the stack names its GPU zone with gpuAvailabilityZoneId, so "
-        "every subnet must use availabilityZoneId too (names and IDs cannot be compared before the account maps "
+        f"{P}.aws.network.subnets[system-b].availabilityZone: the stack names its GPU zone with gpuAvailabilityZoneId, "
+        "so every subnet must use availabilityZoneId too (names and IDs cannot be compared before the account maps "
         "them) [rule: zone-form-consistent]"
     ]
 
@@ -544,8 +544,8 @@ def test_vpc_and_subnet_sizes_follow_aws_limits(prod_spec: dict[str, Any]) -> No
     lines = errors(prod_spec)
     assert f"{P}.aws.network.vpcCidr: a VPC CIDR is between /16 and /28 (Amazon VPC user guide, VPC CIDR blocks); " \
            "got /8 [rule: vpc-cidr-size]" in lines
-    assert f"{P}.aws.network.subnets[3].cidr: a subnet is at least a /28 (Amazon VPC user guide, subnet sizing); " \
-           "got /29 [rule: subnet-cidr-size]" in lines
+    assert f"{P}.aws.network.subnets[public-a].cidr: a subnet is at least a /28 (Amazon VPC user guide, subnet " \
+           "sizing); got /29 [rule: subnet-cidr-size]" in lines
 
 
 def test_cidrs_in_prefix_notation_only(prod_spec: dict[str, Any]) -> None:
@@ -571,15 +571,15 @@ def test_public_cidrs_never_cover_the_internet_in_pieces(dev_spec: dict[str, Any
 def test_no_principal_twice(prod_spec: dict[str, Any]) -> None:
     prod_spec["teams"][1]["roleArns"] = ["arn:aws:iam::111122223333:role/research-engineers"]
     assert errors(prod_spec) == [
-        f"{P}.teams[1].roleArns[0]: 'arn:aws:iam::111122223333:role/research-engineers' is already "
-        "teams[0].roleArns[0]; EKS allows one access entry per principal [rule: unique-principals]"
+        f"{P}.teams[pretraining].roleArns[0]: 'arn:aws:iam::111122223333:role/research-engineers' is already "
+        "teams[research].roleArns[0]; EKS allows one access entry per principal [rule: unique-principals]"
     ]
 
 
 def test_no_team_is_mapped_to_a_system_group(prod_spec: dict[str, Any]) -> None:
     prod_spec["teams"][0]["group"] = "system:masters"
     assert errors(prod_spec) == [
-        f"{P}.teams[0].group: 'system:masters' is a reserved Kubernetes group (system:masters is cluster-admin, "
+        f"{P}.teams[research].group: 'system:masters' is a reserved Kubernetes group (system:masters is cluster-admin, "
         "past every RoleBinding); EKS access entries refuse groups that start with system: "
         "[rule: team-group-not-system]"
     ]
@@ -591,23 +591,23 @@ def test_label_and_taint_rules_exact(prod_spec: dict[str, Any]) -> None:
     g["taints"] = [{"key": "dedicated", "value": "a b"}, {"key": "dedicated", "value": "c"},
                    {"key": "nvidia.com/gpu", "value": "true", "effect": "PreferNoSchedule"}]
     assert errors(prod_spec) == [
-        f"{P}.aws.nodeGroups[1].labels[\"Bad Key\"]: 'Bad Key: x' is not a valid Kubernetes label: its name must be "
+        f"{P}.aws.nodeGroups[h100].labels[\"Bad Key\"]: 'Bad Key: x' is not a valid Kubernetes label: its name must be "
         "1-63 characters of letters, digits, '-', '_' or '.', starting and ending with a letter or digit "
         "[rule: k8s-label-syntax]",
-        f"{P}.aws.nodeGroups[1].labels.workload: 'workload: -training' is not a valid Kubernetes label: a value is "
+        f"{P}.aws.nodeGroups[h100].labels.workload: 'workload: -training' is not a valid Kubernetes label: a value is "
         "empty or 1-63 characters of letters, digits, '-', '_' or '.', starting and ending with a letter or digit "
         "[rule: k8s-label-syntax]",
-        f"{P}.aws.nodeGroups[1].taints[0]: taint 'dedicated=a b' is not valid: a value is empty or 1-63 characters "
+        f"{P}.aws.nodeGroups[h100].taints[0]: taint 'dedicated=a b' is not valid: a value is empty or 1-63 characters "
         "of letters, digits, '-', '_' or '.', starting and ending with a letter or digit [rule: k8s-taint-syntax]",
-        f"{P}.aws.nodeGroups[1].taints[1]: taint dedicated:NoSchedule is listed twice [rule: taint-unique]",
-        f"{P}.aws.nodeGroups[1].taints[2].effect: GPU nodes keep nvidia.com/gpu=true:NoSchedule so that pods without "
-        "GPU requests stay off them; remove this taint or make it NoSchedule (got PreferNoSchedule) "
+        f"{P}.aws.nodeGroups[h100].taints[1]: taint dedicated:NoSchedule is listed twice [rule: taint-unique]",
+        f"{P}.aws.nodeGroups[h100].taints[2].effect: GPU nodes keep nvidia.com/gpu=true:NoSchedule so that pods "
+        "without GPU requests stay off them; remove this taint or make it NoSchedule (got PreferNoSchedule) "
         "[rule: gpu-taint-noschedule]",
     ]
     g["taints"] = [{"key": f"k{i}"} for i in range(51)]
     g["labels"] = {}
     assert errors(prod_spec) == [
-        f"{P}.aws.nodeGroups[1].taints: EKS accepts at most 50 taints per node group, got 51 [rule: taint-limit]"
+        f"{P}.aws.nodeGroups[h100].taints: EKS accepts at most 50 taints per node group, got 51 [rule: taint-limit]"
     ]
 
 
@@ -625,7 +625,7 @@ def test_capacity_blocks_only_on_types_sold_as_blocks(prod_spec: dict[str, Any])
     g["localNvme"] = "none"
     lines = errors(prod_spec)
     assert lines[0] == (
-        f"{P}.aws.nodeGroups[1].capacity.type: g6e.48xlarge is not sold as an EC2 Capacity Block for ML (catalog: "
+        f"{P}.aws.nodeGroups[h100].capacity.type: g6e.48xlarge is not sold as an EC2 Capacity Block for ML (catalog: "
         "AWS EC2 User Guide, Capacity Blocks for ML, supported instance types (read 2026-11-29; not listed)); use "
         "on-demand, spot or a reserved ODCR [rule: capacity-block-instance-type]")
 
@@ -693,7 +693,7 @@ def test_booleans_and_integers_are_strict_and_numbers_finite(prod_spec: dict[str
     assert errors(prod_spec) == [
         f"{P}.workload.targetWorkPerMonth: Input should be a finite number [rule: schema-type]",
         f"{P}.deletionProtection: Input should be a valid boolean [rule: schema-type]",
-        f"{P}.aws.nodeGroups[0].maxSize: Input should be a valid integer [rule: schema-type]",
+        f"{P}.aws.nodeGroups[system].maxSize: Input should be a valid integer [rule: schema-type]",
     ]
 
 
@@ -727,8 +727,8 @@ def test_a_trailing_newline_never_passes_a_pattern_and_is_shown_escaped(prod_spe
     prod_spec["acceptance"]["enabled"] = False
     prod_spec["teams"][0]["roleArns"] = ["arn:aws:iam::111122223333:role/research-engineers\n"]
     assert errors(prod_spec) == [
-        f"{P}.teams[0].roleArns[0]: 'arn:aws:iam::111122223333:role/research-engineers\\n' is not an IAM role ARN "
-        "(arn:aws:iam::<12 digits>:role/<name>) [rule: admin-role-arn]",
+        f"{P}.teams[research].roleArns[0]: 'arn:aws:iam::111122223333:role/research-engineers\\n' is not an IAM role "
+        "ARN (arn:aws:iam::<12 digits>:role/<name>) [rule: admin-role-arn]",
         f"{P}.platform.allowedRegistries[0]: 'nvcr.io/nvidia/\\n' must be a registry host (and optional path) ending "
         "in '/', e.g. nvcr.io/nvidia/ [rule: registry-prefix]",
         f"{P}.platform.allowedRegistries[1]: 'nvcr.io/\\u2028x/' must be a registry host (and optional path) ending "

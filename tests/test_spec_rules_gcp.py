@@ -60,7 +60,7 @@ def test_zone_in_region(spec: dict[str, Any]) -> None:
 def test_machine_type_in_catalog(spec: dict[str, Any]) -> None:
     h100(spec)["machineType"] = "a3-megagpu-16g"
     assert errors(spec) == [
-        f"{P}.gcp.nodePools[1].machineType: 'a3-megagpu-16g' is not in the machine catalog "
+        f"{P}.gcp.nodePools[h100].machineType: 'a3-megagpu-16g' is not in the machine catalog "
         "(components/catalog/gcp_machines.yaml, 14 types); closest: a3-megagpu-8g, a3-highgpu-8g, a3-ultragpu-8g "
         "[rule: machine-type-in-catalog]"]
 
@@ -68,24 +68,24 @@ def test_machine_type_in_catalog(spec: dict[str, Any]) -> None:
 def test_compact_placement_is_not_forced_onto_a_reservation(spec: dict[str, Any]) -> None:
     h100(spec)["placement"] = "compact"
     assert errors(spec) == [
-        f"{P}.gcp.nodePools[1].placement: a compact placement policy must not be forced onto a reservation: the "
+        f"{P}.gcp.nodePools[h100].placement: a compact placement policy must not be forced onto a reservation: the "
         "reservation already places its VMs (its own placement or blocks), and a second policy makes GKE refuse or "
         "fail to find capacity; use auto or none [rule: compact-placement-not-on-reservation]"]
 
 
 def test_reservation_needs_its_name_and_fields_only_for_reservations(spec: dict[str, Any]) -> None:
     h100(spec)["capacity"] = {"type": "reservation"}
-    assert errors(spec) == [f"{P}.gcp.nodePools[1].capacity.reservation: capacity type reservation needs the "
+    assert errors(spec) == [f"{P}.gcp.nodePools[h100].capacity.reservation: capacity type reservation needs the "
                             "reservation's name (SPECIFIC_RESERVATION affinity) [rule: reservation-name]"]
     h100(spec)["capacity"] = {"type": "spot", "reservationBlock": "block-1"}
-    assert errors(spec) == [f"{P}.gcp.nodePools[1].capacity.reservationBlock: reservationBlock only applies to "
+    assert errors(spec) == [f"{P}.gcp.nodePools[h100].capacity.reservationBlock: reservationBlock only applies to "
                             "capacity type reservation, not 'spot' [rule: reservation-name]"]
 
 
 def test_flex_start_pools_start_empty(spec: dict[str, Any]) -> None:
     h100(spec)["capacity"] = {"type": "flex-start"}
     assert errors(spec) == [
-        f"{P}.gcp.nodePools[1].minSize: a flex-start pool starts empty: minSize and desiredSize must be 0 (nodes "
+        f"{P}.gcp.nodePools[h100].minSize: a flex-start pool starts empty: minSize and desiredSize must be 0 (nodes "
         "arrive when Kueue's ProvisioningRequest is granted, all at once, and leave when the job ends) "
         "[rule: flex-start-pool-shape]"]
 
@@ -93,7 +93,7 @@ def test_flex_start_pools_start_empty(spec: dict[str, Any]) -> None:
 def test_a3_ultra_is_not_sold_on_demand(spec: dict[str, Any]) -> None:
     h100(spec).update(machineType="a3-ultragpu-8g", capacity={"type": "on-demand"})
     (line,) = errors(spec)
-    assert line.startswith(f"{P}.gcp.nodePools[1].capacity.type: a3-ultragpu-8g is not sold on-demand (catalog: ")
+    assert line.startswith(f"{P}.gcp.nodePools[h100].capacity.type: a3-ultragpu-8g is not sold on-demand (catalog: ")
     assert line.endswith("); use reservation, spot, flex-start [rule: provisioning-model-offered]")
 
 
@@ -126,7 +126,7 @@ def test_one_gpudirect_flavour_per_stack(spec: dict[str, Any]) -> None:
 def test_a4_has_no_pinned_rdma_plugin_yet(spec: dict[str, Any]) -> None:
     h100(spec).update(machineType="a4-highgpu-8g", diskType="hyperdisk-balanced")
     assert errors(spec) == [
-        f"{P}.gcp.nodePools[1].machineType: the pinned GPUDirect-RDMA node agents "
+        f"{P}.gcp.nodePools[h100].machineType: the pinned GPUDirect-RDMA node agents "
         "(components/catalog/gke_manifests.yaml) do not select nvidia-b200 (nccl-rdma-installer): its pods would get "
         "no NCCL plugin; pin a manifest that covers it [rule: gpudirect-plugin-pinned]"]
 
@@ -196,7 +196,7 @@ def test_no_upgrades_exclusions_last_30_days_at_most(spec: dict[str, Any]) -> No
     spec["gcp"]["cluster"]["maintenance"]["exclusions"] = [
         {"name": "freeze", "start": "2027-01-01T00:00:00Z", "end": "2027-02-15T00:00:00Z", "scope": "NO_UPGRADES"}]
     assert errors(spec) == [
-        f"{P}.gcp.cluster.maintenance.exclusions[0].end: a NO_UPGRADES exclusion lasts at most 30 days (use "
+        f"{P}.gcp.cluster.maintenance.exclusions[freeze].end: a NO_UPGRADES exclusion lasts at most 30 days (use "
         "NO_MINOR_OR_NODE_UPGRADES for longer) [rule: maintenance-exclusion]"]
 
 
@@ -225,29 +225,29 @@ def test_ranges_are_valid_private_and_disjoint(spec: dict[str, Any]) -> None:
 def test_teams_on_gke_use_groups_not_iam_role_arns(spec: dict[str, Any]) -> None:
     spec["teams"][0]["roleArns"] = ["arn:aws:iam::111122223333:role/research-engineers"]
     assert errors(spec) == [
-        f"{P}.teams[0].roleArns: roleArns are AWS IAM roles; on GKE a team's members reach the cluster through its "
-        "group (a Google Group with Google Groups for RBAC) and IAM [rule: team-access-per-cloud]"]
+        f"{P}.teams[research].roleArns: roleArns are AWS IAM roles; on GKE a team's members reach the cluster through "
+        "its group (a Google Group with Google Groups for RBAC) and IAM [rule: team-access-per-cloud]"]
 
 
 def test_gcp_budget_recipients_fit_five_channels(spec: dict[str, Any]) -> None:
     spec["teams"][0]["budget"]["notify"] = [f"lead{i}@example.com" for i in range(4)]
     assert errors(spec) == [
-        f"{P}.teams[0].budget.notify: a GCP budget notifies at most 5 monitoring channels; the team's and "
+        f"{P}.teams[research].budget.notify: a GCP budget notifies at most 5 monitoring channels; the team's and "
         "billing.notify's addresses make 6 [rule: gcp-budget-recipients]"]
 
 
 def test_quota_names_a_gke_pool(spec: dict[str, Any]) -> None:
     spec["teams"][0]["quotas"][0]["nodeGroup"] = "a100"
-    assert errors(spec) == [f"{P}.teams[0].quotas[0].nodeGroup: 'a100' is not a GPU node group of this stack; known: "
-                            "h100 [rule: quota-node-group-exists]"]
+    assert errors(spec) == [f"{P}.teams[research].quotas[0].nodeGroup: 'a100' is not a GPU node group of this stack; "
+                            "known: h100 [rule: quota-node-group-exists]"]
 
 
 def test_gke_gpu_taint_stays_noschedule_and_labels_are_kubernetes_labels(spec: dict[str, Any]) -> None:
     h100(spec)["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "PreferNoSchedule"}]
     h100(spec)["labels"] = {"workload": "training", "bad key": "x"}
     lines = errors(spec)
-    assert f"{P}.gcp.nodePools[1].taints[0].effect: GPU nodes keep nvidia.com/gpu=present:NoSchedule so that pods " \
+    assert f"{P}.gcp.nodePools[h100].taints[0].effect: GPU nodes keep nvidia.com/gpu=present:NoSchedule so that pods " \
            "without GPU requests stay off them; remove this taint or make it NoSchedule (got PreferNoSchedule) " \
            "[rule: gpu-taint-noschedule]" in lines
-    assert any(line.startswith(f"{P}.gcp.nodePools[1].labels['bad key']") or "bad key" in line for line in lines)
+    assert any(line.startswith(f"{P}.gcp.nodePools[h100].labels['bad key']") or "bad key" in line for line in lines)
     assert len(lines) == 2

@@ -4,7 +4,7 @@ Everything the program builds is decided from the ``gpu-cluster:spec`` key of a 
 (``stacks/Pulumi.<env>.yaml``). All validation happens in :func:`parse_spec`, before any resource is
 registered, and every problem is reported with the stack file, the key path and the rule it breaks:
 
-    stacks/Pulumi.prod-aws.yaml: gpu-cluster:spec.aws.nodeGroups[1].desiredSize: desiredSize (20) must
+    stacks/Pulumi.prod-aws.yaml: gpu-cluster:spec.aws.nodeGroups[h100].desiredSize: desiredSize (20) must
     be <= maxSize (16) [rule: node-group-size-order]
 
 Layout: ``base`` (constants, the model base), the models by plane (``workload``, ``teams``,
@@ -176,7 +176,7 @@ def parse_spec(
     try:
         spec = ClusterSpec.model_validate(dict(raw))
     except ValidationError as err:
-        raise SpecError(stack_file, _issues_from_validation(err)) from None
+        raise SpecError(stack_file, _issues_from_validation(err, raw, ClusterSpec)) from None
     found = validate(spec, provider_region, now or utcnow())
     if found.issues:
         raise SpecError(stack_file, found.issues, found.totals)

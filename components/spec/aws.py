@@ -7,7 +7,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, StrictBool, StrictInt
 
-from components.spec.base import _GROUP_NAME_RE, _REGION_RE, _ZONE_ID_RE, _ZONE_RE, ALL_LOG_TYPES, LogType, _Model
+from components.spec.base import _GROUP_NAME_RE, _REGION_RE, _ZONE_ID_RE, _ZONE_RE, ALL_LOG_TYPES, LogType, _Model, unit
 
 
 class SubnetSpec(_Model):
@@ -92,6 +92,7 @@ class CapacitySpec(_Model):
     instance_count: StrictInt | None = Field(
         default=None, ge=1, le=1000,
         description="capacity-block only: the instances the block holds (the node group's maxSize at most).",
+        json_schema_extra=unit("instances"),
     )
 
 
@@ -110,9 +111,10 @@ class NodeGroupSpec(_Model):
 
     name: str = Field(pattern=_GROUP_NAME_RE.pattern, description="Unique node group name.")
     instance_type: str = Field(description="EC2 instance type; must be in the instance catalog.")
-    min_size: StrictInt = Field(ge=0, le=1000, description="Minimum nodes.")
-    desired_size: StrictInt = Field(ge=0, le=1000, description="Desired nodes at creation.")
-    max_size: StrictInt = Field(ge=1, le=1000, description="Maximum nodes.")
+    min_size: StrictInt = Field(ge=0, le=1000, description="Minimum nodes.", json_schema_extra=unit("nodes"))
+    desired_size: StrictInt = Field(ge=0, le=1000, description="Desired nodes at creation.",
+                                    json_schema_extra=unit("nodes"))
+    max_size: StrictInt = Field(ge=1, le=1000, description="Maximum nodes.", json_schema_extra=unit("nodes"))
     capacity: CapacitySpec = Field(
         default_factory=CapacitySpec, description="Purchase option (default on-demand)."
     )
@@ -166,7 +168,8 @@ class NodeGroupSpec(_Model):
     )
     root_volume_gib: StrictInt = Field(
         alias="rootVolumeGiB",
-        default=200, ge=20, le=16384, description="Encrypted gp3 root volume size (GiB)."
+        default=200, ge=20, le=16384, description="Encrypted gp3 root volume size (GiB).",
+        json_schema_extra=unit("GiB"),
     )
 
 
@@ -188,6 +191,7 @@ class BucketSpec(_Model):
         le=3650,
         description="Days a replaced or deleted checkpoint object is kept before it expires. "
         "Current versions never expire.",
+        json_schema_extra=unit("days"),
     )
 
 
@@ -214,11 +218,13 @@ class FilesystemSpec(_Model):
     )
     capacity_gib: StrictInt = Field(
         alias="capacityGiB",
-        description="Storage capacity in GiB: 1200, 2400, then steps of 2400.", ge=1
+        description="Storage capacity in GiB: 1200, 2400, then steps of 2400.", ge=1,
+        json_schema_extra=unit("GiB"),
     )
     per_unit_storage_throughput: StrictInt | None = Field(
         default=None,
         description="MB/s per TiB for PERSISTENT_2: 125, 250, 500 or 1000. Not set for SCRATCH_2.",
+        json_schema_extra=unit("MB/s per TiB"),
     )
     link_checkpoint_bucket: StrictBool = Field(
         default=True,
@@ -294,7 +300,8 @@ class ControlPlaneSpec(_Model):
     log_retention_days: Literal[
         1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
         2922, 3288, 3653,
-    ] = Field(default=365, description="CloudWatch retention of control-plane logs (days).")
+    ] = Field(default=365, description="CloudWatch retention of control-plane logs (days).",
+              json_schema_extra=unit("days"))
     secrets_encryption: StrictBool = Field(
         default=True, description="Envelope-encrypt Kubernetes secrets with a KMS key."
     )

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
+from pydantic.config import JsonDict
 
 from components.catalog.namespaces import fsx_lustre, privileged_namespaces, system_namespaces
 
@@ -41,6 +42,12 @@ _ZONE_ID_RE = re.compile(r"^[a-z]{2,5}\d-az\d{1,2}$")
 # AWS tag syntax (AWS General Reference, "Tagging best practices": letters, digits, spaces, + - = . _ : / @).
 _AWS_TAG_KEY = re.compile(r"^[\w\s+=.:/@-]{1,128}$")
 _AWS_TAG_VALUE = re.compile(r"^[\w\s+=.:/@-]{0,256}$")
+
+
+def unit(name: str) -> JsonDict:
+    """A number field's unit (``json_schema_extra=unit("GiB")``): the stack file's JSON Schema carries it as ``x-unit``
+    and the spec reference (docs/spec-reference.md) shows it beside the field."""
+    return {"x-unit": name}
 
 
 class _Model(BaseModel):

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt
 
-from components.spec.base import _Model
+from components.spec.base import _Model, unit
 
 # A plain address check (local@domain.tld); AWS Budgets verifies nothing more at create time.
 _EMAIL_RE = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$")
@@ -22,11 +22,13 @@ class BudgetSpec(_Model):
     """A team's monthly AWS Budget: an amount, the alert thresholds and who gets the alerts."""
 
     monthly_usd: StrictInt | StrictFloat = Field(
-        alias="monthlyUsd", gt=0, le=100_000_000, description="The team's monthly budget in USD."
+        alias="monthlyUsd", gt=0, le=100_000_000, description="The team's monthly budget in USD.",
+        json_schema_extra=unit("USD per month"),
     )
     alert_at_percent: list[StrictInt] = Field(
         default_factory=lambda: [80, 100], min_length=1, max_length=MAX_BUDGET_NOTIFICATIONS - 1,
         description="Actual-spend alerts, in percent of the budget (one forecast alert at 100 % is added).",
+        json_schema_extra=unit("percent of the budget"),
     )
     notify: list[str] = Field(
         min_length=1, max_length=MAX_BUDGET_EMAIL_SUBSCRIBERS,
@@ -46,7 +48,8 @@ class CostExportSpec(_Model):
         "also be enabled in the payer account's Billing preferences.",
     )
     retention_days: StrictInt = Field(
-        default=30, ge=1, le=3650, description="Days an overwritten export version is kept."
+        default=30, ge=1, le=3650, description="Days an overwritten export version is kept.",
+        json_schema_extra=unit("days"),
     )
 
 
@@ -60,6 +63,7 @@ class BillingSpec(_Model):
     cluster_monthly_usd: StrictInt | StrictFloat | None = Field(
         default=None, alias="clusterMonthlyUsd", gt=0, le=1_000_000_000,
         description="The whole cluster's monthly budget (default: the sum of the team budgets).",
+        json_schema_extra=unit("USD per month"),
     )
     allocation_tags: Literal["activate", "payer-managed"] = Field(
         default="payer-managed",

@@ -14,7 +14,7 @@ from typing import Literal, Optional
 from pydantic import Field, StrictBool, StrictInt
 
 from components.spec.aws import TaintSpec
-from components.spec.base import _GROUP_NAME_RE, _Model
+from components.spec.base import _GROUP_NAME_RE, _Model, unit
 
 # Project IDs: 6-30 characters, lowercase letters, digits and hyphens, starting with a letter, not ending with a
 # hyphen (Resource Manager, "Creating and managing projects").
@@ -72,6 +72,7 @@ class GcpCapacitySpec(_Model):
     max_run_hours: StrictInt | None = Field(
         default=None, ge=1, le=168,
         description="flex-start only: the longest a flex-start node lives (DWS runs at most 7 days).",
+        json_schema_extra=unit("hours"),
     )
 
 
@@ -81,9 +82,12 @@ class GcpNodePoolSpec(_Model):
     name: str = Field(pattern=_GROUP_NAME_RE.pattern, description="Unique node pool name.")
     machine_type: str = Field(
         description="Compute Engine machine type; must be in components/catalog/gcp_machines.yaml.")
-    min_size: StrictInt = Field(ge=0, le=1000, description="Minimum nodes (autoscaling lower bound).")
-    desired_size: StrictInt = Field(ge=0, le=1000, description="Nodes at creation (initial node count).")
-    max_size: StrictInt = Field(ge=1, le=1000, description="Maximum nodes; equal to minSize for a static pool.")
+    min_size: StrictInt = Field(ge=0, le=1000, description="Minimum nodes (autoscaling lower bound).",
+                                json_schema_extra=unit("nodes"))
+    desired_size: StrictInt = Field(ge=0, le=1000, description="Nodes at creation (initial node count).",
+                                    json_schema_extra=unit("nodes"))
+    max_size: StrictInt = Field(ge=1, le=1000, description="Maximum nodes; equal to minSize for a static pool.",
+                                json_schema_extra=unit("nodes"))
     capacity: GcpCapacitySpec = Field(default_factory=GcpCapacitySpec, description="Provisioning model.")
     placement: Literal["auto", "compact", "none"] = Field(
         default="auto",
@@ -103,7 +107,8 @@ class GcpNodePoolSpec(_Model):
     )
     disk_type: Literal["pd-balanced", "pd-ssd", "hyperdisk-balanced"] = Field(
         default="pd-balanced", description="Boot disk type (A3 Ultra, A4 take Hyperdisk only).")
-    disk_size_gb: StrictInt = Field(alias="diskSizeGb", default=200, ge=50, le=65536, description="Boot disk size.")
+    disk_size_gb: StrictInt = Field(alias="diskSizeGb", default=200, ge=50, le=65536, description="Boot disk size.",
+                                    json_schema_extra=unit("GB"))
     gpu_taint: StrictBool = Field(default=True, description="GPU pools get nvidia.com/gpu=present:NoSchedule.")
     taints: list[TaintSpec] = Field(default_factory=list, max_length=50, description="Extra taints.")
     team: Optional[str] = Field(
@@ -131,10 +136,12 @@ class GcsBucketSpec(_Model):
         default=30, ge=1, le=3650,
         description="Days a replaced or deleted checkpoint object version is kept (lifecycle on noncurrent "
         "versions). Live objects never expire.",
+        json_schema_extra=unit("days"),
     )
     soft_delete_days: StrictInt = Field(
         default=7, ge=0, le=90,
         description="Soft delete retention (0 turns it off; otherwise 7 to 90 days), on top of versioning.",
+        json_schema_extra=unit("days"),
     )
     hierarchical_namespace: StrictBool = Field(
         default=False,
@@ -148,10 +155,12 @@ class GcpFilesystemSpec(_Model):
 
     type: Literal["managed-lustre", "filestore", "parallelstore"] = Field(
         default="managed-lustre", description="Which service.")
-    capacity_gib: StrictInt = Field(alias="capacityGiB", ge=1, description="Provisioned capacity in GiB.")
+    capacity_gib: StrictInt = Field(alias="capacityGiB", ge=1, description="Provisioned capacity in GiB.",
+                                    json_schema_extra=unit("GiB"))
     per_unit_storage_throughput: StrictInt | None = Field(
         default=None,
         description="managed-lustre only: MB/s per TiB (125, 250, 500 or 1000).",
+        json_schema_extra=unit("MB/s per TiB"),
     )
     filestore_tier: Literal["ZONAL", "REGIONAL", "ENTERPRISE", "BASIC_SSD"] | None = Field(
         default=None, description="filestore only: the tier (default ZONAL).")
@@ -182,7 +191,8 @@ class MaintenanceSpec(_Model):
     start: datetime = Field(description="First window's UTC start (ISO 8601 with Z); the window repeats.")
     duration_hours: StrictInt = Field(
         default=8, ge=4, le=24,
-        description="Window length in hours. GKE wants windows of >= 4 h adding up to >= 48 h in any 32 days.")
+        description="Window length in hours. GKE wants windows of >= 4 h adding up to >= 48 h in any 32 days.",
+        json_schema_extra=unit("hours"))
     recurrence: str = Field(default="FREQ=WEEKLY;BYDAY=SA,SU", pattern=r"^FREQ=(DAILY|WEEKLY)(;BYDAY=[A-Z,]+)?$",
                             description="RFC 5545 RRULE of the window.")
     exclusions: list[MaintenanceExclusionSpec] = Field(default_factory=list, max_length=20,

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from components.spec.base import SPEC_KEY
 from components.spec.decisions import cloud_node_groups, instance_catalog, teams_billed_directly
+from components.spec.errors import named_path
 from components.spec.model import ClusterSpec
 
 
@@ -22,7 +23,7 @@ def team_notes(spec: ClusterSpec) -> list[str]:
     """Teams nobody can act for, zero quotas, and GPU node groups outside every team's quota."""
     out: list[str] = []
     for i, team in enumerate(spec.teams):
-        where = f"{SPEC_KEY}.teams[{i}]"
+        where = named_path(spec, f".teams[{i}]")
         if spec.cloud == "aws" and not team.role_arns:
             out.append(f"warning: {where}.roleArns: team '{team.name}' has no members: no IAM role is mapped to its "
                        f"group {team.k8s_group}, so nobody can submit to its queue (add the team's roles)")
@@ -59,7 +60,8 @@ def capacity_block_notes(spec: ClusterSpec, now: datetime) -> list[str]:
         if cap.type != "capacity-block" or cap.start is None or cap.end is None:
             continue
         if cap.start <= now < cap.end:
-            out.append(f"warning: {SPEC_KEY}.aws.nodeGroups[{i}].capacity.start: the block began on {_utc(cap.start)} "
+            where = named_path(spec, f".aws.nodeGroups[{i}].capacity.start")
+            out.append(f"warning: {where}: the block began on {_utc(cap.start)} "
                        f"and ends on {_utc(cap.end)}: the scheduled scale-up is in the past, so an apply now leaves "
                        "the group at 0; scale it with the command the preview prints, and to 0 at least 30 minutes "
                        "before the end")
@@ -73,9 +75,9 @@ def budget_notes(spec: ClusterSpec) -> list[str]:
     if any(r.type == "email" for r in alerts.receivers):
         return []
     billed = teams_billed_directly(spec)
-    return [f"warning: {SPEC_KEY}.teams[{i}].budget.notify: team '{team.name}' is on shared nodes, so no cloud "
-            f"budget mails {', '.join(team.budget.notify)}; its in-cluster spend alert goes to the alert routes only, "
-            f"because {SPEC_KEY}.platform.monitoring.alerts has no email receiver to send it through"
+    return [f"warning: {named_path(spec, f'.teams[{i}].budget.notify')}: team '{team.name}' is on shared nodes, "
+            f"so no cloud budget mails {', '.join(team.budget.notify)}; its in-cluster spend alert goes to the alert "
+            f"routes only, because {SPEC_KEY}.platform.monitoring.alerts has no email receiver to send it through"
             for i, team in enumerate(spec.teams) if team.budget is not None and team.name not in billed]
 
 

@@ -6,7 +6,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, StrictBool, StrictInt
 
-from components.spec.base import _Model
+from components.spec.base import _Model, unit
 
 
 class GpuSharingSpec(_Model):
@@ -15,7 +15,8 @@ class GpuSharingSpec(_Model):
     mode: Literal["none", "time-slicing", "mig"] = Field(
         default="none", description="none: whole GPUs; time-slicing: replicas per GPU; mig: MIG partitions."
     )
-    replicas: StrictInt = Field(default=1, ge=1, le=48, description="Time-slicing replicas per GPU (2-48).")
+    replicas: StrictInt = Field(default=1, ge=1, le=48, description="Time-slicing replicas per GPU (2-48).",
+                                json_schema_extra=unit("replicas per GPU"))
     mig_strategy: Literal["single", "mixed"] = Field(
         default="single", description="MIG strategy of the GPU Operator when mode is mig."
     )
@@ -69,9 +70,10 @@ class AlertsSpec(_Model):
 class MonitoringSpec(_Model):
     """Prometheus retention and storage, and alert routing."""
 
-    retention_days: StrictInt = Field(default=15, ge=1, le=365, description="Prometheus retention (days).")
+    retention_days: StrictInt = Field(default=15, ge=1, le=365, description="Prometheus retention (days).",
+                                      json_schema_extra=unit("days"))
     storage_gib: StrictInt = Field(default=200, alias="storageGiB", ge=10, le=16384,
-                             description="Prometheus volume size (GiB, encrypted gp3).")
+                             description="Prometheus volume size (GiB, encrypted gp3).", json_schema_extra=unit("GiB"))
     alerts: AlertsSpec = Field(default_factory=AlertsSpec, description="Receivers, routes and the runbook.")
 
 

@@ -6,7 +6,7 @@ import zlib
 
 from pydantic import Field, StrictInt
 
-from components.spec.base import _GROUP_NAME_RE, _LABEL_VALUE_RE, _Model
+from components.spec.base import _GROUP_NAME_RE, _LABEL_VALUE_RE, _Model, unit
 from components.spec.billing import BudgetSpec
 
 
@@ -15,19 +15,23 @@ class QuotaSpec(_Model):
 
     node_group: str = Field(description="A GPU node group of the stack (one Kueue ResourceFlavor each).")
     gpus: StrictInt = Field(ge=0, le=100_000, description="Nominal nvidia.com/gpu quota (GPUs, or shares when "
-                      "time-slicing).")
+                      "time-slicing).", json_schema_extra=unit("GPUs"))
     borrowing_limit_gpus: StrictInt | None = Field(
-        default=None, ge=0, description="Most GPUs the team may borrow from the cohort (default: no limit)."
+        default=None, ge=0, description="Most GPUs the team may borrow from the cohort (default: no limit).",
+        json_schema_extra=unit("GPUs"),
     )
     lending_limit_gpus: StrictInt | None = Field(
-        default=None, ge=0, description="Most of its nominal GPUs the team lends to the cohort (default: all)."
+        default=None, ge=0, description="Most of its nominal GPUs the team lends to the cohort (default: all).",
+        json_schema_extra=unit("GPUs"),
     )
     cpu: StrictInt | None = Field(
-        default=None, ge=0, description="Nominal CPU cores; default: the node's vCPUs per GPU x gpus."
+        default=None, ge=0, description="Nominal CPU cores; default: the node's vCPUs per GPU x gpus.",
+        json_schema_extra=unit("CPU cores"),
     )
     memory_gib: StrictInt | None = Field(
         default=None, alias="memoryGiB", ge=0,
         description="Nominal memory (GiB); default: the node's memory per GPU x gpus.",
+        json_schema_extra=unit("GiB"),
     )
 
 

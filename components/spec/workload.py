@@ -6,7 +6,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt
 
-from components.spec.base import _Model
+from components.spec.base import _Model, unit
 
 # Llama 3 (arXiv 2407.21783, Table 5): 419 unexpected interruptions / (2,048 nodes x 54 days x 24 h); the
 # derivation is in components/sizing/goodput.py (kept here as a literal: the spec layer imports no model).
@@ -29,21 +29,28 @@ class GoodputSpec(_Model):
         "to the bucket.")
     bytes_per_parameter: StrictFloat = Field(
         default=DEFAULT_CHECKPOINT_BYTES_PER_PARAMETER, gt=0, le=64,
-        description="Checkpoint bytes per model parameter (default 14: bf16 weights, fp32 master, Adam m and v).")
+        description="Checkpoint bytes per model parameter (default 14: bf16 weights, fp32 master, Adam m and v).",
+        json_schema_extra=unit("bytes per parameter"))
     failures_per_node_hour: StrictFloat = Field(
         default=DEFAULT_FAILURES_PER_NODE_HOUR, gt=0, le=1,
-        description="Job-interrupting failures per node-hour (default: Llama 3's 419 in 54 days on 2,048 nodes).")
+        description="Job-interrupting failures per node-hour (default: Llama 3's 419 in 54 days on 2,048 nodes).",
+        json_schema_extra=unit("failures per node-hour"))
     restart_minutes: StrictFloat = Field(
         ge=0, le=1440, description="From a failure to training again, without reading the checkpoint: detection, "
-        "Kueue re-admission, scheduling, image pull, process-group start (measure it; no default).")
+        "Kueue re-admission, scheduling, image pull, process-group start (measure it; no default).",
+        json_schema_extra=unit("minutes"))
     nvme_write_mbps_per_node: Optional[StrictFloat] = Field(
-        default=None, gt=0, description="Sustained write to one node's RAID0 NVMe, MB/s (tiered; measure with fio).")
+        default=None, gt=0, description="Sustained write to one node's RAID0 NVMe, MB/s (tiered; measure with fio).",
+        json_schema_extra=unit("MB/s per node"))
     bucket_write_mbps: Optional[StrictFloat] = Field(
-        default=None, gt=0, description="Aggregate write (and read) to the bucket of all nodes, MB/s (bucket path).")
+        default=None, gt=0, description="Aggregate write (and read) to the bucket of all nodes, MB/s (bucket path).",
+        json_schema_extra=unit("MB/s"))
     target: Optional[StrictFloat] = Field(
-        default=None, gt=0, lt=1, description="Goodput to reach (0-1); the preview warns when storage is too slow.")
+        default=None, gt=0, lt=1, description="Goodput to reach (0-1); the preview warns when storage is too slow.",
+        json_schema_extra=unit("fraction (0-1)"))
     ideal_work_per_gpu_month: Optional[StrictFloat] = Field(
-        default=None, gt=0, description="workUnit one GPU completes in a month with no failure, idle or retry.")
+        default=None, gt=0, description="workUnit one GPU completes in a month with no failure, idle or retry.",
+        json_schema_extra=unit("workUnit per GPU-month"))
 
 
 class EconomicsSpec(_Model):
@@ -56,21 +63,25 @@ class EconomicsSpec(_Model):
 
     useful_work_per_gpu_month: Optional[StrictFloat] = Field(
         default=None, gt=0, description="workUnit one GPU completes in a month after failures, idle time and "
-        "retries (modelled instead with fromGoodput).")
+        "retries (modelled instead with fromGoodput).", json_schema_extra=unit("workUnit per GPU-month"))
     support_usd_per_month: StrictFloat = Field(
-        ge=0, description="Vendor and cloud support contracts for the cluster, USD per month.")
+        ge=0, description="Vendor and cloud support contracts for the cluster, USD per month.",
+        json_schema_extra=unit("USD per month"))
     operations_usd_per_month: StrictFloat = Field(
-        ge=0, description="People and tooling that run the cluster, USD per month.")
+        ge=0, description="People and tooling that run the cluster, USD per month.",
+        json_schema_extra=unit("USD per month"))
     idle_fraction: StrictFloat = Field(
-        ge=0, lt=1, description="Share of paid GPU time with no job running (0-1).")
+        ge=0, lt=1, description="Share of paid GPU time with no job running (0-1).",
+        json_schema_extra=unit("fraction (0-1)"))
     retry_fraction: Optional[StrictFloat] = Field(
         default=None, ge=0, lt=1, description="Share of paid GPU time lost to failed or repeated attempts (0-1; "
-        "modelled instead with fromGoodput).")
+        "modelled instead with fromGoodput).", json_schema_extra=unit("fraction (0-1)"))
     from_goodput: StrictBool = Field(
         default=False, description="Take retries (1 - goodput) and useful work per GPU-month (idealWorkPerGpuMonth "
         "x goodput x (1 - idleFraction)) from the goodput model instead of setting them.")
     baseline_usd_per_unit: Optional[StrictFloat] = Field(
-        default=None, gt=0, description="Price of one workUnit from a model API or managed service.")
+        default=None, gt=0, description="Price of one workUnit from a model API or managed service.",
+        json_schema_extra=unit("USD per workUnit"))
     baseline_source: Optional[str] = Field(
         default=None, min_length=1, max_length=256, description="Where the baseline price comes from, with date.")
 
@@ -85,17 +96,20 @@ class WorkloadSpec(_Model):
         description="What the cluster is for: training, inference or both."
     )
     model_parameters_billions: StrictFloat = Field(
-        gt=0, le=100_000, description="Largest model trained or served, in billions of parameters."
+        gt=0, le=100_000, description="Largest model trained or served, in billions of parameters.",
+        json_schema_extra=unit("billion parameters"),
     )
     target_work_per_month: StrictFloat = Field(
-        gt=0, description="Work the cluster must complete each month, in workUnit."
+        gt=0, description="Work the cluster must complete each month, in workUnit.",
+        json_schema_extra=unit("workUnit per month"),
     )
     work_unit: str = Field(
         min_length=1,
         max_length=64,
         description="Unit of useful work (completed training runs, accepted tokens, ...).",
     )
-    peak_gpus: StrictInt = Field(ge=1, description="GPUs the workload needs at its peak.")
+    peak_gpus: StrictInt = Field(ge=1, description="GPUs the workload needs at its peak.",
+                                 json_schema_extra=unit("GPUs"))
     acceptance_metric: str = Field(
         min_length=1, max_length=256, description="How a unit of work is accepted as useful."
     )

@@ -20,7 +20,7 @@ from components.spec.rules.workload import _check_workload
 
 def validate(spec: ClusterSpec, provider_region: str | None, now: datetime) -> _Collector:
     """Run every rule on a spec that pydantic accepted; the collector holds what broke."""
-    out = _Collector()
+    out = _Collector(spec)
     _check_labels(spec, out)
     _check_cloud(spec, provider_region, out)
     _check_teams(spec, out)

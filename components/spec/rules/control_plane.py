@@ -52,7 +52,7 @@ def _check_control_plane(spec: ClusterSpec, aws: AwsSpec, now: datetime, out: _C
             if arn in principals:
                 out.add(f".teams[{t}].roleArns[{j}]", "unique-principals",
                         f"'{arn}' is already {principals[arn]}; EKS allows one access entry per principal")
-            principals.setdefault(arn, f"teams[{t}].roleArns[{j}]")
+            principals.setdefault(arn, out.ref(f".teams[{t}].roleArns[{j}]"))
     if cp.endpoint_access == "public" and not cp.public_access_cidrs:
         out.add(f"{where}.publicAccessCidrs", "endpoint-not-open",
                 "a public endpoint needs publicAccessCidrs restricted to listed networks")

@@ -193,13 +193,13 @@ def _check_gpu_networks(gcp: GcpSpec, gpu: list[tuple[GcpNodePoolSpec, MachineFa
     for pool, facts in direct:
         uncovered = [m.name for m in manifests.get(facts.gpudirect, ()) if facts.accelerator not in m.accelerators]
         if uncovered or facts.gpudirect not in manifests:
-            i = gcp.node_pools.index(pool)
+            i = next(k for k, p in enumerate(gcp.node_pools) if p is pool)
             out.add(f".gcp.nodePools[{i}].machineType", "gpudirect-plugin-pinned",
                     f"the pinned GPUDirect-{facts.gpudirect} node agents (components/catalog/gke_manifests.yaml) do "
                     f"not select {facts.accelerator} ({', '.join(uncovered) or 'none pinned'}): its pods would get no "
                     "NCCL plugin; pin a manifest that covers it")
         if not facts.gpu_nic_count:
-            i = gcp.node_pools.index(pool)
+            i = next(k for k, p in enumerate(gcp.node_pools) if p is pool)
             out.add(f".gcp.nodePools[{i}].machineType", "gpu-nic-count-known",
                     f"{pool.machine_type} uses GPUDirect-{facts.gpudirect} but the catalog does not confirm how many "
                     "GPU NICs it has, so its networks cannot be wired")

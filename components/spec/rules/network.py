@@ -57,7 +57,8 @@ def _check_network(aws: AwsSpec, out: _Collector) -> None:
         for j, other in nets:
             if cidr.overlaps(other):
                 out.add(f"{where}.cidr", "cidr-no-overlap",
-                        f"subnet CIDR {sn.cidr} overlaps subnets[{j}] ({other}); subnets must not overlap")
+                        f"subnet CIDR {sn.cidr} overlaps {out.ref(f'.aws.network.subnets[{j}]')} ({other}); "
+                        "subnets must not overlap")
         nets.append((i, cidr))
     for i, sn in enumerate(net.subnets):
         if net.existing is not None and sn.id is None:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from components.spec.aws import NodeGroupSpec
 from components.spec.base import _ROLE_ARN_RE, SYSTEM_NAMESPACES
 from components.spec.billing import MAX_BUDGET_EMAIL_SUBSCRIBERS, email_problem
 from components.spec.decisions import cloud_node_groups, gpu_units_per_gpu, instance_catalog
 from components.spec.errors import _Collector
+from components.spec.gcp import GcpNodePoolSpec
 from components.spec.model import ClusterSpec
 
 
 def _check_teams(spec: ClusterSpec, out: _Collector) -> None:
     seen: set[str] = set()
-    groups = {ng.name: ng for ng in cloud_node_groups(spec)}
+    in_order: list[NodeGroupSpec | GcpNodePoolSpec] = [*cloud_node_groups(spec)]
+    groups = {ng.name: ng for ng in in_order}
     catalog = instance_catalog(spec)
     for i, team in enumerate(spec.teams):
         where = f".teams[{i}]"
@@ -62,8 +65,8 @@ def _check_teams(spec: ClusterSpec, out: _Collector) -> None:
                     out.add(f"{qwhere}.{field}", "quota-resources-known",
                             f"the catalog has no confirmed {'vCPU' if field == 'cpu' else 'memory'} figure for "
                             f"{group.instance_type}; set {field} for this quota")
-    for i, group in enumerate(groups.values()):
-        if group.team is None:
+    for i, group in enumerate(in_order):
+        if group.team is None or groups[group.name] is not group:  # a name used twice is checked once
             continue
         key = ".gcp.nodePools" if spec.cloud == "gcp" else ".aws.nodeGroups"
         where = f"{key}[{i}].team"
