@@ -137,13 +137,13 @@ def test_every_line_is_quantity_times_unit_price_and_unknown_is_null_not_zero(ca
 
 def test_stale_and_unknown_prices_are_flagged_in_the_table(prod_graph: ResourceGraph) -> None:
     text = render_cost_table(price_graph(prod_graph))
-    assert (f"16 instances x 336 h (prepaid once): 5,376 hour x ${BLOCK_P5:g} = ${BLOCK:,.2f}  [one-time, prepaid]  "
+    assert (f"16 instances x 336 h (prepaid once): 5,376 hour x ${BLOCK_P5} = ${BLOCK:,.2f}  [one-time, prepaid]  "
             "[stale price]") in text
     assert (f"one-time: ${BLOCK:,.2f} prepaid for Capacity Blocks (their windows are in the lines above), not part of "
             "the monthly totals") in text
     system = 3 * 730 * M6I + 3 * 200 * GP3
     assert f"NodeGroup  nodegroup-system-ng (team ml-platform): ${system:,.2f} a month\n" in text
-    assert f"m6i.2xlarge instance hours (on_demand): 2,190 hour x ${M6I:g} = ${2190 * M6I:,.2f}\n" in text
+    assert f"m6i.2xlarge instance hours (on_demand): 2,190 hour x ${M6I} = ${2190 * M6I:,.2f}\n" in text
     assert "LustreFileSystem  storage-lustre (team ml-platform): $0.00 a month (lower bound: some lines have no " \
         "price)" in text
     assert "PERSISTENT_2_500 storage: 9,600 GB-month x ? = no price  [no price: unconfirmed]" in text
