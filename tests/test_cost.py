@@ -405,3 +405,29 @@ def test_odd_graph_inputs_are_priced_as_far_as_they_go_never_a_crash(prod_graph:
     assert block.note.startswith("Capacity Block window unknown")
     system = next(r for r in report.resources if r.name == "nodegroup-system-ng")
     assert system.components[0].name == "unknown-type instance hours (on_demand)"
+
+
+def _headline_unpriced(capsys: pytest.CaptureFixture[str]) -> str:
+    """The preview's cost headline line that names the prices not read ("" when every line is priced)."""
+    assert main(["preview", "prod-aws"]) == 0
+    headline = capsys.readouterr().out.split("\ncost: ", 1)[1].split("\nunit cost:", 1)[0]
+    return next((line for line in headline.splitlines() if "not in the total" in line), "")
+
+
+def test_the_prod_aws_headline_prices_the_system_nodes(prod_graph: ResourceGraph,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 22, item 5, done when "the prod-aws headline prices the system nodes and the filesystem": the system
+    node group's hours and volumes all have a price (m6i.2xlarge on demand, gp3), at desired and at max size."""
+    system = next(r for r in price_graph(prod_graph).resources if r.name == "nodegroup-system-ng")
+    assert system.priced_fully
+    assert system.monthly_usd == pytest.approx(3 * 730 * M6I + 3 * 200 * GP3)
+    assert "ec2_on_demand.m6i" not in _headline_unpriced(capsys)
+
+
+@pytest.mark.xfail(strict=True, reason="no FSx for Lustre PERSISTENT_2 500 MB/s/TiB rate read yet: prices_aws.yaml "
+                   "says what was looked for; add the figure with its source and this test passes (drop the mark)")
+def test_the_prod_aws_headline_prices_the_filesystem(prod_graph: ResourceGraph,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    fsx = next(r for r in price_graph(prod_graph).resources if r.type == "aws:fsx/lustreFileSystem:LustreFileSystem")
+    assert fsx.priced_fully
+    assert "fsx_lustre." not in _headline_unpriced(capsys)
