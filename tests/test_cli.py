@@ -53,18 +53,43 @@ def test_preview_prints_the_production_stack_by_plane(capsys: pytest.CaptureFixt
     assert "== telemetry & cost" in out
 
 
-def test_preview_flags_secondary_efa_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _b200_stack(tmp_path: Path) -> Path:
     text = Path("stacks/Pulumi.prod-aws.yaml").read_text().replace("p5.48xlarge", "p6-b200.48xlarge")
     text = text.replace("localNvme: raid0", "localNvme: auto")
     text = text.replace("{nodeGroup: h100, gpus:", "{nodeGroup: h100, cpu: 100, memoryGiB: 1000, gpus:")
     stack_file = tmp_path / "Pulumi.b200.yaml"
     stack_file.write_text(text)
-    code, out, _ = run(capsys, "preview", str(stack_file))
+    return stack_file
+
+
+def test_preview_flags_secondary_efa_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from components.catalog.prices import describe, load_prices
+
+    code, out, _ = run(capsys, "preview", str(_b200_stack(tmp_path)))
     assert "EFA 8 of 8 interfaces per node" in out
     assert ("note: EFA interface counts for p6-b200.48xlarge are not confirmed by a primary source "
             "(components/catalog/aws_instances.yaml)") in out
-    # No Capacity Block or on-demand price of p6-b200 was read: no spend alert can be built, the preview says why and
-    # the pack refuses the unwatched team budgets (the only mandatory violation).
+    # The p6-b200 Capacity Block rate was read: the teams' spend is watched at it.
+    block = load_prices("aws")["ec2_capacity_block.p6-b200.48xlarge"]
+    assert f"prices: h100: {describe(block)} / 8 GPU units" in out
+    assert code == 0
+
+
+def test_without_a_gpu_price_the_preview_says_nothing_watches_the_team_budgets(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
+
+    from components.catalog import prices as catalog
+
+    data = yaml.safe_load(catalog.AWS_PRICES_FILE.read_text())
+    data["ec2_capacity_block"]["p6-b200.48xlarge"] = {
+        "usd": None, "unit": "hour", "region": "us-east-1", "status": "unconfirmed", "source": "", "as_of": "2026-12"}
+    unread = tmp_path / "prices_aws.yaml"
+    unread.write_text(yaml.safe_dump(data))
+    monkeypatch.setattr(catalog, "AWS_PRICES_FILE", unread)
+    code, out, _ = run(capsys, "preview", str(_b200_stack(tmp_path)))
+    # No Capacity Block price of p6-b200: no spend alert can be built, the preview says why and the pack refuses the
+    # unwatched team budgets (the only mandatory violation).
     assert ("warning: no in-cluster spend alert: no price read for the GPU groups h100 (components/catalog/"
             "prices_*.yaml)") in out
     assert code == 1 and "MANDATORY high     aws-every-team-has-a-budget" in out

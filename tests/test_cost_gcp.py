@@ -13,21 +13,32 @@ import pytest
 
 from blueprint.cli import main
 from blueprint.cost.engine import CostReport, ResourceCost, gke_pool_size, price_graph
+from blueprint.cost.prices import load_gcp_prices
 from blueprint.cost.render import render_cost_table
 from blueprint.graph import ResourceGraph
 from tests.conftest import offline_run, raw_stack_config, run_spec
 
 H = 730  # hours a month (the engine's HOURS_PER_MONTH)
-# prices_gcp.yaml, us-central1
-A3_MEGA = 92.21427  # compute_on_demand.a3-megagpu-8g (stale: skypilot snapshot, excludes the bundled Local SSD)
-N2_16 = 0.77694  # compute_on_demand.n2-standard-16 (stale)
-E2_4 = 0.13402284  # compute_on_demand.e2-standard-4 (secondary)
-G2_8_SPOT = 0.336764  # compute_spot.g2-standard-8 (stale)
-PD_BALANCED = 0.10  # persistent_disk.pd-balanced, per GiB-month
-GKE_FEE = 0.10  # gke.cluster_fee, per cluster-hour
-NAT_VM_HOUR, NAT_IP_HOUR = 0.0014, 0.005  # cloud_nat.gateway_vm_hour (up to 32 VMs), cloud_nat.external_ip_hour
-KMS_VERSION = 0.06  # kms.key_version, per active SOFTWARE version a month
-GCS_STANDARD, CLASS_A, CLASS_B, NAT_GIB = 0.020, 0.005, 0.0004, 0.045
+
+
+def usd(key: str) -> float:
+    """A unit price of the shipped catalog (prices_gcp.yaml, us-central1): the hand computations multiply these."""
+    price = load_gcp_prices()[key]
+    assert price.usd is not None, f"{key}: no price read"
+    return price.usd
+
+
+A3_MEGA = usd("compute_on_demand.a3-megagpu-8g")  # stale: skypilot snapshot, excludes the bundled Local SSD
+N2_16 = usd("compute_on_demand.n2-standard-16")  # secondary
+E2_4 = usd("compute_on_demand.e2-standard-4")  # secondary
+G2_8_SPOT = usd("compute_spot.g2-standard-8")  # stale (every Spot price is)
+PD_BALANCED = usd("persistent_disk.pd-balanced")  # per GiB-month
+LOCAL_SSD = usd("local_ssd.capacity")  # per GiB-month
+GKE_FEE = usd("gke.cluster_fee")  # per cluster-hour
+NAT_VM_HOUR, NAT_IP_HOUR = usd("cloud_nat.gateway_vm_hour"), usd("cloud_nat.external_ip_hour")  # up to 32 VMs
+KMS_VERSION = usd("kms.key_version")  # per active SOFTWARE version a month
+GCS_STANDARD, CLASS_A, CLASS_B, NAT_GIB = (usd("gcs.standard_regional_storage"), usd("gcs.class_a_operations"),
+                                           usd("gcs.class_b_operations"), usd("cloud_nat.data_processed"))
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +65,9 @@ def mutated(graph: ResourceGraph, name: str, change: Any) -> ResourceGraph:
 
 def test_prod_gcp_totals_match_a_hand_computation(prod: ResourceGraph) -> None:
     # h100: 16 a3-megagpu-8g on the specific reservation a3mega-prod-16, paid at the on-demand rate whether they
-    # run or not (static pool: 16 at both sizes), 200 GiB pd-balanced boot disks each; the bundled 16 x 375 GiB
-    # Local SSD per node has no price read (listed, not in the total).
-    h100 = 16 * H * A3_MEGA + 16 * 200 * PD_BALANCED
+    # run or not (static pool: 16 at both sizes), 200 GiB pd-balanced boot disks each, and the bundled 16 x 375 GiB
+    # Local SSD per node, which the a3-megagpu-8g price read excludes (held, and billed, with the reserved VMs).
+    h100 = 16 * H * A3_MEGA + 16 * 200 * PD_BALANCED + 16 * 16 * 375 * LOCAL_SSD
     system_now, system_max = 3 * H * N2_16 + 3 * 200 * PD_BALANCED, 6 * H * N2_16 + 6 * 200 * PD_BALANCED
     fee = H * GKE_FEE  # regional cluster: no free-tier credit
     kms = 3 * KMS_VERSION  # data, disks, secrets: 1 active version each
@@ -67,10 +78,9 @@ def test_prod_gcp_totals_match_a_hand_computation(prod: ResourceGraph) -> None:
     report = price_graph(prod)
     assert report.total_monthly_usd == pytest.approx(h100 + system_now + fee + kms + nat_now + budgets)
     assert report.total_monthly_usd_at_max == pytest.approx(h100 + system_max + fee + kms + nat_max + budgets)
-    assert report.total_monthly_usd == pytest.approx(1_079_240.42, abs=0.01)
     assert report.region == "us-central1" and report.notes == ()
-    assert report.unpriced == ["local_ssd.capacity", "managed_lustre.tier-500"]
-    assert report.stale_prices == ["compute_on_demand.a3-megagpu-8g", "compute_on_demand.n2-standard-16"]
+    assert report.unpriced == ["managed_lustre.tier-500"]
+    assert report.stale_prices == ["compute_on_demand.a3-megagpu-8g"]
     lustre = resource(report, "storage-lustre")
     assert [(c.quantity, c.price_key, c.cost_usd) for c in lustre.components] == [
         (18000, "managed_lustre.tier-500", None)]
@@ -87,7 +97,7 @@ def test_the_reservation_pool_costs_its_full_count_at_on_demand_rates(prod: Reso
     assert (hours.quantity, hours.price_key, hours.unit_price_usd) == (16 * H, "compute_on_demand.a3-megagpu-8g",
                                                                        A3_MEGA)
     assert (disks.quantity, disks.price_key) == (16 * 200, "persistent_disk.pd-balanced")
-    assert (ssd.quantity, ssd.price_key, ssd.cost_usd) == (16 * 16 * 375, "local_ssd.capacity", None)
+    assert (ssd.quantity, ssd.price_key, ssd.unit_price_usd) == (16 * 16 * 375, "local_ssd.capacity", LOCAL_SSD)
     assert "billed at the on-demand rate whether VMs run or not" in cost.note
     assert "committed-use discount" in cost.note
     # Kueue nominal quotas 64 / 48 / 16 GPUs split the pool's cost between the teams.
@@ -133,7 +143,8 @@ def test_a_flex_start_pool_is_unpriced_never_zero_or_on_demand(tmp_path: Path) -
     assert hours.unit_price_usd is None and hours.cost_usd is None and hours.price_status == "unconfirmed"
     assert hours.price_source  # the doc saying flex-start is discounted, with no figure
     assert "compute_flex_start.a3-megagpu-8g" in report.unpriced and not cost.priced_fully
-    assert cost.monthly_usd_at_max == pytest.approx(16 * 200 * PD_BALANCED)  # only the boot disks have a price
+    # only the boot disks and the Local SSD the a3-megagpu-8g machines carry have a price
+    assert cost.monthly_usd_at_max == pytest.approx(16 * 200 * PD_BALANCED + 16 * 16 * 375 * LOCAL_SSD)
     assert all(c.price_key != "compute_on_demand.a3-megagpu-8g" for c in report.lines())
     path = tmp_path / "g.json"
     path.write_text(graph.to_json())
@@ -183,12 +194,12 @@ def test_every_priced_line_carries_source_date_and_status(stack_name: str, tmp_p
 
 def test_stale_and_unknown_gcp_prices_are_flagged_in_the_table(prod: ResourceGraph) -> None:
     text = render_cost_table(price_graph(prod))
-    assert ("a3-megagpu-8g VM hours (specific reservation): 11,680 hour x $92.21427 = $1,077,062.67  "
+    assert (f"a3-megagpu-8g VM hours (specific reservation): 11,680 hour x ${A3_MEGA} = ${11680 * A3_MEGA:,.2f}  "
             "[stale price]") in text
-    assert "Local SSD (16 x 375 GiB per node): 96,000 GB-month x ? = no price  [no price: unconfirmed]" in text
+    assert f"Local SSD (16 x 375 GiB per node): 96,000 GB-month x ${LOCAL_SSD} = ${96000 * LOCAL_SSD:,.2f}\n" in text
     assert ("Managed Lustre tier-500 (500 MB/s per TiB) capacity: 18,000 GB-month x ? = no price  "
             "[no price: unconfirmed]") in text
-    assert "not in the total (no price read): local_ssd.capacity, managed_lustre.tier-500" in text
+    assert "not in the total (no price read): managed_lustre.tier-500" in text
     assert "budget days: 30.4167 budget-day x $0.0 = $0.00" in text
 
 
@@ -253,20 +264,21 @@ def test_cost_diff_between_gcp_graphs_shows_the_delta(prod: ResourceGraph, tmp_p
     base, new = tmp_path / "base.json", tmp_path / "new.json"
     base.write_text(prod.to_json())
     new.write_text(mutated(prod, "nodepool-h100-pool", double_max).to_json())
-    delta = 16 * H * A3_MEGA  # 16 more reserved a3-megagpu-8g; disks and NAT follow the 16 running nodes
+    # 16 more reserved a3-megagpu-8g and their Local SSD (held with the VM); disks and NAT follow the running nodes
+    delta = 16 * H * A3_MEGA + 16 * 16 * 375 * LOCAL_SSD
     assert main(["cost", "diff", "--base", str(base), str(new), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["diff_monthly_usd"] == pytest.approx(delta)
     assert [(r["change"], r["urn"].rsplit("::", 1)[1]) for r in doc["resources"]] == [
         ("changed", "nodepool-h100-pool"), ("changed", "network-nat")]  # by URN; the NAT's VMs at max changed
-    assert doc["unpriced_changes"][0].endswith("::nodepool-h100-pool")  # its Local SSD line has no price
+    assert doc["unpriced_changes"] == []  # every line of the changed pool has a price
     assert "compute_on_demand.a3-megagpu-8g" in doc["stale_prices"]
     assert main(["cost", "diff", "--base", str(base), str(new)]) == 0
     text = capsys.readouterr().out
     pct = 100 * delta / price_graph(prod).total_monthly_usd
     assert f"**Monthly cost at desired size will increase by ${delta:,.2f} (+{pct:.1f}%); at max size" in text
-    assert "Not counted: 1 changed resource(s)" in text
-    assert "| `nodepool-h100-pool` | changed (some lines unpriced) | " in text
+    assert "Not counted" not in text  # the Local SSD now has a price
+    assert "| `nodepool-h100-pool` | changed | " in text
 
 
 def test_aws_graphs_still_use_the_aws_catalog() -> None:

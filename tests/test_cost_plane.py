@@ -64,7 +64,7 @@ def test_teams_on_shared_nodes_are_watched_in_the_cluster() -> None:
     rules = [r for g in rule.inputs["spec"]["groups"] for r in g["rules"]]
     spend = {r["labels"]["team"]: r for r in rules if r.get("alert") == "TeamSpendOverBudget"}
     assert sorted(spend) == ["applied", "pretraining", "research"]
-    allowance = 110000 * 30 * 24 / 730
+    allowance = 115000 * 30 * 24 / 730
     assert spend["research"]["expr"] == (
         'sum_over_time(gpu_cluster:gpu_cost_usd_per_hour:sum_by_namespace{namespace="research"}[30d]) / 60 > '
         f"{allowance:.2f}")
@@ -116,7 +116,7 @@ def test_the_cluster_budget_sees_the_shared_nodes_through_their_cluster_tag() ->
     budget (default limit: the sum of the team budgets) filters on that tag, which the nodes carry."""
     graph = offline_run("prod-aws").graph
     (cluster,) = [b.inputs for b in graph.of_type("aws:budgets/budget:Budget") if b.name == "cost-budget-cluster"]
-    assert cluster["limitAmount"] == f"{110000 + 85000 + 30000:.2f}"
+    assert cluster["limitAmount"] == f"{115000 + 85000 + 30000:.2f}"
     assert cluster["costFilters"] == [{"name": "TagKeyValue", "values": ["user:cluster$prod-train"]}]
     assert {a for n in cluster["notifications"] for a in n["subscriberEmailAddresses"]} == {
         "ml-platform-oncall@example.com", "finops@example.com"}
@@ -250,11 +250,13 @@ def test_preview_lists_the_cost_plane_and_what_the_payer_account_must_do() -> No
         assert main(["preview", "prod-aws"]) == 0
     text = buf.getvalue()
     assert "== cost plane (budgets, allocation tags, usage export) (9 resources)" in text
-    assert ("teams on shared nodes: research $110,000/month, pretraining $85,000/month, applied $30,000/month; no AWS "
+    assert ("teams on shared nodes: research $115,000/month, pretraining $85,000/month, applied $30,000/month; no AWS "
             "Budget for them") in text
     assert ("team GPU spend watched in the cluster (TeamSpendOverBudget: GPU hours of running pods over the last 30 "
             "days, at this preview's prices): applied, pretraining, research") in text
-    assert "prices: h100: ec2_capacity_block.p5.48xlarge $39.33/hour (stale, as of" in text
+    from blueprint.cost.prices import load_aws_prices
+    block = load_aws_prices()["ec2_capacity_block.p5.48xlarge"]
+    assert f"prices: h100: ec2_capacity_block.p5.48xlarge ${block.usd:g}/hour (stale, as of {block.as_of})" in text
     assert ("the cluster budget cannot see the Capacity Block of h100 (cr-0a1b2c3d4e5f60718): its fee is charged "
             "once, when the block is bought outside this stack, and carries no tag") in text
     assert ("outside this stack (the payer account): activate the cost allocation tags cluster, cost-center, "

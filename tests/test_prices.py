@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from blueprint.cost.prices import PriceCatalogError, load_aws_prices, parse_prices
+from components.catalog import load_aws_catalog
 
 GOOD = ('ec2_on_demand:\n  p5.48xlarge: {usd: 98.32, unit: hour, region: us-east-1, status: stale, '
         'source: "a catalog", as_of: "2025"}\n')
@@ -21,21 +22,45 @@ def test_every_known_price_has_a_source_a_date_and_a_status() -> None:
             assert price.status == "unconfirmed", price.key
 
 
-def test_pre_cut_p_family_on_demand_prices_are_stale_and_the_post_cut_p5en_is_current() -> None:
-    # The mid-2025 AWS cut of P4d/P4de/P5 on-demand prices: the only figures read predate it.
+def test_p_family_on_demand_prices_are_the_post_cut_ones_and_capacity_blocks_stay_stale() -> None:
+    # The mid-2025 AWS cut of P4d/P4de/P5 on-demand prices: the catalog carries the post-cut figures of the
+    # Karpenter price file (2026-07-20), not the pre-cut skypilot ones (p4d 32.7726, p5 98.32).
     prices = load_aws_prices()
-    for item in ("p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge"):
-        assert prices[f"ec2_on_demand.{item}"].may_be_stale, item
+    expected = {"p4d.24xlarge": 21.957642, "p4de.24xlarge": 27.44705, "p5.48xlarge": 55.04,
+                "p6-b200.48xlarge": 113.9328}
+    for item, usd in expected.items():
+        price = prices[f"ec2_on_demand.{item}"]
+        assert (price.usd, price.status, price.as_of) == (usd, "confirmed", "2026-07-20"), item
+        assert "karpenter" in price.source, item
     p5en = prices["ec2_on_demand.p5en.48xlarge"]
     assert (p5en.usd, p5en.status, p5en.as_of) == (63.296, "confirmed", "2026-08-06")
     assert not p5en.may_be_stale
-    # Capacity Block rate tables were due for update on 2025-01-01: all of them are stale.
-    assert all(p.may_be_stale for p in prices.values() if p.section == "ec2_capacity_block")
+    # Capacity Block rates follow supply and demand: every one read is stale and says when the table was read.
+    blocks = [p for p in prices.values() if p.section == "ec2_capacity_block"]
+    assert blocks and all(p.may_be_stale and p.as_of.startswith("2026-07-22") for p in blocks)
+
+
+def test_every_instance_type_sold_as_capacity_blocks_has_a_block_rate() -> None:
+    prices = load_aws_prices()
+    sold = [name for name, facts in load_aws_catalog().items() if facts.capacity_blocks.value]
+    assert "p5.48xlarge" in sold and "p6-b200.48xlarge" in sold
+    for name in sold:
+        assert prices[f"ec2_capacity_block.{name}"].known, name
+
+
+def test_every_cpu_instance_type_of_the_catalog_has_an_on_demand_price() -> None:
+    # System and service node groups run on these: a preview must price them (issue 22, "prices that are there").
+    prices = load_aws_prices()
+    cpu = [name for name, facts in load_aws_catalog().items() if facts.gpu_count == 0]
+    assert "m6i.2xlarge" in cpu and "m7i.xlarge" in cpu
+    for name in cpu:
+        price = prices[f"ec2_on_demand.{name}"]
+        assert price.known and price.status == "confirmed" and price.region == "us-east-1", name
 
 
 def test_unread_prices_are_null_not_zero() -> None:
     prices = load_aws_prices()
-    for key in ("ec2_on_demand.p6-b200.48xlarge", "fsx_lustre.PERSISTENT_2_250"):
+    for key in ("ec2_on_demand.p5e.48xlarge", "fsx_lustre.PERSISTENT_2_250", "fsx_lustre.PERSISTENT_1_200"):
         assert prices[key].usd is None and not prices[key].known
     assert prices["eks.cluster_standard_support"].usd == 0.10
 

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blueprint.cli import main
+from blueprint.cost.prices import load_aws_prices
 from blueprint.policy import run_policies
 from components.sizing import (
     LLAMA3_FAILURES_PER_NODE_HOUR,
@@ -93,15 +94,18 @@ def test_prod_matches_a_hand_computation(tmp_path: Path) -> None:
     assert doc["required_gpus"] == pytest.approx(required) and doc["required_gpus"] == pytest.approx(56.55, abs=0.01)
     assert doc["available_gpus"] == pytest.approx(gpu_hours / 730) and doc["covered"] is True
     assert doc["meets_target"] is True and doc["target"] == 0.97
-    # The lost GPU-hours cost their share of the GPU group at max size: the block (16 x 336 h x $39.33, a stale
-    # price) and its nodes' 500 GB volumes for the window's 336 h ($0.08/GB-month).
-    gpu_usd = 16 * 336 * 39.33 + 16 * 500 * 0.08 * 336 / 730
+    # The lost GPU-hours cost their share of the GPU group at max size: the block (16 x 336 h at the p5 Capacity
+    # Block rate, a stale price) and its nodes' 500 GB volumes for the window's 336 h (gp3 per GB-month).
+    prices = load_aws_prices()
+    block_rate, gp3 = prices["ec2_capacity_block.p5.48xlarge"].usd, prices["ebs.gp3_storage"].usd
+    assert block_rate is not None and gp3 is not None
+    gpu_usd = 16 * 336 * block_rate + 16 * 500 * gp3 * 336 / 730
     assert doc["gpu_compute_usd_per_month"] == pytest.approx(gpu_usd) and doc["gpu_compute_price_stale"] is True
     assert doc["lost_usd_per_month"] == pytest.approx(gpu_usd * (1 - 0.1) * (1 - goodput))
-    # Storage reaching 97 %: the 125 MB/s/TiB tier needs 14,400 GiB, priced 14,400 x $0.145.
+    # Storage reaching 97 %: the 125 MB/s/TiB tier needs 14,400 GiB, priced at PERSISTENT_2_125 per GB-month.
     cheapest = doc["storage_options"][0]
     assert (cheapest["mbps_per_tib"], cheapest["capacity_gib"]) == (125, 14_400)
-    assert cheapest["monthly_usd"] == pytest.approx(14_400 * 0.145)
+    assert cheapest["monthly_usd"] == pytest.approx(14_400 * prices["fsx_lustre.PERSISTENT_2_125"].usd)
     assert [o["monthly_usd"] for o in doc["storage_options"][1:]] == [None, None, None]  # no price read
 
 
