@@ -5,6 +5,8 @@
     blueprint manifests <stack> -o DIR   every Kubernetes object and Helm release's values as YAML
     blueprint policy <stack | graph.json> [--format table|markdown|json|sarif] [--config FILE] [--stack-file F]
                                          run the policy pack; exit 1 when a mandatory policy fails
+    blueprint schema [--format json|markdown] [-o FILE]
+                                         the JSON Schema of the stack file (or its Markdown reference)
     blueprint policy --list | --explain POLICY
                                          the pack's policies with their levels; one explained, with an example
     blueprint cost <stack | graph.json> [--format table|json] [--usage FILE]
@@ -39,6 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from blueprint import schema as schema_command
 from blueprint.graph import GraphFormatError, ResourceGraph, strict_json
 from blueprint.output import (
     OutputError,
@@ -183,6 +186,7 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("before", type=Path)
     compare.add_argument("after", type=Path)
     compare.add_argument("--tolerance", type=float, default=0.1, help="allowed fall of the peak (default 0.1)")
+    schema_command.add_parser(sub, parents=[common])
     prices = sub.add_parser("prices", parents=[common], help="price catalog maintenance")
     prices_sub = prices.add_subparsers(dest="prices_command", required=True)
     refresh = prices_sub.add_parser("refresh", parents=[common], help="fetch on-demand EC2 prices of the catalog's "
@@ -688,6 +692,8 @@ def _prices_refresh(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.command == "schema":
+        return schema_command.run(args)
     if args.command == "policy":
         return _policy(args)
     if args.command == "cost":

@@ -171,3 +171,29 @@ def test_policy_explain(capsys: pytest.CaptureFixture[str]) -> None:
 def test_the_readme_and_pack_docs_name_every_policy() -> None:
     readme = (ROOT / "policies" / "README.md").read_text()
     assert all(f"`{p.name}`" in readme for p in load_pack().policies)
+
+
+def test_rule_levels_follow_the_pack_config(tmp_path: Path) -> None:
+    """The rules' default levels follow the pack's configured enforcement, not a fixed list of areas."""
+    out = tmp_path / "out.sarif"
+    assert main(["policy", "prod-aws", "--format", "sarif", "-o", str(out)]) == 0
+    rules = json.loads(out.read_text())["runs"][0]["tool"]["driver"]["rules"]
+    levels = {r["id"]: r["defaultConfiguration"]["level"] for r in rules}
+    assert levels["aws-resources-require-billing-tags"] == "error" and levels["aws-s3-bucket-encrypted"] == "warning"
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"aws-s3-bucket-encrypted": "mandatory", "aws-resources-require-billing-tags":
+                                  "disabled"}))
+    assert main(["policy", "prod-aws", "--format", "sarif", "--config", str(config), "-o", str(out)]) == 0
+    rules = json.loads(out.read_text())["runs"][0]["tool"]["driver"]["rules"]
+    levels = {r["id"]: r["defaultConfiguration"]["level"] for r in rules}
+    assert levels["aws-s3-bucket-encrypted"] == "error" and levels["aws-resources-require-billing-tags"] == "none"
+
+
+def test_sarif_messages_carry_the_field_and_the_fix() -> None:
+    graph = _broken(offline_run("prod-aws").graph)
+    text = stack("prod-aws").path.read_text()
+    doc = json.loads(render_sarif(run_policies(graph), "prod-aws", graph, "stacks/Pulumi.prod-aws.yaml", text))
+    (imds,) = [r for r in doc["runs"][0]["results"] if r["ruleId"] == "aws-ec2-launch-template-requires-imdsv2"]
+    assert imds["properties"]["field"] == "metadataOptions.httpTokens"
+    assert '\nField: metadataOptions.httpTokens = "optional"' in imds["message"]["text"]
+    assert "\nFix: " in imds["message"]["text"]
