@@ -14,7 +14,8 @@ import pytest
 from blueprint.cli import main
 from blueprint.cost.engine import price_graph
 from blueprint.eventlog import EventLogPreview, is_event_log, load_event_log, read_event_log
-from blueprint.graph import SECRET, UNKNOWN, GraphFormatError, ResourceGraph
+from blueprint.graph import SECRET, UNKNOWN, GraphFormatError, GraphResource, ResourceGraph
+from blueprint.policy import DEPENDENCY_POLICIES, OPTION_POLICIES, load_pack, run_policies
 from tests.conftest import ROOT, offline_run
 
 FIXTURE = ROOT / "tests" / "fixtures" / "eventlog" / "preview-prod-aws.jsonl"
@@ -28,6 +29,7 @@ NG = P + "gpu-cluster:compute:AwsNodeGroup$aws:eks/nodeGroup:NodeGroup::nodegrou
 FSX = P + "gpu-cluster:storage:AwsStorage$aws:fsx/lustreFileSystem:LustreFileSystem::storage-lustre"
 NS = P + "gpu-cluster:control-plane:Tenancy$kubernetes:core/v1:Namespace::tenancy-ns-vision"
 NAT = P + "gpu-cluster:network:AwsNetwork$aws:ec2/natGateway:NatGateway::network-nat-use1-az6"
+PRIVILEGED = "kubernetes-privileged-pods-only-in-system-namespaces"
 
 
 @pytest.fixture(scope="module")
@@ -285,3 +287,58 @@ def test_the_cli_names_the_file_and_the_line(tmp_path: Path, capsys: pytest.Capt
                    "while writing the log, so the preview did not finish\n")
     with pytest.raises(GraphFormatError, match=rf"^{path}: line 35 is cut off"):
         load_event_log(path)
+
+
+# --- policy -----------------------------------------------------------------------------------------
+
+
+def test_policy_reports_the_violation_the_created_namespace_introduces(log: EventLogPreview) -> None:
+    report = run_policies(log.new)
+    found = [v for v in report.violations if v.policy == PRIVILEGED]
+    assert [(v.urn, v.type) for v in found] == [(NS, "kubernetes:core/v1:Namespace")]
+    assert "Namespace vision must enforce the baseline or restricted Pod Security level" in found[0].message
+    assert not [v for v in run_policies(log.old).violations if v.policy == PRIVILEGED]
+    # the engine's own run of the pack (policyEvent) said the same
+    assert [(f.policy, f.urn) for f in log.policy_findings] == [(PRIVILEGED, NS)]
+    skipped = dict(report.not_applicable)
+    assert set(DEPENDENCY_POLICIES) | set(OPTION_POLICIES) <= skipped.keys()
+    assert "does not record dependencies (a pulumi event log omits them)" in skipped[DEPENDENCY_POLICIES[0]]
+
+
+def test_the_policy_cli_reads_an_event_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "events.json"
+    shutil.copy(FIXTURE, path)
+    code = main(["policy", str(path), "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code in (0, 1)  # the fixture is a slice of the stack: stack rules see what it lacks
+    assert any(v["policy"] == PRIVILEGED and v["urn"] == NS for v in doc["violations"])
+
+
+def _same_log(graph: ResourceGraph) -> str:
+    """An event log in which every resource of ``graph`` stays the same, as a preview of an unchanged stack."""
+    def state(r: GraphResource) -> dict[str, Any]:
+        return _state(r.urn, r.type, parent=r.parent or "", provider=r.provider or "", inputs=r.inputs,
+                      protect=r.protect, retainOnDelete=r.retain_on_delete)
+    return _log(*(_pre("same", r.urn, state(r), state(r)) for r in graph.resources))
+
+
+@pytest.mark.parametrize("stack", ["prod-aws", "prod-gcp", "byo-aws"])
+def test_an_unchanged_stack_read_from_its_event_log_gets_the_offline_verdicts_and_cost(stack: str) -> None:
+    """Every policy but those that follow dependencies or ignoreChanges gives the same verdict on the graph read
+    from an event log as on the offline graph it was written from; so DEPENDENCY_POLICIES is complete."""
+    offline = offline_run(stack).graph
+    read = read_event_log(_same_log(offline)).new
+    assert [(r.urn, r.inputs, r.parent, r.provider) for r in read.resources] == \
+        [(r.urn, r.inputs, r.parent, r.provider) for r in offline.resources]
+    pack = load_pack()
+    assert set(DEPENDENCY_POLICIES) <= {p.name for p in pack.policies}
+    skipped = set(DEPENDENCY_POLICIES) | set(OPTION_POLICIES)
+    expected = sorted((v.policy, v.urn) for v in run_policies(offline, pack=pack).violations
+                      if v.policy not in skipped)
+    assert sorted((v.policy, v.urn) for v in run_policies(read, pack=pack).violations) == expected
+    # without the skip, a graph that lost its dependencies does change the verdict of a listed policy only
+    lost = ResourceGraph(offline.stack, [GraphResource(**{**r.__dict__, "dependencies": []})
+                                         for r in offline.resources])
+    changed = {v.policy for v in run_policies(lost, pack=pack).violations} - {v.policy for v in expected}
+    assert changed <= set(DEPENDENCY_POLICIES)
+    assert price_graph(read).total_monthly_usd == pytest.approx(price_graph(offline).total_monthly_usd)
