@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from blueprint.cli import main
+from blueprint.cost.diff import diff_document, diff_event_log, render_diff_markdown
 from blueprint.cost.engine import price_graph
+from blueprint.cost.prices import Price, load_aws_prices
 from blueprint.eventlog import EventLogPreview, is_event_log, load_event_log, read_event_log
 from blueprint.graph import SECRET, UNKNOWN, GraphFormatError, GraphResource, ResourceGraph
 from blueprint.policy import DEPENDENCY_POLICIES, OPTION_POLICIES, load_pack, run_policies
@@ -342,3 +344,56 @@ def test_an_unchanged_stack_read_from_its_event_log_gets_the_offline_verdicts_an
     changed = {v.policy for v in run_policies(lost, pack=pack).violations} - {v.policy for v in expected}
     assert changed <= set(DEPENDENCY_POLICIES)
     assert price_graph(read).total_monthly_usd == pytest.approx(price_graph(offline).total_monthly_usd)
+
+
+# --- cost and cost diff -------------------------------------------------------------------------------
+
+
+def _all_priced() -> dict[str, Price]:
+    """The catalog with a figure for the lines it has none for, so that every line of the fixture is priced."""
+    prices = dict(load_aws_prices())
+    for key, usd, unit in (("ec2_on_demand.m6i.2xlarge", 0.384, "hour"), ("ec2_on_demand.m7i.2xlarge", 0.4032, "hour"),
+                           ("fsx_lustre.PERSISTENT_2_500", 0.42, "GB-month")):
+        section, item = key.split(".", 1)
+        prices[key] = Price(section, item, usd, unit, "us-east-1", "confirmed", "test figure", "2026-08-21")
+    return prices
+
+
+def test_cost_diff_of_one_event_log(log: EventLogPreview) -> None:
+    prices = _all_priced()
+    diff = diff_event_log(log, prices)
+    changes = {r.name: r for r in diff.resources}
+    assert set(changes) == {"nodegroup-system-ng", "network-nat-use1-az6", "storage-lustre"}
+    nat = changes["network-nat-use1-az6"]  # a delete removes the monthly cost
+    assert (nat.change, nat.previous_monthly_usd, nat.new_monthly_usd) == ("removed", pytest.approx(730 * 0.045), 0)
+    group = changes["nodegroup-system-ng"]  # a replace keeps it (at the new instance type's price) and is flagged
+    assert group.change == "replaced"
+    assert group.previous_monthly_usd == pytest.approx(3 * 730 * 0.384 + 600 * 0.08)
+    assert group.new_monthly_usd == pytest.approx(3 * 730 * 0.4032 + 600 * 0.08)
+    lustre = changes["storage-lustre"]
+    assert (lustre.change, lustre.new_monthly_usd - lustre.previous_monthly_usd) == ("changed",
+                                                                                       pytest.approx(2400 * 0.42))
+    assert diff.diff_monthly_usd == pytest.approx(-730 * 0.045 + 3 * 730 * (0.4032 - 0.384) + 2400 * 0.42)
+    assert diff.replaced == ("nodegroup-system-ng",)
+    text = render_diff_markdown(diff)
+    assert "| `nodegroup-system-ng` | replaced |" in text and "3 resource(s) changed cost or are replaced" in text
+    assert ("**Replaced** (deleted and created again: the monthly cost carries over, what the resource holds does "
+            "not): `nodegroup-system-ng`") in text
+    assert diff_document(diff)["replaced"] == ["nodegroup-system-ng"]
+
+
+def test_a_replacement_at_the_same_cost_is_still_listed(log: EventLogPreview) -> None:
+    diff = diff_event_log(log)  # the shipped catalog: m6i/m7i have no price, so the group's priced lines are equal
+    group = next(r for r in diff.resources if r.name == "nodegroup-system-ng")
+    assert group.change == "replaced" and group.previous_monthly_usd == group.new_monthly_usd == pytest.approx(48)
+    assert diff.diff_monthly_usd == pytest.approx(-730 * 0.045)
+
+
+def test_the_cost_cli_prices_the_state_after_the_update(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "events.json"
+    shutil.copy(FIXTURE, path)
+    assert main(["cost", str(path), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    urns = {r["urn"] for r in doc["resources"]}
+    assert NG in urns and FSX in urns and NAT not in urns
+    assert doc["total_monthly_usd"] == pytest.approx(600 * 0.08)  # the system nodes' gp3 root volumes

@@ -3,21 +3,30 @@
 Resources are matched by URN. The Markdown follows the familiar Infracost comment: a headline ("monthly
 cost will increase by $X (+Y%)"), a table of previous, new and change, and collapsible details per changed
 resource; stale and unknown prices of either side are listed under it.
+
+From one engine event log (:func:`diff_event_log`) the two sides are the states before and after the update
+the preview plans: a deleted resource's cost goes, a created one's comes, and a replaced one keeps its cost (it
+is deleted and created again) but is listed as ``replaced`` even when its cost does not change, since what it
+holds does not carry over.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
-from blueprint.cost.engine import CostReport
+from blueprint.cost.engine import CostReport, price_graph
+from blueprint.cost.prices import Price
 from blueprint.cost.render import format_usd
+from blueprint.cost.usage import Usage
+from blueprint.eventlog import EventLogPreview
 
 
 @dataclass(frozen=True)
 class ResourceChange:
-    """One resource whose cost changed: added, removed or changed."""
+    """One resource whose cost changed (added, removed or changed), or that the update replaces (replaced)."""
 
     urn: str
     name: str
@@ -37,6 +46,7 @@ class CostDiff:
     previous: CostReport
     new: CostReport
     resources: tuple[ResourceChange, ...]
+    replaced: tuple[str, ...] = ()  # names of every resource the update replaces, priced or not (event logs)
 
     @property
     def diff_monthly_usd(self) -> float:
@@ -67,23 +77,41 @@ class CostDiff:
         return None if base == 0 else 100.0 * self.diff_monthly_usd / base
 
 
-def diff_reports(previous: CostReport, new: CostReport) -> CostDiff:
-    """Every resource whose monthly cost differs, sorted by URN."""
-    before = {r.urn: r for r in previous.resources}
+def diff_reports(previous: CostReport, new: CostReport, ops: Mapping[str, str] | None = None,
+                 renamed: Mapping[str, str] | None = None) -> CostDiff:
+    """Every resource whose monthly cost differs, sorted by URN; with ``ops`` (URN -> the step a preview plans,
+    :attr:`EventLogPreview.ops`) also every priced resource that is replaced, as ``replaced``. ``renamed`` maps
+    a previous URN to its new one (an alias), so a renamed resource is matched, not removed and added."""
+    ops = ops or {}
+    renamed = renamed or {}
+    before = {renamed.get(r.urn, r.urn): r for r in previous.resources}
     after = {r.urn: r for r in new.resources}
     changes: list[ResourceChange] = []
     for urn in sorted(before.keys() | after.keys()):
         old, cur = before.get(urn), after.get(urn)
         old_usd = old.monthly_usd if old else 0.0
         new_usd = cur.monthly_usd if cur else 0.0
-        kind = "added" if old is None else "removed" if cur is None else "changed"
-        if old is not None and cur is not None and old.signature() == cur.signature() and old_usd == new_usd:
+        replaced = old is not None and cur is not None and ops.get(urn) == "replace"
+        kind = "added" if old is None else "removed" if cur is None else "replaced" if replaced else "changed"
+        if (old is not None and cur is not None and not replaced and old.signature() == cur.signature()
+                and old_usd == new_usd):
             continue  # the same lines at the same prices; a quantity change counts even without a price
         name = cur.name if cur is not None else old.name if old is not None else urn
         fully = all(r.priced_fully for r in (old, cur) if r is not None)
         changes.append(ResourceChange(urn, name, kind, old_usd, new_usd,
                                       old.one_time_usd if old else 0.0, cur.one_time_usd if cur else 0.0, fully))
     return CostDiff(stack=new.stack or previous.stack, previous=previous, new=new, resources=tuple(changes))
+
+
+def diff_event_log(log: EventLogPreview, prices: dict[str, Price] | None = None, usage: Usage | None = None,
+                   usage_notes: tuple[str, ...] = ()) -> CostDiff:
+    """The cost change of the update an engine event log describes: its state before against its state after
+    (:func:`blueprint.eventlog.load_event_log`), one price catalog and usage file for both."""
+    diff = diff_reports(price_graph(log.old, prices, usage),
+                        price_graph(log.new, prices, usage, usage_notes=usage_notes),
+                        ops=log.ops, renamed=log.renamed)
+    names = sorted({urn.rsplit("::", 1)[-1] for urn in log.replaced})
+    return replace(diff, replaced=tuple(names))
 
 
 def _signed(value: float) -> str:
@@ -117,7 +145,8 @@ def render_diff_markdown(diff: CostDiff) -> str:
         out += [f"One-time (Capacity Blocks, prepaid): {format_usd(diff.previous.total_one_time_usd)} -> "
                 f"{format_usd(diff.new.total_one_time_usd)} ({_signed(diff.diff_one_time_usd)}).", ""]
     if diff.resources:
-        out += [f"<details><summary>{len(diff.resources)} resource(s) changed cost</summary>", "",
+        what = "changed cost or are replaced" if any(r.change == "replaced" for r in diff.resources) else "changed cost"
+        out += [f"<details><summary>{len(diff.resources)} resource(s) {what}</summary>", "",
                 "| resource | change | previous / month | new / month | difference | one-time |",
                 "| --- | --- | ---: | ---: | ---: | ---: |"]
         for r in diff.resources:
@@ -126,6 +155,9 @@ def render_diff_markdown(diff: CostDiff) -> str:
                        f"{format_usd(r.previous_monthly_usd)} | {format_usd(r.new_monthly_usd)} | "
                        f"{_signed(r.new_monthly_usd - r.previous_monthly_usd)} | {_signed(once) if once else '-'} |")
         out += ["", "</details>", ""]
+    if diff.replaced:
+        out += [f"**Replaced** (deleted and created again: the monthly cost carries over, what the resource holds "
+                f"does not): {', '.join(f'`{name}`' for name in diff.replaced)}", ""]
     stale, unpriced = diff.stale_prices, diff.unpriced
     if stale:
         out.append(f"Stale prices (may have changed since they were read): {', '.join(f'`{k}`' for k in stale)}")
@@ -152,6 +184,7 @@ def diff_document(diff: CostDiff) -> dict[str, Any]:
                       for r in diff.resources],
         "stale_prices": diff.stale_prices,
         "unpriced": diff.unpriced,
+        "replaced": list(diff.replaced),
     }
 
 
