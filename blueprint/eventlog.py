@@ -28,7 +28,7 @@ What a graph takes from the events:
 Which event wins when a resource has several (the dedupe rule):
 
 - ``refresh`` steps (``pulumi preview --refresh``) read the cloud before the update and are not part of it:
-  they are skipped.
+  they are skipped (the update's own step of the resource follows them).
 - A replacement is two or three steps of one URN (``create-replacement``, ``replace``, ``delete-replaced``, in
   either order): the resource's op is ``replace``; its new state is the ``new`` of ``replace`` (the same as
   ``create-replacement``'s) and its old state the ``old`` of the first of them, before the engine marks it
@@ -123,17 +123,21 @@ class _Steps:
 def is_event_log(text: str) -> bool:
     """Whether a document is an engine event log: its first line is an event object (``sequence`` and a
     payload). Graph JSON, ``pulumi preview --json`` and stack exports never start so."""
-    first = text.lstrip()[:1]
-    if first != "{":
+    lead = text[:4096]  # look at the start only: a graph document may be a gigabyte on one line
+    start = len(lead) - len(lead.lstrip())
+    if text.startswith('{"sequence":', start):
+        return True  # as the CLI writes every event, even a first line cut short
+    if text[start:start + 1] != "{":
         return False
-    line = text.lstrip().split("\n", 1)[0]
-    if '"sequence"' not in line:
+    end = text.find("\n", start)
+    end = len(text) if end < 0 else end
+    if text.find('"sequence"', start, end) < 0:
         return False
     try:
-        head = json.loads(line)
+        first = json.loads(text[start:end])
     except ValueError:
         return False
-    return isinstance(head, dict) and "sequence" in head and not {"resources", "steps", "deployment"} & head.keys()
+    return isinstance(first, dict) and "sequence" in first and not {"resources", "steps", "deployment"} & first.keys()
 
 
 def load_event_log(path: Path) -> EventLogPreview:
@@ -321,7 +325,7 @@ def _resource(state: dict[str, Any], where: str, op: str) -> GraphResource:
 
 def _op_of(ops: list[str], urn: str, where: str) -> str:
     """The one op of a URN's steps (the dedupe rule of the module's documentation)."""
-    steps = [op for op in ops if op != "refresh"] or ops
+    steps = [op for op in ops if op != "refresh"]
     if any(op in REPLACEMENT and op not in LEFTOVER for op in steps):
         kinds = {op for op in steps if op not in REPLACEMENT}
         if kinds:
@@ -343,10 +347,12 @@ def _graphs(by_urn: dict[str, _Steps], summary: dict[str, Any], config: dict[str
     ops: dict[str, str] = {}
     renamed: dict[str, str] = {}
     for urn, record in by_urn.items():
+        if all(s[0] == "refresh" for s in record.steps):
+            continue  # read under a URN the update renames: the step of its new URN has the old state too
         where = record.steps[-1][3]
         op = _op_of([s[0] for s in record.steps], urn, where)
         ops[urn] = op
-        steps = [s for s in record.steps if s[0] != "refresh"] or record.steps
+        steps = [s for s in record.steps if s[0] != "refresh"]
         if op in KEEPS_NEW:
             # replace before create-replacement (the same new state); otherwise the URN's one own step
             keep = next((s for s in steps if s[0] == op), None) or next(s for s in steps if s[2] is not None)
@@ -355,8 +361,8 @@ def _graphs(by_urn: dict[str, _Steps], summary: dict[str, Any], config: dict[str
         olds = [s for s in steps if s[1] is not None]
         if not olds:
             continue
-        live = [s for s in olds if s[0] not in LEFTOVER or op in ("delete", "replace")]
-        chosen = next((s for s in live or olds if not (s[1] or {}).get("delete")), (live or olds)[0])
+        # the first state not pending deletion: before a replacement marks it, or the live copy beside a leftover
+        chosen = next((s for s in olds if not (s[1] or {}).get("delete")), olds[0])
         assert chosen[1] is not None
         before = _resource(chosen[1], f"{chosen[3]}.metadata.old", op)
         if before.urn != urn:

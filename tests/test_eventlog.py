@@ -106,6 +106,10 @@ def test_load_recognises_an_event_log_by_shape_whatever_its_name(tmp_path: Path)
     assert is_event_log(FIXTURE.read_text())
     assert not is_event_log(offline_run("dev-aws").graph.to_json())
     assert not is_event_log(json.dumps({"steps": []}) + "\n")
+    cut_short = tmp_path / "cut.json"  # killed while writing the first event
+    cut_short.write_text(FIXTURE.read_text()[:50])
+    with pytest.raises(GraphFormatError, match=r"^line 1 is cut off"):
+        ResourceGraph.load(cut_short)
 
 
 def test_a_graph_written_from_an_event_log_keeps_its_ops_and_what_it_lacks(log: EventLogPreview,
@@ -191,11 +195,14 @@ def test_a_pending_delete_leftover_does_not_hide_the_live_resource() -> None:
 
 
 def test_refresh_steps_are_not_the_update_and_a_renamed_resource_is_matched() -> None:
-    old_urn = NG.replace("nodegroup-system-ng", "system-ng")
-    before = _state(old_urn, inputs={"instanceTypes": ["m6i.2xlarge"]})
-    after = _state(NG, inputs={"instanceTypes": ["m6i.2xlarge"]})
-    log = read_event_log(_log(_pre("refresh", old_urn, before, before), _pre("same", NG, before, after)))
-    assert log.ops[NG] == "same" and log.renamed == {old_urn: NG}
+    before = _state(NG, inputs={"instanceTypes": ["m6i.2xlarge"]})
+    after = _state(NG, inputs={"instanceTypes": ["m7i.2xlarge"]})
+    log = read_event_log(_log(_pre("refresh", NG, before, before), _pre("update", NG, before, after)))
+    assert log.ops == {NG: "update"}
+    old_urn = NG.replace("nodegroup-system-ng", "system-ng")  # renamed with an alias: refreshed under its old URN
+    renamed = _state(old_urn, inputs={"instanceTypes": ["m6i.2xlarge"]})
+    log = read_event_log(_log(_pre("refresh", old_urn, renamed, renamed), _pre("same", NG, renamed, before)))
+    assert log.ops == {NG: "same"} and log.renamed == {old_urn: NG}
     assert [r.urn for r in log.old.resources] == [old_urn] and [r.urn for r in log.new.resources] == [NG]
 
 
@@ -397,3 +404,12 @@ def test_the_cost_cli_prices_the_state_after_the_update(tmp_path: Path, capsys: 
     urns = {r["urn"] for r in doc["resources"]}
     assert NG in urns and FSX in urns and NAT not in urns
     assert doc["total_monthly_usd"] == pytest.approx(600 * 0.08)  # the system nodes' gp3 root volumes
+
+
+def test_a_renamed_resource_is_matched_not_removed_and_added() -> None:
+    old_urn = NAT.replace("network-nat-use1-az6", "nat-b")
+    log = read_event_log(_log(_pre("same", NAT, _state(old_urn, "aws:ec2/natGateway:NatGateway"),
+                                   _state(NAT, "aws:ec2/natGateway:NatGateway"))))
+    diff = diff_event_log(log)
+    assert diff.previous.total_monthly_usd == pytest.approx(730 * 0.045)
+    assert diff.resources == () and diff.diff_monthly_usd == 0
