@@ -4,7 +4,8 @@ A graph can be built three ways and readers do not care which:
 
 - an offline run of the program under Pulumi's mocks (:mod:`blueprint.engine`);
 - the JSON of a real ``pulumi preview --json`` (:meth:`ResourceGraph.from_preview_json`);
-- ``pulumi stack export`` of a deployed stack (:meth:`ResourceGraph.from_stack_export`).
+- ``pulumi stack export`` of a deployed stack (:meth:`ResourceGraph.from_stack_export`);
+- the engine event log of a real ``pulumi preview --event-log FILE`` (:mod:`blueprint.eventlog`).
 
 Its JSON form is a public contract (README, "Graph format")::
 
@@ -14,6 +15,10 @@ Its JSON form is a public contract (README, "Graph format")::
 
 ``inputs`` are the provider's wire format (camelCase keys). Secret values are the string
 ``[secret]`` and values unknown at preview time the string :data:`UNKNOWN`; treat both as unknown.
+
+Graphs read from a real preview (``--json`` or an event log) add ``"op"`` to each resource: the step the
+preview plans for it (:data:`STEP_OPS`). A graph whose source does not record a field lists it under a
+top-level ``"unrecorded"`` (an event log has no ``dependencies``); both keys are absent otherwise.
 """
 
 from __future__ import annotations
@@ -29,6 +34,13 @@ UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 SECRET = "[secret]"
 FORMAT_KEYS = ("urn", "type", "name", "parent", "provider", "inputs", "protect", "retain_on_delete", "dependencies",
                "ignore_changes")
+# The step operations of Pulumi's engine (sdk/go/common/apitype/history.go, OpType).
+STEP_OPS = ("same", "create", "update", "delete", "replace", "create-replacement", "delete-replaced", "read",
+            "read-replacement", "refresh", "discard", "discard-replaced", "remove-pending-replace", "import",
+            "import-replacement")
+# Files a reader takes as a graph document rather than a stack name: JSON, and the newline-delimited JSON of an
+# engine event log.
+GRAPH_SUFFIXES = (".json", ".jsonl", ".ndjson")
 
 
 class GraphFormatError(ValueError):
@@ -166,6 +178,9 @@ class GraphResource:
     # resources, so a rename cannot replace (delete) data. None when not recorded: a real preview or a
     # stack export carries it only where the state has an ``ignoreChanges`` field.
     ignore_changes: list[str] | None = field(default_factory=list)
+    # The step a real preview plans for the resource (one of STEP_OPS: "create", "update", "replace", ...); None in
+    # graphs that are not a preview (offline runs, stack exports).
+    op: str | None = None
 
     @property
     def options_recorded(self) -> bool:
@@ -197,6 +212,14 @@ class ResourceGraph:
 
     stack: str
     resources: list[GraphResource]
+    # Fields the source does not carry for any resource, e.g. ("dependencies",) for an engine event log: an empty
+    # list there means "not known", not "none", and readers that need the field say so instead of guessing.
+    unrecorded: tuple[str, ...] = ()
+
+    @property
+    def dependencies_recorded(self) -> bool:
+        """Whether ``dependencies`` come from the source (every form but an engine event log)."""
+        return "dependencies" not in self.unrecorded
 
     def __post_init__(self) -> None:
         self._by_urn = {r.urn: r for r in self.resources}
@@ -286,14 +309,18 @@ class ResourceGraph:
         ordered = sorted(self.resources, key=lambda r: r.urn)
         # The rows share the records' values (no deep copy, as dataclasses.asdict would make): the JSON writer
         # only reads them.
-        return {
+        doc: dict[str, Any] = {
             "stack": self.stack,
             "resources": [{"urn": r.urn, "type": r.type, "name": r.name, "parent": r.parent,
                            "provider": r.provider, "inputs": r.inputs, "protect": r.protect,
                            "retain_on_delete": r.retain_on_delete, "dependencies": sorted(r.dependencies),
-                           "ignore_changes": None if r.ignore_changes is None else sorted(r.ignore_changes)}
+                           "ignore_changes": None if r.ignore_changes is None else sorted(r.ignore_changes),
+                           **({} if r.op is None else {"op": r.op})}
                           for r in ordered],
         }
+        if self.unrecorded:
+            doc["unrecorded"] = sorted(self.unrecorded)
+        return doc
 
     def iter_json(self) -> Iterator[str]:
         """:meth:`to_json` in pieces, for writing a large graph without holding the whole text."""
@@ -310,6 +337,7 @@ class ResourceGraph:
         if not isinstance(doc, dict) or not isinstance(doc.get("resources"), list):
             raise GraphFormatError("a graph is an object with 'stack' and a 'resources' list")
         stack = _field(doc, "stack", str, "graph", default="")
+        unrecorded = _string_list(doc, "unrecorded", "graph") or []
         out: list[GraphResource] = []
         for i, raw in enumerate(doc["resources"]):
             where = f"resources[{i}]"
@@ -330,8 +358,9 @@ class ResourceGraph:
                 dependencies=_string_list(raw, "dependencies", where) or [],
                 ignore_changes=_string_list(raw, "ignore_changes", where, nullable=True)
                 if "ignore_changes" in raw else [],
+                op=_op(raw, where),
             ))
-        return cls(stack, out)
+        return cls(stack, out, tuple(unrecorded))
 
     @classmethod
     def from_preview_json(cls, doc: Any) -> ResourceGraph:
@@ -343,12 +372,12 @@ class ResourceGraph:
             where = f"steps[{i}]"
             if not isinstance(step, dict):
                 raise GraphFormatError(f"{where}: a step is an object")
-            op = _field(step, "op", str, where, required=True)
+            op = _op(step, where, required=True)
             if op == "delete":
                 continue  # only oldState: the resource is going away
             state = _field(step, "newState", dict, where, required=True)
-            out.append(_from_state(state, f"{where}.newState"))
-        return cls(_stack_from(out), out)
+            out.append(from_state(state, f"{where}.newState", op=op))
+        return cls(stack_from_urns(out), out)
 
     @classmethod
     def from_stack_export(cls, doc: Any) -> ResourceGraph:
@@ -360,13 +389,14 @@ class ResourceGraph:
         for i, state in enumerate(deployment["resources"]):
             if not isinstance(state, dict):
                 raise GraphFormatError(f"deployment.resources[{i}]: a resource is an object")
-            out.append(_from_state(state, f"deployment.resources[{i}]"))
-        return cls(_stack_from(out), out)
+            out.append(from_state(state, f"deployment.resources[{i}]"))
+        return cls(stack_from_urns(out), out)
 
     @classmethod
     def load(cls, path: Path) -> ResourceGraph:
-        """Read any of the three forms from a file, recognising it by shape; every problem with the file or
-        its content is a :class:`GraphFormatError` naming it."""
+        """Read any of the four forms from a file, recognising it by shape (an engine event log gives the graph
+        after the update: :func:`blueprint.eventlog.read_event_log` has both sides); every problem with the file
+        or its content is a :class:`GraphFormatError` saying what is wrong."""
         try:
             size = path.stat().st_size
             if size > MAX_DOCUMENT_BYTES:
@@ -376,6 +406,10 @@ class ResourceGraph:
             raise GraphFormatError(f"cannot be read: {err.strerror or err}") from None
         except UnicodeDecodeError:
             raise GraphFormatError("not UTF-8 text") from None
+        from blueprint.eventlog import is_event_log, read_event_log
+
+        if is_event_log(text):
+            return read_event_log(text).new
         try:
             doc = strict_json(text)
         except RecursionError:
@@ -438,8 +472,16 @@ def strict_json(text: str) -> Any:
                       parse_int=_bounded_int)
 
 
-def _from_state(state: dict[str, Any], where: str) -> GraphResource:
-    """A resource from a Pulumi state object (``ResourceV3``), checked field by field."""
+def _op(raw: dict[str, Any], where: str, required: bool = False) -> str | None:
+    op = _field(raw, "op", str, where, required=required)
+    if op is not None and op not in STEP_OPS:
+        raise GraphFormatError(f"{where}.op: {json.dumps(op)[:60]} is not a step of the engine ({', '.join(STEP_OPS)})")
+    return str(op) if op is not None else None
+
+
+def from_state(state: dict[str, Any], where: str, op: str | None = None) -> GraphResource:
+    """A resource from a Pulumi state object (``ResourceV3``, or an event's ``StepEventStateMetadata``, which
+    has no ``dependencies`` nor ``ignoreChanges``), checked field by field; ``op`` is the step it takes."""
     urn = _text(state, "urn", where)
     inputs = _field(state, "inputs", dict, where, nullable=True, default={})
     _check_value(inputs, f"{where}.inputs")
@@ -455,10 +497,12 @@ def _from_state(state: dict[str, Any], where: str) -> GraphResource:
         retain_on_delete=_field(state, "retainOnDelete", bool, where, nullable=True, default=False),
         dependencies=_string_list(state, "dependencies", where, nullable=True) or [],
         ignore_changes=_string_list(state, "ignoreChanges", where, nullable=True),
+        op=op,
     )
 
 
-def _stack_from(resources: list[GraphResource]) -> str:
+def stack_from_urns(resources: list[GraphResource]) -> str:
+    """The stack name in the resources' URNs (``urn:pulumi:<stack>::...``), or empty."""
     for r in resources:
         parts = r.urn.split("::")
         if len(parts) >= 2 and parts[0].startswith("urn:pulumi:"):

@@ -37,6 +37,14 @@ SEVERITIES = {proto.POLICY_SEVERITY_LOW: "low", proto.POLICY_SEVERITY_MEDIUM: "m
 LevelConfig = dict[str, tuple[int, dict[str, Any]]]
 # Policies that read resource options a graph may not record (ignoreChanges): not applicable there.
 OPTION_POLICIES = ("stateful-names-ignore-changes",)
+# Policies that follow dependencies (a node group to its launch template and subnets, a bucket to its
+# configuration resources): not applicable to a graph that does not record them (an engine event log), where
+# they would report every link as missing. tests/test_eventlog.py checks that no other policy's verdict changes
+# when a graph loses its dependencies.
+DEPENDENCY_POLICIES = ("aws-efa-node-groups-wire-all-interfaces", "aws-efa-node-groups-single-az-and-placed",
+                       "aws-no-placement-group-on-reserved-capacity", "aws-efa-security-group-allows-self",
+                       "aws-s3-checkpoint-bucket-versioned", "aws-s3-bucket-encrypted",
+                       "aws-s3-bucket-public-access-blocked")
 
 
 class PolicyConfigError(ValueError):
@@ -312,9 +320,10 @@ def _run_policies(graph: ResourceGraph, config: LevelConfig | None, pack: Pack |
     levels = dict(config if config is not None else normalize_config({}, pack.policies))
     unrecorded = [r for r in graph.resources if not r.options_recorded]
     skipped = [name for name in OPTION_POLICIES if name in levels] if unrecorded else []
-    for name in skipped:
-        # `pulumi preview --json` and `pulumi stack export` do not carry ignoreChanges; under
-        # `pulumi preview --policy-pack` the engine gives it to the analyzer and the policy runs.
+    no_links = [name for name in DEPENDENCY_POLICIES if name in levels] if not graph.dependencies_recorded else []
+    for name in skipped + no_links:
+        # `pulumi preview --json` and `pulumi stack export` do not carry ignoreChanges, an event log no
+        # dependencies; under `pulumi preview --policy-pack` the engine gives both to the analyzer and the policy runs.
         levels[name] = (proto.DISABLED, levels[name][1])
     servicer.Configure(proto.ConfigureAnalyzerRequest(policyConfig={
         name: proto.PolicyConfig(enforcementLevel=level, properties=_struct(props))  # type: ignore[arg-type]
@@ -325,6 +334,8 @@ def _run_policies(graph: ResourceGraph, config: LevelConfig | None, pack: Pack |
                           levels={name: LEVEL_NAMES.get(level, "advisory") for name, (level, _) in levels.items()})
     report.not_applicable += [(name, "the graph does not record ignoreChanges (pulumi preview --json and stack "
                                      "export omit it); run it under pulumi preview --policy-pack") for name in skipped]
+    report.not_applicable += [(name, "the graph does not record dependencies (a pulumi event log omits them); run it "
+                                     "under pulumi preview --policy-pack") for name in no_links]
     stack_resources = []
     providers = _providers(graph)
     for res in graph.resources:

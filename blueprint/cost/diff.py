@@ -7,17 +7,25 @@ the change is "new" (a +9,327 % says nothing). Several stacks give one comment: 
 unchanged ones in one row), then a folded section per changed stack with each changed resource's lines
 (quantity x unit price), as Infracost's comment does. The JSON of one stack carries everything the comment shows,
 so a workflow can diff stacks in parallel jobs and combine their JSON into one comment (``--combine``).
+
+From one engine event log (:func:`diff_event_log`) the two sides are the states before and after the update the
+preview plans: a deleted resource's cost goes, a created one's comes, and a replaced one keeps its cost (it is
+deleted and created again) but is listed as ``replaced`` even when its cost does not change, since what it holds
+does not carry over.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-from blueprint.cost.engine import CostLine, CostReport
+from blueprint.cost.engine import CostLine, CostReport, price_graph
+from blueprint.cost.prices import Price
 from blueprint.cost.render import format_usd
+from blueprint.cost.usage import Usage
+from blueprint.eventlog import EventLogPreview
 
 # A percentage needs a base of at least this share of the larger figure; below it the change is "new".
 MEANINGFUL_BASE_SHARE = 0.1
@@ -72,6 +80,7 @@ class CostDiff:
     new: CostReport
     resources: tuple[ResourceChange, ...]
     notes: tuple[str, ...] = ()
+    replaced: tuple[str, ...] = ()  # names of every resource the update replaces, priced or not (event logs)
 
     @property
     def diff_monthly_usd(self) -> float:
@@ -132,15 +141,22 @@ def _pair_lines(old: tuple[CostLine, ...], new: tuple[CostLine, ...], at_max: bo
     return out
 
 
-def diff_reports(previous: CostReport, new: CostReport, notes: Sequence[str] = ()) -> CostDiff:
-    """Every resource whose cost differs at desired or at max size (or whose lines differ), sorted by URN."""
-    before = {r.urn: r for r in previous.resources}
+def diff_reports(previous: CostReport, new: CostReport, notes: Sequence[str] = (),
+                 ops: Mapping[str, str] | None = None, renamed: Mapping[str, str] | None = None) -> CostDiff:
+    """Every resource whose cost differs at desired or at max size (or whose lines differ), sorted by URN; with
+    ``ops`` (URN -> the step a preview plans, :attr:`EventLogPreview.ops`) also every priced resource that is
+    replaced, as ``replaced``. ``renamed`` maps a previous URN to its new one (an alias), so a renamed resource is
+    matched, not removed and added."""
+    ops = ops or {}
+    renamed = renamed or {}
+    before = {renamed.get(r.urn, r.urn): r for r in previous.resources}
     after = {r.urn: r for r in new.resources}
     changes: list[ResourceChange] = []
     for urn in sorted(before.keys() | after.keys()):
         old, cur = before.get(urn), after.get(urn)
-        kind = "added" if old is None else "removed" if cur is None else "changed"
-        if old is not None and cur is not None and old.signature() == cur.signature() \
+        replaced = old is not None and cur is not None and ops.get(urn) == "replace"
+        kind = "added" if old is None else "removed" if cur is None else "replaced" if replaced else "changed"
+        if old is not None and cur is not None and not replaced and old.signature() == cur.signature() \
                 and old.monthly_usd == cur.monthly_usd and old.monthly_usd_at_max == cur.monthly_usd_at_max:
             continue  # the same lines at the same prices; a quantity change counts even without a price
         name = cur.name if cur is not None else old.name if old is not None else urn
@@ -155,6 +171,17 @@ def diff_reports(previous: CostReport, new: CostReport, notes: Sequence[str] = (
             old.monthly_usd_at_max if old else 0.0, cur.monthly_usd_at_max if cur else 0.0, tuple(lines)))
     return CostDiff(stack=new.stack or previous.stack, previous=previous, new=new, resources=tuple(changes),
                     notes=tuple(notes))
+
+
+def diff_event_log(log: EventLogPreview, prices: dict[str, Price] | None = None, usage: Usage | None = None,
+                   usage_notes: tuple[str, ...] = ()) -> CostDiff:
+    """The cost change of the update an engine event log describes: its state before against its state after
+    (:func:`blueprint.eventlog.load_event_log`), one price catalog and usage file for both."""
+    diff = diff_reports(price_graph(log.old, prices, usage),
+                        price_graph(log.new, prices, usage, usage_notes=usage_notes),
+                        ops=log.ops, renamed=log.renamed)
+    names = sorted({urn.rsplit("::", 1)[-1] for urn in log.replaced})
+    return replace(diff, replaced=tuple(names))
 
 
 # --- the JSON document: everything the comment shows -------------------------------------------------------------
@@ -188,6 +215,7 @@ def diff_document(diff: CostDiff) -> dict[str, Any]:
         "stale_prices": diff.stale_prices,
         "unpriced": diff.unpriced,
         "notes": list(diff.notes),
+        "replaced": list(diff.replaced),
     }
 
 
@@ -236,8 +264,8 @@ def _pct(value: float | None, delta: float) -> str:
 
 
 def _changed(doc: dict[str, Any]) -> bool:
-    return bool(doc["resources"]) or any(doc.get(k) for k in ("diff_monthly_usd", "diff_monthly_usd_at_max",
-                                                              "diff_one_time_usd"))
+    keys = ("diff_monthly_usd", "diff_monthly_usd_at_max", "diff_one_time_usd")
+    return bool(doc["resources"]) or bool(doc.get("replaced")) or any(doc.get(k) for k in keys)
 
 
 def headline(doc: dict[str, Any]) -> str:
@@ -283,6 +311,9 @@ def _stack_section(doc: dict[str, Any]) -> list[str]:
             out.append(f"| `{name}` | {x['name']}{where} | {_qty(x['previous_quantity'])} -> "
                        f"{_qty(x['new_quantity'])} {x['unit']} | {price} | {format_usd(x['previous_usd'])} | "
                        f"{format_usd(x['new_usd'])} |")
+    if doc.get("replaced"):
+        out += ["", f"**Replaced** (deleted and created again: the monthly cost carries over, what the resource holds "
+                f"does not): {', '.join(f'`{name}`' for name in doc['replaced'])}"]
     out += [f"Note: {n}" for n in doc.get("notes", [])]
     return [*out, "", "</details>", ""]
 
