@@ -3,14 +3,14 @@
     blueprint preview <stack>            resource tree grouped by plane, with the figures that matter
     blueprint graph <stack> -o FILE      the ResourceGraph as JSON (format in README.md)
     blueprint manifests <stack> -o DIR   every Kubernetes object and Helm release's values as YAML
-    blueprint policy <stack | graph.json> [--format table|markdown|json|sarif] [--config FILE] [--stack-file F]
+    blueprint policy <stack | graph.json | events.jsonl> [--format ...] [--config FILE] [--stack-file F]
                                          run the policy pack; exit 1 when a mandatory policy fails
     blueprint schema [--format json|markdown] [-o FILE]
                                          the JSON Schema of the stack file (or its Markdown reference)
     blueprint policy --list | --explain POLICY
                                          the pack's policies with their levels; one explained, with an example
     blueprint cost <stack | graph.json> [--format table|json] [--usage FILE]
-    blueprint cost diff --base <graph.json | git ref> <stack | graph.json>
+    blueprint cost diff --base <graph.json | git ref> <stack | graph.json>... | --combine a.json... | --event-log F
     blueprint sizing <stack> [--format table|json]
                                          the goodput model: checkpoint times, interval, goodput, capacity
     blueprint preflight <stack> [--format table|json]
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from blueprint import schema as schema_command
-from blueprint.graph import GraphFormatError, ResourceGraph, strict_json
+from blueprint.graph import GRAPH_SUFFIXES, GraphFormatError, ResourceGraph, strict_json
 from blueprint.output import (
     OutputError,
     check_output_dir,
@@ -89,7 +89,8 @@ def _parser() -> argparse.ArgumentParser:
     manifests.add_argument("-o", "--output", type=output_dir_argument, required=True, help="output directory")
     policy = sub.add_parser("policy", parents=[common], help="run the policy pack on a stack or a graph file")
     policy.add_argument("target", nargs="?", help="stack name, stack file, or a graph JSON (offline graph, "
-                                                  "`pulumi preview --json`, or `pulumi stack export`)")
+                                                  "`pulumi preview --json`, `pulumi stack export`, or the .jsonl "
+                                                  "of `pulumi preview --event-log`)")
     policy.add_argument("--format", choices=("table", "markdown", "json", "sarif"), default="table")
     policy.add_argument("--config", type=Path, help="pack config, as given to --policy-pack-config")
     policy.add_argument("--list", action="store_true", help="list the pack's policies: area, level (under "
@@ -111,8 +112,10 @@ def _parser() -> argparse.ArgumentParser:
     # sub-command under `cost`.
     diff = sub.add_parser("cost-diff", parents=[common], help="(as `blueprint cost diff`) the cost change "
                           "against a base at desired and at max size, as one pull-request comment")
-    diff.add_argument("targets", nargs="+", metavar="target", help="stack names, stack files or graph JSONs (one "
+    diff.add_argument("targets", nargs="*", metavar="target", help="stack names, stack files or graph JSONs (one "
                       "summary table for several); with --combine, per-stack JSON reports of `cost diff`")
+    diff.add_argument("--event-log", type=Path, help="a `pulumi preview --event-log` file: the cost of its state "
+                      "before the update against after it (no --base or target)")
     diff.add_argument("--base", help="the previous graph JSON, or a git ref to build each stack at (a stack file "
                       "is found at the same path relative to the repository)")
     diff.add_argument("--combine", action="store_true", help="render one comment from per-stack JSON reports "
@@ -215,7 +218,7 @@ def _stack_file_for(args: argparse.Namespace, stack: str, artifact: str) -> tupl
     from blueprint.stackfile import default_stacks_dir
 
     candidates = [args.stack_file] if args.stack_file is not None else (
-        [Path(artifact)] if not artifact.endswith(".json") else
+        [Path(artifact)] if Path(artifact).suffix not in GRAPH_SUFFIXES else
         [Path("stacks") / f"Pulumi.{stack}.yaml", default_stacks_dir() / f"Pulumi.{stack}.yaml"])
     for path in candidates:
         try:
@@ -241,8 +244,10 @@ def _policy_catalog(args: argparse.Namespace) -> int:
     if args.explain is None:
         _write(render_list(items, "json" if args.format == "json" else "table"), args.output)
         return EXIT_OK
+    from blueprint.policy_examples import example_violation
+
     entry = find(items, args.explain)
-    _write(render_explain(entry, None), args.output)
+    _write(render_explain(entry, example_violation(entry.name, pack)), args.output)
     return EXIT_OK
 
 
@@ -280,7 +285,7 @@ def _policy(args: argparse.Namespace) -> int:
 def _target_graph(target_text: str) -> tuple[ResourceGraph, str, Any]:
     """A graph JSON file as given (no spec), or the graph and spec of a stack run through the offline engine."""
     target = Path(target_text)
-    if target.suffix == ".json":
+    if target.suffix in GRAPH_SUFFIXES:
         try:
             return ResourceGraph.load(target), str(target), None
         except GraphFormatError as err:
@@ -299,7 +304,7 @@ def _usage(explicit: Path | None, target_text: str, graphs: tuple[ResourceGraph,
     from blueprint.stackfile import default_stacks_dir, resolve
 
     path = explicit
-    if path is None and not target_text.endswith(".json"):
+    if path is None and Path(target_text).suffix not in GRAPH_SUFFIXES:
         name, stack_path = resolve(target_text, default_stacks_dir())
         candidate = default_usage_path(stack_path, name)
         path = candidate if candidate.is_file() else None
@@ -428,12 +433,27 @@ def _cost_diff(args: argparse.Namespace) -> int:
             raise CostUsageError(str(err)) from None
         _write(render_diff_markdown(docs), args.output)
         return EXIT_OK
+    if args.event_log is not None:
+        if args.base is not None or args.targets:
+            raise CostUsageError("--event-log diffs the log's state before the update against after it: give no "
+                                 "--base and no target")
+        from blueprint.cost.diff import diff_document, diff_event_log
+        from blueprint.eventlog import load_event_log
+
+        log = load_event_log(args.event_log)
+        usage, notes = _usage(args.usage, str(args.event_log), (log.old, log.new)) if args.usage else ({}, ())
+        diff = diff_event_log(log, usage=usage, usage_notes=notes)
+        _write(render_diff_json([diff]) if args.format == "json" else render_diff_markdown([diff_document(diff)]),
+               args.output)
+        return EXIT_OK
+    if not args.targets:
+        raise CostUsageError("cost diff needs a target (a stack, stack file or graph), or --event-log")
     if args.base is None:
-        raise CostUsageError("cost diff needs --base (a graph JSON or a git ref), or --combine")
-    base_is_file = args.base.endswith(".json") or Path(args.base).is_file()
+        raise CostUsageError("cost diff needs --base (a graph JSON or a git ref), or --combine, or --event-log")
+    base_is_file = Path(args.base).suffix in GRAPH_SUFFIXES or Path(args.base).is_file()
     if base_is_file and len(args.targets) > 1:
         raise CostUsageError("--base as a graph JSON compares one target; give a git ref to compare several stacks")
-    if not base_is_file and any(t.endswith(".json") for t in args.targets):
+    if not base_is_file and any(Path(t).suffix in GRAPH_SUFFIXES for t in args.targets):
         raise CostUsageError("--base as a git ref needs stack names or stack files as targets, not graphs")
     bases = {args.targets[0]: (_target_graph(args.base)[0], None)} if base_is_file else \
         _graphs_at_ref(args.base, args.targets)

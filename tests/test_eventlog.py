@@ -418,3 +418,19 @@ def test_a_renamed_resource_is_matched_not_removed_and_added() -> None:
     diff = diff_event_log(log)
     assert diff.previous.total_monthly_usd == pytest.approx(730 * 0.045)
     assert diff.resources == () and diff.diff_monthly_usd == 0
+
+
+def test_the_cli_reads_an_event_log_by_its_jsonl_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``blueprint policy events.jsonl`` and ``cost diff --event-log`` take the file `pulumi preview --event-log`
+    writes under its own name."""
+    path = tmp_path / "prod-aws.events.jsonl"
+    shutil.copy(FIXTURE, path)
+    assert main(["policy", str(path), "--format", "json"]) == 1
+    found = json.loads(capsys.readouterr().out)["violations"]
+    assert any(v["urn"].endswith("::tenancy-ns-vision") for v in found)
+    assert main(["cost", "diff", "--event-log", str(path), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["replaced"] == ["nodegroup-system-ng"]
+    assert {r["name"]: r["change"] for r in doc["resources"]}["network-nat-use1-az6"] == "removed"
+    assert main(["cost", "diff", "--event-log", str(path), "prod-aws"]) == 2
+    assert "give no --base and no target" in capsys.readouterr().err

@@ -159,10 +159,16 @@ def test_policy_list_is_the_pack(capsys: pytest.CaptureFixture[str], tmp_path: P
 
 
 def test_policy_explain(capsys: pytest.CaptureFixture[str]) -> None:
+    """What it checks, why, the fix, and a real violation: the pack run on a shipped graph broken the way the
+    tests break it."""
     assert main(["policy", "--explain", "aws-eks-endpoint-not-open-to-internet"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("aws-eks-endpoint-not-open-to-internet  (security, mandatory, severity critical")
     assert "\nFix: " in out and "\nChecks: " in out
+    assert "Example: the shipped prod-aws stack with open the endpoint to 0.0.0.0/0:" in out
+    assert "  resource: control-plane-eks" in out and '  field: vpcConfig.publicAccessCidrs[0] = "0.0.0.0/0"' in out
+    assert main(["policy", "--explain", "gcp-gke-shielded-nodes"]) == 0
+    assert "Example: the shipped prod-gcp stack with turn off shielded nodes:" in capsys.readouterr().out
     assert main(["policy", "--explain", "aws-eks-endpoint-not-open-to-internt"]) == 2
     assert "did you mean aws-eks-endpoint-not-open-to-internet" in capsys.readouterr().err
     assert main(["policy", "prod-aws", "--list"]) == 2
@@ -197,3 +203,10 @@ def test_sarif_messages_carry_the_field_and_the_fix() -> None:
     assert imds["properties"]["field"] == "metadataOptions.httpTokens"
     assert '\nField: metadataOptions.httpTokens = "optional"' in imds["message"]["text"]
     assert "\nFix: " in imds["message"]["text"]
+
+
+def test_every_policy_has_an_example_violation() -> None:
+    from blueprint.policy_examples import AWS_MUTATIONS, GCP_MUTATIONS
+
+    covered = {p for _, p in AWS_MUTATIONS.values()} | {p for _, _, p in GCP_MUTATIONS.values()}
+    assert covered == {p.name for p in load_pack().policies}

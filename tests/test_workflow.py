@@ -80,8 +80,16 @@ def test_real_preview_runs_only_with_a_pulumi_token_and_the_policy_pack() -> Non
     assert creds == {"aws-actions/configure-aws-credentials": "env.PULUMI_ACCESS_TOKEN != '' && "
                      "endsWith(matrix.stack, '-aws')",
                      "google-github-actions/auth": "env.PULUMI_ACCESS_TOKEN != '' && endsWith(matrix.stack, '-gcp')"}
-    preview = next(s for s in job["steps"] if s.get("uses", "").startswith("pulumi/actions@"))
-    assert preview["with"]["command"] == "preview" and preview["with"]["policyPacks"] == "policies"
+    install = next(s for s in job["steps"] if s.get("uses", "").startswith("pulumi/actions@"))
+    assert "with" not in install  # the CLI only; the preview runs below with the event log
+    preview = next(s for s in job["steps"] if s.get("id") == "preview")
+    assert preview["env"]["PULUMI_DEBUG_COMMANDS"] == "true"  # --event-log is registered only with it
+    assert '--policy-pack policies' in preview["run"] and '--event-log "out/$STACK.events.jsonl"' in preview["run"]
+    readers = next(s["run"] for s in job["steps"] if s.get("name") == "Policy verdict and cost change of the real "
+                   "preview")
+    assert 'blueprint policy "$log"' in readers and 'blueprint cost diff --event-log "$log"' in readers
+    assert job["steps"][-1]["run"] == 'exit "${{ steps.preview.outputs.status }}"'
+
     stacks = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml")
                     for p in (WORKFLOW.parents[2] / "stacks").glob("Pulumi.*.yaml"))
     assert sorted(job["strategy"]["matrix"]["stack"]) == stacks
