@@ -32,7 +32,7 @@ from components.gcp.platform import (
 )
 from components.gcp.security import GcpDataAccess, GcpIdentities, GcpKeys, GcpServices, kms_key_id, wif_principal
 from components.gcp.storage import LUSTRE_FILESYSTEM, GcpStorage, checkpoint_bucket_name, lustre_instance_id
-from components.kubernetes.objects import EgressRule, SharedFilesystem, volume_generation
+from components.kubernetes.objects import EgressRule, GpuDirectPodRules, SharedFilesystem, volume_generation
 from components.kubernetes.platform import PlatformInputs
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
@@ -52,11 +52,48 @@ GKE_METADATA_EGRESS = (EgressRule(name="allow-gke-metadata-server", cidr="169.25
 # GKE injects the GCS FUSE CSI sidecar (gke.gcr.io/gcs-fuse-csi-driver-sidecar-mounter) into pods that mount a
 # checkpoint volume; the registry admission policy sees injected containers, so it must allow GKE's registry.
 GKE_SYSTEM_REGISTRIES = ("gke.gcr.io/",)
-# Host paths the GPUDirect sidecars mount in team pods: the GKE driver and NCCL plugin directory, /sys and
-# /proc/sys, the TCPXO aperture devices (GKE "Maximize GPU network bandwidth with GPUDirect-TCPXO": tcpxo-daemon
-# volumes), and the gIB plugin directory for RDMA (container-engine-accelerators nccl-rdma-installer).
-GPUDIRECT_HOST_PATHS = ("/home/kubernetes/bin/nvidia", "/home/kubernetes/bin/gib", "/sys", "/proc/sys",
-                        "/dev/aperture_devices")
+# What GPUDirect pods need on the node, per flavour, container by container (GKE "Maximize GPU network bandwidth with
+# GPUDirect-TCPXO and multi-networking" / "... GPUDirect-TCPX ...": the daemon sidecar's volumes and capabilities,
+# the workload container's; GKE "Run a workload with GPUDirect RDMA (A3 Ultra)"; container-engine-accelerators
+# gpudirect-tcpxo/nccl-test-unprivileged-without-hostnetwork.yaml). The receive-datapath daemon (RxDM) alone reads and
+# writes the node's /sys and /proc/sys and adds NET_ADMIN/NET_BIND_SERVICE; the workload reads the driver and NCCL
+# plugin libraries (read-only) and, on TCPXO, opens the aperture devices; RDMA has no daemon, its workload reads
+# the gIB plugin directory.
+NVIDIA_HOST_DIR = "/home/kubernetes/bin/nvidia"
+GIB_HOST_DIR = "/home/kubernetes/bin/gib"
+RXDM_PATHS = ("/sys", "/proc/sys")
+RXDM_CAPABILITIES = ("NET_ADMIN", "NET_BIND_SERVICE")
+
+
+# The receive-datapath daemon per flavour: (container name, image) as GKE's how-to pages and the installer's example
+# run it. Replaced by the catalog's pin (components/catalog/gke_manifests.yaml) when it records one.
+GPUDIRECT_SIDECARS = {
+    "TCPXO": ("tcpxo-daemon", "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.17"),
+    "TCPX": ("tcpx-daemon", "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.9"),
+}
+
+
+def gpudirect_sidecar(flavour: str) -> tuple[str, str] | None:
+    """The flavour's daemon sidecar (name, pinned image), or None (RDMA has none)."""
+    return GPUDIRECT_SIDECARS.get(flavour)
+
+
+def gpudirect_pod_rules(flavour: str) -> GpuDirectPodRules:
+    """The per-container bounds of a GPUDirect flavour's namespaces (the sidecar image pinned in the catalog)."""
+    sidecar = gpudirect_sidecar(flavour)
+    if flavour == "RDMA":
+        return GpuDirectPodRules(sidecar_name=None, sidecar_image=None, sidecar_host_paths=(),
+                                 sidecar_capabilities=(), shared_host_paths=(NVIDIA_HOST_DIR, GIB_HOST_DIR),
+                                 readonly_host_paths=(NVIDIA_HOST_DIR, GIB_HOST_DIR), source=GPUDIRECT_POD_SOURCE)
+    return GpuDirectPodRules(
+        sidecar_name=sidecar[0] if sidecar else None, sidecar_image=sidecar[1] if sidecar else None,
+        sidecar_host_paths=RXDM_PATHS, sidecar_capabilities=RXDM_CAPABILITIES,
+        shared_host_paths=(NVIDIA_HOST_DIR, *(("/dev/aperture_devices",) if flavour == "TCPXO" else ())),
+        readonly_host_paths=(NVIDIA_HOST_DIR,), source=GPUDIRECT_POD_SOURCE)
+
+
+GPUDIRECT_POD_SOURCE = ("GKE GPUDirect-TCPX/TCPXO/RDMA how-to pages (daemon and workload volumes); "
+                        "container-engine-accelerators gpudirect-tcpxo/nccl-test-unprivileged-without-hostnetwork.yaml")
 # Namespaces GKE manages (DCGM exporter in gke-managed-system, GKE "Collect and view DCGM metrics"; Managed
 # Prometheus in gmp-system and gmp-public): the no-privileged-pods policy leaves them to GKE.
 GKE_MANAGED_NAMESPACES = ("gke-managed-system", "gmp-system", "gmp-public")
@@ -199,7 +236,7 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
         system_registries=GKE_SYSTEM_REGISTRIES,
         storage_class_name="pd-balanced-cmek",
         tenant_pod_security="privileged" if flavours else "baseline",
-        gpudirect_host_paths=GPUDIRECT_HOST_PATHS if flavours else (),
+        gpudirect_pod_rules=gpudirect_pod_rules(sorted(flavours)[0]) if flavours else None,
         cloud_namespaces=GKE_MANAGED_NAMESPACES,
         gpu_node_dependencies=tuple(gpu_pools),
         shared_filesystem=shared_filesystem,

@@ -23,7 +23,7 @@ from components.catalog import ChartPin, load_charts
 from components.catalog.acceptance import load_acceptance
 from components.catalog.charts import pytorch_image
 from components.kubernetes import objects as obj
-from components.kubernetes.objects import EgressRule, Manifest, NetworkTopology, SharedFilesystem
+from components.kubernetes.objects import EgressRule, GpuDirectPodRules, Manifest, NetworkTopology, SharedFilesystem
 from components.kubernetes.quotas import (
     GpuPool,
     lendable_by_pool,
@@ -177,7 +177,8 @@ class PlatformInputs:
     # Pod Security level of team namespaces: baseline, or privileged where the cloud's GPU networking needs host
     # paths and NET_ADMIN in every training pod (GKE GPUDirect sidecars); the no-privileged-pods policy still applies.
     tenant_pod_security: str = "baseline"
-    gpudirect_host_paths: tuple[str, ...] = ()  # with tenant_pod_security privileged: the host paths pods may mount
+    # With tenant_pod_security privileged: what each container of a GPUDirect pod may do (an admission policy).
+    gpudirect_pod_rules: GpuDirectPodRules | None = None
     cloud_namespaces: tuple[str, ...] = ()  # namespaces the cloud manages (its agents may run privileged there)
     # Resources the GPU agents wait for (GKE: the GPU pools), when the Kubernetes provider itself does not.
     gpu_node_dependencies: tuple[pulumi.Resource, ...] = ()
@@ -333,7 +334,7 @@ class Tenancy(pulumi.ComponentResource):
             apply(_object_name(name, m), m, child)
         allowed = [*inputs.platform.allowed_registries,
                    *(r for r in inputs.system_registries if r not in inputs.platform.allowed_registries)]
-        limits = obj.gpudirect_pod_policy(inputs.gpudirect_host_paths) if inputs.tenant_pod_security == "privileged" \
+        limits = obj.gpudirect_pod_policy(inputs.gpudirect_pod_rules) if inputs.gpudirect_pod_rules is not None \
             else []
         fs = inputs.shared_filesystem
         subpaths = obj.subpath_policy() if fs is not None and not fs.scoped else []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from components.kubernetes.objects.common import (
     MONITORING_NAMESPACE,
@@ -245,39 +246,153 @@ def registry_policy(allowed: Sequence[str]) -> list[Manifest]:
     ]
 
 
-GPUDIRECT_CAPABILITIES = ("NET_ADMIN", "NET_BIND_SERVICE", "IPC_LOCK")
+# Pod Security Standards "baseline" (kubernetes.io/docs/concepts/security/pod-security-standards, v1.33): the
+# capabilities a container may add, the sysctls a pod may set, the SELinux types it may ask for.
+BASELINE_CAPABILITIES = ("AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                         "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT")
+BASELINE_SYSCTLS = ("kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
+                    "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
+                    "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
+                    "net.ipv4.tcp_keepalive_probes")
+BASELINE_SELINUX_TYPES = ("", "container_t", "container_init_t", "container_kvm_t", "container_engine_t")
 
 
-def gpudirect_pod_policy(host_paths: Sequence[str]) -> list[Manifest]:
-    """What a team pod may still do in a namespace that Pod Security admits at ``privileged`` for GPUDirect
-    sidecars: no host network, PID or IPC namespace, host paths only under the GPUDirect ones, and no capability
-    beyond those the sidecars add (NET_ADMIN, NET_BIND_SERVICE, IPC_LOCK). Privileged containers stay refused by
+@dataclass(frozen=True)
+class GpuDirectPodRules:
+    """What a pod in a GPUDirect namespace may do beyond Pod Security baseline, container by container.
+
+    The namespace enforces ``privileged`` because Pod Security judges a whole pod and the GPUDirect pods need host
+    paths baseline refuses; this admission policy bounds each container instead. The receive-datapath sidecar
+    (``sidecar_name`` running exactly ``sidecar_image``) alone may mount ``sidecar_host_paths`` and add
+    ``sidecar_capabilities``; any container may mount ``shared_host_paths``, read-only where listed in
+    ``readonly_host_paths``, and add ``container_capabilities``; everything else is refused as baseline refuses it.
+    """
+
+    sidecar_name: str | None
+    sidecar_image: str | None
+    sidecar_host_paths: tuple[str, ...]
+    sidecar_capabilities: tuple[str, ...]
+    shared_host_paths: tuple[str, ...]
+    readonly_host_paths: tuple[str, ...] = ()
+    container_capabilities: tuple[str, ...] = ()
+    source: str = ""
+
+
+def _cel_list(items: Sequence[str]) -> str:
+    return "[" + ", ".join(json.dumps(i) for i in items) + "]"
+
+
+def _under(paths: Sequence[str], expr: str) -> str:
+    return f"{_cel_list(paths)}.exists(p, {expr} == p || {expr}.startsWith(p + '/'))"
+
+
+def gpudirect_pod_policy(rules: GpuDirectPodRules) -> list[Manifest]:
+    """The per-container bounds of GPUDirect namespaces (see :class:`GpuDirectPodRules`), as one
+    ValidatingAdmissionPolicy: host namespaces, host ports, hostProcess, /proc mounts, seccomp, AppArmor, SELinux and
+    sysctls as baseline; host paths and capabilities by container. Privileged containers stay refused by
     ``gpu-cluster-no-privileged-pods``."""
-    paths = "[" + ", ".join(json.dumps(p) for p in host_paths) + "]"
-    caps = "[" + ", ".join(json.dumps(c) for c in GPUDIRECT_CAPABILITIES) + "]"
+    sidecar = (f"(c.name == {json.dumps(rules.sidecar_name)} && c.image == {json.dumps(rules.sidecar_image)})"
+               if rules.sidecar_name and rules.sidecar_image else "false")
+    def mounting(paths: Sequence[str]) -> str:
+        """The mount ``m`` is of a host path under ``paths``."""
+        return f"variables.hostVolumes.exists(v, v.name == m.name && {_under(paths, 'v.hostPath.path')})"
 
-    def capped(field: str) -> str:
-        check = (f"object.spec.{field}.all(c, !has(c.securityContext) || !has(c.securityContext.capabilities) || "
-                 f"!has(c.securityContext.capabilities.add) || c.securityContext.capabilities.add.all(x, x in {caps}))")
+    def each(field: str, body: str) -> str:
+        check = f"object.spec.{field}.all(c, {body})"
         return check if field == "containers" else f"!has(object.spec.{field}) || {check}"
 
-    name = "gpu-cluster-gpudirect-pod-limits"
-    validations = [
+    sidecar_paths = ", ".join(rules.sidecar_host_paths) or "none"
+    allowed_caps = _cel_list([*BASELINE_CAPABILITIES, *rules.container_capabilities])
+    validations: list[Manifest] = [
         {"expression": f"!has(object.spec.{ns}) || !object.spec.{ns}", "reason": "Forbidden",
          "message": f"team pods do not use the node's {ns.removeprefix('host')} namespace"}
         for ns in ("hostNetwork", "hostPID", "hostIPC")
-    ] + [
-        {"expression": "!has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.hostPath) || "
-                       f"{paths}.exists(p, v.hostPath.path == p || v.hostPath.path.startsWith(p + '/')))",
-         "reason": "Forbidden", "message": f"team pods mount only the GPUDirect host paths {', '.join(host_paths)}"},
-    ] + [
-        {"expression": capped(f), "reason": "Forbidden",
-         "message": f"{f} add no capability beyond {', '.join(GPUDIRECT_CAPABILITIES)}"}
-        for f in ("containers", "initContainers")
     ]
+    allowed_paths = [*rules.sidecar_host_paths, *rules.shared_host_paths]
+    validations.append({
+        "expression": "variables.hostVolumes.all(v, " + _under(allowed_paths, "v.hostPath.path") + ")",
+        "reason": "Forbidden", "message": f"team pods mount only the GPUDirect host paths {', '.join(allowed_paths)}"})
+    for field in ("containers", "initContainers"):
+        has_mounts = "!has(c.volumeMounts) || c.volumeMounts.all(m, "
+        validations += [
+            {"expression": each(field, f"{has_mounts}!({mounting(rules.sidecar_host_paths)}) || {sidecar})")
+             if rules.sidecar_host_paths else "true",
+             "reason": "Forbidden",
+             "message": f"{field}: only the GPUDirect sidecar (container {rules.sidecar_name or '-'} running "
+                        f"{rules.sidecar_image or '-'}) mounts {sidecar_paths}"},
+            {"expression": each(field, f"{has_mounts}!({mounting(rules.readonly_host_paths)}) || "
+                                       f"(has(m.readOnly) && m.readOnly) || {sidecar})")
+             if rules.readonly_host_paths else "true",
+             "reason": "Forbidden",
+             "message": f"{field} mount {', '.join(rules.readonly_host_paths) or '-'} read-only"},
+            {"expression": each(field, "!has(c.securityContext) || !has(c.securityContext.capabilities) || "
+                                       "!has(c.securityContext.capabilities.add) || c.securityContext.capabilities"
+                                       f".add.all(x, x in {allowed_caps} "
+                                       f"|| ({sidecar} && x in {_cel_list(rules.sidecar_capabilities)}))"),
+             "reason": "Forbidden",
+             "message": f"{field} add only the capabilities Pod Security baseline allows"
+                        + (f" (and {', '.join(rules.container_capabilities)})" if rules.container_capabilities
+                           else "")
+                        + (f"; {', '.join(rules.sidecar_capabilities)} only in the GPUDirect sidecar"
+                           if rules.sidecar_capabilities else "")},
+        ]
+    for field in ("containers", "initContainers", "ephemeralContainers"):
+        validations += [
+            {"expression": each(field, "!has(c.ports) || c.ports.all(p, !has(p.hostPort) || p.hostPort == 0)"),
+             "reason": "Forbidden", "message": f"{field} use no host ports"},
+            {"expression": each(field, "!has(c.securityContext) || !has(c.securityContext.procMount) || "
+                                       "c.securityContext.procMount == 'Default'"),
+             "reason": "Forbidden", "message": f"{field} keep the default /proc mount"},
+            {"expression": each(field, "!has(c.securityContext) || ((!has(c.securityContext.seccompProfile) || "
+                                       "c.securityContext.seccompProfile.type != 'Unconfined') && "
+                                       "(!has(c.securityContext.appArmorProfile) || "
+                                       "c.securityContext.appArmorProfile.type != 'Unconfined') && "
+                                       "(!has(c.securityContext.windowsOptions) || "
+                                       "!has(c.securityContext.windowsOptions.hostProcess) || "
+                                       "!c.securityContext.windowsOptions.hostProcess) && "
+                                       "(!has(c.securityContext.seLinuxOptions) || "
+                                       "((!has(c.securityContext.seLinuxOptions.type) || "
+                                       f"c.securityContext.seLinuxOptions.type in {_cel_list(BASELINE_SELINUX_TYPES)})"
+                                       " && !has(c.securityContext.seLinuxOptions.user) && "
+                                       "!has(c.securityContext.seLinuxOptions.role))))"),
+             "reason": "Forbidden", "message": f"{field} keep seccomp, AppArmor and SELinux confined and run no "
+                                               "host process"},
+        ]
+    validations.append({
+        "expression": "!has(object.spec.ephemeralContainers) || object.spec.ephemeralContainers.all(c, "
+                      "!has(c.volumeMounts) || c.volumeMounts.all(m, !variables.hostVolumes.exists(v, "
+                      "v.name == m.name)))",
+        "reason": "Forbidden", "message": "ephemeral containers mount no host path"})
+    validations.append({
+        "expression": "!has(object.spec.securityContext) || ((!has(object.spec.securityContext.seccompProfile) || "
+                      "object.spec.securityContext.seccompProfile.type != 'Unconfined') && "
+                      "(!has(object.spec.securityContext.appArmorProfile) || "
+                      "object.spec.securityContext.appArmorProfile.type != 'Unconfined') && "
+                      "(!has(object.spec.securityContext.sysctls) || object.spec.securityContext.sysctls.all(s, "
+                      f"s.name in {_cel_list(BASELINE_SYSCTLS)})) && "
+                      "(!has(object.spec.securityContext.seLinuxOptions) || "
+                      "((!has(object.spec.securityContext.seLinuxOptions.type) || "
+                      f"object.spec.securityContext.seLinuxOptions.type in {_cel_list(BASELINE_SELINUX_TYPES)}) && "
+                      "!has(object.spec.securityContext.seLinuxOptions.user) && "
+                      "!has(object.spec.securityContext.seLinuxOptions.role))) && "
+                      "(!has(object.spec.securityContext.windowsOptions) || "
+                      "!has(object.spec.securityContext.windowsOptions.hostProcess) || "
+                      "!object.spec.securityContext.windowsOptions.hostProcess))",
+        "reason": "Forbidden", "message": "the pod keeps seccomp, AppArmor and SELinux confined, sets only the "
+                                          "sysctls baseline allows and runs no host process"})
+    validations.append({
+        "expression": "!has(object.metadata.annotations) || object.metadata.annotations.all(k, "
+                      "!k.startsWith('container.apparmor.security.beta.kubernetes.io/') || "
+                      "object.metadata.annotations[k] == 'runtime/default' || "
+                      "object.metadata.annotations[k].startsWith('localhost/'))",
+        "reason": "Forbidden", "message": "AppArmor annotations name runtime/default or a localhost profile"})
+    validations = [v for v in validations if v["expression"] != "true"]
+    name = "gpu-cluster-gpudirect-pod-limits"
     return [
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": meta(name),
          "spec": {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": pod_rules()},
+                  "variables": [{"name": "hostVolumes", "expression": "!has(object.spec.volumes) ? [] : "
+                                 "object.spec.volumes.filter(v, has(v.hostPath))"}],
                   "validations": validations}},
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
          "metadata": meta(name),
