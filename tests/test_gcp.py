@@ -14,6 +14,7 @@ from blueprint.graph import GraphResource, ResourceGraph
 from components.catalog.gcp_machines import gpudirect_manifests, load_gcp_catalog
 from components.kubernetes.objects import NODE_GROUP_LABEL, PROVISIONING_CHECK
 from tests.conftest import GCP_STACKS, offline_run, raw_stack_config, run_spec, stack
+from tests.test_job_path import _cel
 
 CLUSTER = "gcp:container/cluster:Cluster"
 POOL = "gcp:container/nodePool:NodePool"
@@ -411,11 +412,19 @@ def _admits(policy: dict[str, Any], pod: dict[str, Any]) -> list[str]:
     return broken
 
 
+def _pinned_rxdm() -> str:
+    from components.gcp.cloud import gpudirect_sidecar
+
+    sidecar = gpudirect_sidecar("TCPXO")
+    assert sidecar is not None
+    return sidecar[1]
+
+
 def _tcpxo_pod(**changes: Any) -> dict[str, Any]:
     """A training pod shaped like GKE's TCPXO example: a tcpxo-daemon sidecar with NET_ADMIN and host paths."""
     pod: dict[str, Any] = {"spec": {
         "containers": [
-            {"name": "tcpxo-daemon", "image": "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1",
+            {"name": "tcpxo-daemon", "image": _pinned_rxdm(),
              "securityContext": {"capabilities": {"add": ["NET_ADMIN", "NET_BIND_SERVICE"]}}},
             {"name": "trainer", "image": "nvcr.io/nvidia/pytorch:25.01-py3"}],
         "volumes": [{"name": "libraries", "hostPath": {"path": "/home/kubernetes/bin/nvidia/lib64"}},
@@ -432,17 +441,19 @@ def test_gpudirect_tenant_namespaces_admit_the_tcpxo_sidecar_and_nothing_wider()
     policies = {r.inputs["metadata"]["name"]: r.inputs for r in graph.of_type(
         "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")}
     limits, privileged = policies["gpu-cluster-gpudirect-pod-limits"], policies["gpu-cluster-no-privileged-pods"]
-    assert _admits(limits, _tcpxo_pod()) == [] and _admits(privileged, _tcpxo_pod()) == []
-    assert _admits(limits, _tcpxo_pod(hostNetwork=True)) == ["team pods do not use the node's Network namespace"]
-    assert _admits(limits, _tcpxo_pod(hostPID=True)) == ["team pods do not use the node's PID namespace"]
+    assert _cel(limits, _tcpxo_pod(), "research") == [] and _admits(privileged, _tcpxo_pod()) == []
+    assert _cel(limits, _tcpxo_pod(hostNetwork=True), "research") == [
+        "team pods do not use the node's Network namespace"]
+    assert _cel(limits, _tcpxo_pod(hostPID=True), "research") == ["team pods do not use the node's PID namespace"]
     root = _tcpxo_pod(volumes=[{"name": "root", "hostPath": {"path": "/"}}])
-    assert len(_admits(limits, root)) == 1
+    assert len(_cel(limits, root, "research")) == 1
     sneaky = _tcpxo_pod(volumes=[{"name": "x", "hostPath": {"path": "/system"}}])  # a prefix of no allowed path
-    assert len(_admits(limits, sneaky)) == 1
+    assert len(_cel(limits, sneaky, "research")) == 1
     admin = _tcpxo_pod()
     admin["spec"]["containers"][1]["securityContext"] = {"capabilities": {"add": ["SYS_ADMIN"]}}
-    assert _admits(limits, admin) == [
-        "containers add no capability beyond NET_ADMIN, NET_BIND_SERVICE, IPC_LOCK"]
+    assert _cel(limits, admin, "research") == [
+        "containers add only the capabilities Pod Security baseline allows; NET_ADMIN, NET_BIND_SERVICE only in the "
+        "GPUDirect sidecar"]
     priv = _tcpxo_pod()
     priv["spec"]["containers"][0]["securityContext"] = {"privileged": True}
     assert len(_admits(privileged, priv)) == 1
