@@ -468,6 +468,9 @@ GCP_MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
         "prod-gcp", lambda g: edit(g, GKE_CLUSTER, "control-plane-gke", lambda i: i["monitoringConfig"][
             "enableComponents"].remove("DCGM")),
         "gcp-gke-gpu-monitoring"),
+    "stop scraping GKE's DCGM exporter into Prometheus": (
+        "prod-gcp", lambda g: edit(g, "kubernetes:monitoring.coreos.com/v1:PodMonitor", "cloud-dcgm", remove=True),
+        "prometheus-scrapes-gpu-metrics"),
     "turn off Managed Prometheus with GKE-managed drivers": (
         "dev-gcp", lambda g: edit(g, GKE_CLUSTER, "control-plane-gke", _set(
             ["monitoringConfig", "managedPrometheus", "enabled"], False)),

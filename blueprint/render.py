@@ -70,6 +70,19 @@ def _platform_lines(graph: ResourceGraph) -> list[str]:
         else:
             fabric = f"EFA device plugin: {_chart(_release(graph, 'aws-efa-k8s-device-plugin'))}"
         lines.append(f"GPU stack: {_chart(gpu_op)} ({driver}, {sharing}); {fabric}")
+    elif graph.of_type("kubernetes:monitoring.coreos.com/v1:PodMonitor"):
+        pools = [r for r in graph.of_type("gcp:container/nodePool:NodePool")
+                 if (r.inputs.get("nodeConfig") or {}).get("guestAccelerators")]
+        accelerators = [a for r in pools for a in (r.inputs.get("nodeConfig") or {}).get("guestAccelerators") or []]
+        drivers = sorted({str((a.get("gpuDriverInstallationConfig") or {}).get("gpuDriverVersion", "?"))
+                          for a in accelerators})
+        shared = sorted({int((a.get("gpuSharingConfig") or {}).get("maxSharedClientsPerGpu") or 0)
+                         for a in accelerators} - {0})
+        sharing = f"time-sharing x{', x'.join(map(str, shared))} (GKE)" if shared else "whole GPUs"
+        nets = len(graph.of_type("kubernetes:networking.gke.io/v1:Network"))
+        lines.append(f"GPU stack: GKE's own (driver {', '.join(drivers) or '?'}, GKE's device plugin and DCGM "
+                     f"exporter, no GPU Operator; PodMonitor cloud-dcgm-exporter feeds the GPU alerts), {sharing}; "
+                     f"GPU networks for pods: {nets} (GKE multi-networking)")
     kueue = _release(graph, "kueue")
     if kueue:
         cohorts = [c.inputs["metadata"]["name"] for c in graph.of_type(KUEUE + "Cohort")]

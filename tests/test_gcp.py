@@ -90,7 +90,9 @@ def test_prod_gcp_node_pools_are_hardened() -> None:
         assert p.inputs["management"] == {"autoRepair": True, "autoUpgrade": True}
     gpu = pool(graph, "h100").inputs["nodeConfig"]
     assert {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"} in gpu["taints"]
-    assert gpu["labels"]["gke-no-default-nvidia-gpu-device-plugin"] == "true"
+    # GKE's own GPU stack: its device plugin serves the node (the label would turn it off, and with it the managed
+    # driver's install)
+    assert "gke-no-default-nvidia-gpu-device-plugin" not in gpu["labels"]
     assert gpu["ephemeralStorageLocalSsdConfig"] == {"localSsdCount": 16}
     node_account = f"{account.inputs['accountId']}@acme-ml-prod.iam.gserviceaccount.com"
     roles = {r.inputs["role"] for r in graph.of_type("gcp:projects/iAMMember:IAMMember")
@@ -346,12 +348,18 @@ def test_gpu_operator_managed_drivers_turn_gke_drivers_and_dcgm_off() -> None:
     assert values["driver"] == {"enabled": True} and "hostPaths" not in values
 
 
-def test_gke_managed_drivers_point_the_operator_at_the_gke_install_dir() -> None:
-    values = next(r for r in offline_run("prod-gcp").graph.of_type("kubernetes:helm.sh/v3:Release")
-                  if r.inputs["name"] == "gpu-operator").inputs["values"]
-    assert values["driver"] == {"enabled": False}
-    assert values["hostPaths"] == {"driverInstallDir": "/home/kubernetes/bin/nvidia"}
-    assert values["toolkit"]["installDir"] == "/home/kubernetes/bin/nvidia" and values["cdi"]["enabled"] is True
+def test_gke_runs_its_own_gpu_stack_and_prometheus_scrapes_its_dcgm() -> None:
+    """No GPU Operator on GKE-managed pools (cluster-toolkit's A3 way): GKE's driver, device plugin and DCGM exporter,
+    which a PodMonitor brings into the platform's Prometheus for the GPU alerts."""
+    graph = offline_run("prod-gcp").graph
+    assert not [r for r in graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "gpu-operator"]
+    (monitor,) = [r.inputs for r in graph.resources if r.type.endswith(":PodMonitor")]
+    assert monitor["metadata"]["namespace"] == "monitoring"
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["gke-managed-system"]}
+    assert monitor["spec"]["selector"] == {"matchLabels": {"app.kubernetes.io/name": "gke-managed-dcgm-exporter"}}
+    assert monitor["spec"]["podMetricsEndpoints"][0]["honorLabels"] is True
+    (cluster,) = graph.of_type("gcp:container/cluster:Cluster")
+    assert "DCGM" in cluster.inputs["monitoringConfig"]["enableComponents"]
 
 
 def test_gke_topology_levels_are_used_for_the_reserved_pool() -> None:
@@ -472,8 +480,6 @@ def test_gpudirect_tenant_namespaces_admit_the_tcpxo_sidecar_and_nothing_wider()
 def test_gpu_agents_wait_for_the_gpu_pool() -> None:
     graph = offline_run("prod-gcp").graph
     h100 = pool(graph, "h100").urn
-    operator = next(r for r in graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "gpu-operator")
-    assert h100 in operator.dependencies
     for installer in graph.of_type("kubernetes:yaml/v2:ConfigFile"):
         if installer.name.startswith("cloud-objects-"):
             assert h100 in installer.dependencies, installer.name

@@ -93,3 +93,39 @@ def test_the_example_keeps_what_the_policy_requires() -> None:
     trainer = _container(copy.deepcopy(_example_pod()), "trainer")
     nvidia = next(m for m in trainer["volumeMounts"] if m["name"] == "nvidia")
     assert nvidia["readOnly"] is True and "capabilities" not in trainer.get("securityContext", {})
+
+
+def test_the_gpu_operator_stays_an_explicit_option_with_its_known_issues_named() -> None:
+    """gpuDriver: operator puts the GPU Operator back (GKE's device plugin off on its pools) and the preview names
+    the operator's containerd problems on GKE 1.33+."""
+    from components.spec import parse_spec
+    from tests.conftest import raw_stack_config, run_spec
+
+    spec = copy.deepcopy(raw_stack_config("prod-gcp")["gpu-cluster:spec"])
+    for pool in spec["gcp"]["nodePools"]:
+        if pool["name"] == "h100":
+            pool["gpuDriver"] = "operator"
+    run = run_spec(spec, "prod-gcp")
+    releases = {r.inputs["name"] for r in run.graph.of_type("kubernetes:helm.sh/v3:Release")}
+    assert "gpu-operator" in releases
+    assert not [r for r in run.graph.resources if r.type.endswith(":PodMonitor")]
+    (h100,) = [r for r in run.graph.of_type("gcp:container/nodePool:NodePool") if r.inputs["name"] == "h100"]
+    assert h100.inputs["nodeConfig"]["labels"]["gke-no-default-nvidia-gpu-device-plugin"] == "true"
+    from components.gcp.summary import summarize
+
+    parsed = parse_spec(spec, "stacks/Pulumi.prod-gcp.yaml")
+    import datetime
+
+    notes = summarize(run.graph, parsed, {}, datetime.datetime.now(datetime.UTC)).notes
+    assert any("nvidia-container-toolkit #1222" in n and "#1577" in n for n in notes)
+
+
+def test_gke_time_shares_gpus_with_its_own_device_plugin() -> None:
+    """dev-gcp's time-slicing x4 is GKE's gpu_sharing_config on the GPU pool (no operator to configure)."""
+    graph = offline_run("dev-gcp").graph
+    gpu_pools = [r for r in graph.of_type("gcp:container/nodePool:NodePool")
+                 if r.inputs["nodeConfig"].get("guestAccelerators")]
+    assert gpu_pools
+    for pool in gpu_pools:
+        (accelerator,) = pool.inputs["nodeConfig"]["guestAccelerators"]
+        assert accelerator["gpuSharingConfig"] == {"gpuSharingStrategy": "TIME_SHARING", "maxSharedClientsPerGpu": 4}

@@ -126,7 +126,7 @@ def _unknown_value_paths(values: Any, defaults: Any, path: str = "") -> list[str
     return out
 
 
-@pytest.mark.parametrize("stack_name", SHIPPED_STACKS)
+@pytest.mark.parametrize("stack_name", [s for s in SHIPPED_STACKS if s.endswith("-aws")])  # GKE runs its own stack
 def test_gpu_operator_values_are_keys_the_pinned_chart_reads(stack_name: str) -> None:
     """Every value the program gives the GPU Operator exists in the chart's default values at the pinned version
     (tests/fixtures/gpu-operator, v26.7.0): cdi.default, set until now, is a no-op there."""

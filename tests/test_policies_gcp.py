@@ -116,6 +116,7 @@ FIELDS: dict[str, Expected] = {
     "stop logging workloads": ("loggingConfig.enableComponents", ["SYSTEM_COMPONENTS", "APISERVER"]),
     "stop logging the prod API server": ("loggingConfig.enableComponents", ["SYSTEM_COMPONENTS", "WORKLOADS"]),
     "drop DCGM metrics with GKE-managed drivers": ("monitoringConfig.enableComponents", ANY),
+    "stop scraping GKE's DCGM exporter into Prometheus": None,  # a whole object is missing
     "turn off Managed Prometheus with GKE-managed drivers": ("monitoringConfig.managedPrometheus.enabled", False),
     "drop a GPU network of the a3-megagpu-8g pool": ("networkConfig.additionalNodeNetworkConfigs[7]", None),
     "turn off multi-networking": ("enableMultiNetworking", None),

@@ -32,7 +32,13 @@ from components.gcp.platform import (
 )
 from components.gcp.security import GcpDataAccess, GcpIdentities, GcpKeys, GcpServices, kms_key_id, wif_principal
 from components.gcp.storage import LUSTRE_FILESYSTEM, GcpStorage, checkpoint_bucket_name, lustre_instance_id
-from components.kubernetes.objects import EgressRule, GpuDirectPodRules, SharedFilesystem, volume_generation
+from components.kubernetes.objects import (
+    CloudGpuStack,
+    EgressRule,
+    GpuDirectPodRules,
+    SharedFilesystem,
+    volume_generation,
+)
 from components.kubernetes.platform import PlatformInputs
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
@@ -98,17 +104,25 @@ GPUDIRECT_POD_SOURCE = ("GKE GPUDirect-TCPX/TCPXO/RDMA how-to pages (daemon and 
 # Prometheus in gmp-system and gmp-public): the no-privileged-pods policy leaves them to GKE.
 GKE_MANAGED_NAMESPACES = ("gke-managed-system", "gmp-system", "gmp-public")
 PLATFORM_READER = ("kube-system", "checkpoint-reader")
-# GKE-managed drivers live under /home/kubernetes/bin/nvidia on the node; with them the GPU Operator installs
-# neither driver nor toolkit location of its own (NVIDIA GPU Operator "Google GKE"; cluster-toolkit kubectl-apply
-# gpu-operator values: hostPaths.driverInstallDir, toolkit.installDir, CDI on). CDI is the default mechanism once
-# enabled: the chart's old cdi.default is a no-op since NVIDIA/gpu-operator commit e63a99034 ("Make the cdi.default
-# field a no-op"; v26.7.0 api/nvidia/v1/clusterpolicy_types.go marks it Deprecated), so it is not set.
-GKE_DRIVER_OPERATOR_VALUES = {
-    "hostPaths": {"driverInstallDir": "/home/kubernetes/bin/nvidia"},
-    "toolkit": {"enabled": True, "installDir": "/home/kubernetes/bin/nvidia"},
-    "cdi": {"enabled": True},
-    "driver": {"enabled": False},
-}
+# GKE's own GPU stack, as cluster-toolkit deploys A3 Mega and A3 Ultra (modules/compute/gke-node-pool: the GKE driver
+# installation, no operator): the driver (gpu_driver_version LATEST or DEFAULT), GKE's device plugin (on by default,
+# advertising nvidia.com/gpu), and the DCGM exporter GKE installs with DCGM monitoring on (GKE "Collect and view DCGM
+# metrics"): DaemonSet dcgm-exporter in gke-managed-system, pods app.kubernetes.io/name=gke-managed-dcgm-exporter,
+# port "metrics" (9400) at /metrics, standard DCGM_FI_* names. That the exporter's namespace, label and port are
+# these was read in four independent public scrape configurations, not on a Google page (research notes of 2026-12-01).
+GKE_GPU_STACK = CloudGpuStack(
+    description="GKE-managed driver, device plugin and DCGM exporter (no GPU Operator)",
+    dcgm_namespace="gke-managed-system", dcgm_labels={"app.kubernetes.io/name": "gke-managed-dcgm-exporter"},
+    dcgm_port="metrics", source="GKE 'Collect and view DCGM metrics'; cluster-toolkit gke-node-pool and gke-cluster "
+    "(enable_dcgm_monitoring)")
+# With gpuDriver: operator the GPU Operator installs the driver and the container toolkit on Ubuntu nodes, and its
+# device plugin and DCGM exporter serve them (GKE "Manage the GPU stack with the NVIDIA GPU Operator"). NVIDIA
+# documents open problems of the toolkit's containerd configuration on GKE 1.33+ (containerd 2.0: NVIDIA/gpu-operator
+# #1577, #1679; NVIDIA/nvidia-container-toolkit #1222), which the preview names.
+GKE_OPERATOR_ISSUES = ("the GPU Operator on GKE 1.33+ (containerd 2.0): NVIDIA documents that its container toolkit "
+                       "can misconfigure containerd's config.toml, leaving GPU and network pods unable to start "
+                       "(NVIDIA/gpu-operator #1577, #1679; nvidia-container-toolkit #1222); GKE's own GPU stack "
+                       "(gpuDriver: gke-latest) avoids it")
 
 
 def gke_manages_drivers(spec: ClusterSpec) -> bool:
@@ -231,7 +245,7 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
         cloud_objects=gpu_network_objects,
         cloud_manifests=installers,
         team_objects=team_objects,
-        gpu_operator_overrides=GKE_DRIVER_OPERATOR_VALUES if gke_drivers else None,
+        cloud_gpu_stack=GKE_GPU_STACK if gke_drivers else None,
         extra_egress=GKE_METADATA_EGRESS,
         system_registries=GKE_SYSTEM_REGISTRIES,
         storage_class_name="pd-balanced-cmek",
@@ -314,7 +328,8 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         wired = network.gpu_networks if facts.gpudirect != "none" and facts.gpu_count else []
         with from_spec(spec_path("gcp", "nodePools", index)):
             pools[pool.name] = GkeNodePool(
-                f"nodepool-{pool.name}", spec=g, pool=pool, facts=facts, cluster=cluster.name, location=location,
+                f"nodepool-{pool.name}", spec=g, pool=pool, facts=facts, sharing=spec.platform.gpu_sharing,
+                cluster=cluster.name, location=location,
                 node_account=identities.node_service_account, disk_key=keys.disk_key, key_grants=keys.grants,
                 labels={**group_billing_labels(spec, pool.team), "cluster": spec.name}, gpu_networks=wired, opts=opts)
         if facts.gpu_count:

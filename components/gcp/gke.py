@@ -20,7 +20,7 @@ from components import provenance
 from components.catalog.gcp_machines import MachineFacts
 from components.gcp.platform import GpuNetwork
 from components.kubernetes.objects import NODE_GROUP_LABEL
-from components.spec import GPU_TAINT_KEY
+from components.spec import GPU_TAINT_KEY, GpuSharingSpec
 from components.spec.decisions import is_compact
 from components.spec.gcp import GcpNodePoolSpec, GcpSpec
 
@@ -31,8 +31,10 @@ MONITORING_COMPONENTS = ("SYSTEM_COMPONENTS", "POD", "DAEMONSET", "DEPLOYMENT", 
 _DRIVER_VERSION = {"gke-latest": "LATEST", "gke-default": "DEFAULT", "operator": "INSTALLATION_DISABLED"}
 # TCP buffers every cluster-toolkit GPU node pool sets (modules/compute/gke-node-pool main.tf linux_node_config).
 GPU_SYSCTLS = {"net.ipv4.tcp_rmem": "4096 87380 16777216", "net.ipv4.tcp_wmem": "4096 16384 16777216"}
-# With the GPU Operator's device plugin (time-slicing, MIG configs), GKE's own must not also advertise the GPUs
-# (NVIDIA GPU Operator "Google GKE" and GKE "Manage the GPU stack with the NVIDIA GPU Operator").
+# Only where the GPU Operator serves the node (gpuDriver: operator) does GKE's own device plugin step aside: the
+# label turns it off (NVIDIA GPU Operator "Google GKE"; GKE "Manage the GPU stack with the NVIDIA GPU Operator"). On a
+# GKE-managed pool it must not be set: the managed driver install is finished by the same DaemonSet the label
+# disables, so a labelled pool comes up without a driver (NVIDIA/aicr PR #2047, review of 2026-08-04).
 NO_GKE_DEVICE_PLUGIN = "gke-no-default-nvidia-gpu-device-plugin"
 
 
@@ -184,6 +186,7 @@ class GkeNodePool(pulumi.ComponentResource):
     pool: gcp.container.NodePool
 
     def __init__(self, name: str, *, spec: GcpSpec, pool: GcpNodePoolSpec, facts: MachineFacts,
+                 sharing: GpuSharingSpec,
                  cluster: pulumi.Input[str], location: str, node_account: pulumi.Input[str],
                  disk_key: pulumi.Input[str], key_grants: Sequence[pulumi.Resource], labels: Mapping[str, str],
                  gpu_networks: Sequence[tuple[GpuNetwork, pulumi.Output[str], pulumi.Output[str]]],
@@ -193,8 +196,14 @@ class GkeNodePool(pulumi.ComponentResource):
         gpu = facts.gpu_count > 0
         autoscaled = pool.min_size != pool.max_size
         node_labels = {NODE_GROUP_LABEL: pool.name, **pool.labels}
-        if gpu:
+        if gpu and pool.gpu_driver == "operator":
             node_labels[NO_GKE_DEVICE_PLUGIN] = "true"
+        # GKE's device plugin time-shares a GPU among max_shared_clients_per_gpu containers, each asking for one
+        # nvidia.com/gpu (GKE "Share GPUs with multiple workloads using GPU time-sharing"; pulumi_gcp
+        # gpu_sharing_config). The GPU Operator's pools take the sharing from its device plugin config instead.
+        sharing_config = gcp.container.NodePoolNodeConfigGuestAcceleratorGpuSharingConfigArgs(
+            gpu_sharing_strategy="TIME_SHARING", max_shared_clients_per_gpu=sharing.replicas) \
+            if gpu and pool.gpu_driver != "operator" and sharing.mode == "time-slicing" else None
         taints = [gcp.container.NodePoolNodeConfigTaintArgs(key=t.key, value=t.value, effect={
             "NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}[t.effect])
             for t in pool.taints]
@@ -223,7 +232,8 @@ class GkeNodePool(pulumi.ComponentResource):
             guest_accelerators=[gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
                 type=str(facts.accelerator), count=facts.gpu_count,
                 gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
-                    gpu_driver_version=_DRIVER_VERSION[pool.gpu_driver]))] if gpu else None,
+                    gpu_driver_version=_DRIVER_VERSION[pool.gpu_driver]),
+                gpu_sharing_config=sharing_config)] if gpu else None,
             reservation_affinity=affinity,
             spot=True if cap.type == "spot" else None,
             flex_start=True if cap.type == "flex-start" else None,

@@ -182,6 +182,10 @@ def summarize(graph: GraphView, spec: ClusterSpec, outputs: Mapping[str, Any], n
     compute = pools + ([f"GPUDirect node agents: {', '.join(n.removeprefix('cloud-objects-') for n in installers)}"]
                        if installers else [])
     notes = [f"warning: {w}" for w in spec_warnings(spec)] + spec_notes(spec, now)
+    if any(p.gpu_driver == "operator" for p in g.node_pools):
+        from components.gcp.cloud import GKE_OPERATOR_ISSUES
+
+        notes.append(f"warning: gcp.nodePools[].gpuDriver operator: {GKE_OPERATOR_ISSUES}")
     if "kubeconfigCommand" in outputs:
         notes.append(f"kubeconfig for people: {outputs['kubeconfigCommand']}")
     catalog = load_gcp_catalog()

@@ -23,7 +23,14 @@ from components.catalog import ChartPin, load_charts
 from components.catalog.acceptance import load_acceptance
 from components.catalog.charts import pytorch_image
 from components.kubernetes import objects as obj
-from components.kubernetes.objects import EgressRule, GpuDirectPodRules, Manifest, NetworkTopology, SharedFilesystem
+from components.kubernetes.objects import (
+    CloudGpuStack,
+    EgressRule,
+    GpuDirectPodRules,
+    Manifest,
+    NetworkTopology,
+    SharedFilesystem,
+)
 from components.kubernetes.quotas import (
     GpuPool,
     lendable_by_pool,
@@ -172,6 +179,8 @@ class PlatformInputs:
     cloud_manifests: tuple[tuple[str, str], ...] = ()  # (name, pinned URL or file) of the cloud's node agents
     team_objects: Mapping[str, tuple[Manifest, ...]] | None = None  # per team namespace (GKE: checkpoint volume)
     gpu_operator_overrides: Manifest | None = None  # the cloud's GPU Operator values (GKE: driver and toolkit paths)
+    # A GPU stack the cloud runs itself (GKE-managed driver, device plugin and DCGM): no GPU Operator is installed.
+    cloud_gpu_stack: CloudGpuStack | None = None
     system_registries: tuple[str, ...] = ()  # registries the cloud injects containers from (GKE: its CSI sidecars)
     storage_class_name: str = STORAGE_CLASS  # the platform volumes' StorageClass
     # Pod Security level of team namespaces: baseline, or privileged where the cloud's GPU networking needs host
@@ -252,19 +261,24 @@ class Monitoring(pulumi.ComponentResource):
 
 
 class GpuStack(pulumi.ComponentResource):
-    """The NVIDIA GPU Operator and, where node groups have fabric devices, the cloud's device plugin."""
+    """The NVIDIA GPU Operator, or the scrape of the GPU stack the cloud runs itself (GKE), and, where node groups
+    have fabric devices, the cloud's device plugin."""
 
     def __init__(self, name: str, inputs: PlatformInputs, prometheus: pulumi.Resource,
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:control-plane:GpuStack", name, provenance.props(), opts)
         charts = load_charts()
-        ns = _system_namespace(self, obj.GPU_OPERATOR_NAMESPACE, inputs.labels)
-        values = obj.gpu_operator_values(inputs.platform.gpu_sharing, inputs.driver_on_host)
-        # The GPU agents wait for the GPU nodes where the cloud lets the rest of the platform go ahead without them:
-        # an atomic release that starts while 16 nodes are joining could time out and roll back.
-        release("gpu-operator", charts["gpu-operator"], obj.GPU_OPERATOR_NAMESPACE,
-                obj.merge_values(values, inputs.gpu_operator_overrides or {}),
-                pulumi.ResourceOptions(parent=self, depends_on=[ns, prometheus, *inputs.gpu_node_dependencies]))
+        if inputs.cloud_gpu_stack is not None:
+            apply(f"{name}-cloud-dcgm", obj.cloud_dcgm_pod_monitor(inputs.cloud_gpu_stack),
+                  pulumi.ResourceOptions(parent=self, depends_on=[prometheus]))
+        else:
+            ns = _system_namespace(self, obj.GPU_OPERATOR_NAMESPACE, inputs.labels)
+            values = obj.gpu_operator_values(inputs.platform.gpu_sharing, inputs.driver_on_host)
+            # The GPU agents wait for the GPU nodes where the cloud lets the rest of the platform go ahead without
+            # them: an atomic release that starts while 16 nodes are joining could time out and roll back.
+            release("gpu-operator", charts["gpu-operator"], obj.GPU_OPERATOR_NAMESPACE,
+                    obj.merge_values(values, inputs.gpu_operator_overrides or {}),
+                    pulumi.ResourceOptions(parent=self, depends_on=[ns, prometheus, *inputs.gpu_node_dependencies]))
         fabric = inputs.fabric
         if fabric is not None and any(p.fabric_per_node for p in inputs.pools):
             release(fabric.plugin_release, charts[fabric.plugin_chart], fabric.plugin_namespace,

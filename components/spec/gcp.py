@@ -97,8 +97,9 @@ class GcpNodePoolSpec(_Model):
     )
     gpu_driver: Literal["gke-latest", "gke-default", "operator"] = Field(
         default="gke-latest",
-        description="Who installs the NVIDIA driver: GKE (gpu_driver_version LATEST or DEFAULT; the GPU Operator "
-        "then leaves drivers alone) or the GPU Operator (GKE's installation disabled). Never both.",
+        description="The GPU stack: GKE's own (gke-latest/gke-default: GKE's driver LATEST or DEFAULT, its device "
+        "plugin and DCGM exporter; no GPU Operator), or the NVIDIA GPU Operator on Ubuntu nodes (operator: GKE's "
+        "driver installation and device plugin off; known containerd problems on GKE 1.33+). Never both.",
     )
     local_ssd: Literal["auto", "ephemeral", "none"] = Field(
         default="auto",

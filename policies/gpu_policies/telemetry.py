@@ -27,14 +27,32 @@ def _values(release: Any) -> dict[str, Any]:
     return dict(release.props.get("values") or {})
 
 
+POD_MONITOR = "kubernetes:monitoring.coreos.com/v1:PodMonitor"
+SERVICE_MONITOR = "kubernetes:monitoring.coreos.com/v1:ServiceMonitor"
+
+
+def _gke_dcgm(resources: Any) -> list[PolicyResource]:
+    """GKE clusters whose managed DCGM exporter is on (monitoringConfig.enableComponents has DCGM): GKE's own GPU
+    stack, which needs no GPU Operator."""
+    return [c for c in of_type(resources, GKE_CLUSTER)
+            if "DCGM" in (get(c.props, "monitoringConfig", "enableComponents") or [])]
+
+
+def _dcgm_scrapes(resources: Any) -> list[PolicyResource]:
+    """PodMonitors and ServiceMonitors that select a DCGM exporter (a selector label value naming one)."""
+    return [m for m in of_type(resources, POD_MONITOR, SERVICE_MONITOR)
+            if any("dcgm-exporter" in str(v) for v in (get(m.props, "spec", "selector", "matchLabels") or {}).values())]
+
+
 def _dcgm(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
     operators = helm_release(args.resources, "gpu-operator")
     standalone = helm_release(args.resources, "dcgm-exporter")
     on = [r for r in operators if get(_values(r), "dcgmExporter", "enabled", default=True) is not False]
-    if not on and not standalone:
-        message = ("The stack must run the NVIDIA DCGM exporter (GPU Operator dcgmExporter.enabled, or the "
-                   "dcgm-exporter chart) so GPU utilization, memory, power, temperature and ECC/XID errors are "
-                   "measured.")
+    # On GKE's own GPU stack (no operator) the managed DCGM is gcp-gke-gpu-monitoring's to require.
+    if not on and not standalone and not of_type(args.resources, GKE_CLUSTER):
+        message = ("The stack must run the NVIDIA DCGM exporter (GPU Operator dcgmExporter.enabled, the "
+                   "dcgm-exporter chart, or GKE's managed DCGM: monitoringConfig.enableComponents DCGM) so GPU "
+                   "utilization, memory, power, temperature and ECC/XID errors are measured.")
         if not operators:  # no field: the stack lacks a whole release
             report(message)
             return
@@ -45,7 +63,8 @@ def _dcgm(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> N
 dcgm_exporter = stack_policy(
     "gpu-telemetry-requires-dcgm-exporter", "telemetry",
     "A DCGM exporter runs on the GPU nodes.",
-    "Keep the GPU Operator's dcgmExporter enabled (components/kubernetes/objects.py gpu_operator_values).",
+    "Keep the GPU Operator's dcgmExporter enabled (components/kubernetes/objects/gpu_stack.py), or GKE's managed DCGM "
+    "(monitoringConfig DCGM, components/gcp/gke.py).",
     Severity.HIGH, _dcgm,
 )
 
@@ -67,12 +86,17 @@ def _prometheus(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]
             report("The GPU Operator must create the DCGM exporter's ServiceMonitor "
                    "(dcgmExporter.serviceMonitor.enabled: true) so Prometheus scrapes it.", op.urn,
                    field=path("values", *monitor), value=seen(_values(op), *monitor))
+    if not helm_release(args.resources, "gpu-operator") and not _dcgm_scrapes(args.resources):
+        for cluster in _gke_dcgm(args.resources):  # no field: the stack lacks the scrape object
+            report("Prometheus must scrape GKE's managed DCGM exporter (a PodMonitor of the gke-managed-system pods "
+                   "app.kubernetes.io/name=gke-managed-dcgm-exporter), or the GPU alerts see no GPU.", cluster.urn)
 
 
 prometheus_scrapes_dcgm = stack_policy(
     "prometheus-scrapes-gpu-metrics", "telemetry",
     "A Prometheus stack is installed and scrapes the DCGM exporter.",
-    "Keep kube-prometheus-stack with serviceMonitorSelectorNilUsesHelmValues: false and the DCGM ServiceMonitor on.",
+    "Keep kube-prometheus-stack with serviceMonitorSelectorNilUsesHelmValues: false and the DCGM ServiceMonitor on "
+    "(on GKE's own GPU stack, the cloud-dcgm-exporter PodMonitor).",
     Severity.HIGH, _prometheus,
 )
 

@@ -1,13 +1,15 @@
-"""The GPU Operator's values and the device plugin configuration."""
+"""The GPU stack: the GPU Operator's values and device plugin configuration, or the scrape of a GPU stack the cloud
+runs itself."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from components.kubernetes.objects.common import DCGM_METRICS, GPU_TOLERATION, Manifest
+from components.kubernetes.objects.common import DCGM_METRICS, GPU_TOLERATION, MONITORING_NAMESPACE, Manifest, meta
 from components.kubernetes.quotas import GPU
 from components.spec import GpuSharingSpec
 
@@ -64,3 +66,33 @@ def merge_values(base: Manifest, overrides: Mapping[str, Any]) -> Manifest:
     return out
 
 
+
+
+@dataclass(frozen=True)
+class CloudGpuStack:
+    """A GPU stack the cloud installs and runs itself (GKE: the driver, the device plugin and the DCGM exporter), so
+    the platform installs no GPU Operator; it only scrapes the cloud's DCGM exporter into its own Prometheus, where the
+    GPU alerts are evaluated."""
+
+    description: str  # for the preview
+    dcgm_namespace: str
+    dcgm_labels: Mapping[str, str] = field(default_factory=dict)
+    dcgm_port: str = "metrics"
+    dcgm_path: str = "/metrics"
+    source: str = ""
+
+
+def cloud_dcgm_pod_monitor(stack: CloudGpuStack) -> Manifest:
+    """A PodMonitor (monitoring.coreos.com/v1) in the monitoring namespace that scrapes the cloud's DCGM exporter pods.
+    ``honorLabels`` keeps the exporter's own namespace and pod labels (the pod that uses the GPU), which the
+    utilization rules group by, instead of the exporter pod's namespace."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
+        "metadata": meta("cloud-dcgm-exporter", MONITORING_NAMESPACE, {"gpu-cluster/scrape": "dcgm"}),
+        "spec": {
+            "namespaceSelector": {"matchNames": [stack.dcgm_namespace]},
+            "selector": {"matchLabels": dict(stack.dcgm_labels)},
+            "podMetricsEndpoints": [{"port": stack.dcgm_port, "path": stack.dcgm_path, "interval": "15s",
+                                     "honorLabels": True}],
+        },
+    }
