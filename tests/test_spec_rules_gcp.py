@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
 
+from components.catalog.gcp_machines import gpudirect_manifests
 from components.spec import SpecError, parse_spec
+from components.spec.rules import gcp as gcp_rules
 from tests.conftest import raw_stack_config
 
 FILE = "stacks/Pulumi.prod-gcp.yaml"
@@ -123,7 +126,18 @@ def test_one_gpudirect_flavour_per_stack(spec: dict[str, Any]) -> None:
            in errors(spec)
 
 
-def test_a4_has_no_pinned_rdma_plugin_yet(spec: dict[str, Any]) -> None:
+def test_a4_loads_with_the_pinned_rdma_installer(spec: dict[str, Any]) -> None:
+    """The gIB installer pinned at container-engine-accelerators @992db81 selects nvidia-b200 as well as H200."""
+    h100(spec).update(machineType="a4-highgpu-8g", diskType="hyperdisk-balanced")
+    parse_spec(spec, FILE, provider_region="us-central1")
+
+
+def test_a_pool_the_pinned_agents_do_not_select_is_refused(spec: dict[str, Any],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    pins = gpudirect_manifests()
+    (gib,) = pins["RDMA"]
+    h200_only = {**pins, "RDMA": (dataclasses.replace(gib, accelerators=("nvidia-h200-141gb",)),)}
+    monkeypatch.setattr(gcp_rules, "gpudirect_manifests", lambda: h200_only)
     h100(spec).update(machineType="a4-highgpu-8g", diskType="hyperdisk-balanced")
     assert errors(spec) == [
         f"{P}.gcp.nodePools[h100].machineType: the pinned GPUDirect-RDMA node agents "

@@ -198,6 +198,8 @@ class PinnedManifest:
     url: str
     source: str
     accelerators: tuple[str, ...]  # the accelerator types its DaemonSet's node affinity selects
+    image: str  # the agent image the manifest runs (NCCL plugin or gIB installer, NRI injector), as it writes it
+    rxdm_image: str | None = None  # TCPX/TCPXO installers: the RxDM sidecar image that matches the plugin
 
 
 @lru_cache(maxsize=1)
@@ -205,5 +207,12 @@ def gpudirect_manifests() -> dict[str, tuple[PinnedManifest, ...]]:
     """The pinned installer manifests per GPUDirect flavour (``components/catalog/gke_manifests.yaml``)."""
     data = yaml.safe_load(GKE_MANIFESTS_FILE.read_text(encoding="utf-8"))
     return {flavour: tuple(PinnedManifest(name=m["name"], url=m["url"], source=m["source"],
-                                           accelerators=tuple(m["accelerators"])) for m in items)
+                                           accelerators=tuple(m["accelerators"]), image=m["image"],
+                                           rxdm_image=m.get("rxdm_image")) for m in items)
             for flavour, items in data["gpudirect"].items()}
+
+
+def rxdm_image(flavour: str) -> str | None:
+    """The receive-datapath-manager sidecar (tcpx-daemon/tcpxo-daemon) image a training pod runs beside NCCL for a
+    GPUDirect flavour: the one that matches the pinned plugin installer. None for flavours without one (RDMA)."""
+    return next((m.rxdm_image for m in gpudirect_manifests().get(flavour, ()) if m.rxdm_image), None)
