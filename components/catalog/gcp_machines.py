@@ -165,6 +165,7 @@ class GcpStorageLimits:
 
     lustre_tiers: dict[int, LustreTier]
     lustre_source: str
+    lustre_port: int  # the LNet port instances serve unless created with gke_support_enabled (the stack's)
     lustre_port_gke: int
     soft_delete_min_days: int
     soft_delete_max_days: int
@@ -180,6 +181,7 @@ def gcp_storage_limits() -> GcpStorageLimits:
     return GcpStorageLimits(
         lustre_tiers={int(k): LustreTier(**v) for k, v in lustre["tiers"].items()},
         lustre_source=f"{lustre['source']} (read {lustre['as_of']})",
+        lustre_port=int(lustre["ports"]["default"]),
         lustre_port_gke=int(lustre["ports"]["gke_support"]),
         soft_delete_min_days=int(data["gcs"]["soft_delete_min_days"]),
         soft_delete_max_days=int(data["gcs"]["soft_delete_max_days"]),

@@ -18,7 +18,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.catalog.charts import tool_image
-from components.catalog.gcp_machines import gpudirect_manifests, load_gcp_catalog
+from components.catalog.gcp_machines import gcp_storage_limits, gpudirect_manifests, load_gcp_catalog
 from components.catalog.prices import describe, load_prices, node_hour_price
 from components.gcp.cost import GcpBudgets
 from components.gcp.gke import GkeCluster, GkeNodePool, gke_kubeconfig
@@ -241,9 +241,10 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     plan = gpu_network_plan(spec)
     fs = g.storage.filesystem
     with from_spec(spec_path("gcp", "network")):
+        lustre = fs is not None and fs.type == "managed-lustre"
         network = GcpNetwork("network", spec=g, prefix=spec.name, labels=labels, gpu_plan=plan,
                              private_service_access=fs is not None,
-                             lustre_port=988 if fs is not None and fs.type == "managed-lustre" else None,
+                             lustre_port=gcp_storage_limits().lustre_port if lustre else None,
                              after=services, opts=opts)
     with from_spec(spec_path("gcp", "storage")):
         storage = GcpStorage("storage", spec=g.storage, project=g.project, region=g.region, zone=g.gpu_zone,
