@@ -506,3 +506,16 @@ def test_gpu_agents_wait_for_the_gpu_pool() -> None:
             assert h100 in installer.dependencies, installer.name
     kueue = next(r for r in graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kueue")
     assert h100 not in kueue.dependencies
+
+
+def test_prod_gcp_preview_names_the_rxdm_sidecar_and_the_gke_version_floors(capsys: pytest.CaptureFixture[str]) -> None:
+    from blueprint.cli import main
+
+    assert main(["preview", "prod-gcp"]) == 0
+    out = capsys.readouterr().out
+    compute = out.split("== compute", 1)[1].split("\n== ", 1)[0]
+    assert f"GPUDirect pods run the RxDM sidecar {rxdm_image('TCPXO')} beside NCCL" in compute
+    control = out.split("== control plane", 1)[1].split("\n== ", 1)[0]
+    assert ("GKE version: 1.35.8-gke.1036000 or later (the REGULAR channel's default version as of the GKE release "
+            "notes of 2026-09-17), which meets what the stack needs: GPUDirect-TCPXO on A3 Mega 1.28.15-gke.3163000+ "
+            "(patch floors per minor to 1.32); Managed Lustre on port 988 1.33.2-gke.4780000+") in control
