@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import copy
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from blueprint.graph import GraphResource, ResourceGraph
-from components.catalog.gcp_machines import gpudirect_manifests, load_gcp_catalog
+from components.catalog.gcp_machines import GKE_MANIFESTS_FILE, gpudirect_manifests, load_gcp_catalog, rxdm_image
 from components.kubernetes.objects import NODE_GROUP_LABEL, PROVISIONING_CHECK
 from tests.conftest import GCP_STACKS, offline_run, raw_stack_config, run_spec, stack
 from tests.test_job_path import _cel
@@ -118,6 +121,41 @@ def test_prod_gcp_gpu_networks_are_exposed_to_pods_with_the_tcpxo_agents() -> No
     tcpxo = {f"cloud-objects-{m.name}": m.url for m in gpudirect_manifests()["TCPXO"]}
     assert tcpxo.items() <= files.items()
     assert all("/container-engine-accelerators/" in u and len(u.split("/")[5]) == 40 for u in tcpxo.values())
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "workloads"
+
+
+def test_gpudirect_pins_name_one_commit_and_the_images_their_notes_read() -> None:
+    """Every agent is pinned at the catalog's one commit of container-engine-accelerators, and the note beside it
+    names the image tag (or digest) recorded: a bump of the pin that leaves an old version in its note fails."""
+    commit = yaml.safe_load(GKE_MANIFESTS_FILE.read_text())["meta"]["commit"]
+    assert re.fullmatch(r"[0-9a-f]{40}", commit)
+    pins = [m for items in gpudirect_manifests().values() for m in items]
+    assert {m.url.split("/")[5] for m in pins} == {commit}
+    for m in pins:
+        tag = m.image.split("@sha256:")[1][:8] if "@sha256:" in m.image else m.image.rsplit(":", 1)[1]
+        assert tag in m.source, (m.name, tag)
+        assert m.rxdm_image is None or m.rxdm_image.rsplit(":", 1)[1] in m.source, m.name
+    # The RxDM sidecar comes from the same GPUDirect family as the plugin it matches (TCPX's is not TCPXO's).
+    assert rxdm_image("TCPXO") == "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21"
+    assert rxdm_image("TCPX") == "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.12"
+    assert rxdm_image("RDMA") is None
+    installers = {f: next(m for m in ms if m.rxdm_image) for f, ms in gpudirect_manifests().items() if f != "RDMA"}
+    assert all(m.image.split("/")[2] == str(m.rxdm_image).split("/")[2] for m in installers.values())
+    assert installers["TCPXO"].image.endswith("nccl-plugin-gpudirecttcpx-dev:v1.0.15")
+    (gib,) = gpudirect_manifests()["RDMA"]
+    assert gib.image == "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.1.1"
+    assert set(gib.accelerators) == {"nvidia-h200-141gb", "nvidia-b200"}
+
+
+def test_tcpxo_example_runs_the_rxdm_sidecar_the_catalog_pins() -> None:
+    """The example's tcpxo-daemon is the RxDM the catalog pairs with the pinned plugin: they cannot drift apart."""
+    doc = yaml.safe_load((EXAMPLES / "prod-gcp" / "train-multinode.yaml").read_text())
+    pod = doc["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    sidecars = [c for c in pod.get("initContainers", []) + pod["containers"] if c["name"] == "tcpxo-daemon"]
+    assert [c["image"] for c in sidecars] == [rxdm_image("TCPXO")]
+    assert "--num_nics" not in " ".join(sidecars[0]["args"])  # retired (gpudirect-tcpxo/README.md, Nov 19, 2025)
 
 
 def test_prod_gcp_cluster_is_private_encrypted_observed_and_reached_by_the_deployer() -> None:
@@ -485,3 +523,16 @@ def test_gpu_agents_wait_for_the_gpu_pool() -> None:
             assert h100 in installer.dependencies, installer.name
     kueue = next(r for r in graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kueue")
     assert h100 not in kueue.dependencies
+
+
+def test_prod_gcp_preview_names_the_rxdm_sidecar_and_the_gke_version_floors(capsys: pytest.CaptureFixture[str]) -> None:
+    from blueprint.cli import main
+
+    assert main(["preview", "prod-gcp"]) == 0
+    out = capsys.readouterr().out
+    compute = out.split("== compute", 1)[1].split("\n== ", 1)[0]
+    assert f"GPUDirect pods run the RxDM sidecar {rxdm_image('TCPXO')} beside NCCL" in compute
+    control = out.split("== control plane", 1)[1].split("\n== ", 1)[0]
+    assert ("GKE version: 1.35.8-gke.1036000 or later (the REGULAR channel's default version as of the GKE release "
+            "notes of 2026-09-17), which meets what the stack needs: GPUDirect-TCPXO on A3 Mega 1.28.15-gke.3163000+ "
+            "(patch floors per minor to 1.32); Managed Lustre on port 988 1.33.2-gke.4780000+") in control

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
 
-from components.spec import SpecError, parse_spec
+from components.catalog.gcp_machines import gcp_storage_limits, gpudirect_manifests, load_gcp_catalog
+from components.catalog.gke_versions import GkeVersions, load_gke_versions
+from components.spec import SpecError, decisions, parse_spec
+from components.spec.rules import gcp as gcp_rules
 from tests.conftest import raw_stack_config
 
 FILE = "stacks/Pulumi.prod-gcp.yaml"
@@ -123,7 +127,18 @@ def test_one_gpudirect_flavour_per_stack(spec: dict[str, Any]) -> None:
            in errors(spec)
 
 
-def test_a4_has_no_pinned_rdma_plugin_yet(spec: dict[str, Any]) -> None:
+def test_a4_loads_with_the_pinned_rdma_installer(spec: dict[str, Any]) -> None:
+    """The gIB installer pinned at container-engine-accelerators @992db81 selects nvidia-b200 as well as H200."""
+    h100(spec).update(machineType="a4-highgpu-8g", diskType="hyperdisk-balanced")
+    parse_spec(spec, FILE, provider_region="us-central1")
+
+
+def test_a_pool_the_pinned_agents_do_not_select_is_refused(spec: dict[str, Any],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    pins = gpudirect_manifests()
+    (gib,) = pins["RDMA"]
+    h200_only = {**pins, "RDMA": (dataclasses.replace(gib, accelerators=("nvidia-h200-141gb",)),)}
+    monkeypatch.setattr(gcp_rules, "gpudirect_manifests", lambda: h200_only)
     h100(spec).update(machineType="a4-highgpu-8g", diskType="hyperdisk-balanced")
     assert errors(spec) == [
         f"{P}.gcp.nodePools[h100].machineType: the pinned GPUDirect-RDMA node agents "
@@ -251,3 +266,120 @@ def test_gke_gpu_taint_stays_noschedule_and_labels_are_kubernetes_labels(spec: d
            "[rule: gpu-taint-noschedule]" in lines
     assert any(line.startswith(f"{P}.gcp.nodePools[h100].labels['bad key']") or "bad key" in line for line in lines)
     assert len(lines) == 2
+
+
+# --- GKE version floors (components/catalog/gke_versions.yaml) ----------------------------------------------------
+TCPXO_FLOOR = ("GPUDirect-TCPXO on A3 Mega (node pool h100, a3-megagpu-8g) needs: GKE 1.28.15-gke.3163000 or later, "
+               "and on a later minor at least its entry of 1.29.15-gke.2467000, 1.30.14-gke.1922000, "
+               "1.31.14-gke.1243000, 1.32.11-gke.1174000 (components/catalog/gke_versions.yaml)")
+LUSTRE_FLOOR = ("Managed Lustre on port 988 (storage.filesystem) needs: GKE 1.33.2-gke.4780000 or later "
+                "(components/catalog/gke_versions.yaml)")
+RAISE = "raise minMasterVersion to it or later (a version the release channel offers) [rule: gke-version-floor]"
+
+
+def patch_gke_versions(monkeypatch: pytest.MonkeyPatch, versions: GkeVersions) -> None:
+    """Stand another gke_versions.yaml in for the rules (which read it directly and through spec.decisions)."""
+    for module in (gcp_rules, decisions):
+        monkeypatch.setattr(module, "load_gke_versions", lambda: versions)
+
+
+def without_lustre(spec: dict[str, Any]) -> None:
+    """No shared filesystem (checkpoints straight to the bucket): only the GPUDirect floor is left to check."""
+    del spec["gcp"]["storage"]["filesystem"]
+    spec["workload"]["goodput"].update(checkpointPath="bucket", bucketWriteMbps=4000)
+
+
+def test_min_master_version_below_the_gpudirect_and_lustre_floors_is_refused(spec: dict[str, Any]) -> None:
+    key = f"{P}.gcp.cluster.minMasterVersion"
+    spec["gcp"]["cluster"]["minMasterVersion"] = "1.32.9-gke.1000"
+    assert errors(spec) == [
+        f"{key}: minMasterVersion 1.32.9-gke.1000 is below 1.32.11-gke.1174000, which {TCPXO_FLOOR}; {RAISE}",
+        f"{key}: minMasterVersion 1.32.9-gke.1000 is below 1.33.2-gke.4780000, which {LUSTRE_FLOOR}; {RAISE}"]
+    spec["gcp"]["cluster"]["minMasterVersion"] = "1.32.11-gke.1174000"  # TCPXO's 1.32 floor, not Lustre's port
+    assert errors(spec) == [
+        f"{key}: minMasterVersion 1.32.11-gke.1174000 is below 1.33.2-gke.4780000, which {LUSTRE_FLOOR}; {RAISE}"]
+    spec["gcp"]["cluster"]["minMasterVersion"] = "1.33"  # read as its lowest patch, 1.33.0
+    assert errors(spec) == [f"{key}: minMasterVersion 1.33 is below 1.33.2-gke.4780000, which {LUSTRE_FLOOR}; {RAISE}"]
+    without_lustre(spec)
+    spec["gcp"]["cluster"]["minMasterVersion"] = "1.27.16-gke.2874000"  # older than TCPXO's oldest minor
+    assert errors(spec) == [f"{key}: minMasterVersion 1.27.16-gke.2874000 is below 1.28.15-gke.3163000, which "
+                            f"{TCPXO_FLOOR}; {RAISE}"]
+    for met in ("1.28.15-gke.3163000", "1.32.11-gke.1174000", "1.33.0-gke.1", "1.35.8-gke.1036000"):
+        spec["gcp"]["cluster"]["minMasterVersion"] = met
+        parse_spec(spec, FILE, provider_region="us-central1")
+
+
+def test_min_master_version_meeting_every_floor_loads_and_reaches_the_cluster(spec: dict[str, Any]) -> None:
+    from tests.conftest import run_spec
+
+    spec["gcp"]["cluster"]["minMasterVersion"] = "1.35.8-gke.1036000"
+    (cluster,) = run_spec(spec, "prod-gcp").graph.of_type("gcp:container/cluster:Cluster")
+    assert cluster.inputs["minMasterVersion"] == "1.35.8-gke.1036000"
+    assert cluster.inputs["releaseChannel"] == {"channel": "REGULAR"}
+
+
+def test_rdma_floors_are_per_machine_family(spec: dict[str, Any]) -> None:
+    key = f"{P}.gcp.cluster.minMasterVersion"
+    without_lustre(spec)
+    h100(spec).update(machineType="a3-ultragpu-8g", diskType="hyperdisk-balanced")
+    spec["gcp"]["cluster"]["minMasterVersion"] = "1.31.4-gke.1183000"
+    parse_spec(spec, FILE, provider_region="us-central1")  # A3 Ultra's floor
+    h100(spec).update(machineType="a4-highgpu-8g")
+    assert errors(spec) == [
+        f"{key}: minMasterVersion 1.31.4-gke.1183000 is below 1.32.2-gke.1475000, which GPUDirect-RDMA on A4 "
+        "(multi-networking) (node pool h100, a4-highgpu-8g) needs: GKE 1.32.2-gke.1475000 or later "
+        f"(components/catalog/gke_versions.yaml); {RAISE}"]
+    spec["gcp"]["cluster"]["minMasterVersion"] = "1.32.2-gke.1475000"
+    parse_spec(spec, FILE, provider_region="us-central1")
+
+
+def test_without_min_master_version_the_channel_default_is_checked(spec: dict[str, Any],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A release channel alone is checked at its default version as the catalog's dated release note gives it
+    (the shipped defaults all meet the floors, so an older default is put in the catalog for the test)."""
+    assert "minMasterVersion" not in spec["gcp"]["cluster"]
+    parse_spec(spec, FILE, provider_region="us-central1")
+    real = load_gke_versions()
+    older = dataclasses.replace(real.channel_defaults["REGULAR"], version="1.33.2-gke.4000000", announced="2025-09-01")
+    patch_gke_versions(monkeypatch, dataclasses.replace(real, channel_defaults={**real.channel_defaults,
+                                                                                "REGULAR": older}))
+    assert errors(spec) == [
+        f"{P}.gcp.cluster.releaseChannel: without minMasterVersion the cluster gets the REGULAR channel's default "
+        f"version as of the GKE release notes of 2025-09-01, 1.33.2-gke.4000000, which is below 1.33.2-gke.4780000, "
+        "which "
+        f"{LUSTRE_FLOOR}; set minMasterVersion to it or later, or choose a channel whose default meets it "
+        "[rule: gke-version-floor]"]
+    spec["gcp"]["cluster"]["minMasterVersion"] = "1.33.2-gke.4780000"
+    parse_spec(spec, FILE, provider_region="us-central1")  # an explicit version overrides the channel's default
+
+
+def test_a_gpudirect_machine_without_a_floor_is_refused(spec: dict[str, Any],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    real = load_gke_versions()
+    floors = {k: v for k, v in real.gpudirect_floors.items() if k != "nvidia-h100-mega-80gb"}
+    patch_gke_versions(monkeypatch, dataclasses.replace(real, gpudirect_floors=floors))
+    assert errors(spec) == [
+        f"{P}.gcp.nodePools[h100].machineType: a3-megagpu-8g uses GPUDirect-TCPXO, and "
+        "components/catalog/gke_versions.yaml has no GKE version floor for nvidia-h100-mega-80gb: add the version GKE "
+        "documents for it [rule: gke-version-floor]"]
+
+
+def test_min_master_version_is_a_gke_version(spec: dict[str, Any]) -> None:
+    spec["gcp"]["cluster"]["minMasterVersion"] = "latest"
+    (line,) = errors(spec)
+    assert line.startswith(f"{P}.gcp.cluster.minMasterVersion: ")
+
+
+def test_the_floors_cover_every_gpudirect_machine_and_the_port_the_stack_opens() -> None:
+    versions = load_gke_versions()
+    direct = {f.accelerator for f in load_gcp_catalog().values() if f.gpudirect != "none" and f.gpu_count}
+    assert direct == set(versions.gpudirect_floors) == {
+        "nvidia-h100-80gb", "nvidia-h100-mega-80gb", "nvidia-h200-141gb", "nvidia-b200"}
+    assert versions.lustre_port == gcp_storage_limits().lustre_port == 988
+    assert set(versions.channel_defaults) == {"RAPID", "REGULAR", "STABLE", "EXTENDED"}
+    for floor in [*versions.gpudirect_floors.values(), versions.lustre_floor]:
+        assert floor.status in ("confirmed", "secondary") and floor.source and floor.as_of
+    # every shipped channel default meets every floor: a stack that names only its channel loads
+    for default in versions.channel_defaults.values():
+        assert all(f.unmet(default.version) is None
+                   for f in [*versions.gpudirect_floors.values(), versions.lustre_floor]), default

@@ -165,6 +165,7 @@ class GcpStorageLimits:
 
     lustre_tiers: dict[int, LustreTier]
     lustre_source: str
+    lustre_port: int  # the LNet port instances serve unless created with gke_support_enabled (the stack's)
     lustre_port_gke: int
     soft_delete_min_days: int
     soft_delete_max_days: int
@@ -180,6 +181,7 @@ def gcp_storage_limits() -> GcpStorageLimits:
     return GcpStorageLimits(
         lustre_tiers={int(k): LustreTier(**v) for k, v in lustre["tiers"].items()},
         lustre_source=f"{lustre['source']} (read {lustre['as_of']})",
+        lustre_port=int(lustre["ports"]["default"]),
         lustre_port_gke=int(lustre["ports"]["gke_support"]),
         soft_delete_min_days=int(data["gcs"]["soft_delete_min_days"]),
         soft_delete_max_days=int(data["gcs"]["soft_delete_max_days"]),
@@ -198,6 +200,8 @@ class PinnedManifest:
     url: str
     source: str
     accelerators: tuple[str, ...]  # the accelerator types its DaemonSet's node affinity selects
+    image: str  # the agent image the manifest runs (NCCL plugin or gIB installer, NRI injector), as it writes it
+    rxdm_image: str | None = None  # TCPX/TCPXO installers: the RxDM sidecar image that matches the plugin
 
 
 @lru_cache(maxsize=1)
@@ -205,5 +209,12 @@ def gpudirect_manifests() -> dict[str, tuple[PinnedManifest, ...]]:
     """The pinned installer manifests per GPUDirect flavour (``components/catalog/gke_manifests.yaml``)."""
     data = yaml.safe_load(GKE_MANIFESTS_FILE.read_text(encoding="utf-8"))
     return {flavour: tuple(PinnedManifest(name=m["name"], url=m["url"], source=m["source"],
-                                           accelerators=tuple(m["accelerators"])) for m in items)
+                                           accelerators=tuple(m["accelerators"]), image=m["image"],
+                                           rxdm_image=m.get("rxdm_image")) for m in items)
             for flavour, items in data["gpudirect"].items()}
+
+
+def rxdm_image(flavour: str) -> str | None:
+    """The receive-datapath-manager sidecar (tcpx-daemon/tcpxo-daemon) image a training pod runs beside NCCL for a
+    GPUDirect flavour: the one that matches the pinned plugin installer. None for flavours without one (RDMA)."""
+    return next((m.rxdm_image for m in gpudirect_manifests().get(flavour, ()) if m.rxdm_image), None)

@@ -18,7 +18,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.catalog.charts import tool_image
-from components.catalog.gcp_machines import gpudirect_manifests, load_gcp_catalog
+from components.catalog.gcp_machines import gcp_storage_limits, gpudirect_manifests, load_gcp_catalog
 from components.catalog.prices import describe, load_prices, node_hour_price
 from components.gcp.cost import GcpBudgets
 from components.gcp.gke import GkeCluster, GkeNodePool, gke_kubeconfig
@@ -71,17 +71,15 @@ RXDM_PATHS = ("/sys", "/proc/sys")
 RXDM_CAPABILITIES = ("NET_ADMIN", "NET_BIND_SERVICE")
 
 
-# The receive-datapath daemon per flavour: (container name, image) as GKE's how-to pages and the installer's example
-# run it. Replaced by the catalog's pin (components/catalog/gke_manifests.yaml) when it records one.
-GPUDIRECT_SIDECARS = {
-    "TCPXO": ("tcpxo-daemon", "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.17"),
-    "TCPX": ("tcpx-daemon", "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.9"),
-}
+# The receive-datapath daemon's container name per flavour, as GKE's how-to pages and the installer's examples run
+# it; its image is the one the catalog pins beside the flavour's NCCL plugin (gke_manifests.yaml rxdm_image).
+GPUDIRECT_SIDECAR_NAMES = {"TCPXO": "tcpxo-daemon", "TCPX": "tcpx-daemon"}
 
 
 def gpudirect_sidecar(flavour: str) -> tuple[str, str] | None:
-    """The flavour's daemon sidecar (name, pinned image), or None (RDMA has none)."""
-    return GPUDIRECT_SIDECARS.get(flavour)
+    """The flavour's daemon sidecar (name, pinned image), or None (RDMA has none, or the catalog pins no image)."""
+    name, image = GPUDIRECT_SIDECAR_NAMES.get(flavour), rxdm_image(flavour)
+    return (name, image) if name and image else None
 
 
 def gpudirect_pod_rules(flavour: str) -> GpuDirectPodRules:
@@ -292,9 +290,10 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     plan = gpu_network_plan(spec)
     fs = g.storage.filesystem
     with from_spec(spec_path("gcp", "network")):
+        lustre = fs is not None and fs.type == "managed-lustre"
         network = GcpNetwork("network", spec=g, prefix=spec.name, labels=labels, gpu_plan=plan,
                              private_service_access=fs is not None,
-                             lustre_port=988 if fs is not None and fs.type == "managed-lustre" else None,
+                             lustre_port=gcp_storage_limits().lustre_port if lustre else None,
                              after=services, opts=opts)
     with from_spec(spec_path("gcp", "storage")):
         storage = GcpStorage("storage", spec=g.storage, project=g.project, region=g.region, zone=g.gpu_zone,

@@ -129,6 +129,7 @@ class GkeCluster(pulumi.ComponentResource):
             enable_shielded_nodes=True,
             enable_legacy_abac=False,
             release_channel=gcp.container.ClusterReleaseChannelArgs(channel=gke.release_channel),
+            min_master_version=gke.min_master_version,
             workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
                 workload_pool=f"{spec.project}.svc.id.goog"),
             authenticator_groups_config=gcp.container.ClusterAuthenticatorGroupsConfigArgs(

@@ -101,8 +101,9 @@ class GcpStorage(pulumi.ComponentResource):
                     capacity_gib=str(fs.capacity_gib),
                     per_unit_storage_throughput=str(fs.per_unit_storage_throughput),
                     network=network_id,
-                    # Off: new instances serve LNet on 988, which GKE >= 1.33.2-gke.4780000 mounts; on would force
-                    # the legacy port 6988 and the cluster's enable_legacy_lustre_port.
+                    # Off: new instances serve LNet on the default port 988, which GKE mounts from the version in
+                    # components/catalog/gke_versions.yaml (a load rule holds the cluster to it); on would force the
+                    # legacy port 6988 and the cluster's enable_legacy_lustre_port.
                     gke_support_enabled=False,
                     description=f"Shared filesystem of {prefix}",
                     labels=dict(labels),

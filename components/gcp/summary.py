@@ -8,12 +8,13 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from components.catalog.gcp_machines import load_gcp_catalog
+from components.catalog.gcp_machines import load_gcp_catalog, rxdm_image
 from components.kubernetes.objects.telemetry import spend_watch_lines
 from components.planes import CloudSummary, GraphView
 from components.sizing import spec_warnings
 from components.sizing.summary import checkpoint_lines
 from components.spec import ClusterSpec
+from components.spec.decisions import gke_checked_version, gke_version_floors
 from components.spec.notes import spec_notes
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -145,6 +146,11 @@ def _control_plane_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
             + ("CMEK" if c.inputs.get("databaseEncryption") else "Google-managed keys"))
         lines.append(f"telemetry: Managed Prometheus ({'with' if 'DCGM' in mon else 'without'} DCGM); logging "
                      f"{', '.join(map(str, logs))}")
+    floors, checked = gke_version_floors(g), gke_checked_version(g)
+    if floors and checked:
+        lines.append(f"GKE version: {checked[0]} or later ({checked[1]}), which meets what the stack needs: "
+                     + "; ".join(f"{floor.what} {floor.short()}" for floor, _ in floors)
+                     + " (components/catalog/gke_versions.yaml, checked at load)")
     return lines
 
 
@@ -181,6 +187,11 @@ def summarize(graph: GraphView, spec: ClusterSpec, outputs: Mapping[str, Any], n
     installers = [r.name for r in graph.of_type("kubernetes:yaml/v2:ConfigFile") if "cloud-objects" in r.name]
     compute = pools + ([f"GPUDirect node agents: {', '.join(n.removeprefix('cloud-objects-') for n in installers)}"]
                        if installers else [])
+    catalog = load_gcp_catalog()
+    sidecars = sorted({image for p in g.node_pools if p.machine_type in catalog
+                       and (image := rxdm_image(catalog[p.machine_type].gpudirect))})
+    compute += [f"GPUDirect pods run the RxDM sidecar {image} beside NCCL (the one the pinned plugin installer "
+                "matches: components/catalog/gke_manifests.yaml rxdm_image)" for image in sidecars]
     notes = [f"warning: {w}" for w in spec_warnings(spec)] + spec_notes(spec, now)
     if any(p.gpu_driver == "operator" for p in g.node_pools):
         from components.gcp.cloud import GKE_OPERATOR_ISSUES
@@ -188,7 +199,6 @@ def summarize(graph: GraphView, spec: ClusterSpec, outputs: Mapping[str, Any], n
         notes.append(f"warning: gcp.nodePools[].gpuDriver operator: {GKE_OPERATOR_ISSUES}")
     if "kubeconfigCommand" in outputs:
         notes.append(f"kubeconfig for people: {outputs['kubeconfigCommand']}")
-    catalog = load_gcp_catalog()
     if any(catalog[p.machine_type].zones is None for p in g.node_pools if catalog[p.machine_type].gpu_count):
         notes.append(f"note: the catalog has no confirmed zone list for these GPU machine types; check that "
                      f"{g.gpu_zone} offers them (blueprint preflight, or gcloud compute accelerator-types list)")

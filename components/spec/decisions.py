@@ -13,8 +13,9 @@ from components.catalog import (
     load_aws_catalog,
 )
 from components.catalog.gcp_machines import MachineFacts, load_gcp_catalog
+from components.catalog.gke_versions import VersionFloor, load_gke_versions
 from components.spec.aws import AwsSpec, NodeGroupSpec
-from components.spec.gcp import GcpNodePoolSpec
+from components.spec.gcp import GcpNodePoolSpec, GcpSpec
 from components.spec.model import ClusterSpec
 from components.spec.platform import GpuSharingSpec
 
@@ -204,6 +205,38 @@ def gpudirect_pools(
 ) -> list[tuple[GcpNodePoolSpec, MachineFacts]]:
     """The GKE pools whose machine type has GPU NICs to wire (GPUDirect-TCPX, -TCPXO or RDMA)."""
     return [(p, f) for p, f in pools if f.gpu_count and f.gpudirect != "none"]
+
+
+def gke_version_floors(gcp: GcpSpec) -> list[tuple[VersionFloor, list[str]]]:
+    """The GKE version floors what the stack builds needs (components/catalog/gke_versions.yaml), each with what
+    brings it: GPUDirect per machine family of its pools (a family the catalog has no floor for is left out; the rules
+    refuse it), Managed Lustre on the port its instances serve."""
+    versions = load_gke_versions()
+    catalog = load_gcp_catalog()
+    needs: dict[str, tuple[VersionFloor, list[str]]] = {}
+    for pool, facts in gpudirect_pools([(p, catalog[p.machine_type]) for p in gcp.node_pools
+                                        if p.machine_type in catalog]):
+        floor = versions.gpudirect_floors.get(facts.accelerator or "")
+        if floor is not None:
+            needs.setdefault(floor.what, (floor, []))[1].append(f"node pool {pool.name}, {pool.machine_type}")
+    fs = gcp.storage.filesystem
+    if fs is not None and fs.type == "managed-lustre":
+        needs.setdefault(versions.lustre_floor.what, (versions.lustre_floor, []))[1].append("storage.filesystem")
+    return list(needs.values())
+
+
+def gke_checked_version(gcp: GcpSpec) -> tuple[str, str] | None:
+    """The least GKE version the cluster runs, as the floors are checked against it, and where it comes from:
+    minMasterVersion, or else the release channel's default as a dated GKE release note gives it (defaults only move
+    forward, so a new cluster in the channel gets at least that). None when the catalog has no default for it."""
+    gke = gcp.cluster
+    if gke.min_master_version is not None:
+        return gke.min_master_version, "minMasterVersion"
+    default = load_gke_versions().channel_defaults.get(gke.release_channel)
+    if default is None:
+        return None
+    return default.version, (f"the {gke.release_channel} channel's default version as of the GKE release notes of "
+                             f"{default.announced}")
 
 
 def is_compact(pool: GcpNodePoolSpec, facts: MachineFacts) -> bool:

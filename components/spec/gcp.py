@@ -13,6 +13,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, StrictBool, StrictInt
 
+from components.catalog.gke_versions import GKE_VERSION_PATTERN
 from components.spec.aws import TaintSpec
 from components.spec.base import _GROUP_NAME_RE, _Model, unit
 
@@ -232,6 +233,14 @@ class GkeSpec(_Model):
         "GPU zone (cheaper; the API is down during its upgrades).")
     release_channel: Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"] = Field(
         default="REGULAR", description="GKE release channel; versions follow it.")
+    min_master_version: str | None = Field(
+        default=None, pattern=GKE_VERSION_PATTERN,
+        description="The least GKE version of the control plane (min_master_version: GKE upgrades it to at least "
+        "this; new node pools start at the control plane's version), e.g. 1.35.8-gke.1036000, available in the "
+        "release channel. The GKE versions GPUDirect and the Managed Lustre port need "
+        "(components/catalog/gke_versions.yaml) are checked against it; without it, against the channel's default "
+        "version as a dated GKE release note gives it (the version a new cluster in the channel gets at least).",
+    )
     endpoint: Literal["private", "authorized-networks"] = Field(
         default="private",
         description="private: the control plane's private endpoint only; authorized-networks: also its public "

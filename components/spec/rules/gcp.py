@@ -12,9 +12,17 @@ import re
 from datetime import timedelta
 
 from components.catalog.gcp_machines import MachineFacts, gcp_storage_limits, gpudirect_manifests, load_gcp_catalog
+from components.catalog.gke_versions import load_gke_versions
 from components.catalog.regions import known_gcp_regions
 from components.spec.base import GPU_TAINT_KEY
-from components.spec.decisions import covers_everything, gpudirect_pools, mount_path_problem, parse_cidr
+from components.spec.decisions import (
+    covers_everything,
+    gke_checked_version,
+    gke_version_floors,
+    gpudirect_pools,
+    mount_path_problem,
+    parse_cidr,
+)
 from components.spec.errors import _Collector
 from components.spec.gcp import GcpNodePoolSpec, GcpSpec
 from components.spec.model import ClusterSpec
@@ -47,6 +55,7 @@ def check_gcp(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
     _check_pools(spec, gcp, out)
     _check_storage(gcp, out)
     _check_cluster(spec, gcp, out)
+    _check_gke_version(gcp, out)
     for i, team in enumerate(spec.teams):
         if team.role_arns:
             out.add(f".teams[{i}].roleArns", "team-access-per-cloud",
@@ -258,6 +267,44 @@ def _check_storage(gcp: GcpSpec, out: _Collector) -> None:
                 f"perUnitStorageThroughput only applies to managed-lustre, not {fs.type}")
     if fs.filestore_tier is not None and fs.type != "filestore":
         out.add(f"{where}.filestoreTier", "filestore-tier", f"filestoreTier only applies to filestore, not {fs.type}")
+
+
+def _check_gke_version(gcp: GcpSpec, out: _Collector) -> None:
+    """The GKE version what the stack builds needs: GPUDirect per machine family and Managed Lustre on the port its
+    instances serve (components/catalog/gke_versions.yaml, each floor with its source). Checked against
+    cluster.minMasterVersion; without it, against the release channel's default version as a dated GKE release note
+    gives it (defaults only move forward, so a new cluster in the channel gets at least that)."""
+    floors = load_gke_versions().gpudirect_floors
+    catalog = load_gcp_catalog()
+    for i, pool in enumerate(gcp.node_pools):
+        facts = catalog.get(pool.machine_type)
+        if facts is not None and facts.gpu_count and facts.gpudirect != "none" and facts.accelerator not in floors:
+            out.add(f".gcp.nodePools[{i}].machineType", "gke-version-floor",
+                    f"{pool.machine_type} uses GPUDirect-{facts.gpudirect}, and components/catalog/gke_versions.yaml "
+                    f"has no GKE version floor for {facts.accelerator}: add the version GKE documents for it")
+    needs = gke_version_floors(gcp)
+    if not needs:
+        return
+    checked = gke_checked_version(gcp)
+    if checked is None:
+        out.add(".gcp.cluster.releaseChannel", "gke-version-floor",
+                f"components/catalog/gke_versions.yaml has no default version for the {gcp.cluster.release_channel} "
+                "channel to check the GKE versions this stack needs against: set minMasterVersion")
+        return
+    version, basis = checked
+    if gcp.cluster.min_master_version is not None:
+        key, against = ".gcp.cluster.minMasterVersion", f"minMasterVersion {version} is"
+        fix = "raise minMasterVersion to it or later (a version the release channel offers)"
+    else:
+        key = ".gcp.cluster.releaseChannel"
+        against = f"without minMasterVersion the cluster gets {basis}, {version}, which is"
+        fix = "set minMasterVersion to it or later, or choose a channel whose default meets it"
+    for floor, users in needs:
+        needed = floor.unmet(version)
+        if needed is not None:
+            out.add(key, "gke-version-floor",
+                    f"{against} below {needed}, which {floor.what} ({'; '.join(users)}) needs: GKE "
+                    f"{floor.describe()} (components/catalog/gke_versions.yaml); {fix}")
 
 
 def _check_cluster(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
