@@ -18,7 +18,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.catalog.charts import tool_image
-from components.catalog.gcp_machines import gcp_storage_limits, gpudirect_manifests, load_gcp_catalog
+from components.catalog.gcp_machines import gcp_storage_limits, gpudirect_manifests, load_gcp_catalog, rxdm_image
 from components.catalog.prices import describe, load_prices, node_hour_price
 from components.gcp.cost import GcpBudgets
 from components.gcp.gke import GkeCluster, GkeNodePool, gke_kubeconfig
