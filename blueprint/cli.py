@@ -227,11 +227,22 @@ def _stack_file_for(args: argparse.Namespace, stack: str, artifact: str) -> tupl
             if args.stack_file is not None:
                 raise OutputError(f"--stack-file {path}: cannot be read") from None
             continue
-        shown = path.resolve()
-        if shown.is_relative_to(Path.cwd().resolve()):
-            shown = shown.relative_to(Path.cwd().resolve())
-        return shown.as_posix(), text
+        return _repository_relative(path.resolve()), text
     return None, None
+
+
+def _repository_relative(path: Path) -> str:
+    """``path`` relative to the root of the git repository holding it (where code scanning resolves SARIF URIs),
+    wherever the command runs from; the absolute path when it is in no repository."""
+    import subprocess
+
+    top = subprocess.run(["git", "-C", str(path.parent), "rev-parse", "--show-toplevel"], capture_output=True,
+                         text=True, check=False)
+    if top.returncode == 0:
+        root = Path(top.stdout.strip()).resolve()
+        if path.is_relative_to(root):
+            return path.relative_to(root).as_posix()
+    return path.as_posix()
 
 
 def _policy_catalog(args: argparse.Namespace) -> int:
@@ -357,8 +368,12 @@ def _graphs_at_ref(ref: str, stacks: Sequence[str]) -> dict[str, tuple[ResourceG
     import tempfile
 
     out: dict[str, tuple[ResourceGraph, str | None]] = {}
+    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False)
+    root = top.stdout.strip() if top.returncode == 0 else "."
     with tempfile.TemporaryDirectory(prefix="blueprint-base-") as tmp:
-        archive = subprocess.run(["git", "archive", "--format=tar", ref], capture_output=True, check=False)
+        # From the repository's root: run from a subdirectory, git archive would hold only that subdirectory.
+        archive = subprocess.run(["git", "-C", root, "archive", "--format=tar", ref], capture_output=True,
+                                 check=False)
         if archive.returncode != 0:
             raise CostUsageError(f"--base {ref}: not a graph JSON file nor a git ref of this repository "
                                  f"({archive.stderr.decode(errors='replace').strip()[:200]})")
@@ -441,7 +456,12 @@ def _cost_diff(args: argparse.Namespace) -> int:
         from blueprint.eventlog import load_event_log
 
         log = load_event_log(args.event_log)
-        usage, notes = _usage(args.usage, str(args.event_log), (log.old, log.new)) if args.usage else ({}, ())
+        # The stack's usage file, as for a stack target: the log names its stack.
+        from blueprint.stackfile import available_stacks
+
+        named = log.new.stack if log.new.stack in available_stacks() else None
+        usage, notes = _usage(args.usage, named or str(args.event_log), (log.old, log.new)) \
+            if args.usage or named else ({}, ())
         diff = diff_event_log(log, usage=usage, usage_notes=notes)
         _write(render_diff_json([diff]) if args.format == "json" else render_diff_markdown([diff_document(diff)]),
                args.output)

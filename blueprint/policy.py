@@ -411,7 +411,7 @@ def render_markdown(report: PolicyReport, stack: str) -> str:
         out += ["", "<details><summary>How to fix</summary>", ""]
         out += [f"- `{p}`: {by_name[p].remediation}" for p in fixes if p in by_name]
         out += ["", "</details>"]
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n\n"  # a blank line after the last block, so the next section renders
 
 
 def _md_code(text: str) -> str:

@@ -15,6 +15,16 @@ from typing import Any
 
 from blueprint.policy import LEVEL_NAMES, LevelConfig, Pack, PolicyConfigError
 
+# Why each area matters, for --explain (the mission's planes: what goes wrong when the requirement is missing).
+AREA_REASONS = {
+    "billing": "without it, spend cannot be attributed to a team or stopped by a budget",
+    "quotas": "without it, one team's jobs can take every GPU, or wait for GPUs no quota grants",
+    "telemetry": "without it, a failing GPU, a stuck queue or an idle reservation goes unseen",
+    "security": "without it, the cluster, its nodes or its data are reachable by more than they should be",
+    "fabric": "without it, multi-node jobs run on slower or broken interconnect",
+    "data-safety": "without it, a change or a mistake can delete checkpoints, metrics or keys",
+    "sizing": "without it, checkpoints cost more GPU time than the goodput target allows",
+}
 # Which cloud's resources a policy reads, from its name (the pack's naming rule: aws-*, gcp-*, the rest both).
 CLOUDS = {"aws": "aws", "gcp": "gcp"}
 
@@ -94,9 +104,9 @@ def render_explain(entry: PolicyEntry, example: tuple[str, str, str, str] | None
     lines = [f"{entry.name}  ({entry.area}, {entry.level}, severity {entry.severity}, {entry.kind} policy, "
              f"reads {entry.cloud} resources)", "",
              f"Checks: {entry.description}",
-             f"Why: the {entry.area} area of the pack"
-             + (", mandatory: a violation fails `pulumi preview --policy-pack policies` and `pulumi up`"
-                if entry.level == "mandatory" else ", advisory: a violation is reported, the update goes ahead"),
+             f"Why: {AREA_REASONS.get(entry.area, entry.area)} ({entry.area}); "
+             + ("mandatory: a violation fails `pulumi preview --policy-pack policies` and `pulumi up`"
+                if entry.level == "mandatory" else "advisory: a violation is reported, the update goes ahead"),
              f"Fix: {entry.remediation}"]
     if entry.knobs:
         lines.append("Config (--policy-pack-config): " + ", ".join(f"{k}={json.dumps(v)}"

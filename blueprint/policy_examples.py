@@ -500,10 +500,10 @@ def example_violation(policy: str, pack: Pack) -> tuple[str, str, str, str] | No
     from blueprint.engine import run_program
     from blueprint.stackfile import load_stack
 
-    found = next(((how, "prod-aws", mutate) for how, (mutate, name) in AWS_MUTATIONS.items() if name == policy), None)
-    if found is None:
-        found = next(((how, stack, mutate) for how, (stack, mutate, name) in GCP_MUTATIONS.items()
-                      if name == policy), None)
+    aws = [(how, "prod-aws", mutate) for how, (mutate, name) in AWS_MUTATIONS.items() if name == policy]
+    gcp = [(how, stack, mutate) for how, (stack, mutate, name) in GCP_MUTATIONS.items() if name == policy]
+    # A GCP policy's example is a GKE stack's, not a GCP resource grafted onto the AWS one.
+    found = next(iter(gcp + aws if policy.startswith("gcp-") else aws + gcp), None)
     if found is None:
         return None
     how, stack_name, mutate = found

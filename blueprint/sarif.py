@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import PurePosixPath
 from typing import Any
 
 from blueprint.graph import ResourceGraph
@@ -36,13 +37,25 @@ def _rule(rule: Any, level: str) -> dict[str, Any]:
         "fullDescription": {"text": rule.description},
         "help": {"text": f"Fix: {rule.remediation}",
                  "markdown": f"**Requirement**: {rule.description}\n\n**Fix**: {rule.remediation}\n\n"
-                             f"`blueprint policy --explain {rule.name}` shows an example violation."},
-        "helpUri": f"{PACK_DOCS}",
+                             f"`blueprint policy --explain {rule.name}` shows an example violation ({PACK_DOCS} "
+                             "lists every policy)."},
         # from the pack's configured enforcement: mandatory is an error, disabled is off, the rest warn
         "defaultConfiguration": {"level": LEVELS.get(level, "warning")},
-        "properties": {"tags": tags, "severity": severity, "security-severity": SECURITY_SEVERITY.get(
-            severity, "5.0"), "precision": "high"},
+        # A security severity only on security findings: GitHub shows it on those alone, and its default check
+        # fails a pull request on a high one, which billing or telemetry findings are not meant to do.
+        "properties": {"tags": tags, "severity": severity, "precision": "high",
+                       **({"security-severity": SECURITY_SEVERITY.get(severity, "5.0")}
+                          if rule.area in SECURITY_AREAS else {})},
     }
+
+
+def _artifact(stack_file: str) -> dict[str, str]:
+    """The stack file as an artifact location: relative to the repository's root (%SRCROOT%), as code scanning needs
+    it; a file outside any repository as an absolute file URI, without a base."""
+    path = PurePosixPath(stack_file)
+    if path.is_absolute():
+        return {"uri": path.as_uri()}
+    return {"uri": stack_file, "uriBaseId": "%SRCROOT%"}
 
 
 def _message(v: Violation, fix: str) -> str:
@@ -80,21 +93,21 @@ def render_sarif(report: PolicyReport, stack: str, graph: ResourceGraph, stack_f
         if stack_file is not None and stack_text is not None:
             found = locate(stack_text, path)
             result["locations"][0]["physicalLocation"] = {
-                "artifactLocation": {"uri": stack_file, "uriBaseId": "%SRCROOT%"},
-                "region": {"startLine": found.line}}
+                "artifactLocation": _artifact(stack_file), "region": {"startLine": found.line}}
         if v.policy in index:
             result["ruleIndex"] = index[v.policy]
         results.append(result)
     run: dict[str, Any] = {
-        "tool": {"driver": {"name": report.pack, "informationUri": PACK_DOCS,
+        "tool": {"driver": {"name": report.pack,
                             "rules": [_rule(r, report.levels.get(r.name, "advisory")) for r in rules]}},
         "automationDetails": {"id": f"{report.pack}/{stack}/"},
         "results": results,
         "properties": {"stack": stack},
     }
     if stack_file is not None:
-        run["originalUriBaseIds"] = {"%SRCROOT%": {"description": {"text": "the repository's root"}}}
-        run["artifacts"] = [{"location": {"uri": stack_file, "uriBaseId": "%SRCROOT%"}}]
+        if not PurePosixPath(stack_file).is_absolute():
+            run["originalUriBaseIds"] = {"%SRCROOT%": {"description": {"text": "the repository's root"}}}
+        run["artifacts"] = [{"location": _artifact(stack_file)}]
     else:
         run["invocations"] = [{"executionSuccessful": True, "toolExecutionNotifications": [{
             "level": "warning", "message": {"text": "the stack file was not found (give --stack-file): findings "

@@ -279,10 +279,19 @@ def test_cost_diff_guardrails_exit_1(prod_graph: ResourceGraph, tmp_path: Path,
     base, new = tmp_path / "base.json", tmp_path / "new.json"
     base.write_text(prod_graph.to_json())
     new.write_text(json.dumps(_with_extra_group(prod_graph)))
-    assert main(["cost", "diff", "--base", str(base), str(new), "--fail-above-usd", "2000"]) == 0
+    from blueprint.cost.diff import diff_reports
+
+    diff = diff_reports(price_graph(prod_graph), price_graph(ResourceGraph.from_dict(_with_extra_group(prod_graph))))
+    desired, reach = diff.diff_monthly_usd, diff.diff_monthly_usd_at_max
+    assert reach > desired > 1000  # the copied group may double at max size
+    assert main(["cost", "diff", "--base", str(base), str(new), "--fail-above-usd", f"{reach + 1:.0f}"]) == 0
+    assert main(["cost", "diff", "--base", str(base), str(new), "--fail-above-usd", f"{desired + 1:.0f}"]) == 1
+    err = capsys.readouterr().err
+    assert f"cost guardrail: prod-aws: the monthly cost at max size rises by ${reach:,.2f}" in err
+    assert "at desired size" not in err  # the guardrail is crossed at max size only: a maxSize change counts
     assert main(["cost", "diff", "--base", str(base), str(new), "--fail-above-usd", "1000"]) == 1
-    assert "cost guardrail: prod-aws: the monthly cost rises by $1,810.51, above --fail-above-usd $1,000.00" in \
-        capsys.readouterr().err
+    assert f"cost guardrail: prod-aws: the monthly cost at desired size rises by ${desired:,.2f}, above " \
+        "--fail-above-usd $1,000.00" in capsys.readouterr().err
     assert main(["cost", "diff", "--base", str(base), str(new), "--fail-above-percent", "0.5"]) == 1
     assert main(["cost", "diff", "--base", str(new), str(base), "--fail-above-percent", "0.5"]) == 0  # a decrease
 

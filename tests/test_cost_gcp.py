@@ -293,6 +293,7 @@ def test_preview_shows_the_gcp_figures(capsys: pytest.CaptureFixture[str]) -> No
     out = capsys.readouterr().out
     report = price_graph(offline_run("dev-gcp").graph)
     assert report.total_monthly_usd > 0
-    assert (f"cost: ${report.total_monthly_usd:,.2f} a month at desired size, "
-            f"${report.total_monthly_usd_at_max:,.2f} at max size (USD; ") in out
+    assert report.usage_not_priced  # NAT traffic and bucket storage have no usage estimate in dev: a lower bound
+    assert (f"cost: at least ${report.total_monthly_usd:,.2f} a month at desired size, "
+            f"at least ${report.total_monthly_usd_at_max:,.2f} at max size (USD; ") in out
     assert "  stale prices: compute_spot.g2-standard-8" in out

@@ -434,3 +434,12 @@ def test_the_cli_reads_an_event_log_by_its_jsonl_name(tmp_path: Path, capsys: py
     assert {r["name"]: r["change"] for r in doc["resources"]}["network-nat-use1-az6"] == "removed"
     assert main(["cost", "diff", "--event-log", str(path), "prod-aws"]) == 2
     assert "give no --base and no target" in capsys.readouterr().err
+
+
+def test_the_event_log_diff_uses_the_stacks_usage_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The log names its stack (prod-aws): its usage file prices the usage-priced resources, as for a stack target."""
+    log = load_event_log(FIXTURE)
+    without = diff_event_log(log)
+    assert main(["cost", "diff", "--event-log", str(FIXTURE), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["previous_monthly_usd"] > without.previous.total_monthly_usd

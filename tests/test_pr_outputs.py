@@ -142,20 +142,21 @@ def test_totals_say_when_they_are_a_lower_bound(capsys: pytest.CaptureFixture[st
     text = render_cost_summary(unpriced)
     assert text.startswith(f"cost: at least ${unpriced.total_monthly_usd:,.2f} a month at desired size")
     assert "730 hour of ec2_on_demand.x (nodegroup-x-ng)" in text
-    priced = CostReport(report.stack, report.region, tuple(r for r in report.resources if r.priced_fully),
-                        report.usage_not_priced)
-    if not priced.unpriced:
-        assert render_cost_summary(priced).startswith(f"cost: ${priced.total_monthly_usd:,.2f} a month")
+    priced = CostReport(report.stack, report.region, tuple(r for r in report.resources if r.priced_fully), ())
+    assert render_cost_summary(priced).startswith(f"cost: ${priced.total_monthly_usd:,.2f} a month")
+    # a usage-priced resource without an estimate (a bucket's stored GB) leaves the total a lower bound too
+    usage_only = CostReport(report.stack, report.region, priced.resources, (("urn:b", "stored GB and requests"),))
+    assert render_cost_summary(usage_only).startswith(f"cost: at least ${priced.total_monthly_usd:,.2f} a month")
 
 
 def _group(name: str, per_node: float, nodes: tuple[int, int], gpus: int, paid: bool = False,
-           one_time: float = 0.0) -> ResourceCost:
+           one_time: float = 0.0, minimum: int = 0) -> ResourceCost:
     hours = CostLine("hours", 730 * nodes[0], "hour", per_node / 730, "confirmed", f"k.{name}", "", "")
     at_max = CostLine("hours", 730 * nodes[1], "hour", per_node / 730, "confirmed", f"k.{name}", "", "")
     block = (CostLine("block", 1, "hour", one_time, "confirmed", f"b.{name}", "", "", one_time=True),) \
         if one_time else ()
     return ResourceCost(f"urn:{name}", "aws:eks/nodeGroup:NodeGroup", name, "compute", "", (hours, *block),
-                        (at_max, *block), nodes=nodes, gpus_per_node=gpus, paid_regardless=paid)
+                        (at_max, *block), nodes=nodes, gpus_per_node=gpus, paid_regardless=paid, min_nodes=minimum)
 
 
 def test_unit_cost_prices_the_capacity_paid_for() -> None:
@@ -168,6 +169,9 @@ def test_unit_cost_prices_the_capacity_paid_for() -> None:
     assert (paid, short) == (24.0, 0.0) and compute == pytest.approx(3 * 300.0 + 3 * 40_000.0)
     compute, paid, short = compute_at_paid_capacity(report, 200.0)
     assert (paid, short) == (128.0, 72.0) and compute == pytest.approx(900.0 + 16 * 40_000.0)
+    floor = _group("l4", 500.0, (2, 8), 1, minimum=2)  # never below 2 nodes: both count even if 1 GPU would do
+    compute, paid, short = compute_at_paid_capacity(CostReport("s", "r", (system, floor), ()), 1.0)
+    assert (paid, short) == (2.0, 0.0) and compute == pytest.approx(900.0 + 2 * 500.0)
     block = _group("block", 0.0, (0, 16), 8, paid=True, one_time=211_000.0)
     compute, paid, short = compute_at_paid_capacity(CostReport("s", "r", (system, block, autoscaled), ()), 130.0)
     assert paid == 128.0 + 8.0 and compute == pytest.approx(900.0 + 211_000.0 + 40_000.0)
@@ -185,3 +189,23 @@ def test_the_gke_preview_tells_the_checkpoint_time(capsys: pytest.CaptureFixture
     storage = out.split("== storage", 1)[1].split("\n== ", 1)[0]
     assert re.search(r"checkpoint of the 70B model: 0\.98 TB, filesystem path: blocks \d+\.\d min, every "
                      r"\d+\.\d\d h of compute \(Daly\)", storage), storage
+
+
+def test_a_ref_is_built_from_the_repository_root_wherever_the_command_runs(monkeypatch: pytest.MonkeyPatch,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Run from a subdirectory, `git archive` alone would hold only that subdirectory: the base stack would look
+    new and the whole stack "added"."""
+    monkeypatch.chdir(ROOT / "docs")
+    assert main(["cost", "diff", "--base", "HEAD", str(ROOT / "stacks" / "Pulumi.dev-aws.yaml"), "--format",
+                 "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["previous_monthly_usd"] > 0 and doc["notes"] == []
+
+
+def test_sarif_names_the_stack_file_from_the_repository_root(monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path: Path) -> None:
+    monkeypatch.chdir(ROOT / "docs")
+    out = tmp_path / "o.sarif"
+    assert main(["policy", str(ROOT / "stacks" / "Pulumi.prod-aws.yaml"), "--format", "sarif", "-o", str(out)]) == 0
+    run = json.loads(out.read_text())["runs"][0]
+    assert run["artifacts"] == [{"location": {"uri": "stacks/Pulumi.prod-aws.yaml", "uriBaseId": "%SRCROOT%"}}]

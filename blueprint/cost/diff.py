@@ -257,10 +257,13 @@ def _signed(value: float) -> str:
     return f"{'+' if value >= 0 else '-'}${abs(value):,.2f}"
 
 
-def _pct(value: float | None, delta: float) -> str:
+def _pct(value: float | None, delta: float, previous: float) -> str:
+    """`` (+12.5%)``, `` (new)`` from nothing, or the base itself when it is too small for a percentage."""
     if delta == 0:
         return ""
-    return " (new)" if value is None else f" ({value:+.1f}%)"
+    if value is not None:
+        return f" ({value:+.1f}%)"
+    return " (new)" if previous == 0 else f" (from {format_usd(previous)})"
 
 
 def _changed(doc: dict[str, Any]) -> bool:
@@ -277,7 +280,8 @@ def headline(doc: dict[str, Any]) -> str:
     def part(delta: float, pct: float | None) -> str:
         if delta == 0:
             return "will not change"
-        return f"will {'increase' if delta > 0 else 'decrease'} by {format_usd(abs(delta))}{_pct(pct, delta)}"
+        base = float(doc.get("previous_monthly_usd" if delta is now else "previous_monthly_usd_at_max") or 0.0)
+        return f"will {'increase' if delta > 0 else 'decrease'} by {format_usd(abs(delta))}{_pct(pct, delta, base)}"
     text = f"Monthly cost at desired size {part(now, doc.get('diff_percent'))}"
     text += f"; at max size (what the node groups may reach) it {part(reach, doc.get('diff_percent_at_max'))}."
     once = float(doc.get("diff_one_time_usd") or 0.0)
@@ -314,7 +318,8 @@ def _stack_section(doc: dict[str, Any]) -> list[str]:
     if doc.get("replaced"):
         out += ["", f"**Replaced** (deleted and created again: the monthly cost carries over, what the resource holds "
                 f"does not): {', '.join(f'`{name}`' for name in doc['replaced'])}"]
-    out += [f"Note: {n}" for n in doc.get("notes", [])]
+    if doc.get("notes"):
+        out += ["", *(f"Note: {n}" for n in doc["notes"])]  # a blank line first, or they join the table
     return [*out, "", "</details>", ""]
 
 
@@ -332,21 +337,25 @@ def render_diff_markdown(docs: Sequence[dict[str, Any]]) -> str:
     out = [title, "", f"**{headline(total_doc)}**", "",
            "| stack | previous / month | new / month | change | at max size: new | at max: change | one-time |",
            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for d in sorted(docs, key=lambda d: (not _changed(d), -abs(float(d["diff_monthly_usd_at_max"])), d["stack"])):
+    ordered = sorted(docs, key=lambda d: (not _changed(d), -abs(float(d["diff_monthly_usd_at_max"])), d["stack"]))
+    for d in ordered:
         if not _changed(d):
             out.append(f"| {d['stack']} | {format_usd(d['previous_monthly_usd'])} | {format_usd(d['new_monthly_usd'])}"
                        " | no change | | | |")
             continue
         once = float(d.get("diff_one_time_usd") or 0.0)
+        reach_pct = _pct(d.get("diff_percent_at_max"), d["diff_monthly_usd_at_max"], d["previous_monthly_usd_at_max"])
         out.append(f"| {d['stack']} | {format_usd(d['previous_monthly_usd'])} | {format_usd(d['new_monthly_usd'])} | "
-                   f"{_signed(d['diff_monthly_usd'])}{_pct(d.get('diff_percent'), d['diff_monthly_usd'])} | "
+                   f"{_signed(d['diff_monthly_usd'])}"
+                   f"{_pct(d.get('diff_percent'), d['diff_monthly_usd'], d['previous_monthly_usd'])} | "
                    f"{format_usd(d['new_monthly_usd_at_max'])} | "
                    f"{_signed(d['diff_monthly_usd_at_max'])}"
-                   f"{_pct(d.get('diff_percent_at_max'), d['diff_monthly_usd_at_max'])} | "
+                   f"{reach_pct} | "
                    f"{_signed(once) if once else '-'} |")
     out.append("")
-    for d in changed:
-        out += _stack_section(d)
+    for d in ordered:  # the sections in the table's order
+        if _changed(d):
+            out += _stack_section(d)
     stale = sorted({k for d in docs for k in d.get("stale_prices", [])})
     unpriced = sorted({k for d in docs for k in d.get("unpriced", [])})
     if stale:
@@ -359,14 +368,18 @@ def render_diff_markdown(docs: Sequence[dict[str, Any]]) -> str:
 
 
 def breaches(diff: CostDiff, fail_above_usd: float | None, fail_above_percent: float | None) -> list[str]:
-    """The guardrails the increase at desired size crosses; empty when none (or none were set)."""
+    """The guardrails the increase crosses, at desired size (what runs) or at max size (what the node groups may
+    reach: a maxSize change moves only this); empty when none (or none were set)."""
     out = []
-    if fail_above_usd is not None and diff.diff_monthly_usd > fail_above_usd:
-        out.append(f"{diff.stack}: the monthly cost rises by {format_usd(diff.diff_monthly_usd)}, above "
-                   f"--fail-above-usd {format_usd(fail_above_usd)}")
-    pct = diff.diff_percent
-    if fail_above_percent is not None and diff.diff_monthly_usd > 0 and (pct is None or pct > fail_above_percent):
-        shown = f"from a base of {format_usd(diff.previous.total_monthly_usd)}" if pct is None else f"{pct:.1f}%"
-        out.append(f"{diff.stack}: the monthly cost rises by {shown}, above --fail-above-percent "
-                   f"{fail_above_percent:g}%")
+    sides = (("at desired size", diff.diff_monthly_usd, diff.previous.total_monthly_usd),
+             ("at max size", diff.diff_monthly_usd_at_max, diff.previous.total_monthly_usd_at_max))
+    for where, delta, base in sides:
+        if fail_above_usd is not None and delta > fail_above_usd:
+            out.append(f"{diff.stack}: the monthly cost {where} rises by {format_usd(delta)}, above "
+                       f"--fail-above-usd {format_usd(fail_above_usd)}")
+        pct = percent(base, base + delta)
+        if fail_above_percent is not None and delta > 0 and (pct is None or pct > fail_above_percent):
+            shown = f"from a base of {format_usd(base)}" if pct is None else f"{pct:.1f}%"
+            out.append(f"{diff.stack}: the monthly cost {where} rises by {shown}, above --fail-above-percent "
+                       f"{fail_above_percent:g}%")
     return out

@@ -109,6 +109,7 @@ class ResourceCost:
     nodes: tuple[int, int] | None = None
     gpus_per_node: int = 0
     paid_regardless: bool = False
+    min_nodes: int = 0  # what the group never scales below
 
     @property
     def monthly_usd(self) -> float:
@@ -374,6 +375,7 @@ class GkePoolSize:
     desired: int
     maximum: int
     note: str = ""
+    minimum: int = 0
 
 
 def gke_pool_size(inputs: dict[str, Any]) -> GkePoolSize:
@@ -392,9 +394,11 @@ def gke_pool_size(inputs: dict[str, Any]) -> GkePoolSize:
         else:
             maximum = _int(scaling.get("maxNodeCount")) * zones
         desired = min(_int(inputs.get("initialNodeCount")) * zones, maximum)
-        return GkePoolSize(desired, maximum, note)
+        minimum = _int(scaling.get("totalMinNodeCount")) if "totalMinNodeCount" in scaling else \
+            _int(scaling.get("minNodeCount")) * zones
+        return GkePoolSize(desired, maximum, note, min(minimum, maximum))
     count = _int(inputs.get("nodeCount")) * zones
-    return GkePoolSize(count, count, note)
+    return GkePoolSize(count, count, note, count)
 
 
 def _local_ssd_count(config: dict[str, Any]) -> int:
@@ -620,7 +624,8 @@ def _price_gcp(graph: ResourceGraph, prices: dict[str, Price], usage: Usage,
         costs.append(ResourceCost(urn=res.urn, type=res.type, name=res.name, plane=graph.plane_of(res),
                                   team=_gcp_team(graph, res), components=now, components_at_max=at_max, note=note,
                                   team_shares=shares.get(str(label), ()) if label else (), nodes=nodes,
-                                  gpus_per_node=gpus, paid_regardless=paid))
+                                  gpus_per_node=gpus, paid_regardless=paid,
+                                  min_nodes=gke_pool_size(res.inputs).minimum if res.type == GKE_NODE_POOL else 0))
     return costs, not_estimated
 
 
@@ -654,6 +659,10 @@ def _aws_nodes(graph: ResourceGraph, res: GraphResource) -> tuple[tuple[int, int
     paid = str(res.inputs.get("capacityType") or "") == "CAPACITY_BLOCK" or bool(
         template.get("capacityReservationSpecification"))
     return (_int(scaling.get("desiredSize")), _int(scaling.get("maxSize"))), facts.gpu_count if facts else 0, paid
+
+
+def _aws_min_nodes(res: GraphResource) -> int:
+    return _int(_dict(res.inputs.get("scalingConfig")).get("minSize"))
 
 
 def _price_aws(graph: ResourceGraph, prices: dict[str, Price], usage: Usage,
@@ -692,7 +701,8 @@ def _price_aws(graph: ResourceGraph, prices: dict[str, Price], usage: Usage,
         costs.append(ResourceCost(urn=res.urn, type=res.type, name=res.name, plane=graph.plane_of(res), team=team,
                                   components=now, components_at_max=at_max, note=note,
                                   team_shares=shares.get(str(group_label), ()), nodes=nodes, gpus_per_node=gpus,
-                                  paid_regardless=paid))
+                                  paid_regardless=paid,
+                                  min_nodes=_aws_min_nodes(res) if res.type == NODE_GROUP else 0))
     return costs, not_estimated
 
 

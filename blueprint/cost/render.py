@@ -30,8 +30,8 @@ def unpriced_items(report: CostReport, limit: int = 3) -> list[str]:
 
 
 def _amount(report: CostReport, value: float) -> str:
-    """``$X``, or ``at least $X`` when a line of the stack has no price."""
-    return f"at least {format_usd(value)}" if report.unpriced else format_usd(value)
+    """``$X``, or ``at least $X`` when a line of the stack has no price or a usage-priced resource no estimate."""
+    return f"at least {format_usd(value)}" if report.unpriced or report.usage_not_priced else format_usd(value)
 
 
 def render_cost_table(report: CostReport) -> str:

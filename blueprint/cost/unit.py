@@ -99,9 +99,10 @@ def unit_cost(report: CostReport, workload: WorkloadSpec, goodput: float | None 
 
 def compute_at_paid_capacity(report: CostReport, required_gpus: float) -> tuple[float, float, float]:
     """(compute cost a month, GPUs paid for, GPUs short of ``required_gpus``) at the capacity the stack pays for:
-    reserved groups (Capacity Blocks, reservations) as priced, whether nodes run or not; autoscaled GPU groups at the
-    nodes the required capacity needs beyond the reserved GPUs (cheapest per GPU first, up to each group's max
-    size), never at a desired size of zero; groups without GPUs (system nodes) at desired size. A Capacity Block is
+    reserved groups (Capacity Blocks, reservations) as priced, whether nodes run or not; autoscaled GPU groups at their
+    minimum size plus the nodes the required capacity needs beyond the reserved and minimum GPUs (cheapest per GPU
+    first, up to each group's max size), never at a desired size of zero; groups without GPUs (system nodes) at
+    desired size. A Capacity Block is
     counted in the month its window serves: that is what those units cost."""
     compute = 0.0
     paid = 0.0
@@ -116,15 +117,19 @@ def compute_at_paid_capacity(report: CostReport, required_gpus: float) -> tuple[
             continue
         if res.nodes[1] > 0:
             scaled.append(res)
+    # Every autoscaled group runs at least its minimum size; those GPUs count towards the requirement first.
+    paid += sum(r.min_nodes * r.gpus_per_node for r in scaled)
     remaining = max(0.0, required_gpus - paid)
     for res in sorted(scaled, key=lambda r: (r.monthly_usd_at_max / (r.nodes[1] * r.gpus_per_node)
                                              if r.nodes else 0.0, r.urn)):
         assert res.nodes is not None
         per_node = res.monthly_usd_at_max / res.nodes[1]
-        nodes = min(res.nodes[1], math.ceil(remaining / res.gpus_per_node - 1e-9)) if remaining > 0 else 0
-        compute += nodes * per_node
-        paid += nodes * res.gpus_per_node
-        remaining = max(0.0, remaining - nodes * res.gpus_per_node)
+        extra = min(res.nodes[1] - res.min_nodes, math.ceil(remaining / res.gpus_per_node - 1e-9)) \
+            if remaining > 0 else 0
+        extra = max(0, extra)
+        compute += (res.min_nodes + extra) * per_node
+        paid += extra * res.gpus_per_node
+        remaining = max(0.0, remaining - extra * res.gpus_per_node)
     return compute, paid, remaining
 
 
