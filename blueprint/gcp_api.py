@@ -17,7 +17,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from blueprint.preflight import AccountAccessError, Check
 
@@ -265,6 +265,16 @@ def gcp_access_problem(err: BaseException) -> str | None:
     return None
 
 
+def error_reason(err: Any) -> str | None:
+    """The ErrorInfo reason of an API error (``SERVICE_DISABLED`` ...). google-api-core 2.33 keeps a REST error's
+    ErrorInfo as the JSON dict, on which its ``reason`` property fails; the details list has it either way."""
+    try:
+        return cast("str | None", err.reason)
+    except AttributeError:
+        return next((str(d.get("reason")) for d in err.details
+                     if isinstance(d, dict) and str(d.get("@type", "")).endswith("google.rpc.ErrorInfo")), None)
+
+
 def describe(err: Exception) -> str:
     """One line for an API error: status, message, and what to do for a disabled API."""
     from google.api_core import exceptions as api
@@ -272,7 +282,7 @@ def describe(err: Exception) -> str:
     if not isinstance(err, api.GoogleAPICallError):
         return str(err)
     text = f"{type(err).__name__} ({err.code}): {err.message}"
-    if err.reason == "SERVICE_DISABLED" or "it is disabled" in (err.message or ""):
+    if error_reason(err) == "SERVICE_DISABLED" or "it is disabled" in (err.message or ""):
         text += " (the API is disabled in the project: see the apis-enabled check)"
     return text
 
@@ -322,5 +332,6 @@ def gcp_session(project: str) -> LibraryGcpApi:
     return LibraryGcpApi(library_clients(adc_credentials(project), project))
 
 
-__all__ = ["CLIENTS", "IMPERSONATE", "GcpApi", "LibraryGcpApi", "adc_credentials", "describe", "gcp_access_problem",
-           "gcp_session", "guard", "import_libraries", "last_segment", "library_clients", "not_found", "quiet_imports"]
+__all__ = ["CLIENTS", "IMPERSONATE", "GcpApi", "LibraryGcpApi", "adc_credentials", "describe", "error_reason",
+           "gcp_access_problem", "gcp_session", "guard", "import_libraries", "last_segment", "library_clients",
+           "not_found", "quiet_imports"]

@@ -90,9 +90,12 @@ class RecordedGcp:
         if entry is None:
             raise exceptions.NotFound(f"{call} {json.dumps(request, sort_keys=True)}: not recorded")
         if "error" in entry:
+            # As google-api-core builds a REST error (format_http_response_error): the JSON details, ErrorInfo first.
             error = entry["error"]
-            err = exceptions.from_http_status(error["code"], error["message"])
-            raise err if error.get("reason") is None else _with_reason(err, error["reason"])
+            details = [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": error["reason"],
+                        "domain": "googleapis.com"}] if error.get("reason") else []
+            raise exceptions.from_http_status(error["code"], error["message"], details=details,
+                                              error_info=details[0] if details else None)
         return to_library(call, copy.deepcopy(entry["response"]))
 
     def machine_type(self, project: str, zone: str, name: str) -> Any:
@@ -141,14 +144,6 @@ class RecordedGcp:
     def lustre_instance(self, project: str, zone: str, instance_id: str) -> Any:
         return self.answer("lustre.projects.locations.instances.get",
                            {"name": f"projects/{project}/locations/{zone}/instances/{instance_id}"})
-
-
-def _with_reason(err: Any, reason: str) -> Any:
-    """An API error carrying the ErrorInfo reason the REST error's details give (``SERVICE_DISABLED`` ...)."""
-    from google.rpc import error_details_pb2
-
-    err._error_info = error_details_pb2.ErrorInfo(reason=reason, domain="googleapis.com")
-    return err
 
 
 def recorded(project: str, *, deployed: bool = False) -> RecordedGcp:
