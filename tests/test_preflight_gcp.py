@@ -415,7 +415,7 @@ def test_a_credentials_file_that_cannot_be_read(no_gcp: None, monkeypatch: pytes
     assert main(["preflight", "dev-gcp"]) == 2
     assert capsys.readouterr().err.startswith(
         f"error: the Google Cloud credentials cannot be loaded (Failed to load service account credentials from {bad}: "
-        "Service account info was not in the expected format, missing fields token_uri, client_email.)")
+        "Service account info was not in the expected format, missing fields ")  # in set order
 
 
 def test_credentials_google_refuses(no_gcp: None, monkeypatch: pytest.MonkeyPatch,
