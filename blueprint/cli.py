@@ -14,9 +14,10 @@
     blueprint sizing <stack> [--format table|json]
                                          the goodput model: checkpoint times, interval, goodput, capacity
     blueprint preflight <stack> [--format table|json]
-                                         check the AWS account before pulumi up; exit 1 on a failed check
+                                         check the AWS account or GCP project before pulumi up; exit 1 on a
+                                         failed check
     blueprint audit <stack> [--format table|json]
-                                         check the deployed account against the spec after pulumi up
+                                         check the deployed account or project against the spec after pulumi up
     blueprint admit <stack | graph.json> WORKLOAD.yaml... [--format text|json]
                                          would these jobs run on the cluster, and if not why; exit 1 if any not
     blueprint nccl parse LOG             an nccl-tests output as JSON
@@ -133,7 +134,8 @@ def _parser() -> argparse.ArgumentParser:
     sizing.add_argument("-o", "--output", type=output_file_argument,
                         help="write the report here instead of standard output")
     preflight = sub.add_parser("preflight", parents=[common], help="check the AWS account (boto3, the usual "
-                               "credentials) before pulumi up: offerings, catalog facts, quotas, reservations, "
+                               "credentials) or the GCP project (Google Cloud client libraries, Application Default "
+                               "Credentials) before pulumi up: offerings, catalog facts, quotas, reservations, APIs, "
                                "existing resources, the deployer")
     preflight.add_argument("stack", help="stack name (prod-aws) or path to a stack file")
     preflight.add_argument("--format", choices=("table", "json"), default="table")
@@ -141,8 +143,9 @@ def _parser() -> argparse.ArgumentParser:
                              "only when none could)")
     preflight.add_argument("-o", "--output", type=output_file_argument,
                            help="write the report here instead of standard output")
-    audit = sub.add_parser("audit", parents=[common], help="check the deployed account against the spec after "
-                           "pulumi up: billing tags, bucket protection, endpoint access, EFA interfaces")
+    audit = sub.add_parser("audit", parents=[common], help="check the deployed account or project against the "
+                           "spec after pulumi up: billing tags (labels), bucket protection, endpoint access, EFA "
+                           "interfaces (GPU networks), node pools on GCP")
     audit.add_argument("stack", help="stack name (prod-aws) or path to a stack file")
     audit.add_argument("--format", choices=("table", "json"), default="table")
     audit.add_argument("--strict", action="store_true", help="exit 4 when any check could not be made (default: "
@@ -585,15 +588,16 @@ def _preflight(args: argparse.Namespace) -> int:
     if args.output is not None:
         check_output_file(args.output)
     stack = load_stack(args.stack)
-    if stack.spec.cloud != "aws":
-        # Not built for GCP yet: say so instead of checking the wrong cloud (README, "Before you commit capacity").
-        _emit(sys.stderr, f"error: {stack.display_path}: blueprint {args.command} checks AWS accounts; "
-              f"{stack.spec.cloud} stacks are not covered yet (check quotas, the reservation and the zone with "
-              "gcloud; README)\n")
-        return EXIT_INVALID
-    client = _aws_session(stack.region)
-    run = run_audit if args.command == "audit" else run_preflight
-    checks = run(stack.spec, client)
+    if stack.spec.cloud == "gcp":
+        from blueprint import audit_gcp, gcp_api, preflight_gcp
+
+        api = gcp_api.gcp_session(stack.spec.gcp_spec().project)
+        checks = (audit_gcp.run_gcp_audit if args.command == "audit" else preflight_gcp.run_gcp_preflight)(
+            stack.spec, api)
+    else:
+        client = _aws_session(stack.region)
+        run = run_audit if args.command == "audit" else run_preflight
+        checks = run(stack.spec, client)
     _write(render_json(checks) if args.format == "json" else render_table(checks, args.command), args.output)
     if any(c.status == "fail" for c in checks):
         return EXIT_POLICY
