@@ -385,10 +385,14 @@ GCP_MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
         "prod-gcp", lambda g: edit(g, "kubernetes:core/v1:Namespace", "tenancy-ns-research", _delete(
             ["metadata", "labels", "gpu-cluster/pod-security-reason"])),
         "kubernetes-privileged-pods-only-in-system-namespaces"),
-    "claim the GPUDirect exception on a namespace that is not a tenant's": (
-        "prod-gcp", lambda g: edit(g, "kubernetes:core/v1:Namespace", "tenancy-ns-research", _delete(
-            ["metadata", "labels", "gpu-cluster/tenant"])),
-        "kubernetes-privileged-pods-only-in-system-namespaces"),
+    "claim the GPUDirect exception without the admission policy that bounds it": (
+        "prod-gcp", lambda g: edit(g, "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
+                                   "gpudirect-pod-limits", remove=True),
+        "kubernetes-gpudirect-namespaces-bounded"),
+    "let the GPUDirect admission policy only warn": (
+        "prod-gcp", lambda g: edit(g, "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
+                                   "gpudirect-pod-limits", _set(["spec", "validationActions"], ["Warn"])),
+        "kubernetes-gpudirect-namespaces-bounded"),
     "drop the authorized networks of a public endpoint": (
         "dev-gcp", lambda g: edit(g, GKE_CLUSTER, "control-plane-gke", _delete(["masterAuthorizedNetworksConfig"])),
         "gcp-gke-endpoint-not-open-to-internet"),
@@ -468,6 +472,9 @@ GCP_MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
         "prod-gcp", lambda g: edit(g, GKE_CLUSTER, "control-plane-gke", lambda i: i["monitoringConfig"][
             "enableComponents"].remove("DCGM")),
         "gcp-gke-gpu-monitoring"),
+    "take away the research group's way to the cluster": (
+        "prod-gcp", lambda g: edit(g, "gcp:projects/iAMMember:IAMMember", "identities-team-research", remove=True),
+        "gcp-teams-reach-the-cluster"),
     "stop scraping GKE's DCGM exporter into Prometheus": (
         "prod-gcp", lambda g: edit(g, "kubernetes:monitoring.coreos.com/v1:PodMonitor", "cloud-dcgm", remove=True),
         "prometheus-scrapes-gpu-metrics"),

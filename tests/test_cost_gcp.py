@@ -158,6 +158,7 @@ def test_a_flex_start_pool_is_unpriced_never_zero_or_on_demand(tmp_path: Path) -
 def test_a_price_that_includes_the_bundled_local_ssd_gets_no_local_ssd_line() -> None:
     spec = copy.deepcopy(raw_stack_config("prod-gcp")["gpu-cluster:spec"])
     spec["gcp"]["nodePools"][1].update(machineType="a3-highgpu-8g", capacity={"type": "spot"})
+    spec["acceptance"] = {"enabled": False}  # not built for TCPX pools (rule acceptance-fabric-built)
     report = price_graph(run_spec(spec, "prod-gcp").graph)
     spot = resource(report, "nodepool-h100-pool")
     # the Spot price has no SSD in it

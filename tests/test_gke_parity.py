@@ -82,7 +82,7 @@ def test_only_gpudirect_namespaces_are_bound_and_they_stay_privileged() -> None:
     (binding,) = [r.inputs for r in graph.resources if r.type.endswith(":ValidatingAdmissionPolicyBinding")
                   and r.inputs["metadata"]["name"] == "gpu-cluster-gpudirect-pod-limits"]
     assert binding["spec"]["matchResources"]["namespaceSelector"]["matchLabels"] == {
-        "gpu-cluster/tenant": "true", "gpu-cluster/pod-security-reason": "gpudirect-sidecars"}
+        "gpu-cluster/pod-security-reason": "gpudirect-sidecars"}
     assert not [r for r in offline_run("dev-gcp").graph.resources
                 if r.type.endswith(":ValidatingAdmissionPolicy")
                 and r.inputs["metadata"]["name"] == "gpu-cluster-gpudirect-pod-limits"]
@@ -129,3 +129,35 @@ def test_gke_time_shares_gpus_with_its_own_device_plugin() -> None:
     for pool in gpu_pools:
         (accelerator,) = pool.inputs["nodeConfig"]["guestAccelerators"]
         assert accelerator["gpuSharingConfig"] == {"gpuSharingStrategy": "TIME_SHARING", "maxSharedClientsPerGpu": 4}
+
+
+def test_every_team_group_reaches_the_cluster_and_nodes_use_gkes_node_role() -> None:
+    from tests.conftest import stack
+
+    graph = offline_run("prod-gcp").graph
+    members = {(r.inputs["role"], r.inputs["member"]) for r in graph.of_type("gcp:projects/iAMMember:IAMMember")}
+    for team in stack("prod-gcp").spec.teams:
+        assert ("roles/container.clusterViewer", f"group:{team.group}") in members, team.name
+    node_roles = {role for role, member in members if member.startswith("serviceAccount:") and "-nodes@" in member}
+    assert node_roles == {"roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader"}
+
+
+def test_reserved_gpu_pools_are_not_upgraded_under_a_running_job() -> None:
+    graph = offline_run("prod-gcp").graph
+    pools = {r.inputs["name"]: r.inputs for r in graph.of_type("gcp:container/nodePool:NodePool")}
+    h100 = pools["h100"]
+    assert h100["maintenancePolicies"] == [{"exclusionUntilEndOfSupports": [{"enabled": True}]}]
+    assert h100["upgradeSettings"] == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}
+    assert "maintenancePolicies" not in pools["system"]  # the system pool follows the channel
+
+
+def test_lustre_stays_on_eth0_and_its_missing_cmek_is_explained(capsys: pytest.CaptureFixture[str]) -> None:
+    from blueprint.cli import main
+
+    graph = offline_run("prod-gcp").graph
+    (cluster,) = graph.of_type("gcp:container/cluster:Cluster")
+    assert cluster.inputs["addonsConfig"]["lustreCsiDriverConfig"] == {"enabled": True, "disableMultiNic": True}
+    assert main(["preview", "prod-gcp"]) == 0
+    out = capsys.readouterr().out
+    assert "Managed Lustre documents that CMEK-protected instances cannot be used from GKE" in out
+    assert "VPC Service Controls perimeter restricting container.googleapis.com" in out

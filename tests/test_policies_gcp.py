@@ -72,6 +72,7 @@ def dev() -> ResourceGraph:
 
 
 ENFORCE = 'metadata.labels["pod-security.kubernetes.io/enforce"]'
+REASON = 'metadata.labels["gpu-cluster/pod-security-reason"]'
 # What each mutation's violation names (see tests/test_policies.py FIELDS): (field, value seen; None for a missing
 # field), or None where no field applies.
 FIELDS: dict[str, Expected] = {
@@ -90,7 +91,8 @@ FIELDS: dict[str, Expected] = {
         "masterAuthorizedNetworksConfig.cidrBlocks[0].cidrBlock", CIDR),
     # The enforce label is what violates; the mutation removed the exception that let it through.
     "keep a GPUDirect tenant namespace privileged without saying why": (ENFORCE, "privileged"),
-    "claim the GPUDirect exception on a namespace that is not a tenant's": (ENFORCE, "privileged"),
+    "claim the GPUDirect exception without the admission policy that bounds it": (REASON, "gpudirect-sidecars"),
+    "let the GPUDirect admission policy only warn": (REASON, "gpudirect-sidecars"),
     "drop the authorized networks of a public endpoint": ("masterAuthorizedNetworksConfig.cidrBlocks", None),
     "open the public endpoint to every Google Cloud IP": (
         "masterAuthorizedNetworksConfig.gcpPublicCidrsAccessEnabled", True),
@@ -117,6 +119,7 @@ FIELDS: dict[str, Expected] = {
     "stop logging the prod API server": ("loggingConfig.enableComponents", ["SYSTEM_COMPONENTS", "WORKLOADS"]),
     "drop DCGM metrics with GKE-managed drivers": ("monitoringConfig.enableComponents", ANY),
     "stop scraping GKE's DCGM exporter into Prometheus": None,  # a whole object is missing
+    "take away the research group's way to the cluster": None,  # the grant is missing, not an input of it
     "turn off Managed Prometheus with GKE-managed drivers": ("monitoringConfig.managedPrometheus.enabled", False),
     "drop a GPU network of the a3-megagpu-8g pool": ("networkConfig.additionalNodeNetworkConfigs[7]", None),
     "turn off multi-networking": ("enableMultiNetworking", None),

@@ -383,3 +383,21 @@ def test_the_floors_cover_every_gpudirect_machine_and_the_port_the_stack_opens()
     for default in versions.channel_defaults.values():
         assert all(f.unmet(default.version) is None
                    for f in [*versions.gpudirect_floors.values(), versions.lustre_floor]), default
+
+
+def test_acceptance_is_refused_on_a_tcpx_pool(spec: dict[str, Any]) -> None:
+    """The acceptance jobs are built for TCPXO and RDMA pods; an A3 High (TCPX) stack is told so at load."""
+    h100(spec).update(machineType="a3-highgpu-8g", capacity={"type": "spot"})
+    assert errors(spec) == [
+        f"{P}.acceptance.enabled: the acceptance jobs are built for GPUDirect-TCPXO and -RDMA pools, not for "
+        "a3-highgpu-8g (gcp.nodePools[1], GPUDirect-TCPX: its daemon shares a socket directory with the workload and "
+        "needs IPC_LOCK there, a pod shape not built here): turn acceptance off and run container-engine-accelerators' "
+        "gpudirect-tcpx NCCL test by hand [rule: acceptance-fabric-built]"]
+    spec["acceptance"]["enabled"] = False
+    parse_spec(spec, FILE, provider_region="us-central1")
+
+
+def test_acceptance_tests_dir_is_an_absolute_path(spec: dict[str, Any]) -> None:
+    spec["acceptance"]["testsDir"] = "nccl-tests/build; rm -rf /"
+    (line,) = errors(spec)
+    assert line.startswith(f"{P}.acceptance.testsDir: ")

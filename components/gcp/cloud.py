@@ -10,6 +10,7 @@ authorized networks.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +37,8 @@ from components.kubernetes.objects import (
     CloudGpuStack,
     EgressRule,
     GpuDirectPodRules,
+    Manifest,
+    PodFabric,
     SharedFilesystem,
     volume_generation,
 )
@@ -94,6 +97,74 @@ def gpudirect_pod_rules(flavour: str) -> GpuDirectPodRules:
         sidecar_host_paths=RXDM_PATHS, sidecar_capabilities=RXDM_CAPABILITIES,
         shared_host_paths=(NVIDIA_HOST_DIR, *(("/dev/aperture_devices",) if flavour == "TCPXO" else ())),
         readonly_host_paths=(NVIDIA_HOST_DIR,), source=GPUDIRECT_POD_SOURCE)
+
+
+def pod_network_annotations(networks: Sequence[str]) -> dict[str, str]:
+    """GKE multi-networking for a pod: eth0 on the cluster's network, eth1.. on the GPU networks in the pool's order
+    (networking.gke.io/interfaces; GKE "Set up multi-network support for Pods"; cluster-toolkit's A3 Mega and A3 Ultra
+    examples map eth1..eth8 to vpc1..vpc8, and eth1 to the second gVNIC then eth2..eth9 to rdma-0..rdma-7)."""
+    interfaces = [{"interfaceName": "eth0", "network": "default"},
+                  *({"interfaceName": f"eth{i + 1}", "network": n} for i, n in enumerate(networks))]
+    return {"networking.gke.io/default-interface": "eth0",
+            "networking.gke.io/interfaces": json.dumps(interfaces)}
+
+
+# The NCCL acceptance pods on GPUDirect pools, as Google runs NCCL tests there without host networking
+# (container-engine-accelerators @992db81 gpudirect-tcpxo/nccl-test-unprivileged-without-hostnetwork.yaml and
+# gpudirect-rdma/nccl-test.yaml; GKE "Maximize GPU network bandwidth with GPUDirect-TCPXO", "Run NCCL on custom GKE
+# clusters that use A3 Mega"): the pod's GPU networks, on TCPXO the RxDM sidecar (here a native sidecar, so the
+# worker pod ends with its benchmark) with the GPU devices the NRI injector gives it, and in every rank the plugin's
+# environment from the node (TCPXO: nccl-env-profile.sh, whose guest-config checker aborts a run without it;
+# RDMA: gIB's set_nccl_env.sh). MPI's own traffic stays on eth0 (mpirun --mca btl_tcp_if_include / oob_tcp_if_include
+# eth0, as gpudirect-rdma/nccl-test-a4x-max-jobset.yaml and NVIDIA AICR's GKE TCPXO runtime keep it).
+NVIDIA_LIB64 = "/usr/local/nvidia/lib64"
+ACCEPTANCE_FABRIC_SOURCE = ("container-engine-accelerators @992db81 gpudirect-tcpxo/nccl-test-unprivileged-without-"
+                            "hostnetwork.yaml, gpudirect-rdma/nccl-test.yaml; GKE GPUDirect-TCPXO and A3 Ultra how-tos")
+MPI_ON_ETH0 = ("--mca", "btl_tcp_if_include", "eth0", "--mca", "oob_tcp_if_include", "eth0")
+
+
+def gpudirect_pod_fabric(flavour: str, gpus: int, networks: Sequence[str]) -> PodFabric | None:
+    """How an NCCL benchmark pod reaches a GPUDirect pool's fabric, or None (TCPX: not built, the rules say so)."""
+    annotations = pod_network_annotations(networks)
+    ld_path = f"export LD_LIBRARY_PATH={NVIDIA_LIB64}:${{LD_LIBRARY_PATH:-}}"
+    if flavour == "RDMA":
+        return PodFabric(
+            annotations=annotations,
+            volumes=({"name": "nvidia", "hostPath": {"path": NVIDIA_HOST_DIR}},
+                     {"name": "gib", "hostPath": {"path": GIB_HOST_DIR}}),
+            mounts=({"name": "nvidia", "mountPath": "/usr/local/nvidia", "readOnly": True},
+                    {"name": "gib", "mountPath": "/usr/local/gib", "readOnly": True}),
+            rank_setup=(ld_path, "source /usr/local/gib/scripts/set_nccl_env.sh"),
+            mpirun_args=MPI_ON_ETH0, single_node=True, source=ACCEPTANCE_FABRIC_SOURCE)
+    sidecar = gpudirect_sidecar(flavour)
+    if flavour != "TCPXO" or sidecar is None:
+        return None
+    devices = [f"/dev/nvidia{i}" for i in range(gpus)] + ["/dev/nvidiactl", "/dev/nvidia-uvm",
+                                                          "/dev/dmabuf_import_helper"]
+    annotations[f"devices.gke.io/container.{sidecar[0]}"] = "".join(f"- path: {d}\n" for d in devices)
+    nvidia = {"name": "nvidia", "hostPath": {"path": f"{NVIDIA_HOST_DIR}/lib64"}}
+    daemon: Manifest = {
+        "name": sidecar[0], "image": sidecar[1], "imagePullPolicy": "IfNotPresent", "restartPolicy": "Always",
+        "command": ["/bin/sh", "-c"],
+        # The release's flags (gpudirect-tcpxo/README.md: --num_nics, --uid and --alsologtostderr are retired).
+        "args": ["set -ex\nchmod 755 /fts/entrypoint_rxdm_container.sh\n"
+                 "/fts/entrypoint_rxdm_container.sh --num_hops=2\n"],
+        "securityContext": {"capabilities": {"add": list(RXDM_CAPABILITIES)}},
+        "env": [{"name": "LD_LIBRARY_PATH", "value": NVIDIA_LIB64}],
+        "volumeMounts": [{"name": "nvidia", "mountPath": NVIDIA_LIB64},
+                         {"name": "sys", "mountPath": "/hostsysfs"},
+                         {"name": "proc-sys", "mountPath": "/hostprocsysfs"}],
+    }
+    return PodFabric(
+        annotations=annotations, sidecars=(daemon,),
+        volumes=(nvidia, {"name": "sys", "hostPath": {"path": "/sys"}},
+                 {"name": "proc-sys", "hostPath": {"path": "/proc/sys"}},
+                 {"name": "aperture-devices", "hostPath": {"path": "/dev/aperture_devices"}}),
+        mounts=({"name": "nvidia", "mountPath": NVIDIA_LIB64, "readOnly": True},
+                {"name": "aperture-devices", "mountPath": "/dev/aperture_devices"}),
+        env=(("NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", "/dev/aperture_devices"),),
+        rank_setup=(ld_path, f"export NCCL_LIB_DIR={NVIDIA_LIB64}", f"source {NVIDIA_LIB64}/nccl-env-profile.sh"),
+        mpirun_args=MPI_ON_ETH0, single_node=True, source=ACCEPTANCE_FABRIC_SOURCE)
 
 
 GPUDIRECT_POD_SOURCE = ("GKE GPUDirect-TCPX/TCPXO/RDMA how-to pages (daemon and workload volumes); "
@@ -218,6 +289,15 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
     flavours = {catalog[p.machine_type].gpudirect for p in gcp_spec.node_pools} - {"none"}
     manifests = gpudirect_manifests()
     installers = tuple((m.name, m.url) for f in sorted(flavours) for m in manifests.get(f, ()))
+    networks = [str(m["metadata"]["name"]) for m in gpu_network_objects  # type: ignore[index]
+                if m.get("kind") == "Network"]
+    acceptance_fabrics = {}
+    for pool in gcp_spec.node_pools:
+        facts = catalog[pool.machine_type]
+        if facts.gpu_count and facts.gpudirect != "none" and networks:
+            fabric = gpudirect_pod_fabric(facts.gpudirect, facts.gpu_count, networks)
+            if fabric is not None:
+                acceptance_fabrics[pool.name] = fabric
     labels = spec.billing_labels
     team_objects = {t.name: checkpoint_volume(t.name, bucket, dict(labels)) for t in spec.teams}
     return PlatformInputs(
@@ -238,7 +318,9 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
         checkpoint_service_account=CHECKPOINT_SERVICE_ACCOUNT,
         platform_reader=PLATFORM_READER,
         checkpoint_policy=stack_checkpoint_policy(spec),
-        acceptance_image=None,
+        acceptance_image=spec.acceptance.image if spec.acceptance.enabled else None,
+        acceptance_tests_dir=spec.acceptance.tests_dir,
+        acceptance_fabrics=acceptance_fabrics,
         bucket_scheme="gs",
         cloud_objects=gpu_network_objects,
         cloud_manifests=installers,
@@ -284,8 +366,9 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     with from_spec(spec_path("gcp")):
         keys = GcpKeys("keys", project=g.project, region=g.region, prefix=spec.name, project_number=number,
                        labels=labels, protect=protect, after=services, invoke_opts=after_apis, opts=opts)
-    with from_spec(spec_path("gcp", "cluster")):
+    with from_spec(spec_path("gcp", "cluster"), team_items([t.name for t in spec.teams])):
         identities = GcpIdentities("identities", project=g.project, prefix=spec.name, admins=g.cluster.admin_members,
+                                   team_groups={t.name: t.group for t in spec.teams if t.group},
                                    after=services, opts=opts)
     plan = gpu_network_plan(spec)
     fs = g.storage.filesystem

@@ -144,7 +144,11 @@ class GkeCluster(pulumi.ComponentResource):
                 gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True),
                 gce_persistent_disk_csi_driver_config=gcp.container.ClusterAddonsConfigGcePersistentDiskCsiDriverConfigArgs(
                     enabled=True),
-                lustre_csi_driver_config=gcp.container.ClusterAddonsConfigLustreCsiDriverConfigArgs(enabled=True)
+                # Multi-NIC Lustre (on by default from GKE 1.35.2-gke.1842000) uses only NICs in eth0's VPC; GPU
+                # nodes whose NICs span several VPCs (the GPUDirect networks) keep Lustre on eth0, said explicitly
+                # (GKE Managed Lustre CSI driver, "Disable multi-NIC"; lustre-csi-driver pkg/network/network.go).
+                lustre_csi_driver_config=gcp.container.ClusterAddonsConfigLustreCsiDriverConfigArgs(
+                    enabled=True, disable_multi_nic=True if multi_networking else None)
                 if filesystem == "managed-lustre" else None,
                 gcp_filestore_csi_driver_config=gcp.container.ClusterAddonsConfigGcpFilestoreCsiDriverConfigArgs(
                     enabled=True) if filesystem == "filestore" else None,
@@ -271,6 +275,15 @@ class GkeNodePool(pulumi.ComponentResource):
             if autoscaled else None,
             # Flex-start nodes are replaced by a new request, not repaired (cluster-toolkit gke-node-pool precondition).
             management=gcp.container.NodePoolManagementArgs(auto_repair=cap.type != "flex-start", auto_upgrade=True),
+            # A pool on a reservation is not upgraded by GKE under a running job: on a release channel node
+            # auto-upgrade cannot be turned off (GKE ReleaseChannel reference), so the pool carries GKE's per-pool
+            # exclusion until its version's end of support (NodePool.maintenancePolicy exclusionUntilEndOfSupport;
+            # cluster-toolkit's A3 Ultra blueprint holds nodes the same way, cluster-wide); the operator upgrades it
+            # between runs (the preview prints the command). Flex-start pools get GKE's short-lived upgrades.
+            maintenance_policies=[gcp.container.NodePoolMaintenancePolicyArgs(
+                exclusion_until_end_of_supports=[
+                    gcp.container.NodePoolMaintenancePolicyExclusionUntilEndOfSupportArgs(enabled=True)])]
+            if gpu and cap.type == "reservation" else None,
             # GPU pools upgrade one node at a time without a surge node: reserved capacity has no spare VM to surge on.
             upgrade_settings=gcp.container.NodePoolUpgradeSettingsArgs(
                 strategy="SURGE", max_surge=0 if gpu else 1, max_unavailable=1 if gpu else 0),

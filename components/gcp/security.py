@@ -18,16 +18,20 @@ import pulumi_gcp as gcp
 
 from components import provenance
 
-# Least-privilege node service account (GKE "Harden your cluster's security": use a minimally privileged service
-# account; the roles cluster-toolkit's gke-a3-megagpu / gke-a3-ultragpu blueprints give their node account, minus
-# storage.objectViewer: workloads read data through Workload Identity, never through the node's account).
+# Least-privilege node service account: GKE's own role for it (GKE "Configure node service accounts": "at a minimum,
+# these node service accounts must have the Kubernetes Engine Default Node Service Account role"; six permissions:
+# log entries, metric descriptors and time series, autoscaler metrics), in place of the five legacy roles
+# cluster-toolkit still grants, plus image pulls. Not storage.objectViewer: workloads read data through Workload
+# Identity, never through the node's account.
 NODE_ROLES = (
-    "roles/logging.logWriter",
-    "roles/monitoring.metricWriter",
-    "roles/monitoring.viewer",
-    "roles/stackdriver.resourceMetadata.writer",
+    "roles/container.defaultNodeServiceAccount",
     "roles/artifactregistry.reader",
 )
+# What a team's Google group needs to reach the cluster: `gcloud container clusters get-credentials`
+# (container.clusters.get) and the control plane's DNS endpoint (container.clusters.connect). Kubernetes Engine
+# Cluster Viewer holds exactly those, with clusters.list and the project's get/list (IAM role permissions, dump of
+# 2026-08-22); inside the cluster the team's Role (RBAC, Google Groups for RBAC) decides the rest.
+TEAM_CLUSTER_ROLE = "roles/container.clusterViewer"
 ENCRYPTER = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
 # Keys rotate every 90 days (a new primary version; old versions keep decrypting).
 ROTATION = "7776000s"
@@ -124,7 +128,8 @@ class GcpKeys(pulumi.ComponentResource):
 
 
 class GcpIdentities(pulumi.ComponentResource):
-    """The node service account and its roles, and cluster-admin for the stack's admins.
+    """The node service account and its roles, cluster-admin for the stack's admins, and each team group's way to
+    the cluster (Kubernetes Engine Cluster Viewer: get-credentials and the DNS endpoint).
 
     Attributes:
         node_service_account: the nodes' account email.
@@ -133,8 +138,10 @@ class GcpIdentities(pulumi.ComponentResource):
     node_service_account: pulumi.Output[str]
 
     def __init__(self, name: str, *, project: str, prefix: str, admins: Sequence[str],
+                 team_groups: Mapping[str, str] | None = None,
                  after: Sequence[pulumi.Resource] = (), opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:control-plane:GcpIdentities", name, provenance.props(), opts)
+        team_groups = team_groups or {}
         child = pulumi.ResourceOptions(parent=self, depends_on=list(after))
         account = gcp.serviceaccount.Account(
             f"{name}-nodes", account_id=f"{prefix[:23]}-nodes", project=project,
@@ -147,6 +154,9 @@ class GcpIdentities(pulumi.ComponentResource):
         for i, admin in enumerate(admins):
             gcp.projects.IAMMember(f"{name}-admin-{i}", project=project, role="roles/container.admin", member=admin,
                                    opts=child)
+        for team, group in sorted(team_groups.items()):
+            gcp.projects.IAMMember(f"{name}-team-{team}", project=project, role=TEAM_CLUSTER_ROLE,
+                                   member=f"group:{group}", opts=child)
         self.node_service_account = account.email
         self.register_outputs({"nodeServiceAccount": account.email})
 

@@ -66,6 +66,14 @@ def _pool_lines(graph: GraphView) -> tuple[list[str], int, int]:
         if ssd:
             parts.append(f"{ssd} local SSDs as ephemeral storage")
         lines.append(", ".join(parts))
+        held = any((p.get("exclusionUntilEndOfSupports") or [{}])[0].get("enabled")
+                   for p in pool.inputs.get("maintenancePolicies") or [])
+        if held:
+            lines.append(f"  {pool.inputs.get('name')} is not auto-upgraded until its version's end of support (the "
+                         "pool's maintenance exclusion): a running job keeps its nodes. Upgrade it between runs: "
+                         f"gcloud container clusters upgrade <cluster> --node-pool {pool.inputs.get('name')} "
+                         f"--location {pool.inputs.get('location')} (recreates one node at a time, no surge node "
+                         "on a full reservation: drain its queue first)")
     return lines, desired, maximum
 
 
@@ -104,6 +112,10 @@ def _storage_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
                      f"{tier} MB/s per TiB = {cap / 1024 * tier / 1000:,.1f} GB/s, "
                      f"{'protected' if fs.protect else 'not protected'}")
         lines += checkpoint_lines(spec, cap / 1024 * tier)
+        if not fs.inputs.get("kmsKey"):
+            lines.append("  encrypted with Google-managed keys, not CMEK: Managed Lustre documents that "
+                         "CMEK-protected instances cannot be used from GKE (Managed Lustre 'Customer-managed "
+                         "encryption keys', limitations); the checkpoint bucket and disks keep CMEK")
     for fs in graph.of_type("gcp:filestore/instance:Instance"):
         lines.append(f"Filestore {fs.inputs.get('name')} ({fs.inputs.get('tier')})")
     for fs in graph.of_type("gcp:parallelstore/instance:Instance"):
@@ -146,6 +158,13 @@ def _control_plane_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
             + ("CMEK" if c.inputs.get("databaseEncryption") else "Google-managed keys"))
         lines.append(f"telemetry: Managed Prometheus ({'with' if 'DCGM' in mon else 'without'} DCGM); logging "
                      f"{', '.join(map(str, logs))}")
+        if (c.inputs.get("controlPlaneEndpointsConfig") or {}).get("dnsEndpointConfig", {}).get(
+                "allowExternalTraffic"):
+            lines.append("  the DNS endpoint takes traffic from any network that reaches Google APIs, gated by IAM "
+                         "(container.clusters.connect) and RBAC; to bound it by network too, put the project in a VPC "
+                         "Service Controls perimeter restricting container.googleapis.com and "
+                         "kubernetesmetadata.googleapis.com (GKE network isolation: the perimeter protects the DNS "
+                         "endpoint; outside this stack)")
     floors, checked = gke_version_floors(g), gke_checked_version(g)
     if floors and checked:
         lines.append(f"GKE version: {checked[0]} or later ({checked[1]}), which meets what the stack needs: "

@@ -174,6 +174,10 @@ class PlatformInputs:
     platform_reader: tuple[str, str] | None = None  # (namespace, service account): read of every prefix
     checkpoint_policy: Mapping[str, str] | None = None  # the goodput model's figures, for each team's jobs
     acceptance_image: str | None = None  # the nccl-tests image by digest: the acceptance MPIJobs are created
+    acceptance_tests_dir: str = obj.NCCL_TESTS_DIR  # where nccl-tests is built in that image
+    # Per GPU pool, how a benchmark pod reaches the cloud's GPU fabric when it is not the extended resource of
+    # ``fabric`` (GKE GPUDirect: the pod's networks, the receive-datapath sidecar, the NCCL plugin's profile).
+    acceptance_fabrics: Mapping[str, obj.PodFabric] | None = None
     bucket_scheme: str = "s3"  # how the checkpoint bucket's URLs start (s3, gs), in descriptions
     cloud_objects: tuple[Manifest, ...] = ()  # cluster objects the cloud needs (GKE: GPU networks, storage classes)
     cloud_manifests: tuple[tuple[str, str], ...] = ()  # (name, pinned URL or file) of the cloud's node agents
@@ -451,33 +455,50 @@ class Controllers(pulumi.ComponentResource):
 
 
 class Acceptance(pulumi.ComponentResource):
-    """The NCCL acceptance gate: the MPI Operator (pinned release manifest), a namespace and queue of its own, and
-    per multi-node fabric node group an all_reduce_perf MPIJob over all its nodes plus a single-node NVLink one;
-    every job is created suspended, so ``pulumi up`` never starts a benchmark."""
+    """The NCCL acceptance gate: a namespace and queue of its own, and per multi-node fabric node group an
+    all_reduce_perf MPIJob over all its nodes plus a single-node NVLink one (the MPI Operator comes with the
+    controllers); every job is created suspended, so ``pulumi up`` never starts a benchmark."""
 
     def __init__(self, name: str, inputs: PlatformInputs, kueue: pulumi.Resource, operator: pulumi.Resource,
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:platform:Acceptance", name, provenance.props(), opts)
         assert inputs.acceptance_image is not None
         catalog = load_acceptance()
-        ns = _system_namespace(self, obj.ACCEPTANCE_NAMESPACE, inputs.labels)
+        fabrics = dict(inputs.acceptance_fabrics or {})
+        fabric = inputs.fabric.resource_name if inputs.fabric else None
+        for pool in inputs.pools:
+            if fabric and pool.fabric_per_node and pool.name not in fabrics:
+                fabrics[pool.name] = obj.efa_fabric(fabric, pool.fabric_per_node,
+                                                    pool.instance_type in catalog.efa_device_rdma)
+        # A namespace whose benchmark pods mount host paths (GKE GPUDirect) cannot enforce Pod Security baseline: it
+        # says why, and the per-container GPUDirect admission policy binds it as it binds the teams' (README).
+        host_paths = any(f.host_paths for f in fabrics.values())
+        ns = apply(f"ns-{obj.ACCEPTANCE_NAMESPACE}",
+                   obj.namespace(obj.ACCEPTANCE_NAMESPACE, inputs.labels, "privileged" if host_paths else "baseline",
+                                 gpudirect=host_paths),
+                   pulumi.ResourceOptions(parent=self))
         # The jobs name their queue (kueue.x-k8s.io/queue-name), so Kueue manages them like a team's: all-or-nothing
         # admission and waitForPodsReady.
-        fabric = inputs.fabric.resource_name if inputs.fabric else None
-        tested = [p for p in inputs.pools if p.gpus_per_node > 1 or (p.fabric_per_node and p.max_nodes > 1)]
+        tested = [p for p in inputs.pools if p.gpus_per_node > 1 or (p.name in fabrics and p.max_nodes > 1)]
         covered = obj.covered_resources(tested, fabric)
         after_kueue = pulumi.ResourceOptions(parent=self, depends_on=[kueue, ns])
         apply(f"{name}-clusterqueue", obj.acceptance_cluster_queue(tested, covered), after_kueue)
         queue = apply(f"{name}-localqueue", obj.acceptance_local_queue(), after_kueue)
         jobs = pulumi.ResourceOptions(parent=self, depends_on=[operator, queue])
+        # EFA registers hugepages (AWS); GKE's nodes offer none unless configured, so a request would never schedule.
+        hugepages = inputs.fabric is not None
+        topology = inputs.topology.node_labels[0] if inputs.topology is not None else None
         for pool in tested:
-            rdma = pool.instance_type in catalog.efa_device_rdma
-            if pool.fabric_per_node and pool.max_nodes > 1:
+            level = topology if pool.placed else None
+            if pool.name in fabrics and pool.max_nodes > 1:
                 apply(f"{name}-allreduce-{pool.name}",
-                      obj.nccl_mpijob(pool, inputs.acceptance_image, pool.max_nodes, fabric, rdma, inputs.labels), jobs)
+                      obj.nccl_mpijob(pool, inputs.acceptance_image, pool.max_nodes, fabrics[pool.name],
+                                      inputs.labels, tests_dir=inputs.acceptance_tests_dir, hugepages=hugepages,
+                                      topology_level=level), jobs)
             if pool.gpus_per_node > 1:
                 apply(f"{name}-nvlink-{pool.name}",
-                      obj.nccl_mpijob(pool, inputs.acceptance_image, 1, fabric, rdma, inputs.labels), jobs)
+                      obj.nccl_mpijob(pool, inputs.acceptance_image, 1, fabrics.get(pool.name), inputs.labels,
+                                      tests_dir=inputs.acceptance_tests_dir, hugepages=hugepages), jobs)
         self.register_outputs({})
 
 

@@ -96,11 +96,17 @@ class PlatformSpec(_Model):
 
 
 class AcceptanceSpec(_Model):
-    """The NCCL acceptance gate: an all_reduce_perf MPIJob per multi-node EFA node group (and a single-node
-    NVLink variant), admitted through Kueue, created suspended so that pulumi up never starts a benchmark."""
+    """The NCCL acceptance gate: an all_reduce_perf MPIJob per multi-node fabric node group (EFA on AWS,
+    GPUDirect-TCPXO or -RDMA on GKE) and a single-node NVLink variant, admitted through Kueue, created suspended so
+    that pulumi up never starts a benchmark."""
 
     enabled: StrictBool = Field(default=False, description="Create the acceptance MPIJobs and the MPI Operator.")
     image: Optional[str] = Field(
         default=None, max_length=512,
-        description="The nccl-tests image (EFA installer, aws-ofi-nccl, OpenMPI) by digest: "
-        "<repository>@sha256:<64 hex>.")
+        description="The nccl-tests image by digest: <repository>@sha256:<64 hex>. It serves SSH as root for the "
+        "MPI Operator and has OpenMPI; on AWS the EFA installer and aws-ofi-nccl, on GKE nccl-tests linked to "
+        "libnccl.so.2 (the node's GPUDirect NCCL is loaded from /usr/local/nvidia/lib64) and glibc 2.35 or later.")
+    tests_dir: str = Field(
+        default="/opt/nccl-tests/build", max_length=256, pattern=r"^/[A-Za-z0-9._/-]*$",
+        description="Where the image has the nccl-tests binaries (all_reduce_perf); Google's GPUDirect images "
+        "use /third_party/nccl-tests/build.")

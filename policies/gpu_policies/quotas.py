@@ -110,4 +110,45 @@ gpu_node_group_cap = resource_policy(
     Severity.MEDIUM, _max_size, [MAX_NODES],
 )
 
-POLICIES = [cluster_queue_gpu_quota, team_namespace_quotas, gpu_node_group_cap]
+# Project roles that give a group container.clusters.get (get-credentials) and container.clusters.connect (the DNS
+# endpoint): Kubernetes Engine Cluster Viewer is the least of them.
+GKE_ACCESS_ROLES = ("roles/container.clusterViewer", "roles/container.viewer", "roles/container.developer",
+                    "roles/container.clusterAdmin", "roles/container.admin", "roles/viewer", "roles/editor",
+                    "roles/owner")
+EXTERNAL_GROUPS = Knob("groupsGrantedElsewhere", {"type": "array", "items": {"type": "string", "minLength": 1},
+                                                  "uniqueItems": True}, [])
+ROLE_BINDING = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
+
+
+def _teams_reach_gke(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    if not of_type(args.resources, "gcp:container/cluster:Cluster"):
+        return  # EKS teams come in through access entries (their own rules)
+    granted = {str(r.props.get("member")) for r in of_type(args.resources, "gcp:projects/iAMMember:IAMMember")
+               if r.props.get("role") in GKE_ACCESS_ROLES}
+    granted |= {f"group:{g}" for g in cfg["groupsGrantedElsewhere"]}
+    groups: dict[str, list[str]] = {}
+    for rb in of_type(args.resources, ROLE_BINDING):
+        for subject in get(rb.props, "subjects") or []:
+            if get(subject, "kind") == "Group":
+                groups.setdefault(k8s_namespace(rb.props), []).append(str(get(subject, "name")))
+    for ns in team_namespaces(args.resources, cfg["systemNamespaces"]):
+        name = k8s_name(ns.props)
+        bound = groups.get(name, [])
+        if not bound:  # no field: the namespace lacks a whole binding
+            report(f"Team namespace {name} must bind a group to its Role, or nobody can act in it.", ns.urn)
+        elif not any(f"group:{g}" in granted for g in bound):
+            report(f"The group of team namespace {name} ({', '.join(bound)}) must hold a project role that reaches "
+                   "the cluster (container.clusters.get for get-credentials, container.clusters.connect for the DNS "
+                   "endpoint): grant it roles/container.clusterViewer, or list it in groupsGrantedElsewhere when "
+                   "the grant is made outside the stack.", ns.urn)
+
+
+teams_reach_gke = stack_policy(
+    "gcp-teams-reach-the-cluster", "quotas",
+    "On GKE, every team's group can reach the cluster: a project role with get-credentials and the DNS endpoint.",
+    "Give the team its Google group (gpu-cluster:spec.teams[].group): the stack grants it Kubernetes Engine Cluster "
+    "Viewer (components/gcp/security.py); or name groups granted outside the stack in groupsGrantedElsewhere.",
+    Severity.HIGH, _teams_reach_gke, [SYSTEM_NAMESPACES_KNOB, EXTERNAL_GROUPS],
+)
+
+POLICIES = [cluster_queue_gpu_quota, team_namespace_quotas, gpu_node_group_cap, teams_reach_gke]

@@ -25,6 +25,7 @@ from gpu_policies.common import (
     open_entry,
     open_to_everyone,
     path,
+    plain,
     resource_policy,
     seen,
     stack_policy,
@@ -258,6 +259,51 @@ default_deny = stack_policy(
     Severity.HIGH, _default_deny, [SYSTEM_NAMESPACES_KNOB],
 )
 
+GPUDIRECT_REASON = ("gpu-cluster/pod-security-reason", "gpudirect-sidecars")
+VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+VAP_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+
+
+def _gpudirect_bounded(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    """A namespace let off Pod Security baseline for GPUDirect is bound, with Deny, by an admission policy that fails
+    closed and bounds host paths and capabilities container by container."""
+    policies = {k8s_name(p.props): plain(p.props) for p in of_type(args.resources, VAP)}
+    bindings = [plain(b.props) for b in of_type(args.resources, VAP_BINDING)]
+    for ns in of_type(args.resources, NAMESPACE):
+        labels = plain(get(ns.props, "metadata", "labels", default={}) or {})
+        if labels.get(GPUDIRECT_REASON[0]) != GPUDIRECT_REASON[1]:
+            continue
+        bounded = False
+        for b in bindings:
+            selector = get(b, "spec", "matchResources", "namespaceSelector", "matchLabels", default=None)
+            policy = policies.get(str(get(b, "spec", "policyName", default="")))
+            if not isinstance(selector, dict) or not selector or policy is None:
+                continue
+            if any(labels.get(k) != v for k, v in selector.items()):
+                continue
+            if "Deny" not in (get(b, "spec", "validationActions", default=[]) or []):
+                continue
+            text = str(get(policy, "spec", "validations", default=[]))
+            if get(policy, "spec", "failurePolicy") == "Fail" and "hostPath" in text and "capabilities" in text:
+                bounded = True
+                break
+        if not bounded:
+            report(f"Namespace {k8s_name(ns.props)} runs pods at Pod Security privileged for GPUDirect "
+                   f"({GPUDIRECT_REASON[0]}: {GPUDIRECT_REASON[1]}), so a ValidatingAdmissionPolicy that fails closed "
+                   "must bind it with Deny and bound host paths and capabilities container by container "
+                   "(gpu-cluster-gpudirect-pod-limits).", ns.urn,
+                   field=path("metadata", "labels", GPUDIRECT_REASON[0]), value=GPUDIRECT_REASON[1])
+
+
+gpudirect_bounded = stack_policy(
+    "kubernetes-gpudirect-namespaces-bounded", "security",
+    "A namespace at Pod Security privileged for GPUDirect is bound by an admission policy that bounds each "
+    "container's host paths and capabilities.",
+    "Keep the gpu-cluster-gpudirect-pod-limits ValidatingAdmissionPolicy and its binding (Tenancy component), "
+    "selecting gpu-cluster/pod-security-reason: gpudirect-sidecars.",
+    Severity.HIGH, _gpudirect_bounded,
+)
+
 PRIVILEGED_NAMESPACES = Knob("privilegedNamespaces", STRING_LIST,
                              ["kube-system", "gpu-operator", "monitoring"])
 WORKLOADS = {"Pod": ("spec",), "Deployment": ("spec", "template", "spec"), "StatefulSet": ("spec", "template", "spec"),
@@ -274,10 +320,10 @@ def _privileged(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, A
         name = k8s_name(args.props)
         labels = get(args.props, "metadata", "labels", default={}) or {}
         level = labels.get("pod-security.kubernetes.io/enforce")
-        # The one exception: a tenant namespace whose GPU networking (GKE GPUDirect sidecars: host paths, NET_ADMIN)
-        # cannot run at baseline says so, and stays covered by the no-privileged-containers admission policy.
-        gpudirect = labels.get("gpu-cluster/tenant") == "true" and \
-            labels.get("gpu-cluster/pod-security-reason") == "gpudirect-sidecars"
+        # The one exception: a namespace whose GPU networking (GKE GPUDirect sidecars: host paths, NET_ADMIN) cannot
+        # run at baseline says so; kubernetes-gpudirect-namespaces-bounded checks that an admission policy bounds its
+        # containers, and the no-privileged-containers admission policy still covers it.
+        gpudirect = labels.get(GPUDIRECT_REASON[0]) == GPUDIRECT_REASON[1]
         if name not in allowed and level not in ("baseline", "restricted") and not gpudirect:
             # The enforce label, also when a missing GPUDirect exception label is what let it through.
             report(f"Namespace {name} must enforce the baseline or restricted Pod Security level "
@@ -481,5 +527,6 @@ gcs_public_access = resource_policy(
 )
 
 POLICIES = [eks_endpoint, eks_secrets, imdsv2, no_ssh, encryption_at_rest, bucket_encryption, bucket_public_access,
-            default_deny, privileged_pods, gke_private_nodes, gke_endpoint, gcp_cmek_production, gcp_cmek_elsewhere,
+            default_deny, privileged_pods, gpudirect_bounded,
+            gke_private_nodes, gke_endpoint, gcp_cmek_production, gcp_cmek_elsewhere,
             gke_workload_identity, gke_shielded, gcs_public_access]

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from components.kubernetes.objects.common import GPU_TOLERATION, Manifest, meta
+from components.kubernetes.objects.common import GPU_TOLERATION, PROVISIONING_CHECK, Manifest, meta
 from components.kubernetes.objects.kueue import KUEUE_API, resource_entries
 from components.kubernetes.quotas import CPU, GPU, MEMORY, GpuPool, Resources
 
 ACCEPTANCE_NAMESPACE = "gpu-acceptance"
 ACCEPTANCE_QUEUE = "gpu-acceptance"
-NCCL_TESTS_BINARY = "/opt/nccl-tests/build/all_reduce_perf"
+# Where nccl-tests is built in the image (the awsome-distributed-training nccl-tests Dockerfile); acceptance.testsDir
+# names another.
+NCCL_TESTS_DIR = "/opt/nccl-tests/build"
 # all_reduce_perf from 8 B to 16 GiB, doubling, one GPU per rank (the seed's acceptance test).
 NCCL_TESTS_ARGS = ["-b", "8", "-e", "16G", "-f", "2", "-g", "1"]
 # Shared memory for NCCL's intra-node buffers and the hugepages EFA registers (the awsome-distributed-training
@@ -32,13 +35,17 @@ def acceptance_cluster_queue(pools: Sequence[GpuPool], covered: Sequence[str]) -
     flavors = [{"name": p.name, "resources": resource_entries(
         Resources(p.capacity_units, p.max_nodes * (p.vcpu_per_node or 0), p.max_nodes * (p.memory_gib_per_node or 0),
                   p.max_nodes * p.fabric_per_node), None, None, covered)} for p in pools]
+    spec: Manifest = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ACCEPTANCE_NAMESPACE}},
+                      "queueingStrategy": "BestEffortFIFO",
+                      "resourceGroups": [{"coveredResources": list(covered), "flavors": flavors}],
+                      "preemption": {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never"},
+                      "stopPolicy": "Hold"}
+    # Flex-start pools get nodes only through a ProvisioningRequest: the benchmark waits for them as a team's job does.
+    queued = [p.name for p in pools if p.queued]
+    if queued:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": PROVISIONING_CHECK, "onFlavors": queued}]}
     return {"apiVersion": KUEUE_API, "kind": "ClusterQueue",
-            "metadata": meta(ACCEPTANCE_QUEUE, labels={"gpu-cluster/acceptance": "true"}),
-            "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ACCEPTANCE_NAMESPACE}},
-                     "queueingStrategy": "BestEffortFIFO",
-                     "resourceGroups": [{"coveredResources": list(covered), "flavors": flavors}],
-                     "preemption": {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never"},
-                     "stopPolicy": "Hold"}}
+            "metadata": meta(ACCEPTANCE_QUEUE, labels={"gpu-cluster/acceptance": "true"}), "spec": spec}
 
 
 def acceptance_local_queue() -> Manifest:
@@ -46,42 +53,87 @@ def acceptance_local_queue() -> Manifest:
             "spec": {"clusterQueue": ACCEPTANCE_QUEUE}}
 
 
-def nccl_mpijob(pool: GpuPool, image: str, nodes: int, fabric_resource: str | None, device_rdma: bool,
-                labels: Mapping[str, str]) -> Manifest:
-    """An MPIJob running all_reduce_perf on ``nodes`` nodes of the pool, one rank per GPU, with every GPU and fabric
-    device of each node; created suspended (``runPolicy.suspend``), which Kueue lifts when its held queue admits
-    it (README, "Before you commit capacity")."""
+@dataclass(frozen=True)
+class PodFabric:
+    """What a benchmark pod needs to reach the cloud's GPU fabric, beyond its GPUs: extended resources (EFA devices,
+    hugepages), environment forwarded to every rank, shell each rank runs first (sourcing the network plugin's
+    profile), pod annotations (GKE multi-networking, device injection), native sidecars (GKE's receive-datapath
+    daemon), host volumes and their mounts, and mpirun options; ``source`` names where the shape comes from."""
+
+    limits: Mapping[str, Any] = field(default_factory=dict)
+    env: tuple[tuple[str, str], ...] = ()
+    rank_setup: tuple[str, ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    sidecars: tuple[Manifest, ...] = ()
+    volumes: tuple[Manifest, ...] = ()
+    mounts: tuple[Manifest, ...] = ()
+    mpirun_args: tuple[str, ...] = ()
+    single_node: bool = False  # the single-node (NVLink) job runs in the same pod shape
+    source: str = ""
+
+    @property
+    def host_paths(self) -> bool:
+        """The pods mount host paths (their namespace cannot enforce Pod Security baseline)."""
+        return any("hostPath" in v for v in self.volumes)
+
+
+def efa_fabric(resource: str, devices: int, device_rdma: bool) -> PodFabric:
+    """Every EFA device of a node and libfabric's EFA provider (RDMA reads where the type supports them)."""
+    env = (("FI_PROVIDER", "efa"), *((("FI_EFA_USE_DEVICE_RDMA", "1"),) if device_rdma else ()))
+    return PodFabric(limits={resource: devices}, env=env, source="aws-samples/awsome-distributed-training "
+                     "micro-benchmarks/nccl-tests (EFA devices, FI_PROVIDER, hugepages)")
+
+
+def nccl_mpijob(pool: GpuPool, image: str, nodes: int, fabric: PodFabric | None, labels: Mapping[str, str], *,
+                tests_dir: str = NCCL_TESTS_DIR, hugepages: bool = True,
+                topology_level: str | None = None) -> Manifest:
+    """An MPIJob running all_reduce_perf on ``nodes`` nodes of the pool, one rank per GPU, with every GPU of each
+    node and the pool's fabric (``fabric``: devices, sidecars, networks); created suspended (``runPolicy.suspend``),
+    which Kueue lifts when its held queue admits it (README, "Before you commit capacity"). ``topology_level`` asks
+    Kueue to place the workers within one domain of that level where it can (topology-aware scheduling)."""
     variant = "allreduce" if nodes > 1 else "nvlink"
     name = f"nccl-{variant}-{pool.name}"
-    env = [{"name": "NCCL_DEBUG", "value": "INFO"}]
-    limits: dict[str, Any] = {GPU: pool.gpus_per_node, "hugepages-2Mi": HUGEPAGES, MEMORY: WORKER_MEMORY,
-                              CPU: WORKER_CPU}
-    if fabric_resource and pool.fabric_per_node and nodes > 1:
-        env += [{"name": "FI_PROVIDER", "value": "efa"}]
-        if device_rdma:
-            env += [{"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"}]
-        limits[fabric_resource] = pool.fabric_per_node
+    fab = fabric if fabric is not None and (nodes > 1 or fabric.single_node) else PodFabric()
+    env = [{"name": "NCCL_DEBUG", "value": "INFO"}, *({"name": k, "value": v} for k, v in fab.env)]
+    limits: dict[str, Any] = {GPU: pool.gpus_per_node, **({"hugepages-2Mi": HUGEPAGES} if hugepages else {}),
+                              MEMORY: WORKER_MEMORY, CPU: WORKER_CPU, **fab.limits}
     ranks = nodes * pool.gpus_per_node
+    binary = [f"{tests_dir.rstrip('/')}/all_reduce_perf", *NCCL_TESTS_ARGS]
+    # Each rank is started by sshd on its worker, without the container's environment: what the fabric's plugin
+    # needs is set there (its profile sourced on the worker's own node), the rest forwarded by mpirun -x.
+    rank = ["bash", "-c", "; ".join([*fab.rank_setup, 'exec "$0" "$@"']), *binary] if fab.rank_setup else binary
     mpirun = ["mpirun", "--allow-run-as-root", "--tag-output", "-np", str(ranks), "-N", str(pool.gpus_per_node),
-              "--bind-to", "none", *[a for e in env for a in ("-x", e["name"])], "-x", "LD_LIBRARY_PATH",
-              NCCL_TESTS_BINARY, *NCCL_TESTS_ARGS]
+              "--bind-to", "none", *fab.mpirun_args, *[a for e in env for a in ("-x", e["name"])],
+              "-x", "LD_LIBRARY_PATH", *rank]
     # MPI Operator v2beta1 workers run an SSH server the launcher's mpirun connects to ("The workers run an SSH server
     # instead of sleep", kubeflow/mpi-operator proposals/scalable-robust-operator.md; examples/v2beta1/pi runs
     # /usr/sbin/sshd -De). As root the keys are mounted at /root/.ssh (sshAuthMountPath's default) and sshd listens on
     # 22: the image needs openssh-server, /var/run/sshd, StrictModes no in sshd_config and, in ssh_config,
     # StrictHostKeyChecking no with UserKnownHostsFile /dev/null (the operator's base image and the
     # awsome-distributed-training nccl-tests Dockerfile set these).
-    worker = {"tolerations": [GPU_TOLERATION], "containers": [{
+    worker: dict[str, Any] = {"tolerations": [GPU_TOLERATION], "containers": [{
         "name": "worker", "image": image, "imagePullPolicy": "IfNotPresent", "env": env,
         "command": ["/usr/sbin/sshd"], "args": ["-De"],
         "resources": {"limits": limits, "requests": dict(limits)},
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
-    }], "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}}]}
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, *fab.mounts],
+    }], "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}}, *fab.volumes]}
+    if fab.sidecars:
+        worker["initContainers"] = list(fab.sidecars)
+    worker_meta: dict[str, Any] = {}
+    if fab.annotations:
+        worker_meta["annotations"] = dict(fab.annotations)
+    if topology_level is not None and nodes > 1:
+        # Kueue topology-aware scheduling: all workers within one domain of this level where capacity allows
+        # (kueue.x-k8s.io/podset-preferred-topology, Kueue "Topology Aware Scheduling").
+        worker_meta.setdefault("annotations", {})["kueue.x-k8s.io/podset-preferred-topology"] = topology_level
     launcher = {"tolerations": [GPU_TOLERATION], "containers": [{
         "name": "launcher", "image": image, "imagePullPolicy": "IfNotPresent", "command": mpirun[:1],
         "args": mpirun[1:], "env": env,
         "resources": {"limits": {CPU: 1, MEMORY: "2Gi"}, "requests": {CPU: 1, MEMORY: "2Gi"}},
     }]}
+    worker_template: dict[str, Any] = {"spec": worker}
+    if worker_meta:
+        worker_template = {"metadata": worker_meta, "spec": worker}
     return {
         "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
         "metadata": meta(name, ACCEPTANCE_NAMESPACE, {**labels, "kueue.x-k8s.io/queue-name": "default",
@@ -93,7 +145,7 @@ def nccl_mpijob(pool: GpuPool, image: str, nodes: int, fabric_resource: str | No
             "mpiImplementation": "OpenMPI",
             "mpiReplicaSpecs": {
                 "Launcher": {"replicas": 1, "restartPolicy": "OnFailure", "template": {"spec": launcher}},
-                "Worker": {"replicas": nodes, "restartPolicy": "Never", "template": {"spec": worker}},
+                "Worker": {"replicas": nodes, "restartPolicy": "Never", "template": worker_template},
             },
         },
     }

@@ -25,11 +25,13 @@ def team_labels(team: TeamSpec, billing: Mapping[str, str]) -> dict[str, str]:
 
 
 def namespace(name: str, labels: Mapping[str, str], pod_security: str, tenant: bool = False,
-              warn_level: str | None = None) -> Manifest:
+              warn_level: str | None = None, gpudirect: bool = False) -> Manifest:
     """A namespace with billing labels and Pod Security Admission labels.
 
     Team namespaces enforce ``baseline`` (no privileged pods, no host namespaces) and warn/audit
-    against ``restricted``; only the system namespaces that run node agents enforce ``privileged``.
+    against ``restricted``; only the system namespaces that run node agents enforce ``privileged``, and namespaces
+    whose pods need the GPUDirect host paths (``gpudirect``: teams' on GKE GPUDirect pools, the acceptance jobs'),
+    which the per-container GPUDirect admission policy binds instead.
     """
     warn = warn_level or ("restricted" if pod_security != "privileged" else "privileged")
     all_labels = {
@@ -41,11 +43,11 @@ def namespace(name: str, labels: Mapping[str, str], pod_security: str, tenant: b
     }
     if tenant:
         all_labels[TENANT_LABEL] = "true"
-        if pod_security == "privileged":
-            # Why a tenant namespace is not at baseline, for the policy pack and for reviewers: the cloud's GPU
-            # networking needs host paths and NET_ADMIN in training pods; privileged containers stay refused by the
-            # gpu-cluster-no-privileged-pods admission policy, which binds every tenant namespace.
-            all_labels[POD_SECURITY_REASON_LABEL] = "gpudirect-sidecars"
+    if pod_security == "privileged" and (tenant or gpudirect):
+        # Why the namespace is not at baseline, for the policy pack and for reviewers: the cloud's GPU networking
+        # needs host paths and NET_ADMIN in training pods; the gpu-cluster-gpudirect-pod-limits admission policy binds
+        # it by this label and bounds each container, and gpu-cluster-no-privileged-pods still refuses privileged ones.
+        all_labels[POD_SECURITY_REASON_LABEL] = "gpudirect-sidecars"
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta(name, labels=all_labels)}
 
 
@@ -397,8 +399,9 @@ def gpudirect_pod_policy(rules: GpuDirectPodRules) -> list[Manifest]:
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
          "metadata": meta(name),
          "spec": {"policyName": name, "validationActions": ["Deny"],
+                  # Every namespace that says it runs GPUDirect pods: the teams' and the acceptance jobs'.
                   "matchResources": {"namespaceSelector": {"matchLabels": {
-                      TENANT_LABEL: "true", POD_SECURITY_REASON_LABEL: "gpudirect-sidecars"}}}}},
+                      POD_SECURITY_REASON_LABEL: "gpudirect-sidecars"}}}}},
     ]
 
 

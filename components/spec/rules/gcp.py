@@ -146,6 +146,15 @@ def _check_pools(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
         out.add(".workload.peakGpus", "peak-gpus-fit",
                 f"peakGpus ({spec.workload.peak_gpus}) exceeds the {max_gpus} GPUs the node pools provide at maxSize")
     _check_gpu_networks(gcp, gpu, out)
+    if spec.acceptance.enabled:
+        for pool, facts in gpudirect_pools(gpu):
+            if facts.gpudirect == "TCPX":
+                i = next(k for k, p in enumerate(gcp.node_pools) if p is pool)
+                out.add(".acceptance.enabled", "acceptance-fabric-built",
+                        f"the acceptance jobs are built for GPUDirect-TCPXO and -RDMA pools, not for "
+                        f"{pool.machine_type} (gcp.nodePools[{i}], GPUDirect-TCPX: its daemon shares a socket "
+                        "directory with the workload and needs IPC_LOCK there, a pod shape not built here): turn "
+                        "acceptance off and run container-engine-accelerators' gpudirect-tcpx NCCL test by hand")
 
 
 def _check_capacity(pool: GcpNodePoolSpec, facts: MachineFacts, where: str, out: _Collector) -> None:
