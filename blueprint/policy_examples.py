@@ -389,6 +389,11 @@ GCP_MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
         "prod-gcp", lambda g: edit(g, "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
                                    "gpudirect-pod-limits", remove=True),
         "kubernetes-gpudirect-namespaces-bounded"),
+    "let the GPUDirect admission policy judge only new pods": (
+        "prod-gcp", lambda g: edit(g, "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+                                   "gpudirect-pod-limits", _set(["spec", "matchConstraints", "resourceRules", 0,
+                                                                 "operations"], ["CREATE"])),
+        "kubernetes-gpudirect-namespaces-bounded"),
     "let the GPUDirect admission policy only warn": (
         "prod-gcp", lambda g: edit(g, "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
                                    "gpudirect-pod-limits", _set(["spec", "validationActions"], ["Warn"])),
@@ -472,6 +477,9 @@ GCP_MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
         "prod-gcp", lambda g: edit(g, GKE_CLUSTER, "control-plane-gke", lambda i: i["monitoringConfig"][
             "enableComponents"].remove("DCGM")),
         "gcp-gke-gpu-monitoring"),
+    "turn off Google Groups for RBAC": (
+        "prod-gcp", lambda g: edit(g, GKE_CLUSTER, "control-plane-gke", _delete(["authenticatorGroupsConfig"])),
+        "gcp-teams-reach-the-cluster"),
     "take away the research group's way to the cluster": (
         "prod-gcp", lambda g: edit(g, "gcp:projects/iAMMember:IAMMember", "identities-team-research", remove=True),
         "gcp-teams-reach-the-cluster"),

@@ -39,6 +39,7 @@ def test_the_allreduce_job_spans_every_node_with_every_device_and_waits_to_be_ru
     job = jobs(offline_run("prod-aws").graph)["nccl-allreduce-h100"]
     spec = job["spec"]
     assert spec["runPolicy"]["suspend"] is True and spec["runPolicy"]["backoffLimit"] == 5
+    assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"  # no ssh to a worker still starting
     assert spec["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] == "OnFailure"  # a worker still pulling: retried
     assert spec["slotsPerWorker"] == 8 and spec["mpiReplicaSpecs"]["Worker"]["replicas"] == 16
     assert job["metadata"]["namespace"] == "gpu-acceptance"

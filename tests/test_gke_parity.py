@@ -149,6 +149,10 @@ def test_reserved_gpu_pools_are_not_upgraded_under_a_running_job() -> None:
     assert h100["maintenancePolicies"] == [{"exclusionUntilEndOfSupports": [{"enabled": True}]}]
     assert h100["upgradeSettings"] == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}
     assert "maintenancePolicies" not in pools["system"]  # the system pool follows the channel
+    # GKE sets the exclusion only at creation (no maintenance policy in UpdateNodePoolRequest): a change to it must
+    # never plan a replacement of 16 reserved nodes
+    (pool,) = [r for r in graph.of_type("gcp:container/nodePool:NodePool") if r.inputs["name"] == "h100"]
+    assert "maintenancePolicies" in pool.ignore_changes
 
 
 def test_lustre_stays_on_eth0_and_its_missing_cmek_is_explained(capsys: pytest.CaptureFixture[str]) -> None:

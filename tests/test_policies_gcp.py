@@ -92,6 +92,7 @@ FIELDS: dict[str, Expected] = {
     # The enforce label is what violates; the mutation removed the exception that let it through.
     "keep a GPUDirect tenant namespace privileged without saying why": (ENFORCE, "privileged"),
     "claim the GPUDirect exception without the admission policy that bounds it": (REASON, "gpudirect-sidecars"),
+    "let the GPUDirect admission policy judge only new pods": (REASON, "gpudirect-sidecars"),
     "let the GPUDirect admission policy only warn": (REASON, "gpudirect-sidecars"),
     "drop the authorized networks of a public endpoint": ("masterAuthorizedNetworksConfig.cidrBlocks", None),
     "open the public endpoint to every Google Cloud IP": (
@@ -119,6 +120,7 @@ FIELDS: dict[str, Expected] = {
     "stop logging the prod API server": ("loggingConfig.enableComponents", ["SYSTEM_COMPONENTS", "WORKLOADS"]),
     "drop DCGM metrics with GKE-managed drivers": ("monitoringConfig.enableComponents", ANY),
     "stop scraping GKE's DCGM exporter into Prometheus": None,  # a whole object is missing
+    "turn off Google Groups for RBAC": ("authenticatorGroupsConfig.securityGroup", None),
     "take away the research group's way to the cluster": None,  # the grant is missing, not an input of it
     "turn off Managed Prometheus with GKE-managed drivers": ("monitoringConfig.managedPrometheus.enabled", False),
     "drop a GPU network of the a3-megagpu-8g pool": ("networkConfig.additionalNodeNetworkConfigs[7]", None),
@@ -316,3 +318,34 @@ def test_policies_accept_program_variants(variant: str) -> None:
     if variant == "a3-ultra-spot-compact":  # the program wires 9 networks and places the pool compactly
         assert len(pools[0].inputs["networkConfig"]["additionalNodeNetworkConfigs"]) == 9
         assert pools[0].inputs["placementPolicy"] == {"type": "COMPACT"}
+
+
+def _gpudirect_findings(change: Any) -> list[str]:
+    from blueprint.policy_examples import edit
+
+    graph = edit(offline_run("prod-gcp").graph, change[0], "gpudirect-pod-limits", change[1])
+    return [v.message for v in run_policies(graph).violations if v.policy == "kubernetes-gpudirect-namespaces-bounded"]
+
+
+def test_the_gpudirect_bound_reads_selectors_and_defaults_as_kubernetes_does() -> None:
+    """A binding selecting by matchExpressions and a policy leaving failurePolicy to its default (Fail) still bound
+    the namespaces; a policy whose only checks are 'true' (whatever its messages say) does not."""
+    vap = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+    binding = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+
+    def by_expression(inputs: dict[str, Any]) -> None:
+        inputs["spec"]["matchResources"]["namespaceSelector"] = {"matchExpressions": [{
+            "key": "gpu-cluster/pod-security-reason", "operator": "In", "values": ["gpudirect-sidecars"]}]}
+
+    def excluding(inputs: dict[str, Any]) -> None:
+        inputs["spec"]["matchResources"]["namespaceSelector"] = {"matchExpressions": [{
+            "key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["research"]}]}
+
+    def hollow(inputs: dict[str, Any]) -> None:
+        inputs["spec"]["validations"] = [{"expression": "true", "message": "hostPath capabilities.add"}]
+
+    assert _gpudirect_findings((binding, by_expression)) == []
+    assert _gpudirect_findings((vap, lambda i: i["spec"].pop("failurePolicy"))) == []
+    assert [m.split("\n")[-1].split(" runs ")[0] for m in _gpudirect_findings((binding, excluding))] == [
+        "Namespace research"]
+    assert len(_gpudirect_findings((vap, hollow))) == 4  # the three teams' namespaces and the acceptance one

@@ -401,3 +401,19 @@ def test_acceptance_tests_dir_is_an_absolute_path(spec: dict[str, Any]) -> None:
     spec["acceptance"]["testsDir"] = "nccl-tests/build; rm -rf /"
     (line,) = errors(spec)
     assert line.startswith(f"{P}.acceptance.testsDir: ")
+
+
+def test_gke_team_groups_are_google_group_emails_passed_to_rbac(spec: dict[str, Any]) -> None:
+    """IAM grants a group only as group:<email>, and GKE passes it to RBAC only with Google Groups for RBAC."""
+    spec["teams"][0]["group"] = "research"
+    assert errors(spec) == [
+        f"{P}.teams[research].group: 'research' is not a Google Group's email: on GKE the team's group is granted "
+        "IAM as group:<email> and bound by RBAC through Google Groups for RBAC (e.g. research@example.com) "
+        "[rule: gke-team-group-email]"]
+    spec["teams"][0]["group"] = "research-engineers@example.com"
+    del spec["gcp"]["cluster"]["rbacSecurityGroup"]
+    assert errors(spec)[0] == (
+        f"{P}.gcp.cluster.rbacSecurityGroup: team research is reached through the Google Group "
+        "research-engineers@example.com, which GKE passes to RBAC only with Google Groups for RBAC: set "
+        "rbacSecurityGroup to gke-security-groups@<your domain> and nest the team groups in it "
+        "[rule: gke-groups-for-rbac]")

@@ -275,11 +275,14 @@ class GkeNodePool(pulumi.ComponentResource):
             if autoscaled else None,
             # Flex-start nodes are replaced by a new request, not repaired (cluster-toolkit gke-node-pool precondition).
             management=gcp.container.NodePoolManagementArgs(auto_repair=cap.type != "flex-start", auto_upgrade=True),
-            # A pool on a reservation is not upgraded by GKE under a running job: on a release channel node
+            # A pool on a reservation is not auto-upgraded by GKE under a running job: on a release channel node
             # auto-upgrade cannot be turned off (GKE ReleaseChannel reference), so the pool carries GKE's per-pool
-            # exclusion until its version's end of support (NodePool.maintenancePolicy exclusionUntilEndOfSupport;
+            # exclusion, which ends at the control plane version's end of support (NodePool.maintenancePolicy
+            # exclusionUntilEndOfSupport, end_time "the cluster control plane version's end of support time";
             # cluster-toolkit's A3 Ultra blueprint holds nodes the same way, cluster-wide); the operator upgrades it
-            # between runs (the preview prints the command). Flex-start pools get GKE's short-lived upgrades.
+            # between runs (the preview prints the command). Flex-start pools get GKE's short-lived upgrades. The
+            # GKE API sets it only when the pool is created (UpdateNodePoolRequest has no maintenance policy,
+            # google-cloud-container 2.65.0), so a change to it is ignored rather than replacing a reserved pool.
             maintenance_policies=[gcp.container.NodePoolMaintenancePolicyArgs(
                 exclusion_until_end_of_supports=[
                     gcp.container.NodePoolMaintenancePolicyExclusionUntilEndOfSupportArgs(enabled=True)])]
@@ -294,7 +297,8 @@ class GkeNodePool(pulumi.ComponentResource):
             network_config=network_config,
             node_config=node_config,
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(key_grants),
-                                        ignore_changes=["initialNodeCount"] + (["nodeCount"] if autoscaled else [])),
+                                        ignore_changes=["initialNodeCount", "maintenancePolicies"]
+                                        + (["nodeCount"] if autoscaled else [])),
         )
         self.pool_name = self.pool.name
         self.register_outputs({"name": self.pool_name})

@@ -69,11 +69,13 @@ def _pool_lines(graph: GraphView) -> tuple[list[str], int, int]:
         held = any((p.get("exclusionUntilEndOfSupports") or [{}])[0].get("enabled")
                    for p in pool.inputs.get("maintenancePolicies") or [])
         if held:
-            lines.append(f"  {pool.inputs.get('name')} is not auto-upgraded until its version's end of support (the "
-                         "pool's maintenance exclusion): a running job keeps its nodes. Upgrade it between runs: "
-                         f"gcloud container clusters upgrade <cluster> --node-pool {pool.inputs.get('name')} "
-                         f"--location {pool.inputs.get('location')} (recreates one node at a time, no surge node "
-                         "on a full reservation: drain its queue first)")
+            lines.append(f"  {pool.inputs.get('name')} is not auto-upgraded by GKE until the control plane version's "
+                         "end of support (the pool's maintenance exclusion, set when the pool is created; GKE may "
+                         "still apply critical security fixes, and auto-repair or host maintenance can still "
+                         "recreate a node). Upgrade it between runs: gcloud container clusters upgrade <cluster> "
+                         f"--node-pool {pool.inputs.get('name')} --location {pool.inputs.get('location')} "
+                         "(recreates one node at a time, no surge node on a full reservation: hold its queues "
+                         "first)")
     return lines, desired, maximum
 
 

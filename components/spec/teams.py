@@ -43,8 +43,9 @@ class TeamSpec(_Model):
         pattern=_LABEL_VALUE_RE.pattern, description="The team's cost-center label value."
     )
     group: str | None = Field(
-        default=None, pattern=r"^[a-z0-9][a-z0-9:._@-]{0,62}$",
-        description="Kubernetes group bound to the team's Role (default: gpu-cluster:<name>).",
+        default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9:._@+-]{0,253}$",
+        description="Kubernetes group bound to the team's Role (default: gpu-cluster:<name>); on GKE the team's "
+        "Google Group email.",
     )
     role_arns: list[str] = Field(
         default_factory=list, description="IAM roles mapped to the team's group through EKS access entries."

@@ -121,11 +121,15 @@ ROLE_BINDING = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
 
 
 def _teams_reach_gke(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
-    if not of_type(args.resources, "gcp:container/cluster:Cluster"):
+    clusters = of_type(args.resources, "gcp:container/cluster:Cluster")
+    if not clusters:
         return  # EKS teams come in through access entries (their own rules)
+    # A conditional grant may be narrowed or expire: only unconditional ones count (or groups granted elsewhere).
     granted = {str(r.props.get("member")) for r in of_type(args.resources, "gcp:projects/iAMMember:IAMMember")
-               if r.props.get("role") in GKE_ACCESS_ROLES}
+               if r.props.get("role") in GKE_ACCESS_ROLES and not r.props.get("condition")}
     granted |= {f"group:{g}" for g in cfg["groupsGrantedElsewhere"]}
+    # GKE passes a Google Group to RBAC only with Google Groups for RBAC (authenticatorGroupsConfig.securityGroup).
+    groups_for_rbac = all(get(c.props, "authenticatorGroupsConfig", "securityGroup") for c in clusters)
     groups: dict[str, list[str]] = {}
     for rb in of_type(args.resources, ROLE_BINDING):
         for subject in get(rb.props, "subjects") or []:
@@ -139,8 +143,15 @@ def _teams_reach_gke(args: StackValidationArgs, report: Reporter, cfg: dict[str,
         elif not any(f"group:{g}" in granted for g in bound):
             report(f"The group of team namespace {name} ({', '.join(bound)}) must hold a project role that reaches "
                    "the cluster (container.clusters.get for get-credentials, container.clusters.connect for the DNS "
-                   "endpoint): grant it roles/container.clusterViewer, or list it in groupsGrantedElsewhere when "
-                   "the grant is made outside the stack.", ns.urn)
+                   "endpoint), unconditionally: grant it roles/container.clusterViewer, or list it in "
+                   "groupsGrantedElsewhere when the grant is made outside the stack.", ns.urn)
+        elif not groups_for_rbac:
+            cluster = clusters[0]
+            report(f"GKE cluster {cluster.props.get('name', cluster.name)} must turn on Google Groups for RBAC "
+                   f"(authenticatorGroupsConfig.securityGroup = gke-security-groups@<domain>), or the group of team "
+                   f"namespace {name} ({', '.join(bound)}) never reaches RBAC and its members can do nothing there.",
+                   cluster.urn, field=path("authenticatorGroupsConfig", "securityGroup"),
+                   value=seen(cluster.props, "authenticatorGroupsConfig", "securityGroup"))
 
 
 teams_reach_gke = stack_policy(

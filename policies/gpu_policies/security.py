@@ -264,6 +264,37 @@ VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 VAP_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
 
 
+def _selects(selector: Any, labels: dict[str, Any]) -> bool:
+    """A Kubernetes label selector (matchLabels and matchExpressions) matches these labels; an empty or missing
+    selector matches everything."""
+    if not isinstance(selector, dict):
+        return selector is None
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for e in selector.get("matchExpressions") or []:
+        key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
+        if (op == "In" and labels.get(key) not in values) or (op == "NotIn" and labels.get(key) in values) or \
+                (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels) or \
+                op not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            return False
+    return True
+
+
+def _bounds_pods(policy: dict[str, Any]) -> bool:
+    """The ValidatingAdmissionPolicy fails closed, judges every pod created or updated (no match conditions that
+    narrow it) and has expressions that bound host paths and added capabilities."""
+    spec = policy.get("spec") or {}
+    if spec.get("failurePolicy", "Fail") != "Fail" or spec.get("matchConditions"):
+        return False
+    rules = get(spec, "matchConstraints", "resourceRules", default=[]) or []
+    if not any("pods" in (r.get("resources") or []) and {"CREATE", "UPDATE"} <= set(r.get("operations") or [])
+               for r in rules):
+        return False
+    expressions = [str(v.get("expression", "")).strip() for v in spec.get("validations") or []]
+    return "true" not in expressions and any("hostPath" in e for e in expressions) and \
+        any("capabilities.add" in e for e in expressions)
+
+
 def _gpudirect_bounded(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
     """A namespace let off Pod Security baseline for GPUDirect is bound, with Deny, by an admission policy that fails
     closed and bounds host paths and capabilities container by container."""
@@ -273,25 +304,25 @@ def _gpudirect_bounded(args: StackValidationArgs, report: Reporter, cfg: dict[st
         labels = plain(get(ns.props, "metadata", "labels", default={}) or {})
         if labels.get(GPUDIRECT_REASON[0]) != GPUDIRECT_REASON[1]:
             continue
+        labels.setdefault("kubernetes.io/metadata.name", k8s_name(ns.props))
         bounded = False
         for b in bindings:
-            selector = get(b, "spec", "matchResources", "namespaceSelector", "matchLabels", default=None)
-            policy = policies.get(str(get(b, "spec", "policyName", default="")))
-            if not isinstance(selector, dict) or not selector or policy is None:
+            spec = b.get("spec") or {}
+            match = spec.get("matchResources") or {}
+            policy = policies.get(str(spec.get("policyName", "")))
+            if policy is None or "Deny" not in (spec.get("validationActions") or []):
                 continue
-            if any(labels.get(k) != v for k, v in selector.items()):
+            if match.get("objectSelector") or match.get("excludeResourceRules") or \
+                    not _selects(match.get("namespaceSelector"), labels):
                 continue
-            if "Deny" not in (get(b, "spec", "validationActions", default=[]) or []):
-                continue
-            text = str(get(policy, "spec", "validations", default=[]))
-            if get(policy, "spec", "failurePolicy") == "Fail" and "hostPath" in text and "capabilities" in text:
+            if _bounds_pods(policy):
                 bounded = True
                 break
         if not bounded:
             report(f"Namespace {k8s_name(ns.props)} runs pods at Pod Security privileged for GPUDirect "
                    f"({GPUDIRECT_REASON[0]}: {GPUDIRECT_REASON[1]}), so a ValidatingAdmissionPolicy that fails closed "
-                   "must bind it with Deny and bound host paths and capabilities container by container "
-                   "(gpu-cluster-gpudirect-pod-limits).", ns.urn,
+                   "must bind it with Deny, judge every pod it creates or updates and bound host paths and added "
+                   "capabilities container by container (gpu-cluster-gpudirect-pod-limits).", ns.urn,
                    field=path("metadata", "labels", GPUDIRECT_REASON[0]), value=GPUDIRECT_REASON[1])
 
 

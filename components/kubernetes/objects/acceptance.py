@@ -143,6 +143,10 @@ def nccl_mpijob(pool: GpuPool, image: str, nodes: int, fabric: PodFabric | None,
             "slotsPerWorker": pool.gpus_per_node,
             "runPolicy": {"suspend": True, "cleanPodPolicy": "Running", "backoffLimit": LAUNCHER_RETRIES},
             "mpiImplementation": "OpenMPI",
+            # The launcher starts once every worker is Ready (sshd up; on GKE the GPUDirect sidecar started), so
+            # its first ssh does not fail against a worker still pulling images (MPIJob v2beta1
+            # launcherCreationPolicy, MPI Operator v0.8.0 CRD; default AtStartup).
+            "launcherCreationPolicy": "WaitForWorkersReady",
             "mpiReplicaSpecs": {
                 "Launcher": {"replicas": 1, "restartPolicy": "OnFailure", "template": {"spec": launcher}},
                 "Worker": {"replicas": nodes, "restartPolicy": "Never", "template": worker_template},

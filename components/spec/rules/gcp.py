@@ -61,6 +61,19 @@ def check_gcp(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
             out.add(f".teams[{i}].roleArns", "team-access-per-cloud",
                     "roleArns are AWS IAM roles; on GKE a team's members reach the cluster through its group "
                     "(a Google Group with Google Groups for RBAC) and IAM")
+        # IAM takes a group only as group:<email> (IAM "Principal identifiers"); GKE puts a Google Group in a
+        # member's identity only when the cluster has Google Groups for RBAC and the group is nested in
+        # gke-security-groups@<domain> (GKE "Configure Google Groups for RBAC"); without it the team's RoleBinding
+        # never matches anyone.
+        if team.group is not None and not _EMAIL.fullmatch(team.group):
+            out.add(f".teams[{i}].group", "gke-team-group-email",
+                    f"'{team.group}' is not a Google Group's email: on GKE the team's group is granted IAM as "
+                    "group:<email> and bound by RBAC through Google Groups for RBAC (e.g. research@example.com)")
+        elif team.group is not None and gcp.cluster.rbac_security_group is None:
+            out.add(".gcp.cluster.rbacSecurityGroup", "gke-groups-for-rbac",
+                    f"team {team.name} is reached through the Google Group {team.group}, which GKE passes to RBAC "
+                    "only with Google Groups for RBAC: set rbacSecurityGroup to gke-security-groups@<your domain> "
+                    "and nest the team groups in it")
         if team.budget is not None and gcp.billing_account is not None:
             recipients = set(team.budget.notify) | set(spec.billing.notify)
             if len(recipients) > MAX_GCP_BUDGET_CHANNELS:
@@ -70,6 +83,9 @@ def check_gcp(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
     if gcp.billing_account is not None and len(set(spec.billing.notify)) > MAX_GCP_BUDGET_CHANNELS:
         out.add(".billing.notify", "gcp-budget-recipients",
                 f"a GCP budget notifies at most {MAX_GCP_BUDGET_CHANNELS} monitoring channels")
+
+
+_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 
 
 def _check_ranges(gcp: GcpSpec, out: _Collector) -> None:
