@@ -95,7 +95,8 @@ def _efa(eks: Any, ec2: Any, spec: ClusterSpec) -> list[Check]:
     catalog = load_aws_catalog()
     out = []
     for group in spec.aws_spec().node_groups:
-        expected = catalog[group.instance_type].efa_count
+        facts = catalog[group.instance_type]
+        expected = facts.efa_count if group.efa_interfaces is None else min(group.efa_interfaces, facts.efa_count)
         if not expected:
             continue
         name = f"{spec.name}-{group.name}"

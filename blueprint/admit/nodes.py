@@ -201,6 +201,9 @@ def _aws_groups(view: ClusterView, sharing: GpuSharing) -> list[NodeGroup]:
             if gpus:
                 allocatable[GPU] = Fraction(gpus * sharing.replicas)
             efa = min(f.efa_count for f in known)
+            wired = labels.get("gpu-cluster/efa-interfaces", "")
+            if wired.isdigit():  # the group wires fewer than the type has (efaInterfaces)
+                efa = min(efa, int(wired))
             if efa and efa_plugin and (efa_types is None or all(t in efa_types for t in types)):
                 allocatable[EFA] = Fraction(efa)
             elif efa and not efa_plugin:

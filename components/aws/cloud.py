@@ -22,8 +22,9 @@ from components.aws.data_access import (
 from components.aws.eks import EksAddons, EksControlPlane
 from components.aws.kubeconfig import kubeconfig, update_kubeconfig_command
 from components.aws.network import AwsNetwork, DeployerPath
-from components.aws.platform import AWS_TOPOLOGY, EBS_GP3, POD_IDENTITY_EGRESS, efa_fabric
+from components.aws.platform import AWS_TOPOLOGY, EBS_GP3, POD_IDENTITY_EGRESS, POD_IDENTITY_EGRESS_IPV6, efa_fabric
 from components.aws.storage import AwsStorage
+from components.bootstrap import ClusterConnection, efa_interfaces
 from components.catalog import load_addon_pins, load_aws_catalog
 from components.catalog.charts import tool_image
 from components.catalog.prices import describe, load_prices, node_hour_price
@@ -70,6 +71,7 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
     """The cloud-neutral description of the cluster that the Kubernetes platform is built from."""
     aws_spec = spec.aws_spec()
     catalog = load_aws_catalog()
+    ipv6 = aws_spec.network.ip_family == "ipv6"
     units = gpu_units_per_gpu(spec.platform.gpu_sharing)
     prices = load_prices("aws")
     pools = []
@@ -83,7 +85,7 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
             instance_type=group.instance_type,
             gpus_per_node=facts.gpu_count,
             max_nodes=group.max_size,
-            fabric_per_node=facts.efa_count,
+            fabric_per_node=efa_interfaces(group, facts),
             vcpu_per_node=facts.vcpu.value,
             memory_gib_per_node=facts.memory_gib.value,
             placed=is_placed(group, facts),
@@ -105,7 +107,8 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
         storage_parameters=EBS_GP3[1],
         fabric=efa_fabric([p.instance_type for p in pools if p.fabric_per_node]),
         topology=AWS_TOPOLOGY,
-        extra_egress=(POD_IDENTITY_EGRESS,),
+        extra_egress=(POD_IDENTITY_EGRESS, *((POD_IDENTITY_EGRESS_IPV6,) if ipv6 else ())),
+        anywhere=("0.0.0.0/0", "::/0") if ipv6 else ("0.0.0.0/0",),
         retain_data=spec.deletion_protection,
         checkpoint_service_account=CHECKPOINT_SERVICE_ACCOUNT,
         platform_reader=(PLATFORM_NAMESPACE, PLATFORM_SERVICE_ACCOUNT),
@@ -187,7 +190,8 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     with from_spec(spec_path("aws", "controlPlane")):
         control_plane = EksControlPlane(
             "control-plane", spec=aws_spec.control_plane, physical_name=spec.name, subnet_ids=private_subnets,
-            labels=labels, protect=protect, addons=addons, team_access=team_access, opts=opts,
+            labels=labels, protect=protect, addons=addons, team_access=team_access,
+            ip_family=aws_spec.network.ip_family, opts=opts,
         )
     gpu_subnet = next(sn.name for sn in aws_spec.network.subnets if sn.role == "gpu")
     with from_spec(spec_path("aws", "storage")):
@@ -231,6 +235,10 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         )
 
     windows = block_windows(spec)
+    # What a custom-AMI node needs to join (EKS merges no bootstrap data into such a launch template).
+    connection = pulumi.Output.all(control_plane.eks_cluster_name, control_plane.endpoint,
+                                   control_plane.certificate_authority, control_plane.service_cidr).apply(
+        lambda a: ClusterConnection(name=a[0], endpoint=a[1], certificate_authority=a[2], service_cidr=a[3]))
     node_groups: dict[str, AwsNodeGroup] = {}
     for index, group in enumerate(aws_spec.node_groups):
         facts = catalog[group.instance_type]
@@ -249,6 +257,9 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                 labels=group_billing_labels(spec, group.team),
                 block=windows.get(group.name),
                 instance_tags={**spec.tags, "cluster": spec.name},
+                connection=connection if group.ami_id is not None else None,
+                vpc_id=network.vpc_id,
+                ipv6=aws_spec.network.ip_family == "ipv6",
                 opts=opts,
             )
 

@@ -11,9 +11,18 @@ import pulumi_aws as aws
 
 from components import provenance
 from components.aws.capacity_block import BlockWindow, utc_text
-from components.aws.launch import efa_layout, nodeadm_user_data
+from components.aws.launch import efa_layout
+from components.bootstrap import (
+    ClusterConnection,
+    efa_interfaces,
+    encode_user_data,
+    node_bootstrap,
+    node_labels,
+    node_taints,
+    render_user_data,
+)
 from components.catalog import InstanceFacts
-from components.spec import GPU_TAINT_KEY, NodeGroupSpec, derive_ami_type, uses_placement_group
+from components.spec import NodeGroupSpec, derive_ami_type, uses_placement_group
 from components.tags import merge_tags
 
 CAPACITY_TYPES = {
@@ -22,29 +31,6 @@ CAPACITY_TYPES = {
     "capacity-block": "CAPACITY_BLOCK",
     "reserved": "ON_DEMAND",
 }
-TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
-
-
-def node_labels(group: NodeGroupSpec, facts: InstanceFacts) -> dict[str, str]:
-    """Kubernetes labels of a group's nodes: the spec's, then the group and hardware facts."""
-    labels = dict(group.labels)
-    labels["gpu-cluster/node-group"] = group.name
-    labels["gpu-cluster/instance-type"] = group.instance_type
-    if facts.gpu_count:
-        labels["gpu-cluster/gpu-count"] = str(facts.gpu_count)
-    if facts.efa_capable:
-        labels["gpu-cluster/efa-interfaces"] = str(facts.efa_count)
-    return labels
-
-
-def node_taints(group: NodeGroupSpec, facts: InstanceFacts) -> list[dict[str, str]]:
-    """Taints in the EKS API's form; GPU nodes always repel pods that do not ask for GPUs."""
-    taints = [{"key": t.key, "value": t.value, "effect": TAINT_EFFECTS[t.effect]} for t in group.taints]
-    if facts.gpu_count and group.gpu_taint and not any(t["key"] == GPU_TAINT_KEY for t in taints):
-        taints.insert(0, {"key": GPU_TAINT_KEY, "value": "true", "effect": "NO_SCHEDULE"})
-    return taints
-
-
 def update_config(group: NodeGroupSpec) -> dict[str, Any]:
     """How EKS replaces nodes when the launch template or AMI changes.
 
@@ -60,13 +46,6 @@ def update_config(group: NodeGroupSpec) -> dict[str, Any]:
         # A full ODCR has no instance to surge into either: terminate first, one node at a time.
         return {"update_strategy": "MINIMAL", "max_unavailable": 1}
     return {"max_unavailable": 1}
-
-
-def wants_raid0(group: NodeGroupSpec, facts: InstanceFacts) -> bool:
-    """RAID0 the local NVMe when asked, or by default when the catalog confirms the type has it."""
-    if group.local_nvme == "none":
-        return False
-    return bool(facts.has_local_nvme)
 
 
 class AwsNodeGroup(pulumi.ComponentResource):
@@ -101,6 +80,9 @@ class AwsNodeGroup(pulumi.ComponentResource):
         labels: Mapping[str, str],
         block: Optional[BlockWindow] = None,
         instance_tags: Mapping[str, str] = MappingProxyType({}),
+        connection: Optional[pulumi.Output[ClusterConnection]] = None,
+        vpc_id: Optional[pulumi.Input[str]] = None,
+        ipv6: bool = False,
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
         super().__init__("gpu-cluster:compute:AwsNodeGroup", name, provenance.props(), opts)
@@ -121,11 +103,28 @@ class AwsNodeGroup(pulumi.ComponentResource):
             )
             placement = {"group_name": pg.name}
 
-        interfaces = efa_layout(facts)
+        node_groups_sgs: list[pulumi.Input[str]] = list(node_security_group_ids)
+        if group.ssh is not None:
+            # SSH only from the listed networks, with a key pair that exists outside the stack. A launch template
+            # names the key itself: EKS refuses remoteAccess beside a launch template, and remoteAccess without
+            # source security groups opens port 22 to 0.0.0.0/0 (EKS API CreateNodegroup remoteAccess).
+            ssh_sg = aws.ec2.SecurityGroup(
+                f"{name}-ssh", name=f"{physical}-ssh", vpc_id=vpc_id,
+                description=f"SSH to {physical} nodes from {', '.join(group.ssh.source_cidrs)}",
+                tags=merge_tags(labels, f"{physical}-ssh"), opts=child)
+            for i, cidr in enumerate(group.ssh.source_cidrs):
+                v6 = ":" in cidr
+                aws.vpc.SecurityGroupIngressRule(
+                    f"{name}-ssh-{i}", security_group_id=ssh_sg.id, ip_protocol="tcp", from_port=22, to_port=22,
+                    cidr_ipv4=None if v6 else cidr, cidr_ipv6=cidr if v6 else None,
+                    description=f"SSH from {cidr}", tags=merge_tags(labels, f"{physical}-ssh-{i}"), opts=child)
+            node_groups_sgs.append(ssh_sg.id)
+
+        interfaces = efa_layout(facts, efa_interfaces(group, facts))
         network_interfaces = None
-        vpc_security_group_ids: Optional[list[pulumi.Input[str]]] = list(node_security_group_ids)
+        vpc_security_group_ids: Optional[list[pulumi.Input[str]]] = node_groups_sgs
         if interfaces:
-            groups = [*node_security_group_ids, efa_security_group_id]
+            groups = [*node_groups_sgs, efa_security_group_id]
             network_interfaces = [
                 {
                     "network_card_index": ni.network_card_index,
@@ -134,6 +133,10 @@ class AwsNodeGroup(pulumi.ComponentResource):
                     "delete_on_termination": "true",
                     # the primary ENA interface leaves interface_type unset ("interface")
                     **({"interface_type": ni.interface_type} if ni.interface_type else {}),
+                    # On an IPv6 cluster the node's primary interface needs an IPv6 address (the subnet's
+                    # auto-assign does not apply to interfaces a launch template declares; Karpenter sets
+                    # Ipv6AddressCount 1 on them); EFA-only interfaces carry no IP address at all.
+                    **({"ipv6_address_count": 1} if ipv6 and ni.interface_type is None else {}),
                 }
                 for ni in interfaces
             ]
@@ -160,6 +163,16 @@ class AwsNodeGroup(pulumi.ComponentResource):
             }
         if group.capacity.type == "capacity-block":
             market = {"market_type": "capacity-block"}
+
+        boot = node_bootstrap(group, facts)
+        user_data: pulumi.Input[str] | None
+        if group.ami_id is not None:
+            # A custom AMI: EKS merges nothing, so the user data joins the node to the cluster itself.
+            assert connection is not None, "a custom AMI needs the cluster's connection details"
+            user_data = connection.apply(lambda c: encode_user_data(render_user_data(boot, c)) or "")
+        else:
+            user_data = encode_user_data(render_user_data(boot))
+        reduced_efa = bool(facts.efa_count) and efa_interfaces(group, facts) < facts.efa_count
 
         launch_template = aws.ec2.LaunchTemplate(
             f"{name}-lt",
@@ -189,11 +202,13 @@ class AwsNodeGroup(pulumi.ComponentResource):
             # EKS requires a Capacity Block node group's instance type in its launch template (and then
             # not on the node group); other capacity types name it on the node group.
             instance_type=group.instance_type if group.capacity.type == "capacity-block" else None,
-            user_data=nodeadm_user_data(wants_raid0(group, facts)),
+            user_data=user_data,
+            image_id=group.ami_id,
+            key_name=group.ssh.key_name if group.ssh is not None else None,
             tag_specifications=[
                 {"resource_type": kind, "tags": launched_tags} for kind in ("instance", "volume", "network-interface")
             ],
-            tags=tags,
+            tags=tags if not reduced_efa else {**tags, "efa-interfaces-reason": str(group.efa_interfaces_reason)},
             opts=child,
         )
 
@@ -205,7 +220,9 @@ class AwsNodeGroup(pulumi.ComponentResource):
             subnet_ids=list(subnet_ids),
             instance_types=None if group.capacity.type == "capacity-block"
             else list(group.instance_types or [group.instance_type]),
-            ami_type=derive_ami_type(group, facts),
+            # A custom AMI is type CUSTOM to EKS, which refuses amiType (and releaseVersion) beside a launch
+            # template ImageId (EKS API CreateNodegroup).
+            ami_type=None if group.ami_id is not None else derive_ami_type(group, facts),
             capacity_type=CAPACITY_TYPES[group.capacity.type],
             scaling_config={
                 "min_size": group.min_size,

@@ -11,7 +11,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components import provenance
-from components.aws.iam import fsx_csi_static_policy, pod_identity_trust, service_trust, to_json
+from components.aws.iam import cni_ipv6_policy, fsx_csi_static_policy, pod_identity_trust, service_trust, to_json
 from components.aws.stateful import rotating_kms_key, stateful_options
 from components.catalog import AddonPin
 from components.spec import ControlPlaneSpec
@@ -22,9 +22,10 @@ NODE_POLICIES: tuple[str, ...] = (
     "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
     "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
     "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
-    # Session Manager instead of SSH: no key pair and no port 22 anywhere in the cluster.
+    # Session Manager on every node (SSH only where a group names a key pair and its networks).
     "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
 )
+CNI_IPV4_POLICY = "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"
 
 
 def addon(
@@ -72,6 +73,7 @@ class EksControlPlane(pulumi.ComponentResource):
 
     Attributes:
         eks_cluster_name, endpoint, certificate_authority: what a kubeconfig needs.
+        service_cidr: the cluster's service range (IPv4, or IPv6 on an IPv6 cluster): custom AMIs need it to join.
         eks_cluster_arn: the cluster's ARN (Pod Identity trust policies name it).
         cluster_security_group_id: the EKS-managed security group nodes must join.
         node_role_arn: the IAM role every managed node group uses.
@@ -83,6 +85,7 @@ class EksControlPlane(pulumi.ComponentResource):
     eks_cluster_arn: pulumi.Output[str]
     endpoint: pulumi.Output[str]
     certificate_authority: pulumi.Output[str]
+    service_cidr: pulumi.Output[str]
     cluster_security_group_id: pulumi.Output[str]
     node_role_arn: pulumi.Output[str]
     deployer_access: list[pulumi.Resource]
@@ -99,6 +102,7 @@ class EksControlPlane(pulumi.ComponentResource):
         protect: bool,
         addons: Mapping[str, AddonPin],
         team_access: Sequence[tuple[str, str]] = (),
+        ip_family: str = "ipv4",
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
         super().__init__("gpu-cluster:control-plane:EksControlPlane", name, provenance.props(), opts)
@@ -154,6 +158,9 @@ class EksControlPlane(pulumi.ComponentResource):
             if spec.secrets_encryption else None,
             enabled_cluster_log_types=list(spec.log_types),
             upgrade_policy={"support_type": "STANDARD"},
+            # IPv6 is chosen at creation and never changed (EKS API KubernetesNetworkConfigRequest.ipFamily); the
+            # service range is then EKS's own from fc00::/7.
+            kubernetes_network_config={"ip_family": "ipv6"} if ip_family == "ipv6" else None,
             deletion_protection=protect,
             tags=merge_tags(labels, cluster_name),
             opts=stateful_options(self, protect, ignore_changes=["name"],
@@ -168,12 +175,16 @@ class EksControlPlane(pulumi.ComponentResource):
             tags=merge_tags(labels, f"{cluster_name}-eks-node"),
             opts=child,
         )
-        node_policies = [
+        node_policies: list[pulumi.CustomResource] = [
             aws.iam.RolePolicyAttachment(
                 f"{name}-node-policy-{arn.rsplit('/', 1)[1]}", role=node_role.name, policy_arn=arn, opts=child
             )
-            for arn in NODE_POLICIES
+            for arn in NODE_POLICIES if not (ip_family == "ipv6" and arn == CNI_IPV4_POLICY)
         ]
+        if ip_family == "ipv6":
+            node_policies.append(aws.iam.RolePolicy(
+                f"{name}-node-cni-ipv6", name=f"{cluster_name}-cni-ipv6", role=node_role.id,
+                policy=to_json(cni_ipv6_policy()), opts=child))
 
         def admin_entry(key: str, principal: str) -> aws.eks.AccessPolicyAssociation:
             entry = aws.eks.AccessEntry(
@@ -243,6 +254,8 @@ class EksControlPlane(pulumi.ComponentResource):
         self.eks_cluster_arn = cluster.arn
         self.endpoint = cluster.endpoint
         self.certificate_authority = cluster.certificate_authority.apply(lambda ca: ca.data or "")
+        self.service_cidr = cluster.kubernetes_network_config.apply(
+            lambda c: (c.service_ipv6_cidr if ip_family == "ipv6" else c.service_ipv4_cidr) or "" if c else "")
         self.cluster_security_group_id = cluster_sg
         self.node_role_arn = pulumi.Output.all(node_role.arn, *[p.id for p in node_policies]).apply(
             lambda args: str(args[0])

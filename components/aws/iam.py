@@ -46,6 +46,17 @@ def service_trust(service: str) -> PolicyDocument:
                      "Action": ["sts:AssumeRole"]})
 
 
+def cni_ipv6_policy() -> PolicyDocument:
+    """What the VPC CNI needs on an IPv6 cluster; AWS publishes it as a policy to create, not a managed one (EKS user
+    guide, "Create an IAM policy for clusters that use the IPv6 family", AmazonEKS_CNI_IPv6_Policy)."""
+    return document(
+        {"Sid": "AssignIpv6", "Effect": "Allow",
+         "Action": ["ec2:AssignIpv6Addresses", "ec2:DescribeInstances", "ec2:DescribeTags",
+                    "ec2:DescribeNetworkInterfaces", "ec2:DescribeInstanceTypes"], "Resource": "*"},
+        {"Sid": "TagInterfaces", "Effect": "Allow", "Action": ["ec2:CreateTags"],
+         "Resource": ["arn:aws:ec2:*:*:network-interface/*"]})
+
+
 # EKS Pod Identity: the agent on each node assumes the role for the pod with the pods.eks.amazonaws.com
 # principal and tags the session (EKS user guide, "Create an IAM role with a trust policy for EKS Pod
 # Identity": actions sts:AssumeRole and sts:TagSession).

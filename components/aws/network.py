@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional
@@ -103,9 +104,13 @@ class AwsNetwork(pulumi.ComponentResource):
         """The VPC, subnets, routing, NAT and S3 endpoint; returns the VPC id and private route tables."""
         child = pulumi.ResourceOptions(parent=self)
         cluster_tag = {f"kubernetes.io/cluster/{physical_prefix}": "shared"}
+        ipv6 = spec.ip_family == "ipv6"
         vpc = aws.ec2.Vpc(
             f"{name}-vpc",
             cidr_block=spec.vpc_cidr,
+            # An IPv6 cluster needs a dual-stack VPC: Amazon's /56 (EKS user guide, "IPv6 addresses for clusters,
+            # Pods, and services": the VPC and subnets need IPv4 and IPv6 CIDR blocks).
+            assign_generated_ipv6_cidr_block=True if ipv6 else None,
             enable_dns_hostnames=True,
             enable_dns_support=True,
             tags=merge_tags(labels, f"{physical_prefix}-vpc"),
@@ -123,12 +128,18 @@ class AwsNetwork(pulumi.ComponentResource):
         )
 
         public_ids: dict[str, pulumi.Output[str]] = {}
-        for sn in spec.subnets:
+        for index, sn in enumerate(spec.subnets):
             elb_role = "kubernetes.io/role/elb" if sn.role == "public" else "kubernetes.io/role/internal-elb"
             subnet = aws.ec2.Subnet(
                 f"{name}-subnet-{sn.name}",
                 vpc_id=vpc.id,
                 cidr_block=sn.cidr,
+                # One /64 of the VPC's /56 per subnet, in the spec's order (256 available), addresses assigned to
+                # every interface: EKS places IPv6 nodes only in subnets that auto-assign them (EKS user guide,
+                # cni-ipv6: "Otherwise, you can't deploy your nodes").
+                ipv6_cidr_block=vpc.ipv6_cidr_block.apply(lambda block, i=index: _ipv6_subnet(block, i))
+                if ipv6 else None,
+                assign_ipv6_address_on_creation=True if ipv6 else None,
                 availability_zone=sn.availability_zone,
                 availability_zone_id=sn.availability_zone_id,  # an AZ ID names one physical zone everywhere
                 map_public_ip_on_launch=False,
@@ -150,6 +161,14 @@ class AwsNetwork(pulumi.ComponentResource):
             gateway_id=igw.id,
             opts=child,
         )
+        egress_only: pulumi.Output[str] | None = None
+        if ipv6:
+            aws.ec2.Route(f"{name}-route-public-igw-ipv6", route_table_id=public_rt.id,
+                          destination_ipv6_cidr_block="::/0", gateway_id=igw.id, opts=child)
+            # Private subnets reach the IPv6 internet outbound only (EKS user guide, cni-ipv6: an egress-only
+            # internet gateway route for private subnets).
+            egress_only = aws.ec2.EgressOnlyInternetGateway(
+                f"{name}-eigw", vpc_id=vpc.id, tags=merge_tags(labels, f"{physical_prefix}-eigw"), opts=child).id
         for sn in spec.subnets:
             if sn.role == "public":
                 aws.ec2.RouteTableAssociation(
@@ -189,6 +208,9 @@ class AwsNetwork(pulumi.ComponentResource):
                 nat_gateway_id=nat_id,
                 opts=child,
             )
+            if egress_only is not None:
+                aws.ec2.Route(f"{name}-route-private-eigw-{zone}", route_table_id=rt.id,
+                              destination_ipv6_cidr_block="::/0", egress_only_gateway_id=egress_only, opts=child)
             for sn in spec.subnets:
                 if sn.role != "public" and sn.zone == zone:
                     aws.ec2.RouteTableAssociation(
@@ -280,3 +302,10 @@ class AwsNetwork(pulumi.ComponentResource):
         )
         self.deployer_path.append(resolver)
         self.resolver_ips = resolver.ip_addresses.apply(lambda ips: [ip.ip or "" for ip in ips or []])
+
+
+def _ipv6_subnet(block: str | None, index: int) -> str:
+    """The ``index``-th /64 of the VPC's IPv6 block (an unknown block during preview gives an empty string)."""
+    if not block:
+        return ""
+    return str(list(ipaddress.ip_network(block).subnets(new_prefix=64))[index])

@@ -25,6 +25,9 @@ EBS_GP3: tuple[str, dict[str, str]] = ("ebs.csi.aws.com", {"type": "gp3", "encry
 # The EKS Pod Identity agent serves credentials on the node's link-local address, port 80 (EKS user
 # guide, pod-id-agent-setup); the VPC CNI's policy engine filters link-local traffic like any other.
 POD_IDENTITY_EGRESS = EgressRule(name="allow-pod-identity-agent", cidr="169.254.170.23/32", port=80)
+# On an IPv6 cluster pods reach the agent at [fd00:ec2::23] (EKS user guide, "EKS Pod Identity agent": it listens on
+# 169.254.170.23 and fd00:ec2::23).
+POD_IDENTITY_EGRESS_IPV6 = EgressRule(name="allow-pod-identity-agent-ipv6", cidr="fd00:ec2::23/128", port=80)
 
 
 def efa_plugin_values(instance_types: Sequence[str]) -> Manifest:

@@ -5,6 +5,7 @@ module of the stack for them and renders the cloud-neutral parts itself.
 
 from __future__ import annotations
 
+import base64
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -13,13 +14,14 @@ from typing import Any
 
 from components.aws.capacity_block import BlockWindow, utc_text
 from components.aws.data_access import CHECKPOINT_SERVICE_ACCOUNT, PLATFORM_SERVICE_ACCOUNT
+from components.bootstrap import is_bottlerocket
 from components.catalog import AddonPin, load_addon_pins, load_aws_catalog, load_eks_versions
 from components.kubernetes.objects.telemetry import spend_watch_lines
 from components.planes import CloudSummary, GraphView
 from components.sizing import spec_warnings
 from components.sizing.plan import SCRATCH_2_MBPS_PER_TIB
 from components.sizing.summary import checkpoint_lines
-from components.spec import ClusterSpec
+from components.spec import ClusterSpec, derive_ami_type
 from components.spec.notes import spec_notes
 
 # Checkpoint bytes per parameter when the stack gives no goodput inputs (the spec's default, with its source).
@@ -79,9 +81,56 @@ def node_group_figures(graph: GraphView) -> list[NodeGroupFigures]:
             reservation_id=target.get("capacityReservationId") or target.get("capacityReservationResourceGroupArn"),
             existing_placement_group=(lt_in.get("placement") or {}).get("groupName")
             if not any(s.type == "aws:ec2/placementGroup:PlacementGroup" for s in siblings) else None,
-            raid0=bool(lt_in.get("userData")),
+            raid0="strategy: RAID0" in _decoded(lt_in.get("userData")),
         ))
     return out
+
+
+def _decoded(user_data: Any) -> str:
+    """A launch template's base64 user data as text ('' when absent or not decodable)."""
+    try:
+        return base64.b64decode(str(user_data or "")).decode()
+    except (ValueError, UnicodeDecodeError):
+        return ""
+
+
+def _customisation_lines(spec: ClusterSpec) -> list[str]:
+    """What each group's nodes get beyond the EKS-optimized AMI's defaults: what changes on the node."""
+    catalog = load_aws_catalog()
+    lines = []
+    for g in spec.aws_spec().node_groups:
+        facts = catalog.get(g.instance_type)
+        if facts is None:
+            continue
+        bottlerocket = is_bottlerocket(g, facts)
+        family = "Bottlerocket" if bottlerocket else "AL2023"
+        if g.ami_id is not None:
+            lines.append(f"  {g.name}: custom AMI {g.ami_id} ({family}, amiType {derive_ami_type(g, facts)} as built "
+                         "from): EKS merges no bootstrap data, so the user data joins the node to the cluster and "
+                         "registers its labels and taints" + ("; it must carry the NVIDIA driver and the EFA "
+                                                              "installer" if facts.gpu_count else ""))
+        if g.kubelet is not None and g.kubelet.kubelet_config():
+            where = "settings.kubernetes" if bottlerocket else "the NodeConfig's kubelet config"
+            lines.append(f"  {g.name}: kubelet ({where}): " + ", ".join(
+                f"{k} {v if not isinstance(v, dict) else ', '.join(f'{a}={b}' for a, b in v.items())}"
+                for k, v in g.kubelet.kubelet_config().items()))
+            if g.kubelet.max_pods is not None and "memory" not in g.kubelet.kube_reserved and not bottlerocket:
+                lines.append(f"  {g.name}: note: nodeadm sizes kubeReserved memory from its own default maxPods; "
+                             "with maxPods set, give kubeReserved.memory too")
+        if g.pre_bootstrap_commands:
+            lines.append(f"  {g.name}: {len(g.pre_bootstrap_commands)} command(s) run as root before kubelet starts "
+                         "(cloud-init, before nodeadm's run)")
+        if g.post_bootstrap_commands:
+            lines.append(f"  {g.name}: {len(g.post_bootstrap_commands)} command(s) run as root once kubelet has "
+                         "started (systemd unit gpu-cluster-post-bootstrap, after nodeadm-run)")
+        if g.ssh is not None:
+            lines.append(f"  {g.name}: SSH with key pair {g.ssh.key_name} from {', '.join(g.ssh.source_cidrs)} "
+                         "(security group of its own; Session Manager works on every node)")
+        if facts.efa_count and g.efa_interfaces is not None and g.efa_interfaces < facts.efa_count:
+            lines.append(f"  {g.name}: {g.efa_interfaces} of the {facts.efa_count} EFA interfaces of "
+                         f"{g.instance_type} wired ({g.efa_interfaces_reason}): inter-node bandwidth is capped "
+                         "accordingly")
+    return ["node customisation:", *lines] if lines else []
 
 
 def _node_group_line(f: NodeGroupFigures) -> str:
@@ -364,6 +413,10 @@ def _network_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
         f"VPC {vpcs[0].inputs.get('cidrBlock') if vpcs else '?'}: {len(subnets)} subnets ("
         + ", ".join(f"{k} {v}" for k, v in sorted(roles.items())) + f"), {nats} NAT gateway(s), S3 gateway endpoint"
     ]
+    if vpcs and vpcs[0].inputs.get("assignGeneratedIpv6CidrBlock"):
+        lines.append("IPv6 cluster: dual-stack VPC (Amazon's /56, one /64 per subnet, addresses assigned on launch), "
+                     "egress-only internet gateway for the private subnets; pods and services get IPv6 addresses, "
+                     "the VPC CNI runs in IPv6 prefix mode with the AmazonEKS_CNI_IPv6_Policy grants")
     efa_rules = [r for r in graph.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
                  if r.name.endswith("efa-ingress-self")]
     if efa_rules:
@@ -411,7 +464,8 @@ def summarize(graph: GraphView, spec: ClusterSpec, outputs: Mapping[str, Any], n
         location=f"aws {aws.region} ({zone})",
         planes={
             "network": _network_lines(graph, spec),
-            "compute": [_node_group_line(f) for f in figures] + _block_lines(graph, spec, now) + _nvme_lines(spec),
+            "compute": [_node_group_line(f) for f in figures] + _block_lines(graph, spec, now) + _nvme_lines(spec)
+            + _customisation_lines(spec),
             "storage": _storage_lines(graph, spec) + _data_access_lines(graph),
             "control-plane": _deployer_lines(graph, spec) + _control_plane_lines(graph),
             "cost": _cost_lines(graph, spec),

@@ -169,6 +169,7 @@ class PlatformInputs:
     fabric: CloudFabric | None = None
     topology: NetworkTopology | None = None  # for placed pools (topology-aware scheduling)
     extra_egress: tuple[EgressRule, ...] = ()
+    anywhere: tuple[str, ...] = ("0.0.0.0/0",)  # what "any address" is for pods (with ::/0 on an IPv6 cluster)
     retain_data: bool = False  # deletion protection: metrics volumes retained, their namespace and release protected
     checkpoint_service_account: str | None = None  # per team namespace: read/write of <team>/ in the bucket
     platform_reader: tuple[str, str] | None = None  # (namespace, service account): read of every prefix
@@ -332,7 +333,8 @@ class Tenancy(pulumi.ComponentResource):
                 obj.team_role_binding(team),
                 obj.resource_quota(team, hard, fabric_resource),
                 obj.limit_range(team, [pools[q.node_group] for q in team.quotas if q.node_group in pools]),
-                *obj.network_policies(team, inputs.platform.allow_https_egress, inputs.extra_egress),
+                *obj.network_policies(team, inputs.platform.allow_https_egress, inputs.extra_egress,
+                                       inputs.anywhere),
                 *([obj.checkpoint_policy(team, inputs.labels, inputs.checkpoint_policy)]
                   if inputs.checkpoint_policy is not None else []),
                 *(inputs.team_objects or {}).get(team.name, ()),

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
-from pydantic import Field, StrictBool, StrictInt
+from pydantic import Field, StrictBool, StrictInt, StringConstraints
 
 from components.spec.base import _GROUP_NAME_RE, _REGION_RE, _ZONE_ID_RE, _ZONE_RE, ALL_LOG_TYPES, LogType, _Model, unit
 
@@ -55,6 +55,11 @@ class NetworkSpec(_Model):
     )
     vpc_cidr: str = Field(description="IPv4 CIDR of the VPC (no default: environment-specific).")
     subnets: list[SubnetSpec] = Field(min_length=1, max_length=2000, description="Every subnet of the VPC.")
+    ip_family: Literal["ipv4", "ipv6"] = Field(
+        default="ipv4",
+        description="ipv6: an IPv6 EKS cluster (pods and services get IPv6 addresses; the VPC is dual-stack with an "
+        "egress-only internet gateway). Set at creation only; not with FSx for Lustre (FSx does not support IPv6 "
+        "EKS clusters) or an existing VPC.")
     nat_gateways: Literal["single", "per-az"] = Field(
         default="per-az",
         description="One NAT gateway for the VPC, or one per availability zone (default, no "
@@ -104,6 +109,65 @@ class TaintSpec(_Model):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
         default="NoSchedule", description="Taint effect."
     )
+
+
+# Kubelet's node-pressure eviction signals on Linux (Kubernetes docs, "Node-pressure Eviction", eviction signals).
+EvictionSignal = Literal["memory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available",
+                         "imagefs.inodesFree", "containerfs.available", "containerfs.inodesFree", "pid.available"]
+ReservedResource = Literal["cpu", "memory", "ephemeral-storage", "pid"]
+# Kubernetes resource quantities (decimal or binary suffix, or millicores) and thresholds as a quantity or percent.
+_QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$"
+_THRESHOLD = r"^([0-9]+(\.[0-9]+)?%|[0-9]+(\.[0-9]+)?(k|M|G|T|Ki|Mi|Gi|Ti)?)$"
+_DURATION = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
+
+
+class KubeletSpec(_Model):
+    """Kubelet settings of a group's nodes, in KubeletConfiguration's own names (kubelet.config.k8s.io/v1beta1):
+    written into the AL2023 NodeConfig (nodeadm, spec.kubelet.config) or Bottlerocket's settings.kubernetes."""
+
+    max_pods: StrictInt | None = Field(
+        default=None, ge=1, le=1000,
+        description="Pods per node (default: nodeadm's from the ENI limits, or the AMI's). Raising it without "
+        "kubeReserved.memory leaves the reservation sized for the default.", json_schema_extra=unit("pods"))
+    kube_reserved: dict[ReservedResource, Annotated[str, StringConstraints(pattern=_QUANTITY)]] = Field(
+        default_factory=dict, description="Resources reserved for Kubernetes daemons (cpu, memory, "
+        "ephemeral-storage, pid), e.g. {cpu: 500m, memory: 2Gi}.")
+    system_reserved: dict[ReservedResource, Annotated[str, StringConstraints(pattern=_QUANTITY)]] = Field(
+        default_factory=dict, description="Resources reserved for the OS daemons.")
+    eviction_hard: dict[EvictionSignal, Annotated[str, StringConstraints(pattern=_THRESHOLD)]] = Field(
+        default_factory=dict, description="Hard eviction thresholds, e.g. {memory.available: 1Gi, "
+        "nodefs.available: 10%}.")
+    eviction_soft: dict[EvictionSignal, Annotated[str, StringConstraints(pattern=_THRESHOLD)]] = Field(
+        default_factory=dict, description="Soft eviction thresholds (each needs a grace period).")
+    eviction_soft_grace_period: dict[EvictionSignal, Annotated[str, StringConstraints(pattern=_DURATION)]] = Field(
+        default_factory=dict, description="Grace period per soft threshold, e.g. {memory.available: 90s}.")
+    eviction_max_pod_grace_period: StrictInt | None = Field(
+        default=None, ge=0, le=86400, description="Longest termination grace period given to a pod evicted "
+        "by a soft threshold (seconds).", json_schema_extra=unit("s"))
+
+    def kubelet_config(self) -> dict[str, Any]:
+        """The settings as KubeletConfiguration fields (only those given)."""
+        out: dict[str, Any] = {}
+        if self.max_pods is not None:
+            out["maxPods"] = self.max_pods
+        for key, value in (("kubeReserved", self.kube_reserved), ("systemReserved", self.system_reserved),
+                           ("evictionHard", self.eviction_hard), ("evictionSoft", self.eviction_soft),
+                           ("evictionSoftGracePeriod", self.eviction_soft_grace_period)):
+            if value:
+                out[key] = dict(value)
+        if self.eviction_max_pod_grace_period is not None:
+            out["evictionMaxPodGracePeriod"] = self.eviction_max_pod_grace_period
+        return out
+
+
+class SshSpec(_Model):
+    """SSH to a group's nodes (Session Manager is always on): an existing EC2 key pair by name and the networks
+    that may reach port 22, never the internet."""
+
+    key_name: str = Field(min_length=1, max_length=255, pattern=r"^[ -~]+$",
+                          description="Name of an existing EC2 key pair in the region (not created here).")
+    source_cidrs: list[str] = Field(min_length=1, max_length=20,
+                                    description="CIDRs allowed to port 22 (a bastion's or VPN's network).")
 
 
 class NodeGroupSpec(_Model):
@@ -171,6 +235,31 @@ class NodeGroupSpec(_Model):
         default=200, ge=20, le=16384, description="Encrypted gp3 root volume size (GiB).",
         json_schema_extra=unit("GiB"),
     )
+    ami_id: str | None = Field(
+        default=None, pattern=r"^ami-[0-9a-f]{8,17}$",
+        description="A custom AMI (launch template ImageId): EKS then merges no bootstrap data, so the user data "
+        "carries the cluster's NodeConfig (AL2023) or settings (Bottlerocket); amiType says which the AMI is built "
+        "from. The AMI must hold the NVIDIA driver and the EFA installer for GPU and EFA types.")
+    kubelet: KubeletSpec | None = Field(default=None, description="Kubelet settings of the group's nodes.")
+    pre_bootstrap_commands: list[Annotated[str, StringConstraints(min_length=1, max_length=4096)]] = Field(
+        default_factory=list, max_length=50,
+        description="Shell commands run as root before kubelet starts (AL2023 only; never secrets: user data is "
+        "readable through the EC2 API).")
+    post_bootstrap_commands: list[Annotated[str, StringConstraints(min_length=1, max_length=4096)]] = Field(
+        default_factory=list, max_length=50,
+        description="Shell commands run as root once kubelet has started (a systemd unit ordered after nodeadm's "
+        "run; AL2023 only).")
+    ssh: SshSpec | None = Field(
+        default=None, description="SSH access with an existing key pair from the listed networks (default: none; "
+        "Session Manager always works).")
+    efa_interfaces: StrictInt | None = Field(
+        default=None, ge=1, le=64,
+        description="EFA interfaces to wire (default: every one the type has); fewer needs efaInterfacesReason.",
+        json_schema_extra=unit("interfaces per node"))
+    efa_interfaces_reason: str | None = Field(
+        default=None, min_length=1, max_length=200,
+        description="Why the group wires fewer EFA interfaces than its type offers (shown in the preview and "
+        "tagged on the launch template).")
 
 
 class BucketSpec(_Model):

@@ -69,6 +69,10 @@ def _wired(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> 
         lt = _launch_template(ng)
         itype = _instance_type(ng, lt)
         expected = int(table.get(itype, 0))
+        # Fewer on purpose: the launch template says why (the spec's efaInterfacesReason, tagged by the program).
+        reason = str(get(lt.props, "tags", "efa-interfaces-reason", default="") or "") if lt is not None else ""
+        if expected and reason.strip() and 1 <= _efa_interfaces(lt) <= expected:
+            continue
         if expected and _efa_interfaces(lt) != expected:
             message = (f"Node group {ng.props.get('nodeGroupName', ng.name)} ({itype}) must wire all {expected} EFA "
                        f"interfaces of its instance type in its launch template; it wires {_efa_interfaces(lt)}.")
@@ -83,8 +87,10 @@ def _wired(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> 
 
 efa_wired = stack_policy(
     "aws-efa-node-groups-wire-all-interfaces", "fabric",
-    "An EFA-capable node group's launch template declares every EFA interface the instance type has.",
-    "Let the program derive the interfaces from the instance catalog (components/aws/launch.py efa_layout).",
+    "An EFA-capable node group's launch template declares every EFA interface the instance type has, or says why "
+    "not (tag efa-interfaces-reason).",
+    "Let the program derive the interfaces from the instance catalog (components/aws/launch.py efa_layout); to wire "
+    "fewer, set efaInterfaces with efaInterfacesReason on the node group.",
     Severity.HIGH, _wired, [EFA_INTERFACES],
 )
 

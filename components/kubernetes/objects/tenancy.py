@@ -160,7 +160,8 @@ def limit_range(team: TeamSpec, reachable: Sequence[GpuPool]) -> Manifest:
 
 
 def network_policies(team: TeamSpec, allow_https_egress: bool,
-                     extra_egress: Sequence[EgressRule] = ()) -> list[Manifest]:
+                     extra_egress: Sequence[EgressRule] = (),
+                     anywhere: Sequence[str] = ("0.0.0.0/0",)) -> list[Manifest]:
     """Default deny, then what a distributed training job needs: its own namespace (NCCL bootstrap,
     MPI launchers), DNS, the metrics scraper and, optionally, HTTPS egress (S3 checkpoints).
 
@@ -207,7 +208,9 @@ def network_policies(team: TeamSpec, allow_https_egress: bool,
         out.append(policy("allow-https-egress", {
             "podSelector": {},
             "policyTypes": ["Egress"],
-            "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"protocol": "TCP", "port": 443}]}],
+            # ``anywhere``: 0.0.0.0/0, and ::/0 on an IPv6 cluster
+            "egress": [{"to": [{"ipBlock": {"cidr": c}} for c in anywhere], "ports": [{"protocol": "TCP",
+                                                                                         "port": 443}]}],
         }))
     return out
 

@@ -67,6 +67,22 @@ def _check_network(aws: AwsSpec, out: _Collector) -> None:
         if net.existing is None and sn.id is not None:
             out.add(f".aws.network.subnets[{i}].id", "network-existing",
                     "a subnet id only applies with network.existing (otherwise the program creates the subnet)")
+    if net.ip_family == "ipv6":
+        # EKS user guide, "IPv6 addresses for clusters, Pods, and services" (considerations) and the FSx API (a
+        # Lustre file system has no network type: IPv4 only).
+        if net.existing is not None:
+            out.add(".aws.network.ipFamily", "ipv6-cluster",
+                    "an IPv6 cluster needs a dual-stack VPC with IPv6 subnets that auto-assign addresses, which the "
+                    "program builds; with network.existing add those to your VPC yourself (not checked here): use "
+                    "ipv4, or let the program create the network")
+        if len(net.subnets) > 256:
+            out.add(".aws.network.subnets", "ipv6-cluster",
+                    f"an IPv6 VPC's /56 holds 256 /64 subnets, and the stack lists {len(net.subnets)}")
+        if aws.storage.filesystem is not None:
+            out.add(".aws.network.ipFamily", "ipv6-cluster",
+                    "FSx for Lustre is not supported on IPv6 EKS clusters (EKS user guide, cni-ipv6 considerations; "
+                    "a Lustre file system has no IPv6 network type): remove storage.filesystem (checkpoints through "
+                    "the bucket) or use ipv4")
     roles = {sn.role for sn in net.subnets}
     for role in ("gpu", "system"):
         if role not in roles:
@@ -75,7 +91,9 @@ def _check_network(aws: AwsSpec, out: _Collector) -> None:
     private_zones = {sn.zone for sn in net.subnets if sn.role != "public"}
     if len(private_zones) < 2:
         out.add(".aws.network.subnets", "eks-two-zones",
-                "EKS needs private (gpu or system) subnets in at least two availability zones")
+                "EKS needs private (gpu or system) subnets in at least two availability zones: the control plane's "
+                "network interfaces go in the cluster's subnets, which must span two zones (EKS CreateCluster, "
+                "network requirements); a single-zone GPU group is fine, add a small system subnet in a second zone")
     for i, sn in enumerate(net.subnets):
         if sn.role == "gpu" and _gpu_zone_given_once(aws) and sn.zone != aws.gpu_zone:
             key = "availabilityZoneId" if aws.zones_by_id else "availabilityZone"

@@ -7,6 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
+from components.bootstrap import USER_DATA_LIMIT, ClusterConnection
 from components.catalog import (
     InstanceFacts,
     load_aws_catalog,
@@ -16,12 +17,15 @@ from components.spec.base import _RESERVATION_RE, GPU_TAINT_KEY, MAX_TAINTS
 from components.spec.decisions import (
     _gpu_zone_given_once,
     _gpu_zone_key,
+    covers_everything,
     default_ami_type,
     default_subnets,
+    derive_ami_type,
     is_reserved,
     k8s_key_problem,
     k8s_value_problem,
     kubelet_label_problem,
+    parse_cidr,
 )
 from components.spec.errors import _Collector, _path
 from components.spec.model import ClusterSpec
@@ -206,6 +210,97 @@ def _check_instance_types(ng: NodeGroupSpec, facts: InstanceFacts, catalog: Mapp
         out.add(f"{where}.gpuTaint", "gpu-taint-noschedule", "gpuTaint applies to GPU node groups only")
 
 
+# Kubelet refuses a soft eviction threshold without a grace period, and a grace period names a soft threshold
+# (Kubernetes docs, "Node-pressure Eviction", soft eviction thresholds: "you must also specify a grace period").
+# Placeholders for the cluster's connection at its largest (a 2048-character base64 CA, a 128-character endpoint)
+# size the user data before the cluster exists.
+_SIZE_CLUSTER = ClusterConnection(name="x" * 100, endpoint="https://" + "x" * 120, certificate_authority="x" * 2048,
+                                  service_cidr="fd00:ffff:ffff:ffff::/108")
+
+
+def _check_customisation(ng: NodeGroupSpec, facts: InstanceFacts, where: str, out: _Collector) -> None:
+    """A custom AMI, kubelet settings, bootstrap commands, SSH and fewer EFA interfaces, each as its AMI, EKS and
+    EC2 accept them."""
+    bottlerocket = derive_ami_type(ng, facts).startswith("BOTTLEROCKET")
+    kubelet = ng.kubelet
+    if kubelet is not None:
+        soft, grace = set(kubelet.eviction_soft), set(kubelet.eviction_soft_grace_period)
+        for signal in sorted(soft - grace):
+            out.add(f"{where}.kubelet.evictionSoftGracePeriod", "kubelet-soft-eviction",
+                    f"evictionSoft.{signal} needs a grace period in evictionSoftGracePeriod (kubelet refuses a soft "
+                    "threshold without one)")
+        for signal in sorted(grace - soft):
+            out.add(f"{where}.kubelet.evictionSoftGracePeriod", "kubelet-soft-eviction",
+                    f"a grace period for {signal}, which has no evictionSoft threshold")
+        if kubelet.max_pods is not None and ng.ami_id is None and not bottlerocket:
+            out.add(f"{where}.kubelet.maxPods", "kubelet-max-pods-custom-ami",
+                    "on the EKS AL2023 AMI, EKS appends its own NodeConfig with maxPods after the launch template's "
+                    "user data, and the later one wins (eksctl refuses maxPodsPerNode on AL2023 managed nodes for "
+                    "this reason, eksctl #8037): set maxPods with a custom AMI (amiId), or leave it to EKS")
+        memory = sum(_gib(v) for v in (kubelet.kube_reserved.get("memory"), kubelet.system_reserved.get("memory"),
+                                       kubelet.eviction_hard.get("memory.available")) if v and not v.endswith("%"))
+        if facts.memory_gib.value and memory >= facts.memory_gib.value:
+            out.add(f"{where}.kubelet", "kubelet-reserved-fits",
+                    f"kubeReserved, systemReserved and evictionHard together hold back {memory:g} GiB of memory, "
+                    f"and {ng.instance_type} has {facts.memory_gib.value} GiB: nothing would be left for pods")
+    if bottlerocket:
+        for key, commands in (("preBootstrapCommands", ng.pre_bootstrap_commands),
+                              ("postBootstrapCommands", ng.post_bootstrap_commands)):
+            if commands:
+                out.add(f"{where}.{key}", "bootstrap-commands-al2023",
+                        "Bottlerocket runs no shell user data (its bootstrap containers and apiclient commands take "
+                        "their place, and are not built here): use an AL2023 AMI type or drop the commands")
+    if ng.ssh is not None:
+        nets = []
+        for j, cidr in enumerate(ng.ssh.source_cidrs):
+            net = parse_cidr(cidr)
+            if isinstance(net, str):
+                out.add(f"{where}.ssh.sourceCidrs[{j}]", "cidr-valid",
+                        f"'{cidr}' is not a CIDR (address/prefix, no host bits): {net}")
+            else:
+                nets.append(net)
+        if covers_everything(nets):
+            out.add(f"{where}.ssh.sourceCidrs", "ssh-not-open",
+                    f"sourceCidrs ({', '.join(ng.ssh.source_cidrs)}) open SSH to the whole internet: list the "
+                    "networks of your bastion or VPN (Session Manager needs no open port)")
+    if ng.efa_interfaces is not None:
+        if not facts.efa_count:
+            out.add(f"{where}.efaInterfaces", "efa-interfaces-fit",
+                    f"{ng.instance_type} has no EFA interface (catalog: "
+                    f"{facts.efa_interfaces.source or 'unconfirmed'})")
+        elif ng.efa_interfaces > facts.efa_count:
+            out.add(f"{where}.efaInterfaces", "efa-interfaces-fit",
+                    f"{ng.instance_type} has {facts.efa_count} EFA interfaces, not {ng.efa_interfaces}")
+        elif ng.efa_interfaces < facts.efa_count and not ng.efa_interfaces_reason:
+            out.add(f"{where}.efaInterfacesReason", "efa-interfaces-reason",
+                    f"efaInterfaces {ng.efa_interfaces} wires fewer than the {facts.efa_count} EFA interfaces of "
+                    f"{ng.instance_type}, which caps the node's inter-node bandwidth: say why in efaInterfacesReason")
+    if ng.efa_interfaces_reason and (ng.efa_interfaces is None or ng.efa_interfaces >= facts.efa_count):
+        out.add(f"{where}.efaInterfacesReason", "efa-interfaces-reason",
+                "efaInterfacesReason explains efaInterfaces below the type's count; it is set without such a count")
+    raw = _user_data_size(ng, facts)
+    if raw > USER_DATA_LIMIT:
+        out.add(f"{where}", "user-data-size",
+                f"the group's user data takes {raw:,} bytes with the cluster's connection details, over EC2's "
+                f"{USER_DATA_LIMIT:,}-byte limit: shorten the bootstrap commands (fetch a script instead)")
+
+
+def _gib(quantity: str) -> float:
+    """A Kubernetes memory quantity in GiB (for a sanity sum; unknown suffixes count as bytes)."""
+    factors = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "m": 1e-3}
+    for suffix in sorted(factors, key=len, reverse=True):
+        if quantity.endswith(suffix):
+            return float(quantity[:-len(suffix)]) * factors[suffix] / 2**30
+    return float(quantity) / 2**30
+
+
+def _user_data_size(ng: NodeGroupSpec, facts: InstanceFacts) -> int:
+    from components.bootstrap import node_bootstrap, render_user_data
+
+    raw = render_user_data(node_bootstrap(ng, facts), _SIZE_CLUSTER if ng.ami_id is not None else None)
+    return len(raw.encode()) if raw else 0
+
+
 def _utc(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -273,6 +368,7 @@ def _check_node_groups(spec: ClusterSpec, aws: AwsSpec, now: datetime, out: _Col
                     f"{ng.instance_type} is not sold as an EC2 Capacity Block for ML (catalog: "
                     f"{facts.capacity_blocks.source}); use on-demand, spot or a reserved ODCR")
         _check_node_labels(ng, facts, where, out)
+        _check_customisation(ng, facts, where, out)
         if ng.local_nvme == "raid0" and not facts.has_local_nvme:
             known = "has no" if facts.has_local_nvme is False else "has no confirmed"
             out.add(f"{where}.localNvme", "local-nvme-exists",

@@ -1,0 +1,236 @@
+"""What a node's user data configures and how it is written, for AL2023 (MIME with a nodeadm NodeConfig) and
+Bottlerocket (TOML settings): pure, so the spec rules size it before anything exists and tests read it directly."""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from components.catalog import InstanceFacts
+from components.spec.aws import NodeGroupSpec
+from components.spec.base import GPU_TAINT_KEY
+from components.spec.decisions import derive_ami_type
+
+_BOUNDARY = "//GPU-CLUSTER-BOUNDARY"
+# EC2 takes at most 16 KB of user data, in raw form before base64 (EC2 User Guide, "Run commands when you launch an
+# EC2 instance with user data input").
+USER_DATA_LIMIT = 16384
+
+
+@dataclass(frozen=True)
+class ClusterConnection:
+    """What a node needs to join the cluster when EKS does not merge its own bootstrap data (a custom AMI)."""
+
+    name: str
+    endpoint: str
+    certificate_authority: str  # base64 PEM, as EKS returns it
+    service_cidr: str  # the cluster's service IPv4 or IPv6 CIDR
+
+
+@dataclass(frozen=True)
+class NodeBootstrap:
+    """What a group's user data configures: RAID0 of the local NVMe (AL2023), kubelet settings, commands before and
+    after kubelet starts, and, for a custom AMI, the node labels and taints EKS cannot apply in time."""
+
+    os: str  # "al2023" or "bottlerocket"
+    raid0_local_nvme: bool = False
+    kubelet: Mapping[str, Any] = field(default_factory=dict)  # KubeletConfiguration fields
+    pre_commands: Sequence[str] = ()
+    post_commands: Sequence[str] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: Sequence[tuple[str, str, str]] = ()  # (key, value, effect as Kubernetes spells it)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.raid0_local_nvme or self.kubelet or self.pre_commands or self.post_commands)
+
+
+def _part(content_type: str, body: str) -> str:
+    return f"--{_BOUNDARY}\nContent-Type: {content_type}\n\n{body.rstrip()}\n\n"
+
+
+# After bootstrap: AL2023 has no hook once kubelet runs (nodeadm-run.service starts it after cloud-final), so a
+# oneshot unit ordered after nodeadm-run does it (awslabs/amazon-eks-ami templates/al2023/runtime/rootfs/etc/systemd/
+# system/nodeadm-run.service; terraform-aws-eks keeps post_bootstrap_user_data to AL2 for the same reason).
+_POST_UNIT = "gpu-cluster-post-bootstrap"
+
+
+def _post_bootstrap_script(commands: Sequence[str]) -> str:
+    script = "#!/bin/bash\nset -euo pipefail\n" + "\n".join(commands) + "\n"
+    unit = (f"[Unit]\nDescription=gpu-cluster post-bootstrap commands\nAfter=nodeadm-run.service\n"
+            f"Requires=nodeadm-run.service\n\n[Service]\nType=oneshot\nExecStart=/usr/local/bin/{_POST_UNIT}.sh\n\n"
+            "[Install]\nWantedBy=multi-user.target\n")
+    return ("#!/bin/bash\nset -euo pipefail\n"
+            f"cat > /usr/local/bin/{_POST_UNIT}.sh <<'GPU_CLUSTER_EOF'\n{script}GPU_CLUSTER_EOF\n"
+            f"chmod 0755 /usr/local/bin/{_POST_UNIT}.sh\n"
+            f"cat > /etc/systemd/system/{_POST_UNIT}.service <<'GPU_CLUSTER_EOF'\n{unit}GPU_CLUSTER_EOF\n"
+            "systemctl daemon-reload\n"
+            f"systemctl enable {_POST_UNIT}.service\n"
+            f"systemctl start --no-block {_POST_UNIT}.service\n")
+
+
+def _taint_flag(taints: Sequence[tuple[str, str, str]]) -> str:
+    return "--register-with-taints=" + ",".join(f"{k}={v}:{e}" if v else f"{k}:{e}" for k, v, e in taints)
+
+
+def al2023_user_data(boot: NodeBootstrap, cluster: ClusterConnection | None = None) -> str | None:
+    """The raw MIME user data of an AL2023 node, or None when nothing needs configuring.
+
+    On the EKS-optimized AMI (``cluster`` None) EKS merges its own NodeConfig (the cluster's connection, maxPods)
+    after this one; with a custom AMI EKS merges nothing, so the NodeConfig carries the cluster's connection and the
+    node's labels and taints as kubelet flags (EKS applies API taints late on custom AMIs). Parts: the commands
+    before kubelet (shell, run by cloud-init before nodeadm starts kubelet), the post-bootstrap unit, then the
+    NodeConfig (nodeadm, node.eks.aws/v1alpha1: spec.cluster, spec.kubelet.config/flags,
+    spec.instance.localStorage; awslabs/amazon-eks-ami nodeadm/doc/api.md).
+    """
+    if boot.empty and cluster is None:
+        return None
+    parts: list[str] = []
+    if boot.pre_commands:
+        parts.append(_part('text/x-shellscript; charset="us-ascii"',
+                           "#!/bin/bash\nset -euo pipefail\n" + "\n".join(boot.pre_commands)))
+    if boot.post_commands:
+        parts.append(_part('text/x-shellscript; charset="us-ascii"', _post_bootstrap_script(boot.post_commands)))
+    spec: dict[str, Any] = {}
+    if cluster is not None:
+        spec["cluster"] = {"name": cluster.name, "apiServerEndpoint": cluster.endpoint,
+                           "certificateAuthority": cluster.certificate_authority, "cidr": cluster.service_cidr}
+    kubelet: dict[str, Any] = {}
+    if boot.kubelet:
+        kubelet["config"] = dict(boot.kubelet)
+    if cluster is not None:
+        flags = []
+        if boot.labels:
+            flags.append("--node-labels=" + ",".join(f"{k}={v}" for k, v in sorted(boot.labels.items())))
+        if boot.taints:
+            flags.append(_taint_flag(boot.taints))
+        if flags:
+            kubelet["flags"] = flags
+    if kubelet:
+        spec["kubelet"] = kubelet
+    if boot.raid0_local_nvme:
+        spec["instance"] = {"localStorage": {"strategy": "RAID0"}}
+    if spec:
+        node_config = {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec}
+        parts.append(_part("application/node.eks.aws", yaml.safe_dump(node_config, sort_keys=False)))
+    return ("MIME-Version: 1.0\n"
+            f'Content-Type: multipart/mixed; boundary="{_BOUNDARY}"\n\n' + "".join(parts) + f"--{_BOUNDARY}--\n")
+
+
+# Bottlerocket settings (TOML, settings.kubernetes.*; Bottlerocket settings reference, kubernetes 1.50.x): the
+# kubelet names in kebab case. On the EKS Bottlerocket AMI EKS merges its settings and the user's override them
+# (EKS user guide, launch templates, Bottlerocket user data); a custom AMI needs the cluster's own.
+_BOTTLEROCKET_KEYS = {"maxPods": "max-pods", "kubeReserved": "kube-reserved", "systemReserved": "system-reserved",
+                      "evictionHard": "eviction-hard", "evictionSoft": "eviction-soft",
+                      "evictionSoftGracePeriod": "eviction-soft-grace-period",
+                      "evictionMaxPodGracePeriod": "eviction-max-pod-grace-period"}
+
+
+def cluster_dns_ip(service_cidr: str) -> str:
+    """CoreDNS's service address: .10 of an IPv4 service CIDR, ::a of an IPv6 one (as nodeadm derives it)."""
+    net = ipaddress.ip_network(service_cidr, strict=False)
+    return str(net.network_address + 10)
+
+
+def bottlerocket_user_data(boot: NodeBootstrap, cluster: ClusterConnection | None = None) -> str | None:
+    """The TOML settings of a Bottlerocket node, or None when nothing needs configuring."""
+    scalars: dict[str, Any] = {}
+    tables: dict[str, Mapping[str, Any]] = {}
+    if cluster is not None:
+        scalars.update({"cluster-name": cluster.name, "api-server": cluster.endpoint,
+                        "cluster-certificate": cluster.certificate_authority,
+                        "cluster-dns-ip": cluster_dns_ip(cluster.service_cidr)})
+        if boot.labels:
+            tables["node-labels"] = dict(sorted(boot.labels.items()))
+        if boot.taints:
+            taints: dict[str, list[str]] = {}
+            for k, v, e in boot.taints:
+                taints.setdefault(k, []).append(f"{v}:{e}")
+            tables["node-taints"] = taints
+    for key, value in boot.kubelet.items():
+        if isinstance(value, Mapping):
+            tables[_BOTTLEROCKET_KEYS[key]] = value
+        else:
+            scalars[_BOTTLEROCKET_KEYS[key]] = value
+    if not scalars and not tables:
+        return None
+    lines = ["[settings.kubernetes]", *(f"{k} = {json.dumps(v)}" for k, v in scalars.items())]
+    for table, values in tables.items():
+        lines += ["", f"[settings.kubernetes.{table}]", *(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in
+                                                            values.items())]
+    return "\n".join(lines) + "\n"
+
+
+def encode_user_data(raw: str | None) -> str | None:
+    """Base64, as launch templates take user data."""
+    return None if raw is None else base64.b64encode(raw.encode()).decode()
+
+
+TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
+KUBERNETES_EFFECTS = {v: k for k, v in TAINT_EFFECTS.items()}
+
+
+def efa_interfaces(group: NodeGroupSpec, facts: InstanceFacts) -> int:
+    """EFA interfaces the group wires: the spec's efaInterfaces, else every one the type has."""
+    return facts.efa_count if group.efa_interfaces is None else min(group.efa_interfaces, facts.efa_count)
+
+
+def is_bottlerocket(group: NodeGroupSpec, facts: InstanceFacts) -> bool:
+    """The group's nodes run Bottlerocket (its AMI type, or the type its custom AMI is built from)."""
+    return derive_ami_type(group, facts).startswith("BOTTLEROCKET")
+
+
+def node_bootstrap(group: NodeGroupSpec, facts: InstanceFacts) -> NodeBootstrap:
+    """What the group's user data configures. With a custom AMI it also carries the node's labels and taints, which
+    EKS cannot apply before the node registers (EKS user guide, "Specifying an AMI": API taints applied
+    asynchronously)."""
+    custom = group.ami_id is not None
+    return NodeBootstrap(
+        os="bottlerocket" if is_bottlerocket(group, facts) else "al2023",
+        raid0_local_nvme=wants_raid0(group, facts),
+        kubelet=group.kubelet.kubelet_config() if group.kubelet is not None else {},
+        pre_commands=tuple(group.pre_bootstrap_commands),
+        post_commands=tuple(group.post_bootstrap_commands),
+        labels=node_labels(group, facts) if custom else {},
+        taints=tuple((t["key"], t["value"], KUBERNETES_EFFECTS[t["effect"]]) for t in node_taints(group, facts))
+        if custom else (),
+    )
+
+
+def render_user_data(boot: NodeBootstrap, cluster: ClusterConnection | None = None) -> str | None:
+    """The group's raw user data in the form its OS reads (AL2023 MIME with a NodeConfig, Bottlerocket TOML)."""
+    return (bottlerocket_user_data if boot.os == "bottlerocket" else al2023_user_data)(boot, cluster)
+
+
+def node_labels(group: NodeGroupSpec, facts: InstanceFacts) -> dict[str, str]:
+    """Kubernetes labels of a group's nodes: the spec's, then the group and hardware facts."""
+    labels = dict(group.labels)
+    labels["gpu-cluster/node-group"] = group.name
+    labels["gpu-cluster/instance-type"] = group.instance_type
+    if facts.gpu_count:
+        labels["gpu-cluster/gpu-count"] = str(facts.gpu_count)
+    if facts.efa_capable:
+        labels["gpu-cluster/efa-interfaces"] = str(efa_interfaces(group, facts))
+    return labels
+
+
+def node_taints(group: NodeGroupSpec, facts: InstanceFacts) -> list[dict[str, str]]:
+    """Taints in the EKS API's form; GPU nodes always repel pods that do not ask for GPUs."""
+    taints = [{"key": t.key, "value": t.value, "effect": TAINT_EFFECTS[t.effect]} for t in group.taints]
+    if facts.gpu_count and group.gpu_taint and not any(t["key"] == GPU_TAINT_KEY for t in taints):
+        taints.insert(0, {"key": GPU_TAINT_KEY, "value": "true", "effect": "NO_SCHEDULE"})
+    return taints
+
+
+def wants_raid0(group: NodeGroupSpec, facts: InstanceFacts) -> bool:
+    """RAID0 the local NVMe when asked, or by default when the catalog confirms the type has it (AL2023's nodeadm
+    does it; Bottlerocket nodes are not configured by it, so auto leaves their disks alone)."""
+    if group.local_nvme == "none" or is_bottlerocket(group, facts):
+        return False
+    return bool(facts.has_local_nvme)

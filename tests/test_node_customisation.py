@@ -1,0 +1,278 @@
+"""Node customisation on EKS node groups (issue 24): a custom AMI, kubelet settings, commands before and after
+kubelet, SSH from listed networks, fewer EFA interfaces with a reason, and IPv6 clusters: the user data each AMI
+reads, the resources a real apply meets, and the rules that refuse what AWS, EKS or kubelet would."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from blueprint.policy import run_policies
+from blueprint.policy_examples import edit
+from components.bootstrap import (
+    ClusterConnection,
+    al2023_user_data,
+    bottlerocket_user_data,
+    node_bootstrap,
+    render_user_data,
+)
+from components.catalog import load_aws_catalog
+from components.spec import SpecError, parse_spec
+from tests.conftest import ROOT, offline_run, run_spec
+
+CUSTOM = "examples/stacks/Pulumi.custom-ami-aws.yaml"
+IPV6 = "examples/stacks/Pulumi.ipv6-aws.yaml"
+EXAMPLES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples" / "stacks").glob("Pulumi.*.yaml"))
+CLUSTER = ClusterConnection(name="nodes-demo", endpoint="https://ABC.gr7.us-west-2.eks.amazonaws.com",
+                            certificate_authority="Q0E=", service_cidr="172.20.0.0/16")
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+
+
+def spec_of(path: str) -> dict[str, Any]:
+    spec: dict[str, Any] = yaml.safe_load((ROOT / path).read_text())["config"]["gpu-cluster:spec"]
+    return spec
+
+
+def errors(spec: dict[str, Any], path: str = CUSTOM) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        parse_spec(spec, path, provider_region=spec["aws"]["region"])
+    return str(info.value).splitlines()
+
+
+def group(spec: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(g for g in spec["aws"]["nodeGroups"] if g["name"] == name)
+
+
+def parts(raw: str) -> list[tuple[str, str]]:
+    """The (content type, body) parts of a MIME user data document."""
+    out = []
+    for chunk in raw.split("--//GPU-CLUSTER-BOUNDARY")[1:]:
+        if chunk.startswith("--"):
+            break
+        head, _, body = chunk.strip("\n").partition("\n\n")
+        out.append((head.removeprefix("Content-Type: "), body))
+    return out
+
+
+def boot_of(path: str, name: str) -> Any:
+    parsed = parse_spec(spec_of(path), path, provider_region=spec_of(path)["aws"]["region"])
+    g = next(g for g in parsed.aws_spec().node_groups if g.name == name)
+    return node_bootstrap(g, load_aws_catalog()[g.instance_type])
+
+
+@pytest.mark.parametrize("path", EXAMPLES)
+def test_every_example_stack_loads_and_passes_the_pack(path: str) -> None:
+    report = run_policies(offline_run(path).graph)
+    assert report.passed and [v for v in report.violations if v.enforcement == "mandatory"] == [], \
+        [(v.policy, v.message) for v in report.violations]
+
+
+def test_a_custom_ami_joins_the_cluster_with_its_labels_taints_and_kubelet_settings() -> None:
+    """EKS merges nothing into a custom AMI's user data: the NodeConfig carries the cluster's connection, the
+    kubelet config and the node's labels and taints as flags; the commands run before kubelet, then after it."""
+    raw = render_user_data(boot_of(CUSTOM, "l4"), CLUSTER)
+    assert raw is not None
+    found = parts(raw)
+    kinds = [k for k, _ in found]
+    assert kinds == ['text/x-shellscript; charset="us-ascii"', 'text/x-shellscript; charset="us-ascii"',
+                     "application/node.eks.aws"]
+    assert "nvidia-smi -pm 1" in found[0][1]
+    post = found[1][1]
+    assert "After=nodeadm-run.service" in post and "systemctl restart nvidia-persistenced || true" in post
+    config = yaml.safe_load(found[2][1])
+    assert config["spec"]["cluster"] == {"name": "nodes-demo", "apiServerEndpoint": CLUSTER.endpoint,
+                                         "certificateAuthority": "Q0E=", "cidr": "172.20.0.0/16"}
+    kubelet = config["spec"]["kubelet"]
+    assert kubelet["config"]["maxPods"] == 58 and kubelet["config"]["evictionSoftGracePeriod"] == {
+        "memory.available": "90s"}
+    flags = kubelet["flags"]
+    assert any(f.startswith("--node-labels=") and "gpu-cluster/node-group=l4" in f for f in flags)
+    assert "--register-with-taints=nvidia.com/gpu=true:NoSchedule" in flags
+    assert len(raw.encode()) < 16384
+
+
+def test_the_graph_wires_the_custom_ami_the_key_pair_and_ssh_from_the_bastion_only() -> None:
+    graph = offline_run(CUSTOM).graph
+    lts = {r.name: r.inputs for r in graph.of_type(LT)}
+    gpu = lts["nodegroup-l4-lt"]
+    assert gpu["imageId"] == "ami-0123456789abcdef0" and gpu["keyName"] == "platform-bastion"
+    assert "imageId" not in lts["nodegroup-system-lt"] and "keyName" not in lts["nodegroup-system-lt"]
+    ngs = {r.name: r.inputs for r in graph.of_type("aws:eks/nodeGroup:NodeGroup")}
+    assert "amiType" not in ngs["nodegroup-l4-ng"]  # EKS refuses amiType beside a launch template ImageId
+    assert ngs["nodegroup-system-ng"]["amiType"] == "AL2023_x86_64_STANDARD"
+    (rule,) = [r.inputs for r in graph.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+               if r.name.startswith("nodegroup-l4-ssh")]
+    assert (rule["cidrIpv4"], rule["fromPort"], rule["toPort"], rule["ipProtocol"]) == ("10.70.48.0/24", 22, 22,
+                                                                                        "tcp")
+    (ssh_sg,) = [r for r in graph.of_type("aws:ec2/securityGroup:SecurityGroup") if r.name == "nodegroup-l4-ssh"]
+    assert any(ssh_sg.urn in dep or "nodegroup-l4-ssh" in dep for dep in
+               next(r for r in graph.of_type(LT) if r.name == "nodegroup-l4-lt").dependencies)
+    # the EKS-AMI group keeps EKS's bootstrap: its user data is only the extra NodeConfig and the command
+    system = base64.b64decode(lts["nodegroup-system-lt"]["userData"]).decode()
+    (_, node_config) = next(p for p in parts(system) if p[0] == "application/node.eks.aws")
+    spec = yaml.safe_load(node_config)["spec"]
+    assert "cluster" not in spec and spec["kubelet"]["config"]["kubeReserved"]["memory"] == "1Gi"
+
+
+def test_bottlerocket_gets_its_settings_in_toml() -> None:
+    spec = spec_of(CUSTOM)
+    g = group(spec, "system")
+    g.update(amiType="BOTTLEROCKET_x86_64", preBootstrapCommands=[])
+    g["kubelet"]["maxPods"] = 40  # EKS's Bottlerocket settings are overridden by the user's
+    parsed = parse_spec(spec, CUSTOM, provider_region="us-west-2")
+    ng = next(x for x in parsed.aws_spec().node_groups if x.name == "system")
+    boot = node_bootstrap(ng, load_aws_catalog()[ng.instance_type])
+    settings = tomllib.loads(bottlerocket_user_data(boot) or "")["settings"]["kubernetes"]
+    assert settings["max-pods"] == 40 and settings["kube-reserved"]["memory"] == "1Gi"
+    assert settings["eviction-hard"]["memory.available"] == "500Mi" and "cluster-name" not in settings
+    custom = tomllib.loads(bottlerocket_user_data(boot, CLUSTER) or "")["settings"]["kubernetes"]
+    assert custom["cluster-dns-ip"] == "172.20.0.10" and custom["api-server"] == CLUSTER.endpoint
+    assert not boot.raid0_local_nvme  # nodeadm's RAID0 is AL2023's; Bottlerocket is not configured by it
+
+
+def test_nothing_to_configure_writes_no_user_data() -> None:
+    assert al2023_user_data(boot_of(IPV6, "l4")) is None
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (lambda s: group(s, "system")["kubelet"].update(maxPods=50),
+     ".aws.nodeGroups[system].kubelet.maxPods: on the EKS AL2023 AMI, EKS appends its own NodeConfig with maxPods "
+     "after the launch template's user data, and the later one wins (eksctl refuses maxPodsPerNode on AL2023 managed "
+     "nodes for this reason, eksctl #8037): set maxPods with a custom AMI (amiId), or leave it to EKS "
+     "[rule: kubelet-max-pods-custom-ami]"),
+    (lambda s: group(s, "l4")["kubelet"].pop("evictionSoftGracePeriod"),
+     ".aws.nodeGroups[l4].kubelet.evictionSoftGracePeriod: evictionSoft.memory.available needs a grace period in "
+     "evictionSoftGracePeriod (kubelet refuses a soft threshold without one) [rule: kubelet-soft-eviction]"),
+    (lambda s: group(s, "l4")["kubelet"].pop("evictionSoft"),
+     ".aws.nodeGroups[l4].kubelet.evictionSoftGracePeriod: a grace period for memory.available, which has no "
+     "evictionSoft threshold [rule: kubelet-soft-eviction]"),
+    (lambda s: group(s, "system")["kubelet"]["kubeReserved"].update(memory="32Gi"),
+     ".aws.nodeGroups[system].kubelet: kubeReserved, systemReserved and evictionHard together hold back 32.9883 GiB "
+     "of memory, and m6i.2xlarge has 32 GiB: nothing would be left for pods [rule: kubelet-reserved-fits]"),
+    (lambda s: group(s, "system").update(amiType="BOTTLEROCKET_x86_64"),
+     ".aws.nodeGroups[system].preBootstrapCommands: Bottlerocket runs no shell user data (its bootstrap containers "
+     "and apiclient commands take their place, and are not built here): use an AL2023 AMI type or drop the commands "
+     "[rule: bootstrap-commands-al2023]"),
+    (lambda s: group(s, "l4")["ssh"].update(sourceCidrs=["0.0.0.0/1", "128.0.0.0/1"]),
+     ".aws.nodeGroups[l4].ssh.sourceCidrs: sourceCidrs (0.0.0.0/1, 128.0.0.0/1) open SSH to the whole internet: "
+     "list the networks of your bastion or VPN (Session Manager needs no open port) [rule: ssh-not-open]"),
+    (lambda s: group(s, "l4").update(efaInterfaces=2),
+     ".aws.nodeGroups[l4].efaInterfaces: g6.xlarge has no EFA interface (catalog: "
+     f"{load_aws_catalog()['g6.xlarge'].efa_interfaces.source}) [rule: efa-interfaces-fit]"),
+    (lambda s: group(s, "l4").update(preBootstrapCommands=["echo " + "x" * 4000] * 5),
+     ".aws.nodeGroups[l4]: the group's user data takes 24,085 bytes with the cluster's connection details, over "
+     "EC2's 16,384-byte limit: shorten the bootstrap commands (fetch a script instead) [rule: user-data-size]"),
+])
+def test_node_customisation_rules(change: Any, expected: str) -> None:
+    spec = spec_of(CUSTOM)
+    change(spec)
+    assert f"{CUSTOM}: gpu-cluster:spec{expected}" in errors(spec), errors(spec)
+
+
+def prod_with_efa(count: int | None, reason: str | None) -> dict[str, Any]:
+    spec: dict[str, Any] = yaml.safe_load((ROOT / "stacks/Pulumi.prod-aws.yaml").read_text())["config"][
+        "gpu-cluster:spec"]
+    h100 = group(spec, "h100")
+    if count is not None:
+        h100["efaInterfaces"] = count
+    if reason is not None:
+        h100["efaInterfacesReason"] = reason
+    return spec
+
+
+@pytest.mark.parametrize(("count", "reason", "expected"), [
+    (33, None, ".aws.nodeGroups[h100].efaInterfaces: p5.48xlarge has 32 EFA interfaces, not 33 "
+               "[rule: efa-interfaces-fit]"),
+    (16, None, ".aws.nodeGroups[h100].efaInterfacesReason: efaInterfaces 16 wires fewer than the 32 EFA interfaces "
+               "of p5.48xlarge, which caps the node's inter-node bandwidth: say why in efaInterfacesReason "
+               "[rule: efa-interfaces-reason]"),
+    (None, "because", ".aws.nodeGroups[h100].efaInterfacesReason: efaInterfacesReason explains efaInterfaces below "
+                      "the type's count; it is set without such a count [rule: efa-interfaces-reason]"),
+])
+def test_efa_interface_count_rules(count: int | None, reason: str | None, expected: str) -> None:
+    with pytest.raises(SpecError) as info:
+        parse_spec(prod_with_efa(count, reason), "stacks/Pulumi.prod-aws.yaml", provider_region="us-east-1")
+    assert f"stacks/Pulumi.prod-aws.yaml: gpu-cluster:spec{expected}" in str(info.value).splitlines()
+
+
+def test_fewer_efa_interfaces_are_wired_labelled_and_accepted_with_their_reason() -> None:
+    graph = run_spec(prod_with_efa(16, "one EFA per GPU pair, matching the team's NCCL topology file"),
+                     "prod-aws").graph
+    (lt,) = [r for r in graph.of_type(LT) if r.name == "nodegroup-h100-lt"]
+    efa = [ni for ni in lt.inputs["networkInterfaces"] if ni.get("interfaceType") in ("efa", "efa-only")]
+    assert len(efa) == 16 and lt.inputs["tags"]["efa-interfaces-reason"].startswith("one EFA per GPU pair")
+    (ng,) = [r for r in graph.of_type("aws:eks/nodeGroup:NodeGroup") if r.name == "nodegroup-h100-ng"]
+    assert ng.inputs["labels"]["gpu-cluster/efa-interfaces"] == "16"
+    wired = "aws-efa-node-groups-wire-all-interfaces"
+    assert wired not in {v.policy for v in run_policies(graph).violations}
+    untagged = edit(graph, LT, "nodegroup-h100-lt", lambda i: i["tags"].pop("efa-interfaces-reason"))
+    assert wired in {v.policy for v in run_policies(untagged).violations}
+
+
+def test_an_ipv6_cluster_is_dual_stack_with_egress_only_routes_and_ipv6_grants() -> None:
+    graph = offline_run(IPV6).graph
+    (vpc,) = graph.of_type("aws:ec2/vpc:Vpc")
+    assert vpc.inputs["assignGeneratedIpv6CidrBlock"] is True
+    subnets = graph.of_type("aws:ec2/subnet:Subnet")
+    assert subnets and all(s.inputs["assignIpv6AddressOnCreation"] is True for s in subnets)
+    assert len(graph.of_type("aws:ec2/egressOnlyInternetGateway:EgressOnlyInternetGateway")) == 1
+    v6_routes = {r.name: r.inputs for r in graph.of_type("aws:ec2/route:Route")
+                 if r.inputs.get("destinationIpv6CidrBlock") == "::/0"}
+    assert "network-route-public-igw-ipv6" in v6_routes
+    assert any("egressOnlyGatewayId" in r for r in v6_routes.values())
+    (cluster,) = graph.of_type("aws:eks/cluster:Cluster")
+    assert cluster.inputs["kubernetesNetworkConfig"] == {"ipFamily": "ipv6"}
+    attached = {r.inputs["policyArn"] for r in graph.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+                if r.name.startswith("control-plane-node-policy")}
+    assert "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy" not in attached
+    (cni,) = [r for r in graph.of_type("aws:iam/rolePolicy:RolePolicy") if r.name == "control-plane-node-cni-ipv6"]
+    assert "ec2:AssignIpv6Addresses" in cni.inputs["policy"]
+    policies = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type(
+        "kubernetes:networking.k8s.io/v1:NetworkPolicy") if r.inputs["metadata"]["namespace"] == "applied"}
+    assert {"ipBlock": {"cidr": "::/0"}} in policies["allow-https-egress"]["egress"][0]["to"]
+    assert policies["allow-pod-identity-agent-ipv6"]["egress"][0]["to"] == [{"ipBlock": {"cidr": "fd00:ec2::23/128"}}]
+    # an IPv4 stack is untouched
+    ipv4 = offline_run("dev-aws").graph
+    assert "assignGeneratedIpv6CidrBlock" not in ipv4.of_type("aws:ec2/vpc:Vpc")[0].inputs
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (lambda s: s["aws"]["storage"].update(filesystem={"deploymentType": "SCRATCH_2", "capacityGiB": 1200}),
+     ".aws.network.ipFamily: FSx for Lustre is not supported on IPv6 EKS clusters (EKS user guide, cni-ipv6 "
+     "considerations; a Lustre file system has no IPv6 network type): remove storage.filesystem (checkpoints through "
+     "the bucket) or use ipv4 [rule: ipv6-cluster]"),
+    (lambda s: s["aws"]["network"]["subnets"].__setitem__(
+        slice(None), [{**sn, "availabilityZone": "us-east-1a"} for sn in s["aws"]["network"]["subnets"]]),
+     ".aws.network.subnets: EKS needs private (gpu or system) subnets in at least two availability zones: the control "
+     "plane's network interfaces go in the cluster's subnets, which must span two zones (EKS CreateCluster, network "
+     "requirements); a single-zone GPU group is fine, add a small system subnet in a second zone "
+     "[rule: eks-two-zones]"),
+])
+def test_ipv6_and_zone_rules(change: Any, expected: str) -> None:
+    spec = spec_of(IPV6)
+    change(spec)
+    assert f"{IPV6}: gpu-cluster:spec{expected}" in errors(spec, IPV6), errors(spec, IPV6)
+
+
+def test_an_ipv6_cluster_cannot_adopt_an_existing_vpc() -> None:
+    spec = copy.deepcopy(spec_of(IPV6))
+    spec["aws"]["network"]["existing"] = {"vpcId": "vpc-0123456789abcdef0"}
+    for i, sn in enumerate(spec["aws"]["network"]["subnets"]):
+        sn["id"] = f"subnet-0123456789abcdef{i}"
+    assert any("[rule: ipv6-cluster]" in line and "network.existing" in line for line in errors(spec, IPV6))
+
+
+def test_the_preview_says_what_changes_on_the_node(capsys: pytest.CaptureFixture[str]) -> None:
+    from blueprint.cli import main
+
+    assert main(["preview", CUSTOM]) == 0
+    out = capsys.readouterr().out
+    assert "l4: custom AMI ami-0123456789abcdef0" in out and "SSH with key pair platform-bastion" in out
+    assert "after nodeadm-run" in out and "maxPods 58" in out
+    assert Path(ROOT / CUSTOM).is_file()
