@@ -45,10 +45,14 @@ class NodeBootstrap:
     post_commands: Sequence[str] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: Sequence[tuple[str, str, str]] = ()  # (key, value, effect as Kubernetes spells it)
+    # Bottlerocket only: its SSH server is the admin host container, off by default; once enabled it reads the key
+    # pair's public key from IMDS (bottlerocket-os/bottlerocket-admin-container README, "Authenticating").
+    admin_container: bool = False
 
     @property
     def empty(self) -> bool:
-        return not (self.raid0_local_nvme or self.kubelet or self.pre_commands or self.post_commands)
+        return not (self.raid0_local_nvme or self.kubelet or self.pre_commands or self.post_commands
+                    or self.admin_container)
 
 
 def _part(content_type: str, body: str) -> str:
@@ -158,12 +162,15 @@ def bottlerocket_user_data(boot: NodeBootstrap, cluster: ClusterConnection | Non
             tables[_BOTTLEROCKET_KEYS[key]] = value
         else:
             scalars[_BOTTLEROCKET_KEYS[key]] = value
-    if not scalars and not tables:
+    if not scalars and not tables and not boot.admin_container:
         return None
-    lines = ["[settings.kubernetes]", *(f"{k} = {json.dumps(v)}" for k, v in scalars.items())]
+    lines = ["[settings.kubernetes]", *(f"{k} = {json.dumps(v)}" for k, v in scalars.items())] if scalars or tables \
+        else []
     for table, values in tables.items():
         lines += ["", f"[settings.kubernetes.{table}]", *(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in
                                                             values.items())]
+    if boot.admin_container:
+        lines += [*([""] if lines else []), "[settings.host-containers.admin]", "enabled = true"]
     return "\n".join(lines) + "\n"
 
 
@@ -198,9 +205,27 @@ def node_bootstrap(group: NodeGroupSpec, facts: InstanceFacts) -> NodeBootstrap:
         pre_commands=tuple(group.pre_bootstrap_commands),
         post_commands=tuple(group.post_bootstrap_commands),
         labels=node_labels(group, facts) if custom else {},
+        admin_container=group.ssh is not None and is_bottlerocket(group, facts),
         taints=tuple((t["key"], t["value"], KUBERNETES_EFFECTS[t["effect"]]) for t in node_taints(group, facts))
         if custom else (),
     )
+
+
+def block_devices(group: NodeGroupSpec, facts: InstanceFacts) -> list[dict[str, Any]]:
+    """The launch template's EBS volumes, all encrypted gp3. AL2023 has one volume, /dev/xvda, for the OS, kubelet and
+    images. Bottlerocket has two: /dev/xvda holds the read-only OS (kept at the AMI's size) and /dev/xvdb the data
+    (images, pod storage), so rootVolumeGiB sizes /dev/xvdb there; mapping only /dev/xvda would grow the OS disk and
+    leave the data disk at the AMI's size, unencrypted where EBS default encryption is off (Bottlerocket's EKS
+    quickstart, "Data volume"; eksctl sizes /dev/xvdb for Bottlerocket; terraform-aws-eks's Bottlerocket example maps
+    both)."""
+    def ebs(size: int | None) -> dict[str, Any]:
+        return {**({"volume_size": size} if size is not None else {}), "volume_type": "gp3", "encrypted": "true",
+                "delete_on_termination": "true"}
+
+    if is_bottlerocket(group, facts):
+        return [{"device_name": "/dev/xvda", "ebs": ebs(None)},
+                {"device_name": "/dev/xvdb", "ebs": ebs(group.root_volume_gib)}]
+    return [{"device_name": "/dev/xvda", "ebs": ebs(group.root_volume_gib)}]
 
 
 def render_user_data(boot: NodeBootstrap, cluster: ClusterConnection | None = None) -> str | None:

@@ -136,6 +136,35 @@ def test_bottlerocket_gets_its_settings_in_toml() -> None:
     assert not boot.raid0_local_nvme  # nodeadm's RAID0 is AL2023's; Bottlerocket is not configured by it
 
 
+def test_bottlerocket_ssh_enables_the_admin_container() -> None:
+    """Bottlerocket's SSH server is its admin host container, off by default: a key pair alone opens nothing."""
+    spec = spec_of(CUSTOM)
+    g = group(spec, "system")
+    g.update(amiType="BOTTLEROCKET_x86_64", preBootstrapCommands=[],
+             ssh={"keyName": "ops", "sourceCidrs": ["10.70.48.0/24"]})
+    del g["kubelet"]
+    parsed = parse_spec(spec, CUSTOM, provider_region="us-west-2")
+    ng = next(x for x in parsed.aws_spec().node_groups if x.name == "system")
+    boot = node_bootstrap(ng, load_aws_catalog()[ng.instance_type])
+    settings = tomllib.loads(bottlerocket_user_data(boot) or "")["settings"]
+    assert settings == {"host-containers": {"admin": {"enabled": True}}}
+    g.pop("ssh")
+    parsed = parse_spec(spec, CUSTOM, provider_region="us-west-2")
+    ng = next(x for x in parsed.aws_spec().node_groups if x.name == "system")
+    assert bottlerocket_user_data(node_bootstrap(ng, load_aws_catalog()[ng.instance_type])) is None
+
+
+def test_bottlerocket_sizes_and_encrypts_its_data_volume() -> None:
+    """rootVolumeGiB lands on Bottlerocket's data volume /dev/xvdb, not its OS volume; both encrypted."""
+    run = offline_run("examples/stacks/Pulumi.bottlerocket-aws.yaml")
+    lt = {r.name: r.inputs for r in run.graph.of_type(LT)}["nodegroup-system-lt"]
+    devices = {m["deviceName"]: m["ebs"] for m in lt["blockDeviceMappings"]}
+    assert devices["/dev/xvdb"]["volumeSize"] == 50 and "volumeSize" not in devices["/dev/xvda"]
+    assert all(d["encrypted"] == "true" for d in devices.values())
+    al2023 = {r.name: r.inputs for r in offline_run(CUSTOM).graph.of_type(LT)}["nodegroup-l4-lt"]
+    assert [m["deviceName"] for m in al2023["blockDeviceMappings"]] == ["/dev/xvda"]
+
+
 def test_nothing_to_configure_writes_no_user_data() -> None:
     assert al2023_user_data(boot_of(IPV6, "l4")) is None
 

@@ -14,6 +14,7 @@ from components.aws.capacity_block import BlockWindow, utc_text
 from components.aws.launch import efa_layout
 from components.bootstrap import (
     ClusterConnection,
+    block_devices,
     efa_interfaces,
     encode_user_data,
     node_bootstrap,
@@ -185,15 +186,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
                 "http_put_response_hop_limit": 2,
                 "instance_metadata_tags": "disabled",
             },
-            block_device_mappings=[{
-                "device_name": "/dev/xvda",
-                "ebs": {
-                    "volume_size": group.root_volume_gib,
-                    "volume_type": "gp3",
-                    "encrypted": "true",
-                    "delete_on_termination": "true",
-                },
-            }],
+            block_device_mappings=block_devices(group, facts),
             network_interfaces=network_interfaces,
             vpc_security_group_ids=vpc_security_group_ids,
             placement=placement,

@@ -125,7 +125,13 @@ def _customisation_lines(spec: ClusterSpec) -> list[str]:
                          "started (systemd unit gpu-cluster-post-bootstrap, after nodeadm-run)")
         if g.ssh is not None:
             lines.append(f"  {g.name}: SSH with key pair {g.ssh.key_name} from {', '.join(g.ssh.source_cidrs)} "
-                         "(security group of its own; Session Manager works on every node)")
+                         "(security group of its own; Session Manager works on every node)"
+                         + ("; Bottlerocket's admin container is turned on for it (its SSH server, root on the "
+                            "host)" if bottlerocket else ""))
+        if bottlerocket:
+            lines.append(f"  {g.name}: Bottlerocket: rootVolumeGiB {g.root_volume_gib} sizes the data volume "
+                         "/dev/xvdb (images, pod storage); the OS volume /dev/xvda keeps the AMI's size; both "
+                         "encrypted")
         if facts.efa_count and g.efa_interfaces is not None and g.efa_interfaces < facts.efa_count:
             lines.append(f"  {g.name}: {g.efa_interfaces} of the {facts.efa_count} EFA interfaces of "
                          f"{g.instance_type} wired ({g.efa_interfaces_reason}): inter-node bandwidth is capped "

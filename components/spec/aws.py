@@ -232,7 +232,9 @@ class NodeGroupSpec(_Model):
     )
     root_volume_gib: StrictInt = Field(
         alias="rootVolumeGiB",
-        default=200, ge=20, le=16384, description="Encrypted gp3 root volume size (GiB).",
+        default=200, ge=20, le=16384,
+        description="Encrypted gp3 volume for the OS, kubelet and images (GiB); on Bottlerocket the data volume "
+        "/dev/xvdb (the OS volume keeps the AMI's size).",
         json_schema_extra=unit("GiB"),
     )
     ami_id: str | None = Field(
