@@ -91,3 +91,41 @@ def pytorch_image() -> str:
 def tool_image() -> str:
     """The small image of the platform's own Jobs (a shell with coreutils), pinned in ``charts.yaml`` ``images``."""
     return str(_data()["images"]["tools"]["image"])
+
+
+@dataclass(frozen=True)
+class AutoscalerImage:
+    """The Cluster Autoscaler release for one Kubernetes minor: its image and where the tag was read."""
+
+    kubernetes_version: str
+    image: str
+    tag: str
+    source: str
+    as_of: str
+
+    @property
+    def reference(self) -> str:
+        """``registry/repository:tag``."""
+        return f"{self.image}:{self.tag}"
+
+
+def cluster_autoscaler_image(kubernetes_version: str) -> AutoscalerImage | None:
+    """The Cluster Autoscaler image of a Kubernetes minor (``charts.yaml`` clusterAutoscaler), or None when the catalog
+    has no release for it (no autoscaler can run on that version)."""
+    raw = _data()["clusterAutoscaler"]
+    entry = (raw.get("versions") or {}).get(kubernetes_version)
+    if entry is None:
+        return None
+    return AutoscalerImage(kubernetes_version=kubernetes_version, image=str(raw["image"]), tag=str(entry["tag"]),
+                           source=str(entry["source"]), as_of=str(raw["as_of"]))
+
+
+def cluster_autoscaler_versions() -> list[str]:
+    """The Kubernetes minors the catalog has a Cluster Autoscaler release for, oldest first."""
+    versions = _data()["clusterAutoscaler"].get("versions") or {}
+    return sorted((str(v) for v in versions), key=lambda v: tuple(map(int, v.split("."))))
+
+
+def autoscaler_gpu_types() -> tuple[str, ...]:
+    """The ``k8s.amazonaws.com/accelerator`` values Cluster Autoscaler's AWS provider knows (``charts.yaml``)."""
+    return tuple(str(t) for t in _data()["clusterAutoscaler"]["gpuTypes"])
