@@ -496,8 +496,9 @@ def test_zone_names_and_ids_are_not_mixed(prod_spec: dict[str, Any]) -> None:
 
 def test_every_version_in_standard_support_loads_and_unsourced_addons_are_left_to_eks(
         prod_spec: dict[str, Any]) -> None:
-    """1.34 (until 2026-12-02), 1.35, 1.36 and 1.37 load; an add-on with no sourced version for the Kubernetes
-    version is created without one (EKS's default for it), and the preview says so."""
+    """1.34 (until 2026-12-02), 1.35, 1.36 and 1.37 load (1.37 with no autoscaled group: the Cluster Autoscaler has no
+    release for it); an add-on with no sourced version for the Kubernetes version is created without one (EKS's
+    default for it), and the preview says so."""
     from datetime import UTC, datetime
 
     from components.catalog import load_addon_pins, supported_eks_versions
@@ -507,6 +508,8 @@ def test_every_version_in_standard_support_loads_and_unsourced_addons_are_left_t
     assert supported_eks_versions(datetime(2026, 12, 2, tzinfo=UTC)) == ["1.35", "1.36", "1.37"]
     for version in ("1.34", "1.35", "1.36", "1.37"):
         prod_spec["aws"]["controlPlane"]["kubernetesVersion"] = version
+        if version == "1.37":
+            group(prod_spec, "system").update(minSize=3, maxSize=3)  # a fixed size: nothing to autoscale
         parse_spec(prod_spec, FILE, provider_region="us-east-1")
     assert [p.name for p in load_addon_pins("1.37").values() if p.pinned] == []
     assert load_addon_pins("1.36")["kube-proxy"].version == "v1.36.0-eksbuild.14"
@@ -518,6 +521,22 @@ def test_every_version_in_standard_support_loads_and_unsourced_addons_are_left_t
     pinned = {a.inputs["addonName"]: a.inputs for a in run_spec(prod_spec).graph.of_type("aws:eks/addon:Addon")}
     assert pinned["kube-proxy"]["addonVersion"] == "v1.35.3-eksbuild.13"
     assert all("addonVersion" in a for a in pinned.values())
+
+
+def test_an_autoscaled_group_needs_a_cluster_autoscaler_release_for_the_kubernetes_version(
+        prod_spec: dict[str, Any]) -> None:
+    """CA has no 1.37 release in the catalog: the system group (on-demand, 2..6) cannot be autoscaled there. The
+    Capacity Block group (0..16) is never autoscaled, so it is not named, and a fixed-size system group loads."""
+    prod_spec["aws"]["controlPlane"]["kubernetesVersion"] = "1.37"
+    assert errors(prod_spec) == [
+        f"{P}.aws.controlPlane.kubernetesVersion: the Cluster Autoscaler has no release for Kubernetes 1.37 in "
+        "components/catalog/charts.yaml (clusterAutoscaler; releases for 1.34, 1.35, 1.36), and it would manage node "
+        "group(s) system (on-demand or spot with minSize < maxSize); it runs the release of the cluster's minor, so "
+        "use kubernetesVersion 1.36, or give those groups minSize = maxSize until a 1.37 release is pinned "
+        "[rule: cluster-autoscaler-release]"
+    ]
+    group(prod_spec, "system").update(minSize=3, maxSize=3)
+    parse_spec(prod_spec, FILE, provider_region="us-east-1")
 
 
 def test_the_preview_warns_of_unpinned_addons(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:

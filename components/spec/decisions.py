@@ -80,6 +80,19 @@ def is_placed(group: NodeGroupSpec, facts: InstanceFacts) -> bool:
         is_reserved(group) or uses_placement_group(group, facts) or group.placement_group_name is not None)
 
 
+def is_autoscaled(group: NodeGroupSpec, facts: InstanceFacts) -> bool:
+    """Whether the Cluster Autoscaler manages the group: open capacity (on-demand or spot) with room between its sizes
+    (minSize < maxSize), and not placed for topology-aware scheduling.
+
+    Never reserved capacity: a Capacity Block is scaled by its schedule, and an autoscaler would launch outside the
+    window and fight EKS's scale-down before the block ends; an ODCR group holds what was reserved, and a scale-up
+    beyond it has no capacity to launch into (``capacity-reservations-only``). Never a placed multi-node EFA group
+    (:func:`is_placed`): its Kueue flavor is topology-aware, and Kueue assigns a topology over the nodes that exist
+    unless a ProvisioningRequest check provisions them first (Kueue, "Topology Aware Scheduling", ClusterAutoscaler
+    support), so CA would shrink the group and never grow it back for a queued job; it keeps its desired size."""
+    return not is_reserved(group) and group.min_size < group.max_size and not is_placed(group, facts)
+
+
 _QUALIFIED = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 

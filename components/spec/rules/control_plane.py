@@ -5,10 +5,11 @@ from __future__ import annotations
 import ipaddress
 from datetime import datetime
 
-from components.catalog import load_eks_versions, supported_eks_versions
+from components.catalog import load_aws_catalog, load_eks_versions, supported_eks_versions
+from components.catalog.charts import cluster_autoscaler_image, cluster_autoscaler_versions
 from components.spec.aws import AwsSpec
 from components.spec.base import _ROLE_ARN_RE, MAX_PUBLIC_ACCESS_CIDRS, PROD_REQUIRED_LOG_TYPES
-from components.spec.decisions import covers_everything, parse_cidr
+from components.spec.decisions import covers_everything, is_autoscaled, parse_cidr
 from components.spec.errors import _Collector
 from components.spec.model import ClusterSpec
 
@@ -75,6 +76,7 @@ def _check_control_plane(spec: ClusterSpec, aws: AwsSpec, now: datetime, out: _C
         out.add(f"{where}.kubernetesVersion", "kubernetes-version-supported",
                 f"Kubernetes {cp.kubernetes_version} is not released on EKS before {release.released:%Y-%m-%d}; "
                 f"versions in EKS standard support today: {loadable}")
+    _check_autoscaler_release(aws, out)
     if len(set(cp.log_types)) != len(cp.log_types):
         out.add(f"{where}.logTypes", "unique-names", "log types are listed twice")
     if spec.environment == "prod":
@@ -86,6 +88,25 @@ def _check_control_plane(spec: ClusterSpec, aws: AwsSpec, now: datetime, out: _C
         if not cp.secrets_encryption:
             out.add(f"{where}.secretsEncryption", "prod-secrets-encryption",
                     "prod clusters must encrypt Kubernetes secrets with KMS")
+
+
+def _check_autoscaler_release(aws: AwsSpec, out: _Collector) -> None:
+    """The Cluster Autoscaler runs the release of the cluster's Kubernetes minor (its README's recommendation): a
+    stack whose groups it would manage needs one in the catalog."""
+    version = aws.control_plane.kubernetes_version
+    catalog = load_aws_catalog()
+    autoscaled = [g.name for g in aws.node_groups if g.instance_type in catalog and is_autoscaled(g, catalog[
+        g.instance_type])]
+    if not autoscaled or cluster_autoscaler_image(version) is not None:
+        return
+    known = ", ".join(cluster_autoscaler_versions()) or "none"
+    latest = cluster_autoscaler_versions()[-1] if cluster_autoscaler_versions() else None
+    out.add(".aws.controlPlane.kubernetesVersion", "cluster-autoscaler-release",
+            f"the Cluster Autoscaler has no release for Kubernetes {version} in components/catalog/charts.yaml "
+            f"(clusterAutoscaler; releases for {known}), and it would manage node group(s) {', '.join(autoscaled)} "
+            "(on-demand or spot with minSize < maxSize); it runs the release of the cluster's minor, so "
+            + (f"use kubernetesVersion {latest}, or " if latest else "")
+            + f"give those groups minSize = maxSize until a {version} release is pinned")
 
 
 def _check_deployer(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None:
