@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from components.catalog import InstanceFacts
+from components.catalog.charts import autoscaler_gpu_types
 from components.spec.aws import NodeGroupSpec
 from components.spec.base import GPU_TAINT_KEY
 from components.spec.decisions import derive_ami_type
@@ -179,6 +180,9 @@ def encode_user_data(raw: str | None) -> str | None:
     return None if raw is None else base64.b64encode(raw.encode()).decode()
 
 
+# The Cluster Autoscaler's AWS GPU label (GPULabel in kubernetes/autoscaler cloudprovider/aws/aws_cloud_provider.go;
+# its README, "Special note on GPU instances").
+GPU_LABEL = "k8s.amazonaws.com/accelerator"
 TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
 KUBERNETES_EFFECTS = {v: k for k, v in TAINT_EFFECTS.items()}
 
@@ -242,7 +246,25 @@ def node_labels(group: NodeGroupSpec, facts: InstanceFacts) -> dict[str, str]:
         labels["gpu-cluster/gpu-count"] = str(facts.gpu_count)
     if facts.efa_capable:
         labels["gpu-cluster/efa-interfaces"] = str(efa_interfaces(group, facts))
+    accelerator = accelerator_label(facts.gpu_model) if facts.gpu_count else None
+    if accelerator is not None:
+        # Set by kubelet when the node registers, before the device plugin advertises the GPUs: the Cluster
+        # Autoscaler then waits for them instead of adding another node (its README, "Special note on GPU instances").
+        labels[GPU_LABEL] = accelerator
     return labels
+
+
+def accelerator_label(gpu_model: str | None) -> str | None:
+    """The ``k8s.amazonaws.com/accelerator`` value of a GPU model (``NVIDIA L4 24GB`` -> ``nvidia-l4``): the Cluster
+    Autoscaler's own name where its AWS provider lists the GPU (``nvidia-tesla-a100`` for the A100), else
+    ``nvidia-<model>``; None without GPUs. The autoscaler only checks that the label is there."""
+    if not gpu_model:
+        return None
+    words = gpu_model.split()
+    name = words[1] if len(words) > 1 and words[0].upper() == "NVIDIA" else words[0]
+    token = "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
+    known = autoscaler_gpu_types()
+    return next((c for c in (f"nvidia-{token}", f"nvidia-tesla-{token}") if c in known), f"nvidia-{token}")
 
 
 def node_taints(group: NodeGroupSpec, facts: InstanceFacts) -> list[dict[str, str]]:

@@ -9,6 +9,9 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.aws.autoscaler import NAMESPACE as AUTOSCALER_NAMESPACE
+from components.aws.autoscaler import RELEASE as AUTOSCALER_RELEASE
+from components.aws.autoscaler import AwsAutoscalerIdentity, autoscaler_values
 from components.aws.capacity_block import BlockWindow
 from components.aws.compute import AwsNodeGroup
 from components.aws.cost import DATA_EXPORT_REGION, AwsCostPlane
@@ -26,16 +29,16 @@ from components.aws.platform import AWS_TOPOLOGY, EBS_GP3, POD_IDENTITY_EGRESS, 
 from components.aws.storage import AwsStorage
 from components.bootstrap import ClusterConnection, efa_interfaces
 from components.catalog import load_addon_pins, load_aws_catalog
-from components.catalog.charts import tool_image
+from components.catalog.charts import cluster_autoscaler_image, tool_image
 from components.catalog.prices import describe, load_prices, node_hour_price
 from components.clock import utcnow
 from components.kubernetes.objects import SharedFilesystem, volume_generation
-from components.kubernetes.platform import PlatformInputs
+from components.kubernetes.platform import CloudRelease, PlatformInputs
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
 from components.provenance import from_spec, spec_path, team_items
 from components.sizing.plan import stack_checkpoint_policy
-from components.spec import ClusterSpec, default_subnets, gpu_units_per_gpu, is_placed
+from components.spec import ClusterSpec, default_subnets, gpu_units_per_gpu, is_autoscaled, is_placed
 from components.spec.decisions import group_billing_labels, teams_billed_directly
 
 # FSx for Lustre through its CSI driver, statically provisioned (kubernetes-sigs/aws-fsx-csi-driver v1.9.0,
@@ -67,7 +70,23 @@ def fsx_volume(spec: ClusterSpec, file_system_id: pulumi.Input[str], dns_name: p
         generation=generation, ready=ready)
 
 
-def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | None = None) -> PlatformInputs:
+def node_autoscaler(spec: ClusterSpec, ready: tuple[pulumi.Resource, ...] = ()) -> CloudRelease | None:
+    """The Cluster Autoscaler's release when a node group autoscales (None otherwise): the image of the cluster's
+    Kubernetes minor (the spec rules refuse a minor without one), its pod on the groups without GPUs."""
+    aws_spec = spec.aws_spec()
+    catalog = load_aws_catalog()
+    if not any(is_autoscaled(g, catalog[g.instance_type]) for g in aws_spec.node_groups):
+        return None
+    image = cluster_autoscaler_image(aws_spec.control_plane.kubernetes_version)
+    assert image is not None, "rule cluster-autoscaler-release"
+    system = [g.name for g in aws_spec.node_groups if not catalog[g.instance_type].gpu_count]
+    return CloudRelease(release=AUTOSCALER_RELEASE, chart="cluster-autoscaler", namespace=AUTOSCALER_NAMESPACE,
+                        values=autoscaler_values(spec.name, aws_spec.region, image, system), ready=ready,
+                        spec_path=spec_path("aws", "nodeGroups"))
+
+
+def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | None = None,
+                    autoscaler: CloudRelease | None = None) -> PlatformInputs:
     """The cloud-neutral description of the cluster that the Kubernetes platform is built from."""
     aws_spec = spec.aws_spec()
     catalog = load_aws_catalog()
@@ -115,6 +134,7 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
         checkpoint_policy=stack_checkpoint_policy(spec),
         acceptance_image=spec.acceptance.image if spec.acceptance.enabled else None,
         shared_filesystem=shared_filesystem,
+        node_autoscaler=autoscaler,
     )
 
 
@@ -260,8 +280,17 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                 connection=connection if group.ami_id is not None else None,
                 vpc_id=network.vpc_id,
                 ipv6=aws_spec.network.ip_family == "ipv6",
+                gpu_units_per_gpu=gpu_units_per_gpu(spec.platform.gpu_sharing),
                 opts=opts,
             )
+    autoscaler_ready: tuple[pulumi.Resource, ...] = ()
+    if any(is_autoscaled(g, catalog[g.instance_type]) for g in aws_spec.node_groups):
+        with from_spec(spec_path("aws", "nodeGroups")):
+            identity = AwsAutoscalerIdentity(
+                "autoscaler", eks_cluster_name=control_plane.eks_cluster_name,
+                eks_cluster_arn=control_plane.eks_cluster_arn, cluster_name=spec.name, physical_prefix=spec.name,
+                labels=labels, opts=opts)
+        autoscaler_ready = (identity.association,)
 
     with from_spec(spec_path("aws", "controlPlane")):
         cluster_addons = EksAddons(
@@ -311,4 +340,6 @@ def build(spec: ClusterSpec) -> CloudPlanes:
             and storage.filesystem_mount_name is not None:
         shared = fsx_volume(spec, storage.filesystem_id, storage.filesystem_dns_name, storage.filesystem_mount_name,
                             (storage.filesystem_link,) if storage.filesystem_link is not None else ())
-    return CloudPlanes(kubernetes_provider=k8s_provider, platform=platform_inputs(spec, shared), outputs=outputs)
+    return CloudPlanes(kubernetes_provider=k8s_provider,
+                       platform=platform_inputs(spec, shared, node_autoscaler(spec, autoscaler_ready)),
+                       outputs=outputs)

@@ -10,9 +10,12 @@ import pulumi
 import pulumi_aws as aws
 
 from components import provenance
+from components.aws.autoscaler import node_template_tags
 from components.aws.capacity_block import BlockWindow, utc_text
 from components.aws.launch import efa_layout
+from components.aws.platform import EFA_RESOURCE
 from components.bootstrap import (
+    KUBERNETES_EFFECTS,
     ClusterConnection,
     block_devices,
     efa_interfaces,
@@ -21,9 +24,10 @@ from components.bootstrap import (
     node_labels,
     node_taints,
     render_user_data,
+    wants_raid0,
 )
 from components.catalog import InstanceFacts
-from components.spec import NodeGroupSpec, derive_ami_type, uses_placement_group
+from components.spec import NodeGroupSpec, derive_ami_type, is_autoscaled, uses_placement_group
 from components.tags import merge_tags
 
 CAPACITY_TYPES = {
@@ -32,6 +36,8 @@ CAPACITY_TYPES = {
     "capacity-block": "CAPACITY_BLOCK",
     "reserved": "ON_DEMAND",
 }
+
+
 def update_config(group: NodeGroupSpec) -> dict[str, Any]:
     """How EKS replaces nodes when the launch template or AMI changes.
 
@@ -49,6 +55,42 @@ def update_config(group: NodeGroupSpec) -> dict[str, Any]:
     return {"max_unavailable": 1}
 
 
+def template_resources(group: NodeGroupSpec, facts: InstanceFacts, gpu_units_per_gpu: int) -> dict[str, str]:
+    """What a node of the group offers that the Cluster Autoscaler's scale-from-zero template would otherwise lack or
+    get wrong (its template has only the instance type's CPU, memory and GPU count):
+
+    - ``vpc.amazonaws.com/efa``: the EFA interfaces the launch template wires (``efaInterfaces``, else every one the
+      type has), which the EFA device plugin advertises;
+    - ``nvidia.com/gpu`` under time-slicing: each GPU advertises ``replicas`` units, so a 0-node group grows by the
+      nodes the units need, not one node per unit;
+    - ``ephemeral-storage``: the disk kubelet's storage lives on, the local NVMe RAID0 array (the catalog's disks x
+      size, in GB as EC2 sells them) or else the volume ``rootVolumeGiB`` sizes (AL2023's root volume, Bottlerocket's
+      data volume); the disk's size, an upper bound of what kubelet
+      offers (the filesystem's overhead and kubelet's eviction threshold come off), as CA's own example
+      (``ephemeral-storage: 100G``) gives it.
+    """
+    out: dict[str, str] = {}
+    efa = efa_interfaces(group, facts)
+    if efa:
+        out[EFA_RESOURCE] = str(efa)
+    if facts.gpu_count and gpu_units_per_gpu > 1:
+        out["nvidia.com/gpu"] = str(facts.gpu_count * gpu_units_per_gpu)
+    if wants_raid0(group, facts) and facts.nvme_disks and facts.nvme_disk_gb:
+        out["ephemeral-storage"] = f"{facts.nvme_disks * facts.nvme_disk_gb}G"
+    else:
+        out["ephemeral-storage"] = f"{group.root_volume_gib}Gi"
+    return out
+
+
+def autoscaler_tags(group: NodeGroupSpec, facts: InstanceFacts, gpu_units_per_gpu: int) -> dict[str, str]:
+    """The Auto Scaling group tags of a group the Cluster Autoscaler manages (none for the others): the opt-in tag,
+    and the node group's labels, taints and :func:`template_resources` as node-template tags."""
+    if not is_autoscaled(group, facts):
+        return {}
+    taints = [{**t, "effect": KUBERNETES_EFFECTS[t["effect"]]} for t in node_taints(group, facts)]
+    return node_template_tags(node_labels(group, facts), taints, template_resources(group, facts, gpu_units_per_gpu))
+
+
 class AwsNodeGroup(pulumi.ComponentResource):
     """A managed node group and the launch template that makes its nodes production-grade.
 
@@ -57,7 +99,9 @@ class AwsNodeGroup(pulumi.ComponentResource):
     instance type, tags instances, volumes and interfaces for cost attribution, and targets the
     capacity reservation or Capacity Block when the spec uses one. Multi-node EFA groups on open
     capacity get a cluster placement group. A Capacity Block group starts at size 0 and gets a scheduled
-    action on its Auto Scaling group that scales it to the block when the block starts.
+    action on its Auto Scaling group that scales it to the block when the block starts. A group the Cluster
+    Autoscaler manages (open capacity, minSize < maxSize) gets the opt-in and node-template tags on its Auto Scaling
+    group.
 
     Attributes:
         node_group_name: the EKS node group's name.
@@ -84,6 +128,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
         connection: Optional[pulumi.Output[ClusterConnection]] = None,
         vpc_id: Optional[pulumi.Input[str]] = None,
         ipv6: bool = False,
+        gpu_units_per_gpu: int = 1,
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
         super().__init__("gpu-cluster:compute:AwsNodeGroup", name, provenance.props(), opts)
@@ -238,10 +283,21 @@ class AwsNodeGroup(pulumi.ComponentResource):
             # The autoscaler owns desiredSize after creation; re-applying the stack must not undo it.
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["scalingConfig.desiredSize"]),
         )
+        # The Auto Scaling group EKS made for the node group (pulumi-eks has no input for its tags, issue #658).
+        asg_name = node_group.resources.apply(
+            lambda rs: rs[0].autoscaling_groups[0].name if rs and rs[0].autoscaling_groups else "")
+        for key, value in autoscaler_tags(group, facts, gpu_units_per_gpu).items():
+            # On the group only (propagate_at_launch False: the instances keep the launch template's tags). The
+            # Cluster Autoscaler reads them; the opt-in is what its discovery and its IAM grant both require.
+            suffix = "autoscale" if "/node-template/" not in key else key.split("/node-template/", 1)[1]
+            aws.autoscaling.Tag(
+                f"{name}-asg-{suffix}",
+                autoscaling_group_name=asg_name,
+                tag={"key": key, "value": value, "propagate_at_launch": False},
+                opts=child,
+            )
         if block is not None and block.schedule_scale_up:
             # Scale up when the block starts; EKS scales the group back to 0 before the block ends.
-            asg_name = node_group.resources.apply(
-                lambda rs: rs[0].autoscaling_groups[0].name if rs and rs[0].autoscaling_groups else "")
             aws.autoscaling.Schedule(
                 f"{name}-block-start",
                 scheduled_action_name=f"{physical}-capacity-block-start",

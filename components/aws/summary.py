@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from components.aws.autoscaler import AUTOSCALE_TAG, NODE_TEMPLATE
+from components.aws.autoscaler import RELEASE as AUTOSCALER_RELEASE
 from components.aws.capacity_block import BlockWindow, utc_text
 from components.aws.data_access import CHECKPOINT_SERVICE_ACCOUNT, PLATFORM_SERVICE_ACCOUNT
 from components.bootstrap import is_bottlerocket
@@ -21,7 +23,7 @@ from components.planes import CloudSummary, GraphView
 from components.sizing import spec_warnings
 from components.sizing.plan import SCRATCH_2_MBPS_PER_TIB
 from components.sizing.summary import checkpoint_lines
-from components.spec import ClusterSpec, derive_ami_type
+from components.spec import ClusterSpec, NodeGroupSpec, derive_ami_type, is_autoscaled
 from components.spec.notes import spec_notes
 
 # Checkpoint bytes per parameter when the stack gives no goodput inputs (the spec's default, with its source).
@@ -196,6 +198,83 @@ def _block_lines(graph: GraphView, spec: ClusterSpec, now: datetime) -> list[str
         else:
             lines.append("  the block has ended: the group stays at 0; buy a new block and update "
                          "reservationId, start, end and instanceCount")
+    return lines
+
+
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+ASG_TAG = "aws:autoscaling/tag:Tag"
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+
+
+def _asg_tags(graph: GraphView) -> dict[str, dict[str, str]]:
+    """The Auto Scaling group tags the graph sets, by the node group (its EKS name) they sit beside."""
+    out: dict[str, dict[str, str]] = {}
+    for ng in graph.of_type(NODE_GROUP):
+        siblings = graph.children(ng.parent) if ng.parent else []
+        tags = {str((t.inputs.get("tag") or {}).get("key")): str((t.inputs.get("tag") or {}).get("value"))
+                for t in siblings if t.type == ASG_TAG}
+        out[str(ng.inputs.get("nodeGroupName", ng.name))] = tags
+    return out
+
+
+def _left_alone(group: NodeGroupSpec, spec: ClusterSpec) -> str:
+    """Why the Cluster Autoscaler does not manage a group (``is_autoscaled``)."""
+    if group.capacity.type == "capacity-block":
+        return (f"Capacity Block: its window's schedule scales it (to {group.max_size} at the start; EKS scales it "
+                "to 0 40 minutes before the end), and an autoscaler would launch outside the window")
+    if group.capacity.type == "reserved":
+        return (f"reserved (ODCR): it holds what was reserved ({group.min_size}/{group.desired_size}/"
+                f"{group.max_size}); size it with `aws eks update-nodegroup-config --cluster-name {spec.name} "
+                f"--nodegroup-name {spec.name}-{group.name} --scaling-config ...`")
+    if group.min_size == group.max_size:
+        return f"minSize = maxSize: fixed at {group.max_size} node(s)"
+    return (f"placed multi-node EFA group: its Kueue flavor is topology-aware and Kueue assigns a topology over the "
+            f"nodes that exist (without a ProvisioningRequest check), so an autoscaler would shrink it and never grow "
+            f"it back; it keeps its desired size {group.desired_size} (set minSize = maxSize to say so)")
+
+
+def _autoscaler_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
+    """Which node groups the Cluster Autoscaler manages (the opt-in tag on their Auto Scaling group, read from the
+    graph) and which it leaves alone, and why."""
+    groups = spec.aws_spec().node_groups
+    catalog = load_aws_catalog()
+    tags = _asg_tags(graph)
+    release = next((r for r in graph.of_type(HELM_RELEASE) if r.inputs.get("name") == AUTOSCALER_RELEASE), None)
+    lines = []
+    if release is None:
+        lines.append("node autoscaler: none (no node group is on on-demand or spot capacity with minSize < maxSize)")
+    else:
+        values = release.inputs.get("values") or {}
+        image = values.get("image") or {}
+        terms = (((values.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+        on = sorted({str(v) for t in terms for e in t.get("matchExpressions") or [] for v in e.get("values") or []})
+        lines.append(
+            f"node autoscaler: Cluster Autoscaler {image.get('tag', '?')} (chart {release.inputs.get('chart')} "
+            f"{release.inputs.get('version')}, {release.inputs.get('namespace')}"
+            + (f", on node group(s) {', '.join(on)}" if on else "")
+            + f"); it discovers and may scale only Auto Scaling groups tagged {AUTOSCALE_TAG}=true in this cluster "
+            "(its IAM role, through EKS Pod Identity, too)")
+    for group in groups:
+        physical = f"{spec.name}-{group.name}"
+        mine = tags.get(physical, {})
+        if mine.get(AUTOSCALE_TAG) == "true":
+            template = sorted(f"{k.rsplit('/resources/', 1)[1]} {v}" for k, v in mine.items()
+                              if k.startswith(f"{NODE_TEMPLATE}/resources/"))
+            lines.append(f"  manages {group.name}: {group.min_size}..{group.max_size} nodes ({group.capacity.type}, "
+                         f"desired {group.desired_size} at creation, then the autoscaler's); from 0 nodes it reads the "
+                         f"group's labels, taints and {', '.join(template)} from its tags")
+        elif is_autoscaled(group, catalog[group.instance_type]):
+            lines.append(f"  warning: {group.name} is on {group.capacity.type} capacity with minSize < maxSize but "
+                         f"its Auto Scaling group is not tagged {AUTOSCALE_TAG}=true: nothing grows it")
+        else:
+            lines.append(f"  leaves alone {group.name}: {_left_alone(group, spec)}")
+    if release is not None:
+        lines.append("  scale-down (CA's defaults): a node whose pods request under half of it (its GPUs on a GPU "
+                     "node, its CPU or memory otherwise) for 10 minutes is drained when they fit on other nodes; never "
+                     "one running a pod with emptyDir or hostPath volumes, a kube-system pod or a pod of a custom "
+                     "controller (an MPIJob's workers); a Job's pod that must not be moved carries the annotation "
+                     "cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\"")
     return lines
 
 
@@ -470,8 +549,8 @@ def summarize(graph: GraphView, spec: ClusterSpec, outputs: Mapping[str, Any], n
         location=f"aws {aws.region} ({zone})",
         planes={
             "network": _network_lines(graph, spec),
-            "compute": [_node_group_line(f) for f in figures] + _block_lines(graph, spec, now) + _nvme_lines(spec)
-            + _customisation_lines(spec),
+            "compute": [_node_group_line(f) for f in figures] + _autoscaler_lines(graph, spec)
+            + _block_lines(graph, spec, now) + _nvme_lines(spec) + _customisation_lines(spec),
             "storage": _storage_lines(graph, spec) + _data_access_lines(graph),
             "control-plane": _deployer_lines(graph, spec) + _control_plane_lines(graph),
             "cost": _cost_lines(graph, spec),

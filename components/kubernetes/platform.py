@@ -153,6 +153,20 @@ class CloudFabric:
     plugin_values: Manifest
 
 
+@dataclass(frozen=True, kw_only=True)
+class CloudRelease:
+    """A controller the cloud runs on the cluster from a pinned chart (EKS: the Cluster Autoscaler): its release name,
+    chart (key in components/catalog/charts.yaml), namespace and values, what it waits for (its cloud identity), and
+    the stack-file key it comes from."""
+
+    release: str
+    chart: str
+    namespace: str
+    values: Manifest
+    ready: tuple[pulumi.Resource, ...] = ()
+    spec_path: str = ""
+
+
 @dataclass(frozen=True)
 class PlatformInputs:
     """What the platform needs from the cluster and the spec (no cloud types): each cloud module fills in
@@ -205,6 +219,9 @@ class PlatformInputs:
     injected_sidecar: tuple[int, int] | None = None
     # Who else gets every team's budget alert (billing.notify: platform and finance), as on the cloud budgets.
     platform_budget_notify: tuple[str, ...] = ()
+    # The cloud's node autoscaler when it runs on the cluster (EKS: the Cluster Autoscaler, for the groups that are not
+    # reserved); None where the cloud scales nodes itself (GKE) or nothing autoscales.
+    node_autoscaler: CloudRelease | None = None
     # Where in the stack file the shared filesystem and the cloud's cluster objects are configured (provenance).
     filesystem_spec_path: str = ""
     cloud_objects_spec_path: str = ""
@@ -504,6 +521,16 @@ class Acceptance(pulumi.ComponentResource):
         self.register_outputs({})
 
 
+class NodeAutoscaler(pulumi.ComponentResource):
+    """The cloud's node autoscaler from its pinned chart, after the identity it calls the cloud with exists."""
+
+    def __init__(self, name: str, autoscaler: CloudRelease, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:compute:NodeAutoscaler", name, provenance.props(), opts)
+        release(autoscaler.release, load_charts()[autoscaler.chart], autoscaler.namespace, autoscaler.values,
+                pulumi.ResourceOptions(parent=self, depends_on=list(autoscaler.ready)))
+        self.register_outputs({})
+
+
 class CloudObjects(pulumi.ComponentResource):
     """What the cloud needs on the cluster before workloads run: its node agents' pinned manifests (GKE: the NCCL
     GPUDirect plugin installer and the NRI device injector) and cluster objects (GKE: the GPU networks pods attach
@@ -523,6 +550,9 @@ class CloudObjects(pulumi.ComponentResource):
 def build_platform(inputs: PlatformInputs, opts: pulumi.ResourceOptions) -> None:
     """Create the platform components in dependency order, each marked with the stack-file key it comes from."""
     teams = team_items([t.name for t in inputs.teams])
+    if inputs.node_autoscaler is not None:
+        with from_spec(inputs.node_autoscaler.spec_path or spec_path()):
+            NodeAutoscaler("node-autoscaler", inputs.node_autoscaler, opts=opts)
     if inputs.cloud_objects or inputs.cloud_manifests:
         with from_spec(inputs.cloud_objects_spec_path or spec_path()):
             CloudObjects("cloud-objects", inputs, opts=opts)
