@@ -38,11 +38,13 @@ LevelConfig = dict[str, tuple[int, dict[str, Any]]]
 # Policies that read resource options a graph may not record (ignoreChanges): not applicable there.
 OPTION_POLICIES = ("stateful-names-ignore-changes",)
 # Policies that follow dependencies (a node group to its launch template and subnets, a bucket to its
-# configuration resources): not applicable to a graph that does not record them (an engine event log), where
-# they would report every link as missing. tests/test_eventlog.py checks that no other policy's verdict changes
+# configuration resources, an Auto Scaling group tag to its node group): not applicable to a graph that does not
+# record them (an engine event log), where they would report every link as missing, or find none and judge nothing.
+# tests/test_eventlog.py checks that no other policy's verdict changes
 # when a graph loses its dependencies.
 DEPENDENCY_POLICIES = ("aws-efa-node-groups-wire-all-interfaces", "aws-efa-node-groups-single-az-and-placed",
-                       "aws-no-placement-group-on-reserved-capacity", "aws-efa-security-group-allows-self",
+                       "aws-no-placement-group-on-reserved-capacity", "aws-autoscaler-off-reserved-capacity",
+                       "aws-efa-security-group-allows-self",
                        "aws-s3-checkpoint-bucket-versioned", "aws-s3-bucket-encrypted",
                        "aws-s3-bucket-public-access-blocked")
 

@@ -127,6 +127,16 @@ def _no_placement_on_demand(graph: ResourceGraph) -> ResourceGraph:
                 _delete(["capacityReservationSpecification"]))
 
 
+def _opt_in_block(graph: ResourceGraph) -> ResourceGraph:
+    """The system group's opt-in tag copied onto the Capacity Block group's Auto Scaling group."""
+    tag = next(r for r in graph.resources if r.name == "nodegroup-system-asg-autoscale")
+    ng = next(r for r in graph.resources if r.name == "nodegroup-h100-ng")
+    return add(graph, dataclasses.replace(
+        tag, urn=tag.urn.replace("nodegroup-system-asg-autoscale", "nodegroup-h100-asg-autoscale"),
+        name="nodegroup-h100-asg-autoscale", parent=ng.parent, dependencies=[ng.urn],
+        inputs={**tag.inputs, "autoscalingGroupName": "eks-prod-train-h100"}))
+
+
 def _k8s(kind: str) -> str:
     return {"LocalQueue": "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue",
             "ResourceQuota": "kubernetes:core/v1:ResourceQuota",
@@ -260,6 +270,8 @@ AWS_MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] =
     "force a placement group onto the capacity block": (
         lambda g: edit(g, LT, "nodegroup-h100-lt", _set(["placement"], {"groupName": "prod-train-h100"})),
         "aws-no-placement-group-on-reserved-capacity"),
+    "opt the Capacity Block group in to the Cluster Autoscaler": (
+        _opt_in_block, "aws-autoscaler-off-reserved-capacity"),
     "run a multi-node EFA group on demand without a placement group": (
         _no_placement_on_demand, "aws-efa-node-groups-single-az-and-placed"),
     "spread a multi-node EFA group over two zones": (_split_zones, "aws-efa-node-groups-single-az-and-placed"),

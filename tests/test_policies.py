@@ -130,6 +130,7 @@ FIELDS: dict[str, Expected] = {
     "run a privileged pod in a team namespace": ("spec.containers[0].securityContext.privileged", True),
     "drop an EFA interface": ("networkInterfaces[32]", None),  # the 32nd EFA interface, after the primary ENA one
     "force a placement group onto the capacity block": ("placement.groupName", "prod-train-h100"),
+    "opt the Capacity Block group in to the Cluster Autoscaler": ("tag.value", "true"),
     "run a multi-node EFA group on demand without a placement group": ("placement.groupName", None),
     "spread a multi-node EFA group over two zones": ("subnetIds", ANY),
     "remove the EFA security group's self ingress": None,
@@ -341,6 +342,14 @@ def test_pack_efa_table_matches_the_catalog() -> None:
 
     catalog = {name: f.efa_count for name, f in load_aws_catalog().items() if f.efa_count}
     assert EFA_INTERFACES.default == catalog
+
+
+def test_pack_autoscaler_opt_in_tag_is_the_programs() -> None:
+    from gpu_policies.fabric import AUTOSCALE_TAG
+
+    from components.aws.autoscaler import AUTOSCALE_TAG as PROGRAM_TAG
+
+    assert AUTOSCALE_TAG == PROGRAM_TAG
 
 
 def test_pack_taggable_types_cover_every_taggable_resource_of_the_program() -> None:

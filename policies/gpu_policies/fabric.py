@@ -1,4 +1,5 @@
-"""Fabric: multi-node GPU groups get every EFA interface, one zone, and the right placement."""
+"""Fabric: multi-node GPU groups get every EFA interface, one zone, and the right placement; reserved capacity stays
+with its reservation's schedule, out of the node autoscaler's reach."""
 
 from __future__ import annotations
 
@@ -156,6 +157,36 @@ no_pg_on_reserved = stack_policy(
 )
 
 
+ASG_TAG = "aws:autoscaling/tag:Tag"
+# The tag that opts an Auto Scaling group in to the Cluster Autoscaler's discovery and IAM grant
+# (components/aws/autoscaler.py AUTOSCALE_TAG; a test keeps the two equal).
+AUTOSCALE_TAG = "gpu-cluster/autoscale"
+
+
+def _autoscaler_off_reserved(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    for tag in of_type(args.resources, ASG_TAG):
+        if get(tag.props, "tag", "key") != AUTOSCALE_TAG or str(get(tag.props, "tag", "value")).lower() != "true":
+            continue
+        for ng in (d for d in tag.dependencies if d.resource_type == NODE_GROUP):
+            lt = _launch_template(ng)
+            if not _reserved(ng, lt):
+                continue
+            kind = "a Capacity Block" if ng.props.get("capacityType") == "CAPACITY_BLOCK" else "a capacity reservation"
+            report(f"The Auto Scaling group of node group {ng.props.get('nodeGroupName', ng.name)} runs on {kind} and "
+                   f"must not be opted in to the Cluster Autoscaler ({AUTOSCALE_TAG}=true): a block's instances launch "
+                   "only in its window and EKS scales the group to 0 before it ends; a reservation holds only what was "
+                   "reserved.", tag.urn, field="tag.value", value=seen(tag.props, "tag", "value"))
+
+
+autoscaler_off_reserved = stack_policy(
+    "aws-autoscaler-off-reserved-capacity", "fabric",
+    "The Cluster Autoscaler's opt-in tag is never on the Auto Scaling group of a Capacity Block or ODCR node group.",
+    "Leave reserved groups to their schedule (Capacity Block) or the operator (ODCR); the program tags only on-demand "
+    "and spot groups with minSize < maxSize.",
+    Severity.HIGH, _autoscaler_off_reserved,
+)
+
+
 def _self_rules(args: StackValidationArgs, type_: str) -> set[str]:
     """URNs of the security groups that a rule of ``type_`` opens to all protocols from or to themselves."""
     out: set[str] = set()
@@ -257,4 +288,5 @@ no_compact_on_reservation = resource_policy(
     Severity.HIGH, _compact_on_reservation, enforcement=EnforcementLevel.MANDATORY,
 )
 
-POLICIES = [efa_wired, efa_placed, no_pg_on_reserved, efa_security_group, gpu_networks_wired, no_compact_on_reservation]
+POLICIES = [efa_wired, efa_placed, no_pg_on_reserved, autoscaler_off_reserved, efa_security_group, gpu_networks_wired,
+            no_compact_on_reservation]
