@@ -295,6 +295,26 @@ def test_more_pods_than_the_group_has_nodes(graph_files: Callable[[str], Path], 
     assert "need 17 p5.48xlarge nodes of h100; its max size is 16" in reason["message"]
 
 
+def test_an_autoscaled_group_counts_at_its_maximum(graph_files: Callable[[str], Path], tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """dev-aws's l4 group is at 0 nodes (desiredSize 0), and the Cluster Autoscaler grows it to 2: a 1-GPU job is
+    admitted and placed on one l4 node. Without the opt-in tag on its Auto Scaling group (or without the
+    autoscaler) nothing grows it, and the same job needs a node the group never has."""
+    code, report = admit(graph_files("dev-aws"), tmp_path, job(gpus=1), capsys=capsys)
+    (workload,) = report["workloads"]
+    assert code == 0 and workload["flavor"] == "l4"
+    assert workload["placements"] == [{"pod_set": "main", "node_group": "l4", "nodes": 1, "pods": 1}]
+    assert ("NodeGroup/l4: the Cluster Autoscaler grows it from 0 to at most 2 nodes for pending pods (min 0): "
+            "counted at 2") in workload["notes"]
+    for drop in (lambda r: r["name"] == "nodegroup-l4-asg-autoscale", lambda r: r["name"] == "cluster-autoscaler"):
+        code, report = admit(graph_without("dev-aws", tmp_path, drop), tmp_path, job(gpus=1), capsys=capsys)
+        (reason,) = reasons(report, "node-count")
+        assert code == 1 and reason["object"] == "NodeGroup/l4"
+        assert reason["message"] == ("pod sets main (1 pods) need 1 g6.xlarge nodes of l4; its desired size (nothing "
+                                     "grows it) is 0: run fewer or smaller pods, or raise the group's desiredSize in "
+                                     "the stack")
+
+
 def test_a_claim_that_does_not_exist(graph_files: Callable[[str], Path], tmp_path: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:
     bad = job(volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}}])

@@ -16,6 +16,11 @@ node group or pool name). Per-node figures come from the instance catalogs:
   pod that fits here fits there; DaemonSet pods (device plugins, exporters) are not subtracted.
 - hugepages and ephemeral storage depend on the node's boot configuration and disks: admit does not guess them
   (the pod is reported with "check allocatable on a node").
+
+How many nodes a group reaches: an EKS group the Cluster Autoscaler manages (the opt-in tag on its Auto Scaling group
+and the autoscaler's release, both in the graph) and a Capacity Block group (its schedule) at their maxSize; any other
+EKS group at its desiredSize, since nothing grows it (a reserved ODCR group the operator sizes, a fixed group). A GKE
+pool at its autoscaling maximum, else its node count.
 """
 
 from __future__ import annotations
@@ -28,12 +33,15 @@ import yaml
 
 from blueprint.admit.cluster import ClusterView, as_list, as_mapping, as_str_map
 from blueprint.graph import GraphResource
+from components.aws.autoscaler import AUTOSCALE_TAG
+from components.aws.autoscaler import RELEASE as AUTOSCALER_RELEASE
 from components.catalog.gcp_machines import load_gcp_catalog
 from components.catalog.instances import load_aws_catalog
 
 EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+ASG_TAG = "aws:autoscaling/tag:Tag"
 NODE_GROUP_LABEL = "gpu-cluster/node-group"
 GPU = "nvidia.com/gpu"
 EFA = "vpc.amazonaws.com/efa"
@@ -70,10 +78,15 @@ class NodeGroup:
     instance_type: str
     labels: dict[str, str]
     taints: list[dict[str, str]]
-    max_nodes: int
+    max_nodes: int  # the nodes it reaches: maxSize where something grows it (module docstring), else desiredSize
     allocatable: dict[str, Fraction]
     sharing: GpuSharing = field(default_factory=GpuSharing)
     notes: list[str] = field(default_factory=list)
+    max_size: int | None = None  # the group's maxSize, when the nodes it reaches are fewer
+
+    def __post_init__(self) -> None:
+        if self.max_size is None:
+            self.max_size = self.max_nodes
 
     def taint_text(self) -> str:
         """The taints as ``key=value:Effect``."""
@@ -168,6 +181,16 @@ def _launch_template(view: ClusterView, group: GraphResource) -> dict[str, Any]:
     return next((s.inputs for s in view.graph.children(group.parent) if s.type == LAUNCH_TEMPLATE), {})
 
 
+def _autoscaled(view: ClusterView, group: GraphResource) -> bool:
+    """Whether the Cluster Autoscaler manages the group: its Auto Scaling group carries the opt-in tag (a tag beside
+    the node group under the same component) and the autoscaler's release runs."""
+    if group.parent is None or view.release((AUTOSCALER_RELEASE,)) is None:
+        return False
+    return any(as_mapping(s.inputs.get("tag")).get("key") == AUTOSCALE_TAG
+               and as_mapping(s.inputs.get("tag")).get("value") == "true"
+               for s in view.graph.children(group.parent) if s.type == ASG_TAG)
+
+
 def _cpu_memory(vcpu: int | None, memory_gib: int | None) -> dict[str, Fraction]:
     out: dict[str, Fraction] = {}
     if vcpu:
@@ -217,13 +240,24 @@ def _aws_groups(view: ClusterView, sharing: GpuSharing) -> list[NodeGroup]:
                   "kubernetes.io/os": "linux", "eks.amazonaws.com/nodegroup": str(inputs.get("nodeGroupName") or name),
                   "eks.amazonaws.com/capacityType": str(inputs.get("capacityType") or "ON_DEMAND")}
         scaling = as_mapping(inputs.get("scalingConfig"))
+        low, desired = _int(scaling.get("minSize")) or 0, _int(scaling.get("desiredSize")) or 0
+        high = _int(scaling.get("maxSize")) or 0
         window = as_str_map(inputs.get("tags")).get("capacity-block-window")
+        reach = high
         if window:
             notes.append(f"its nodes exist only inside the Capacity Block window {window.replace('/', ' to ')}")
+        elif _autoscaled(view, res):
+            if desired < high:
+                notes.append(f"the Cluster Autoscaler grows it from {desired} to at most {high} nodes for pending pods "
+                             f"(min {low}): counted at {high}")
+        elif desired < high:
+            reach = desired
+            notes.append(f"nothing grows it past its desiredSize {desired} (not autoscaled; maxSize {high}): counted "
+                         f"at {desired}")
         groups.append(NodeGroup(name=name, ref=f"NodeGroup/{name}", instance_type=types[0], labels=labels,
-                                taints=_taints(inputs.get("taints")), max_nodes=_int(scaling.get("maxSize")) or 0,
+                                taints=_taints(inputs.get("taints")), max_nodes=reach,
                                 allocatable=allocatable, sharing=sharing if GPU in allocatable else GpuSharing(),
-                                notes=notes))
+                                notes=notes, max_size=high))
     return groups
 
 

@@ -255,7 +255,8 @@ def _pack(group: NodeGroup, members: list[PodSet], resources: dict[str, PodResou
     needed = len(nodes) + extra
     if needed > group.max_nodes:
         names = ", ".join(f"{p.name} ({p.count} pods)" for p in members)
+        reach = "max size" if group.max_nodes == group.max_size else "desired size (nothing grows it)"
         return [(group.ref, "node-count", f"pod sets {names} need {needed} {group.instance_type} nodes of "
-                 f"{group.name}; its max size is {group.max_nodes}: run fewer or smaller pods, or raise the group's "
-                 "maxSize in the stack")]
+                 f"{group.name}; its {reach} is {group.max_nodes}: run fewer or smaller pods, or raise the group's "
+                 + ("maxSize" if group.max_nodes == group.max_size else "desiredSize") + " in the stack")]
     return []
