@@ -58,6 +58,30 @@ def test_every_cpu_instance_type_of_the_catalog_has_an_on_demand_price() -> None
         assert price.known and price.status == "confirmed" and price.region == "us-east-1", name
 
 
+def test_every_instance_type_of_the_catalog_has_an_on_demand_entry() -> None:
+    # A GPU type too: a confirmed us-east-1 price, or null and unconfirmed with what was looked for (the cost preview
+    # then names the group as unpriced, never $0).
+    prices = load_aws_prices()
+    for name in load_aws_catalog():
+        price = prices[f"ec2_on_demand.{name}"]
+        if price.known:
+            assert price.status == "confirmed" and price.region == "us-east-1" and price.source.strip(), name
+        else:
+            assert price.status == "unconfirmed" and price.note.strip(), name
+
+
+def test_issue_24_prices_are_the_ones_read() -> None:
+    # aws/karpenter-provider-aws zz_generated.pricing_aws.go @6fc13b52 (us-east-1, 2026-07-20); the Capacity Block rate
+    # from the 2026-07-22 scrape of the Capacity Blocks pricing page.
+    prices = load_aws_prices()
+    for item, usd in {"t3.medium": 0.0416, "m5zn.12xlarge": 3.9641, "r7g.medium": 0.0536, "g4dn.metal": 7.824,
+                      "g6e.24xlarge": 15.06559, "p5.4xlarge": 6.88}.items():
+        price = prices[f"ec2_on_demand.{item}"]
+        assert (price.usd, price.status, price.as_of) == (usd, "confirmed", "2026-07-20"), item
+    block = prices["ec2_capacity_block.p5.4xlarge"]
+    assert (block.usd, block.region, block.may_be_stale) == (5.191, "us-east-1", True)
+
+
 def test_unread_prices_are_null_not_zero() -> None:
     prices = load_aws_prices()
     for key in ("ec2_on_demand.p5e.48xlarge", "fsx_lustre.PERSISTENT_2_250", "fsx_lustre.PERSISTENT_1_200"):
