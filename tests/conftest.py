@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -99,6 +99,30 @@ def prod_spec() -> dict[str, Any]:
 def dev_spec() -> dict[str, Any]:
     """A fresh, mutable copy of the development spec (valid as shipped)."""
     return raw_stack_config("dev-aws")["gpu-cluster:spec"]
+
+
+CatalogEdit = Callable[[Callable[[dict[str, Any]], None]], None]
+
+
+@pytest.fixture
+def edited_aws_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[CatalogEdit]:
+    """Edit a copy of the AWS instance catalog for one test: ``edit(change)`` calls ``change(instances)`` on the
+    copy's ``instances`` mapping and makes the program read the copy (the shipped file is never touched).
+
+    For figures the shipped catalog no longer lacks: a test of what the program does with an unknown or a secondary
+    figure builds one here, instead of relying on today's gaps in the data."""
+    from components.catalog import instances
+
+    def edit(change: Callable[[dict[str, Any]], None]) -> None:
+        data = yaml.safe_load(instances.CATALOG_FILE.read_text(encoding="utf-8"))
+        change(data["instances"])
+        copy_file = tmp_path / instances.CATALOG_FILE.name
+        copy_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        monkeypatch.setattr(instances, "CATALOG_FILE", copy_file)
+        instances.load_aws_catalog.cache_clear()
+
+    yield edit
+    instances.load_aws_catalog.cache_clear()
 
 
 def run_spec(spec: dict[str, Any], stack_name: str = "test", region: str | None = None) -> ProgramRun:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from blueprint.cli import main
 from blueprint.graph import FORMAT_KEYS, ResourceGraph
+from tests.conftest import CatalogEdit
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -62,9 +64,19 @@ def _b200_stack(tmp_path: Path) -> Path:
     return stack_file
 
 
-def test_preview_flags_secondary_efa_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_preview_flags_secondary_efa_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            edited_aws_catalog: CatalogEdit) -> None:
     from components.catalog.prices import describe, load_prices
 
+    # p6-b200's 8 EFA interfaces are confirmed (EC2 DescribeInstanceTypes): no note. A count read only in
+    # third-party material is built here to keep the note tested.
+    code, out, _ = run(capsys, "preview", str(_b200_stack(tmp_path)))
+    assert code == 0 and "EFA 8 of 8 interfaces per node" in out and "note: EFA interface counts" not in out
+
+    def secondary(instances: dict[str, Any]) -> None:
+        instances["p6-b200.48xlarge"]["efa_interfaces"].update(status="secondary", source="a third-party README")
+
+    edited_aws_catalog(secondary)
     code, out, _ = run(capsys, "preview", str(_b200_stack(tmp_path)))
     assert "EFA 8 of 8 interfaces per node" in out
     assert ("note: EFA interface counts for p6-b200.48xlarge are not confirmed by a primary source "

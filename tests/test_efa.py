@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+import yaml
 
 from components.aws.launch import NetworkInterface, efa_layout
 from components.catalog import load_aws_catalog
+from components.catalog.instances import CATALOG_FILE
+from tests.conftest import CatalogEdit
 
 EXPECTED_EFA = {
     "p4d.24xlarge": 4,
@@ -13,6 +18,8 @@ EXPECTED_EFA = {
     "p5en.48xlarge": 16,
     "p6-b200.48xlarge": 8,
     "g6e.48xlarge": 4,
+    "g6e.24xlarge": 2,
+    "p5.4xlarge": 1,
 }
 
 
@@ -42,11 +49,90 @@ def test_single_card_efa_type_gets_one_efa_beside_the_primary() -> None:
 
 def test_every_catalog_figure_has_a_source_and_date() -> None:
     for facts in load_aws_catalog().values():
-        for fact in (facts.vcpu, facts.memory_gib, facts.efa_interfaces, facts.network_cards, facts.network_gbps):
+        for fact in (facts.vcpu, facts.memory_gib, facts.efa_interfaces, facts.network_cards, facts.network_gbps,
+                     facts.capacity_blocks, facts.mig):
             assert fact.status in {"confirmed", "secondary", "unconfirmed"}, facts.instance_type
             assert fact.as_of, facts.instance_type
             if fact.value is not None:
                 assert fact.source and fact.status != "unconfirmed", facts.instance_type
+            else:  # unknown stays null, and says so
+                assert fact.status == "unconfirmed", facts.instance_type
+
+
+def _raw_instances() -> dict[str, Any]:
+    instances: dict[str, Any] = yaml.safe_load(CATALOG_FILE.read_text(encoding="utf-8"))["instances"]
+    return instances
+
+
+def test_every_gpu_type_has_efa_cards_and_nvme_confirmed_or_unknown() -> None:
+    # Issue 24: each GPU type's EFA interfaces, network cards and local NVMe either read in a source (confirmed, with
+    # it) or left null and unconfirmed; never a figure of lesser standing that the program would wire.
+    raw = _raw_instances()
+    gpu_types = [f for f in load_aws_catalog().values() if f.gpu_count]
+    assert len(gpu_types) >= 37
+    for facts in gpu_types:
+        for fact in (facts.efa_interfaces, facts.network_cards):
+            assert (fact.status, fact.value is None) in {("confirmed", False), ("unconfirmed", True)}, \
+                facts.instance_type
+        nvme = raw[facts.instance_type]["local_nvme"]
+        if nvme["status"] == "confirmed":
+            assert nvme.get("source") and nvme["disks"] is not None and nvme["disk_gb"] is not None, \
+                facts.instance_type
+        else:
+            assert nvme["status"] == "unconfirmed" and facts.nvme_disks is None and facts.nvme_disk_gb is None, \
+                facts.instance_type
+            assert facts.has_local_nvme is None, facts.instance_type
+
+
+def test_every_cpu_size_states_its_local_nvme() -> None:
+    raw = _raw_instances()
+    for facts in load_aws_catalog().values():
+        if not facts.gpu_count:
+            nvme = raw[facts.instance_type]["local_nvme"]
+            assert nvme["status"] == "confirmed" and nvme.get("source") and facts.has_local_nvme is False, \
+                facts.instance_type
+
+
+# GPU memory is the marketed size per GPU (what NVIDIA and AWS state), one figure per GPU model; the EC2 API's GpuInfo
+# MiB figures are rounded down and must not leak in (A10G and L4 would read 22, L40S 44, B200 179).
+MARKETED_GB = {"T4": 16, "A10G": 24, "L4": 24, "L40S": 48, "A100 40GB": 40, "A100 80GB": 80, "H100": 80, "H200": 141,
+               "B200": 180}
+
+
+def test_gpu_memory_is_the_marketed_size_per_gpu_model() -> None:
+    models = set()
+    for facts in load_aws_catalog().values():
+        if not facts.gpu_count:
+            assert facts.gpu_model is None and facts.gpu_memory_gib_each is None, facts.instance_type
+            continue
+        model = str(facts.gpu_model).removeprefix("NVIDIA ")
+        key = next(k for k in MARKETED_GB if model == k or model.startswith(f"{k} "))
+        assert facts.gpu_memory_gib_each == MARKETED_GB[key], facts.instance_type
+        models.add(key)
+    assert {"T4", "A10G", "L4", "L40S", "H100", "H200", "B200"} <= models
+
+
+def test_a_figure_that_is_not_a_whole_number_is_refused(edited_aws_catalog: CatalogEdit) -> None:
+    def fractional(instances: dict[str, Any]) -> None:
+        instances["m6a.8xlarge"]["network_gbps"] = {"value": 12.5, "status": "confirmed", "source": "gp.html",
+                                                    "as_of": "2026-12-01"}
+
+    edited_aws_catalog(fractional)
+    with pytest.raises(ValueError) as err:
+        load_aws_catalog()
+    assert str(err.value) == ("aws_instances.yaml: m6a.8xlarge.network_gbps.value: 12.5 is not a whole number; "
+                              "record null with status unconfirmed and give the figure in a note")
+
+
+def test_more_efa_interfaces_than_network_cards_is_refused(edited_aws_catalog: CatalogEdit) -> None:
+    def too_many(instances: dict[str, Any]) -> None:
+        instances["g6e.24xlarge"]["efa_interfaces"]["value"] = 3
+
+    edited_aws_catalog(too_many)
+    with pytest.raises(ValueError) as err:
+        load_aws_catalog()
+    assert str(err.value) == ("aws_instances.yaml: g6e.24xlarge: efa_interfaces (3) exceeds network_cards (2); each "
+                              "network card takes at most one EFA interface")
 
 
 def test_efa_count_never_exceeds_network_cards() -> None:

@@ -202,16 +202,54 @@ def test_aws_tags_follow_aws_rules_not_label_rules() -> None:
     ]
 
 
+# The general-purpose, compute and memory families people use for system and CPU pools (issue 24), with the number of
+# sizes each must have: burstable t3/t3a/t4g, m5/m5n/m5zn, m6i/m6a, m7i/m7a, c5/c6i/c6a/c7i/c7a, r5/r6i/r7i, Graviton.
+CPU_FAMILIES = {
+    "t3": 4, "t3a": 4, "t4g": 4, "m5": 5, "m5n": 5, "m5zn": 6, "m6i": 5, "m6a": 5, "m7i": 5, "m7a": 5,
+    "c5": 4, "c6i": 5, "c6a": 5, "c7i": 5, "c7a": 5, "r5": 5, "r6i": 5, "r7i": 5,
+    "m6g": 5, "m7g": 4, "c6g": 5, "c7g": 4, "r6g": 5, "r7g": 5,
+}
+GRAVITON = {"t4g", "m6g", "m7g", "c6g", "c7g", "r6g", "r7g"}
+# Where a vCPU or memory figure may come from: AWS's own pages (the Instance Types guide, the EC2 User Guide) or EC2's
+# own API (DescribeInstanceTypes, as Karpenter's generated reference publishes it).
+EC2_OWN = ("AWS EC2 Instance Types guide", "AWS EC2 User Guide", "EC2 DescribeInstanceTypes")
+
+
 def test_the_catalog_covers_the_common_families_with_sources() -> None:
     catalog = load_aws_catalog()
-    for family in ("m5", "m6i", "m7i", "c5", "c6i", "c7i", "r6i", "r7i", "m7g", "c7g", "t4g"):
-        sizes = [f for f in catalog.values() if f.instance_type.startswith(f"{family}.")]
-        assert len(sizes) >= 4, family
+    for family, count in CPU_FAMILIES.items():
+        sizes = [f for f in catalog.values() if f.instance_type.split(".")[0] == family]
+        assert len(sizes) >= count, family
         for facts in sizes:
-            assert facts.vcpu.value and facts.memory_gib.value and facts.vcpu.status == "confirmed"
-            assert facts.vcpu.source.startswith("AWS EC2 Instance Types guide")
-            assert facts.arch == ("arm64" if family in ("m7g", "c7g", "t4g") else "x86_64")
+            for fact in (facts.vcpu, facts.memory_gib):
+                assert fact.value and fact.status == "confirmed" and fact.as_of, facts.instance_type
+                assert fact.source.startswith(EC2_OWN), (facts.instance_type, fact.source)
+            assert facts.arch == ("arm64" if family in GRAVITON else "x86_64"), facts.instance_type
+            assert facts.gpu_count == 0 and facts.nvme_disks == 0, facts.instance_type
     assert catalog["p4de.24xlarge"].nvme_disks == 8 and catalog["p4de.24xlarge"].network_gbps.value == 400
+
+
+@pytest.mark.parametrize(("instance_type", "vcpu", "memory_gib", "efa", "arch"), [
+    ("t3.medium", 2, 4, 0, "x86_64"),        # gp.html 2024-05
+    ("t3a.2xlarge", 8, 32, 0, "x86_64"),
+    ("m5n.8xlarge", 32, 128, 0, "x86_64"),
+    ("m5zn.12xlarge", 48, 192, 1, "x86_64"),  # the one EFA size among them
+    ("m6a.8xlarge", 32, 128, 0, "x86_64"),
+    ("m7a.large", 2, 8, 0, "x86_64"),
+    ("r5.8xlarge", 32, 256, 0, "x86_64"),    # EC2 User Guide 2023-05
+    ("c6a.8xlarge", 32, 64, 0, "x86_64"),
+    ("c7a.4xlarge", 16, 32, 0, "x86_64"),    # EC2 DescribeInstanceTypes
+    ("c6g.medium", 1, 2, 0, "arm64"),
+    ("r7g.4xlarge", 16, 128, 0, "arm64"),
+    ("g4dn.12xlarge", 48, 192, 1, "x86_64"),
+    ("g6e.24xlarge", 96, 768, 2, "x86_64"),
+    ("p5.4xlarge", 16, 256, 1, "x86_64"),
+    ("p6-b200.48xlarge", 192, 2048, 8, "x86_64"),
+])
+def test_issue_24_types_carry_the_figures_read(instance_type: str, vcpu: int, memory_gib: int, efa: int,
+                                                arch: str) -> None:
+    facts = load_aws_catalog()[instance_type]
+    assert (facts.vcpu.value, facts.memory_gib.value, facts.efa_count, facts.arch) == (vcpu, memory_gib, efa, arch)
 
 
 # --- round trip: a random valid spec builds, and its graph agrees with it ----------------------

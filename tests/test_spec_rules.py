@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from components.spec import SpecError, parse_spec
+from tests.conftest import CatalogEdit
 
 FILE = "stacks/Pulumi.prod-aws.yaml"
 P = f"{FILE}: gpu-cluster:spec"
@@ -36,7 +37,7 @@ def test_instance_type_must_be_in_catalog(prod_spec: dict[str, Any]) -> None:
     group(prod_spec, "h100")["instanceType"] = "p9.96xlarge"
     assert errors(prod_spec) == [
         f"{P}.aws.nodeGroups[h100].instanceType: 'p9.96xlarge' is not in the instance catalog "
-        "(components/catalog/aws_instances.yaml, 60 types); closest: p5.48xlarge, m5.xlarge, g6.xlarge "
+        "(components/catalog/aws_instances.yaml, 152 types); closest: p5.4xlarge, p5.48xlarge, g6.16xlarge "
         "[rule: instance-type-in-catalog]"
     ]
 
@@ -343,7 +344,13 @@ def test_lending_limit_within_nominal_quota(prod_spec: dict[str, Any]) -> None:
     ]
 
 
-def test_quota_resources_must_be_known_or_given(prod_spec: dict[str, Any]) -> None:
+def test_quota_resources_must_be_known_or_given(prod_spec: dict[str, Any], edited_aws_catalog: CatalogEdit) -> None:
+    # Every GPU type of the shipped catalog has confirmed vCPU and memory figures; a type without them is built here.
+    def unknown(instances: dict[str, Any]) -> None:
+        for field in ("vcpu", "memory_gib"):
+            instances["p6-b200.48xlarge"][field] = {"value": None, "status": "unconfirmed", "as_of": "2026-12-01"}
+
+    edited_aws_catalog(unknown)
     group(prod_spec, "h100").update(instanceType="p6-b200.48xlarge", localNvme="auto")
     assert errors(prod_spec)[:2] == [
         f"{P}.teams[research].quotas[0].cpu: the catalog has no confirmed vCPU figure for p6-b200.48xlarge; set cpu "

@@ -64,10 +64,18 @@ class InstanceFacts:
         return self.nvme_disks > 0
 
 
-def _fact(raw: dict[str, Any], sources: dict[str, str]) -> Fact:
+def _whole(value: Any, where: str) -> int | None:
+    """A figure as the catalog holds it: a whole number (true/false for yes-no facts) or null."""
+    if value is None or isinstance(value, int):
+        return value
+    raise ValueError(f"{CATALOG_FILE.name}: {where}: {value!r} is not a whole number; record null with status "
+                     "unconfirmed and give the figure in a note")
+
+
+def _fact(raw: dict[str, Any], sources: dict[str, str], where: str) -> Fact:
     source = str(raw.get("source", raw.get("note", "")))
     return Fact(
-        value=raw.get("value"),
+        value=_whole(raw.get("value"), f"{where}.value"),
         status=str(raw["status"]),
         source=sources.get(source, source),
         as_of=str(raw.get("as_of", "")),
@@ -85,16 +93,16 @@ def _parse(data: dict[str, Any]) -> dict[str, InstanceFacts]:
             arch=str(raw["arch"]),
             gpu_model=gpu.get("model"),
             gpu_count=int(gpu["count"]),
-            gpu_memory_gib_each=gpu.get("memory_gib_each"),
-            vcpu=_fact(raw["vcpu"], sources),
-            memory_gib=_fact(raw["memory_gib"], sources),
-            efa_interfaces=_fact(raw["efa_interfaces"], sources),
-            network_cards=_fact(raw["network_cards"], sources),
-            nvme_disks=nvme.get("disks"),
-            nvme_disk_gb=nvme.get("disk_gb"),
-            network_gbps=_fact(raw["network_gbps"], sources),
-            capacity_blocks=_fact(raw["capacity_blocks"], sources),
-            mig=_fact(raw["mig"], sources),
+            gpu_memory_gib_each=_whole(gpu.get("memory_gib_each"), f"{name}.gpu.memory_gib_each"),
+            vcpu=_fact(raw["vcpu"], sources, f"{name}.vcpu"),
+            memory_gib=_fact(raw["memory_gib"], sources, f"{name}.memory_gib"),
+            efa_interfaces=_fact(raw["efa_interfaces"], sources, f"{name}.efa_interfaces"),
+            network_cards=_fact(raw["network_cards"], sources, f"{name}.network_cards"),
+            nvme_disks=_whole(nvme.get("disks"), f"{name}.local_nvme.disks"),
+            nvme_disk_gb=_whole(nvme.get("disk_gb"), f"{name}.local_nvme.disk_gb"),
+            network_gbps=_fact(raw["network_gbps"], sources, f"{name}.network_gbps"),
+            capacity_blocks=_fact(raw["capacity_blocks"], sources, f"{name}.capacity_blocks"),
+            mig=_fact(raw["mig"], sources, f"{name}.mig"),
         )
         cards = facts.network_cards.value
         if cards is not None and facts.efa_count > cards:

@@ -28,7 +28,12 @@ SUBNET = "aws:ec2/subnet:Subnet"
 # the pack keeps its own copy because it runs standalone, and a test keeps the two equal).
 EFA_INTERFACES = Knob("efaInterfaces", {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}, {
     "p4d.24xlarge": 4, "p4de.24xlarge": 4, "p5.48xlarge": 32, "p5e.48xlarge": 32, "p5en.48xlarge": 16,
-    "p6-b200.48xlarge": 8, "g5.48xlarge": 1, "g6e.48xlarge": 4,
+    "p6-b200.48xlarge": 8, "p5.4xlarge": 1, "g5.48xlarge": 1, "g6e.48xlarge": 4, "g6e.24xlarge": 2,
+    "g4dn.8xlarge": 1, "g4dn.12xlarge": 1, "g4dn.metal": 1,
+    "g5.8xlarge": 1, "g5.12xlarge": 1, "g5.16xlarge": 1, "g5.24xlarge": 1,
+    "g6.8xlarge": 1, "g6.12xlarge": 1, "g6.16xlarge": 1, "g6.24xlarge": 1, "g6.48xlarge": 1,
+    "g6e.8xlarge": 1, "g6e.12xlarge": 1, "g6e.16xlarge": 1,
+    "m5zn.12xlarge": 1,
 })
 
 
