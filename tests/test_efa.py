@@ -93,6 +93,14 @@ def test_every_cpu_size_states_its_local_nvme() -> None:
                 facts.instance_type
 
 
+def test_every_efa_count_and_network_card_count_is_read_in_ec2s_own_data() -> None:
+    # CPU sizes too: the program wires (or refuses) EFA on any group, so no count rests on a secondary source.
+    for facts in load_aws_catalog().values():
+        for fact in (facts.efa_interfaces, facts.network_cards):
+            assert fact.status == "confirmed" and fact.value is not None, facts.instance_type
+        assert facts.efa_interfaces.source.startswith("EC2 DescribeInstanceTypes"), facts.instance_type
+
+
 # GPU memory is the marketed size per GPU (what NVIDIA and AWS state), one figure per GPU model; the EC2 API's GpuInfo
 # MiB figures are rounded down and must not leak in (A10G and L4 would read 22, L40S 44, B200 179).
 MARKETED_GB = {"T4": 16, "A10G": 24, "L4": 24, "L40S": 48, "A100 40GB": 40, "A100 80GB": 80, "H100": 80, "H200": 141,
