@@ -450,3 +450,33 @@ def test_the_prod_aws_headline_prices_the_filesystem(prod_graph: ResourceGraph,
     fsx = next(r for r in price_graph(prod_graph).resources if r.type == "aws:fsx/lustreFileSystem:LustreFileSystem")
     assert fsx.priced_fully
     assert "fsx_lustre." not in _headline_unpriced(capsys)
+
+
+def test_a_catalog_type_without_a_price_read_is_shown_unpriced_never_zero() -> None:
+    """Issue 24: a node group of a catalog type whose on-demand price was not read (p5e.48xlarge has no us-east-1
+    row, prices_aws.yaml says what was looked for) costs "no price", stays out of the total, and the preview's
+    cost headline names it as unpriced and the total as a lower bound."""
+    from blueprint.cost.render import render_cost_summary
+    from components.catalog import load_aws_catalog
+    from tests.conftest import raw_stack_config, run_spec
+
+    prices = load_aws_prices()
+    unread = [name for name in load_aws_catalog() if not prices[f"ec2_on_demand.{name}"].known]
+    assert unread == ["p5e.48xlarge"]
+    spec = raw_stack_config("dev-aws")["gpu-cluster:spec"]
+    spec["aws"]["nodeGroups"][1].update(instanceType="p5e.48xlarge", capacity={"type": "on-demand"}, desiredSize=1,
+                                        maxSize=1)
+    del spec["platform"]["gpuSharing"]
+    report = price_graph(run_spec(spec).graph)
+    group = next(r for r in report.resources if r.name == "nodegroup-l4-ng")
+    hours = group.components[0]
+    assert (hours.price_key, hours.quantity, hours.unit_price_usd, hours.cost_usd) == (
+        "ec2_on_demand.p5e.48xlarge", 730, None, None)
+    assert not group.priced_fully and "ec2_on_demand.p5e.48xlarge" in report.unpriced
+    table = render_cost_table(report)
+    assert ("p5e.48xlarge instance hours (on_demand): 730 hour x ? = no price  [no price: unconfirmed]") in table
+    assert "not in the total (no price read): budgets.budget_day, ec2_on_demand.p5e.48xlarge" in table
+    summary = render_cost_summary(report)
+    assert summary.startswith("cost: at least $")
+    assert ("not in the total (no price read), the largest first: 730 hour of ec2_on_demand.p5e.48xlarge "
+            "(nodegroup-l4-ng)") in summary

@@ -108,6 +108,45 @@ def test_graviton_groups_get_the_arm_ami(dev_spec: dict[str, Any]) -> None:
     assert ng["amiType"] == "AL2023_ARM_64_STANDARD" and ng["instanceTypes"] == ["m7g.xlarge", "c7g.xlarge"]
 
 
+def test_system_and_cpu_pools_on_the_issue_24_families_load_and_pass_the_pack(dev_spec: dict[str, Any]) -> None:
+    # Issue 24: burstable, network-optimized, compute and Graviton memory pools; each gets the AMI of its
+    # architecture (the catalog's arch), the Graviton pool the ARM one.
+    from blueprint.policy import run_policies
+
+    system = dev_spec["aws"]["nodeGroups"][0]
+    system.update(instanceType="t3.large", capacity={"type": "on-demand"})
+    pools = {"net": ("m5n.2xlarge", None), "compute": ("c7i.2xlarge", ["c7i.2xlarge", "c7a.2xlarge", "c6a.2xlarge"]),
+             "memory": ("r7g.xlarge", ["r7g.xlarge", "r6g.xlarge"])}
+    for name, (itype, itypes) in pools.items():
+        dev_spec["aws"]["nodeGroups"].append({"name": name, "instanceType": itype, "minSize": 0, "desiredSize": 1,
+                                              "maxSize": 3, "capacity": {"type": "on-demand"},
+                                              **({"instanceTypes": itypes} if itypes else {})})
+    graph = run_spec(dev_spec).graph
+    ami = {name: one(graph, "aws:eks/nodeGroup:NodeGroup", f"nodegroup-{name}-ng").inputs["amiType"]
+           for name in ("system", "net", "compute", "memory", "l4")}
+    assert ami == {"system": "AL2023_x86_64_STANDARD", "net": "AL2023_x86_64_STANDARD",
+                   "compute": "AL2023_x86_64_STANDARD", "memory": "AL2023_ARM_64_STANDARD",
+                   "l4": "AL2023_x86_64_NVIDIA"}
+    assert one(graph, "aws:eks/nodeGroup:NodeGroup", "nodegroup-memory-ng").inputs["instanceTypes"] == [
+        "r7g.xlarge", "r6g.xlarge"]
+    assert [v.policy for v in run_policies(graph).violations] == []
+
+
+@pytest.mark.parametrize(("instance_type", "ami_type", "message"), [
+    ("r7g.xlarge", "AL2023_x86_64_STANDARD",
+     "AL2023_x86_64_STANDARD does not fit r7g.xlarge (arm64, no GPU); use AL2023_ARM_64_STANDARD"),
+    ("c6g.large", "BOTTLEROCKET_x86_64",
+     "BOTTLEROCKET_x86_64 does not fit c6g.large (arm64, no GPU); use AL2023_ARM_64_STANDARD"),
+    ("t3.large", "AL2023_ARM_64_STANDARD",
+     "AL2023_ARM_64_STANDARD does not fit t3.large (x86_64, no GPU); use AL2023_x86_64_STANDARD"),
+])
+def test_a_graviton_pool_never_gets_an_x86_ami(instance_type: str, ami_type: str, message: str) -> None:
+    spec = byo_spec()
+    spec["aws"]["nodeGroups"][0].update(instanceType=instance_type, amiType=ami_type)
+    spec["aws"]["nodeGroups"][0].pop("instanceTypes", None)
+    assert errors(spec) == [f"{P}.aws.nodeGroups[system].amiType: {message} [rule: ami-type-fits]"]
+
+
 def test_other_aws_tags_reach_every_resource_through_the_provider() -> None:
     graph = offline_run("byo-aws").graph
     (provider,) = [p for p in graph.of_type("pulumi:providers:aws") if p.name == "aws"]
