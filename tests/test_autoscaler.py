@@ -154,7 +154,7 @@ def test_an_efa_group_on_spot_gets_its_efa_interfaces_and_raid0_disk_in_the_temp
                                           "maxSize": 2, "capacity": {"type": "spot"}, "placement": "none"})
     tags = autoscaler_tags(group, p5, gpu_units_per_gpu=1)
     assert tags[f"{TEMPLATE}/resources/vpc.amazonaws.com/efa"] == "32"
-    assert tags[f"{TEMPLATE}/resources/ephemeral-storage"] == "30400G"  # 8 x 3,800 GB NVMe in RAID0 (EC2 DescribeInstanceTypes total 30,400 GB)
+    assert tags[f"{TEMPLATE}/resources/ephemeral-storage"] == "30400G"  # 8 x 3,800 GB NVMe in RAID0
     assert f"{TEMPLATE}/resources/nvidia.com/gpu" not in tags  # whole GPUs: CA's own count from the instance type
     assert tags[f"{TEMPLATE}/label/gpu-cluster/efa-interfaces"] == "32"
     no_raid = group.model_copy(update={"local_nvme": "none", "root_volume_gib": 500})

@@ -370,3 +370,20 @@ def test_teams_without_members_or_quota_and_gpus_no_quota_reaches() -> None:
     notes = spec_notes(parse_spec(value, AWS_FILE, provider_region="us-east-1", now=NOW), NOW)
     assert ("note: node group 'h100' (16 x p5.48xlarge) is in no team's quota: only the acceptance gate and the "
             "platform can use its GPUs (add it to a team's quotas)") in notes
+
+
+def test_a_group_created_at_zero_that_nothing_grows_is_warned_about() -> None:
+    """A placed multi-node EFA group keeps its desired size (the autoscaler leaves it alone): at 0 it has no nodes."""
+    value = spec("dev-aws")
+    l4 = next(g for g in value["aws"]["nodeGroups"] if g["name"] == "l4")
+    parsed = parse_spec(value, AWS_FILE.replace("prod", "dev"), provider_region="us-west-2", now=NOW)
+    assert not [n for n in spec_notes(parsed, NOW) if "nothing grows it" in n]  # autoscaled from 0
+    l4.update(instanceType="g5.12xlarge", capacity={"type": "on-demand"}, maxSize=4)  # 1 EFA: placed when multi-node
+    parsed = parse_spec(value, AWS_FILE.replace("prod", "dev"), provider_region="us-west-2", now=NOW)
+    assert ("warning: gpu-cluster:spec.aws.nodeGroups[l4].desiredSize: node group 'l4' is created at 0 nodes and "
+            "nothing grows it: it is a placed multi-node EFA group, whose Kueue flavor is topology-aware, so the "
+            "autoscaler leaves it alone (set placement: none to have it autoscaled without topology-aware placement, "
+            "or desiredSize to the nodes it should keep)") in spec_notes(parsed, NOW)
+    l4["placement"] = "none"
+    parsed = parse_spec(value, AWS_FILE.replace("prod", "dev"), provider_region="us-west-2", now=NOW)
+    assert not [n for n in spec_notes(parsed, NOW) if "nothing grows it" in n]

@@ -10,7 +10,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from components.spec.base import SPEC_KEY
-from components.spec.decisions import cloud_node_groups, instance_catalog, teams_billed_directly
+from components.spec.decisions import (
+    cloud_node_groups,
+    instance_catalog,
+    is_autoscaled,
+    is_placed,
+    teams_billed_directly,
+)
 from components.spec.errors import named_path
 from components.spec.model import ClusterSpec
 
@@ -68,6 +74,28 @@ def capacity_block_notes(spec: ClusterSpec, now: datetime) -> list[str]:
     return out
 
 
+def scaling_notes(spec: ClusterSpec) -> list[str]:
+    """An EKS group created at 0 nodes that nothing grows: no schedule (Capacity Block) and no autoscaler (a placed
+    multi-node EFA group keeps its desired size), so its GPUs never come unless someone scales it by hand."""
+    if spec.aws is None:
+        return []
+    catalog = instance_catalog(spec)
+    out = []
+    for i, group in enumerate(spec.aws.node_groups):
+        facts = catalog.get(group.instance_type)
+        if facts is None or group.desired_size or not group.max_size or group.capacity.type == "capacity-block":
+            continue
+        if is_autoscaled(group, facts):
+            continue
+        why = ("it is a placed multi-node EFA group, whose Kueue flavor is topology-aware, so the autoscaler leaves it "
+               "alone (set placement: none to have it autoscaled without topology-aware placement, or desiredSize "
+               "to the nodes it should keep)") if is_placed(group, facts) else (
+               "no autoscaler manages it (set desiredSize to the nodes it should keep)")
+        out.append(f"warning: {named_path(spec, f'.aws.nodeGroups[{i}].desiredSize')}: node group '{group.name}' is "
+                   f"created at 0 nodes and nothing grows it: {why}")
+    return out
+
+
 def budget_notes(spec: ClusterSpec) -> list[str]:
     """Budget addresses nothing sends to: a team's ``budget.notify`` gets its in-cluster spend alert through the
     stack's first email receiver; without one, only a cloud budget (a team with a node group of its own) mails it."""
@@ -83,4 +111,4 @@ def budget_notes(spec: ClusterSpec) -> list[str]:
 
 def spec_notes(spec: ClusterSpec, now: datetime) -> list[str]:
     """Every load-time warning and note of the spec, in the order the preview shows them."""
-    return capacity_block_notes(spec, now) + team_notes(spec) + budget_notes(spec)
+    return capacity_block_notes(spec, now) + team_notes(spec) + scaling_notes(spec) + budget_notes(spec)
