@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from components.catalog import load_aws_catalog
 from components.spec.base import SPEC_KEY
 from components.spec.decisions import (
     cloud_node_groups,
@@ -79,7 +80,7 @@ def scaling_notes(spec: ClusterSpec) -> list[str]:
     multi-node EFA group keeps its desired size), so its GPUs never come unless someone scales it by hand."""
     if spec.aws is None:
         return []
-    catalog = instance_catalog(spec)
+    catalog = load_aws_catalog()
     out = []
     for i, group in enumerate(spec.aws.node_groups):
         facts = catalog.get(group.instance_type)
