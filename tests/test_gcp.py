@@ -373,6 +373,18 @@ def test_a3_ultra_gets_a_gvnic_network_and_a_roce_network_of_eight_subnets() -> 
     assert primary.inputs["mtu"] == 1460
 
 
+def test_gpu_subnets_are_24s_by_default_and_take_the_prefix_given() -> None:
+    def gpu_subnets(graph: ResourceGraph) -> list[str]:
+        return [r.inputs["ipCidrRange"] for r in sorted(graph.of_type(SUBNET), key=lambda r: r.inputs["name"])
+                if "gpunet" in r.inputs["name"]]
+
+    assert gpu_subnets(offline_run("prod-gcp").graph) == [f"192.168.{i}.0/24" for i in range(8)]
+    spec = gcp_spec()
+    spec["gcp"]["network"]["gpuSubnetPrefixLength"] = 23
+    spec["gcp"]["nodePools"][1]["maxSize"] = 300
+    assert gpu_subnets(run_spec(spec, "prod-gcp").graph) == [f"192.168.{2 * i}.0/23" for i in range(8)]
+
+
 def test_gpu_operator_managed_drivers_turn_gke_drivers_and_dcgm_off() -> None:
     spec = gcp_spec()
     spec["gcp"]["nodePools"][1]["gpuDriver"] = "operator"
@@ -532,6 +544,8 @@ def test_prod_gcp_preview_names_the_rxdm_sidecar_and_the_gke_version_floors(caps
     out = capsys.readouterr().out
     compute = out.split("== compute", 1)[1].split("\n== ", 1)[0]
     assert f"GPUDirect pods run the RxDM sidecar {rxdm_image('TCPXO')} beside NCCL" in compute
+    network = out.split("== network", 1)[1].split("\n== ", 1)[0]
+    assert "GPU networks: 8 VPC(s), MTU 8244; 8 subnets of /24 (252 nodes each)" in network
     control = out.split("== control plane", 1)[1].split("\n== ", 1)[0]
     assert ("GKE version: 1.35.8-gke.1036000 or later (the REGULAR channel's default version as of the GKE release "
             "notes of 2026-09-17), which meets what the stack needs: GPUDirect-TCPXO on A3 Mega 1.28.15-gke.3163000+ "

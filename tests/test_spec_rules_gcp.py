@@ -111,12 +111,57 @@ def test_gpu_networks_need_their_address_space(spec: dict[str, Any]) -> None:
                             "holds 4 [rule: gpu-networks-cidr-size]"]
 
 
+def test_gpu_subnets_stay_24_and_a_pool_they_cannot_hold_must_choose_its_prefix(spec: dict[str, Any]) -> None:
+    """The default keeps every existing stack's /24 subnets (a default that followed maxSize would move them, and
+    replace the GPU pools, the day a pool grew); past 252 nodes the stack says the prefix itself."""
+    h100(spec)["maxSize"] = 300
+    assert errors(spec) == [
+        f"{P}.gcp.network.gpuSubnetPrefixLength: the GPUDirect pools reach 300 nodes, and each GPU network's /24 "
+        "subnet (the default) holds 252 (four addresses of a subnet are reserved): set gpuSubnetPrefixLength to 23 "
+        "(a /23 holds 508) and a gpuNetworksCidr that holds 8 of them [rule: gpu-network-subnet-size]"]
+    spec["gcp"]["network"]["gpuSubnetPrefixLength"] = 25
+    assert errors(spec) == [
+        f"{P}.gcp.network.gpuSubnetPrefixLength: the GPUDirect pools reach 300 nodes, and each GPU network's /25 "
+        "subnet holds 124 (four addresses of a subnet are reserved): use 23 or less (a /23 holds 508) "
+        "[rule: gpu-network-subnet-size]"]
+    spec["gcp"]["network"]["gpuSubnetPrefixLength"] = 21
+    assert errors(spec) == [f"{P}.gcp.network.gpuNetworksCidr: 8 GPU networks take 8 /21 subnets; '192.168.0.0/20' "
+                            "holds 2 [rule: gpu-networks-cidr-size]"]
+    spec["gcp"]["network"]["gpuSubnetPrefixLength"] = 23
+    parse_spec(spec, FILE, provider_region="us-central1")  # 192.168.0.0/20 holds eight /23s
+
+
+def test_gpu_subnet_prefix_is_one_gcp_creates(spec: dict[str, Any]) -> None:
+    limits = gcp_storage_limits()
+    assert (limits.subnet_prefix_min, limits.subnet_prefix_max) == (4, 29)
+    spec["gcp"]["network"]["gpuSubnetPrefixLength"] = 30
+    assert errors(spec) == [
+        f"{P}.gcp.network.gpuSubnetPrefixLength: GCP creates IPv4 subnets from /4 to /29 "
+        f"(components/catalog/gcp_storage.yaml: {limits.subnet_prefix_source}); got /30 "
+        "[rule: gpu-subnet-prefix-range]"]
+    spec["gcp"]["network"]["gpuSubnetPrefixLength"] = 27  # 28 addresses each: room for the 16 nodes
+    parse_spec(spec, FILE, provider_region="us-central1")
+
+
+def test_rdma_takes_one_subnet_more_than_its_nics(spec: dict[str, Any]) -> None:
+    """A3 Ultra wires its 8 CX-7 NICs and a second gVNIC: 9 subnets (GpuNetworkPlan.subnets), not 8."""
+    h100(spec).update(machineType="a3-ultragpu-8g", diskType="hyperdisk-balanced")
+    spec["gcp"]["network"]["gpuNetworksCidr"] = "192.168.0.0/21"
+    assert errors(spec) == [f"{P}.gcp.network.gpuNetworksCidr: 9 GPU networks take 9 /24 subnets; '192.168.0.0/21' "
+                            "holds 8 [rule: gpu-networks-cidr-size]"]
+
+
 def test_gpu_networks_cidr_without_gpudirect_pools_is_refused() -> None:
     dev = copy.deepcopy(raw_stack_config("dev-gcp")["gpu-cluster:spec"])
     dev["gcp"]["network"]["gpuNetworksCidr"] = "192.168.0.0/20"
     assert errors(dev) == [
         f"{P}.gcp.network.gpuNetworksCidr: no node pool has a GPUDirect machine type, so there are no GPU networks "
         "to address [rule: gpu-networks-required]"]
+    del dev["gcp"]["network"]["gpuNetworksCidr"]
+    dev["gcp"]["network"]["gpuSubnetPrefixLength"] = 23
+    assert errors(dev) == [
+        f"{P}.gcp.network.gpuSubnetPrefixLength: no node pool has a GPUDirect machine type, so there are no GPU "
+        "networks to address [rule: gpu-networks-required]"]
 
 
 def test_one_gpudirect_flavour_per_stack(spec: dict[str, Any]) -> None:

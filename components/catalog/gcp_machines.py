@@ -170,11 +170,14 @@ class GcpStorageLimits:
     soft_delete_min_days: int
     soft_delete_max_days: int
     subnet_reserved_addresses: int
+    subnet_prefix_min: int  # the largest IPv4 subnet GCP creates (/4)
+    subnet_prefix_max: int  # the smallest (/29)
+    subnet_prefix_source: str
 
 
 @lru_cache(maxsize=1)
 def gcp_storage_limits() -> GcpStorageLimits:
-    """Managed Lustre tiers, GCS soft delete bounds and subnet reservations from ``gcp_storage.yaml``."""
+    """Managed Lustre tiers, GCS soft delete bounds, subnet reservations and sizes from ``gcp_storage.yaml``."""
     with GCP_STORAGE_FILE.open(encoding="utf-8") as fh:
         data = yaml.safe_load(fh)
     lustre = data["managed_lustre"]
@@ -186,6 +189,10 @@ def gcp_storage_limits() -> GcpStorageLimits:
         soft_delete_min_days=int(data["gcs"]["soft_delete_min_days"]),
         soft_delete_max_days=int(data["gcs"]["soft_delete_max_days"]),
         subnet_reserved_addresses=int(data["subnets"]["reserved_addresses"]),
+        subnet_prefix_min=int(data["subnets"]["prefix_length"]["min"]),
+        subnet_prefix_max=int(data["subnets"]["prefix_length"]["max"]),
+        subnet_prefix_source=f"{data['subnets']['prefix_length']['source']} (read "
+        f"{data['subnets']['prefix_length']['as_of']})",
     )
 
 

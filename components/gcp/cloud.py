@@ -48,7 +48,13 @@ from components.planes import CloudPlanes, ClusterOutputs
 from components.provenance import from_spec, spec_path, team_items
 from components.sizing.plan import stack_checkpoint_policy
 from components.spec import ClusterSpec, gpu_units_per_gpu
-from components.spec.decisions import gpudirect_pools, group_billing_labels, is_compact, teams_billed_directly
+from components.spec.decisions import (
+    gpu_subnet_prefix,
+    gpudirect_pools,
+    group_billing_labels,
+    is_compact,
+    teams_billed_directly,
+)
 
 CHECKPOINT_SERVICE_ACCOUNT = "checkpoints"
 # Workload Identity tokens come from the GKE metadata server, which Dataplane V2 clusters (these) serve on
@@ -227,7 +233,8 @@ def gpu_network_plan(spec: ClusterSpec) -> GpuNetworkPlan | None:
     facts = direct[0][1]
     # An MTU the catalog does not confirm is left at GCP's default rather than guessed.
     return GpuNetworkPlan(flavour=facts.gpudirect, nics=facts.gpu_nic_count,
-                          mtu=facts.gpu_nic_mtu.value or DEFAULT_MTU, cidr=gcp_spec.network.gpu_networks_cidr)
+                          mtu=facts.gpu_nic_mtu.value or DEFAULT_MTU, cidr=gcp_spec.network.gpu_networks_cidr,
+                          prefix=gpu_subnet_prefix(gcp_spec))
 
 
 # Managed Lustre through GKE's CSI driver, statically provisioned (GKE "Access existing Managed Lustre instances on

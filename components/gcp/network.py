@@ -13,6 +13,7 @@ GPU networks, per flavour (cluster-toolkit examples gke-a3-highgpu, gke-a3-megag
 from __future__ import annotations
 
 import ipaddress
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional
@@ -22,6 +23,7 @@ import pulumi_gcp as gcp
 
 from components import provenance
 from components.gcp.platform import GpuNetwork
+from components.spec.decisions import DEFAULT_GPU_SUBNET_PREFIX, gpu_network_count
 from components.spec.gcp import GcpSpec
 
 # GCP's default VPC MTU (VPC "Maximum transmission unit": 1460 bytes unless set).
@@ -36,12 +38,14 @@ class GpuNetworkPlan:
     nics: int
     mtu: int
     cidr: str
+    prefix: int = DEFAULT_GPU_SUBNET_PREFIX
 
     def subnets(self) -> list[str]:
-        """One /24 per network, in order (TCPX/TCPXO: one per VPC; RDMA: the gVNIC VPC's, then 8 RoCE subnets)."""
+        """One subnet of ``prefix`` per network, in order from the start of ``cidr`` (TCPX/TCPXO: one per VPC; RDMA:
+        the gVNIC VPC's, then 8 RoCE subnets)."""
         base = ipaddress.ip_network(self.cidr)
-        count = self.nics + (1 if self.flavour == "RDMA" else 0)
-        return [str(n) for n in list(base.subnets(new_prefix=24))[:count]]
+        count = gpu_network_count(self.flavour, self.nics)
+        return [str(n) for n in itertools.islice(base.subnets(new_prefix=self.prefix), count)]
 
 
 class GcpNetwork(pulumi.ComponentResource):

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from components.catalog.gcp_machines import load_gcp_catalog, rxdm_image
+from components.catalog.gcp_machines import gcp_storage_limits, load_gcp_catalog, rxdm_image
 from components.kubernetes.objects.telemetry import spend_watch_lines
 from components.planes import CloudSummary, GraphView
 from components.sizing import spec_warnings
@@ -92,8 +92,14 @@ def _network_lines(graph: GraphView) -> list[str]:
     if gpu_vpcs:
         mtus = sorted({str(v.inputs.get("mtu")) for v in gpu_vpcs})
         roce = [v for v in gpu_vpcs if v.inputs.get("networkProfile")]
+        names = {str(v.inputs.get("name")) for v in gpu_vpcs}
+        gpu_subnets = [s for s in subnets if str(s.inputs.get("network", "")).rsplit("/", 1)[-1] in names]
+        prefixes = sorted({str(s.inputs.get("ipCidrRange", "?/?")).rsplit("/", 1)[-1] for s in gpu_subnets})
+        sizes = ", ".join(f"/{p} ({2 ** (32 - int(p)) - gcp_storage_limits().subnet_reserved_addresses:,} nodes each)"
+                          for p in prefixes if p.isdigit())
         lines.append(f"GPU networks: {len(gpu_vpcs)} VPC(s), MTU {'/'.join(mtus)}"
-                     + (f", RoCE profile {roce[0].inputs['networkProfile']}" if roce else ""))
+                     + (f", RoCE profile {roce[0].inputs['networkProfile']}" if roce else "")
+                     + (f"; {len(gpu_subnets)} subnets of {sizes}" if sizes else ""))
     if graph.of_type("gcp:servicenetworking/connection:Connection"):
         lines.append("private service access (the filesystem's peering)")
     return lines

@@ -220,6 +220,22 @@ def gpudirect_pools(
     return [(p, f) for p, f in pools if f.gpu_count and f.gpudirect != "none"]
 
 
+# Every GPU network's subnet is a /24 unless gcp.network.gpuSubnetPrefixLength says otherwise: what stacks got before
+# the setting existed, kept as the default so their subnets never move.
+DEFAULT_GPU_SUBNET_PREFIX = 24
+
+
+def gpu_subnet_prefix(gcp: GcpSpec) -> int:
+    """The prefix length of each GPU network's subnet."""
+    given = gcp.network.gpu_subnet_prefix_length
+    return DEFAULT_GPU_SUBNET_PREFIX if given is None else given
+
+
+def gpu_network_count(flavour: str, nics: int) -> int:
+    """How many GPU subnets a GPUDirect flavour takes: one per GPU NIC, and on RDMA one more for the second gVNIC."""
+    return nics + (1 if flavour == "RDMA" else 0)
+
+
 def gke_version_floors(gcp: GcpSpec) -> list[tuple[VersionFloor, list[str]]]:
     """The GKE version floors what the stack builds needs (components/catalog/gke_versions.yaml), each with what
     brings it: GPUDirect per machine family of its pools (a family the catalog has no floor for is left out; the rules

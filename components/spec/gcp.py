@@ -42,8 +42,16 @@ class GcpNetworkSpec(_Model):
         description="The /28 the private control plane's endpoint takes (master_ipv4_cidr_block); no default.")
     gpu_networks_cidr: str | None = Field(
         default=None,
-        description="Address space of the extra GPU networks a GPUDirect machine type needs (one /24 subnet per "
-        "network, in order): required when a node pool's machine type has GPU NICs.",
+        description="Address space of the extra GPU networks a GPUDirect machine type needs (one subnet per network, "
+        "in order, each of gpuSubnetPrefixLength): required when a node pool's machine type has GPU NICs.",
+    )
+    gpu_subnet_prefix_length: StrictInt | None = Field(
+        default=None,
+        description="Prefix length of each GPU network's subnet. Default 24: 252 nodes (GCP reserves four addresses "
+        "of a subnet), what every stack had before this setting. A stack whose GPUDirect pools reach more nodes sets "
+        "it (23: 508 nodes, 20: 4,092), and gpuNetworksCidr must hold one such subnet per GPU network. Choose it "
+        "before the first apply: a change moves the subnets, which replaces them and the GPU pools wired to them.",
+        json_schema_extra=unit("bits"),
     )
     nat_log: Literal["ERRORS_ONLY", "TRANSLATIONS_ONLY", "ALL", "OFF"] = Field(
         default="ERRORS_ONLY", description="Cloud NAT logging filter (OFF: no logging).")

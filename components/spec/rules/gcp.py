@@ -19,6 +19,8 @@ from components.spec.decisions import (
     covers_everything,
     gke_checked_version,
     gke_version_floors,
+    gpu_network_count,
+    gpu_subnet_prefix,
     gpudirect_pools,
     mount_path_problem,
     parse_cidr,
@@ -211,12 +213,16 @@ def _check_capacity(pool: GcpNodePoolSpec, facts: MachineFacts, where: str, out:
 
 
 def _check_gpu_networks(gcp: GcpSpec, gpu: list[tuple[GcpNodePoolSpec, MachineFacts]], out: _Collector) -> None:
-    """The GPU NICs of GPUDirect machine types: one flavour per stack, a known NIC count, room in the subnets."""
+    """The GPU NICs of GPUDirect machine types: one flavour per stack, a known NIC count, and subnets that GCP creates,
+    that gpuNetworksCidr holds and that hold the pools' nodes (each node takes one address of every GPU subnet)."""
+    net = gcp.network
     direct = gpudirect_pools(gpu)
     if not direct:
-        if gcp.network.gpu_networks_cidr is not None:
-            out.add(".gcp.network.gpuNetworksCidr", "gpu-networks-required",
-                    "no node pool has a GPUDirect machine type, so there are no GPU networks to address")
+        for key, value in (("gpuNetworksCidr", net.gpu_networks_cidr),
+                           ("gpuSubnetPrefixLength", net.gpu_subnet_prefix_length)):
+            if value is not None:
+                out.add(f".gcp.network.{key}", "gpu-networks-required",
+                        "no node pool has a GPUDirect machine type, so there are no GPU networks to address")
         return
     flavours = sorted({f"{f.gpudirect} ({f.gpu_nic_count} NICs)" for _, f in direct})
     if len(flavours) > 1:
@@ -237,25 +243,42 @@ def _check_gpu_networks(gcp: GcpSpec, gpu: list[tuple[GcpNodePoolSpec, MachineFa
             out.add(f".gcp.nodePools[{i}].machineType", "gpu-nic-count-known",
                     f"{pool.machine_type} uses GPUDirect-{facts.gpudirect} but the catalog does not confirm how many "
                     "GPU NICs it has, so its networks cannot be wired")
-    if gcp.network.gpu_networks_cidr is None:
-        out.add(".gcp.network.gpuNetworksCidr", "gpu-networks-required",
-                f"{direct[0][0].machine_type} needs {direct[0][1].gpu_nic_count} GPU networks "
-                f"(GPUDirect-{direct[0][1].gpudirect}): give their address space (one /24 each), e.g. 192.168.0.0/16")
+    limits = gcp_storage_limits()
+    prefix = gpu_subnet_prefix(gcp)
+    if not limits.subnet_prefix_min <= prefix <= limits.subnet_prefix_max:
+        out.add(".gcp.network.gpuSubnetPrefixLength", "gpu-subnet-prefix-range",
+                f"GCP creates IPv4 subnets from /{limits.subnet_prefix_min} to /{limits.subnet_prefix_max} "
+                f"(components/catalog/gcp_storage.yaml: {limits.subnet_prefix_source}); got /{prefix}")
         return
-    base = parse_cidr(gcp.network.gpu_networks_cidr)
+    count = max(gpu_network_count(f.gpudirect, f.gpu_nic_count) for _, f in direct)
+    if net.gpu_networks_cidr is None:
+        out.add(".gcp.network.gpuNetworksCidr", "gpu-networks-required",
+                f"{direct[0][0].machine_type} needs {count} GPU networks "
+                f"(GPUDirect-{direct[0][1].gpudirect}): give their address space (one /{prefix} each), e.g. "
+                "192.168.0.0/16")
+        return
+    base = parse_cidr(net.gpu_networks_cidr)
     if not isinstance(base, ipaddress.IPv4Network):
         return  # reported by _check_ranges
-    count = max(f.gpu_nic_count for _, f in direct)
-    if base.prefixlen > 24 or 2 ** (24 - base.prefixlen) < count:
+    fits = 2 ** (prefix - base.prefixlen) if prefix >= base.prefixlen else 0
+    if fits < count:
         out.add(".gcp.network.gpuNetworksCidr", "gpu-networks-cidr-size",
-                f"{count} GPU networks take {count} /24 subnets; '{base}' holds {max(0, 2 ** (24 - base.prefixlen))}")
-    limits = gcp_storage_limits()
+                f"{count} GPU networks take {count} /{prefix} subnets; '{base}' holds {fits}")
     nodes = sum(p.max_size for p, _ in direct)
-    usable = 256 - limits.subnet_reserved_addresses
+    usable = 2 ** (32 - prefix) - limits.subnet_reserved_addresses
     if nodes > usable:
-        out.add(".gcp.nodePools", "gpu-network-subnet-size",
-                f"the GPUDirect pools reach {nodes} nodes, and each GPU network's /24 subnet holds {usable} "
-                "(four addresses of a subnet are reserved)")
+        needed = next(p for p in range(prefix, limits.subnet_prefix_min - 1, -1)
+                      if 2 ** (32 - p) - limits.subnet_reserved_addresses >= nodes)
+        room = 2 ** (32 - needed) - limits.subnet_reserved_addresses
+        if net.gpu_subnet_prefix_length is None:
+            out.add(".gcp.network.gpuSubnetPrefixLength", "gpu-network-subnet-size",
+                    f"the GPUDirect pools reach {nodes} nodes, and each GPU network's /{prefix} subnet (the default) "
+                    f"holds {usable} (four addresses of a subnet are reserved): set gpuSubnetPrefixLength to {needed} "
+                    f"(a /{needed} holds {room:,}) and a gpuNetworksCidr that holds {count} of them")
+        else:
+            out.add(".gcp.network.gpuSubnetPrefixLength", "gpu-network-subnet-size",
+                    f"the GPUDirect pools reach {nodes} nodes, and each GPU network's /{prefix} subnet holds {usable} "
+                    f"(four addresses of a subnet are reserved): use {needed} or less (a /{needed} holds {room:,})")
 
 
 def _check_storage(gcp: GcpSpec, out: _Collector) -> None:
