@@ -385,6 +385,33 @@ def test_gpu_subnets_are_24s_by_default_and_take_the_prefix_given() -> None:
     assert gpu_subnets(run_spec(spec, "prod-gcp").graph) == [f"192.168.{2 * i}.0/23" for i in range(8)]
 
 
+def test_a_pinned_pool_is_created_at_its_version_and_held_there(capsys: pytest.CaptureFixture[str]) -> None:
+    """The pin is the pool's version plus GKE's per-pool exclusion until end of support (the release channel stays:
+    node auto-upgrade cannot be turned off on it); an unpinned pool has neither, unless it is a reserved GPU pool."""
+    from datetime import UTC, datetime
+
+    from components.gcp.summary import summarize
+    from components.spec import parse_spec
+
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+
+    spec = gcp_spec()
+    spec["gcp"]["cluster"]["minMasterVersion"] = "1.35.8-gke.1036000"
+    spec["gcp"]["nodePools"][0]["version"] = "1.35.8-gke.1036000"
+    run = run_spec(spec, "prod-gcp")
+    hold = [{"exclusionUntilEndOfSupports": [{"enabled": True}]}]
+    system, h100 = pool(run.graph, "system"), pool(run.graph, "h100")
+    assert system.inputs["version"] == "1.35.8-gke.1036000" and system.inputs["maintenancePolicies"] == hold
+    assert system.inputs["management"]["autoUpgrade"] is True  # required on a release channel
+    assert "version" not in h100.inputs and h100.inputs["maintenancePolicies"] == hold  # reserved: held, not pinned
+    assert one(run.graph, CLUSTER).inputs["releaseChannel"] == {"channel": "REGULAR"}
+    unpinned = pool(offline_run("prod-gcp").graph, "system").inputs
+    assert "version" not in unpinned and "maintenancePolicies" not in unpinned
+    compute = summarize(run.graph, parse_spec(spec, "stacks/Pulumi.prod-gcp.yaml"), {}, now).planes["compute"]
+    assert any(line.startswith("  system is pinned at GKE 1.35.8-gke.1036000: created at it and not auto-upgraded")
+               for line in compute)
+
+
 def test_gpu_operator_managed_drivers_turn_gke_drivers_and_dcgm_off() -> None:
     spec = gcp_spec()
     spec["gcp"]["nodePools"][1]["gpuDriver"] = "operator"

@@ -409,6 +409,50 @@ def test_a_gpudirect_machine_without_a_floor_is_refused(spec: dict[str, Any],
         "documents for it [rule: gke-version-floor]"]
 
 
+def test_a_pinned_pool_runs_no_newer_than_the_control_plane_and_within_its_skew(spec: dict[str, Any]) -> None:
+    key = f"{P}.gcp.nodePools[h100].version"
+    h100(spec)["version"] = "1.35.8-gke.1036000"
+    assert errors(spec) == [
+        f"{key}: a pinned node version needs cluster.minMasterVersion at or above it: nodes never run newer than the "
+        "control plane (Kubernetes version skew policy), whose version is otherwise the REGULAR channel's; set "
+        "minMasterVersion to 1.35.8-gke.1036000 or later [rule: gke-node-version]"]
+    spec["gcp"]["cluster"]["minMasterVersion"] = "1.35.6-gke.1000"
+    assert errors(spec) == [
+        f"{key}: 1.35.8-gke.1036000 is newer than minMasterVersion 1.35.6-gke.1000: nodes never run newer than the "
+        "control plane (Kubernetes version skew policy); raise minMasterVersion first, or pin an older version "
+        "[rule: gke-node-version]"]
+    spec["gcp"]["cluster"]["minMasterVersion"] = "1.36.4-gke.1391000"
+    parse_spec(spec, FILE, provider_region="us-central1")  # one minor behind: the pin holds
+    h100(spec)["version"] = "1.33.5-gke.1000"
+    assert errors(spec) == [
+        f"{key}: 1.33.5-gke.1000 is 3 minor versions older than minMasterVersion 1.36.4-gke.1391000, and GKE nodes "
+        "trail the control plane by at most 2 (components/catalog/gke_versions.yaml node_skew, with its source); pin "
+        "1.34 or later [rule: gke-node-version]"]
+    h100(spec)["version"] = "1.34.6-gke.1307000"
+    parse_spec(spec, FILE, provider_region="us-central1")  # two minors behind: allowed
+
+
+def test_a_pinned_gpudirect_pool_meets_its_floor_on_the_nodes(spec: dict[str, Any]) -> None:
+    """The GPUDirect floor is a node requirement: a pin below it is refused even when minMasterVersion meets it."""
+    spec["gcp"]["cluster"]["minMasterVersion"] = "1.33.2-gke.4780000"
+    h100(spec)["version"] = "1.32.9-gke.1000"
+    assert errors(spec) == [
+        f"{P}.gcp.nodePools[h100].version: 1.32.9-gke.1000 is below 1.32.11-gke.1174000, which {TCPXO_FLOOR}; "
+        "pin it or later [rule: gke-version-floor]"]
+    h100(spec)["version"] = "1.32.11-gke.1174000"
+    parse_spec(spec, FILE, provider_region="us-central1")
+
+
+def test_a_pin_is_an_exact_gke_version_and_no_channel_is_not_offered(spec: dict[str, Any]) -> None:
+    h100(spec)["version"] = "1.35"  # fuzzy: the provider would see spurious diffs
+    (line,) = errors(spec)
+    assert line.startswith(f"{P}.gcp.nodePools[h100].version: ") and "[rule: schema-type]" in line
+    del h100(spec)["version"]
+    spec["gcp"]["cluster"]["releaseChannel"] = "UNSPECIFIED"
+    assert errors(spec) == [f"{P}.gcp.cluster.releaseChannel: Input should be 'RAPID', 'REGULAR', 'STABLE' or "
+                            "'EXTENDED' [rule: schema-type]"]
+
+
 def test_min_master_version_is_a_gke_version(spec: dict[str, Any]) -> None:
     spec["gcp"]["cluster"]["minMasterVersion"] = "latest"
     (line,) = errors(spec)

@@ -14,6 +14,9 @@ GKE_VERSIONS_FILE = Path(__file__).with_name("gke_versions.yaml")
 # GKE versions as GKE writes them: 1.X.Y-gke.N; the spec also takes the shorter 1.X and 1.X.Y GKE accepts for
 # minMasterVersion (read as their lowest patch: the floor is then checked against the least the cluster may get).
 GKE_VERSION_PATTERN = r"^1\.\d{1,3}(\.\d{1,3}(-gke\.\d{1,12})?)?$"
+# An exact GKE version, as a node pool's pin takes it (pulumi_gcp NodePool.version: a fuzzy version makes spurious
+# diffs).
+GKE_EXACT_VERSION_PATTERN = r"^1\.\d{1,3}\.\d{1,3}-gke\.\d{1,12}$"
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+)(?:-gke\.(\d+))?)?$")
 
 GkeVersion = tuple[int, int, int, int]
@@ -81,6 +84,8 @@ class GkeVersions:
     gpudirect_floors: dict[str, VersionFloor]  # by accelerator type
     lustre_port: int
     lustre_floor: VersionFloor
+    node_skew_minors: int  # how many minor versions a node pool may trail the control plane
+    node_skew_source: str
 
 
 def _floor(raw: dict[str, object]) -> VersionFloor:
@@ -106,4 +111,6 @@ def load_gke_versions() -> GkeVersions:
         gpudirect_floors={str(acc): _floor(raw) for acc, raw in floors["gpudirect"].items()},
         lustre_port=int(floors["managed_lustre"]["port"]),
         lustre_floor=_floor(floors["managed_lustre"]),
+        node_skew_minors=int(data["node_skew"]["max_minor_versions_older"]),
+        node_skew_source=f"{data['node_skew']['source']} (read {data['node_skew']['as_of']})",
     )

@@ -283,10 +283,13 @@ class GkeNodePool(pulumi.ComponentResource):
             # between runs (the preview prints the command). Flex-start pools get GKE's short-lived upgrades. The
             # GKE API sets it only when the pool is created (UpdateNodePoolRequest has no maintenance policy,
             # google-cloud-container 2.65.0), so a change to it is ignored rather than replacing a reserved pool.
+            # A pinned pool (nodePools[].version) is held the same way: created at its version, upgraded when the
+            # stack changes it.
             maintenance_policies=[gcp.container.NodePoolMaintenancePolicyArgs(
                 exclusion_until_end_of_supports=[
                     gcp.container.NodePoolMaintenancePolicyExclusionUntilEndOfSupportArgs(enabled=True)])]
-            if gpu and cap.type == "reservation" else None,
+            if (gpu and cap.type == "reservation") or pool.version is not None else None,
+            version=pool.version,
             # GPU pools upgrade one node at a time without a surge node: reserved capacity has no spare VM to surge on.
             upgrade_settings=gcp.container.NodePoolUpgradeSettingsArgs(
                 strategy="SURGE", max_surge=0 if gpu else 1, max_unavailable=1 if gpu else 0),

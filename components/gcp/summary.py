@@ -68,7 +68,14 @@ def _pool_lines(graph: GraphView) -> tuple[list[str], int, int]:
         lines.append(", ".join(parts))
         held = any((p.get("exclusionUntilEndOfSupports") or [{}])[0].get("enabled")
                    for p in pool.inputs.get("maintenancePolicies") or [])
-        if held:
+        pinned = pool.inputs.get("version")
+        if pinned:
+            lines.append(f"  {pool.inputs.get('name')} is pinned at GKE {pinned}: created at it and not auto-upgraded "
+                         "by GKE until that version's end of support (the pool's maintenance exclusion, which GKE sets "
+                         "only when a pool is created: on a pool created before the pin it does not hold); GKE may "
+                         "still apply critical security fixes. Upgrade it by changing its version in the stack "
+                         "(one node at a time), not with gcloud: a refreshed apply would set the pinned version back")
+        elif held:
             lines.append(f"  {pool.inputs.get('name')} is not auto-upgraded by GKE until the control plane version's "
                          "end of support (the pool's maintenance exclusion, set when the pool is created; GKE may "
                          "still apply critical security fixes, and auto-repair or host maintenance can still "

@@ -13,7 +13,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, StrictBool, StrictInt
 
-from components.catalog.gke_versions import GKE_VERSION_PATTERN
+from components.catalog.gke_versions import GKE_EXACT_VERSION_PATTERN, GKE_VERSION_PATTERN
 from components.spec.aws import TaintSpec
 from components.spec.base import _GROUP_NAME_RE, _Model, unit
 
@@ -128,6 +128,15 @@ class GcpNodePoolSpec(_Model):
         "none (lendingLimitGpus 0), so no other team's work is billed to it. Default: shared, billed to the stack.",
     )
     labels: dict[str, str] = Field(default_factory=dict, description="Extra Kubernetes node labels.")
+    version: str | None = Field(
+        default=None, pattern=GKE_EXACT_VERSION_PATTERN,
+        description="Pin the pool's GKE version (exact, 1.X.Y-gke.N): the pool is created at it and carries GKE's "
+        "per-pool maintenance exclusion, so GKE does not auto-upgrade it until the version's end of support; change "
+        "it to upgrade the pool (one node at a time). Needs cluster.minMasterVersion at or above it, at most two "
+        "minor versions newer (nodes never run newer than the control plane). GKE sets the exclusion only when a "
+        "pool is created: a pool created without a pin is pinned only until GKE next upgrades it. Default: none, the "
+        "pool follows the release channel (a reserved GPU pool is held all the same, README).",
+    )
 
     @property
     def instance_type(self) -> str:
@@ -240,7 +249,10 @@ class GkeSpec(_Model):
         default="regional", description="regional: three control-plane replicas (production); zonal: one, in the "
         "GPU zone (cheaper; the API is down during its upgrades).")
     release_channel: Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"] = Field(
-        default="REGULAR", description="GKE release channel; versions follow it.")
+        default="REGULAR",
+        description="GKE release channel; versions follow it (EXTENDED: up to 24 months on a minor version). No "
+        "channel (UNSPECIFIED) is not offered: GKE deprecated it, new clusters cannot use it and it is removed on "
+        "2027-06-14; hold a pool with nodePools[].version instead.")
     min_master_version: str | None = Field(
         default=None, pattern=GKE_VERSION_PATTERN,
         description="The least GKE version of the control plane (min_master_version: GKE upgrades it to at least "

@@ -12,7 +12,7 @@ import re
 from datetime import timedelta
 
 from components.catalog.gcp_machines import MachineFacts, gcp_storage_limits, gpudirect_manifests, load_gcp_catalog
-from components.catalog.gke_versions import load_gke_versions
+from components.catalog.gke_versions import load_gke_versions, parse_gke_version
 from components.catalog.regions import known_gcp_regions
 from components.spec.base import GPU_TAINT_KEY
 from components.spec.decisions import (
@@ -58,6 +58,7 @@ def check_gcp(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
     _check_storage(gcp, out)
     _check_cluster(spec, gcp, out)
     _check_gke_version(gcp, out)
+    _check_node_versions(gcp, out)
     for i, team in enumerate(spec.teams):
         if team.role_arns:
             out.add(f".teams[{i}].roleArns", "team-access-per-cloud",
@@ -353,6 +354,46 @@ def _check_gke_version(gcp: GcpSpec, out: _Collector) -> None:
             out.add(key, "gke-version-floor",
                     f"{against} below {needed}, which {floor.what} ({'; '.join(users)}) needs: GKE "
                     f"{floor.describe()} (components/catalog/gke_versions.yaml); {fix}")
+
+
+def _check_node_versions(gcp: GcpSpec, out: _Collector) -> None:
+    """A pinned pool (nodePools[].version) runs no newer than the control plane and at most the skew GKE allows
+    older (components/catalog/gke_versions.yaml node_skew), and at least the GKE version its GPUDirect family needs:
+    the floors are checked on the nodes, not only on minMasterVersion."""
+    versions = load_gke_versions()
+    catalog = load_gcp_catalog()
+    plane = gcp.cluster.min_master_version
+    for i, pool in enumerate(gcp.node_pools):
+        if pool.version is None:
+            continue
+        where = f".gcp.nodePools[{i}].version"
+        if plane is None:
+            out.add(where, "gke-node-version",
+                    f"a pinned node version needs cluster.minMasterVersion at or above it: nodes never run newer than "
+                    f"the control plane (Kubernetes version skew policy), whose version is otherwise the "
+                    f"{gcp.cluster.release_channel} channel's; set minMasterVersion to {pool.version} or later")
+        else:
+            node, cp = parse_gke_version(pool.version), parse_gke_version(plane)
+            if node > cp:
+                out.add(where, "gke-node-version",
+                        f"{pool.version} is newer than minMasterVersion {plane}: nodes never run newer than the "
+                        "control plane (Kubernetes version skew policy); raise minMasterVersion first, or pin "
+                        "an older version")
+            elif node[:2] < (cp[0], cp[1] - versions.node_skew_minors):
+                out.add(where, "gke-node-version",
+                        f"{pool.version} is {cp[1] - node[1]} minor versions older than minMasterVersion {plane}, and "
+                        f"GKE nodes trail the control plane by at most {versions.node_skew_minors} "
+                        "(components/catalog/gke_versions.yaml node_skew, with its source); pin "
+                        f"1.{cp[1] - versions.node_skew_minors} or later")
+        facts = catalog.get(pool.machine_type)
+        floor = versions.gpudirect_floors.get(facts.accelerator or "") \
+            if facts is not None and facts.gpu_count and facts.gpudirect != "none" else None
+        needed = floor.unmet(pool.version) if floor is not None else None
+        if floor is not None and needed is not None:
+            out.add(where, "gke-version-floor",
+                    f"{pool.version} is below {needed}, which {floor.what} (node pool {pool.name}, "
+                    f"{pool.machine_type}) needs: GKE {floor.describe()} (components/catalog/gke_versions.yaml); pin "
+                    "it or later")
 
 
 def _check_cluster(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
