@@ -85,10 +85,11 @@ def test_prod_gcp_totals_match_a_hand_computation(prod: ResourceGraph) -> None:
     assert [(c.quantity, c.price_key, c.cost_usd) for c in lustre.components] == [
         (18000, "managed_lustre.tier-500", None)]
     assert not lustre.priced_fully
-    # The bucket and the NAT's traffic wait for a usage file; the cluster's logs and metrics have no quantity.
+    # The buckets (checkpoints, data) and the NAT's traffic wait for a usage file; the cluster's logs and metrics
+    # have no quantity.
     assert sorted(what for _, what in report.usage_not_priced) == [
         "Cloud Logging GiB ingested and Managed Prometheus samples (no usage quantity or price read)",
-        "GiB processed", "stored GiB and operations"]
+        "GiB processed", "stored GiB and operations", "stored GiB and operations"]
 
 
 def test_the_reservation_pool_costs_its_full_count_at_on_demand_rates(prod: ResourceGraph) -> None:
@@ -221,11 +222,12 @@ def test_usage_file_prices_the_bucket_and_nat_traffic(tmp_path: Path) -> None:
     usage = tmp_path / "u.yaml"
     usage.write_text("version: 1\nresources:\n"
                      "  storage-checkpoints: {storageGB: 50000, putRequests: 200000, getRequests: 3000000}\n"
+                     "  storage-bucket-data: {storageGB: 120000, getRequests: 9000000}\n"
                      "  network-nat: {processedGB: 2000}\n")
     out = tmp_path / "c.json"
     assert main(["cost", "prod-gcp", "--usage", str(usage), "--format", "json", "-o", str(out)]) == 0
     doc = json.loads(out.read_text())
-    bucket = 50000 * GCS_STANDARD + 200 * CLASS_A + 3000 * CLASS_B
+    bucket = 50000 * GCS_STANDARD + 200 * CLASS_A + 3000 * CLASS_B + 120000 * GCS_STANDARD + 9000 * CLASS_B
     assert doc["total_monthly_usd"] == pytest.approx(price_graph(offline_run("prod-gcp").graph).total_monthly_usd
                                                      + bucket + 2000 * NAT_GIB)
     checkpoints = next(r for r in doc["resources"] if r["urn"].endswith("::storage-checkpoints"))

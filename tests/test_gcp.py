@@ -40,6 +40,11 @@ def one(graph: ResourceGraph, type_: str) -> GraphResource:
     return res
 
 
+def checkpoint_bucket(graph: ResourceGraph) -> GraphResource:
+    (bucket,) = [r for r in graph.of_type("gcp:storage/bucket:Bucket") if r.name == "storage-checkpoints"]
+    return bucket
+
+
 def test_gcp_stacks_are_gcp() -> None:
     assert GCP_STACKS == ["dev-gcp", "prod-gcp"]
     assert all(stack(s).spec.cloud == "gcp" for s in GCP_STACKS)
@@ -212,8 +217,8 @@ def test_the_cluster_waits_for_its_key_grants_and_the_apis() -> None:
     assert members["keys-secrets-agent"] == agent + "container-engine-robot.iam.gserviceaccount.com"
     assert members["keys-disks-agent"] == agent + "compute-system.iam.gserviceaccount.com"
     assert members["keys-data-agent"] == agent + "gs-project-accounts.iam.gserviceaccount.com"
-    bucket = one(graph, "gcp:storage/bucket:Bucket")
-    assert grants <= set(bucket.dependencies)
+    buckets = graph.of_type("gcp:storage/bucket:Bucket")
+    assert len(buckets) == 2 and all(grants <= set(b.dependencies) for b in buckets)  # checkpoints and data
     for r in graph.of_type("gcp:projects/service:Service"):
         assert r.inputs["disableOnDestroy"] is False
     assert {r.inputs["service"] for r in graph.of_type("gcp:projects/service:Service")} >= {
@@ -230,7 +235,7 @@ def test_prod_gcp_storage_managed_lustre_and_bucket() -> None:
     assert connection.urn in lustre.dependencies
     (rule,) = [r for r in graph.of_type(FIREWALL) if r.name == "network-lustre"]
     assert rule.inputs["allows"] == [{"protocol": "tcp", "ports": ["988"]}]
-    bucket = one(graph, "gcp:storage/bucket:Bucket").inputs
+    bucket = checkpoint_bucket(graph).inputs
     assert bucket["publicAccessPrevention"] == "enforced" and bucket["uniformBucketLevelAccess"] is True
     assert bucket["versioning"] == {"enabled": True} and bucket["forceDestroy"] is False
     assert bucket["softDeletePolicy"] == {"retentionDurationSeconds": 7 * 86400}
@@ -265,8 +270,9 @@ def test_teams_reach_only_their_prefix_through_workload_identity() -> None:
         assert m["role"] == "roles/storage.objectUser"
         assert m["member"] == ("principal://iam.googleapis.com/projects/123456789012/locations/global/"
                                f"workloadIdentityPools/acme-ml-prod.svc.id.goog/subject/ns/{team}/sa/checkpoints")
+    checkpoints = checkpoint_bucket(graph).inputs["name"]
     bucket_roles = {(r.inputs["role"], r.inputs["member"].rsplit("/", 3)[-3]) for r in
-                    graph.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")}
+                    graph.of_type("gcp:storage/bucketIAMMember:BucketIAMMember") if r.inputs["bucket"] == checkpoints}
     # bucket-wide: object read only for the platform reader; teams get bucket metadata, no objects
     assert ("roles/storage.objectViewer", "kube-system") in bucket_roles
     assert not any(role in ("roles/storage.objectUser", "roles/storage.objectAdmin") for role, _ in bucket_roles)
@@ -274,6 +280,121 @@ def test_teams_reach_only_their_prefix_through_workload_identity() -> None:
     assert pvs["checkpoints-research"]["csi"]["driver"] == "gcsfuse.csi.storage.gke.io"
     assert "only-dir=research" in pvs["checkpoints-research"]["mountOptions"]
     assert pvs["checkpoints-research"]["claimRef"] == {"namespace": "research", "name": "checkpoints"}
+
+
+BUCKET = "gcp:storage/bucket:Bucket"
+BUCKET_IAM = "gcp:storage/bucketIAMMember:BucketIAMMember"
+DATA = "acme-ml-prod-prod-train-gke-data"
+CHECKPOINT_URN = "urn:pulumi:prod-gcp::gpu-cluster::gpu-cluster:storage:GcpStorage$gcp:storage/bucket:Bucket::"
+
+
+def test_a_data_bucket_is_built_as_the_checkpoint_bucket_is_and_protected_in_prod() -> None:
+    """gcp.storage.buckets: <project>-<cluster>-<name> with the checkpoint bucket's protections (CMEK with the stack's
+    data key, uniform access, public access prevention, versioning, soft delete, no force destroy), protected and
+    retained in prod and its name ignored by updates; the checkpoint bucket keeps its resource name and its name."""
+    graph = offline_run("prod-gcp").graph
+    buckets = {r.name: r for r in graph.of_type(BUCKET)}
+    assert set(buckets) == {"storage-checkpoints", "storage-bucket-data"}
+    checkpoints, data = buckets["storage-checkpoints"], buckets["storage-bucket-data"]
+    assert checkpoints.urn == CHECKPOINT_URN + "storage-checkpoints"
+    assert checkpoints.inputs["name"] == "acme-ml-prod-prod-train-gke-checkpoints" and data.inputs["name"] == DATA
+    for key in ("project", "location", "storageClass", "uniformBucketLevelAccess", "publicAccessPrevention",
+                "versioning", "softDeletePolicy", "encryption", "lifecycleRules", "forceDestroy", "labels"):
+        assert data.inputs[key] == checkpoints.inputs[key], key
+    assert data.inputs["encryption"]["defaultKmsKeyName"].endswith("/cryptoKeys/prod-train-gke-data")
+    assert data.inputs["publicAccessPrevention"] == "enforced" and data.inputs["uniformBucketLevelAccess"] is True
+    assert data.inputs["versioning"] == {"enabled": True} and data.inputs["forceDestroy"] is False
+    for bucket in (checkpoints, data):
+        assert (bucket.protect, bucket.retain_on_delete, bucket.ignore_changes) == (True, True, ["name"]), bucket.name
+
+
+def test_a_hierarchical_data_bucket_in_dev_and_adding_one_moves_no_other() -> None:
+    """Outside prod a bucket follows deletionProtection (off in dev-gcp); a hierarchical bucket has no versioning and
+    no noncurrent-version rule; adding buckets changes neither the checkpoint bucket nor another bucket."""
+    spec = gcp_spec("dev-gcp")
+    spec["gcp"]["storage"]["buckets"] = [{"name": "eval", "access": {"research": "read-write"},
+                                          "hierarchicalNamespace": True, "softDeleteDays": 14}]
+    first = {r.name: r for r in run_spec(spec, "dev-gcp").graph.of_type(BUCKET)}
+    assert set(first) == {"storage-checkpoints", "storage-bucket-eval"}
+    assert first["storage-checkpoints"].inputs == checkpoint_bucket(offline_run("dev-gcp").graph).inputs
+    evals = first["storage-bucket-eval"]
+    assert evals.inputs["name"] == "acme-ml-dev-dev-gpu-gke-eval"
+    assert (evals.protect, evals.retain_on_delete, evals.ignore_changes) == (False, False, ["name"])
+    assert evals.inputs["versioning"] == {"enabled": False}
+    assert evals.inputs["hierarchicalNamespace"] == {"enabled": True}
+    assert evals.inputs["softDeletePolicy"] == {"retentionDurationSeconds": 14 * 86400}
+    assert [r["action"]["type"] for r in evals.inputs["lifecycleRules"]] == ["AbortIncompleteMultipartUpload"]
+    assert evals.inputs["encryption"]["defaultKmsKeyName"].endswith("/cryptoKeys/dev-gpu-gke-data")
+    spec["gcp"]["storage"]["buckets"].insert(0, {"name": "data", "access": {"research": "read"},
+                                                 "noncurrentVersionRetentionDays": 90})
+    second = {r.name: r for r in run_spec(spec, "dev-gcp").graph.of_type(BUCKET)}
+    assert second["storage-bucket-eval"].urn == evals.urn and second["storage-bucket-eval"].inputs == evals.inputs
+    assert second["storage-checkpoints"].inputs == first["storage-checkpoints"].inputs
+    (delete,) = [r for r in second["storage-bucket-data"].inputs["lifecycleRules"] if r["action"]["type"] == "Delete"]
+    assert delete["condition"] == {"daysSinceNoncurrentTime": 90, "withState": "ARCHIVED"}
+
+
+def test_each_team_gets_the_access_the_bucket_names_and_no_more() -> None:
+    """read: Storage Object Viewer; read-write: Storage Object User; both with bucket metadata for GCS FUSE, to the
+    team's checkpoints service account (Workload Identity), after the cluster; nobody else is granted the bucket."""
+    graph = offline_run("prod-gcp").graph
+    (cluster,) = graph.of_type(CLUSTER)
+    grants = [r for r in graph.of_type(BUCKET_IAM) if r.inputs["bucket"] == DATA]
+    principal = ("principal://iam.googleapis.com/projects/123456789012/locations/global/workloadIdentityPools/"
+                 "acme-ml-prod.svc.id.goog/subject/ns/{}/sa/checkpoints")
+    assert sorted((r.name, r.inputs["role"], r.inputs["member"]) for r in grants) == [
+        ("data-access-data.applied-meta", "roles/storage.bucketViewer", principal.format("applied")),
+        ("data-access-data.applied-read", "roles/storage.objectViewer", principal.format("applied")),
+        ("data-access-data.pretraining-meta", "roles/storage.bucketViewer", principal.format("pretraining")),
+        ("data-access-data.pretraining-rw", "roles/storage.objectUser", principal.format("pretraining")),
+        ("data-access-data.research-meta", "roles/storage.bucketViewer", principal.format("research")),
+        ("data-access-data.research-read", "roles/storage.objectViewer", principal.format("research")),
+    ]
+    assert all(cluster.urn in r.dependencies for r in grants)
+    spec = gcp_spec()
+    spec["gcp"]["storage"]["buckets"][0]["access"] = {"research": "read"}
+    only = [r.inputs["member"] for r in run_spec(spec, "prod-gcp").graph.of_type(BUCKET_IAM)
+            if r.inputs["bucket"] == DATA]
+    assert only == [principal.format("research")] * 2
+
+
+def test_each_team_with_access_mounts_the_bucket_read_only_where_it_reads() -> None:
+    """The claim `data` in each namespace the access names, bound to a GCS FUSE volume of the whole bucket:
+    ReadOnlyMany and csi.readOnly for read, ReadWriteMany for read-write; no claim where a team has no access."""
+    spec = gcp_spec()
+    spec["gcp"]["storage"]["buckets"][0]["access"] = {"pretraining": "read-write", "research": "read"}
+    graph = run_spec(spec, "prod-gcp").graph
+    pvs = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type("kubernetes:core/v1:PersistentVolume")
+           if (r.inputs["spec"].get("csi") or {}).get("volumeHandle") == DATA}
+    claims = {(r.inputs["metadata"]["namespace"], r.inputs["metadata"]["name"]): r.inputs["spec"]
+              for r in graph.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
+    assert set(pvs) == {"data.pretraining", "data.research"}
+    assert ("applied", "data") not in claims
+    for team, read_only in (("research", True), ("pretraining", False)):
+        pv, pvc = pvs[f"data.{team}"], claims[(team, "data")]
+        modes = ["ReadOnlyMany"] if read_only else ["ReadWriteMany"]
+        assert pv["csi"]["driver"] == "gcsfuse.csi.storage.gke.io" and pv["csi"]["readOnly"] is read_only
+        assert pv["accessModes"] == pvc["accessModes"] == modes
+        assert pv["claimRef"] == {"namespace": team, "name": "data"} and pvc["volumeName"] == f"data.{team}"
+        assert pv["storageClassName"] == pvc["storageClassName"] == "gcs-fuse-data"
+        assert pv["persistentVolumeReclaimPolicy"] == "Retain"
+        assert not any(o.startswith("only-dir") for o in pv["mountOptions"])  # the whole bucket
+        assert "skipCSIBucketAccessCheck" not in pv["csi"]["volumeAttributes"]  # the team may list the bucket
+
+
+def test_the_preview_says_who_reaches_each_bucket_and_how(capsys: pytest.CaptureFixture[str]) -> None:
+    from blueprint.cli import main
+
+    assert main(["preview", "prod-gcp"]) == 0
+    storage = capsys.readouterr().out.split("== storage", 1)[1].split("\n== ", 1)[0]
+    lines = [line.strip() for line in storage.splitlines()]
+    assert (f"bucket {DATA}: uniform access, public access enforced, versioning on, soft delete 7 d, CMEK, "
+            "protected") in lines
+    assert (f"bucket {DATA} access (Workload Identity, ns/<team>/sa/checkpoints, the whole bucket): applied read "
+            "(claim data, read-only), pretraining read-write (claim data), research read (claim data, read-only)") \
+        in lines
+    # the checkpoint bucket's access stays per managed folder
+    assert not any(line.startswith("bucket acme-ml-prod-prod-train-gke-checkpoints access") for line in lines)
 
 
 def test_gcp_budgets_only_on_labels_something_billed_carries() -> None:
@@ -296,6 +417,7 @@ def test_gcp_budgets_only_on_labels_something_billed_carries() -> None:
         if not team["quotas"]:
             team["quotas"] = []
     spec["teams"] = [t for t in spec["teams"] if t["name"] == "pretraining"]
+    spec["gcp"]["storage"]["buckets"][0]["access"] = {"pretraining": "read-write"}
     spec["teams"][0]["quotas"][0]["lendingLimitGpus"] = 0
     spec["teams"][0]["quotas"][0].pop("borrowingLimitGpus", None)
     spec["platform"]["monitoring"]["alerts"]["routes"] = [{"receiver": "platform-pager"}]

@@ -272,6 +272,112 @@ def test_bucket_protection(spec: dict[str, Any]) -> None:
         "[rule: hns-needs-soft-delete]"]
 
 
+def data_bucket(spec: dict[str, Any]) -> dict[str, Any]:
+    bucket: dict[str, Any] = spec["gcp"]["storage"]["buckets"][0]
+    assert bucket["name"] == "data"
+    return bucket
+
+
+def test_a_bucket_is_granted_to_teams_of_the_stack(spec: dict[str, Any]) -> None:
+    data_bucket(spec)["access"]["ops"] = "read"
+    assert errors(spec) == [
+        f"{P}.gcp.storage.buckets[data].access.ops: 'ops' is not a team of the stack (research, pretraining, "
+        "applied): a bucket is granted to a team's Workload Identity principal and mounted in its namespace "
+        "[rule: bucket-access-team]"]
+    data_bucket(spec)["access"] = {"research": "write"}
+    (line,) = errors(spec)
+    assert line.startswith(f"{P}.gcp.storage.buckets[data].access.research: ") and "[rule: schema-type]" in line
+
+
+def test_bucket_names_are_unique_and_not_the_checkpoint_bucket_s(spec: dict[str, Any]) -> None:
+    buckets = spec["gcp"]["storage"]["buckets"]
+    buckets.append({"name": "data", "access": {"research": "read"}})
+    assert errors(spec) == [f"{P}.gcp.storage.buckets[1].name: bucket name 'data' is used twice [rule: unique-names]"]
+    buckets[1:] = [{"name": "checkpoints"}, {"name": "shared-fs"}]
+    assert errors(spec) == [
+        f"{P}.gcp.storage.buckets[checkpoints].name: every team namespace already has a claim named 'checkpoints' "
+        "(the checkpoint bucket's claim), and a bucket's claim takes the bucket's name: choose another "
+        "[rule: bucket-name-taken]",
+        f"{P}.gcp.storage.buckets[shared-fs].name: every team namespace already has a claim named 'shared-fs' "
+        "(the shared filesystem's claim), and a bucket's claim takes the bucket's name: choose another "
+        "[rule: bucket-name-taken]"]
+    del buckets[1:]
+    spec["gcp"]["storage"]["checkpointBucket"]["existingName"] = "acme-ml-prod-prod-train-gke-data"
+    assert errors(spec) == [
+        f"{P}.gcp.storage.buckets[data].name: the bucket would be acme-ml-prod-prod-train-gke-data, the checkpoint "
+        "bucket (checkpointBucket.existingName): choose another name [rule: bucket-name-taken]"]
+
+
+def test_two_teams_claims_never_join_into_one_resource(spec: dict[str, Any]) -> None:
+    """Claims are Pulumi resources <platform>-persistentvolumeclaim-<team>-<claim>: team applied's ml-data and
+    team applied-ml's data would be one."""
+    spec["teams"][2]["quotas"][0]["gpus"] = 8
+    spec["teams"].append({"name": "applied-ml", "costCenter": "cc-4500", "group": "applied-ml@example.com",
+                          "quotas": [{"nodeGroup": "h100", "gpus": 8}],
+                          "budget": {"monthlyUsd": 1000, "notify": ["applied-leads@example.com"]}})
+    data_bucket(spec)["access"]["applied-ml"] = "read"
+    parse_spec(spec, FILE, provider_region="us-central1")
+    spec["gcp"]["storage"]["buckets"].append({"name": "ml-data", "access": {"applied": "read"}})
+    assert errors(spec) == [
+        f"{P}.gcp.storage.buckets[ml-data].name: team applied's claim ml-data and team applied-ml's claim data would "
+        "be one Pulumi resource (persistentvolumeclaim-applied-ml-data): choose another bucket name "
+        "[rule: unique-names]"]
+    spec["gcp"]["storage"]["buckets"][1] = {"name": "ml-checkpoints", "access": {"applied": "read"}}
+    assert errors(spec) == [
+        f"{P}.gcp.storage.buckets[ml-checkpoints].name: team applied's claim ml-checkpoints and team applied-ml's "
+        "claim checkpoints would be one Pulumi resource (persistentvolumeclaim-applied-ml-checkpoints): choose "
+        "another bucket name [rule: unique-names]"]
+
+
+def test_a_bucket_name_is_one_cloud_storage_accepts_once_composed(spec: dict[str, Any]) -> None:
+    """<project>-<cluster>-<name>, never cut (two cut names could meet): 63 characters at most, no "goog" prefix,
+    no "google" (Cloud Storage "Bucket naming guidelines", with its source in gcp_storage.yaml)."""
+    limits = gcp_storage_limits()
+    source = f"components/catalog/gcp_storage.yaml: {limits.bucket_name_source}"
+    assert (limits.bucket_name_max, limits.bucket_name_reserved_prefix) == (63, "goog")
+    bucket = data_bucket(spec)
+    spec["gcp"]["project"] = "acme-machine-learning-prod-001"  # 30 characters, the most a project ID has
+    bucket["name"] = "tokenized-corpora-v2"
+    assert errors(spec) == [
+        f"{P}.gcp.storage.buckets[tokenized-corpora-v2].name: the bucket would be acme-machine-learning-prod-001-"
+        "prod-train-gke-tokenized-corpora-v2 (<project>-<cluster>-<name>), 66 characters, and Cloud Storage names "
+        "have at most 63: use a name of at most 17 characters [rule: bucket-name-length]"]
+    bucket["name"] = "tokenized-corpora"
+    parse_spec(spec, FILE, provider_region="us-central1")  # exactly 63
+    spec["gcp"]["project"] = "acme-ml-prod"
+    bucket["name"] = "google-data"
+    assert errors(spec) == [
+        f"{P}.gcp.storage.buckets[google-data].name: the bucket would be acme-ml-prod-prod-train-gke-google-data "
+        f"(<project>-<cluster>-<name>), and it contains 'google', which Cloud Storage refuses in bucket names "
+        f"({source}): choose another name [rule: bucket-name-valid]"]
+    bucket["name"] = "data"
+    spec["gcp"]["project"] = "goog-ml-prod"
+    assert errors(spec) == [
+        f"{P}.gcp.storage.buckets[data].name: the bucket would be goog-ml-prod-prod-train-gke-data "
+        f"(<project>-<cluster>-<name>), and it starts with 'goog', which Cloud Storage reserves ({source}): choose "
+        "another name [rule: bucket-name-valid]"]
+
+
+def test_a_hierarchical_bucket_keeps_no_versions_and_keeps_soft_delete(spec: dict[str, Any]) -> None:
+    data_bucket(spec).update(hierarchicalNamespace=True, noncurrentVersionRetentionDays=30)
+    assert errors(spec) == [
+        f"{P}.gcp.storage.buckets[data].noncurrentVersionRetentionDays: a hierarchical-namespace bucket cannot be "
+        "versioned (Cloud Storage 'Hierarchical namespace'), so it keeps no noncurrent versions to retain: remove "
+        "noncurrentVersionRetentionDays (soft delete keeps its overwritten and deleted objects) "
+        "[rule: hns-no-versioning]"]
+    del data_bucket(spec)["noncurrentVersionRetentionDays"]
+    data_bucket(spec)["softDeleteDays"] = 0
+    assert errors(spec) == [
+        f"{P}.gcp.storage.buckets[data].softDeleteDays: a hierarchical-namespace bucket has no object versioning, so "
+        "soft delete is the only protection of overwritten objects: keep softDeleteDays >= 7 "
+        "[rule: hns-needs-soft-delete]"]
+    data_bucket(spec)["softDeleteDays"] = 3
+    assert errors(spec) == [f"{P}.gcp.storage.buckets[data].softDeleteDays: soft delete is off (0) or 7 to 90 days "
+                            "[rule: soft-delete-range]"]
+    data_bucket(spec)["softDeleteDays"] = 7
+    parse_spec(spec, FILE, provider_region="us-central1")
+
+
 def test_ranges_are_valid_private_and_disjoint(spec: dict[str, Any]) -> None:
     net = spec["gcp"]["network"]
     net.update(podsCidr="10.40.0.0/14", controlPlaneCidr="172.16.0.32/27")

@@ -7,6 +7,7 @@ count wires no GPU network and the spec refuses a GPUDirect pool it cannot wire)
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -173,6 +174,25 @@ class GcpStorageLimits:
     subnet_prefix_min: int  # the largest IPv4 subnet GCP creates (/4)
     subnet_prefix_max: int  # the smallest (/29)
     subnet_prefix_source: str
+    bucket_name_pattern: str  # without dots: the stack's names have none
+    bucket_name_max: int
+    bucket_name_reserved_prefix: str
+    bucket_name_reserved_words: tuple[str, ...]
+    bucket_name_source: str
+
+    def bucket_name_problem(self, name: str) -> str | None:
+        """Why Cloud Storage would refuse ``name`` for a bucket (without dots), or None."""
+        if len(name) > self.bucket_name_max:
+            return f"{len(name)} characters, and Cloud Storage names have at most {self.bucket_name_max}"
+        if name.startswith(self.bucket_name_reserved_prefix):
+            return f"it starts with '{self.bucket_name_reserved_prefix}', which Cloud Storage reserves"
+        for word in self.bucket_name_reserved_words:
+            if word in name:
+                return f"it contains '{word}', which Cloud Storage refuses in bucket names"
+        if not re.fullmatch(self.bucket_name_pattern, name):
+            return (f"not 3 to {self.bucket_name_max} lowercase letters, digits, dashes and underscores starting and "
+                    "ending with a letter or digit")
+        return None
 
 
 @lru_cache(maxsize=1)
@@ -181,6 +201,7 @@ def gcp_storage_limits() -> GcpStorageLimits:
     with GCP_STORAGE_FILE.open(encoding="utf-8") as fh:
         data = yaml.safe_load(fh)
     lustre = data["managed_lustre"]
+    names = data["gcs"]["bucket_names"]
     return GcpStorageLimits(
         lustre_tiers={int(k): LustreTier(**v) for k, v in lustre["tiers"].items()},
         lustre_source=f"{lustre['source']} (read {lustre['as_of']})",
@@ -193,6 +214,11 @@ def gcp_storage_limits() -> GcpStorageLimits:
         subnet_prefix_max=int(data["subnets"]["prefix_length"]["max"]),
         subnet_prefix_source=f"{data['subnets']['prefix_length']['source']} (read "
         f"{data['subnets']['prefix_length']['as_of']})",
+        bucket_name_pattern=str(names["pattern"]),
+        bucket_name_max=int(names["max_length"]),
+        bucket_name_reserved_prefix=str(names["reserved_prefix"]),
+        bucket_name_reserved_words=tuple(str(w) for w in names["reserved_words"]),
+        bucket_name_source=f"{names['source']} (read {names['as_of']})",
     )
 
 

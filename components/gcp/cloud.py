@@ -27,6 +27,7 @@ from components.gcp.network import DEFAULT_MTU, GcpNetwork, GpuNetworkPlan
 from components.gcp.platform import (
     GKE_TOPOLOGY,
     PD_CSI,
+    bucket_volume,
     checkpoint_volume,
     network_objects,
     pd_storage_class_parameters,
@@ -49,6 +50,7 @@ from components.provenance import from_spec, spec_path, team_items
 from components.sizing.plan import stack_checkpoint_policy
 from components.spec import ClusterSpec, gpu_units_per_gpu
 from components.spec.decisions import (
+    gcs_bucket_name,
     gpu_subnet_prefix,
     gpudirect_pools,
     group_billing_labels,
@@ -306,7 +308,14 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
             if fabric is not None:
                 acceptance_fabrics[pool.name] = fabric
     labels = spec.billing_labels
-    team_objects = {t.name: checkpoint_volume(t.name, bucket, dict(labels)) for t in spec.teams}
+    team_objects: dict[str, tuple[Manifest, ...]] = {
+        t.name: checkpoint_volume(t.name, bucket, dict(labels)) for t in spec.teams}
+    # gcp.storage.buckets: a claim per bucket in each namespace its access names (the names are known before apply).
+    for extra in gcp_spec.storage.buckets:
+        for team, mode in sorted(extra.access.items()):
+            team_objects[team] += bucket_volume(extra.name, team, gcs_bucket_name(gcp_spec.project, spec.name,
+                                                                                  extra.name),
+                                                mode == "read", dict(labels))
     return PlatformInputs(
         platform_budget_notify=tuple(spec.billing.notify),
         filesystem_spec_path=spec_path("gcp", "storage", "filesystem"),
@@ -407,7 +416,9 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     with from_spec(spec_path("teams"), team_items([t.name for t in spec.teams])):
         GcpDataAccess("data-access", project=g.project, project_number=number, bucket=storage.bucket_name,
                       teams=[t.name for t in spec.teams], team_account=CHECKPOINT_SERVICE_ACCOUNT,
-                      reader=PLATFORM_READER, protect=protect, cluster=cluster.cluster, opts=opts)
+                      reader=PLATFORM_READER, protect=protect, cluster=cluster.cluster,
+                      buckets={b.name: (storage.data_buckets[b.name], b.access) for b in g.storage.buckets},
+                      opts=opts)
     location = g.region if g.cluster.location == "regional" else g.gpu_zone
     pools: dict[str, GkeNodePool] = {}
     system_pools: list[pulumi.Resource] = []

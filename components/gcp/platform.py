@@ -103,3 +103,38 @@ def checkpoint_volume(team: str, bucket: str, labels: dict[str, str]) -> tuple[M
                  "volumeName": pv_name, "storageClassName": "gcs-fuse-checkpoints"},
     }
     return pv, pvc
+
+
+def bucket_volume(purpose: str, team: str, bucket: str, read_only: bool,
+                  labels: dict[str, str]) -> tuple[Manifest, Manifest]:
+    """A team's volume of one of gcp.storage.buckets: the whole bucket through the GCS FUSE CSI driver, mounted with
+    the checkpoint volume's options, and the claim ``<purpose>`` in the team's namespace. A read-only volume is
+    ReadOnlyMany with ``csi.readOnly`` (the driver mounts it ``ro``: gcs-fuse-csi-driver pkg/csi_driver/utils.go
+    parseRequestArguments); IAM (roles/storage.objectViewer) is what keeps the team from writing.
+
+    The volume is ``<purpose>.<team>``: a dot, which neither name has, keeps it apart from every other bucket's and
+    from ``checkpoints-<team>`` (a bucket ``data`` of team ``ml-ops`` and a bucket ``data-ml`` of team ``ops``)."""
+    pv_name = f"{purpose}.{team}"
+    storage_class = f"gcs-fuse-{purpose}"
+    modes = ["ReadOnlyMany"] if read_only else ["ReadWriteMany"]
+    pv: Manifest = {
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": pv_name, "labels": dict(labels)},
+        "spec": {
+            "accessModes": modes,
+            "capacity": {"storage": "5Ti"},  # informational for GCS FUSE; the bucket has no size
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": storage_class,
+            "claimRef": {"namespace": team, "name": purpose},
+            "mountOptions": list(CHECKPOINT_MOUNT_OPTIONS),
+            "csi": {"driver": GCSFUSE_CSI, "volumeHandle": bucket, "readOnly": read_only,
+                    "volumeAttributes": {"gcsfuseMetadataPrefetchOnMount": "true"}},
+        },
+    }
+    pvc: Manifest = {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": purpose, "namespace": team, "labels": dict(labels)},
+        "spec": {"accessModes": modes, "resources": {"requests": {"storage": "5Ti"}},
+                 "volumeName": pv_name, "storageClassName": storage_class},
+    }
+    return pv, pvc

@@ -33,6 +33,9 @@ NODE_ROLES = (
 # 2026-08-22); inside the cluster the team's Role (RBAC, Google Groups for RBAC) decides the rest.
 TEAM_CLUSTER_ROLE = "roles/container.clusterViewer"
 ENCRYPTER = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
+# A team's access to one of gcp.storage.buckets: read lists and reads objects (Storage Object Viewer); read-write also
+# creates, overwrites and deletes them (Storage Object User, what the checkpoint folders grant).
+BUCKET_ACCESS = {"read": ("read", "roles/storage.objectViewer"), "read-write": ("rw", "roles/storage.objectUser")}
 # Keys rotate every 90 days (a new primary version; old versions keep decrypting).
 ROTATION = "7776000s"
 
@@ -165,12 +168,15 @@ class GcpDataAccess(pulumi.ComponentResource):
     """Each team's ``checkpoints`` service account may read and write ``<team>/`` of the bucket and nothing else
     (a managed folder per team with ``roles/storage.objectUser`` for that principal; Cloud Storage "Managed
     folders": IAM on a managed folder applies to the objects under its prefix); ``kube-system/checkpoint-reader``
-    reads every prefix. Bucket metadata (``roles/storage.bucketViewer``, no object access) lets GCS FUSE mount.
+    reads every prefix. Bucket metadata (``roles/storage.bucketViewer``, no object access) lets GCS FUSE mount. Each
+    of ``buckets`` (gcp.storage.buckets) is granted whole to the teams its access names, read or read-write.
     """
 
     def __init__(self, name: str, *, project: str, project_number: pulumi.Output[str], bucket: pulumi.Input[str],
                  teams: Sequence[str], team_account: str, reader: tuple[str, str], protect: bool,
-                 cluster: pulumi.Resource, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+                 cluster: pulumi.Resource,
+                 buckets: Mapping[str, tuple[pulumi.Input[str], Mapping[str, str]]] | None = None,
+                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:storage:GcpDataAccess", name, provenance.props(), opts)
         # The principals name the project's Workload Identity pool (<project>.svc.id.goog), which exists once a cluster
         # with Workload Identity does: on a fresh project a binding made before it fails ("Identity Pool does not
@@ -190,4 +196,15 @@ class GcpDataAccess(pulumi.ComponentResource):
         reader_principal = wif_principal(project_number, project, reader[0], reader[1])
         gcp.storage.BucketIAMMember(f"{name}-platform-read", bucket=bucket, role="roles/storage.objectViewer",
                                     member=reader_principal, opts=child)
+        # gcp.storage.buckets: each team's access to the whole bucket, as the spec gives it, and the bucket metadata
+        # GCS FUSE reads when it mounts. Named <purpose>.<team>: the dot, in neither name, keeps bucket data's grant
+        # to team eng apart from the checkpoint grants of a team data-eng.
+        for purpose, (other, access) in sorted((buckets or {}).items()):
+            for team, mode in sorted(access.items()):
+                principal = wif_principal(project_number, project, team, team_account)
+                gcp.storage.BucketIAMMember(
+                    f"{name}-{purpose}.{team}-{BUCKET_ACCESS[mode][0]}", bucket=other, role=BUCKET_ACCESS[mode][1],
+                    member=principal, opts=child)
+                gcp.storage.BucketIAMMember(f"{name}-{purpose}.{team}-meta", bucket=other,
+                                            role="roles/storage.bucketViewer", member=principal, opts=child)
         self.register_outputs({})

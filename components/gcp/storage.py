@@ -1,5 +1,5 @@
-"""The GCP storage plane: the checkpoint bucket and the shared filesystem (Managed Lustre, Filestore or
-Parallelstore) in the GPU zone.
+"""The GCP storage plane: the checkpoint bucket, more buckets (gcp.storage.buckets) and the shared filesystem (Managed
+Lustre, Filestore or Parallelstore) in the GPU zone.
 
 Everything that holds data is protected and retained on delete while deletion protection is on, and its physical
 name is derived from the cluster name once (a rename of a Pulumi resource is an alias problem, not a new bucket).
@@ -14,6 +14,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components import provenance
+from components.spec.decisions import gcs_bucket_name, gcs_checkpoint_bucket_name
 from components.spec.gcp import GcpStorageSpec
 
 LUSTRE_FILESYSTEM = "lustrefs"  # the Lustre filesystem name clients mount (<= 8 letters and digits)
@@ -26,7 +27,44 @@ def lustre_instance_id(prefix: str) -> str:
 
 def checkpoint_bucket_name(project: str, prefix: str) -> str:
     """The checkpoint bucket's name: project and cluster, within GCS's 63 characters."""
-    return f"{project}-{prefix}-checkpoints"[:63]
+    return gcs_checkpoint_bucket_name(project, prefix)
+
+
+def _bucket(resource_name: str, bucket_name: str, *, project: str, region: str, hierarchical: bool,
+            noncurrent_days: int, soft_delete_days: int, data_key: pulumi.Input[str], labels: Mapping[str, str],
+            opts: pulumi.ResourceOptions) -> gcp.storage.Bucket:
+    """A regional bucket with uniform access, public access prevention, versioning (or a hierarchical namespace),
+    soft delete, the stack's CMEK key and lifecycle rules that never expire live objects."""
+    rules = [
+        # Abandoned multipart uploads (interrupted checkpoint writes) are not kept forever.
+        gcp.storage.BucketLifecycleRuleArgs(
+            action=gcp.storage.BucketLifecycleRuleActionArgs(type="AbortIncompleteMultipartUpload"),
+            condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=7)),
+    ]
+    if not hierarchical:
+        # Replaced or deleted objects stay as noncurrent versions for the retention, then expire.
+        rules.append(gcp.storage.BucketLifecycleRuleArgs(
+            action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+            condition=gcp.storage.BucketLifecycleRuleConditionArgs(
+                days_since_noncurrent_time=noncurrent_days, with_state="ARCHIVED")))
+    return gcp.storage.Bucket(
+        resource_name,
+        name=bucket_name,
+        project=project,
+        location=region.upper(),
+        storage_class="STANDARD",
+        uniform_bucket_level_access=True,
+        public_access_prevention="enforced",
+        # A hierarchical namespace excludes object versioning (Cloud Storage "Hierarchical namespace").
+        versioning=gcp.storage.BucketVersioningArgs(enabled=not hierarchical),
+        hierarchical_namespace=gcp.storage.BucketHierarchicalNamespaceArgs(enabled=True) if hierarchical else None,
+        soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(retention_duration_seconds=soft_delete_days * 86400),
+        encryption=gcp.storage.BucketEncryptionArgs(default_kms_key_name=data_key),
+        lifecycle_rules=rules,
+        force_destroy=False,
+        labels=dict(labels),
+        opts=opts,
+    )
 
 
 class GcpStorage(pulumi.ComponentResource):
@@ -34,10 +72,12 @@ class GcpStorage(pulumi.ComponentResource):
 
     Attributes:
         bucket_name: the checkpoint bucket.
+        data_buckets: the names of gcp.storage.buckets, by spec name.
         filesystem_address: how clients mount the filesystem (Lustre ``<ip>@tcp:/lustrefs``; Filestore IP), or None.
     """
 
     bucket_name: pulumi.Output[str]
+    data_buckets: dict[str, pulumi.Output[str]]
     filesystem_address: Optional[pulumi.Output[str]]
 
     def __init__(self, name: str, *, spec: GcpStorageSpec, project: str, region: str, zone: str, prefix: str,
@@ -48,43 +88,25 @@ class GcpStorage(pulumi.ComponentResource):
         super().__init__("gpu-cluster:storage:GcpStorage", name, provenance.props(), opts)
         keep = pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect, depends_on=list(after))
         b = spec.checkpoint_bucket
+        bucket_opts = pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(
+            depends_on=key_grants, ignore_changes=["name"]))
         if b.existing_name is not None:
             self.bucket_name = pulumi.Output.from_input(b.existing_name)
         else:
-            hns = b.hierarchical_namespace
-            rules = [
-                # Abandoned multipart uploads (interrupted checkpoint writes) are not kept forever.
-                gcp.storage.BucketLifecycleRuleArgs(
-                    action=gcp.storage.BucketLifecycleRuleActionArgs(type="AbortIncompleteMultipartUpload"),
-                    condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=7)),
-            ]
-            if not hns:
-                # Replaced or deleted checkpoints stay as noncurrent versions for the retention, then expire.
-                rules.append(gcp.storage.BucketLifecycleRuleArgs(
-                    action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
-                    condition=gcp.storage.BucketLifecycleRuleConditionArgs(
-                        days_since_noncurrent_time=b.noncurrent_version_retention_days, with_state="ARCHIVED")))
-            bucket = gcp.storage.Bucket(
-                f"{name}-checkpoints",
-                name=checkpoint_bucket_name(project, prefix),
-                project=project,
-                location=region.upper(),
-                storage_class="STANDARD",
-                uniform_bucket_level_access=True,
-                public_access_prevention="enforced",
-                # A hierarchical namespace excludes object versioning (Cloud Storage "Hierarchical namespace").
-                versioning=gcp.storage.BucketVersioningArgs(enabled=not hns),
-                hierarchical_namespace=gcp.storage.BucketHierarchicalNamespaceArgs(enabled=True) if hns else None,
-                soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(
-                    retention_duration_seconds=b.soft_delete_days * 86400),
-                encryption=gcp.storage.BucketEncryptionArgs(default_kms_key_name=data_key),
-                lifecycle_rules=rules,
-                force_destroy=False,
-                labels=dict(labels),
-                opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(
-                    depends_on=key_grants, ignore_changes=["name"])),
-            )
+            bucket = _bucket(f"{name}-checkpoints", checkpoint_bucket_name(project, prefix), project=project,
+                             region=region, hierarchical=b.hierarchical_namespace,
+                             noncurrent_days=b.noncurrent_version_retention_days, soft_delete_days=b.soft_delete_days,
+                             data_key=data_key, labels=labels, opts=bucket_opts)
             self.bucket_name = bucket.name
+        # More buckets (gcp.storage.buckets), built as the checkpoint bucket is; a bucket's resource and physical
+        # names come from its spec name alone, so adding or removing another never renames it.
+        self.data_buckets = {}
+        for extra in spec.buckets:
+            self.data_buckets[extra.name] = _bucket(
+                f"{name}-bucket-{extra.name}", gcs_bucket_name(project, prefix, extra.name), project=project,
+                region=region, hierarchical=extra.hierarchical_namespace,
+                noncurrent_days=extra.version_retention_days, soft_delete_days=extra.soft_delete_days,
+                data_key=data_key, labels=labels, opts=bucket_opts).name
 
         self.filesystem_address = None
         fs = spec.filesystem

@@ -116,10 +116,13 @@ def _storage_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
     lines = []
     for b in graph.of_type("gcp:storage/bucket:Bucket"):
         soft = int((b.inputs.get("softDeletePolicy") or {}).get("retentionDurationSeconds", 0)) // 86400
+        hns = (b.inputs.get("hierarchicalNamespace") or {}).get("enabled")
+        cmek = (b.inputs.get("encryption") or {}).get("defaultKmsKeyName")
         lines.append(
             f"bucket {b.inputs.get('name')}: uniform access, public access {b.inputs.get('publicAccessPrevention')}, "
-            f"versioning {'on' if (b.inputs.get('versioning') or {}).get('enabled') else 'off'}, soft delete {soft} d, "
-            f"CMEK, {'protected' if b.protect else 'not protected'}")
+            f"versioning {'on' if (b.inputs.get('versioning') or {}).get('enabled') else 'off'}"
+            f"{' (hierarchical namespace)' if hns else ''}, soft delete {soft} d, "
+            f"{'CMEK' if cmek else 'Google-managed keys'}, {'protected' if b.protect else 'not protected'}")
     for fs in graph.of_type("gcp:lustre/instance:Instance"):
         cap = int(str(fs.inputs.get("capacityGib", 0)))
         tier = int(str(fs.inputs.get("perUnitStorageThroughput", 0)))
@@ -136,6 +139,32 @@ def _storage_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
     for fs in graph.of_type("gcp:parallelstore/instance:Instance"):
         lines.append(f"Parallelstore {fs.inputs.get('instanceId')}: {fs.inputs.get('capacityGib')} GiB")
     folders = sorted(str(f.inputs.get("name")) for f in graph.of_type("gcp:storage/managedFolder:ManagedFolder"))
+    foldered = {str(f.inputs.get("bucket")) for f in graph.of_type("gcp:storage/managedFolder:ManagedFolder")}
+    # gcp.storage.buckets: the teams' grants on the whole bucket and the GCS FUSE claims of it in their namespaces.
+    modes = {"roles/storage.objectViewer": "read", "roles/storage.objectUser": "read-write"}
+    volumes = graph.of_type("kubernetes:core/v1:PersistentVolume")
+    for b in graph.of_type("gcp:storage/bucket:Bucket"):
+        name = str(b.inputs.get("name"))
+        if name in foldered:
+            continue
+        teams = sorted((str(m.inputs.get("member")).split("/ns/", 1)[1].split("/", 1)[0], modes[str(m.inputs["role"])])
+                       for m in graph.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+                       if m.inputs.get("bucket") == name and m.inputs.get("role") in modes
+                       and "/ns/" in str(m.inputs.get("member")))
+        claims = {}
+        for pv in volumes:
+            csi = (pv.inputs.get("spec") or {}).get("csi") or {}
+            ref = (pv.inputs.get("spec") or {}).get("claimRef") or {}
+            if csi.get("volumeHandle") == name:
+                claims[str(ref.get("namespace"))] = (str(ref.get("name")), csi.get("readOnly") is True)
+        if not teams:
+            lines.append(f"bucket {name}: no team has access")
+            continue
+        lines.append(f"bucket {name} access (Workload Identity, ns/<team>/sa/checkpoints, the whole bucket): "
+                     + ", ".join(f"{team} {mode}" + (f" (claim {claims[team][0]}"
+                                                     + (", read-only)" if claims[team][1] else ")")
+                                                     if team in claims else " (no claim)")
+                                 for team, mode in teams))
     if folders:
         lines.append(f"checkpoint access (Workload Identity): ns/<team>/sa/checkpoints may read and write its managed "
                      f"folder only ({', '.join(folders)}); kube-system/checkpoint-reader reads all")

@@ -220,6 +220,19 @@ def gpudirect_pools(
     return [(p, f) for p, f in pools if f.gpu_count and f.gpudirect != "none"]
 
 
+def gcs_bucket_name(project: str, cluster: str, purpose: str) -> str:
+    """The physical name of one of ``gcp.storage.buckets``: project, cluster and what it holds (never truncated: the
+    rules refuse a name Cloud Storage would, over 63 characters included, rather than let two buckets share a
+    prefix)."""
+    return f"{project}-{cluster}-{purpose}"
+
+
+def gcs_checkpoint_bucket_name(project: str, cluster: str) -> str:
+    """The checkpoint bucket's name when the stack creates it: project and cluster, cut to GCS's 63 characters (as
+    it always was: a stack's bucket keeps its name)."""
+    return f"{project}-{cluster}-checkpoints"[:63]
+
+
 # Every GPU network's subnet is a /24 unless gcp.network.gpuSubnetPrefixLength says otherwise: what stacks got before
 # the setting existed, kept as the default so their subnets never move.
 DEFAULT_GPU_SUBNET_PREFIX = 24

@@ -169,6 +169,48 @@ class GcsBucketSpec(_Model):
     )
 
 
+DEFAULT_NONCURRENT_DAYS = 30
+
+
+class GcsDataBucketSpec(_Model):
+    """A bucket besides the checkpoint bucket (datasets, models, eval results), built like it (uniform access, no
+    public access, versioned, soft delete, CMEK with the stack's key, protected in prod) with its own team access."""
+
+    name: str = Field(
+        pattern=_GROUP_NAME_RE.pattern,
+        description="What the bucket holds, e.g. data: the bucket is <project>-<cluster>-<name> (63 characters at "
+        "most), and each team with access gets a GCS FUSE claim of this name in its namespace. The name is the "
+        "bucket: a new name is a new, empty bucket (in production the old one is protected, so the update stops).",
+    )
+    access: dict[str, Literal["read", "read-write"]] = Field(
+        default_factory=dict,
+        description="Each team's access by team name: read (roles/storage.objectViewer; its claim is read-only) or "
+        "read-write (roles/storage.objectUser), granted to the team's checkpoints service account through Workload "
+        "Identity. Teams not listed get none.",
+    )
+    noncurrent_version_retention_days: StrictInt | None = Field(
+        default=None, ge=1, le=3650,
+        description="Days a replaced or deleted object version is kept (default 30). Live objects never expire. Not "
+        "with hierarchicalNamespace, which has no versions.",
+        json_schema_extra=unit("days"),
+    )
+    soft_delete_days: StrictInt = Field(
+        default=7, ge=0, le=90,
+        description="Soft delete retention (0 turns it off; otherwise 7 to 90 days), on top of versioning.",
+        json_schema_extra=unit("days"),
+    )
+    hierarchical_namespace: StrictBool = Field(
+        default=False,
+        description="Hierarchical namespace (set at creation only; excludes object versioning, so soft delete then "
+        "protects overwritten objects).",
+    )
+
+    @property
+    def version_retention_days(self) -> int:
+        """Days noncurrent versions are kept: as given, else 30 (the checkpoint bucket's default)."""
+        return self.noncurrent_version_retention_days or DEFAULT_NONCURRENT_DAYS
+
+
 class GcpFilesystemSpec(_Model):
     """The shared filesystem in the GPU zone: Managed Lustre, or Filestore or Parallelstore."""
 
@@ -188,9 +230,13 @@ class GcpFilesystemSpec(_Model):
 
 
 class GcpStorageSpec(_Model):
-    """Checkpoint bucket and optional shared filesystem."""
+    """Checkpoint bucket, more buckets and optional shared filesystem."""
 
     checkpoint_bucket: GcsBucketSpec = Field(default_factory=GcsBucketSpec, description="Checkpoint bucket.")
+    buckets: list[GcsDataBucketSpec] = Field(
+        default_factory=list, max_length=20,
+        description="More buckets, each with its own team access (e.g. a data bucket every team reads and one "
+        "writes). The checkpoint bucket stays as it is.")
     filesystem: GcpFilesystemSpec | None = Field(default=None, description="Shared filesystem; none when omitted.")
 
 

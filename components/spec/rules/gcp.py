@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import json
 import re
 from datetime import timedelta
 
@@ -17,6 +18,8 @@ from components.catalog.regions import known_gcp_regions
 from components.spec.base import GPU_TAINT_KEY
 from components.spec.decisions import (
     covers_everything,
+    gcs_bucket_name,
+    gcs_checkpoint_bucket_name,
     gke_checked_version,
     gke_version_floors,
     gpu_network_count,
@@ -56,6 +59,7 @@ def check_gcp(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
     _check_ranges(gcp, out)
     _check_pools(spec, gcp, out)
     _check_storage(gcp, out)
+    _check_buckets(spec, gcp, out)
     _check_cluster(spec, gcp, out)
     _check_gke_version(gcp, out)
     _check_node_versions(gcp, out)
@@ -282,16 +286,84 @@ def _check_gpu_networks(gcp: GcpSpec, gpu: list[tuple[GcpNodePoolSpec, MachineFa
                     f"(four addresses of a subnet are reserved): use {needed} or less (a /{needed} holds {room:,})")
 
 
+def _check_soft_delete(where: str, days: int, hierarchical: bool, what: str, out: _Collector) -> None:
+    limits = gcp_storage_limits()
+    if days and not limits.soft_delete_min_days <= days:
+        out.add(f"{where}.softDeleteDays", "soft-delete-range",
+                f"soft delete is off (0) or {limits.soft_delete_min_days} to {limits.soft_delete_max_days} days")
+    if hierarchical and not days:
+        out.add(f"{where}.softDeleteDays", "hns-needs-soft-delete",
+                "a hierarchical-namespace bucket has no object versioning, so soft delete is the only protection "
+                f"of overwritten {what}: keep softDeleteDays >= 7")
+
+
+# Claims every team namespace already has (components/gcp/platform.py checkpoint_volume; the shared filesystem's
+# claim, components/kubernetes/objects/storage.py): a bucket's claim takes its name, so these are taken.
+_TAKEN_CLAIMS = {"checkpoints": "the checkpoint bucket's claim", "shared-fs": "the shared filesystem's claim"}
+
+
+def _check_buckets(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
+    """gcp.storage.buckets: names unique and free in team namespaces; once composed (<project>-<cluster>-<name>)
+    apart from the checkpoint bucket and a name Cloud Storage accepts; access for teams of the stack; no version
+    retention on a hierarchical namespace; soft delete as for the checkpoint bucket."""
+    limits = gcp_storage_limits()
+    teams = [t.name for t in spec.teams]
+    existing = gcp.storage.checkpoint_bucket.existing_name
+    checkpoint = existing or gcs_checkpoint_bucket_name(gcp.project, spec.name)
+    room = limits.bucket_name_max - len(gcs_bucket_name(gcp.project, spec.name, ""))
+    names: set[str] = set()
+    # A claim is the Pulumi resource <platform>-persistentvolumeclaim-<team>-<claim>: two (team, claim) pairs that
+    # join to the same words would be one resource.
+    claims = {f"{t}-{c}": f"team {t}'s claim {c}" for t in teams for c in _TAKEN_CLAIMS}
+    for i, bucket in enumerate(gcp.storage.buckets):
+        where = f".gcp.storage.buckets[{i}]"
+        full = gcs_bucket_name(gcp.project, spec.name, bucket.name)
+        if bucket.name in names:
+            out.add(f"{where}.name", "unique-names", f"bucket name '{bucket.name}' is used twice")
+            continue
+        names.add(bucket.name)
+        if bucket.name in _TAKEN_CLAIMS:
+            out.add(f"{where}.name", "bucket-name-taken",
+                    f"every team namespace already has a claim named '{bucket.name}' ({_TAKEN_CLAIMS[bucket.name]}), "
+                    "and a bucket's claim takes the bucket's name: choose another")
+        elif full == checkpoint:
+            out.add(f"{where}.name", "bucket-name-taken",
+                    f"the bucket would be {full}, the checkpoint bucket"
+                    + (" (checkpointBucket.existingName)" if existing else "") + ": choose another name")
+        problem = limits.bucket_name_problem(full)
+        if len(full) > limits.bucket_name_max:
+            out.add(f"{where}.name", "bucket-name-length",
+                    f"the bucket would be {full} (<project>-<cluster>-<name>), {problem}: use a name of at most "
+                    f"{room} characters")
+        elif problem is not None:
+            out.add(f"{where}.name", "bucket-name-valid",
+                    f"the bucket would be {full} (<project>-<cluster>-<name>), and {problem} "
+                    f"(components/catalog/gcp_storage.yaml: {limits.bucket_name_source}): choose another name")
+        for team in bucket.access:
+            if team not in teams:
+                out.add(f"{where}.access[{json.dumps(team)}]", "bucket-access-team",
+                        f"'{team}' is not a team of the stack ({', '.join(teams) or 'none'}): a bucket is granted to "
+                        "a team's Workload Identity principal and mounted in its namespace")
+                continue
+            key = f"{team}-{bucket.name}"
+            if key in claims and bucket.name not in _TAKEN_CLAIMS:
+                out.add(f"{where}.name", "unique-names",
+                        f"team {team}'s claim {bucket.name} and {claims[key]} would be one Pulumi resource "
+                        f"(persistentvolumeclaim-{key}): choose another bucket name")
+            claims[key] = f"team {team}'s claim {bucket.name}"
+        if bucket.hierarchical_namespace and bucket.noncurrent_version_retention_days is not None:
+            out.add(f"{where}.noncurrentVersionRetentionDays", "hns-no-versioning",
+                    "a hierarchical-namespace bucket cannot be versioned (Cloud Storage 'Hierarchical namespace'), so "
+                    "it keeps no noncurrent versions to retain: remove noncurrentVersionRetentionDays (soft delete "
+                    "keeps its overwritten and deleted objects)")
+        _check_soft_delete(where, bucket.soft_delete_days, bucket.hierarchical_namespace, "objects", out)
+
+
 def _check_storage(gcp: GcpSpec, out: _Collector) -> None:
     limits = gcp_storage_limits()
     bucket = gcp.storage.checkpoint_bucket
-    if bucket.soft_delete_days and not limits.soft_delete_min_days <= bucket.soft_delete_days:
-        out.add(".gcp.storage.checkpointBucket.softDeleteDays", "soft-delete-range",
-                f"soft delete is off (0) or {limits.soft_delete_min_days} to {limits.soft_delete_max_days} days")
-    if bucket.hierarchical_namespace and not bucket.soft_delete_days and bucket.existing_name is None:
-        out.add(".gcp.storage.checkpointBucket.softDeleteDays", "hns-needs-soft-delete",
-                "a hierarchical-namespace bucket has no object versioning, so soft delete is the only protection "
-                "of overwritten checkpoints: keep softDeleteDays >= 7")
+    _check_soft_delete(".gcp.storage.checkpointBucket", bucket.soft_delete_days,
+                       bucket.hierarchical_namespace and bucket.existing_name is None, "checkpoints", out)
     fs = gcp.storage.filesystem
     if fs is None:
         return
