@@ -354,6 +354,63 @@ def test_checkpoints_need_the_pod_identity_association(tmp_path: Path, capsys: p
     assert "no EKS Pod Identity association for service account research/checkpoints" in reason["message"]
 
 
+def _with_data(namespace: str, read_only: bool) -> Manifest:
+    """The prod-gcp single-node example in ``namespace``, also mounting the team's claim of the data bucket
+    (gcp.storage.buckets), with the annotation GKE injects the GCS FUSE sidecar on."""
+    doc = yaml.safe_load((EXAMPLES / "prod-gcp" / "finetune-single-node.yaml").read_text())
+    doc["metadata"]["namespace"] = namespace
+    pod = doc["spec"]["template"]
+    pod["metadata"]["annotations"] = {"gke-gcsfuse/volumes": "true"}
+    container = pod["spec"]["containers"][0]
+    container["volumeMounts"][0]["subPath"] = namespace
+    container["volumeMounts"].append({"name": "data", "mountPath": "/data", "readOnly": read_only})
+    pod["spec"]["volumes"].append({"name": "data", "persistentVolumeClaim": {"claimName": "data",
+                                                                             "readOnly": read_only}})
+    return doc
+
+
+def test_a_team_job_mounts_the_data_bucket_its_access_names(graph_files: Callable[[str], Path], tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """research reads the data bucket (a read-only claim), pretraining writes it; a namespace without access has no
+    claim, and admit says so."""
+    for namespace, read_only in (("research", True), ("pretraining", False)):
+        code, report = admit(graph_files("prod-gcp"), tmp_path, _with_data(namespace, read_only), capsys=capsys)
+        assert code == 0, report
+    spec_graph = offline_run("prod-gcp").graph.to_dict()
+    spec_graph["resources"] = [r for r in spec_graph["resources"] if not (
+        r["type"] == "kubernetes:core/v1:PersistentVolumeClaim"
+        and r["inputs"]["metadata"] == {**r["inputs"]["metadata"], "namespace": "applied", "name": "data"})]
+    path = tmp_path / "no-applied-data.json"
+    path.write_text(json.dumps(spec_graph), encoding="utf-8")
+    code, report = admit(path, tmp_path, _with_data("applied", True), capsys=capsys)
+    (reason,) = report["workloads"][0]["reasons"]
+    assert code == 1 and reason["rule"] == "volume-claim" and reason["object"] == "PersistentVolumeClaim/applied/data"
+
+
+def test_a_write_grant_on_another_bucket_is_not_one_on_the_checkpoint_bucket(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """pretraining may write the data bucket (gcp.storage.buckets); without its managed-folder grant it still cannot
+    write checkpoints, and admit must not take the data bucket's grant for it."""
+    graph = graph_without("prod-gcp", tmp_path, lambda r: r["type"].endswith(":ManagedFolderIamMember")
+                          and r["inputs"]["member"].endswith("/ns/pretraining/sa/checkpoints"))
+    code, report = admit(graph, tmp_path, job("pretraining", serviceAccountName="checkpoints"), capsys=capsys)
+    (reason,) = report["workloads"][0]["reasons"]
+    assert code == 1 and reason["rule"] == "bucket-access"
+    assert reason["message"] == (
+        "the Workload Identity principal .../ns/pretraining/sa/checkpoints has roles/storage.bucketViewer on the "
+        "checkpoint bucket acme-ml-prod-prod-train-gke-checkpoints, no write role: checkpoints cannot be written; "
+        "grant roles/storage.objectUser on the team's managed folder")
+    code, report = admit(offline_run_graph("prod-gcp", tmp_path), tmp_path,
+                         job("pretraining", serviceAccountName="checkpoints"), capsys=capsys)
+    assert code == 0, report
+    assert "pretraining/checkpoints writes managed folder pretraining/ as roles/storage.objectUser" in \
+        report["workloads"][0]["notes"]
+
+
+def offline_run_graph(stack: str, tmp_path: Path) -> Path:
+    return graph_without(stack, tmp_path, lambda r: False)
+
+
 def test_without_the_https_egress_policy_the_bucket_is_out_of_reach(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     graph = graph_without("prod-aws", tmp_path, lambda r: r["type"].endswith(":NetworkPolicy")

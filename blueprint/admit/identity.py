@@ -5,8 +5,10 @@ namespace. The program's convention is one ``checkpoints`` service account per t
 to the checkpoint bucket; a pod running as it needs, on AWS, an EKS Pod Identity association for the namespace and
 account whose role has an inline policy allowing ``s3:PutObject`` on ``<bucket>/<namespace>/*`` (and
 ``kms:GenerateDataKey`` when the bucket is KMS-encrypted); on GCP, a write role on the team's managed folder (or the
-bucket) for the Workload Identity principal ``.../ns/<namespace>/sa/<account>``. Managed policies attached to the
-role are not read (their documents are not in the graph): an S3 write allowed only by one is a note.
+bucket) for the Workload Identity principal ``.../ns/<namespace>/sa/<account>``, on the bucket the namespace's
+``checkpoints`` claim mounts when there is one (a write grant on another bucket, one of gcp.storage.buckets, writes
+no checkpoint). Managed policies attached to the role are not read (their documents are not in the graph): an S3
+write allowed only by one is a note.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from blueprint.admit.cluster import ClusterView, as_list, as_mapping
+from blueprint.admit.volumes import GCSFUSE_DRIVER, bound_volume
 from blueprint.admit.workloads import PodSet
 
 CHECKPOINT_SERVICE_ACCOUNT = "checkpoints"  # the program's per-team account for bucket writes (components/*/cloud.py)
+CHECKPOINT_CLAIM = "checkpoints"  # GKE: the team's claim of its checkpoint prefix (components/gcp/platform.py)
 POD_IDENTITY = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 ROLE = "aws:iam/role:Role"
@@ -115,16 +119,29 @@ def _aws(view: ClusterView, namespace: str, account: str) -> tuple[list[tuple[st
     return [], [f"{namespace}/{account} writes s3://<bucket>/{namespace}/ as role {role_name}"]
 
 
+def checkpoint_bucket(view: ClusterView, namespace: str) -> str | None:
+    """The bucket the namespace's ``checkpoints`` claim mounts through GCS FUSE (components/gcp/platform.py
+    checkpoint_volume), or None."""
+    claim = view.get("PersistentVolumeClaim", CHECKPOINT_CLAIM, namespace)
+    pv = bound_volume(view, claim)[0] if claim is not None else None
+    csi = as_mapping(pv.spec.get("csi")) if pv is not None else {}
+    handle = csi.get("volumeHandle")
+    return handle if csi.get("driver") == GCSFUSE_DRIVER and isinstance(handle, str) else None
+
+
 def _gcp(view: ClusterView, namespace: str, account: str) -> tuple[list[tuple[str, str, str]], list[str]]:
     suffix = f"/ns/{namespace}/sa/{account}"
+    bucket = checkpoint_bucket(view, namespace)
     grants = [r for t in GCS_IDENTITY_TYPES for r in view.resources_of(t)
-              if str(r.inputs.get("member", "")).endswith(suffix)]
+              if str(r.inputs.get("member", "")).endswith(suffix)
+              and (bucket is None or r.inputs.get("bucket") == bucket)]
     writers = [g for g in grants if g.inputs.get("role") in GCS_WRITER_ROLES]
     if not writers:
         have = ", ".join(sorted({str(g.inputs.get("role")) for g in grants})) or "no role"
         return [(f"ServiceAccount/{namespace}/{account}", "bucket-access",
-                 f"the Workload Identity principal ...{suffix} has {have} on the checkpoint bucket, no write role: "
-                 "checkpoints cannot be written; grant roles/storage.objectUser on the team's managed folder")], []
+                 f"the Workload Identity principal ...{suffix} has {have} on the checkpoint bucket"
+                 f"{f' {bucket}' if bucket else ''}, no write role: checkpoints cannot be written; grant "
+                 "roles/storage.objectUser on the team's managed folder")], []
     folder = writers[0].inputs.get("managedFolder")
     where = f"managed folder {folder}" if folder else f"bucket {writers[0].inputs.get('bucket')}"
     return [], [f"{namespace}/{account} writes {where} as {writers[0].inputs.get('role')}"]
