@@ -433,6 +433,9 @@ GCP_MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
     "drop the dev bucket's KMS key": (
         "dev-gcp", lambda g: edit(g, GCS_BUCKET, "storage-checkpoints", _delete(["encryption"])),
         "gcp-cmek-outside-production"),
+    "drop the prod data bucket's KMS key (gcp.storage.buckets)": (
+        "prod-gcp", lambda g: edit(g, GCS_BUCKET, "storage-bucket-data", _delete(["encryption"])),
+        "gcp-cmek-in-production"),
     "turn off Workload Identity": (
         "prod-gcp", lambda g: edit(g, GKE_CLUSTER, "control-plane-gke", _delete(["workloadIdentityConfig"])),
         "gcp-gke-workload-identity"),
@@ -452,6 +455,9 @@ GCP_MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
         "gcp-storage-bucket-public-access-prevented"),
     "allow object ACLs on the bucket": (
         "dev-gcp", lambda g: edit(g, GCS_BUCKET, "storage-checkpoints", _set(["uniformBucketLevelAccess"], False)),
+        "gcp-storage-bucket-public-access-prevented"),
+    "let the data bucket inherit public access": (
+        "prod-gcp", lambda g: edit(g, GCS_BUCKET, "storage-bucket-data", _set(["publicAccessPrevention"], "inherited")),
         "gcp-storage-bucket-public-access-prevented"),
     # data safety
     "turn off versioning of a flat bucket": (
@@ -473,6 +479,9 @@ GCP_MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
         "gcp-stateful-resources-protected-in-production"),
     "force-destroy the prod bucket": (
         "prod-gcp", lambda g: edit(g, GCS_BUCKET, "storage-checkpoints", _set(["forceDestroy"], True)),
+        "gcp-stateful-resources-protected-in-production"),
+    "unprotect the prod data bucket": (
+        "prod-gcp", lambda g: edit(g, GCS_BUCKET, "storage-bucket-data", protect=False),
         "gcp-stateful-resources-protected-in-production"),
     "let a cluster rename replace the prod bucket": (
         "prod-gcp", _ignore_nothing(GCS_BUCKET), "stateful-names-ignore-changes"),
