@@ -19,12 +19,14 @@ Each check is pass, fail or cannot-check with the reason, as on AWS (:mod:`bluep
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from blueprint.gcp_api import IMPERSONATE, GcpApi, describe, guard, last_segment, not_found
 from blueprint.preflight import Check, Status
 from components.catalog.gcp_machines import load_gcp_catalog
 from components.spec import ClusterSpec
+from components.spec.decisions import gcs_bucket_name
 
 CATALOG_FILE = "components/catalog/gcp_machines.yaml"
 
@@ -281,8 +283,6 @@ def stack_network_names(spec: ClusterSpec) -> list[str]:
 
 
 def _existing(api: GcpApi, spec: ClusterSpec) -> list[Check]:
-    from google.api_core import exceptions
-
     from components.gcp.storage import checkpoint_bucket_name
 
     g = _gcp(spec)
@@ -316,23 +316,35 @@ def _existing(api: GcpApi, spec: ClusterSpec) -> list[Check]:
         out += guard("existing-bucket", name, existing)
     else:
         name = checkpoint_bucket_name(g.project, spec.name)
-
-        def free() -> list[Check]:
-            try:
-                found = api.bucket(name)
-            except exceptions.NotFound:
-                return [Check("bucket-name-free", name, "pass", "no bucket has the name the stack gives its own")]
-            except exceptions.Forbidden as err:
-                return [Check("bucket-name-free", name, "fail",
-                              f"taken by a bucket these credentials cannot read ({describe(err)}); bucket names are "
-                              "global: another project's? set storage.checkpointBucket.existingName or rename the "
-                              "stack")]
-            return [Check("bucket-name-free", name, "fail",
-                          f"already exists (project number {found.project_number}): a retained bucket of an earlier "
-                          "stack, or this stack is already up; import it or name it in "
-                          "storage.checkpointBucket.existingName")]
-        out += guard("bucket-name-free", name, free)
+        out += guard("bucket-name-free", name, _free(
+            api, name, "set storage.checkpointBucket.existingName or rename the stack",
+            "import it or name it in storage.checkpointBucket.existingName"))
+    # gcp.storage.buckets: names are global too, and these have no existing bucket to fall back on.
+    for extra in g.storage.buckets:
+        name = gcs_bucket_name(g.project, spec.name, extra.name)
+        out += guard("bucket-name-free", name, _free(
+            api, name, f"choose another name than {extra.name} in gcp.storage.buckets",
+            f"import it, or choose another name than {extra.name} in gcp.storage.buckets"))
     return out
+
+
+def _free(api: GcpApi, name: str, if_foreign: str, if_found: str) -> Callable[[], list[Check]]:
+    """The check that no bucket has ``name`` yet (bucket names are global), with what to do if one has."""
+    from google.api_core import exceptions
+
+    def free() -> list[Check]:
+        try:
+            found = api.bucket(name)
+        except exceptions.NotFound:
+            return [Check("bucket-name-free", name, "pass", "no bucket has the name the stack gives its own")]
+        except exceptions.Forbidden as err:
+            return [Check("bucket-name-free", name, "fail",
+                          f"taken by a bucket these credentials cannot read ({describe(err)}); bucket names are "
+                          f"global: another project's? {if_foreign}")]
+        return [Check("bucket-name-free", name, "fail",
+                      f"already exists (project number {found.project_number}): a retained bucket of an earlier "
+                      f"stack, or this stack is already up; {if_found}")]
+    return free
 
 
 def _deployer(api: GcpApi, spec: ClusterSpec) -> list[Check]:

@@ -67,8 +67,9 @@ def test_prod_passes_every_check_it_can_make() -> None:
                                              "reservation pools run on the reservation's VMs, whose quota was taken "
                                              "when it was made; the reservation check covers them")]
     assert by(checks, "apis-enabled")[0].detail == "the 12 APIs the stack uses are enabled"
-    assert by(checks, "bucket-name-free") == [Check("bucket-name-free", "acme-ml-prod-prod-train-gke-checkpoints",
-                                                    "pass", "no bucket has the name the stack gives its own")]
+    assert by(checks, "bucket-name-free") == [  # the checkpoint bucket and the data bucket (gcp.storage.buckets)
+        Check("bucket-name-free", f"acme-ml-prod-prod-train-gke-{what}", "pass",
+              "no bucket has the name the stack gives its own") for what in ("checkpoints", "data")]
     assert by(checks, "deployer") == [Check(
         "deployer", "pulumi-deployer@acme-ml-prod.iam.gserviceaccount.com", "pass",
         "these credentials can impersonate it; pulumi up reaches the control plane through its DNS endpoint, "
@@ -282,14 +283,32 @@ def test_networks_the_stack_would_create_already_exist() -> None:
 
 
 def test_the_bucket_name_is_taken() -> None:
-    (check,) = by(prod(recorded(PROD, deployed=True)), "bucket-name-free")
+    check, data = by(prod(recorded(PROD, deployed=True)), "bucket-name-free")
     assert check.status == "fail" and check.detail.startswith("already exists (project number 123456789012)")
+    assert data.status == "pass"
     api = recorded(PROD, deployed=True).fail("storage.buckets.get.acme-ml-prod-prod-train-gke-checkpoints", 403,
                                              "caller does not have storage.buckets.get access to the Google Cloud "
                                              "Storage bucket")
-    (check,) = by(prod(api), "bucket-name-free")
+    check, _ = by(prod(api), "bucket-name-free")
     assert check.status == "fail" and check.detail.startswith("taken by a bucket these credentials cannot read "
                                                               "(Forbidden (403): caller does not have")
+
+
+def test_a_data_bucket_name_is_free_too() -> None:
+    """Bucket names are global: a gcp.storage.buckets name another project holds fails before the first up, and
+    the fix is another name (there is no existing bucket to fall back on)."""
+    stem = "storage.buckets.get.acme-ml-prod-prod-train-gke-data"
+    api = recorded(PROD).add(stem, "storage.buckets.get", {"bucket": "acme-ml-prod-prod-train-gke-data"},
+                             {"kind": "storage#bucket", "name": "acme-ml-prod-prod-train-gke-data",
+                              "projectNumber": "998877665544", "location": "US-CENTRAL1"})
+    checkpoints, data = by(prod(api), "bucket-name-free")
+    assert checkpoints.status == "pass"
+    assert data == Check("bucket-name-free", "acme-ml-prod-prod-train-gke-data", "fail",
+                         "already exists (project number 998877665544): a retained bucket of an earlier stack, or this "
+                         "stack is already up; import it, or choose another name than data in gcp.storage.buckets")
+    (_, data) = by(prod(api.fail(stem, 403, "caller does not have storage.buckets.get access")), "bucket-name-free")
+    assert data.status == "fail" and data.detail.endswith(
+        "bucket names are global: another project's? choose another name than data in gcp.storage.buckets")
 
 
 def test_an_existing_bucket_the_spec_brings() -> None:
