@@ -26,20 +26,29 @@ from components.aws.eks import EksAddons, EksControlPlane
 from components.aws.kubeconfig import kubeconfig, update_kubeconfig_command
 from components.aws.network import AwsNetwork, DeployerPath
 from components.aws.platform import AWS_TOPOLOGY, EBS_GP3, POD_IDENTITY_EGRESS, POD_IDENTITY_EGRESS_IPV6, efa_fabric
+from components.aws.slurm_db import SlurmAccountingDb
 from components.aws.storage import AwsStorage
 from components.bootstrap import ClusterConnection, efa_interfaces
 from components.catalog import load_addon_pins, load_aws_catalog
-from components.catalog.charts import cluster_autoscaler_image, tool_image
+from components.catalog.charts import cluster_autoscaler_image, slurm_images, tool_image
 from components.catalog.prices import describe, load_prices, node_hour_price
 from components.clock import utcnow
-from components.kubernetes.objects import SharedFilesystem, volume_generation
-from components.kubernetes.platform import CloudRelease, PlatformInputs
+from components.kubernetes.objects import (
+    NODE_GROUP_LABEL,
+    SharedFilesystem,
+    SlurmCluster,
+    SlurmDatabase,
+    SlurmImages,
+    SlurmNodePool,
+    volume_generation,
+)
+from components.kubernetes.platform import STORAGE_CLASS, CloudRelease, PlatformInputs
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
 from components.provenance import from_spec, spec_path, team_items
 from components.sizing.plan import stack_checkpoint_policy
 from components.spec import ClusterSpec, default_subnets, gpu_units_per_gpu, is_autoscaled, is_placed
-from components.spec.decisions import group_billing_labels, teams_billed_directly
+from components.spec.decisions import group_billing_labels, slurm_node_groups, teams_billed_directly
 
 # FSx for Lustre through its CSI driver, statically provisioned (kubernetes-sigs/aws-fsx-csi-driver v1.9.0,
 # examples/kubernetes/static_provisioning: volumeHandle the filesystem id, volumeAttributes dnsname and mountname,
@@ -85,8 +94,34 @@ def node_autoscaler(spec: ClusterSpec, ready: tuple[pulumi.Resource, ...] = ()) 
                         spec_path=spec_path("aws", "nodeGroups"))
 
 
+# Slurm's login load balancer: an internal NLB from EKS's built-in service controller (no AWS Load Balancer Controller
+# is installed), in the subnets tagged kubernetes.io/role/internal-elb (Kubernetes "Service" docs, cloud provider AWS
+# annotations aws-load-balancer-type and aws-load-balancer-internal).
+LOGIN_SERVICE = {"annotations": {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+                                 "service.beta.kubernetes.io/aws-load-balancer-internal": "true"}}
+
+
+def slurm_cluster(spec: ClusterSpec, pools: list[GpuPool], database_host: Any | None,
+                  shared: bool) -> SlurmCluster | None:
+    """The Slurm objects' inputs on EKS: NodeSets on the groups' gpu-cluster/node-group label with their EFA
+    interfaces, an internal NLB for login, the platform's gp3 class for slurmctld's state."""
+    slurm = spec.scheduler.slurm
+    if slurm is None:
+        return None
+    by_name = {p.name: p for p in pools}
+    node_pools = [SlurmNodePool(pool=by_name[n], node_selector={NODE_GROUP_LABEL: n}, gpu_type=None,
+                                fabric={"vpc.amazonaws.com/efa": by_name[n].fabric_per_node}
+                                if by_name[n].fabric_per_node else {})
+                  for n in slurm.node_groups if n in by_name]
+    return SlurmCluster(
+        name=spec.name, spec=slurm, teams=list(spec.teams), pools=node_pools, images=SlurmImages(**slurm_images()),
+        labels=spec.billing_labels, storage_class=STORAGE_CLASS, system_selector={},
+        database=SlurmDatabase(host=database_host) if database_host is not None else None,
+        login_service=LOGIN_SERVICE, shared_filesystem=shared, job_mapping=True)
+
+
 def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | None = None,
-                    autoscaler: CloudRelease | None = None) -> PlatformInputs:
+                    autoscaler: CloudRelease | None = None, slurm_db: tuple[Any, Any] | None = None) -> PlatformInputs:
     """The cloud-neutral description of the cluster that the Kubernetes platform is built from."""
     aws_spec = spec.aws_spec()
     catalog = load_aws_catalog()
@@ -112,7 +147,11 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
             node_hour_usd=price[0].usd if price is not None else None,
             price_basis=describe(*price) if price is not None else "",
         ))
+    slurm_names = slurm_node_groups(spec)
     return PlatformInputs(
+        slurm=slurm_cluster(spec, [p for p in pools if p.name in slurm_names], slurm_db[0] if slurm_db else None,
+                            shared_filesystem is not None),
+        slurm_db_password=slurm_db[1] if slurm_db else None,
         platform_budget_notify=tuple(spec.billing.notify),
         filesystem_spec_path=spec_path("aws", "storage", "filesystem"),
         cloud_objects_spec_path=spec_path("aws"),
@@ -120,11 +159,11 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
         labels=spec.billing_labels,
         teams=list(spec.teams),
         platform=spec.platform,
-        pools=pools,
+        pools=[p for p in pools if p.name not in slurm_names],  # Kueue's; Slurm's groups run slurmd
         driver_on_host=True,  # the EKS AL2023 NVIDIA AMI ships the driver and container toolkit
         storage_provisioner=EBS_GP3[0],
         storage_parameters=EBS_GP3[1],
-        fabric=efa_fabric([p.instance_type for p in pools if p.fabric_per_node]),
+        fabric=efa_fabric([p.instance_type for p in pools if p.fabric_per_node]),  # Slurm's too: the plugin is per node
         topology=AWS_TOPOLOGY,
         extra_egress=(POD_IDENTITY_EGRESS, *((POD_IDENTITY_EGRESS_IPV6,) if ipv6 else ())),
         anywhere=("0.0.0.0/0", "::/0") if ipv6 else ("0.0.0.0/0",),
@@ -340,6 +379,16 @@ def build(spec: ClusterSpec) -> CloudPlanes:
             and storage.filesystem_mount_name is not None:
         shared = fsx_volume(spec, storage.filesystem_id, storage.filesystem_dns_name, storage.filesystem_mount_name,
                             (storage.filesystem_link,) if storage.filesystem_link is not None else ())
+    slurm_db = None
+    slurm = spec.scheduler.slurm
+    if slurm is not None and slurm.accounting.enabled:
+        system_subnets = [network.subnet_ids[sn.name] for sn in aws_spec.network.subnets if sn.role == "system"]
+        with from_spec(spec_path("scheduler", "slurm", "accounting")):
+            db = SlurmAccountingDb("slurm-accounting", spec=slurm.accounting.database, physical_prefix=spec.name,
+                                   vpc_id=network.vpc_id, subnet_ids=system_subnets,
+                                   client_security_group_id=control_plane.cluster_security_group_id, labels=labels,
+                                   protect=protect, production=spec.environment == "prod", opts=opts)
+        slurm_db = (db.host, db.password)
     return CloudPlanes(kubernetes_provider=k8s_provider,
-                       platform=platform_inputs(spec, shared, node_autoscaler(spec, autoscaler_ready)),
+                       platform=platform_inputs(spec, shared, node_autoscaler(spec, autoscaler_ready), slurm_db),
                        outputs=outputs)

@@ -129,3 +129,13 @@ def cluster_autoscaler_versions() -> list[str]:
 def autoscaler_gpu_types() -> tuple[str, ...]:
     """The ``k8s.amazonaws.com/accelerator`` values Cluster Autoscaler's AWS provider knows (``charts.yaml``)."""
     return tuple(str(t) for t in _data()["clusterAutoscaler"]["gpuTypes"])
+
+
+def slurm_images() -> dict[str, str]:
+    """The pinned Slurm images (charts.yaml ``slurm``): slurmctld, slurmd, slurmdbd, slurmrestd, login, sidecar."""
+    return {str(k): str(v) for k, v in _data()["slurm"]["images"].items()}
+
+
+def slurm_version() -> str:
+    """The Slurm release those images hold."""
+    return str(_data()["slurm"]["version"])

@@ -222,6 +222,10 @@ class PlatformInputs:
     # The cloud's node autoscaler when it runs on the cluster (EKS: the Cluster Autoscaler, for the groups that are not
     # reserved); None where the cloud scales nodes itself (GKE) or nothing autoscales.
     node_autoscaler: CloudRelease | None = None
+    # Slurm (Slinky) beside Kueue: its objects' inputs, and the accounting database's password (a secret Input) when
+    # the cloud created one; None without scheduler.slurm.
+    slurm: obj.SlurmCluster | None = None
+    slurm_db_password: Any = None
     # Where in the stack file the shared filesystem and the cloud's cluster objects are configured (provenance).
     filesystem_spec_path: str = ""
     cloud_objects_spec_path: str = ""
@@ -547,6 +551,45 @@ class CloudObjects(pulumi.ComponentResource):
         self.register_outputs({})
 
 
+class Slurm(pulumi.ComponentResource):
+    """Slurm on the cluster (Slinky): the operator and its CRDs, the auth keys, slurmdbd on the cloud's database,
+    slurmctld, slurmrestd, one NodeSet per Slurm node group, the login pods and the accounts Job."""
+
+    def __init__(self, name: str, inputs: PlatformInputs, prometheus: pulumi.Resource,
+                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:control-plane:Slurm", name, provenance.props(), opts)
+        cluster = inputs.slurm
+        assert cluster is not None
+        charts = load_charts()
+        child = pulumi.ResourceOptions(parent=self)
+        ns = apply(f"{name}-ns", obj.slurm_namespace(inputs.labels), child)
+        in_ns = pulumi.ResourceOptions(parent=self, depends_on=[ns])
+        # The CRDs from their own release, kept if it is ever removed: uninstalling them would delete every Slurm
+        # object (the operator chart's CRDs sit in its templates, slurm-operator docs/installation.md).
+        crds = release("slurm-operator-crds", charts["slurm-operator-crds"], obj.SLURM_NAMESPACE, {},
+                       pulumi.ResourceOptions(parent=self, depends_on=[ns], retain_on_delete=True))
+        operator = release("slurm-operator", charts["slurm-operator"], obj.SLURM_NAMESPACE, obj.slurm_operator_values(),
+                           pulumi.ResourceOptions(parent=self, depends_on=[crds, prometheus]))
+        # The keys the operator reads and never creates (slurm chart templates/secrets: randAscii 1024, immutable).
+        for secret, key in ((obj.SLURM_KEY_SECRET, "slurm.key"), (obj.JWT_KEY_SECRET, "jwt.key")):
+            value = random.RandomPassword(f"{name}-{key.replace('.', '-')}", length=1024, special=False, opts=child)
+            k8s.core.v1.Secret(f"{name}-{secret}", metadata={"name": secret, "namespace": obj.SLURM_NAMESPACE,
+                                                              "labels": dict(inputs.labels)},
+                               string_data={key: value.result}, immutable=True, opts=in_ns)
+        if inputs.slurm_db_password is not None:
+            k8s.core.v1.Secret(f"{name}-{obj.DB_SECRET}", metadata={"name": obj.DB_SECRET,
+                                                                   "namespace": obj.SLURM_NAMESPACE,
+                                                                   "labels": dict(inputs.labels)},
+                               string_data={"password": inputs.slurm_db_password}, opts=in_ns)
+        if cluster.shared_filesystem and inputs.shared_filesystem is not None:
+            for m in obj.slurm_shared_fs(inputs.shared_filesystem, inputs.labels):
+                apply(_object_name(name, m), m, in_ns)
+        after = pulumi.ResourceOptions(parent=self, depends_on=[operator, ns])
+        for m in obj.slurm_objects(cluster):
+            apply(_object_name(name, m), m, after)
+        self.register_outputs({})
+
+
 def build_platform(inputs: PlatformInputs, opts: pulumi.ResourceOptions) -> None:
     """Create the platform components in dependency order, each marked with the stack-file key it comes from."""
     teams = team_items([t.name for t in inputs.teams])
@@ -569,6 +612,9 @@ def build_platform(inputs: PlatformInputs, opts: pulumi.ResourceOptions) -> None
         queues = Queues("queues", inputs, monitoring.prometheus, tenancy.namespaces, opts=opts)
     with from_spec(spec_path("platform")):
         controllers = Controllers("controllers", inputs, queues.kueue, opts=opts)
+    if inputs.slurm is not None:
+        with from_spec(spec_path("scheduler", "slurm"), teams):
+            Slurm("slurm", inputs, monitoring.prometheus, opts=opts)
     if inputs.acceptance_image is not None:
         with from_spec(spec_path("acceptance")):
             Acceptance("acceptance", inputs, queues.kueue, controllers.mpi_operator, opts=opts)

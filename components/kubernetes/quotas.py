@@ -116,10 +116,12 @@ class FlavorQuota:
 
 
 def team_flavor_quotas(team: TeamSpec, pools: dict[str, GpuPool]) -> list[FlavorQuota]:
-    """The team's ClusterQueue flavors, in the order of its quotas."""
+    """The team's ClusterQueue flavors, in the order of its quotas (quotas on Slurm node groups are not Kueue's)."""
     out = []
     for q in team.quotas:
-        pool = pools[q.node_group]
+        pool = pools.get(q.node_group)
+        if pool is None:  # a Slurm node group: its GPUs are the team's Slurm account's, not a Kueue flavor's
+            continue
         out.append(FlavorQuota(
             pool=pool,
             nominal=resources_for(q.gpus, pool, q),

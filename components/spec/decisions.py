@@ -289,3 +289,9 @@ def is_compact(pool: GcpNodePoolSpec, facts: MachineFacts) -> bool:
         return True
     return (pool.placement == "auto" and facts.gpudirect != "none" and pool.max_size > 1
             and pool.capacity.type in ("on-demand", "spot"))
+
+
+def slurm_node_groups(spec: ClusterSpec) -> frozenset[str]:
+    """The GPU node groups (GKE: pools) Slurm runs on; every other GPU group is Kueue's."""
+    slurm = spec.scheduler.slurm
+    return frozenset(slurm.node_groups) if slurm is not None else frozenset()

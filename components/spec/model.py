@@ -11,6 +11,7 @@ from components.spec.base import _NAME_RE, _Model
 from components.spec.billing import BillingSpec
 from components.spec.gcp import GcpSpec
 from components.spec.platform import AcceptanceSpec, PlatformSpec
+from components.spec.slurm import SchedulerSpec
 from components.spec.teams import TeamSpec
 from components.spec.workload import WorkloadSpec
 
@@ -38,6 +39,8 @@ class ClusterSpec(_Model):
     platform: PlatformSpec = Field(
         default_factory=PlatformSpec, description="GPU stack, queues, tenancy and telemetry on the cluster."
     )
+    scheduler: SchedulerSpec = Field(
+        default_factory=SchedulerSpec, description="Schedulers: Kueue always; Slurm (Slinky) beside it when set.")
     acceptance: AcceptanceSpec = Field(
         default_factory=AcceptanceSpec, description="The NCCL acceptance MPIJobs (suspended until run)."
     )

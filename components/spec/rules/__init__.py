@@ -13,6 +13,7 @@ from components.spec.rules.identity import _check_labels
 from components.spec.rules.network import _check_network
 from components.spec.rules.node_groups import _check_node_groups
 from components.spec.rules.platform import _check_acceptance, _check_alerts, _check_platform
+from components.spec.rules.slurm import _check_slurm
 from components.spec.rules.storage import _check_storage
 from components.spec.rules.teams import _check_billing, _check_teams
 from components.spec.rules.workload import _check_workload
@@ -29,6 +30,7 @@ def validate(spec: ClusterSpec, provider_region: str | None, now: datetime) -> _
     _check_acceptance(spec, out)
     _check_alerts(spec, out)
     _check_workload(spec, out)
+    _check_slurm(spec, out)
     if spec.environment == "prod" and not spec.deletion_protection:
         out.add(".deletionProtection", "prod-deletion-protection",
                 "prod stacks cannot turn off deletion protection of stateful resources")

@@ -1,0 +1,464 @@
+"""Slurm on the cluster: SchedMD's Slinky slurm-operator objects (``slinky.slurm.net/v1beta1``), built directly.
+
+Sources (slurm-operator v1.2.1, commit 87313dac, read 2026-12-01; CRDs in blueprint/schemas/crds/slinky): the CRD
+types (api/v1beta1), the operator's builders (internal/builder: what it adds to each pod and to slurm.conf), its
+webhook (what it refuses), and docs/installation.md, docs/usage/*. The ``slurm`` Helm chart is not used: it only
+turns values into these six kinds, creates the auth keys with ``lookup`` (which Pulumi's Helm support cannot keep
+stable), and has no images without its defaults. What the operator does not do, this module does:
+
+- the auth keys (slurm.key, jwt.key), which the operator reads and never creates;
+- ``GresTypes=gpu`` and ``AccountingStorageTRES=gres/gpu`` (Slurm manages no GRES by default, slurm.conf(5));
+- partitions over several NodeSets, with limits, and accounts, fair share and GPU limits (no CRD holds them): a Job
+  loads them into slurmdbd with ``sacctmgr load`` (sacctmgr(1), "Flat file dump and load");
+- the DCGM job mapping (prolog/epilog writing the job id per GPU, as Slinky's vendor files and Nebius's Soperator
+  do), so GPU metrics carry the Slurm job id (dcgm-exporter ``hpc_job``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.kubernetes.objects.common import Manifest, meta
+from components.kubernetes.objects.storage import SHARED_FS_CLAIM
+from components.kubernetes.objects.storage import _volume as _fs_volume
+from components.kubernetes.objects.tenancy import namespace
+from components.kubernetes.quotas import GpuPool
+from components.spec import TeamSpec
+from components.spec.slurm import SlurmPartitionSpec, SlurmSpec
+
+API = "slinky.slurm.net/v1beta1"
+SLURM_NAMESPACE = "slurm"
+CONTROLLER = "slurm"
+ACCOUNTING = "slurm"
+RESTAPI = "slurm"
+LOGINSET = "login"
+SLURM_KEY_SECRET = "slurm-auth-slurm"
+JWT_KEY_SECRET = "slurm-auth-jwt"
+DB_SECRET = "slurm-db"
+SHARED_MOUNT = "/shared"
+SCRATCH_MOUNT = "/scratch"
+# dcgm-exporter's HPC job mapping directory as the GPU Operator (25.10.1+) mounts it on the host
+# (dcgmExporter.hpcJobMapping.directory default; Slinky helm/slurm/_vendor/nvidia/dcgm).
+JOB_MAPPING_DIR = "/var/lib/dcgm-exporter/job-mapping"
+SCHEDULER_LABEL = "gpu-cluster/scheduler"
+# slurmctld serves its metrics on its port (MetricsType=metrics/openmetrics, Slurm 25.11+ doc/html/metrics.shtml);
+# the jobs-users-accts endpoint is left out: one series per user and account, unbounded.
+METRICS_PATHS = ("/metrics/jobs", "/metrics/nodes", "/metrics/partitions", "/metrics/scheduler")
+
+
+@dataclass(frozen=True)
+class SlurmImages:
+    """The pinned images of one Slurm release (components/catalog/charts.yaml ``slurm``)."""
+
+    slurmctld: str
+    slurmd: str
+    slurmdbd: str
+    slurmrestd: str
+    login: str
+    sidecar: str  # the operator's logfile/initconf sidecars: a shell
+
+
+@dataclass(frozen=True)
+class SlurmDatabase:
+    """Where slurmdbd's MySQL is (the cloud's managed database): host (a pulumi Input in the program), port, name,
+    user; the password is in the ``slurm-db`` Secret the platform writes."""
+
+    host: Any
+    port: int = 3306
+    database: str = "slurm_acct_db"
+    username: str = "slurm"
+
+
+@dataclass(frozen=True)
+class SlurmNodePool:
+    """A GPU node group Slurm runs on, as a NodeSet needs it."""
+
+    pool: GpuPool
+    node_selector: Mapping[str, str]  # the label that picks the group's nodes
+    gpu_type: str | None  # Slurm's GRES type name of the GPU (gres.conf AutoDetect's), None: count only
+    fabric: Mapping[str, int] = field(default_factory=dict)  # extended resources of the fabric (vpc.amazonaws.com/efa)
+
+
+@dataclass(frozen=True)
+class SlurmCluster:
+    """Everything the Slurm objects are built from (no cloud types)."""
+
+    name: str  # the Slurm ClusterName (the stack's cluster name)
+    spec: SlurmSpec
+    teams: Sequence[TeamSpec]
+    pools: Sequence[SlurmNodePool]
+    images: SlurmImages
+    labels: Mapping[str, str]  # billing labels: every Slurm pod carries them
+    storage_class: str
+    system_selector: Mapping[str, str]  # where slurmctld, slurmdbd, slurmrestd and login run (the system nodes)
+    database: SlurmDatabase | None
+    login_service: Mapping[str, Any]  # the LoginSet Service's metadata annotations and spec (an internal LB)
+    shared_filesystem: bool  # a shared-fs claim exists in the slurm namespace
+    job_mapping: bool = True  # the DCGM exporter reads JOB_MAPPING_DIR (GPU Operator clusters)
+
+    @property
+    def pod_labels(self) -> dict[str, str]:
+        return {**self.labels, SCHEDULER_LABEL: "slurm"}
+
+
+def slurm_operator_values() -> Manifest:
+    """The slurm-operator chart's values: CRDs from their own release, the operator and its webhook watching only the
+    slurm namespace (its pods/binding webhook would otherwise see every pod binding of the cluster), and the webhook's
+    certificate from the chart itself (cert-manager is not installed here; certManager.enabled=false makes the chart
+    generate its CA, slurm-operator docs/installation.md "Without cert-manager")."""
+    return {
+        "crds": {"enabled": False},
+        "operator": {"namespaces": SLURM_NAMESPACE},
+        "webhook": {"namespaces": SLURM_NAMESPACE},
+        "certManager": {"enabled": False},
+    }
+
+
+def slurm_shared_fs(fs: Any, labels: Mapping[str, str]) -> tuple[Manifest, Manifest]:
+    """The shared filesystem's team root, claimed as ``shared-fs`` in the slurm namespace: every team's directory
+    (root:<team gid>, mode 2770, made by the platform's Job), so a Slurm job reaches its team's directory by the
+    user's group, as a team pod does by its supplementalGroups; on AWS the directory is linked to the checkpoint
+    bucket (auto-export), so checkpoints written there reach <bucket>/<team>/ as a pod's do."""
+    root = fs.team_root.strip("/") or None
+    return _fs_volume("shared-fs.slurm", fs, root if fs.scoped else None, SLURM_NAMESPACE, SHARED_FS_CLAIM, labels)
+
+
+def slurm_namespace(labels: Mapping[str, str]) -> Manifest:
+    """The slurm namespace: privileged (slurmd runs privileged with BPF, NET_ADMIN, SYS_ADMIN: the operator's
+    worker builder), not a tenant namespace (Kueue manages pods and StatefulSets in tenant namespaces, and would
+    gate slurmd and slurmctld)."""
+    ns = namespace(SLURM_NAMESPACE, {**labels, SCHEDULER_LABEL: "slurm"}, "privileged")
+    ns["metadata"]["labels"]["gpu-cluster/pod-security-reason"] = "slurmd"
+    return ns
+
+
+def _ref(name: str, key: str) -> dict[str, str]:
+    return {"name": name, "key": key}
+
+
+def _keys() -> dict[str, Any]:
+    return {"slurmKeyRef": _ref(SLURM_KEY_SECRET, "slurm.key"), "jwtKeyRef": _ref(JWT_KEY_SECRET, "jwt.key")}
+
+
+def _pod(c: SlurmCluster, spec: Mapping[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"labels": c.pod_labels}, "spec": dict(spec)}
+
+
+def _system_pod(c: SlurmCluster) -> dict[str, Any]:
+    return _pod(c, {"nodeSelector": dict(c.system_selector)})
+
+
+def partition_teams(c: SlurmCluster, part: SlurmPartitionSpec) -> list[str]:
+    """Accounts allowed on a partition: those listed, else every team with a quota on one of its node groups."""
+    if part.teams is not None:
+        return sorted(part.teams)
+    groups = set(part.node_groups)
+    return sorted(t.name for t in c.teams if any(q.node_group in groups and q.gpus > 0 for q in t.quotas))
+
+
+def partition_line(c: SlurmCluster, part: SlurmPartitionSpec) -> str:
+    """A ``PartitionName=`` line of slurm.conf with its limits (slurm.conf(5), "Partition configuration")."""
+    pools = {p.pool.name: p.pool for p in c.pools}
+    nodes = sum(pools[g].max_nodes for g in part.node_groups if g in pools)
+    teams = partition_teams(c, part)
+    fields = [
+        f"PartitionName={part.name}",
+        f"Nodes={','.join(part.node_groups)}",  # NodeSet names (each NodeSet is a Slurm NodeSet of that name)
+        f"Default={'YES' if part.default else 'NO'}",
+        f"MaxTime={_duration(part.max_time_hours * 60)}",
+        f"DefaultTime={_duration(part.default_time_minutes)}",
+        f"MaxNodes={part.max_nodes_per_job or max(nodes, 1)}",
+        f"AllowAccounts={','.join(teams) if teams else 'root'}",
+        "State=UP",
+    ]
+    return " ".join(fields)
+
+
+def _duration(minutes: int) -> str:
+    """Slurm's days-hours:minutes:seconds."""
+    days, rest = divmod(minutes, 24 * 60)
+    hours, mins = divmod(rest, 60)
+    return f"{days}-{hours:02d}:{mins:02d}:00"
+
+
+def controller_extra_conf(c: SlurmCluster) -> str:
+    """What slurm.conf needs beyond the operator's own lines: GPUs as GRES tracked by accounting, limits and fair
+    share enforced, cgroup task containment, PMIx for MPI, and the partitions."""
+    lines = [
+        "GresTypes=gpu",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core_Memory",
+        "TaskPlugin=task/cgroup,task/affinity",
+        "MpiDefault=pmix",
+        "PriorityType=priority/multifactor",
+        "PriorityWeightFairshare=10000",
+        "PriorityWeightAge=1000",
+        "PriorityWeightJobSize=0",
+        "PriorityDecayHalfLife=7-0",
+    ]
+    if c.database is not None:
+        lines += ["AccountingStorageTRES=gres/gpu",
+                  "AccountingStorageEnforce=associations,limits,qos,safe",
+                  "JobAcctGatherType=jobacct_gather/cgroup"]
+    lines += [partition_line(c, p) for p in c.spec.partitions]
+    return "\n".join(lines) + "\n"
+
+
+def prolog_script() -> str:
+    """Prolog: the job id in one file per allocated GPU, which dcgm-exporter turns into the hpc_job label."""
+    return f"""#!/usr/bin/env bash
+# Map the job's GPUs to its id for dcgm-exporter's HPC job mapping (one file per GPU index, the job id inside).
+set -euo pipefail
+dir={JOB_MAPPING_DIR}
+[ -n "${{SLURM_JOB_GPUS:-}}" ] || exit 0
+mkdir -p "$dir"
+for gpu in ${{SLURM_JOB_GPUS//,/ }}; do
+  printf '%s\\n' "$SLURM_JOB_ID" > "$dir/$gpu"
+done
+"""
+
+
+def epilog_script() -> str:
+    """Epilog: remove the job's GPU files (a GPU with no file is idle, not another job's)."""
+    return f"""#!/usr/bin/env bash
+set -euo pipefail
+dir={JOB_MAPPING_DIR}
+[ -n "${{SLURM_JOB_GPUS:-}}" ] || exit 0
+for gpu in ${{SLURM_JOB_GPUS//,/ }}; do
+  if [ "$(cat "$dir/$gpu" 2>/dev/null)" = "$SLURM_JOB_ID" ]; then rm -f "$dir/$gpu"; fi
+done
+"""
+
+
+def config_maps(c: SlurmCluster) -> list[Manifest]:
+    """The prolog and epilog scripts (DCGM job mapping) and the extra config files (pyxis's SPANK plugin)."""
+    out: list[Manifest] = [{
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("slurm-config-files", SLURM_NAMESPACE, c.labels),
+        # pyxis (in the -pyxis images) registers through plugstack.conf; a glob, so slurmctld starts without it
+        # (slurm-operator docs/usage/pyxis.md).
+        "data": {"plugstack.conf": "include /usr/share/pyxis/*\n"},
+    }]
+    if c.job_mapping:
+        out += [
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("slurm-prolog", SLURM_NAMESPACE, c.labels),
+             "data": {"90-dcgm-job-mapping.sh": prolog_script()}},
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("slurm-epilog", SLURM_NAMESPACE, c.labels),
+             "data": {"90-dcgm-job-mapping.sh": epilog_script()}},
+        ]
+    return out
+
+
+def accounting(c: SlurmCluster) -> Manifest | None:
+    """slurmdbd on the managed database (storageConfig; the password from the slurm-db Secret)."""
+    if c.database is None:
+        return None
+    db = c.database
+    return {
+        "apiVersion": API, "kind": "Accounting", "metadata": meta(ACCOUNTING, SLURM_NAMESPACE, c.labels),
+        "spec": {
+            **_keys(),
+            "slurmdbd": {"image": c.images.slurmdbd,
+                         "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}}},
+            "initconf": {"image": c.images.sidecar},
+            "storageConfig": {"host": db.host, "port": db.port, "database": db.database, "username": db.username,
+                              "passwordKeyRef": _ref(DB_SECRET, "password")},
+            "template": _system_pod(c),
+        },
+    }
+
+
+def controller(c: SlurmCluster) -> Manifest:
+    """slurmctld: its state on an encrypted volume, the keys, accounting, metrics for Prometheus, the extra
+    slurm.conf, prolog/epilog, on the system nodes."""
+    spec: dict[str, Any] = {
+        "clusterName": c.name,
+        **_keys(),
+        "slurmctld": {"image": c.images.slurmctld,
+                      "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "4Gi"}}},
+        "reconfigure": {"image": c.images.slurmctld},
+        "logfile": {"image": c.images.sidecar},
+        "persistence": {"enabled": True, "storageClassName": c.storage_class, "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "16Gi"}}},
+        "extraConf": controller_extra_conf(c),
+        "configFileRefs": [{"name": "slurm-config-files"}],
+        "metrics": {"enabled": True, "serviceMonitor": {
+            "enabled": True, "interval": "30s", "scrapeTimeout": "25s",
+            "endpoints": [{"path": p} for p in METRICS_PATHS]}},
+        "template": _system_pod(c),
+    }
+    if c.database is not None:
+        spec["accountingRef"] = {"name": ACCOUNTING}
+    if c.job_mapping:
+        spec["prologScriptRefs"] = [{"name": "slurm-prolog"}]
+        spec["epilogScriptRefs"] = [{"name": "slurm-epilog"}]
+    return {"apiVersion": API, "kind": "Controller", "metadata": meta(CONTROLLER, SLURM_NAMESPACE, c.labels),
+            "spec": spec}
+
+
+def restapi(c: SlurmCluster) -> Manifest:
+    """slurmrestd: the operator drains and removes nodes through it (its Slurm client is the RestApi's)."""
+    return {
+        "apiVersion": API, "kind": "RestApi", "metadata": meta(RESTAPI, SLURM_NAMESPACE, c.labels),
+        "spec": {"controllerRef": {"name": CONTROLLER}, "replicas": 1,
+                 "slurmrestd": {"image": c.images.slurmrestd,
+                                "resources": {"requests": {"cpu": "250m", "memory": "512Mi"},
+                                              "limits": {"memory": "1Gi"}}},
+                 "template": _system_pod(c)},
+    }
+
+
+def _volumes(c: SlurmCluster) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    volumes: list[dict[str, Any]] = [{"name": "scratch", "emptyDir": {}}]
+    mounts: list[dict[str, Any]] = [{"name": "scratch", "mountPath": SCRATCH_MOUNT}]
+    if c.shared_filesystem:
+        volumes.append({"name": "shared", "persistentVolumeClaim": {"claimName": SHARED_FS_CLAIM}})
+        mounts.append({"name": "shared", "mountPath": SHARED_MOUNT})
+    return volumes, mounts
+
+
+def nodeset(c: SlurmCluster, p: SlurmNodePool) -> Manifest:
+    """One slurmd per node of the group (DaemonSet mode), holding the node's every GPU and fabric device, its GPUs
+    as GRES (``Gres=gpu:<type>:<n>``), the group's name as its Slurm feature; scratch is the pod's emptyDir, which
+    kubelet keeps on the node's RAID0 NVMe where the group has one."""
+    gpus = p.pool.gpus_per_node * p.pool.gpu_units_per_gpu
+    limits: dict[str, Any] = {"nvidia.com/gpu": gpus, **dict(p.fabric)}
+    requests: dict[str, Any] = dict(limits)
+    if c.spec.hugepages_2mi_gib:
+        limits["hugepages-2Mi"] = requests["hugepages-2Mi"] = f"{c.spec.hugepages_2mi_gib}Gi"
+        requests["memory"] = "1Gi"  # Kubernetes refuses hugepages without a cpu or memory request
+    gres = f"gpu:{p.gpu_type}:{p.pool.gpus_per_node}" if p.gpu_type else f"gpu:{p.pool.gpus_per_node}"
+    volumes, mounts = _volumes(c)
+    if c.job_mapping:
+        volumes.append({"name": "job-mapping", "hostPath": {"path": JOB_MAPPING_DIR, "type": "DirectoryOrCreate"}})
+        mounts.append({"name": "job-mapping", "mountPath": JOB_MAPPING_DIR})
+    return {
+        "apiVersion": API, "kind": "NodeSet", "metadata": meta(p.pool.name, SLURM_NAMESPACE, c.labels),
+        "spec": {
+            "controllerRef": {"name": CONTROLLER},
+            "scalingMode": "DaemonSet",
+            "pruneSlurmNodeRecords": "NodeNotFound",  # a node the group scaled away leaves Slurm too
+            "extraConf": f"Gres={gres} Features={p.pool.instance_type}",
+            "slurmd": {"image": c.images.slurmd, "resources": {"requests": requests, "limits": limits},
+                       "volumeMounts": mounts},
+            "logfile": {"image": c.images.sidecar},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            "template": _pod(c, {
+                "nodeSelector": dict(p.node_selector),
+                # The group's nodes are Slurm's alone: slurmd tolerates their taints (GPU, spot, the group's own).
+                "tolerations": [{"operator": "Exists"}],
+                "volumes": volumes,
+            }),
+        },
+    }
+
+
+def loginset(c: SlurmCluster) -> Manifest:
+    """Login pods behind an internal load balancer, users from your directory (sssd), the shared filesystem."""
+    login = c.spec.login
+    volumes, mounts = _volumes(c)
+    spec: dict[str, Any] = {
+        "controllerRef": {"name": CONTROLLER},
+        "replicas": login.replicas,
+        "sssdConfRef": _ref(login.sssd_conf_secret, "sssd.conf"),
+        # enroot (pyxis) on the login pod needs privileges (slurm-operator docs/usage/pyxis.md)
+        "login": {"image": c.images.login, "securityContext": {"privileged": True},
+                  "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
+                  "volumeMounts": mounts},
+        "initconf": {"image": c.images.sidecar},
+        "template": _pod(c, {"nodeSelector": dict(c.system_selector), "volumes": volumes}),
+        "service": {"metadata": {"annotations": dict(c.login_service.get("annotations", {}))},
+                    "spec": {"type": "LoadBalancer", **dict(c.login_service.get("spec", {})),
+                             "loadBalancerSourceRanges": list(login.source_cidrs)}},
+    }
+    return {"apiVersion": API, "kind": "LoginSet", "metadata": meta(LOGINSET, SLURM_NAMESPACE, c.labels),
+            "spec": spec}
+
+
+def accounts_file(c: SlurmCluster) -> str:
+    """sacctmgr's flat file: one account per team with a Slurm quota, its fair share and GPU limit (GrpTRES) equal
+    to that quota, and its users; Kueue's quota of the same team is on other node groups, so its GPUs are counted
+    once across both schedulers."""
+    slurm_groups = {p.pool.name for p in c.pools}
+    lines = [f"Cluster - '{c.name}':Fairshare=1", "Parent - 'root'"]
+    for team in sorted(c.teams, key=lambda t: t.name):
+        gpus = sum(q.gpus for q in team.quotas if q.node_group in slurm_groups)
+        users = c.spec.users.get(team.name, [])
+        if not gpus and not users:
+            continue
+        limit = f":GrpTRES=gres/gpu={gpus}" if gpus else ":GrpTRES=gres/gpu=0"
+        lines.append(f"Account - '{team.name}':Description='team {team.name}':Organization='{team.cost_center}'"
+                     f":Fairshare={max(gpus, 1)}{limit}")
+    for team in sorted(c.teams, key=lambda t: t.name):
+        users = c.spec.users.get(team.name, [])
+        if not users:
+            continue
+        lines.append(f"Parent - '{team.name}'")
+        lines += [f"User - '{u}':DefaultAccount='{team.name}':Fairshare=1" for u in users]
+    return "\n".join(lines) + "\n"
+
+
+def accounts_job(c: SlurmCluster) -> list[Manifest]:
+    """A Job that loads the accounts into slurmdbd (``sacctmgr -i load``), named after the file's digest so a change
+    runs a new Job. It talks to slurmdbd directly, as root (an administrator in slurmdbd), signing with slurm.key."""
+    if c.database is None:
+        return []
+    content = accounts_file(c)
+    digest = hashlib.sha256(content.encode()).hexdigest()[:8]
+    conf = "\n".join([
+        f"ClusterName={c.name}",
+        f"SlurmctldHost={CONTROLLER}-controller-0({CONTROLLER}-controller)",
+        "AuthType=auth/slurm", "CredType=cred/slurm",
+        "AccountingStorageType=accounting_storage/slurmdbd",
+        f"AccountingStorageHost={ACCOUNTING}-accounting", "AccountingStoragePort=6819",
+    ]) + "\n"
+    cm: Manifest = {"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": meta(f"slurm-accounts-{digest}", SLURM_NAMESPACE, c.labels),
+                    "data": {"accounts.cfg": content, "slurm.conf": conf}}
+    script = " && ".join([
+        "install -m 0600 -o root /keys/slurm.key /etc/slurm/slurm.key",
+        "until sacctmgr -n show cluster >/dev/null 2>&1; do echo waiting for slurmdbd; sleep 10; done",
+        f"sacctmgr -i load file={shlex.quote('/config/accounts.cfg')}",
+        "sacctmgr -n -p show assoc format=account,user,fairshare,grptres",
+    ])
+    job: Manifest = {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": meta(f"slurm-accounts-{digest}", SLURM_NAMESPACE, c.labels),
+        "spec": {
+            "backoffLimit": 6, "activeDeadlineSeconds": 3600,
+            "template": {"metadata": {"labels": c.pod_labels}, "spec": {
+                "restartPolicy": "OnFailure",
+                "nodeSelector": dict(c.system_selector),
+                "containers": [{
+                    "name": "sacctmgr", "image": c.images.slurmctld, "command": ["bash", "-c", script],
+                    "env": [{"name": "SLURM_CONF", "value": "/config/slurm.conf"}],
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+                    "volumeMounts": [{"name": "config", "mountPath": "/config"},
+                                     {"name": "keys", "mountPath": "/keys", "readOnly": True},
+                                     {"name": "etc-slurm", "mountPath": "/etc/slurm"}],
+                }],
+                "volumes": [{"name": "config", "configMap": {"name": f"slurm-accounts-{digest}"}},
+                            {"name": "keys", "secret": {"secretName": SLURM_KEY_SECRET}},
+                            {"name": "etc-slurm", "emptyDir": {}}],
+            }},
+        },
+    }
+    return [cm, job]
+
+
+def slurm_objects(c: SlurmCluster) -> list[Manifest]:
+    """Every Slurm object in creation order (the operator builds the Controller's config from its ConfigMaps and
+    Accounting, so they come first); the Secrets are the platform's (their values are generated)."""
+    acct = accounting(c)
+    return [
+        *config_maps(c),
+        *([acct] if acct is not None else []),
+        controller(c),
+        restapi(c),
+        *[nodeset(c, p) for p in c.pools],
+        loginset(c),
+        *accounts_job(c),
+    ]

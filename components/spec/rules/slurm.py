@@ -1,0 +1,125 @@
+"""Rules of scheduler.slurm: node groups it owns, partitions with limits, login reach, accounting in production."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from components.spec.decisions import cloud_node_groups, covers_everything, instance_catalog, parse_cidr
+from components.spec.errors import _Collector
+from components.spec.model import ClusterSpec
+
+WHERE = ".scheduler.slurm"
+# Slinky's Controller webhook: clusterName at most 40 characters (slurm-operator v1.2.1
+# internal/webhook/controller_webhook.go); the cluster name is at most 24, so it always fits.
+PRIVATE_V4 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"))
+
+
+def slurm_partition_teams(spec: ClusterSpec, partition_groups: list[str], teams: list[str] | None) -> list[str]:
+    """The teams whose accounts may submit to a partition: those listed, or every team with a quota on its groups."""
+    if teams is not None:
+        return list(teams)
+    groups = set(partition_groups)
+    return [t.name for t in spec.teams if any(q.node_group in groups and q.gpus > 0 for q in t.quotas)]
+
+
+def _check_slurm(spec: ClusterSpec, out: _Collector) -> None:
+    """Slurm's node groups are GPU groups of the stack, each partition has limits and teams that exist, the login
+    load balancer is reachable only from private networks, production keeps accounting."""
+    slurm = spec.scheduler.slurm
+    if slurm is None:
+        return
+    catalog = instance_catalog(spec)
+    groups = {g.name: g for g in cloud_node_groups(spec)}
+    key = "nodeGroups" if spec.cloud == "aws" else "nodePools"
+    owned: set[str] = set()
+    for i, name in enumerate(slurm.node_groups):
+        group = groups.get(name)
+        if group is None:
+            out.add(f"{WHERE}.nodeGroups[{i}]", "slurm-node-group",
+                    f"'{name}' is not one of {spec.cloud}.{key} ({', '.join(groups) or 'none'})")
+            continue
+        facts = catalog.get(group.instance_type if spec.cloud == "aws" else group.machine_type)  # type: ignore[union-attr]
+        if facts is not None and not facts.gpu_count:
+            out.add(f"{WHERE}.nodeGroups[{i}]", "slurm-node-group",
+                    f"'{name}' has no GPUs: Slurm here runs on GPU node groups (the system group keeps the platform)")
+        if name in owned:
+            out.add(f"{WHERE}.nodeGroups[{i}]", "unique-names", f"'{name}' is listed twice")
+        owned.add(name)
+        if spec.cloud == "gcp" and facts is not None and getattr(facts, "gpudirect", "none") != "none":
+            out.add(f"{WHERE}.nodeGroups[{i}]", "slurm-gpudirect",
+                    f"'{name}' is a GPUDirect ({facts.gpudirect}) pool: slurmd pods there need the pool's "
+                    "GPU networks, the receive-datapath sidecar and the NCCL plugin's environment, which this "
+                    "blueprint does not build for Slinky NodeSets yet; run Slurm on a pool without GPUDirect, or "
+                    "keep this pool on Kueue")
+    teams = {t.name: t for t in spec.teams}
+    names: set[str] = set()
+    defaults = 0
+    for i, part in enumerate(slurm.partitions):
+        where = f"{WHERE}.partitions[{i}]"
+        if part.name in names:
+            out.add(f"{where}.name", "unique-names", f"partition '{part.name}' is defined twice")
+        names.add(part.name)
+        defaults += part.default
+        for j, g in enumerate(part.node_groups):
+            if g not in owned:
+                out.add(f"{where}.nodeGroups[{j}]", "slurm-partition-groups",
+                        f"'{g}' is not in scheduler.slurm.nodeGroups ({', '.join(slurm.node_groups)}): a partition "
+                        "holds only nodes Slurm runs on")
+        for j, t in enumerate(part.teams or []):
+            if t not in teams:
+                out.add(f"{where}.teams[{j}]", "slurm-partition-teams",
+                        f"'{t}' is not a team of the stack ({', '.join(teams) or 'none'})")
+        if part.teams is None and not slurm_partition_teams(spec, part.node_groups, None):
+            out.add(f"{where}.teams", "slurm-partition-teams",
+                    f"no team has a quota on {', '.join(part.node_groups)}, so no account may submit to partition "
+                    f"'{part.name}': give a team a quota there or list the partition's teams")
+        if part.max_nodes_per_job is not None:
+            nodes = sum(groups[g].max_size for g in part.node_groups if g in groups)
+            if nodes and part.max_nodes_per_job > nodes:
+                out.add(f"{where}.maxNodesPerJob", "slurm-partition-limits",
+                        f"{part.max_nodes_per_job} nodes per job, and partition '{part.name}' has at most {nodes}")
+    if defaults > 1:
+        out.add(f"{WHERE}.partitions", "slurm-partition-default", f"{defaults} partitions say default: at most one")
+    for team_name, users in slurm.users.items():
+        if team_name not in teams:
+            out.add(f"{WHERE}.users", "slurm-users-team",
+                    f"'{team_name}' is not a team of the stack ({', '.join(teams) or 'none'})")
+        seen: set[str] = set()
+        for user in users:
+            if user in seen:
+                out.add(f"{WHERE}.users", "unique-names", f"user '{user}' is listed twice for team '{team_name}'")
+            seen.add(user)
+    for t in spec.teams:
+        on_slurm = [q for q in t.quotas if q.node_group in owned]
+        for q in on_slurm:
+            if q.borrowing_limit_gpus is not None or q.lending_limit_gpus is not None:
+                j = t.quotas.index(q)
+                out.add(f".teams[{spec.teams.index(t)}].quotas[{j}]", "slurm-quota-kueue-only",
+                        f"borrowing and lending limits are Kueue's; '{q.node_group}' is a Slurm node group, where the "
+                        "team's gpus are its account's GPU limit (GrpTRES gres/gpu) and fair share")
+    nets = []
+    for j, cidr in enumerate(slurm.login.source_cidrs):
+        net = parse_cidr(cidr)
+        if isinstance(net, str):
+            out.add(f"{WHERE}.login.sourceCidrs[{j}]", "cidr-valid",
+                    f"'{cidr}' is not a CIDR (address/prefix, no host bits): {net}")
+            continue
+        nets.append(net)
+        if net.version == 4 and not any(net.subnet_of(p) for p in PRIVATE_V4):  # type: ignore[arg-type]
+            out.add(f"{WHERE}.login.sourceCidrs[{j}]", "slurm-login-private",
+                    f"'{cidr}' is not a private network (RFC 1918 or 100.64.0.0/10): the login load balancer is "
+                    "internal, reached from your VPN or peered networks")
+    if covers_everything(nets):
+        out.add(f"{WHERE}.login.sourceCidrs", "slurm-login-private",
+                f"sourceCidrs ({', '.join(slurm.login.source_cidrs)}) open SSH to every address: list your VPN or "
+                "bastion networks")
+    if spec.environment == "prod" and not slurm.accounting.enabled:
+        out.add(f"{WHERE}.accounting.enabled", "slurm-accounting-prod",
+                "a prod stack keeps Slurm accounting: job history, accounts, fair share and GPU limits live in it")
+    db = slurm.accounting.database
+    if spec.cloud == "aws" and db.tier is not None:
+        out.add(f"{WHERE}.accounting.database.tier", "slurm-database-cloud", "tier is Cloud SQL's; on AWS set "
+                "instanceClass")
+    if spec.cloud == "gcp" and db.instance_class is not None:
+        out.add(f"{WHERE}.accounting.database.instanceClass", "slurm-database-cloud", "instanceClass is RDS's; on "
+                "GCP set tier")

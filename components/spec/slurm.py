@@ -1,0 +1,102 @@
+"""Slurm beside (or instead of) Kueue: SchedMD's Slinky slurm-operator on the stack's Kubernetes.
+
+A stack without ``scheduler.slurm`` is Kueue only. With it, the node groups it names run slurmd (one pod per node,
+the node's every GPU and fabric device) and leave Kueue: Kueue cannot admit Slinky NodeSets and neither project
+documents two schedulers sharing a node, so each GPU node group belongs to exactly one of them. A team's quota on a
+Slurm node group becomes its Slurm account's GPU limit (GrpTRES gres/gpu) and fair share, so its share is the same
+whichever scheduler it submits to, and counted once.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+from pydantic import Field, StrictBool, StrictInt, StringConstraints
+
+from components.spec.base import _Model, unit
+
+_SECRET_NAME = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"  # a Kubernetes object name (DNS subdomain)
+# A POSIX user name as useradd accepts it by default (shadow-utils: [a-z_][a-z0-9_-]*[$]?, at most 32).
+_UNIX_USER = r"^[a-z_][a-z0-9_-]{0,31}$"
+
+
+class SlurmPartitionSpec(_Model):
+    """A Slurm partition over node groups Slurm runs on, with the limits every partition must have."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,29}$", description="Partition name (sbatch --partition).")
+    node_groups: list[str] = Field(min_length=1, description="Node groups (names in scheduler.slurm.nodeGroups).")
+    teams: Optional[list[str]] = Field(
+        default=None, description="Teams whose accounts may submit (AllowAccounts). Default: every team with a quota "
+        "on one of the partition's node groups.")
+    max_time_hours: StrictInt = Field(ge=1, le=8760, description="Longest a job may run (MaxTime), hours.",
+                                      json_schema_extra=unit("hours"))
+    default_time_minutes: StrictInt = Field(default=60, ge=1, le=525600,
+                                            description="Time limit of a job that asks for none (DefaultTime).",
+                                            json_schema_extra=unit("minutes"))
+    max_nodes_per_job: Optional[StrictInt] = Field(
+        default=None, ge=1, le=10000, description="Most nodes one job may take (MaxNodes). Default: the partition's "
+        "nodes at their groups' maximum size.", json_schema_extra=unit("nodes"))
+    default: StrictBool = Field(default=False, description="The partition a job without --partition goes to.")
+
+
+class SlurmLoginSpec(_Model):
+    """The login nodes (a Slinky LoginSet): SSH on an internal load balancer, users from your directory."""
+
+    replicas: StrictInt = Field(default=1, ge=1, le=10, description="Login pods.")
+    source_cidrs: list[str] = Field(
+        min_length=1, max_length=20, description="Networks that may reach the login load balancer on port 22 (your "
+        "VPN, bastion or office ranges; the load balancer is internal, never on the internet).")
+    sssd_conf_secret: str = Field(
+        pattern=_SECRET_NAME, description="A Secret in the slurm namespace holding sssd.conf (key sssd.conf): how "
+        "login and compute pods resolve your users (LDAP or AD). Created outside this stack, by reference.")
+    root_authorized_keys_secret: Optional[str] = Field(
+        default=None, pattern=_SECRET_NAME,
+        description="A Secret in the slurm namespace whose key authorized_keys lists the public keys that may log "
+        "in as root (administrators). Default: none.")
+
+
+class SlurmDatabaseSpec(_Model):
+    """The accounting database: a managed MySQL the stack creates (RDS on AWS, Cloud SQL on GCP)."""
+
+    instance_class: Optional[str] = Field(
+        default=None, pattern=r"^db\.[a-z0-9]+\.[a-z0-9]+$",
+        description="AWS: the RDS instance class. Default db.r7g.large (16 GiB, so InnoDB's buffer pool is the 4 GiB "
+        "or more Slurm's accounting guide asks for).")
+    tier: Optional[str] = Field(
+        default=None, pattern=r"^db-(custom-\d+-\d+|n1-(standard|highmem)-\d+|perf-optimized-N-\d+)$",
+        description="GCP: the Cloud SQL machine tier. Default db-custom-2-16384 (2 vCPU, 16 GiB).")
+    storage_gib: StrictInt = Field(default=50, alias="storageGiB", ge=20, le=16384,
+                                   description="Allocated storage (GiB, encrypted).", json_schema_extra=unit("GiB"))
+    backup_retention_days: StrictInt = Field(default=7, ge=1, le=35, description="Automated backups kept (days).",
+                                             json_schema_extra=unit("days"))
+
+
+class SlurmAccountingSpec(_Model):
+    """slurmdbd: job history, accounts, fair share and GPU limits. Required in production."""
+
+    enabled: StrictBool = Field(default=True, description="Run slurmdbd on a managed database (prod: required).")
+    database: SlurmDatabaseSpec = Field(default_factory=SlurmDatabaseSpec, description="The database.")
+
+
+class SlurmSpec(_Model):
+    """Slurm on the cluster (Slinky slurm-operator): which node groups it owns, partitions, login, accounting."""
+
+    node_groups: list[str] = Field(
+        min_length=1, description="GPU node groups (GKE: node pools) that run slurmd instead of Kueue workloads.")
+    partitions: list[SlurmPartitionSpec] = Field(min_length=1, max_length=50, description="Partitions.")
+    users: dict[str, list[Annotated[str, StringConstraints(pattern=_UNIX_USER)]]] = Field(
+        default_factory=dict,
+        description="Per team, the Unix user names (as your directory knows them) associated with its Slurm account; "
+        "a user not listed cannot submit (AccountingStorageEnforce=associations).")
+    login: SlurmLoginSpec = Field(description="Login nodes.")
+    accounting: SlurmAccountingSpec = Field(default_factory=SlurmAccountingSpec, description="Accounting.")
+    hugepages_2mi_gib: StrictInt = Field(
+        default=0, alias="hugepages2MiGiB", ge=0, le=512,
+        description="2 MiB hugepages each slurmd pod requests (GiB), for NCCL/libfabric buffers; the nodes must "
+        "provide them (kubelet pre-allocation). Default none.", json_schema_extra=unit("GiB"))
+
+
+class SchedulerSpec(_Model):
+    """Which schedulers run on the cluster: Kueue always, Slurm beside it when configured."""
+
+    slurm: Optional[SlurmSpec] = Field(default=None, description="Slurm (Slinky); absent: Kueue only.")
