@@ -582,8 +582,9 @@ class Slurm(pulumi.ComponentResource):
                                                                    "labels": dict(inputs.labels)},
                                string_data={"password": inputs.slurm_db_password}, opts=in_ns)
         if cluster.shared_filesystem and inputs.shared_filesystem is not None:
-            for m in obj.slurm_shared_fs(inputs.shared_filesystem, inputs.labels):
-                apply(_object_name(name, m), m, in_ns)
+            pv, pvc = obj.slurm_shared_fs(inputs.shared_filesystem, inputs.labels)
+            volume = apply(f"{name}-shared-fs-pv", pv, in_ns)
+            apply(f"{name}-shared-fs-pvc", pvc, pulumi.ResourceOptions(parent=self, depends_on=[ns, volume]))
         after = pulumi.ResourceOptions(parent=self, depends_on=[operator, ns])
         for m in obj.slurm_objects(cluster):
             apply(_object_name(name, m), m, after)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pulumi_policy import ResourceValidationArgs, Severity, StackValidationArgs
@@ -21,6 +22,7 @@ from gpu_policies.common import (
     get,
     is_gpu_node_group,
     k8s_name,
+    k8s_namespace,
     missing_keys,
     of_type,
     path,
@@ -215,6 +217,21 @@ def _spend_alerts(resources: Any) -> set[str]:
     return out
 
 
+_SLURM_BUDGET = re.compile(r"^Account - '([^']+)'.*:GrpTRESMins=gres/gpu=(\d+)", re.M)
+
+
+def _slurm_budgets(resources: Any) -> set[str]:
+    """Teams whose Slurm account carries a GPU-minutes budget (GrpTRESMins gres/gpu, reset monthly) in the accounts
+    file the platform loads into slurmdbd: Slurm holds their jobs past it, which watches their Slurm spend."""
+    out: set[str] = set()
+    for cm in of_type(resources, "kubernetes:core/v1:ConfigMap"):
+        if k8s_namespace(cm.props) != "slurm" or not k8s_name(cm.props).startswith("slurm-accounts"):
+            continue
+        text = str(get(cm.props, "data", "accounts.cfg", default="") or "")
+        out |= {team for team, minutes in _SLURM_BUDGET.findall(text) if int(minutes) > 0}
+    return out
+
+
 def _aws_billed_tags(resources: Any) -> set[tuple[str, str]]:
     """Every (key, value) tag some billed AWS resource carries (with its provider's default tags; a launch
     template's instance tag specifications)."""
@@ -236,7 +253,7 @@ def _aws_billed_tags(resources: Any) -> set[tuple[str, str]]:
 def _team_budgets(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
     if not any(r.resource_type.startswith("aws:") for r in args.resources):
         return  # the AWS cost plane; a GCP stack's budgets are Cloud Billing budgets
-    watched = _spend_alerts(args.resources)
+    watched = _spend_alerts(args.resources) | _slurm_budgets(args.resources)
     for budget in of_type(args.resources, BUDGET):
         watched |= _budget_teams(budget, cfg["teamTagKey"])
     for ns in team_namespaces(args.resources, cfg["systemNamespaces"]):
@@ -362,7 +379,7 @@ def _gcp_team_budgets(args: StackValidationArgs, report: Reporter, cfg: dict[str
     if watched is None:
         args.not_applicable("the stack has no Cloud Billing budget (no gcp.billingAccount in its spec)")
         return
-    watched |= _spend_alerts(args.resources)
+    watched |= _spend_alerts(args.resources) | _slurm_budgets(args.resources)
     for ns in team_namespaces(args.resources, cfg["systemNamespaces"]):
         name = k8s_name(ns.props)
         if name not in watched:

@@ -73,7 +73,7 @@ lifecycle_keeps_current = resource_policy(
 
 STATEFUL = Knob("statefulTypes", STRING_LIST, [
     "aws:s3/bucket:Bucket", "aws:fsx/lustreFileSystem:LustreFileSystem", "aws:kms/key:Key",
-    "aws:eks/cluster:Cluster", "aws:cloudwatch/logGroup:LogGroup",
+    "aws:eks/cluster:Cluster", "aws:cloudwatch/logGroup:LogGroup", "aws:rds/instance:Instance",
 ])
 PROTECTED_ENVS = Knob("protectedEnvironments", STRING_LIST, ["prod"])
 

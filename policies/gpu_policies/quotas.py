@@ -34,6 +34,10 @@ def _quantity(value: Any) -> float:
 
 
 def _gpu_quota(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    # GPUs scheduled by Slurm instead: a Slinky NodeSet holding GPUs, whose accounts carry the teams' GPU limits.
+    if any(get(ns.props, "spec", "slurmd", "resources", "limits", GPU) for ns in
+           of_type(args.resources, "kubernetes:slinky.slurm.net/v1beta1:NodeSet")):
+        return
     first: tuple[Any, tuple[str | int, ...]] | None = None  # the first team queue that lists GPUs, at its quota
     for cq in of_type(args.resources, KUEUE + "ClusterQueue"):
         if get(cq.props, "metadata", "labels", "gpu-cluster/acceptance") == "true":
@@ -47,8 +51,8 @@ def _gpu_quota(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any])
                         return
                     if first is None:
                         first = (cq, ("spec", "resourceGroups", g, "flavors", f, "resources", r, "nominalQuota"))
-    message = ("The stack must define a Kueue ClusterQueue with a nominal nvidia.com/gpu quota above zero, so GPUs "
-               "are admitted through queues.")
+    message = ("The stack must define a Kueue ClusterQueue with a nominal nvidia.com/gpu quota above zero (or Slurm "
+               "NodeSets holding GPUs), so GPUs are admitted through queues.")
     if first is None:  # no field: no team's queue lists GPUs, so no single input is at fault
         report(message)
         return

@@ -335,8 +335,10 @@ gpudirect_bounded = stack_policy(
     Severity.HIGH, _gpudirect_bounded,
 )
 
+# slurm: slurmd runs privileged (Slinky's worker pods: BPF, NET_ADMIN, SYS_ADMIN) and no team pod runs there (it is
+# not a tenant namespace; people reach it only through Slurm's login and sbatch).
 PRIVILEGED_NAMESPACES = Knob("privilegedNamespaces", STRING_LIST,
-                             ["kube-system", "gpu-operator", "monitoring"])
+                             ["kube-system", "gpu-operator", "monitoring", "slurm"])
 WORKLOADS = {"Pod": ("spec",), "Deployment": ("spec", "template", "spec"), "StatefulSet": ("spec", "template", "spec"),
              "DaemonSet": ("spec", "template", "spec"), "ReplicaSet": ("spec", "template", "spec"),
              "Job": ("spec", "template", "spec"), "CronJob": ("spec", "jobTemplate", "spec", "template", "spec")}

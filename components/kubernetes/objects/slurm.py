@@ -198,8 +198,12 @@ def controller_extra_conf(c: SlurmCluster) -> str:
         "PriorityWeightFairshare=10000",
         "PriorityWeightAge=1000",
         "PriorityWeightJobSize=0",
-        "PriorityDecayHalfLife=7-0",
     ]
+    # A budget as GrpTRESMins is a hard monthly limit only if usage is not decayed and is reset each month
+    # (slurm.conf(5) PriorityUsageResetPeriod: "used if you want to enforce hard limits of time usage per
+    # association"; with PriorityDecayHalfLife=0 it is the only reset); fair share then reads the month's usage.
+    lines += (["PriorityDecayHalfLife=0", "PriorityUsageResetPeriod=MONTHLY"] if enforces_budgets(c)
+              else ["PriorityDecayHalfLife=7-0"])
     if c.database is not None:
         lines += ["AccountingStorageTRES=gres/gpu",
                   "AccountingStorageEnforce=associations,limits,qos,safe",
@@ -378,6 +382,25 @@ def loginset(c: SlurmCluster) -> Manifest:
             "spec": spec}
 
 
+def budget_gpu_minutes(c: SlurmCluster, team: TeamSpec) -> int | None:
+    """The team's monthly budget as GPU-minutes on its Slurm node groups (GrpTRESMins gres/gpu), at the dearest
+    GPU-hour among them (the preview's prices), so the limit never lets it spend more; None without a budget, a
+    Slurm quota or a price."""
+    if team.budget is None:
+        return None
+    pools = {p.pool.name: p.pool for p in c.pools}
+    prices = [pools[q.node_group].gpu_unit_hour_usd for q in team.quotas if q.node_group in pools and q.gpus > 0]
+    if not prices or any(p is None for p in prices):
+        return None
+    dearest = max(p for p in prices if p is not None)
+    return int(float(team.budget.monthly_usd) / dearest * 60)
+
+
+def enforces_budgets(c: SlurmCluster) -> bool:
+    """Whether any account carries a GPU-minutes budget (then usage resets monthly instead of decaying)."""
+    return c.database is not None and any(budget_gpu_minutes(c, t) for t in c.teams)
+
+
 def accounts_file(c: SlurmCluster) -> str:
     """sacctmgr's flat file: one account per team with a Slurm quota, its fair share and GPU limit (GrpTRES) equal
     to that quota, and its users; Kueue's quota of the same team is on other node groups, so its GPUs are counted
@@ -389,9 +412,11 @@ def accounts_file(c: SlurmCluster) -> str:
         users = c.spec.users.get(team.name, [])
         if not gpus and not users:
             continue
-        limit = f":GrpTRES=gres/gpu={gpus}" if gpus else ":GrpTRES=gres/gpu=0"
+        limit = f":GrpTRES=gres/gpu={gpus}"
+        minutes = budget_gpu_minutes(c, team)
+        budget = f":GrpTRESMins=gres/gpu={minutes}" if minutes else ""
         lines.append(f"Account - '{team.name}':Description='team {team.name}':Organization='{team.cost_center}'"
-                     f":Fairshare={max(gpus, 1)}{limit}")
+                     f":Fairshare={max(gpus, 1)}{limit}{budget}")
     for team in sorted(c.teams, key=lambda t: t.name):
         users = c.spec.users.get(team.name, [])
         if not users:

@@ -45,9 +45,10 @@ def _check_slurm(spec: ClusterSpec, out: _Collector) -> None:
         if name in owned:
             out.add(f"{WHERE}.nodeGroups[{i}]", "unique-names", f"'{name}' is listed twice")
         owned.add(name)
-        if spec.cloud == "gcp" and facts is not None and getattr(facts, "gpudirect", "none") != "none":
+        gpudirect = str(getattr(facts, "gpudirect", "none"))
+        if spec.cloud == "gcp" and gpudirect != "none":
             out.add(f"{WHERE}.nodeGroups[{i}]", "slurm-gpudirect",
-                    f"'{name}' is a GPUDirect ({facts.gpudirect}) pool: slurmd pods there need the pool's "
+                    f"'{name}' is a GPUDirect ({gpudirect}) pool: slurmd pods there need the pool's "
                     "GPU networks, the receive-datapath sidecar and the NCCL plugin's environment, which this "
                     "blueprint does not build for Slinky NodeSets yet; run Slurm on a pool without GPUDirect, or "
                     "keep this pool on Kueue")
@@ -65,10 +66,10 @@ def _check_slurm(spec: ClusterSpec, out: _Collector) -> None:
                 out.add(f"{where}.nodeGroups[{j}]", "slurm-partition-groups",
                         f"'{g}' is not in scheduler.slurm.nodeGroups ({', '.join(slurm.node_groups)}): a partition "
                         "holds only nodes Slurm runs on")
-        for j, t in enumerate(part.teams or []):
-            if t not in teams:
+        for j, listed in enumerate(part.teams or []):
+            if listed not in teams:
                 out.add(f"{where}.teams[{j}]", "slurm-partition-teams",
-                        f"'{t}' is not a team of the stack ({', '.join(teams) or 'none'})")
+                        f"'{listed}' is not a team of the stack ({', '.join(teams) or 'none'})")
         if part.teams is None and not slurm_partition_teams(spec, part.node_groups, None):
             out.add(f"{where}.teams", "slurm-partition-teams",
                     f"no team has a quota on {', '.join(part.node_groups)}, so no account may submit to partition "
@@ -89,12 +90,10 @@ def _check_slurm(spec: ClusterSpec, out: _Collector) -> None:
             if user in seen:
                 out.add(f"{WHERE}.users", "unique-names", f"user '{user}' is listed twice for team '{team_name}'")
             seen.add(user)
-    for t in spec.teams:
-        on_slurm = [q for q in t.quotas if q.node_group in owned]
-        for q in on_slurm:
-            if q.borrowing_limit_gpus is not None or q.lending_limit_gpus is not None:
-                j = t.quotas.index(q)
-                out.add(f".teams[{spec.teams.index(t)}].quotas[{j}]", "slurm-quota-kueue-only",
+    for ti, team in enumerate(spec.teams):
+        for j, q in enumerate(team.quotas):
+            if q.node_group in owned and (q.borrowing_limit_gpus is not None or q.lending_limit_gpus is not None):
+                out.add(f".teams[{ti}].quotas[{j}]", "slurm-quota-kueue-only",
                         f"borrowing and lending limits are Kueue's; '{q.node_group}' is a Slurm node group, where the "
                         "team's gpus are its account's GPU limit (GrpTRES gres/gpu) and fair share")
     nets = []
