@@ -530,6 +530,38 @@ GCP_MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
 
 
 
+# --- Slurm: prod-aws-slurm ------------------------------------------------------------------------------------
+
+SLINKY = "kubernetes:slinky.slurm.net/v1beta1:"
+
+
+def _partition_unlimited(inputs: dict[str, Any]) -> None:
+    conf = inputs["spec"]["extraConf"]
+    inputs["spec"]["extraConf"] = conf.replace("MaxTime=3-00:00:00", "MaxTime=INFINITE")
+
+
+SLURM_MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
+    "run the prod Slurm controller without accounting": (
+        "prod-aws-slurm", lambda g: edit(g, SLINKY + "Controller", "slurm-controller-slurm-slurm",
+                                         _delete(["spec", "accountingRef"])), "slurm-accounting-in-production"),
+    "leave the Slurm accounting database unprotected": (
+        "prod-aws-slurm", lambda g: edit(g, "aws:rds/instance:Instance", "slurm-accounting-instance",
+                                         _set(["deletionProtection"], False), protect=False),
+        "slurm-accounting-in-production"),
+    "give a partition no time limit": (
+        "prod-aws-slurm", lambda g: edit(g, SLINKY + "Controller", "slurm-controller-slurm-slurm",
+                                         _partition_unlimited), "slurm-partitions-have-limits"),
+    "open the Slurm login to every address": (
+        "prod-aws-slurm", lambda g: edit(g, SLINKY + "LoginSet", "slurm-loginset-slurm-login",
+                                         _set(["spec", "service", "spec", "loadBalancerSourceRanges"], ["0.0.0.0/0"])),
+        "slurm-login-not-open-to-the-internet"),
+    "drop the billing labels from the Slurm NodeSet's pods": (
+        "prod-aws-slurm", lambda g: edit(g, SLINKY + "NodeSet", "slurm-nodeset-slurm-h100",
+                                         _delete(["spec", "template", "metadata", "labels", "cost-center"])),
+        "slurm-pods-carry-billing-labels"),
+}
+
+
 def example_violation(policy: str, pack: Pack) -> tuple[str, str, str, str] | None:
     """(stack, how it was broken, the resource, the message with its field and fix) of the first mutation that
     breaks ``policy``, the pack run on it; None when no mutation is recorded for it."""
@@ -537,7 +569,8 @@ def example_violation(policy: str, pack: Pack) -> tuple[str, str, str, str] | No
     from blueprint.stackfile import load_stack
 
     aws = [(how, "prod-aws", mutate) for how, (mutate, name) in AWS_MUTATIONS.items() if name == policy]
-    gcp = [(how, stack, mutate) for how, (stack, mutate, name) in GCP_MUTATIONS.items() if name == policy]
+    gcp = [(how, stack, mutate) for how, (stack, mutate, name) in (GCP_MUTATIONS | SLURM_MUTATIONS).items()
+           if name == policy]
     # A GCP policy's example is a GKE stack's, not a GCP resource grafted onto the AWS one.
     found = next(iter(gcp + aws if policy.startswith("gcp-") else aws + gcp), None)
     if found is None:

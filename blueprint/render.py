@@ -9,6 +9,7 @@ shows the infrastructure itself; the catalog adds hardware facts the graph canno
 from __future__ import annotations
 
 import importlib
+import re
 from collections import Counter
 from collections.abc import Mapping
 from datetime import datetime
@@ -119,6 +120,77 @@ def _platform_lines(graph: ResourceGraph) -> list[str]:
     return lines
 
 
+SLINKY = "kubernetes:slinky.slurm.net/v1beta1:"
+_ACCOUNT = re.compile(r"^Account - '([^']+)'(.*)$")
+
+
+def _slurm_lines(graph: ResourceGraph) -> list[str]:
+    """What Slurm runs on, its partitions and accounts (the teams' GPU limits and budgets), accounting and login."""
+    controllers = graph.of_type(SLINKY + "Controller")
+    if not controllers:
+        return []
+    ctl = controllers[0].inputs["spec"]
+    operator = _release(graph, "slurm-operator")
+    image = str(ctl.get("slurmctld", {}).get("image", "?")).rsplit(":", 1)[-1]
+    nodesets = graph.of_type(SLINKY + "NodeSet")
+    lines = [f"Slurm: {_chart(operator)} (Slinky), Slurm {image}, cluster {ctl.get('clusterName')}; node groups "
+             f"{', '.join(str(n.inputs['metadata']['name']) for n in nodesets) or 'none'} run slurmd, one pod per node "
+             "holding the node's every GPU, and are not Kueue's (no ResourceFlavor: Kueue cannot admit Slinky "
+             "NodeSets, and no node is shared by the two schedulers)"]
+    for n in nodesets:
+        spec = n.inputs["spec"]
+        limits = spec.get("slurmd", {}).get("resources", {}).get("limits", {})
+        devices = ", ".join(f"{k} {v}" for k, v in limits.items())
+        mounts = ", ".join(m["mountPath"] for m in spec.get("slurmd", {}).get("volumeMounts", []))
+        lines.append(f"  NodeSet {n.inputs['metadata']['name']}: nodes {spec['template']['spec'].get('nodeSelector')}; "
+                     f"{devices}; slurmd {spec.get('extraConf', '')}; mounts {mounts}")
+    for line in str(ctl.get("extraConf", "")).splitlines():
+        if line.startswith("PartitionName="):
+            lines.append(f"  partition {line.removeprefix('PartitionName=')}")
+    accounts = [r for r in graph.of_type("kubernetes:core/v1:ConfigMap")
+                if str(r.inputs["metadata"]["name"]).startswith("slurm-accounts")]
+    for cm in accounts:
+        for line in str(cm.inputs.get("data", {}).get("accounts.cfg", "")).splitlines():
+            m = _ACCOUNT.match(line)
+            if not m:
+                continue
+            fields = dict(f.split("=", 1) for f in m.group(2).split(":") if "=" in f)
+            budget = fields.get("GrpTRESMins", "").removeprefix("gres/gpu=")
+            lines.append(f"  account {m.group(1)}: GPU limit {fields.get('GrpTRES', '').removeprefix('gres/gpu=')} at "
+                         f"once (its quota on Slurm's groups), fair share {fields.get('Fairshare')}"
+                         + (f", budget {int(budget):,} GPU-minutes a month (GrpTRESMins, usage reset monthly: "
+                            "jobs wait once it is spent)" if budget else ", no budget in GPU-minutes (no price read)"))
+    accounting = graph.of_type(SLINKY + "Accounting")
+    dbs = graph.of_type("aws:rds/instance:Instance") + graph.of_type("gcp:sql/databaseInstance:DatabaseInstance")
+    if accounting and dbs:
+        db = dbs[0].inputs
+        what = (f"RDS {db.get('engine')} {db.get('engineVersion')} {db.get('instanceClass')}, "
+                f"{'Multi-AZ' if db.get('multiAz') else 'single-AZ'}, backups {db.get('backupRetentionPeriod')} days, "
+                f"deletion protection {'on' if db.get('deletionProtection') else 'off'}") \
+            if dbs[0].type.startswith("aws:") else f"Cloud SQL {db.get('databaseVersion')}"
+        lines.append(f"  accounting: slurmdbd on {what}, encrypted, private; accounts loaded by Job "
+                     f"{', '.join(str(r.inputs['metadata']['name']) for r in graph.of_type('kubernetes:batch/v1:Job') if str(r.inputs['metadata']['name']).startswith('slurm-accounts'))} "  # noqa: E501
+                     "(sacctmgr load)")
+    else:
+        lines.append("  accounting: none (no job history, fair share or GPU limits per account)")
+    for login in graph.of_type(SLINKY + "LoginSet"):
+        spec = login.inputs["spec"]
+        service = spec.get("service", {})
+        lines.append(f"  login: {spec.get('replicas')} pod(s) behind an internal load balancer (Service "
+                     f"{login.inputs['metadata']['name']} in slurm) from "
+                     f"{', '.join(service.get('spec', {}).get('loadBalancerSourceRanges', []))}; users from sssd "
+                     f"(Secret {spec.get('sssdConfRef', {}).get('name')}); ssh <user>@<its address> "
+                     "(kubectl -n slurm get service " f"{login.inputs['metadata']['name']})")
+    mapped = bool(ctl.get("prologScriptRefs"))
+    lines.append("  telemetry: slurmctld's metrics (jobs, nodes, partitions, scheduler) through the operator's "
+                 "ServiceMonitor into the same Prometheus; GPU metrics "
+                 + ("carry the Slurm job id (dcgm-exporter hpc_job, written by the prolog)" if mapped else
+                    "are not joined to Slurm jobs (the cloud's DCGM exporter reads no job mapping)")
+                 + "; Slurm pods carry the stack's billing labels (OpenCost, the CUR split by namespace: slurm); "
+                 "each team's share of them is its account's usage (sreport cluster AccountUtilizationByUser)")
+    return lines
+
+
 def _telemetry_lines(graph: ResourceGraph) -> list[str]:
     prom = _release(graph, "kube-prometheus-stack")
     gpu_op = _release(graph, "gpu-operator")
@@ -195,7 +267,8 @@ def render_preview(graph: ResourceGraph, spec: ClusterSpec, stack_file: str,
     ]
     if spec.teams:
         out.append("teams: " + ", ".join(f"{t.name} ({t.cost_center}, {t.gpu_quota} GPUs)" for t in spec.teams))
-    summaries = {**cloud.planes, "platform": _platform_lines(graph), "telemetry": _telemetry_lines(graph)}
+    summaries = {**cloud.planes, "platform": _platform_lines(graph) + _slurm_lines(graph),
+                 "telemetry": _telemetry_lines(graph)}
     stack_root = next((r for r in graph.resources if r.type == "pulumi:pulumi:Stack"), None)
     # Registration order depends on when the engine answers each request; the preview is sorted so that
     # the same stack always prints the same text.

@@ -221,7 +221,10 @@ def test_mutation_suite_is_broad() -> None:
     assert len(MUTATIONS) >= 25
     from tests.test_policies_gcp import MUTATIONS as GCP_MUTATIONS
 
-    covered = {policy for _, policy in MUTATIONS.values()} | {p for _, _, p in GCP_MUTATIONS.values()}
+    from blueprint.policy_examples import SLURM_MUTATIONS
+
+    covered = {policy for _, policy in MUTATIONS.values()} | {p for _, _, p in GCP_MUTATIONS.values()} \
+        | {p for _, _, p in SLURM_MUTATIONS.values()}
     pack = {p.name for p in load_pack().policies}
     assert pack == covered  # every policy has at least one mutation it rejects
 

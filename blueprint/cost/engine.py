@@ -32,6 +32,7 @@ FSX_LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
 EKS_CLUSTER = "aws:eks/cluster:Cluster"
 NAT_GATEWAY = "aws:ec2/natGateway:NatGateway"
 KMS_KEY = "aws:kms/key:Key"
+RDS_INSTANCE = "aws:rds/instance:Instance"
 BUDGET = "aws:budgets/budget:Budget"
 USAGE_PRICED = {  # resource type -> what its cost depends on; not priced without a usage estimate
     "aws:s3/bucketV2:BucketV2": "stored GB and requests",
@@ -684,6 +685,14 @@ def _price_aws(graph: ResourceGraph, prices: dict[str, Price], usage: Usage,
                             *_usage_lines(res, usage, prices))
         elif res.type == KMS_KEY:
             now = at_max = (_line("customer managed key", 1, prices, "kms.customer_managed_key", "key-month"),)
+        elif res.type == RDS_INSTANCE:  # Slurm's accounting database: instance hours and storage, Multi-AZ doubled
+            az = "multi_az" if res.inputs.get("multiAz") else "single_az"
+            cls = str(res.inputs.get("instanceClass") or "?")
+            now = at_max = (
+                _line(f"RDS {res.inputs.get('engine')} {cls} instance hours ({az})", HOURS_PER_MONTH, prices,
+                      f"rds_mysql.{cls}.{az}", "hour"),
+                _line(f"RDS gp3 storage ({az})", float(_int(res.inputs.get("allocatedStorage"))), prices,
+                      f"rds_mysql.gp3_storage.{az}", "GB-month"))
         elif res.type == BUDGET:
             now = at_max = (_line("budget days", HOURS_PER_MONTH / 24, prices, "budgets.budget_day", "budget-day"),)
         elif res.type in USAGE_PRICED and res.name in usage:

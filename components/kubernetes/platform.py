@@ -300,13 +300,18 @@ class GpuStack(pulumi.ComponentResource):
         else:
             ns = _system_namespace(self, obj.GPU_OPERATOR_NAMESPACE, inputs.labels)
             values = obj.gpu_operator_values(inputs.platform.gpu_sharing, inputs.driver_on_host)
+            if inputs.slurm is not None and inputs.slurm.job_mapping:
+                # Slurm's prolog writes the job id per GPU there; dcgm-exporter adds it as the hpc_job label
+                # (GPU Operator 25.10.1+ dcgmExporter.hpcJobMapping, commented in the chart's values at v26.7.0).
+                values["dcgmExporter"]["hpcJobMapping"] = {"enabled": True, "directory": obj.JOB_MAPPING_DIR}
             # The GPU agents wait for the GPU nodes where the cloud lets the rest of the platform go ahead without
             # them: an atomic release that starts while 16 nodes are joining could time out and roll back.
             release("gpu-operator", charts["gpu-operator"], obj.GPU_OPERATOR_NAMESPACE,
                     obj.merge_values(values, inputs.gpu_operator_overrides or {}),
                     pulumi.ResourceOptions(parent=self, depends_on=[ns, prometheus, *inputs.gpu_node_dependencies]))
         fabric = inputs.fabric
-        if fabric is not None and any(p.fabric_per_node for p in inputs.pools):
+        slurm_pools = [p.pool for p in inputs.slurm.pools] if inputs.slurm is not None else []
+        if fabric is not None and any(p.fabric_per_node for p in [*inputs.pools, *slurm_pools]):
             release(fabric.plugin_release, charts[fabric.plugin_chart], fabric.plugin_namespace,
                     fabric.plugin_values, pulumi.ResourceOptions(parent=self))
         self.register_outputs({})

@@ -58,6 +58,9 @@ TAGGABLE = Knob("taggableTypes", STRING_LIST, [
     "aws:eks/addon:Addon",
     "aws:eks/cluster:Cluster",
     "aws:eks/nodeGroup:NodeGroup",
+    "aws:rds/instance:Instance",
+    "aws:rds/parameterGroup:ParameterGroup",
+    "aws:rds/subnetGroup:SubnetGroup",
     "aws:eks/podIdentityAssociation:PodIdentityAssociation",
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation",
     "aws:fsx/lustreFileSystem:LustreFileSystem",
@@ -200,7 +203,8 @@ SPEND_ALERT = "TeamSpendOverBudget"
 # tag specifications, not the node group's tags.
 AWS_BILLED = ("aws:ec2/launchTemplate:LaunchTemplate", "aws:eks/cluster:Cluster",
               "aws:fsx/lustreFileSystem:LustreFileSystem", "aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2",
-              "aws:ec2/natGateway:NatGateway", "aws:cloudwatch/logGroup:LogGroup", "aws:kms/key:Key")
+              "aws:ec2/natGateway:NatGateway", "aws:cloudwatch/logGroup:LogGroup", "aws:kms/key:Key",
+              "aws:rds/instance:Instance")
 GCP_BILLED = ("gcp:container/nodePool:NodePool", "gcp:container/cluster:Cluster", "gcp:lustre/instance:Instance",
               "gcp:filestore/instance:Instance", "gcp:parallelstore/instance:Instance", "gcp:storage/bucket:Bucket",
               "gcp:kms/cryptoKey:CryptoKey")

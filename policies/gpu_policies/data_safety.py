@@ -95,7 +95,8 @@ def _protected(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, An
 
 stateful_protected = resource_policy(
     "stateful-resources-protected-in-production", "data-safety",
-    "Buckets, filesystems, KMS keys, clusters and audit log groups are protected in production environments.",
+    "Buckets, filesystems, KMS keys, clusters, audit log groups and the Slurm accounting database are protected in "
+    "production environments.",
     "Keep deletionProtection: true in the stack spec (it cannot be turned off in prod).",
     Severity.CRITICAL, _protected, [STATEFUL, PROTECTED_ENVS],
 )

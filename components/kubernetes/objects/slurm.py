@@ -267,7 +267,6 @@ def accounting(c: SlurmCluster) -> Manifest | None:
             **_keys(),
             "slurmdbd": {"image": c.images.slurmdbd,
                          "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}}},
-            "initconf": {"image": c.images.sidecar},
             "storageConfig": {"host": db.host, "port": db.port, "database": db.database, "username": db.username,
                               "passwordKeyRef": _ref(DB_SECRET, "password")},
             "template": _system_pod(c),

@@ -1,0 +1,160 @@
+"""Slurm (Slinky) beside Kueue: the spec's rules, the objects against their CRDs, the split of node groups and
+quotas between the two schedulers, the accounting database, and the policies that guard them."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from blueprint.policy import run_policies
+from blueprint.policy_examples import SLURM_MUTATIONS
+from components.spec import SpecError, parse_spec
+from tests.conftest import offline_run, raw_stack_config
+from tests.k8s_checks import is_builtin, validate_builtin, validate_crd_object
+
+STACK = "prod-aws-slurm"
+FILE = "stacks/Pulumi.prod-aws-slurm.yaml"
+SLINKY = "kubernetes:slinky.slurm.net/v1beta1:"
+G = "gpu-cluster:spec"
+
+
+def spec() -> dict[str, Any]:
+    return copy.deepcopy(raw_stack_config(STACK)["gpu-cluster:spec"])
+
+
+def refused(value: dict[str, Any]) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        parse_spec(value, FILE, provider_region="us-east-1")
+    return str(info.value).splitlines()
+
+
+def manifest(r: Any) -> dict[str, Any]:
+    """A graph resource as the Kubernetes object it creates."""
+    api, kind = r.type.removeprefix("kubernetes:").rsplit(":", 1)
+    api = api.removeprefix("core/")
+    return {"apiVersion": api, "kind": kind, **r.inputs}
+
+
+def test_the_stack_loads_passes_the_pack_and_its_slinky_objects_fit_their_crds() -> None:
+    run = offline_run(STACK)
+    report = run_policies(run.graph)
+    assert report.passed and not report.violations, [(v.policy, v.message) for v in report.violations]
+    kinds = sorted(r.type.removeprefix(SLINKY) for r in run.graph.resources if r.type.startswith(SLINKY))
+    assert kinds == ["Accounting", "Controller", "LoginSet", "NodeSet", "RestApi"]
+    for r in run.graph.resources:
+        if r.type.startswith(SLINKY):
+            validate_crd_object(manifest(r))
+    job = next(r for r in run.graph.resources if r.type == "kubernetes:batch/v1:Job" and "slurm-accounts" in r.name)
+    m = manifest(job)
+    assert is_builtin(m)
+    validate_builtin(m, "1.35")
+
+
+def test_slurm_owns_its_node_group_and_kueue_has_no_flavor_there() -> None:
+    graph = offline_run(STACK).graph
+    flavors = [r.inputs["metadata"]["name"] for r in graph.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor")]
+    assert "h100" not in flavors
+    for cq in graph.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"):
+        groups = cq.inputs["spec"].get("resourceGroups", [])
+        assert not any(f["name"] == "h100" for g in groups for f in g["flavors"])
+    (ns,) = graph.of_type(SLINKY + "NodeSet")
+    spec_ = ns.inputs["spec"]
+    assert spec_["scalingMode"] == "DaemonSet"
+    assert spec_["template"]["spec"]["nodeSelector"] == {"gpu-cluster/node-group": "h100"}
+    limits = spec_["slurmd"]["resources"]["limits"]
+    assert limits["nvidia.com/gpu"] == 8 and limits["vpc.amazonaws.com/efa"] == 32  # every GPU and EFA of a p5
+    assert spec_["extraConf"].startswith("Gres=gpu:8 ")
+    # The EFA device plugin runs although no Kueue pool has EFA: Slurm's NodeSet asks for the interfaces.
+    assert any(r.inputs.get("name") == "aws-efa-k8s-device-plugin" for r in
+               graph.of_type("kubernetes:helm.sh/v3:Release"))
+
+
+def test_a_teams_quota_on_slurm_is_its_accounts_gpu_limit_fair_share_and_budget() -> None:
+    graph = offline_run(STACK).graph
+    (cm,) = [r for r in graph.of_type("kubernetes:core/v1:ConfigMap") if r.name.endswith(
+        r.inputs["metadata"]["name"]) and r.inputs["metadata"]["name"].startswith("slurm-accounts")]
+    text = cm.inputs["data"]["accounts.cfg"]
+    assert "Account - 'research':Description='team research':Organization='cc-4200':Fairshare=64:" \
+           "GrpTRES=gres/gpu=64:GrpTRESMins=gres/gpu=" in text
+    # 115,000 USD a month at the p5 Capacity Block's GPU-hour (41.528 / 8): about 22,150 GPU-hours.
+    minutes = int(text.split("'research'")[1].split("GrpTRESMins=gres/gpu=")[1].split("\n")[0])
+    assert 22_000 * 60 < minutes < 22_300 * 60
+    assert "Parent - 'research'\nUser - 'ana':DefaultAccount='research':Fairshare=1" in text
+    (ctl,) = graph.of_type(SLINKY + "Controller")
+    conf = ctl.inputs["spec"]["extraConf"]
+    for line in ("GresTypes=gpu", "AccountingStorageTRES=gres/gpu", "AccountingStorageEnforce=associations,limits,qos,safe",
+                 "PriorityUsageResetPeriod=MONTHLY",
+                 "PartitionName=debug Nodes=h100 Default=NO MaxTime=0-02:00:00 DefaultTime=0-00:30:00 MaxNodes=2 "
+                 "AllowAccounts=applied,pretraining,research State=UP"):
+        assert line in conf.splitlines()
+
+
+def test_accounting_is_a_private_encrypted_protected_database() -> None:
+    graph = offline_run(STACK).graph
+    (db,) = graph.of_type("aws:rds/instance:Instance")
+    i = db.inputs
+    assert (i["engine"], i["engineVersion"], i["storageEncrypted"], i["publiclyAccessible"]) == ("mysql", "8.4", True,
+                                                                                                 False)
+    assert i["deletionProtection"] is True and db.protect and i["multiAz"] is True and i["backupRetentionPeriod"] == 14
+    (params,) = graph.of_type("aws:rds/parameterGroup:ParameterGroup")
+    assert {"name": "innodb_lock_wait_timeout", "value": "900", "applyMethod": "immediate"} in params.inputs[
+        "parameters"]
+    (rule,) = [r for r in graph.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+               if r.name == "slurm-accounting-mysql-from-nodes"]
+    assert rule.inputs["fromPort"] == rule.inputs["toPort"] == 3306 and "cidrIpv4" not in rule.inputs
+    (acct,) = graph.of_type(SLINKY + "Accounting")
+    assert acct.inputs["spec"]["storageConfig"]["passwordKeyRef"] == {"name": "slurm-db", "key": "password"}
+
+
+@pytest.mark.parametrize("mutation", sorted(SLURM_MUTATIONS))
+def test_each_slurm_mutation_is_refused_by_its_policy(mutation: str) -> None:
+    stack_name, mutate, policy = SLURM_MUTATIONS[mutation]
+    report = run_policies(mutate(offline_run(stack_name).graph))
+    assert policy in {v.policy for v in report.violations}, [(v.policy, v.message) for v in report.violations]
+
+
+RULES = [
+    (lambda s: s["scheduler"]["slurm"]["nodeGroups"].append("a100"),
+     f"{G}.scheduler.slurm.nodeGroups[1]: 'a100' is not one of aws.nodeGroups (system, h100) [rule: slurm-node-group]"),
+    (lambda s: s["scheduler"]["slurm"]["nodeGroups"].append("system"),
+     f"{G}.scheduler.slurm.nodeGroups[1]: 'system' has no GPUs: Slurm here runs on GPU node groups (the system group "
+     "keeps the platform) [rule: slurm-node-group]"),
+    (lambda s: s["scheduler"]["slurm"]["partitions"][1]["nodeGroups"].append("system"),
+     f"{G}.scheduler.slurm.partitions[debug].nodeGroups[1]: 'system' is not in scheduler.slurm.nodeGroups (h100): a "
+     "partition holds only nodes Slurm runs on [rule: slurm-partition-groups]"),
+    (lambda s: s["scheduler"]["slurm"]["partitions"][0].update(teams=["research", "ops"]),
+     f"{G}.scheduler.slurm.partitions[train].teams[1]: 'ops' is not a team of the stack (research, pretraining, applied) "
+     "[rule: slurm-partition-teams]"),
+    (lambda s: s["scheduler"]["slurm"]["partitions"][1].update(maxNodesPerJob=32),
+     f"{G}.scheduler.slurm.partitions[debug].maxNodesPerJob: 32 nodes per job, and partition 'debug' has at most 16 "
+     "[rule: slurm-partition-limits]"),
+    (lambda s: s["scheduler"]["slurm"]["partitions"][1].update(default=True),
+     f"{G}.scheduler.slurm.partitions: 2 partitions say default: at most one [rule: slurm-partition-default]"),
+    (lambda s: s["scheduler"]["slurm"]["users"].update(ops=["zed"]),
+     f"{G}.scheduler.slurm.users: 'ops' is not a team of the stack (research, pretraining, applied) "
+     "[rule: slurm-users-team]"),
+    (lambda s: s["scheduler"]["slurm"]["login"].update(sourceCidrs=["203.0.113.0/24"]),
+     f"{G}.scheduler.slurm.login.sourceCidrs[0]: '203.0.113.0/24' is not a private network (RFC 1918 or "
+     "100.64.0.0/10): the login load balancer is internal, reached from your VPN or peered networks "
+     "[rule: slurm-login-private]"),
+    (lambda s: s["scheduler"]["slurm"]["accounting"].update(enabled=False),
+     f"{G}.scheduler.slurm.accounting.enabled: a prod stack keeps Slurm accounting: job history, accounts, fair share "
+     "and GPU limits live in it [rule: slurm-accounting-prod]"),
+    (lambda s: s["scheduler"]["slurm"]["accounting"]["database"].update(tier="db-custom-2-16384"),
+     f"{G}.scheduler.slurm.accounting.database.tier: tier is Cloud SQL's; on AWS set instanceClass "
+     "[rule: slurm-database-cloud]"),
+    (lambda s: s["teams"][0]["quotas"][0].update(borrowingLimitGpus=8),
+     f"{G}.teams[research].quotas[0]: borrowing and lending limits are Kueue's; 'h100' is a Slurm node group, where "
+     "the team's gpus are its account's GPU limit (GrpTRES gres/gpu) and fair share [rule: slurm-quota-kueue-only]"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "message"), RULES, ids=[m.split("[rule: ")[1][:-1] + str(i)
+                                                            for i, (_, m) in enumerate(RULES)])
+def test_each_slurm_rule_says_what_is_wrong(mutate: Any, message: str) -> None:
+    value = spec()
+    mutate(value)
+    lines = refused(value)
+    assert any(line.endswith(message) for line in lines), lines
