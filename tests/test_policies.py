@@ -219,9 +219,8 @@ def test_every_mutation_says_which_field_it_breaks() -> None:
 
 def test_mutation_suite_is_broad() -> None:
     assert len(MUTATIONS) >= 25
-    from tests.test_policies_gcp import MUTATIONS as GCP_MUTATIONS
-
     from blueprint.policy_examples import SLURM_MUTATIONS
+    from tests.test_policies_gcp import MUTATIONS as GCP_MUTATIONS
 
     covered = {policy for _, policy in MUTATIONS.values()} | {p for _, _, p in GCP_MUTATIONS.values()} \
         | {p for _, _, p in SLURM_MUTATIONS.values()}

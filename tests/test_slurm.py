@@ -84,8 +84,8 @@ def test_a_teams_quota_on_slurm_is_its_accounts_gpu_limit_fair_share_and_budget(
     assert "Parent - 'research'\nUser - 'ana':DefaultAccount='research':Fairshare=1" in text
     (ctl,) = graph.of_type(SLINKY + "Controller")
     conf = ctl.inputs["spec"]["extraConf"]
-    for line in ("GresTypes=gpu", "AccountingStorageTRES=gres/gpu", "AccountingStorageEnforce=associations,limits,qos,safe",
-                 "PriorityUsageResetPeriod=MONTHLY",
+    for line in ("GresTypes=gpu", "AccountingStorageTRES=gres/gpu",
+                 "AccountingStorageEnforce=associations,limits,qos,safe", "PriorityUsageResetPeriod=MONTHLY",
                  "PartitionName=debug Nodes=h100 Default=NO MaxTime=0-02:00:00 DefaultTime=0-00:30:00 MaxNodes=2 "
                  "AllowAccounts=applied,pretraining,research State=UP"):
         assert line in conf.splitlines()
@@ -125,8 +125,8 @@ RULES = [
      f"{G}.scheduler.slurm.partitions[debug].nodeGroups[1]: 'system' is not in scheduler.slurm.nodeGroups (h100): a "
      "partition holds only nodes Slurm runs on [rule: slurm-partition-groups]"),
     (lambda s: s["scheduler"]["slurm"]["partitions"][0].update(teams=["research", "ops"]),
-     f"{G}.scheduler.slurm.partitions[train].teams[1]: 'ops' is not a team of the stack (research, pretraining, applied) "
-     "[rule: slurm-partition-teams]"),
+     f"{G}.scheduler.slurm.partitions[train].teams[1]: 'ops' is not a team of the stack (research, pretraining, "
+     "applied) [rule: slurm-partition-teams]"),
     (lambda s: s["scheduler"]["slurm"]["partitions"][1].update(maxNodesPerJob=32),
      f"{G}.scheduler.slurm.partitions[debug].maxNodesPerJob: 32 nodes per job, and partition 'debug' has at most 16 "
      "[rule: slurm-partition-limits]"),
