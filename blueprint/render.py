@@ -23,7 +23,7 @@ from components.spec import ClusterSpec
 PLANE_ORDER = ("network", "compute", "storage", "control-plane", "platform", "telemetry", "cost")
 # The Kubernetes platform's components keep their control-plane type tokens (a new token would change every
 # URN under them); the preview shows them under their own heading.
-PLATFORM_COMPONENTS = ("GpuStack", "Tenancy", "Queues")
+PLATFORM_COMPONENTS = ("GpuStack", "Tenancy", "Queues", "Slurm")
 PLANE_TITLES = {
     "network": "network & fabric",
     "compute": "compute",

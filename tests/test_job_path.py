@@ -45,19 +45,24 @@ def test_workload_identity_bindings_wait_for_the_cluster(stack_name: str) -> Non
 def test_namespace_defaults_do_not_kill_a_training_container(stack_name: str) -> None:
     """A container that sets only its GPU limit gets the memory of the largest node its queue reaches as its limit
     (not 8 GiB), and no CPU limit; its requests are still counted (500m, 1 GiB)."""
-    from components.spec.decisions import instance_catalog
+    from components.spec.decisions import instance_catalog, slurm_node_groups
     from tests.conftest import stack
 
     spec = stack(stack_name).spec
     catalog = instance_catalog(spec)
     groups = {g.name: g for g in (spec.aws_spec().node_groups if spec.cloud == "aws" else spec.gcp_spec().node_pools)}
     graph = offline_run(stack_name).graph
+    slurm = slurm_node_groups(spec)
     for lr in graph.of_type("kubernetes:core/v1:LimitRange"):
         team = next(t for t in spec.teams if t.name == lr.inputs["metadata"]["namespace"])
         (limits,) = lr.inputs["spec"]["limits"]
         assert limits["defaultRequest"] == {"cpu": "500m", "memory": "1Gi"}
         assert "cpu" not in limits.get("default", {})
-        biggest = max(catalog[groups[q.node_group].instance_type].memory_gib.value or 0 for q in team.quotas)
+        kueue = [q for q in team.quotas if q.node_group not in slurm]  # Slurm's groups are not the queue's
+        if not kueue:
+            assert "memory" not in limits.get("default", {})
+            continue
+        biggest = max(catalog[groups[q.node_group].instance_type].memory_gib.value or 0 for q in kueue)
         assert limits["default"]["memory"] == f"{biggest}Gi" and biggest >= 16, (team.name, biggest)
 
 

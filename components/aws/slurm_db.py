@@ -50,7 +50,7 @@ class SlurmAccountingDb(pulumi.ComponentResource):
                  subnet_ids: Sequence[pulumi.Input[str]], client_security_group_id: pulumi.Input[str],
                  labels: Mapping[str, str], protect: bool, production: bool,
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("gpu-cluster:scheduler:SlurmAccountingDb", name, provenance.props(), opts)
+        super().__init__("gpu-cluster:storage:SlurmAccountingDb", name, provenance.props(), opts)
         child = pulumi.ResourceOptions(parent=self)
         key = rotating_kms_key(self, f"{name}-key", f"{physical_prefix}-slurm-accounting",
                                f"{physical_prefix}: Slurm accounting database", labels, protect)
@@ -66,7 +66,8 @@ class SlurmAccountingDb(pulumi.ComponentResource):
         # its traffic (VPC CNI, pods share the node's security groups unless security groups for pods are used).
         aws.vpc.SecurityGroupIngressRule(
             f"{name}-mysql-from-nodes", security_group_id=sg.id, referenced_security_group_id=client_security_group_id,
-            ip_protocol="tcp", from_port=PORT, to_port=PORT, description="slurmdbd (MySQL)", opts=child)
+            ip_protocol="tcp", from_port=PORT, to_port=PORT, description="slurmdbd (MySQL)", tags=dict(labels),
+            opts=child)
         params = aws.rds.ParameterGroup(
             f"{name}-params", name_prefix=f"{physical_prefix}-slurm-", family=PARAMETER_FAMILY,
             description="Slurm accounting: InnoDB lock wait 900 s, max_allowed_packet 64M (SchedMD accounting guide)",

@@ -275,7 +275,8 @@ class Monitoring(pulumi.ComponentResource):
         after_prometheus = pulumi.ResourceOptions(parent=self, depends_on=[self.prometheus])
         budgets = {t.name: float(t.budget.monthly_usd) for t in inputs.teams if t.budget is not None}
         apply(f"{name}-rules", obj.prometheus_rules(mon.alerts.runbook_url, budgets,
-                                                     obj.spend_pricing(inputs.pools, mon.retention_days)),
+                                                     obj.spend_pricing(inputs.pools, mon.retention_days),
+                                                     slurm=inputs.slurm is not None),
               after_prometheus)
         notify = {t.name: [*t.budget.notify, *inputs.platform_budget_notify] for t in inputs.teams
                   if t.budget is not None}

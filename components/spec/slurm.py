@@ -42,7 +42,7 @@ class SlurmPartitionSpec(_Model):
 class SlurmLoginSpec(_Model):
     """The login nodes (a Slinky LoginSet): SSH on an internal load balancer, users from your directory."""
 
-    replicas: StrictInt = Field(default=1, ge=1, le=10, description="Login pods.")
+    replicas: StrictInt = Field(default=1, ge=1, le=10, description="Login pods.", json_schema_extra=unit("pods"))
     source_cidrs: list[str] = Field(
         min_length=1, max_length=20, description="Networks that may reach the login load balancer on port 22 (your "
         "VPN, bastion or office ranges; the load balancer is internal, never on the internet).")

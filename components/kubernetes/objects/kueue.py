@@ -89,6 +89,8 @@ def cluster_queue(team: TeamSpec, flavors: Sequence[FlavorQuota], cohort_name: s
             "withinClusterQueue": "LowerPriority",
         },
     }
+    if not flavors:  # every GPU of the team is on Slurm's groups: a queue with no flavor (Kueue needs at least one)
+        del spec["resourceGroups"]
     if cohort_name:
         spec["cohortName"] = cohort_name
     queued = [fq.pool.name for fq in flavors if fq.pool.queued]

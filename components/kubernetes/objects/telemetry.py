@@ -76,6 +76,8 @@ def _alert(name: str, expr: str, minutes: int, severity: str, summary: str, runb
 
 # Each alert's section of docs/runbooks.md (the anchor is the section's heading).
 RUNBOOK_SECTIONS = {
+    "SlurmControllerMetricsAbsent": "slurm-controller", "SlurmNodesDown": "slurm-nodes-down-or-drained",
+    "SlurmNodesDrained": "slurm-nodes-down-or-drained", "SlurmJobsPendingWhileNodesIdle": "slurm-jobs-waiting",
     "GpuXidError": "gpu-xid-errors", "GpuEccDoubleBitErrors": "gpu-ecc-errors", "GpuRowRemapFailure": "gpu-ecc-errors",
     "GpuTemperatureHigh": "gpu-temperature-and-power", "GpuPowerThrottling": "gpu-temperature-and-power",
     "GpuNvlinkErrors": "nvlink-errors", "NodeNotReady": "node-not-ready", "GpuAllocatedButIdle": "gpu-idle",
@@ -150,7 +152,7 @@ def spend_pricing(pools: Sequence[Any], retention_days: int) -> SpendPricing:
 
 
 def prometheus_rules(runbook_url: str = "docs/runbooks.md", team_budgets: Mapping[str, float] | None = None,
-                     spend: SpendPricing | None = None) -> Manifest:
+                     spend: SpendPricing | None = None, slurm: bool = False) -> Manifest:
     """Recording rules and alerts for the seed's minimum telemetry: GPU utilization, errors (XID, ECC,
     row remapping, NVLink), temperature and power, nodes not ready; queue wait time and quota denials (evictions,
     preemptions, inadmissible workloads, exhausted quota); each team's GPU spend against its budget (``spend``).
@@ -208,6 +210,20 @@ def prometheus_rules(runbook_url: str = "docs/runbooks.md", team_budgets: Mappin
               "(increase(kueue_preempted_workloads_total[30m])) > 0", 0, "info",
               "workloads were preempted ({{ $labels.reason }})"),
     ]
+    if slurm:
+        # slurmctld's own metrics (MetricsType=metrics/openmetrics, scraped by the Slinky operator's ServiceMonitor):
+        # slurm_nodes_down, slurm_nodes_drain, slurm_nodes_idle, slurm_jobs_pending (SchedMD slurm-26-05-1-1
+        # src/plugins/metrics/openmetrics/openmetrics.c, doc/html/metrics.shtml).
+        alerts += [
+            alert("SlurmControllerMetricsAbsent", "absent(slurm_nodes_idle)", 10, "critical",
+                  "slurmctld's metrics are absent: the Slurm controller is down or no longer scraped"),
+            alert("SlurmNodesDown", "max(slurm_nodes_down) > 0", 10, "warning",
+                  "{{ $value }} Slurm node(s) are down: paid GPUs no job can use"),
+            alert("SlurmNodesDrained", "max(slurm_nodes_drain) > 0", 30, "warning",
+                  "{{ $value }} Slurm node(s) are drained: find the reason (sinfo -R) and resume or replace them"),
+            alert("SlurmJobsPendingWhileNodesIdle", "max(slurm_jobs_pending) > 0 and max(slurm_nodes_idle) > 0", 30,
+                  "info", "Slurm jobs wait while nodes are idle: limits, budgets or partitions hold them"),
+        ]
     budget_rules: list[Manifest] = []
     if spend is not None and spend.gpu_unit_hour_usd:
         recording += spend_recording_rules(spend)
