@@ -55,9 +55,10 @@ os.environ["GPU_CLUSTER_NOW"] = TEST_NOW
 if str(ROOT / "policies") not in sys.path:
     sys.path.insert(0, str(ROOT / "policies"))
 SHIPPED_STACKS = available_stacks()
-# Stacks by cloud (the name's suffix is the convention the shipped stacks follow; test_gcp checks the spec agrees).
+# Stacks by cloud (the name's suffix is the convention the shipped stacks follow, or its cloud part before a variant's
+# suffix, as dev-gcp-slurm; test_gcp checks the spec agrees).
 AWS_STACKS = [s for s in SHIPPED_STACKS if s.endswith("-aws")]
-GCP_STACKS = [s for s in SHIPPED_STACKS if s.endswith("-gcp")]
+GCP_STACKS = [s for s in SHIPPED_STACKS if "gcp" in s.split("-")]
 # GKE has no version in the spec (its release channel picks it); the objects are checked against the oldest minor
 # the REGULAR channel may still run (GKE release schedule, read 2026-11-30: 1.33 until mid-2027).
 GKE_SCHEMA_VERSION = "1.33"

@@ -44,8 +44,9 @@ def test_workload_identity_bindings_wait_for_the_cluster(stack_name: str) -> Non
 @pytest.mark.parametrize("stack_name", [*AWS_STACKS, *GCP_STACKS])
 def test_namespace_defaults_do_not_kill_a_training_container(stack_name: str) -> None:
     """A container that sets only its GPU limit gets the memory of the largest node its queue reaches as its limit
-    (not 8 GiB), and no CPU limit; its requests are still counted (500m, 1 GiB)."""
-    from components.spec.decisions import instance_catalog
+    (not 8 GiB), and no CPU limit; its requests are still counted (500m, 1 GiB). A quota on a Slurm node group is
+    the team's Slurm account's, not its queue's: its pods never reach those nodes."""
+    from components.spec.decisions import instance_catalog, slurm_node_groups
     from tests.conftest import stack
 
     spec = stack(stack_name).spec
@@ -57,13 +58,14 @@ def test_namespace_defaults_do_not_kill_a_training_container(stack_name: str) ->
         (limits,) = lr.inputs["spec"]["limits"]
         assert limits["defaultRequest"] == {"cpu": "500m", "memory": "1Gi"}
         assert "cpu" not in limits.get("default", {})
-        biggest = max(catalog[groups[q.node_group].instance_type].memory_gib.value or 0 for q in team.quotas)
+        biggest = max(catalog[groups[q.node_group].instance_type].memory_gib.value or 0 for q in team.quotas
+                      if q.node_group not in slurm_node_groups(spec))
         assert limits["default"]["memory"] == f"{biggest}Gi" and biggest >= 16, (team.name, biggest)
 
 
 # --- the data path into pods ---------------------------------------------------------------------------------------
 
-SHARED = ("prod-aws", "byo-aws", "dev-aws", "prod-gcp")  # the shipped stacks with a filesystem pods can mount
+SHARED = ("prod-aws", "byo-aws", "dev-aws", "prod-gcp", "dev-gcp-slurm")  # shipped stacks with a filesystem pods mount
 
 
 def _objects(graph: object, kind: str) -> list[dict[str, object]]:
@@ -120,7 +122,8 @@ def test_shared_fs_volumes_survive_growth_and_replacement_of_the_filesystem(stac
     claims = [r for r in graph.of_type("kubernetes:core/v1:PersistentVolumeClaim")
               if r.inputs["metadata"]["name"] == "shared-fs" or r.inputs["metadata"]["name"].startswith(
                   "shared-fs-admin-")]
-    assert len(claims) == len(spec.teams) + 1
+    slurm = 1 if spec.scheduler.slurm is not None else 0  # Slurm's claim in the slurm namespace
+    assert len(claims) == len(spec.teams) + 1 + slurm
     generations = set()
     for claim in claims:
         assert claim.inputs["spec"]["resources"]["requests"] == {"storage": "1Gi"}
@@ -128,7 +131,7 @@ def test_shared_fs_volumes_survive_growth_and_replacement_of_the_filesystem(stac
         assert pv.inputs["spec"]["capacity"] == {"storage": f"{fs.capacity_gib}Gi"}
         assert pv.urn in claim.dependencies, f"{claim.name} does not wait for its volume"
         base, _, generation = pv.inputs["metadata"]["name"].rpartition("-")
-        assert base in ("shared-fs.admin", f"shared-fs-{claim.inputs['metadata']['namespace']}")
+        assert base in ("shared-fs.admin", "shared-fs.slurm", f"shared-fs-{claim.inputs['metadata']['namespace']}")
         generations.add(generation)
         if base == "shared-fs.admin":  # the platform's claim and Job are named after the filesystem too
             assert claim.inputs["metadata"]["name"] == f"shared-fs-admin-{generation}"
