@@ -407,7 +407,8 @@ def test_gke_namespace_quotas_leave_room_for_the_injected_gcs_fuse_sidecar() -> 
         pools = inputs.pools_by_name
         for team in spec.teams:
             ceiling = namespace_hard_limits(team, list(spec.teams), pools, spec.platform.cohort)
-            nodes = sum(pools[q.node_group].max_nodes for q in team.quotas)
+            # Kueue's pools only: a quota on a Slurm pool is the team's Slurm account's, its pods never run there
+            nodes = sum(pools[q.node_group].max_nodes for q in team.quotas if q.node_group in pools)
             assert quotas[team.name]["requests.cpu"] == str(ceiling.cpu + -(-nodes * 250 // 1000)), (name, team.name)
             assert quotas[team.name]["requests.memory"] == f"{ceiling.memory_gib + -(-nodes * 256 // 1024)}Gi"
     from components.aws.cloud import platform_inputs as aws_inputs
