@@ -215,8 +215,14 @@ def _gcp_state(typ: str, name: str, inputs: dict[str, Any], state: dict[str, Any
     elif typ == "gcp:monitoring/notificationChannel:NotificationChannel":
         rid = f"projects/{project}/notificationChannels/{int(_digest('channel', name, length=12), 16)}"
         state["name"] = rid
+    elif typ == "gcp:sql/databaseInstance:DatabaseInstance":
+        # A private IP from the private services access range (the instance has no public one).
+        rid = physical
+        state.update(name=physical, privateIpAddress=f"10.{200 + octet % 50}.0.3",
+                     connectionName=f"{project}:{inputs.get('region', region)}:{physical}")
     elif typ == "gcp:projects/serviceIdentity:ServiceIdentity":
-        agent = {"container.googleapis.com": "container-engine-robot"}.get(str(inputs.get("service")), "gcp-sa")
+        agent = {"container.googleapis.com": "container-engine-robot",
+                 "sqladmin.googleapis.com": "gcp-sa-cloud-sql"}.get(str(inputs.get("service")), "gcp-sa")
         email = f"service-{OFFLINE_GCP_PROJECT_NUMBER}@{agent}.iam.gserviceaccount.com"
         state.update(email=email, member=f"serviceAccount:{email}")
     elif typ == "gcp:storage/managedFolder:ManagedFolder":

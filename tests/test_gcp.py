@@ -46,7 +46,7 @@ def checkpoint_bucket(graph: ResourceGraph) -> GraphResource:
 
 
 def test_gcp_stacks_are_gcp() -> None:
-    assert GCP_STACKS == ["dev-gcp", "prod-gcp"]
+    assert GCP_STACKS == ["dev-gcp", "dev-gcp-slurm", "prod-gcp"]
     assert all(stack(s).spec.cloud == "gcp" for s in GCP_STACKS)
 
 

@@ -68,7 +68,7 @@ def test_namespace_defaults_do_not_kill_a_training_container(stack_name: str) ->
 
 # --- the data path into pods ---------------------------------------------------------------------------------------
 
-SHARED = ("prod-aws", "byo-aws", "dev-aws", "prod-gcp")  # the shipped stacks with a filesystem pods can mount
+SHARED = ("prod-aws", "byo-aws", "dev-aws", "prod-gcp", "dev-gcp-slurm")  # shipped stacks with a filesystem pods mount
 
 
 def _objects(graph: object, kind: str) -> list[dict[str, object]]:
@@ -125,7 +125,8 @@ def test_shared_fs_volumes_survive_growth_and_replacement_of_the_filesystem(stac
     claims = [r for r in graph.of_type("kubernetes:core/v1:PersistentVolumeClaim")
               if r.inputs["metadata"]["name"] == "shared-fs" or r.inputs["metadata"]["name"].startswith(
                   "shared-fs-admin-")]
-    assert len(claims) == len(spec.teams) + 1
+    slurm = 1 if spec.scheduler.slurm is not None else 0  # Slurm's claim in the slurm namespace
+    assert len(claims) == len(spec.teams) + 1 + slurm
     generations = set()
     for claim in claims:
         assert claim.inputs["spec"]["resources"]["requests"] == {"storage": "1Gi"}
@@ -133,7 +134,7 @@ def test_shared_fs_volumes_survive_growth_and_replacement_of_the_filesystem(stac
         assert pv.inputs["spec"]["capacity"] == {"storage": f"{fs.capacity_gib}Gi"}
         assert pv.urn in claim.dependencies, f"{claim.name} does not wait for its volume"
         base, _, generation = pv.inputs["metadata"]["name"].rpartition("-")
-        assert base in ("shared-fs.admin", f"shared-fs-{claim.inputs['metadata']['namespace']}")
+        assert base in ("shared-fs.admin", "shared-fs.slurm", f"shared-fs-{claim.inputs['metadata']['namespace']}")
         generations.add(generation)
         if base == "shared-fs.admin":  # the platform's claim and Job are named after the filesystem too
             assert claim.inputs["metadata"]["name"] == f"shared-fs-admin-{generation}"
@@ -409,7 +410,8 @@ def test_gke_namespace_quotas_leave_room_for_the_injected_gcs_fuse_sidecar() -> 
         pools = inputs.pools_by_name
         for team in spec.teams:
             ceiling = namespace_hard_limits(team, list(spec.teams), pools, spec.platform.cohort)
-            nodes = sum(pools[q.node_group].max_nodes for q in team.quotas)
+            # Kueue's pools only: a quota on a Slurm pool is the team's Slurm account's, its pods never run there
+            nodes = sum(pools[q.node_group].max_nodes for q in team.quotas if q.node_group in pools)
             assert quotas[team.name]["requests.cpu"] == str(ceiling.cpu + -(-nodes * 250 // 1000)), (name, team.name)
             assert quotas[team.name]["requests.memory"] == f"{ceiling.memory_gib + -(-nodes * 256 // 1024)}Gi"
     from components.aws.cloud import platform_inputs as aws_inputs

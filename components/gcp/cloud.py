@@ -18,7 +18,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.catalog.charts import tool_image
+from components.catalog.charts import slurm_images, tool_image
 from components.catalog.gcp_machines import gcp_storage_limits, gpudirect_manifests, load_gcp_catalog, rxdm_image
 from components.catalog.prices import describe, load_prices, node_hour_price
 from components.gcp.cost import GcpBudgets
@@ -33,6 +33,7 @@ from components.gcp.platform import (
     pd_storage_class_parameters,
 )
 from components.gcp.security import GcpDataAccess, GcpIdentities, GcpKeys, GcpServices, kms_key_id, wif_principal
+from components.gcp.slurm_db import SQL_SERVICE, SlurmAccountingDb
 from components.gcp.storage import LUSTRE_FILESYSTEM, GcpStorage, checkpoint_bucket_name, lustre_instance_id
 from components.kubernetes.objects import (
     CloudGpuStack,
@@ -41,6 +42,10 @@ from components.kubernetes.objects import (
     Manifest,
     PodFabric,
     SharedFilesystem,
+    SlurmCluster,
+    SlurmDatabase,
+    SlurmImages,
+    SlurmNodePool,
     volume_generation,
 )
 from components.kubernetes.platform import PlatformInputs
@@ -55,6 +60,7 @@ from components.spec.decisions import (
     gpudirect_pools,
     group_billing_labels,
     is_compact,
+    slurm_node_groups,
     teams_billed_directly,
 )
 
@@ -208,6 +214,12 @@ def gke_manages_drivers(spec: ClusterSpec) -> bool:
     return all(p.gpu_driver != "operator" for p in spec.gcp_spec().node_pools if catalog[p.machine_type].gpu_count)
 
 
+def slurm_accounting(spec: ClusterSpec) -> bool:
+    """The stack runs Slurm with accounting, so it creates Cloud SQL for slurmdbd."""
+    slurm = spec.scheduler.slurm
+    return slurm is not None and slurm.accounting.enabled
+
+
 def required_services(spec: ClusterSpec) -> list[str]:
     """The Google APIs the stack's resources need, enabled before any of them is created (a fresh project has
     only a few on; cluster-toolkit's project services do the same)."""
@@ -220,6 +232,8 @@ def required_services(spec: ClusterSpec) -> list[str]:
         apis += ["servicenetworking.googleapis.com", {"managed-lustre": "lustre.googleapis.com",
                                                      "filestore": "file.googleapis.com",
                                                      "parallelstore": "parallelstore.googleapis.com"}[fs.type]]
+    if slurm_accounting(spec):
+        apis += [api for api in ("servicenetworking.googleapis.com", SQL_SERVICE) if api not in apis]
     if g.billing_account is not None:
         apis.append("billingbudgets.googleapis.com")
     return apis
@@ -272,11 +286,45 @@ def lustre_volume(spec: ClusterSpec, mount_point: pulumi.Input[str] | None) -> S
         generation=ip.apply(lambda address: volume_generation(handle, address, LUSTRE_FILESYSTEM)))
 
 
+# The platform's volumes on GKE: PD balanced with the stack's disk key (components/gcp/platform.py
+# pd_storage_class_parameters); slurmctld's state volume uses it too.
+STORAGE_CLASS_NAME = "pd-balanced-cmek"
+# GKE labels every node with its pool's name (GKE "About node pools": cloud.google.com/gke-nodepool), so a NodeSet
+# selects its pool's nodes by it.
+GKE_NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+# Slurm's login load balancer: an internal passthrough Network Load Balancer in the cluster's VPC (GKE "LoadBalancer
+# Service parameters": networking.gke.io/load-balancer-type: "Internal", every GKE version); the LoginSet adds the
+# spec's source ranges (loadBalancerSourceRanges).
+LOGIN_SERVICE = {"annotations": {"networking.gke.io/load-balancer-type": "Internal"}}
+
+
+def slurm_cluster(spec: ClusterSpec, pools: list[GpuPool], database_host: Any | None, shared: bool,
+                  gke_gpu_stack: bool) -> SlurmCluster | None:
+    """The Slurm objects' inputs on GKE: NodeSets on their pools' gke-nodepool label (no GPU fabric: the rules keep
+    GPUDirect pools on Kueue), an internal load balancer for login, the platform's CMEK PD class for slurmctld's state.
+    With GKE's own GPU stack there is no DCGM job mapping: GKE's managed DCGM exporter is not configurable to read a
+    job-mapping directory (research notes 2026-12-01, Metrics: unconfirmed, likely not), so the prolog would write
+    files nothing reads."""
+    slurm = spec.scheduler.slurm
+    if slurm is None:
+        return None
+    by_name = {p.name: p for p in pools}
+    node_pools = [SlurmNodePool(pool=by_name[n], node_selector={GKE_NODEPOOL_LABEL: n}, gpu_type=None)
+                  for n in slurm.node_groups if n in by_name]
+    return SlurmCluster(
+        name=spec.name, spec=slurm, teams=list(spec.teams), pools=node_pools, images=SlurmImages(**slurm_images()),
+        labels=spec.billing_labels, storage_class=STORAGE_CLASS_NAME, system_selector={},
+        database=SlurmDatabase(host=database_host) if database_host is not None else None,
+        login_service=LOGIN_SERVICE, shared_filesystem=shared, job_mapping=not gke_gpu_stack)
+
+
 def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
                     gpu_network_objects: tuple[dict[str, object], ...],
                     gpu_pools: Sequence[pulumi.Resource] = (),
-                    shared_filesystem: SharedFilesystem | None = None) -> PlatformInputs:
-    """The cloud-neutral description of the cluster the Kubernetes platform is built from."""
+                    shared_filesystem: SharedFilesystem | None = None,
+                    slurm_db: tuple[Any, Any] | None = None) -> PlatformInputs:
+    """The cloud-neutral description of the cluster the Kubernetes platform is built from; ``slurm_db`` is Slurm's
+    accounting database (host, password) when the stack created one."""
     gcp_spec = spec.gcp_spec()
     catalog = load_gcp_catalog()
     units = gpu_units_per_gpu(spec.platform.gpu_sharing)
@@ -316,7 +364,11 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
             team_objects[team] += bucket_volume(extra.name, team, gcs_bucket_name(gcp_spec.project, spec.name,
                                                                                   extra.name),
                                                 mode == "read", dict(labels))
+    slurm_names = slurm_node_groups(spec)
     return PlatformInputs(
+        slurm=slurm_cluster(spec, [p for p in pools if p.name in slurm_names], slurm_db[0] if slurm_db else None,
+                            shared_filesystem is not None, gke_drivers),
+        slurm_db_password=slurm_db[1] if slurm_db else None,
         platform_budget_notify=tuple(spec.billing.notify),
         filesystem_spec_path=spec_path("gcp", "storage", "filesystem"),
         cloud_objects_spec_path=spec_path("gcp", "network"),
@@ -324,7 +376,7 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
         labels=labels,
         teams=list(spec.teams),
         platform=spec.platform,
-        pools=pools,
+        pools=[p for p in pools if p.name not in slurm_names],  # Kueue's; Slurm's pools run slurmd
         driver_on_host=gke_drivers,
         storage_provisioner=PD_CSI,
         storage_parameters=pd_storage_class_parameters(disk_key),
@@ -344,7 +396,7 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
         cloud_gpu_stack=GKE_GPU_STACK if gke_drivers else None,
         extra_egress=GKE_METADATA_EGRESS,
         system_registries=GKE_SYSTEM_REGISTRIES,
-        storage_class_name="pd-balanced-cmek",
+        storage_class_name=STORAGE_CLASS_NAME,
         tenant_pod_security="privileged" if flavours else "baseline",
         gpudirect_pod_rules=gpudirect_pod_rules(sorted(flavours)[0]) if flavours else None,
         cloud_namespaces=GKE_MANAGED_NAMESPACES,
@@ -391,7 +443,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     with from_spec(spec_path("gcp", "network")):
         lustre = fs is not None and fs.type == "managed-lustre"
         network = GcpNetwork("network", spec=g, prefix=spec.name, labels=labels, gpu_plan=plan,
-                             private_service_access=fs is not None,
+                             private_service_access=fs is not None or slurm_accounting(spec),
                              lustre_port=gcp_storage_limits().lustre_port if lustre else None,
                              after=services, opts=opts)
     with from_spec(spec_path("gcp", "storage")):
@@ -452,8 +504,21 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     # is used), and Cloud KMS ids from project, location, key ring and key name.
     bucket = g.storage.checkpoint_bucket.existing_name or checkpoint_bucket_name(g.project, spec.name)
     disk_key = kms_key_id(g.project, g.region, spec.name, "disks")
+    slurm_db = None
+    slurm = spec.scheduler.slurm
+    if slurm is not None and slurm.accounting.enabled:
+        assert network.psa_connection is not None and network.psa_range_name is not None  # private_service_access
+        with from_spec(spec_path("scheduler", "slurm", "accounting")):
+            db = SlurmAccountingDb("slurm-accounting", spec=slurm.accounting.database, project=g.project,
+                                   region=g.region, zone=g.gpu_zone, physical_prefix=spec.name,
+                                   network_id=network.network_id, psa_range=network.psa_range_name,
+                                   psa_connection=network.psa_connection, data_key=keys.data_key, labels=labels,
+                                   protect=protect, production=spec.environment == "prod",
+                                   maintenance_start=g.cluster.maintenance.start, after=services, opts=opts)
+        slurm_db = (db.host, db.password)
     inputs = platform_inputs(spec, bucket=bucket, disk_key=disk_key, gpu_network_objects=gpu_objects,
-                             gpu_pools=gpu_pools, shared_filesystem=lustre_volume(spec, storage.filesystem_address))
+                             gpu_pools=gpu_pools, shared_filesystem=lustre_volume(spec, storage.filesystem_address),
+                             slurm_db=slurm_db)
     outputs = ClusterOutputs(
         cluster_name=cluster.name,
         endpoint=cluster.endpoint,

@@ -1,5 +1,6 @@
 """The GCP network plane: the cluster VPC (nodes, pods and services ranges, Private Google Access, flow logs),
-Cloud NAT for private nodes, the firewall, private service access for Managed Lustre, and the extra GPU
+Cloud NAT for private nodes, the firewall, private service access for Managed Lustre and Cloud SQL (Slurm's
+accounting database), and the extra GPU
 networks a GPUDirect machine type needs.
 
 GPU networks, per flavour (cluster-toolkit examples gke-a3-highgpu, gke-a3-megagpu, gke-a3-ultragpu; GKE
@@ -55,8 +56,8 @@ class GcpNetwork(pulumi.ComponentResource):
         network_self_link / network_name: the cluster VPC.
         subnet_self_link: the cluster subnet (nodes; pods and services as secondary ranges).
         gpu_networks: the GPU networks as node pools wire them and pods name them.
-        psa_connection: the private service access peering Managed Lustre needs (None without it).
-        psa_range: the peering's range (the Lustre firewall rule's source).
+        psa_connection: the private service access peering Managed Lustre and Cloud SQL need (None without it).
+        psa_range_name: the peering's allocated range (Cloud SQL takes its private IP from it; None without it).
     """
 
     network_self_link: pulumi.Output[str]
@@ -65,6 +66,7 @@ class GcpNetwork(pulumi.ComponentResource):
     subnet_self_link: pulumi.Output[str]
     gpu_networks: list[tuple[GpuNetwork, pulumi.Output[str], pulumi.Output[str]]]
     psa_connection: Optional[pulumi.Resource]
+    psa_range_name: Optional[pulumi.Output[str]]
 
     def __init__(self, name: str, *, spec: GcpSpec, prefix: str, labels: Mapping[str, str],
                  gpu_plan: GpuNetworkPlan | None, private_service_access: bool,
@@ -111,9 +113,11 @@ class GcpNetwork(pulumi.ComponentResource):
             log_config=gcp.compute.FirewallLogConfigArgs(metadata="INCLUDE_ALL_METADATA"), opts=child)
 
         self.psa_connection = None
+        self.psa_range_name = None
         psa_range: pulumi.Output[str] | None = None
         if private_service_access:
-            # Managed Lustre is reached over private service access (Managed Lustre "Configure a VPC network").
+            # Managed Lustre and Cloud SQL's private IP are reached over private service access (Managed Lustre
+            # "Configure a VPC network"; Cloud SQL "Private IP"): one allocated range and one peering for both.
             psa = gcp.compute.GlobalAddress(
                 f"{name}-psa-range", name=f"{prefix}-psa", project=spec.project, purpose="VPC_PEERING",
                 address_type="INTERNAL", prefix_length=20, network=vpc.id, opts=child)
@@ -121,6 +125,7 @@ class GcpNetwork(pulumi.ComponentResource):
             self.psa_connection = gcp.servicenetworking.Connection(
                 f"{name}-psa", network=vpc.id, service="servicenetworking.googleapis.com",
                 reserved_peering_ranges=[psa.name], deletion_policy="ABANDON", opts=child)
+            self.psa_range_name = psa.name
             psa_range = pulumi.Output.concat(psa.address, "/", pulumi.Output.from_input(20).apply(str))
             if lustre_port is not None:
                 gcp.compute.Firewall(

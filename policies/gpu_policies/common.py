@@ -355,10 +355,12 @@ def is_gpu_node_group(props: Mapping[str, Any]) -> bool:
 GKE_CLUSTER = "gcp:container/cluster:Cluster"
 GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
 GCS_BUCKET = "gcp:storage/bucket:Bucket"
+CLOUD_SQL = "gcp:sql/databaseInstance:DatabaseInstance"
 # Where each labelled GCP type of the blueprint keeps its labels, and whether the provider's ``defaultLabels`` merge
 # into them. pulumi_gcp applies defaultLabels to the types with an ``effective_labels`` output (a ``labels`` field,
-# or the cluster's ``resourceLabels``); a node pool's ``nodeConfig.resourceLabels`` and a notification channel's
-# ``userLabels`` get none of them. A test keeps this table in step with pulumi_gcp and the program.
+# or the cluster's ``resourceLabels``); a node pool's ``nodeConfig.resourceLabels``, a notification channel's
+# ``userLabels`` and a Cloud SQL instance's ``settings.userLabels`` get none of them. A test keeps this table in step
+# with pulumi_gcp and the program.
 GCP_LABEL_FIELDS: dict[str, tuple[tuple[str, ...], bool]] = {
     GKE_CLUSTER: (("resourceLabels",), True),
     GKE_NODE_POOL: (("nodeConfig", "resourceLabels"), False),
@@ -367,6 +369,7 @@ GCP_LABEL_FIELDS: dict[str, tuple[tuple[str, ...], bool]] = {
     "gcp:kms/cryptoKey:CryptoKey": (("labels",), True),
     "gcp:lustre/instance:Instance": (("labels",), True),
     "gcp:monitoring/notificationChannel:NotificationChannel": (("userLabels",), False),
+    CLOUD_SQL: (("settings", "userLabels"), False),  # pulumi_gcp sql.DatabaseInstance: no effective_labels
 }
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from pulumi_policy import EnforcementLevel, ResourceValidationArgs, Severity, StackValidationArgs
 
 from gpu_policies.common import (
+    CLOUD_SQL,
     GCS_BUCKET,
     GKE_CLUSTER,
     NAMESPACE,
@@ -110,6 +111,7 @@ NAME_INPUTS = Knob("nameInputs",
                        "gcp:storage/bucket:Bucket": ["name"],
                        "gcp:container/cluster:Cluster": ["name"],
                        "gcp:lustre/instance:Instance": ["instanceId"],
+                       CLOUD_SQL: ["name"],
                    })
 
 
@@ -216,7 +218,7 @@ gcs_recoverable = resource_policy(
 
 GCP_STATEFUL = Knob("statefulTypes", STRING_LIST, [
     GCS_BUCKET, "gcp:lustre/instance:Instance", "gcp:kms/cryptoKey:CryptoKey", "gcp:kms/keyRing:KeyRing",
-    GKE_CLUSTER,
+    GKE_CLUSTER, CLOUD_SQL,
 ])
 
 
@@ -236,13 +238,24 @@ def _gcp_protected(args: ResourceValidationArgs, report: Reporter, cfg: dict[str
     if args.resource_type == GCS_BUCKET and args.props.get("forceDestroy") is True:
         report(f"Bucket {args.props.get('name', args.name)} in {env} must not set forceDestroy, which deletes "
                "every checkpoint with the bucket.", field="forceDestroy", value=True)
+    if args.resource_type == CLOUD_SQL:
+        # Pulumi's own guard (deletionProtection, on unless set false: pulumi_gcp sql.DatabaseInstance) and the API
+        # flag that stops every surface, console and gcloud included (settings.deletionProtectionEnabled).
+        if args.props.get("deletionProtection") is False:
+            report(f"Cloud SQL instance {args.props.get('name', args.name)} in {env} must keep deletionProtection "
+                   "on.", field="deletionProtection", value=False)
+        if get(args.props, "settings", "deletionProtectionEnabled") is not True:
+            report(f"Cloud SQL instance {args.props.get('name', args.name)} in {env} must turn on the API's deletion "
+                   "protection (settings.deletionProtectionEnabled).", field="settings.deletionProtectionEnabled",
+                   value=seen(args.props, "settings", "deletionProtectionEnabled"))
 
 
 gcp_stateful_protected = resource_policy(
     "gcp-stateful-resources-protected-in-production", "data-safety",
-    "Buckets, Lustre instances, KMS keys and key rings and GKE clusters are protected in production environments.",
+    "Buckets, Lustre instances, Cloud SQL instances, KMS keys and key rings and GKE clusters are protected in "
+    "production environments.",
     "Keep deletionProtection: true in the stack spec (it cannot be turned off in prod): the GCP components then "
-    "protect and retain them, and keep the cluster's deletionProtection.",
+    "protect and retain them, and keep the cluster's and the Cloud SQL instance's deletion protection.",
     Severity.CRITICAL, _gcp_protected, [GCP_STATEFUL, PROTECTED_ENVS], enforcement=EnforcementLevel.MANDATORY,
 )
 

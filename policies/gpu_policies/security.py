@@ -8,6 +8,7 @@ from typing import Any
 from pulumi_policy import EnforcementLevel, ResourceValidationArgs, Severity, StackValidationArgs
 
 from gpu_policies.common import (
+    CLOUD_SQL,
     GCS_BUCKET,
     GKE_CLUSTER,
     GKE_NODE_POOL,
@@ -449,12 +450,12 @@ CMEK_PROTECTED_ENVS = Knob("protectedEnvironments", STRING_LIST, ["prod"])
 
 
 def _cmek(production: bool) -> Callable[[ResourceValidationArgs, Reporter, dict[str, Any]], None]:
-    """Customer-managed keys on GKE secrets, bucket objects and node boot disks, in production environments
-    (``production``) or in every other one."""
+    """Customer-managed keys on GKE secrets, bucket objects, node boot disks and Cloud SQL instances, in production
+    environments (``production``) or in every other one."""
 
     def check(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
         t, p = args.resource_type, args.props
-        if t not in (GKE_CLUSTER, GKE_NODE_POOL, GCS_BUCKET):
+        if t not in (GKE_CLUSTER, GKE_NODE_POOL, GCS_BUCKET, CLOUD_SQL):
             return
         env = gcp_environment(t, p, args.provider.props if args.provider else None)
         if (env in cfg["protectedEnvironments"]) is not production:
@@ -471,6 +472,11 @@ def _cmek(production: bool) -> Callable[[ResourceValidationArgs, Reporter, dict[
                 report(f"GKE node pool {_gke_name(args)} in {env} must encrypt its boot disks with a Cloud KMS key "
                        "(nodeConfig.bootDiskKmsKey).", field="nodeConfig.bootDiskKmsKey",
                        value=seen(p, "nodeConfig", "bootDiskKmsKey"))
+        elif t == CLOUD_SQL:
+            if not p.get("encryptionKeyName"):
+                report(f"Cloud SQL instance {p.get('name', args.name)} in {env} must encrypt its disks and backups "
+                       "with a Cloud KMS key (encryptionKeyName).", field="encryptionKeyName",
+                       value=seen(p, "encryptionKeyName"))
         elif not get(p, "encryption", "defaultKmsKeyName"):
             report(f"Bucket {p.get('name', args.name)} in {env} must encrypt new objects with a Cloud KMS key "
                    "(encryption.defaultKmsKeyName).", field="encryption.defaultKmsKeyName",
@@ -480,15 +486,18 @@ def _cmek(production: bool) -> Callable[[ResourceValidationArgs, Reporter, dict[
 
 
 CMEK_REMEDIATION = ("Keep the stack's GcpKeys (components/gcp/security.py): the cluster's databaseEncryption, the "
-                    "bucket's encryption.defaultKmsKeyName and the pools' nodeConfig.bootDiskKmsKey use its keys.")
+                    "bucket's encryption.defaultKmsKeyName, the pools' nodeConfig.bootDiskKmsKey and the Cloud SQL "
+                    "instance's encryptionKeyName use its keys.")
 gcp_cmek_production = resource_policy(
     "gcp-cmek-in-production", "security",
-    "In production environments GKE secrets, bucket objects and node boot disks are encrypted with Cloud KMS keys.",
+    "In production environments GKE secrets, bucket objects, node boot disks and Cloud SQL instances are encrypted "
+    "with Cloud KMS keys.",
     CMEK_REMEDIATION, Severity.HIGH, _cmek(True), [CMEK_PROTECTED_ENVS], enforcement=MANDATORY,
 )
 gcp_cmek_elsewhere = resource_policy(
     "gcp-cmek-outside-production", "security",
-    "Outside production GKE secrets, bucket objects and node boot disks are encrypted with Cloud KMS keys.",
+    "Outside production GKE secrets, bucket objects, node boot disks and Cloud SQL instances are encrypted with "
+    "Cloud KMS keys.",
     CMEK_REMEDIATION, Severity.MEDIUM, _cmek(False), [CMEK_PROTECTED_ENVS],
 )
 
