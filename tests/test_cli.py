@@ -131,7 +131,7 @@ def test_unknown_stack(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "preview", "staging-aws")
     assert code == 2 and out == ""
     assert err == ("error: stacks/Pulumi.staging-aws.yaml: stack file not found (stacks in stacks: "
-                   "byo-aws, dev-aws, dev-gcp, prod-aws, prod-aws-slurm, prod-gcp)\n")
+                   "byo-aws, dev-aws, dev-gcp, dev-gcp-slurm, prod-aws, prod-aws-slurm, prod-gcp)\n")
 
 
 @pytest.mark.parametrize(("content", "message"), [

@@ -68,7 +68,7 @@ def test_wheel_install_runs_the_preview_of_every_shipped_stack(tmp_path: Path) -
                             "print(gpu_policies.__file__)"], cwd=project, env=env, check=True,
                            capture_output=True, text=True).stdout
     assert str(ROOT) not in where and where.count(site) == 2, where
-    assert len(SHIPPED_STACKS) == 5
+    assert len(SHIPPED_STACKS) == 7
     for name in SHIPPED_STACKS:
         out = subprocess.run([str(venv / "bin" / "blueprint"), "preview", name], cwd=project, env=env,
                              capture_output=True, text=True, timeout=300)

@@ -81,7 +81,7 @@ class SlurmAccountingDb(pulumi.ComponentResource):
                  psa_connection: pulumi.Resource, data_key: pulumi.Input[str], labels: Mapping[str, str],
                  protect: bool, production: bool, maintenance_start: datetime | None = None,
                  after: Sequence[pulumi.Resource] = (), opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("gpu-cluster:scheduler:SlurmAccountingDb", name, provenance.props(), opts)
+        super().__init__("gpu-cluster:storage:SlurmAccountingDb", name, provenance.props(), opts)
         child = pulumi.ResourceOptions(parent=self, depends_on=list(after))
         # The agent appears some time after the API is enabled; asking for it creates it now, and an agent created
         # this way may miss its role (Google Cloud "Service agents"): grant it, idempotently (as GcpKeys does GKE's).
