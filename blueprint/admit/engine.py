@@ -11,6 +11,7 @@ when no step reports a problem.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from blueprint.admit.podsecurity import enforced_level, pod_security_problems
 from blueprint.admit.policies import evaluate_policies
 from blueprint.admit.quantity import show
 from blueprint.admit.resources import PodResources, injected_sidecar, pod_resources, quota_problems, with_extra
+from blueprint.admit.sbatch import SbatchJob
 from blueprint.admit.scheduling import Placement, schedule
 from blueprint.admit.schema import is_builtin, pod_spec_problems, schema_problems
 from blueprint.admit.volumes import GCSFUSE_DRIVER, check_volumes
@@ -89,6 +91,7 @@ class WorkloadResult:
     cluster_queue: str | None = None
     flavor: str | None = None
     placements: list[Placement] = field(default_factory=list)
+    slurm: dict[str, Any] | None = None  # an sbatch script's partition, account, nodes and GPUs
 
     @property
     def reasons(self) -> list[Reason]:
@@ -108,13 +111,17 @@ class WorkloadResult:
                 step.skipped = why
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form (README: ``blueprint admit --format json``)."""
-        return {"object": self.object, "source": self.source, "admitted": self.admitted,
-                "namespace": self.namespace, "cluster_queue": self.cluster_queue, "flavor": self.flavor,
-                "placements": [p.to_dict() for p in self.placements],
-                "reasons": [r.to_dict() for r in self.reasons],
-                "steps": {name: self.steps[name].status for name in self.order},
-                "notes": [n for name in self.order for n in self.steps[name].notes]}
+        """The JSON form (README: ``blueprint admit --format json``); an sbatch script's adds ``scheduler: slurm``
+        and its partition, account, nodes and GPUs."""
+        out = {"object": self.object, "source": self.source, "admitted": self.admitted,
+               "namespace": self.namespace, "cluster_queue": self.cluster_queue, "flavor": self.flavor,
+               "placements": [p.to_dict() for p in self.placements],
+               "reasons": [r.to_dict() for r in self.reasons],
+               "steps": {name: self.steps[name].status for name in self.order},
+               "notes": [n for name in self.order for n in self.steps[name].notes]}
+        if self.slurm is not None:
+            out.update({"scheduler": "slurm", **self.slurm})
+        return out
 
 
 @dataclass
@@ -315,8 +322,11 @@ def admit_one(view: ClusterView, groups: list[NodeGroup], item: Submitted) -> Wo
     return result
 
 
-def admit_workloads(graph: ResourceGraph, items: list[Submitted]) -> AdmitReport:
-    """The verdict on every submitted object against the graph."""
+def admit_workloads(graph: ResourceGraph, items: Sequence[Submitted | SbatchJob]) -> AdmitReport:
+    """The verdict on every submitted object and sbatch script against the graph."""
+    from blueprint.admit.slurmjob import admit_sbatch  # it builds on this module's results
+
     view = ClusterView(graph)
     groups = node_groups(view)
-    return AdmitReport(graph.stack, [admit_one(view, groups, item) for item in items])
+    return AdmitReport(graph.stack, [admit_sbatch(view, groups, item) if isinstance(item, SbatchJob)
+                                     else admit_one(view, groups, item) for item in items])
