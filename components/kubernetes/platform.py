@@ -306,7 +306,9 @@ class GpuStack(pulumi.ComponentResource):
                     obj.merge_values(values, inputs.gpu_operator_overrides or {}),
                     pulumi.ResourceOptions(parent=self, depends_on=[ns, prometheus, *inputs.gpu_node_dependencies]))
         fabric = inputs.fabric
-        if fabric is not None and any(p.fabric_per_node for p in inputs.pools):
+        # Slurm's node groups count: their slurmd pods request the fabric's devices too (objects.slurm nodeset).
+        slurm_fabric = inputs.slurm is not None and any(p.fabric for p in inputs.slurm.pools)
+        if fabric is not None and (any(p.fabric_per_node for p in inputs.pools) or slurm_fabric):
             release(fabric.plugin_release, charts[fabric.plugin_chart], fabric.plugin_namespace,
                     fabric.plugin_values, pulumi.ResourceOptions(parent=self))
         self.register_outputs({})
