@@ -17,7 +17,7 @@ from typing import Any
 
 from blueprint.admit.cluster import ClusterView, K8sObject, as_mapping
 from blueprint.admit.identity import check_identity, service_account
-from blueprint.admit.kueue import admit_with_kueue
+from blueprint.admit.kueue import admit_with_kueue, slurm_owns_gpus_short
 from blueprint.admit.network import check_network
 from blueprint.admit.nodes import NodeGroup, node_groups
 from blueprint.admit.podsecurity import enforced_level, pod_security_problems
@@ -253,7 +253,8 @@ def _limits(view: ClusterView, item: Submitted, pod_sets: list[PodSet], result: 
                          f"{', '.join(f'{show(r, v)} {r}' for r, v in extra.items())} per pod to what the "
                          "ResourceQuota counts (Kueue does not see it)")
         counted.append((pod_set.count, with_extra(resources[pod_set.name], extra)))
-    for obj, message in quota_problems(view.of_kind("ResourceQuota", item.namespace), counted, notes):
+    zero_hint = slurm_owns_gpus_short(view)
+    for obj, message in quota_problems(view.of_kind("ResourceQuota", item.namespace), counted, notes, zero_hint):
         step.fail(obj, "resource-quota", message)
     step.notes += notes
     names = [o.name for o in limit_ranges] + [o.name for o in view.of_kind("ResourceQuota", item.namespace)]
