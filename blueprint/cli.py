@@ -18,8 +18,9 @@
                                          failed check
     blueprint audit <stack> [--format table|json]
                                          check the deployed account or project against the spec after pulumi up
-    blueprint admit <stack | graph.json> WORKLOAD.yaml... [--format text|json]
-                                         would these jobs run on the cluster, and if not why; exit 1 if any not
+    blueprint admit <stack | graph.json> WORKLOAD.yaml|JOB.sbatch... [--format text|json]
+                                         would these jobs run on the cluster (Kueue, or Slurm for an sbatch
+                                         script), and if not why; exit 1 if any not
     blueprint nccl parse LOG             an nccl-tests output as JSON
     blueprint nccl check LOG --instance-type T --nodes N [--format table|json|markdown]
                                          exit 1 below the acceptance threshold or on wrong values
@@ -154,10 +155,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="write the report here instead of standard output")
     admit = sub.add_parser("admit", parents=[common], help="walk workloads (Job, JobSet, MPIJob, TrainJob, Pod ... "
                            "YAML) through the cluster a stack builds: schema, namespace, Pod Security, admission "
-                           "policies, quotas, Kueue, scheduling, volumes, identity, network; exit 1 if any would not "
-                           "run")
+                           "policies, quotas, Kueue, scheduling, volumes, identity, network; sbatch scripts through "
+                           "its Slurm: partition, account, time, nodes, GPUs; exit 1 if any would not run")
     admit.add_argument("target", help="stack name, stack file, or a graph JSON")
-    admit.add_argument("workloads", nargs="+", type=Path, help="workload YAML files (several documents each allowed)")
+    admit.add_argument("workloads", nargs="+", type=Path, help="workload YAML files (several documents each allowed) "
+                       "or sbatch scripts (a shebang and #SBATCH lines)")
     admit.add_argument("--format", choices=("text", "json"), default="text")
     admit.add_argument("-o", "--output", type=output_file_argument,
                        help="write the report here instead of standard output")

@@ -11,18 +11,20 @@ when no step reports a problem.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from blueprint.admit.cluster import ClusterView, K8sObject, as_mapping
 from blueprint.admit.identity import check_identity, service_account
-from blueprint.admit.kueue import admit_with_kueue
+from blueprint.admit.kueue import admit_with_kueue, slurm_owns_gpus_short
 from blueprint.admit.network import check_network
 from blueprint.admit.nodes import NodeGroup, node_groups
 from blueprint.admit.podsecurity import enforced_level, pod_security_problems
 from blueprint.admit.policies import evaluate_policies
 from blueprint.admit.quantity import show
 from blueprint.admit.resources import PodResources, injected_sidecar, pod_resources, quota_problems, with_extra
+from blueprint.admit.sbatch import SbatchJob
 from blueprint.admit.scheduling import Placement, schedule
 from blueprint.admit.schema import is_builtin, pod_spec_problems, schema_problems
 from blueprint.admit.volumes import GCSFUSE_DRIVER, check_volumes
@@ -89,6 +91,7 @@ class WorkloadResult:
     cluster_queue: str | None = None
     flavor: str | None = None
     placements: list[Placement] = field(default_factory=list)
+    slurm: dict[str, Any] | None = None  # an sbatch script's partition, account, nodes and GPUs
 
     @property
     def reasons(self) -> list[Reason]:
@@ -108,13 +111,17 @@ class WorkloadResult:
                 step.skipped = why
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form (README: ``blueprint admit --format json``)."""
-        return {"object": self.object, "source": self.source, "admitted": self.admitted,
-                "namespace": self.namespace, "cluster_queue": self.cluster_queue, "flavor": self.flavor,
-                "placements": [p.to_dict() for p in self.placements],
-                "reasons": [r.to_dict() for r in self.reasons],
-                "steps": {name: self.steps[name].status for name in self.order},
-                "notes": [n for name in self.order for n in self.steps[name].notes]}
+        """The JSON form (README: ``blueprint admit --format json``); an sbatch script's adds ``scheduler: slurm``
+        and its partition, account, nodes and GPUs."""
+        out = {"object": self.object, "source": self.source, "admitted": self.admitted,
+               "namespace": self.namespace, "cluster_queue": self.cluster_queue, "flavor": self.flavor,
+               "placements": [p.to_dict() for p in self.placements],
+               "reasons": [r.to_dict() for r in self.reasons],
+               "steps": {name: self.steps[name].status for name in self.order},
+               "notes": [n for name in self.order for n in self.steps[name].notes]}
+        if self.slurm is not None:
+            out.update({"scheduler": "slurm", **self.slurm})
+        return out
 
 
 @dataclass
@@ -246,7 +253,8 @@ def _limits(view: ClusterView, item: Submitted, pod_sets: list[PodSet], result: 
                          f"{', '.join(f'{show(r, v)} {r}' for r, v in extra.items())} per pod to what the "
                          "ResourceQuota counts (Kueue does not see it)")
         counted.append((pod_set.count, with_extra(resources[pod_set.name], extra)))
-    for obj, message in quota_problems(view.of_kind("ResourceQuota", item.namespace), counted, notes):
+    zero_hint = slurm_owns_gpus_short(view)
+    for obj, message in quota_problems(view.of_kind("ResourceQuota", item.namespace), counted, notes, zero_hint):
         step.fail(obj, "resource-quota", message)
     step.notes += notes
     names = [o.name for o in limit_ranges] + [o.name for o in view.of_kind("ResourceQuota", item.namespace)]
@@ -315,8 +323,11 @@ def admit_one(view: ClusterView, groups: list[NodeGroup], item: Submitted) -> Wo
     return result
 
 
-def admit_workloads(graph: ResourceGraph, items: list[Submitted]) -> AdmitReport:
-    """The verdict on every submitted object against the graph."""
+def admit_workloads(graph: ResourceGraph, items: Sequence[Submitted | SbatchJob]) -> AdmitReport:
+    """The verdict on every submitted object and sbatch script against the graph."""
+    from blueprint.admit.slurmjob import admit_sbatch  # it builds on this module's results
+
     view = ClusterView(graph)
     groups = node_groups(view)
-    return AdmitReport(graph.stack, [admit_one(view, groups, item) for item in items])
+    return AdmitReport(graph.stack, [admit_sbatch(view, groups, item) if isinstance(item, SbatchJob)
+                                     else admit_one(view, groups, item) for item in items])

@@ -26,6 +26,7 @@ from blueprint.admit.cluster import ClusterView, K8sObject, as_list, as_mapping,
 from blueprint.admit.quantity import QuantityError, parse_quantity, show
 from blueprint.admit.resources import PodResources
 from blueprint.admit.scheduling import term_matches, tolerates
+from blueprint.admit.slurm import slurm_node_groups
 from blueprint.admit.workloads import QUEUE_LABEL, PodSet, Submitted
 
 DEFAULT_QUEUE = "default"
@@ -273,6 +274,12 @@ def _assign_flavors(view: ClusterView, cq: K8sObject, pod_sets: list[PodSet], re
                 chosen.append(flavor_name)
                 break
             else:
+                if not flavors:
+                    out.problems.append((cq.ref, "quota", f"pod set {pod_set.name} ({pod_set.count} pods) asks "
+                                         f"{', '.join(sorted(wanted))}, and {cq.ref} has no flavor for them: Kueue has "
+                                         f"no quota for team {pod_set_namespace(pod_set)} on this stack"
+                                         f"{_no_flavor_hint(view, pod_set_namespace(pod_set))}"))
+                    continue
                 out.problems.append((cq.ref, "quota", f"pod set {pod_set.name} ({pod_set.count} pods) fits no "
                                      f"flavor of {cq.ref}: {'; '.join(refusals)}. Ask for fewer pods or less per pod, "
                                      "or raise the team's quota (teams[].quotas in the stack)"))
@@ -280,6 +287,33 @@ def _assign_flavors(view: ClusterView, cq: K8sObject, pod_sets: list[PodSet], re
             out.flavors[pod_set.name] = chosen[0]
     out.detail = f"queue {cq.name}" + (f", flavor {', '.join(sorted(set(out.flavors.values())))}"
                                        if out.flavors else "")
+
+
+def pod_set_namespace(pod_set: PodSet) -> str:
+    """The namespace the pod set's pods are created in."""
+    return str(as_mapping(pod_set.pod.get("metadata")).get("namespace") or "default")
+
+
+def slurm_owns_gpus_hint(view: ClusterView, team: str) -> str:
+    """Why a team namespace has no Kueue quota when Slurm runs the GPU node groups, and what to do; "" otherwise."""
+    owned = slurm_node_groups(view)
+    if not owned:
+        return ""
+    return (f"; the GPU node groups {', '.join(owned)} are Slurm's (scheduler.slurm.nodeGroups): slurmd holds their "
+            f"GPUs and Kueue admits no pod there, so the team's quota on them is its Slurm account's GPU limit. "
+            f"Submit the job to Slurm (sbatch from the login nodes, --account={team}; examples/slurm/), or give Kueue "
+            "a node group outside scheduler.slurm.nodeGroups and the team a quota on it (teams[].quotas)")
+
+
+def slurm_owns_gpus_short(view: ClusterView) -> str:
+    """The short form of :func:`slurm_owns_gpus_hint`, for the ResourceQuota that follows Kueue's quota."""
+    owned = slurm_node_groups(view)
+    return f"; the GPU node groups {', '.join(owned)} are Slurm's: run the job with sbatch (see kueue)" if owned else ""
+
+
+def _no_flavor_hint(view: ClusterView, team: str) -> str:
+    return slurm_owns_gpus_hint(view, team) or (": give the team a quota on a node group (teams[].quotas in the "
+                                                "stack)")
 
 
 def _inject(flavor: K8sObject, pod_set: PodSet) -> None:

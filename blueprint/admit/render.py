@@ -18,7 +18,14 @@ def _block(result: WorkloadResult) -> list[str]:
         else:
             lines.append(f"  ok   {name}" + (f"  {step.detail}" if step.detail else ""))
         lines += [f"       note: {n}" for n in step.notes]
-    if result.admitted:
+    if result.admitted and result.slurm is not None:
+        where = "; ".join(f"{p.pods} task{'s' if p.pods != 1 else ''} on {p.nodes} {p.node_group} "
+                          f"node{'s' if p.nodes != 1 else ''}, {result.slurm['gpus']} GPUs" for p in result.placements)
+        account = result.slurm["account"]
+        lines.append(f"  => ADMITTED to partition {result.slurm['partition']}"
+                     + (f" as account {account}" if account else "") + (f": {where}" if where else "")
+                     + " (when it starts is Slurm's: runtime)")
+    elif result.admitted:
         where = "; ".join(f"{p.pod_set}: {p.pods} pod{'s' if p.pods != 1 else ''} on {p.nodes} {p.node_group} "
                           f"node{'s' if p.nodes != 1 else ''}" for p in result.placements)
         queue = f" through queue {result.cluster_queue} (flavor {result.flavor})" if result.cluster_queue else ""

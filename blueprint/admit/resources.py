@@ -192,9 +192,10 @@ def _check_item(lr: K8sObject, item: dict[str, Any], who: str, requests: Amounts
 
 
 def quota_problems(quotas: list[K8sObject], pods: list[tuple[int, PodResources]],
-                   notes: list[str]) -> list[tuple[str, str]]:
+                   notes: list[str], zero_hint: str = "") -> list[tuple[str, str]]:
     """What the namespace's ResourceQuotas refuse when all the workload's pods exist at once: (quota ref,
-    message). ``pods`` is (count, resources) per pod set."""
+    message). ``pods`` is (count, resources) per pod set; ``zero_hint`` says why a quota of 0 is 0 (Slurm owns the
+    team's GPUs)."""
     total_requests: Amounts = defaultdict(Fraction)
     total_limits: Amounts = defaultdict(Fraction)
     unset_requests: set[str] = set()
@@ -233,7 +234,8 @@ def quota_problems(quotas: list[K8sObject], pods: list[tuple[int, PodResources]]
                 continue
             if used > hard:
                 resource = key.split(".", 1)[-1] if "." in key and key != "pods" else key
+                fix = (f"it is the team's Kueue quota, none here{zero_hint}" if hard == 0 and zero_hint else
+                       "lower the pods' requests or their number, or raise the team's quota in the stack")
                 problems.append((quota.ref, f"the workload's pods need {show(resource, used)} {what} together; "
-                                 f"{quota.ref} allows {show(resource, hard)} ({key}): lower the pods' requests or "
-                                 "their number, or raise the team's quota in the stack"))
+                                 f"{quota.ref} allows {show(resource, hard)} ({key}): {fix}"))
     return problems

@@ -1,6 +1,8 @@
 """Workload files in, pod sets out.
 
-A workload file is YAML, possibly several documents (``---``) or a ``kind: List``, each a Kubernetes object. Every
+A workload file is YAML, possibly several documents (``---``) or a ``kind: List``, each a Kubernetes object; or an
+sbatch script (a shebang, then ``#SBATCH`` lines), recognised before any YAML parsing and read by
+:mod:`blueprint.admit.sbatch`. Every
 workload kind is turned into its pod sets (Kueue's word): the pods its controller will create, as many as run at
 once, from its pod templates:
 
@@ -27,6 +29,7 @@ from typing import Any
 import yaml
 
 from blueprint.admit.cluster import as_list, as_mapping, as_str_map, matches_selector, object_ref
+from blueprint.admit.sbatch import SbatchError, SbatchJob, is_sbatch_script, parse_sbatch
 
 MAX_WORKLOAD_FILE_BYTES = 16 * 1024 * 1024
 MAX_YAML_DEPTH = 64
@@ -224,10 +227,11 @@ def _check_object(doc: Any, where: str) -> dict[str, Any]:
     return doc
 
 
-def load_workloads(paths: Sequence[Path]) -> list[Submitted]:
-    """Every object of the files, in order; any file that cannot be read, parsed or is not Kubernetes objects is a
-    :class:`WorkloadFileError` naming it."""
-    out: list[Submitted] = []
+def load_workloads(paths: Sequence[Path]) -> list[Submitted | SbatchJob]:
+    """Every object of the files, in order, and each sbatch script (a shebang and ``#SBATCH`` lines, recognised
+    before any YAML parsing); any file that cannot be read, parsed or is neither is a :class:`WorkloadFileError`
+    naming it."""
+    out: list[Submitted | SbatchJob] = []
     for path in paths:
         shown = str(path)
         try:
@@ -238,6 +242,15 @@ def load_workloads(paths: Sequence[Path]) -> list[Submitted]:
             raise WorkloadFileError(f"{shown}: cannot be read: {err.strerror or err}") from None
         except UnicodeDecodeError:
             raise WorkloadFileError(f"{shown}: not UTF-8 text") from None
+        if text.startswith("#!"):
+            if not is_sbatch_script(text):
+                raise WorkloadFileError(f"{shown}: a script without #SBATCH lines: admit reads sbatch scripts (a "
+                                        "shebang, then #SBATCH options) and Kubernetes YAML")
+            try:
+                out.append(parse_sbatch(text, shown, path.name))
+            except SbatchError as err:
+                raise WorkloadFileError(str(err)) from None
+            continue
         objects: list[dict[str, Any]] = []
         for i, doc in enumerate(_documents(text, shown), start=1):
             if doc is None:

@@ -1,0 +1,486 @@
+"""``blueprint admit`` on an sbatch script: would Slurm take the job, and could it ever start.
+
+Steps, in the order slurmctld meets them: ``script`` (the ``#SBATCH`` options sbatch reads), ``slurm`` (the stack
+runs Slurm), ``partition`` (it exists, or a default one does), ``account`` (it is in slurmdbd with users, and the
+partition allows it: AllowAccounts), ``time`` (MaxTime; DefaultTime when the job asks none), ``nodes`` (MaxNodes,
+the partition's nodes at their groups' max size, CPUs per node), ``gpus`` (per node against the node type, per job
+against the account's GrpTRES and, at its time limit, its monthly GrpTRESMins), ``runtime`` (what only Slurm knows
+once the job is queued: its priority from fair share, whether nodes are free, what is left of the account's limits;
+notes, never a refusal).
+
+What Slurm does with a job over a partition limit depends on EnforcePartLimits: NO (the program's slurm.conf, and
+Slurm's default) accepts it and leaves it pending until the limit changes; ANY or ALL refuse it at submission
+(slurm.conf(5)). An unknown partition, or an account slurmdbd does not know, is refused at submission either way
+(AccountingStorageEnforce=associations); a job over its account's GrpTRES, or whose GPU-minutes at its time limit
+exceed the account's GrpTRESMins, waits for ever (AccountingStorageEnforce=limits,safe). Each refusal names the
+stack key that changes the limit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from blueprint.admit.cluster import ClusterView
+from blueprint.admit.engine import Step, WorkloadResult
+from blueprint.admit.nodes import GPU, NodeGroup, unknown_capacity
+from blueprint.admit.quantity import QuantityError, parse_quantity, show
+from blueprint.admit.sbatch import INFINITE, SbatchJob
+from blueprint.admit.scheduling import Placement
+from blueprint.admit.slurm import (
+    SLURM_NAMESPACE,
+    Account,
+    Partition,
+    SlurmCluster,
+    SlurmNodeSet,
+    show_minutes,
+    slurm_cluster,
+)
+from components.catalog.gcp_machines import load_gcp_catalog
+from components.catalog.instances import load_aws_catalog
+
+SBATCH_STEPS = ("script", "slurm", "partition", "account", "time", "nodes", "gpus", "runtime")
+DEFAULT_QOS = "normal"  # the QOS slurmdbd creates; the stack's accounts file adds none
+TENANT_LABEL = "gpu-cluster/tenant"
+
+Problem = tuple[str, str, str, str]  # (step, object, rule, message)
+
+
+@dataclass(frozen=True)
+class SlurmNodes:
+    """The node group one NodeSet runs on, as a job sees it."""
+
+    nodeset: SlurmNodeSet
+    name: str
+    instance_type: str
+    gpus: int  # GPUs per node (the catalog's, not time-sliced units)
+    vcpus: int | None
+    max_nodes: int  # nodes the group reaches (nodes.py)
+    size_key: str  # the stack key of the group's maximum size
+    notes: tuple[str, ...] = ()
+    unfit: tuple[str, ...] = ()  # why the slurmd pod does not fit a node of the group (then Slurm has no node)
+
+
+@dataclass
+class Judgement:
+    """What one partition (and account) makes of the job."""
+
+    problems: list[Problem] = field(default_factory=list)
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    details: dict[str, str] = field(default_factory=dict)
+    account: str | None = None
+    placement: Placement | None = None
+    gpus: int = 0
+
+    def note(self, step: str, text: str) -> None:
+        """A note on a step (once)."""
+        notes = self.notes.setdefault(step, [])
+        if text not in notes:
+            notes.append(text)
+
+
+def _vcpus(cloud: str | None, instance_type: str) -> int | None:
+    if cloud == "gcp":
+        machine = load_gcp_catalog().get(instance_type)
+        vcpu = machine.vcpu.value if machine is not None else None
+    else:
+        instance = load_aws_catalog().get(instance_type)
+        vcpu = instance.vcpu.value if instance is not None else None
+    return int(vcpu) if vcpu is not None else None
+
+
+def slurm_nodes(view: ClusterView, slurm: SlurmCluster, groups: list[NodeGroup]) -> dict[str, SlurmNodes]:
+    """Each NodeSet's node group (the group whose labels its nodeSelector picks), by NodeSet name."""
+    out = {}
+    for ns in slurm.nodesets:
+        group = next((g for g in groups if ns.node_selector
+                      and all(g.labels.get(k) == v for k, v in ns.node_selector.items())), None)
+        if group is None:
+            continue
+        gpus = int(group.allocatable.get(GPU, 0) / group.sharing.replicas) or (ns.gres_gpus or 0)
+        key = (f"gcp.nodePools[{group.name}].maxSize" if view.cloud == "gcp"
+               else f"aws.nodeGroups[{group.name}].maxSize")
+        notes, unfit = _slurmd_fits(ns, group)
+        out[ns.name] = SlurmNodes(ns, group.name, group.instance_type, gpus, _vcpus(view.cloud, group.instance_type),
+                                  group.max_nodes, key, (*group.notes, *notes), unfit)
+    return out
+
+
+def _slurmd_fits(ns: SlurmNodeSet, group: NodeGroup) -> tuple[list[str], tuple[str, ...]]:
+    """Whether the NodeSet's slurmd pod (one per node, DaemonSet mode) fits what a node of its group offers:
+    (notes, why not). A slurmd that never runs is a node Slurm never has."""
+    notes: list[str] = []
+    unfit: list[str] = []
+    for resource, raw in sorted(ns.requests.items()):
+        try:
+            asked = parse_quantity(raw)
+        except QuantityError:
+            continue
+        if unknown_capacity(resource):
+            notes.append(f"slurmd asks {show(resource, asked)} {resource} per node: check allocatable on a "
+                         f"{group.instance_type} node")
+            continue
+        offered = group.allocatable.get(resource)
+        if offered is None and resource in ("cpu", "memory"):
+            continue  # capacity unknown (not in the catalog): the group's notes say so
+        if asked > (offered or 0):
+            why = "; ".join(n for n in group.notes if resource in n)
+            unfit.append(f"{ns.ref}'s slurmd pod requests {show(resource, asked)} {resource} on each node, and a "
+                         f"{group.instance_type} node of {group.name} offers {show(resource, offered or Fraction(0))}"
+                         + (f" ({why})" if why else ""))
+    return notes, tuple(unfit)
+
+
+def _fate(slurm: SlurmCluster, reason: str) -> str:
+    """What Slurm does with a job over a partition limit (module docstring)."""
+    if slurm.enforce_part_limits != "NO":
+        return f"sbatch refuses it at submission (EnforcePartLimits={slurm.enforce_part_limits})"
+    return (f"Slurm accepts it and leaves it pending until the limit changes ({reason}; EnforcePartLimits=NO: "
+            "partition limits are enforced when scheduling, slurm.conf(5))")
+
+
+def _nodes_text(lo: int, hi: int) -> str:
+    return f"{lo} node{'s' if lo != 1 else ''}" if lo == hi else f"{lo}-{hi} nodes"
+
+
+def _gpus_per_node(job: SbatchJob, nodes: int) -> int:
+    """GPUs the job asks on each node."""
+    if job.gpus_per_node is not None:
+        return job.gpus_per_node.count
+    if job.gpus_per_task is not None:
+        tasks = job.ntasks_per_node or (math.ceil(job.ntasks / nodes) if job.ntasks else 1)
+        return job.gpus_per_task.count * tasks
+    if job.gpus is not None:
+        return math.ceil(job.gpus.count / max(nodes, 1))
+    return 0
+
+
+def _gpu_type(job: SbatchJob) -> str | None:
+    for request in (job.gpus_per_node, job.gpus_per_task, job.gpus):
+        if request is not None and request.type:
+            return request.type
+    return None
+
+
+def _partition_checks(slurm: SlurmCluster, nodes: dict[str, SlurmNodes], job: SbatchJob, part: Partition,
+                      named: bool, out: Judgement) -> tuple[int, int, float]:
+    """Time, nodes and GPUs per node against the partition; (nodes, total GPUs, minutes) for the account's
+    checks."""
+    p = part.name
+    out.details["partition"] = (f"{p}" + ("" if named else " (the default partition: no --partition)")
+                                + f", NodeSets {', '.join(part.nodesets) or 'none'}")
+    if part.state != "UP":
+        out.problems.append(("partition", f"Partition/{p}", "partition-state",
+                             f"partition {p} is {part.state}: it starts no job; set it UP (scontrol update)"))
+    # time
+    if job.time_minutes is None:
+        minutes = part.default_time if part.default_time is not None else part.max_time
+        out.note("time", f"no --time: partition {p}'s DefaultTime {show_minutes(minutes)} applies "
+                 f"(scheduler.slurm.partitions[{p}].defaultTimeMinutes) and Slurm ends the job there; set --time to "
+                 f"what the run needs, up to MaxTime {show_minutes(part.max_time)}")
+    else:
+        minutes = job.time_minutes
+    out.details["time"] = f"{show_minutes(minutes)} of MaxTime {show_minutes(part.max_time)}"
+    if minutes > part.max_time:
+        what = ("no time limit (--time=0 or UNLIMITED)" if minutes == INFINITE
+                else f"--time={job.time_text} ({show_minutes(minutes)})")
+        out.problems.append(("time", f"Partition/{p}", "partition-time",
+                             f"{what} is over partition {p}'s MaxTime {show_minutes(part.max_time)}: "
+                             f"{_fate(slurm, 'Reason=PartitionTimeLimit')}; ask for at most "
+                             f"{show_minutes(part.max_time)}, or raise scheduler.slurm.partitions[{p}].maxTimeHours"))
+    # nodes
+    members = [nodes[n] for n in part.nodesets if n in nodes]
+    biggest = max((m.gpus for m in members), default=0)
+    if job.min_nodes is not None:
+        lo, hi = job.min_nodes, job.max_nodes or job.min_nodes
+    else:
+        if job.gpus is not None and biggest:
+            lo = math.ceil(job.gpus.count / biggest)
+        elif job.ntasks and job.ntasks_per_node:
+            lo = math.ceil(job.ntasks / job.ntasks_per_node)
+        else:
+            lo = 1
+        hi = lo
+        out.note("nodes", f"no --nodes: Slurm allocates as many nodes as the request needs ({lo})")
+    per_node = _gpus_per_node(job, hi)
+    tasks = job.ntasks_per_node or (math.ceil(job.ntasks / lo) if job.ntasks else 1)
+    cpus = tasks * (job.cpus_per_task or 1)
+    wanted = _gpu_type(job)
+    running = [m for m in members if not m.unfit]
+    for member in members:
+        for text in member.unfit:
+            if running:
+                out.note("nodes", f"{text}: the group's nodes never join Slurm")
+            else:
+                out.problems.append(("nodes", member.nodeset.ref, "slurmd-fits",
+                                     f"{text}: the slurmd pods stay Pending, so partition {p} never has a node and "
+                                     "no job starts; the stack must give the nodes what slurmd requests"))
+    fits = [m for m in running if m.gpus >= per_node and (m.vcpus is None or m.vcpus >= cpus)
+            and not (wanted and m.nodeset.gres_type and m.nodeset.gres_type != wanted)]
+    reach = sum(m.max_nodes for m in fits)
+    sizes = ", ".join(f"{m.name} {m.max_nodes}" for m in fits) or "none"
+    out.details["nodes"] = (f"{_nodes_text(lo, hi)} of {reach} that can hold it ({sizes} at max size), MaxNodes "
+                            f"{part.max_nodes if part.max_nodes is not None else 'UNLIMITED'}"
+                            + (", whole nodes (--exclusive)" if job.exclusive else ""))
+    if part.max_nodes is not None and hi > part.max_nodes:
+        out.problems.append(("nodes", f"Partition/{p}", "partition-nodes",
+                             f"{_nodes_text(lo, hi)} is more than partition {p}'s MaxNodes {part.max_nodes}: "
+                             f"{_fate(slurm, 'Reason=PartitionNodeLimit')}; ask for at most {part.max_nodes}, or "
+                             f"raise scheduler.slurm.partitions[{p}].maxNodesPerJob (unset: the partition's nodes "
+                             "at their groups' max size)"))
+    if members and cpus > max((m.vcpus or 0) for m in members) > 0:
+        most = max(members, key=lambda m: m.vcpus or 0)
+        out.problems.append(("nodes", most.nodeset.ref, "node-cpus",
+                             f"{cpus} CPUs per node ({tasks} tasks x {job.cpus_per_task or 1} CPUs each); a "
+                             f"{most.instance_type} ({most.name}) has {most.vcpus}: no node of partition {p} can "
+                             "hold it, Slurm refuses it (\"Requested node configuration is not available\"); ask for "
+                             "fewer tasks per node or CPUs per task, or put a larger node type in the partition "
+                             f"(scheduler.slurm.partitions[{p}].nodeGroups)"))
+    # GPUs per node
+    if wanted:
+        declared = sorted({m.nodeset.gres_type for m in members if m.nodeset.gres_type})
+        untyped = [m.name for m in members if not m.nodeset.gres_type]
+        if declared and not untyped and wanted not in declared:
+            out.problems.append(("gpus", members[0].nodeset.ref, "gpu-type",
+                                 f"the job asks GPUs of type {wanted}; partition {p}'s nodes have "
+                                 f"{', '.join(declared)}: sbatch refuses it (\"Invalid generic resource (gres) "
+                                 f"specification\"); ask for {declared[0]}, or no type"))
+        elif untyped:
+            out.note("gpus", f"the NodeSets of {', '.join(untyped)} declare their GPUs without a type (Gres=gpu:N): "
+                     f"type {wanted} must be what gres.conf AutoDetect reports on the nodes, which admit cannot see; "
+                     "without a type (--gpus-per-node=N) it always matches")
+    if members and per_node > biggest:
+        most = max(members, key=lambda m: m.gpus)
+        out.problems.append(("gpus", most.nodeset.ref, "node-gpus",
+                             f"{per_node} GPUs per node; a {most.instance_type} ({most.name}) has {most.gpus}: no "
+                             f"node of partition {p} can hold it, Slurm refuses it (\"Requested node configuration "
+                             f"is not available\"); ask for at most {most.gpus} per node (on more nodes), or put a "
+                             f"node group with more GPUs per node in the partition "
+                             f"(scheduler.slurm.partitions[{p}].nodeGroups)"))
+    elif running and fits and lo > reach:
+        keys = ", ".join(m.size_key for m in fits)
+        out.problems.append(("nodes", f"Partition/{p}", "partition-size",
+                             f"{_nodes_text(lo, hi)}, and partition {p} reaches {reach} that can hold the job "
+                             f"({sizes} at max size): it can never start ({_fate(slurm, 'Reason=PartitionNodeLimit')})"
+                             f"; ask for at most {reach}, or raise {keys}"))
+    total = job.gpus.count if job.gpus is not None else per_node * hi
+    if per_node == 0 and job.gpus is None:
+        out.note("gpus", "the job asks no GPU (--gpus-per-node, --gres=gpu or --gpus): Slurm allocates it none and "
+                 "counts none against the account's GPU limit")
+        out.details["gpus"] = "none asked"
+    else:
+        out.details["gpus"] = f"{per_node} per node x {_nodes_text(hi, hi)} = {total}"
+    placed = "+".join(m.name for m in fits) or "+".join(part.nodesets)
+    out.placement = Placement("job", placed, hi, tasks * hi)
+    out.gpus = total
+    return hi, total, minutes
+
+
+def _account_checks(slurm: SlurmCluster, part: Partition, account: str, teams: list[str], total: int,
+                    minutes: float) -> tuple[list[Problem], list[str], str, Account | None]:
+    """The account's checks: in slurmdbd with users, allowed on the partition, GPU limit, budget; (problems,
+    notes, detail, the account)."""
+    problems: list[Problem] = []
+    notes: list[str] = []
+    p = part.name
+    acct = None
+    if slurm.accounts is None:
+        notes.append("the stack keeps no Slurm accounting (scheduler.slurm.accounting): no account, GPU limit or "
+                     "budget to check")
+    else:
+        acct = slurm.accounts.get(account)
+        if acct is None:
+            fix = (f"team {account} has no Slurm account: give it users (scheduler.slurm.users.{account}) or a quota "
+                   f"on a node group Slurm runs (teams[{account}].quotas)" if account in teams else
+                   f"use your team's account ({', '.join(sorted(slurm.accounts)) or 'none in this stack'})")
+            problems.append(("account", f"Account/{account}", "account-exists",
+                             f"account {account} is not in slurmdbd ({slurm.accounts_ref}): sbatch refuses the job "
+                             "at submission (\"Invalid account or account/partition combination specified\", "
+                             f"AccountingStorageEnforce=associations); {fix}"))
+            return problems, notes, account, None
+        if not acct.users:
+            problems.append(("account", f"Account/{account}", "account-users",
+                             f"account {account} has no users, so every submission as it is refused (\"Invalid "
+                             "account or account/partition combination specified\", "
+                             f"AccountingStorageEnforce=associations); list its members in "
+                             f"scheduler.slurm.users.{account}"))
+        else:
+            notes.append(f"submit as one of account {account}'s users ({', '.join(acct.users)}: "
+                         f"scheduler.slurm.users.{account}); anyone else is refused at submission")
+    if part.allow_accounts is not None and account not in part.allow_accounts:
+        elsewhere = [q.name for q in slurm.partitions
+                     if q.allow_accounts is None or account in q.allow_accounts]
+        problems.append(("account", f"Partition/{p}", "partition-accounts",
+                         f"partition {p} allows accounts {', '.join(part.allow_accounts)} (AllowAccounts), not "
+                         f"{account}: {_fate(slurm, 'the partition refuses its account')}; add {account} to "
+                         f"scheduler.slurm.partitions[{p}].teams (unset: the teams with a quota on its node groups, "
+                         f"teams[].quotas)" + (f", or submit to {', '.join(elsewhere)}" if elsewhere else "")))
+    detail = account
+    if acct is not None:
+        parts = [f"Fairshare={acct.fairshare}"]
+        if acct.gpu_limit is not None:
+            parts.append(f"GrpTRES gres/gpu={acct.gpu_limit}")
+        if acct.gpu_minutes is not None:
+            parts.append(f"GrpTRESMins gres/gpu={acct.gpu_minutes:,}")
+        detail = f"{account} ({', '.join(parts)})"
+        if acct.gpu_limit is not None and total > acct.gpu_limit:
+            problems.append(("gpus", f"Account/{account}", "account-gpu-limit",
+                             f"the job asks {total} GPUs; account {account} may hold {acct.gpu_limit} at once "
+                             f"(GrpTRES gres/gpu={acct.gpu_limit}, the team's quota on Slurm's node groups): Slurm "
+                             "accepts it and leaves it pending for ever (Reason=AssocGrpGRES, "
+                             f"AccountingStorageEnforce=limits); ask for at most {acct.gpu_limit}, or raise "
+                             f"teams[{account}].quotas"))
+        elif (acct.gpu_minutes is not None and "safe" in slurm.enforce and minutes != INFINITE
+              and total * minutes > acct.gpu_minutes):
+            problems.append(("gpus", f"Account/{account}", "account-budget",
+                             f"at its time limit the job uses {total} GPUs x {int(minutes):,} min = "
+                             f"{int(total * minutes):,} GPU-minutes, more than account {account}'s whole monthly "
+                             f"budget (GrpTRESMins gres/gpu={acct.gpu_minutes:,}): with AccountingStorageEnforce=safe "
+                             "Slurm never starts it (Reason=AssocGrpGRESMinutes); shorten --time or ask for fewer "
+                             f"GPUs, or raise teams[{account}].budget.monthlyUsd"))
+    return problems, notes, detail, acct
+
+
+def _runtime(slurm: SlurmCluster, nodes: dict[str, SlurmNodes], part: Partition, acct: Account | None,
+             hi: int, total: int, minutes: float, out: Judgement) -> None:
+    """What Slurm decides once the job is queued (notes)."""
+    conf = slurm.conf
+    out.details["runtime"] = "decided by Slurm once the job is queued"
+    weights = ", ".join(f"{k}={conf[k]}" for k in ("PriorityWeightFairshare", "PriorityWeightAge") if k in conf)
+    if acct is not None and slurm.total_fairshare:
+        share = acct.fairshare / slurm.total_fairshare
+        reset = (" (usage resets monthly: PriorityUsageResetPeriod=MONTHLY)"
+                 if conf.get("PriorityUsageResetPeriod", "").upper() == "MONTHLY" else "")
+        out.note("runtime", f"priority: fair share orders the queue ({conf.get('PriorityType', 'priority/basic')}"
+                 f"{', ' + weights if weights else ''}): account {acct.name} holds {acct.fairshare} of "
+                 f"{slurm.total_fairshare} shares ({share:.0%}); an account that used less than its share goes "
+                 f"first{reset}")
+    members = [nodes[n] for n in part.nodesets if n in nodes]
+    out.note("runtime", f"free nodes: it starts when {_nodes_text(hi, hi)} of "
+             f"{'+'.join(m.name for m in members) or 'the partition'} are free (squeue: Reason=Resources or "
+             "Priority until then)")
+    for member in members:
+        for text in member.notes:
+            if not any(text in why for why in member.unfit):  # already said in the nodes step
+                out.note("runtime", f"{member.name}: {text}")
+    if acct is not None and acct.gpu_limit is not None and total:
+        out.note("runtime", f"GPU limit: it starts only while account {acct.name}'s running jobs leave {total} of its "
+                 f"{acct.gpu_limit} GPUs (GrpTRES; else Reason=AssocGrpGRES)")
+    if acct is not None and acct.gpu_minutes is not None and total and minutes != INFINITE:
+        out.note("runtime", f"budget: at its time limit it uses {int(total * minutes):,} GPU-minutes; it starts only "
+                 f"if they fit what account {acct.name} has left of its {acct.gpu_minutes:,} this month "
+                 "(GrpTRESMins gres/gpu" + (", AccountingStorageEnforce=safe" if "safe" in slurm.enforce else "")
+                 + f"; else Reason=AssocGrpGRESMinutes; sshare -l -A {acct.name} shows the usage)")
+
+
+def _judge(view: ClusterView, slurm: SlurmCluster, nodes: dict[str, SlurmNodes], job: SbatchJob,
+           part: Partition, named: bool) -> Judgement:
+    out = Judgement()
+    hi, total, minutes = _partition_checks(slurm, nodes, job, part, named, out)
+    if "requeue" in job.options:
+        out.note("runtime", "--requeue: Slurm queues it again after a node failure"
+                 + ("" if "PreemptType" in slurm.conf else "; nothing preempts it (slurm.conf sets no PreemptType)"))
+    if job.qos is not None and job.qos != DEFAULT_QOS and "qos" in slurm.enforce:
+        out.problems.append(("account", f"QOS/{job.qos}", "qos-exists",
+                             f"--qos={job.qos}: the stack defines no QOS but Slurm's own {DEFAULT_QOS}: sbatch "
+                             "refuses it at submission (\"Invalid qos specification\"); drop --qos"))
+    teams = sorted(n.name for n in view.of_kind("Namespace") if n.labels.get(TENANT_LABEL) == "true")
+    if job.account is not None:
+        candidates = [job.account]
+    elif slurm.accounts is not None:
+        candidates = sorted(a.name for a in slurm.accounts.values() if a.users
+                            and (part.allow_accounts is None or a.name in part.allow_accounts))
+        out.note("account", "no --account: Slurm charges the submitting user's default account (their team's, "
+                 "scheduler.slurm.users); admit checks every account the partition allows: "
+                 f"{', '.join(candidates) or 'none'}; name yours with --account")
+        if not candidates:
+            out.problems.append(("account", f"Partition/{part.name}", "account-users",
+                                 f"no account with users may use partition {part.name}: nobody can submit to it; "
+                                 "list the teams' members in scheduler.slurm.users"))
+    else:
+        candidates = []
+        out.note("account", "no --account, and no accounting: no account is checked")
+    judged = [(a, *_account_checks(slurm, part, a, teams, total, minutes)) for a in candidates]
+    passing = [j for j in judged if not j[1]]
+    chosen: tuple[str, list[Problem], list[str], str, Account | None] | None
+    if job.account is None and passing:
+        for account, problems, _, _, _ in judged:
+            if problems:
+                out.note("account", f"as account {account} it would not run: {problems[0][3]}")
+        chosen = passing[0]
+    else:
+        for _, problems, _, _, _ in judged:
+            out.problems += problems
+        chosen = judged[0] if judged else None
+    if chosen is not None:
+        account, _, notes, detail, acct = chosen
+        out.account = account
+        out.details["account"] = detail if job.account is not None else f"{detail}, or the submitter's default"
+        for text in notes:
+            out.note("account", text)
+        _runtime(slurm, nodes, part, acct, hi, total, minutes, out)
+    else:
+        _runtime(slurm, nodes, part, None, hi, total, minutes, out)
+    return out
+
+
+def admit_sbatch(view: ClusterView, groups: list[NodeGroup], job: SbatchJob) -> WorkloadResult:
+    """The verdict on one sbatch script."""
+    result = WorkloadResult(f"SlurmJob/{job.name}", job.source, SLURM_NAMESPACE, order=SBATCH_STEPS,
+                            steps={name: Step(name) for name in SBATCH_STEPS})
+    result.slurm = {"partition": None, "account": job.account, "nodes": None, "gpus": None}
+    step = result.steps["script"]
+    step.detail = " ".join(job.given) if job.given else "no options (every default)"
+    step.notes += job.notes
+    slurm = slurm_cluster(view)
+    step = result.steps["slurm"]
+    if slurm is None:
+        step.fail("Controller/slurm/slurm", "slurm-installed",
+                  "this stack runs no Slurm (no scheduler.slurm in the stack, so no Slinky Controller or NodeSet in "
+                  "the cluster): nothing here accepts sbatch; add scheduler.slurm to the stack, or run the job as a "
+                  "Kubernetes workload through Kueue (examples/workloads/)")
+        result.skip_rest("slurm", "the stack runs no Slurm")
+        return result
+    step.detail = f"{slurm.controller.ref}, EnforcePartLimits={slurm.enforce_part_limits}"
+    step = result.steps["partition"]
+    if job.partitions:
+        missing = [n for n in job.partitions if slurm.partition(n) is None]
+        known = ", ".join(p.name for p in slurm.partitions) or "none"
+        if missing:
+            step.fail(f"Partition/{missing[0]}", "partition-exists",
+                      f"partition {', '.join(missing)} is not in slurm.conf (partitions: {known}): sbatch refuses the "
+                      "job at submission (\"invalid partition specified\"); use one of those, or add it to "
+                      "scheduler.slurm.partitions")
+            result.skip_rest("partition", f"no partition {missing[0]}")
+            return result
+        parts = [p for n in job.partitions if (p := slurm.partition(n)) is not None]
+    else:
+        default = slurm.default_partition
+        if default is None:
+            step.fail("Partition/default", "partition-default",
+                      "no --partition and no default partition: sbatch refuses the job at submission (\"No "
+                      "partition specified or system default partition\"); name one with --partition "
+                      f"({', '.join(p.name for p in slurm.partitions) or 'none'}), or set "
+                      "scheduler.slurm.partitions[].default")
+            result.skip_rest("partition", "no partition")
+            return result
+        parts = [default]
+    nodes = slurm_nodes(view, slurm, groups)
+    judged = [(part, _judge(view, slurm, nodes, job, part, bool(job.partitions))) for part in parts]
+    part, chosen = next(((p, j) for p, j in judged if not j.problems), judged[0])
+    for other, judgement in judged:
+        if other is not part and judgement.problems:
+            result.steps["partition"].notes.append(f"partition {other.name} would not run it: "
+                                                   f"{judgement.problems[0][3]}")
+    for name, detail in chosen.details.items():
+        result.steps[name].detail = detail
+    for name, notes in chosen.notes.items():
+        result.steps[name].notes += notes
+    for name, obj, rule, message in chosen.problems:
+        result.steps[name].fail(obj, rule, message)
+    if chosen.placement is not None:
+        result.placements = [chosen.placement]
+    result.slurm = {"partition": part.name, "account": chosen.account,
+                    "nodes": chosen.placement.nodes if chosen.placement else None, "gpus": chosen.gpus}
+    return result
