@@ -197,16 +197,27 @@ def is_bottlerocket(group: NodeGroupSpec, facts: InstanceFacts) -> bool:
     return derive_ami_type(group, facts).startswith("BOTTLEROCKET")
 
 
-def node_bootstrap(group: NodeGroupSpec, facts: InstanceFacts) -> NodeBootstrap:
+def hugepage_commands(gib: int) -> tuple[str, ...]:
+    """Reserve ``gib`` GiB of 2 MiB hugepages before kubelet starts, so it reports them allocatable
+    (``hugepages-2Mi``; Kubernetes "Manage HugePages": pre-allocated on the node), and keep them across reboots."""
+    if not gib:
+        return ()
+    pages = gib * 512
+    return (f"echo 'vm.nr_hugepages = {pages}' > /etc/sysctl.d/90-gpu-cluster-hugepages.conf && "
+            f"sysctl -w vm.nr_hugepages={pages}",)
+
+
+def node_bootstrap(group: NodeGroupSpec, facts: InstanceFacts, hugepages_2mi_gib: int = 0) -> NodeBootstrap:
     """What the group's user data configures. With a custom AMI it also carries the node's labels and taints, which
     EKS cannot apply before the node registers (EKS user guide, "Specifying an AMI": API taints applied
-    asynchronously)."""
+    asynchronously). ``hugepages_2mi_gib``: 2 MiB hugepages the node reserves at boot (Slurm's NodeSets ask for
+    them)."""
     custom = group.ami_id is not None
     return NodeBootstrap(
         os="bottlerocket" if is_bottlerocket(group, facts) else "al2023",
         raid0_local_nvme=wants_raid0(group, facts),
         kubelet=group.kubelet.kubelet_config() if group.kubelet is not None else {},
-        pre_commands=tuple(group.pre_bootstrap_commands),
+        pre_commands=(*hugepage_commands(hugepages_2mi_gib), *group.pre_bootstrap_commands),
         post_commands=tuple(group.post_bootstrap_commands),
         labels=node_labels(group, facts) if custom else {},
         admin_container=group.ssh is not None and is_bottlerocket(group, facts),

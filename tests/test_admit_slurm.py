@@ -82,13 +82,14 @@ def test_the_slurm_examples_run_on_prod_aws_slurm_as_research(graph_files: Calla
     assert "FAIL" not in out and out.endswith(f"2 of 2 workloads admitted on {SLURM}\n")
     code, report = admit(graph_files(SLURM), *files, capsys=capsys)
     nccl, train = report["workloads"]
+    assert nccl["account"] == "root" and train["account"] == "research"  # the acceptance run: every node, as root
     for workload in (nccl, train):
-        assert workload["scheduler"] == "slurm" and workload["account"] == "research"
+        assert workload["scheduler"] == "slurm"
         assert workload["partition"] == "train" and workload["namespace"] == "slurm"
         assert list(workload["steps"]) == ["script", "slurm", "partition", "account", "time", "nodes", "gpus",
                                            "runtime"]
-    assert (nccl["nodes"], nccl["gpus"]) == (2, 16)
-    assert nccl["placements"] == [{"pod_set": "job", "node_group": "h100", "nodes": 2, "pods": 16}]
+    assert (nccl["nodes"], nccl["gpus"]) == (16, 128)  # every node of the Capacity Block
+    assert nccl["placements"] == [{"pod_set": "job", "node_group": "h100", "nodes": 16, "pods": 128}]
     assert (train["nodes"], train["gpus"]) == (4, 32)
 
 
@@ -116,7 +117,7 @@ def test_a_text_report_names_the_steps_and_the_partition(graph_files: Callable[[
     assert "  ok   time  01:00:00 of MaxTime 3-00:00:00" in lines
     assert any("no --time: partition train's DefaultTime 01:00:00 applies "
                "(scheduler.slurm.partitions[train].defaultTimeMinutes)" in line for line in lines)
-    assert any(line.startswith("       note: priority: fair share") and "64 of 128 shares" in line for line in lines)
+    assert any(line.startswith("       note: priority: fair share") and "64 of 129 shares" in line for line in lines)
     assert any("GrpTRESMins" in line and "sshare" in line for line in lines)
     assert lines[-3] == ("  => ADMITTED to partition train as account research: 2 tasks on 2 h100 nodes, 16 GPUs "
                          "(when it starts is Slurm's: runtime)")
@@ -178,7 +179,7 @@ def test_an_account_the_partition_does_not_allow(tmp_path: Path, capsys: pytest.
     code, report = admit(graph, script(tmp_path, "-A research", "-p debug"), capsys=capsys)
     assert code == 1 and rules(report) == ["partition-accounts"]
     message = reason(report, "partition-accounts")["message"]
-    assert "partition debug allows accounts pretraining (AllowAccounts), not research" in message
+    assert "partition debug allows accounts pretraining, root (AllowAccounts), not research" in message
     assert "scheduler.slurm.partitions[debug].teams" in message and "or submit to train" in message
     code, report = admit(graph, script(tmp_path, "-A pretraining", "-p debug"), capsys=capsys)
     assert code == 0

@@ -239,6 +239,12 @@ def _assign_flavors(view: ClusterView, cq: K8sObject, pod_sets: list[PodSet], re
         asked = {r: v * pod_set.count for r, v in res.requests.items()
                  if v > 0 and not any(r.startswith(p) for p in excluded)}
         uncovered = sorted(r for r in asked if not any(r in covered for covered, _ in groups))
+        if uncovered and not groups:  # a queue with no resource group: the team's GPUs are all Slurm's
+            out.problems.append((cq.ref, "quota", f"pod set {pod_set.name} ({pod_set.count} pods) asks "
+                                 f"{', '.join(uncovered)}, and {cq.ref} has no flavor for them: Kueue has no quota "
+                                 f"for team {pod_set_namespace(pod_set)} on this stack"
+                                 f"{_no_flavor_hint(view, pod_set_namespace(pod_set))}"))
+            continue
         if uncovered:
             out.problems.append((cq.ref, "resource-not-covered",
                                  f"pod set {pod_set.name} requests {', '.join(uncovered)}, which no resource group of "

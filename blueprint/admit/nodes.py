@@ -25,6 +25,8 @@ pool at its autoscaling maximum, else its node count.
 
 from __future__ import annotations
 
+import base64
+import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -181,6 +183,34 @@ def _launch_template(view: ClusterView, group: GraphResource) -> dict[str, Any]:
     return next((s.inputs for s in view.graph.children(group.parent) if s.type == LAUNCH_TEMPLATE), {})
 
 
+HUGEPAGES = "hugepages-2Mi"
+_NR_HUGEPAGES = re.compile(r"vm\.nr_hugepages=(\d+)")
+
+
+def _hugepages(pages: int, allocatable: dict[str, Fraction]) -> None:
+    """2 MiB hugepages the node reserves at boot: kubelet offers them as hugepages-2Mi and takes them out of the
+    memory it offers (Kubernetes "Manage HugePages")."""
+    if pages <= 0:
+        return
+    size = Fraction(pages * 2 * 1024 * 1024)
+    allocatable[HUGEPAGES] = size
+    if "memory" in allocatable:
+        allocatable["memory"] = max(Fraction(0), allocatable["memory"] - size)
+
+
+def _boot_hugepages(template: dict[str, Any]) -> int:
+    """The hugepages a launch template's user data reserves (the program's sysctl before kubelet starts)."""
+    raw = template.get("userData")
+    if not isinstance(raw, str) or not raw:
+        return 0
+    try:
+        text = base64.b64decode(raw).decode("utf-8", "replace")
+    except (ValueError, TypeError):
+        return 0
+    found = _NR_HUGEPAGES.findall(text)
+    return int(found[-1]) if found else 0
+
+
 def _autoscaled(view: ClusterView, group: GraphResource) -> bool:
     """Whether the Cluster Autoscaler manages the group: its Auto Scaling group carries the opt-in tag (a tag beside
     the node group under the same component) and the autoscaler's release runs."""
@@ -235,6 +265,7 @@ def _aws_groups(view: ClusterView, sharing: GpuSharing) -> list[NodeGroup]:
         else:
             notes.append(f"instance type {', '.join(types) or '(none)'} is not in the AWS catalog: per-node capacity "
                          "unknown")
+        _hugepages(_boot_hugepages(_launch_template(view, res)), allocatable)
         arch = "arm64" if known and known[0].arch == "arm64" else "amd64"
         labels = {**labels, "node.kubernetes.io/instance-type": types[0], "kubernetes.io/arch": arch,
                   "kubernetes.io/os": "linux", "eks.amazonaws.com/nodegroup": str(inputs.get("nodeGroupName") or name),
@@ -296,6 +327,8 @@ def _gcp_groups(view: ClusterView, sharing: GpuSharing) -> list[NodeGroup]:
             gpus = gpus or facts.gpu_count
         else:
             notes.append(f"machine type {machine or '(none)'} is not in the GCP catalog: per-node capacity unknown")
+        _hugepages(_int(as_mapping(as_mapping(config.get("linuxNodeConfig")).get("hugepagesConfig")).get(
+            "hugepageSize2m")) or 0, allocatable)
         taints = _taints(config.get("taints"))
         pool_sharing = GpuSharing()
         if gpus:

@@ -124,7 +124,7 @@ def room_problem(requests: dict[str, Fraction], group: NodeGroup, notes: set[str
     for resource, amount in sorted(requests.items()):
         if amount <= 0:
             continue
-        if unknown_capacity(resource):
+        if unknown_capacity(resource) and resource not in group.allocatable:
             notes.add(f"{resource}: check allocatable on a {group.instance_type} node (kubectl get node -o "
                       f"jsonpath='{{.status.allocatable}}'); admit does not guess it")
             continue

@@ -189,6 +189,8 @@ def parse_accounts(text: str) -> dict[str, Account]:
         elif kind == "User":
             users.setdefault(parent, []).append(name)
     out = {}
+    if users.get("root"):  # slurmdbd's root account: the administrators', no team's limits
+        out["root"] = Account(name="root", fairshare=1, gpu_limit=None, gpu_minutes=None, users=tuple(users["root"]))
     for name, options in accounts.items():
         share = options.get("Fairshare", "1")
         out[name] = Account(name=name, fairshare=int(share) if share.isdigit() else 1,

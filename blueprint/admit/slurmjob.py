@@ -117,7 +117,7 @@ def _slurmd_fits(ns: SlurmNodeSet, group: NodeGroup) -> tuple[list[str], tuple[s
             asked = parse_quantity(raw)
         except QuantityError:
             continue
-        if unknown_capacity(resource):
+        if unknown_capacity(resource) and resource not in group.allocatable:
             notes.append(f"slurmd asks {show(resource, asked)} {resource} per node: check allocatable on a "
                          f"{group.instance_type} node")
             continue
@@ -389,7 +389,8 @@ def _judge(view: ClusterView, slurm: SlurmCluster, nodes: dict[str, SlurmNodes],
     if job.account is not None:
         candidates = [job.account]
     elif slurm.accounts is not None:
-        candidates = sorted(a.name for a in slurm.accounts.values() if a.users
+        # root is the administrators' account: a job names it (-A root), nobody falls into it
+        candidates = sorted(a.name for a in slurm.accounts.values() if a.users and a.name != "root"
                             and (part.allow_accounts is None or a.name in part.allow_accounts))
         out.note("account", "no --account: Slurm charges the submitting user's default account (their team's, "
                  "scheduler.slurm.users); admit checks every account the partition allows: "

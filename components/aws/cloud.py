@@ -101,6 +101,12 @@ LOGIN_SERVICE = {"annotations": {"service.beta.kubernetes.io/aws-load-balancer-t
                                  "service.beta.kubernetes.io/aws-load-balancer-internal": "true"}}
 
 
+def slurm_hugepages(spec: ClusterSpec, group: str) -> int:
+    """GiB of 2 MiB hugepages a node group reserves at boot: what Slurm's slurmd pods there ask for, else none."""
+    slurm = spec.scheduler.slurm
+    return slurm.hugepages_2mi_gib if slurm is not None and group in slurm.node_groups else 0
+
+
 def slurm_cluster(spec: ClusterSpec, pools: list[GpuPool], database_host: Any | None,
                   shared: bool) -> SlurmCluster | None:
     """The Slurm objects' inputs on EKS: NodeSets on the groups' gpu-cluster/node-group label with their EFA
@@ -320,6 +326,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                 vpc_id=network.vpc_id,
                 ipv6=aws_spec.network.ip_family == "ipv6",
                 gpu_units_per_gpu=gpu_units_per_gpu(spec.platform.gpu_sharing),
+                hugepages_2mi_gib=slurm_hugepages(spec, group.name),
                 opts=opts,
             )
     autoscaler_ready: tuple[pulumi.Resource, ...] = ()

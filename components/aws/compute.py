@@ -129,6 +129,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
         vpc_id: Optional[pulumi.Input[str]] = None,
         ipv6: bool = False,
         gpu_units_per_gpu: int = 1,
+        hugepages_2mi_gib: int = 0,
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
         super().__init__("gpu-cluster:compute:AwsNodeGroup", name, provenance.props(), opts)
@@ -210,7 +211,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
         if group.capacity.type == "capacity-block":
             market = {"market_type": "capacity-block"}
 
-        boot = node_bootstrap(group, facts)
+        boot = node_bootstrap(group, facts, hugepages_2mi_gib)
         user_data: pulumi.Input[str] | None
         if group.ami_id is not None:
             # A custom AMI: EKS merges nothing, so the user data joins the node to the cluster itself.

@@ -119,6 +119,10 @@ def _customisation_lines(spec: ClusterSpec) -> list[str]:
             if g.kubelet.max_pods is not None and "memory" not in g.kubelet.kube_reserved and not bottlerocket:
                 lines.append(f"  {g.name}: note: nodeadm sizes kubeReserved memory from its own default maxPods; "
                              "with maxPods set, give kubeReserved.memory too")
+        slurm = spec.scheduler.slurm
+        if slurm is not None and g.name in slurm.node_groups and slurm.hugepages_2mi_gib:
+            lines.append(f"  {g.name}: {slurm.hugepages_2mi_gib * 512} hugepages of 2 MiB ({slurm.hugepages_2mi_gib} "
+                         "GiB) reserved at boot (vm.nr_hugepages, before kubelet starts) for Slurm's slurmd pods")
         if g.pre_bootstrap_commands:
             lines.append(f"  {g.name}: {len(g.pre_bootstrap_commands)} command(s) run as root before kubelet starts "
                          "(cloud-init, before nodeadm's run)")

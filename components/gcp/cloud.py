@@ -483,7 +483,9 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                 f"nodepool-{pool.name}", spec=g, pool=pool, facts=facts, sharing=spec.platform.gpu_sharing,
                 cluster=cluster.name, location=location,
                 node_account=identities.node_service_account, disk_key=keys.disk_key, key_grants=keys.grants,
-                labels={**group_billing_labels(spec, pool.team), "cluster": spec.name}, gpu_networks=wired, opts=opts)
+                labels={**group_billing_labels(spec, pool.team), "cluster": spec.name}, gpu_networks=wired,
+                hugepages_2mi_gib=(spec.scheduler.slurm.hugepages_2mi_gib if spec.scheduler.slurm is not None
+                                   and pool.name in spec.scheduler.slurm.node_groups else 0), opts=opts)
         if facts.gpu_count:
             gpu_pools.append(pools[pool.name].pool)
         else:

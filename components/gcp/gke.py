@@ -195,6 +195,7 @@ class GkeNodePool(pulumi.ComponentResource):
                  cluster: pulumi.Input[str], location: str, node_account: pulumi.Input[str],
                  disk_key: pulumi.Input[str], key_grants: Sequence[pulumi.Resource], labels: Mapping[str, str],
                  gpu_networks: Sequence[tuple[GpuNetwork, pulumi.Output[str], pulumi.Output[str]]],
+                 hugepages_2mi_gib: int = 0,
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:compute:GkeNodePool", name, provenance.props(), opts)
         cap = pool.capacity
@@ -253,8 +254,13 @@ class GkeNodePool(pulumi.ComponentResource):
                 enable_secure_boot=not (gpu and pool.gpu_driver == "operator"), enable_integrity_monitoring=True),
             workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
             metadata={"disable-legacy-endpoints": "true"},
-            linux_node_config=gcp.container.NodePoolNodeConfigLinuxNodeConfigArgs(sysctls=GPU_SYSCTLS)
-            if gpu_networks else None,
+            # Slurm's slurmd pods ask for 2 MiB hugepages: GKE reserves them on the node (linux_node_config
+            # hugepages_config, in pages of 2 MiB; GKE "Customizing node system configuration").
+            linux_node_config=gcp.container.NodePoolNodeConfigLinuxNodeConfigArgs(
+                sysctls=GPU_SYSCTLS if gpu_networks else None,
+                hugepages_config=gcp.container.NodePoolNodeConfigLinuxNodeConfigHugepagesConfigArgs(
+                    hugepage_size2m=hugepages_2mi_gib * 512) if hugepages_2mi_gib else None)
+            if gpu_networks or hugepages_2mi_gib else None,
         )
         network_config = gcp.container.NodePoolNetworkConfigArgs(
             enable_private_nodes=True,

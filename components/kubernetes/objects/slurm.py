@@ -172,7 +172,9 @@ def partition_line(c: SlurmCluster, part: SlurmPartitionSpec) -> str:
         f"MaxTime={_duration(part.max_time_hours * 60)}",
         f"DefaultTime={_duration(part.default_time_minutes)}",
         f"MaxNodes={part.max_nodes_per_job or max(nodes, 1)}",
-        f"AllowAccounts={','.join(teams) if teams else 'root'}",
+        # root: the administrators' account (slurmdbd's root association, no team's limits), for the acceptance run
+        # over every node of the partition, which no team's GPU limit allows.
+        f"AllowAccounts={','.join([*teams, 'root'])}",
         "State=UP",
     ]
     return " ".join(fields)
@@ -405,7 +407,9 @@ def accounts_file(c: SlurmCluster) -> str:
     to that quota, and its users; Kueue's quota of the same team is on other node groups, so its GPUs are counted
     once across both schedulers."""
     slurm_groups = {p.pool.name for p in c.pools}
-    lines = [f"Cluster - '{c.name}':Fairshare=1", "Parent - 'root'"]
+    lines = [f"Cluster - '{c.name}':Fairshare=1", "Parent - 'root'",
+             # root administers and runs the acceptance test under the root account (every partition allows it)
+             "User - 'root':DefaultAccount='root':AdminLevel='Administrator':Fairshare=1"]
     for team in sorted(c.teams, key=lambda t: t.name):
         gpus = sum(q.gpus for q in team.quotas if q.node_group in slurm_groups)
         users = c.spec.users.get(team.name, [])
