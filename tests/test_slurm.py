@@ -158,3 +158,18 @@ def test_each_slurm_rule_says_what_is_wrong(mutate: Any, message: str) -> None:
     mutate(value)
     lines = refused(value)
     assert any(line.endswith(message) for line in lines), lines
+
+
+def test_slurm_nodes_reserve_the_hugepages_slurmd_asks_for() -> None:
+    """slurmd asks 5 GiB of hugepages-2Mi: the h100 nodes reserve 2,560 pages at boot, before kubelet starts, or the
+    pod never schedules and Slurm has no node; the system group reserves none."""
+    import base64
+
+    graph = offline_run(STACK).graph
+    lts = {r.name: r.inputs for r in graph.of_type("aws:ec2/launchTemplate:LaunchTemplate")}
+    h100 = base64.b64decode(lts["nodegroup-h100-lt"]["userData"]).decode()
+    assert "sysctl -w vm.nr_hugepages=2560" in h100 and "vm.nr_hugepages = 2560" in h100
+    system = lts["nodegroup-system-lt"].get("userData") or ""
+    assert "nr_hugepages" not in base64.b64decode(system).decode()
+    (ns,) = graph.of_type(SLINKY + "NodeSet")
+    assert ns.inputs["spec"]["slurmd"]["resources"]["requests"]["hugepages-2Mi"] == "5Gi"
