@@ -120,6 +120,28 @@ def test_the_graph_wires_the_custom_ami_the_key_pair_and_ssh_from_the_bastion_on
     assert "cluster" not in spec and spec["kubelet"]["config"]["kubeReserved"]["memory"] == "1Gi"
 
 
+# The inputs of a security group EC2 cannot update in place: a change to any of them replaces the group.
+SG_REPLACED_ON = ("name", "namePrefix", "description", "vpcId")
+
+
+def test_changing_ssh_source_cidrs_replaces_no_security_group() -> None:
+    """A bastion network added to sourceCidrs changes rules only: the SSH group keeps every input EC2 cannot update
+    (a new description would replace it, and its fixed name would make the replacement fail as a duplicate)."""
+    def groups(graph: Any) -> dict[str, dict[str, Any]]:
+        return {r.name: {k: r.inputs.get(k) for k in SG_REPLACED_ON}
+                for r in graph.of_type("aws:ec2/securityGroup:SecurityGroup")}
+
+    spec = spec_of(CUSTOM)
+    before = groups(run_spec(spec, "custom-ami-aws").graph)
+    group(spec, "l4")["ssh"]["sourceCidrs"].append("10.70.49.0/24")
+    changed = run_spec(spec, "custom-ami-aws").graph
+    assert groups(changed) == before and before["nodegroup-l4-ssh"]["description"] == "SSH to nodes-demo-l4 nodes"
+    rules = {r.inputs["cidrIpv4"]: r.inputs["description"] for r in
+             changed.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+             if r.name.startswith("nodegroup-l4-ssh")}
+    assert rules == {"10.70.48.0/24": "SSH from 10.70.48.0/24", "10.70.49.0/24": "SSH from 10.70.49.0/24"}
+
+
 def test_bottlerocket_gets_its_settings_in_toml() -> None:
     spec = spec_of(CUSTOM)
     g = group(spec, "system")

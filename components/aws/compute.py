@@ -154,9 +154,11 @@ class AwsNodeGroup(pulumi.ComponentResource):
             # SSH only from the listed networks, with a key pair that exists outside the stack. A launch template
             # names the key itself: EKS refuses remoteAccess beside a launch template, and remoteAccess without
             # source security groups opens port 22 to 0.0.0.0/0 (EKS API CreateNodegroup remoteAccess).
+            # The description is fixed: EC2 has no API to change a group's description, so the provider replaces the
+            # group when it changes, and a replacement under the same name in the VPC fails (InvalidGroup.Duplicate)
+            # while the nodes still use the old one. The networks are in the rules' descriptions, which update.
             ssh_sg = aws.ec2.SecurityGroup(
-                f"{name}-ssh", name=f"{physical}-ssh", vpc_id=vpc_id,
-                description=f"SSH to {physical} nodes from {', '.join(group.ssh.source_cidrs)}",
+                f"{name}-ssh", name=f"{physical}-ssh", vpc_id=vpc_id, description=f"SSH to {physical} nodes",
                 tags=merge_tags(labels, f"{physical}-ssh"), opts=child)
             for i, cidr in enumerate(group.ssh.source_cidrs):
                 v6 = ":" in cidr
