@@ -293,6 +293,23 @@ def test_an_ipv6_cluster_is_dual_stack_with_egress_only_routes_and_ipv6_grants()
     assert "assignGeneratedIpv6CidrBlock" not in ipv4.of_type("aws:ec2/vpc:Vpc")[0].inputs
 
 
+def test_a_subnet_added_at_the_front_moves_no_other_subnets_ipv6_block() -> None:
+    """Each subnet's /64 follows from its IPv4 CIDR, not its place in the list: EC2 refuses to move a block whose
+    addresses are in use."""
+    def blocks(spec: dict[str, Any]) -> dict[str, str]:
+        return {r.name.removeprefix("network-subnet-"): r.inputs["ipv6CidrBlock"]
+                for r in run_spec(spec, "ipv6-aws").graph.of_type("aws:ec2/subnet:Subnet")}
+
+    spec = spec_of(IPV6)
+    before = blocks(spec)
+    spec["aws"]["network"]["subnets"].insert(
+        0, {"name": "public-b", "cidr": "10.80.49.0/24", "availabilityZone": "us-east-1b", "role": "public"})
+    after = blocks(spec)
+    assert {name: after[name] for name in before} == before
+    assert len(set(after.values())) == len(after) == 5
+    assert before["gpu-a"].endswith("00::/64") and after["public-b"].endswith("31::/64")  # 10.80.49.0 is /24 no. 49
+
+
 @pytest.mark.parametrize(("change", "expected"), [
     (lambda s: s["aws"]["storage"].update(filesystem={"deploymentType": "SCRATCH_2", "capacityGiB": 1200}),
      ".aws.network.ipFamily: FSx for Lustre is not supported on IPv6 EKS clusters (EKS user guide, cni-ipv6 "

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from components.spec import SpecError, parse_spec
-from tests.conftest import CatalogEdit
+from tests.conftest import ROOT, CatalogEdit
 
 FILE = "stacks/Pulumi.prod-aws.yaml"
 P = f"{FILE}: gpu-cluster:spec"
@@ -572,6 +573,25 @@ def test_vpc_and_subnet_sizes_follow_aws_limits(prod_spec: dict[str, Any]) -> No
            "got /8 [rule: vpc-cidr-size]" in lines
     assert f"{P}.aws.network.subnets[public-a].cidr: a subnet is at least a /28 (Amazon VPC user guide, subnet " \
            "sizing); got /29 [rule: subnet-cidr-size]" in lines
+
+
+def test_ipv6_subnets_never_share_a_64() -> None:
+    """Each subnet's /64 is numbered by the /24 of the /16 VPC its IPv4 CIDR starts in: two in one /24 collide."""
+    path = "examples/stacks/Pulumi.ipv6-aws.yaml"
+    spec = yaml.safe_load((ROOT / path).read_text())["config"]["gpu-cluster:spec"]
+    subnets = spec["aws"]["network"]["subnets"]
+    subnets[3]["cidr"] = "10.80.48.0/26"
+    subnets.append({"name": "public-b", "cidr": "10.80.48.64/26", "availabilityZone": "us-east-1b", "role": "public"})
+    with pytest.raises(SpecError) as info:
+        parse_spec(spec, path, provider_region="us-east-1")
+    assert str(info.value).splitlines() == [
+        f"{path}: gpu-cluster:spec.aws.network.subnets[public-b].cidr: each subnet of an IPv6 VPC gets the /64 "
+        "numbered by the /24 of vpcCidr its cidr starts in (one of 256, so that editing the subnet list moves no "
+        "other subnet's IPv6 block), and 10.80.48.64/26 starts in the same /24 as aws.network.subnets[public-a] "
+        "(10.80.48.0/26): start it in another /24 [rule: ipv6-subnet-index]"
+    ]
+    subnets[4]["cidr"] = "10.80.49.0/26"
+    parse_spec(spec, path, provider_region="us-east-1")
 
 
 def test_cidrs_in_prefix_notation_only(prod_spec: dict[str, Any]) -> None:
