@@ -665,6 +665,21 @@ def test_tags_stay_within_fifty_per_resource(prod_spec: dict[str, Any]) -> None:
     ]
 
 
+def test_no_bottlerocket_nvidia_beside_the_gpu_operator(prod_spec: dict[str, Any]) -> None:
+    """Bottlerocket's NVIDIA images bring their own device plugin, and the GPU Operator's would be a second one;
+    Bottlerocket on a group without GPUs is accepted."""
+    group(prod_spec, "h100").update(amiType="BOTTLEROCKET_x86_64_NVIDIA", localNvme="none")
+    group(prod_spec, "system")["amiType"] = "BOTTLEROCKET_x86_64"
+    assert errors(prod_spec) == [
+        f"{P}.aws.nodeGroups[h100].amiType: BOTTLEROCKET_x86_64_NVIDIA nodes run their own NVIDIA device plugin (EKS "
+        "user guide, GPU device plugin), so the platform's GPU Operator would register nvidia.com/gpu there a second "
+        "time, and its time-slicing and MIG settings do not reach Bottlerocket: use AL2023_x86_64_NVIDIA for GPU "
+        "groups (Bottlerocket suits groups without GPUs) [rule: bottlerocket-nvidia-gpu-operator]"
+    ]
+    group(prod_spec, "h100")["amiType"] = "AL2023_x86_64_NVIDIA"
+    parse_spec(prod_spec, FILE, provider_region="us-east-1")
+
+
 def test_capacity_blocks_only_on_types_sold_as_blocks(prod_spec: dict[str, Any]) -> None:
     g = group(prod_spec, "h100")
     g["instanceType"] = "g6e.48xlarge"

@@ -202,6 +202,17 @@ def _check_instance_types(ng: NodeGroupSpec, facts: InstanceFacts, catalog: Mapp
             out.add(f"{where}.amiType", "ami-type-fits",
                     f"{ng.ami_type} does not fit {ng.instance_type} ({facts.arch}, "
                     f"{'GPUs' if facts.gpu_count else 'no GPU'}); use {default_ami_type(facts)}")
+        if arch_ok and gpu_ok and ng.ami_type.startswith("BOTTLEROCKET") and ng.ami_type.endswith("_NVIDIA"):
+            # The EKS-optimized Bottlerocket NVIDIA AMIs include the NVIDIA device plugin (EKS user guide, "Install
+            # Kubernetes device plugin for GPUs", considerations), configured by settings.kubelet-device-plugins.nvidia
+            # (Bottlerocket settings reference: time-slicing, MIG). Every AWS stack installs the GPU Operator with its
+            # device plugin on all GPU nodes (only the driver and toolkit are off), so both would serve nvidia.com/gpu
+            # there, and gpuSharing, written as the operator's device-plugin config, would not reach the node.
+            out.add(f"{where}.amiType", "bottlerocket-nvidia-gpu-operator",
+                    f"{ng.ami_type} nodes run their own NVIDIA device plugin (EKS user guide, GPU device plugin), "
+                    "so the platform's GPU Operator would register nvidia.com/gpu there a second time, and its "
+                    "time-slicing and MIG settings do not reach Bottlerocket: use "
+                    f"{default_ami_type(facts)} for GPU groups (Bottlerocket suits groups without GPUs)")
         if ng.ami_type.startswith("BOTTLEROCKET") and ng.local_nvme == "raid0":
             out.add(f"{where}.localNvme", "ami-type-fits",
                     "localNvme raid0 is written as AL2023 nodeadm user data; Bottlerocket nodes are not configured "
