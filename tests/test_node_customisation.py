@@ -71,6 +71,8 @@ def test_every_example_stack_loads_and_passes_the_pack(path: str) -> None:
     report = run_policies(offline_run(path).graph)
     assert report.passed and [v for v in report.violations if v.enforcement == "mandatory"] == [], \
         [(v.policy, v.message) for v in report.violations]
+    # An example is what people copy: none carries a high-severity finding, advisory or not.
+    assert [(v.policy, v.urn) for v in report.violations if v.severity in ("high", "critical")] == []
 
 
 def test_a_custom_ami_joins_the_cluster_with_its_labels_taints_and_kubelet_settings() -> None:
