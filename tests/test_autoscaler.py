@@ -246,3 +246,20 @@ def test_a_flex_start_pool_keeps_the_short_timeout() -> None:
     spec = raw_stack_config("prod-gcp")["gpu-cluster:spec"]
     spec["gcp"]["nodePools"][1].update(minSize=0, desiredSize=0, capacity={"type": "flex-start", "maxRunHours": 72})
     assert pods_ready_timeout(run_spec(spec, "prod-gcp").graph) == "10m"
+
+
+def test_desired_size_is_ignored_only_where_something_else_sets_it() -> None:
+    """Pulumi keeps the desiredSize in its state for an ignored field and sends it with every scaling update: only
+    groups CA manages or a Capacity Block's schedule scales ignore it; elsewhere the stack's desiredSize applies (a
+    raised minSize on a fixed or ODCR group is sent with a desiredSize that fits it)."""
+    def ignoring(graph: ResourceGraph) -> dict[str, bool]:
+        return {ng.inputs["labels"]["gpu-cluster/node-group"]:
+                "scalingConfig.desiredSize" in (ng.ignore_changes or [])
+                for ng in graph.of_type("aws:eks/nodeGroup:NodeGroup")}
+
+    assert ignoring(offline_run("dev-aws").graph) == {"system": True, "l4": True}  # both autoscaled (CA)
+    assert ignoring(offline_run("prod-aws").graph) == {"system": True, "h100": True}  # CA; the block's schedule
+    assert ignoring(offline_run("byo-aws").graph) == {"system": True, "a100": False}  # an ODCR the stack sizes
+    spec = raw_stack_config("dev-aws")["gpu-cluster:spec"]
+    spec["aws"]["nodeGroups"][1].update(minSize=2, desiredSize=2, maxSize=2)  # fixed: nothing else sizes it
+    assert ignoring(run_spec(spec, "dev-aws").graph) == {"system": True, "l4": False}

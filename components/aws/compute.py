@@ -91,6 +91,20 @@ def autoscaler_tags(group: NodeGroupSpec, facts: InstanceFacts, gpu_units_per_gp
     return node_template_tags(node_labels(group, facts), taints, template_resources(group, facts, gpu_units_per_gpu))
 
 
+def desired_size_ignored(group: NodeGroupSpec, facts: InstanceFacts) -> list[str]:
+    """``ignore_changes`` of the node group: its desiredSize where something else sets it after creation (the Cluster
+    Autoscaler on a group it manages, a Capacity Block's scheduled action and EKS's scale-down at the block's end), so
+    that ``pulumi up`` never undoes it; on every other group the stack's desiredSize applies.
+
+    Pulumi then sends the desiredSize in its state with every scaling update, and EKS refuses minSize above it or
+    maxSize below it: on such a group, bring the desired size into the new range first (``aws eks
+    update-nodegroup-config --scaling-config desiredSize=N``), then ``pulumi refresh`` and ``pulumi up`` (README).
+    """
+    if is_autoscaled(group, facts) or group.capacity.type == "capacity-block":
+        return ["scalingConfig.desiredSize"]
+    return []
+
+
 class AwsNodeGroup(pulumi.ComponentResource):
     """A managed node group and the launch template that makes its nodes production-grade.
 
@@ -282,8 +296,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
                 "capacity-block-window": f"{utc_text(block.start)}/{utc_text(block.end)}",
                 "capacity-block-instances": str(block.instance_count),
             },
-            # The autoscaler owns desiredSize after creation; re-applying the stack must not undo it.
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["scalingConfig.desiredSize"]),
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=desired_size_ignored(group, facts)),
         )
         # The Auto Scaling group EKS made for the node group (pulumi-eks has no input for its tags, issue #658).
         asg_name = node_group.resources.apply(
