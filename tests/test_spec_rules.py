@@ -680,6 +680,32 @@ def test_no_bottlerocket_nvidia_beside_the_gpu_operator(prod_spec: dict[str, Any
     parse_spec(prod_spec, FILE, provider_region="us-east-1")
 
 
+def test_an_autoscaled_groups_tags_fit_its_auto_scaling_group(dev_spec: dict[str, Any]) -> None:
+    """dev-aws's l4 is autoscaled: its 8 opt-in and node-template tags and EKS's 5 leave room for 37 more labels."""
+    l4 = group(dev_spec, "l4")
+    l4["labels"] = {f"example.com/l{i}": "x" for i in range(37)}
+    parse_spec(dev_spec, FILE, provider_region="us-west-2")  # 45 + 5 = 50: AWS's limit, accepted
+    l4["labels"]["example.com/l37"] = "x"
+    assert errors(dev_spec, region="us-west-2") == [
+        f"{P}.aws.nodeGroups[l4]: the Cluster Autoscaler reads this group's labels, taints and resources from its Auto "
+        "Scaling group's tags: 46 of them and the 5 EKS puts there make 51, over the 50 EC2 Auto Scaling allows per "
+        "group (Auto Scaling user guide, tag restrictions): use fewer labels or taints, or fixed sizes (minSize = "
+        "maxSize: not autoscaled) [rule: asg-tag-limit]"
+    ]
+    l4.update(minSize=2, desiredSize=2)  # fixed sizes: the Auto Scaling group gets no tags of the program's
+    parse_spec(dev_spec, FILE, provider_region="us-west-2")
+    # A key past 128 characters with the node-template prefix (46): EKS's own 63-character limit refuses it too.
+    long_key = "a" * 20 + ".example.com/" + "b" * 50
+    l4.update(minSize=0, desiredSize=0, labels={long_key: "x"})
+    assert errors(dev_spec, region="us-west-2") == [
+        f"{P}.aws.nodeGroups[l4].labels[\"{long_key}\"]: '{long_key}': the EKS API takes label keys of at most 63 "
+        "characters, prefix included (83) [rule: eks-label-key]",
+        f"{P}.aws.nodeGroups[l4].labels[\"{long_key}\"]: its Auto Scaling group tag for the Cluster Autoscaler, "
+        f"k8s.io/cluster-autoscaler/node-template/label/{long_key}, has 129 characters, over the 128 of an Auto "
+        "Scaling tag key (API reference, Tag): shorten the key [rule: asg-tag-limit]",
+    ]
+
+
 def test_capacity_blocks_only_on_types_sold_as_blocks(prod_spec: dict[str, Any]) -> None:
     g = group(prod_spec, "h100")
     g["instanceType"] = "g6e.48xlarge"

@@ -12,6 +12,7 @@ from components.catalog import (
     InstanceFacts,
     load_aws_catalog,
 )
+from components.node_template import EKS_ASG_TAGS, MAX_ASG_TAG_KEY, MAX_ASG_TAGS, NODE_TEMPLATE, autoscaler_tags
 from components.spec.aws import AwsSpec, NodeGroupSpec, TaintSpec
 from components.spec.base import _RESERVATION_RE, GPU_TAINT_KEY, MAX_TAINTS
 from components.spec.decisions import (
@@ -21,6 +22,7 @@ from components.spec.decisions import (
     default_ami_type,
     default_subnets,
     derive_ami_type,
+    gpu_units_per_gpu,
     is_reserved,
     k8s_key_problem,
     k8s_value_problem,
@@ -296,6 +298,29 @@ def _check_customisation(ng: NodeGroupSpec, facts: InstanceFacts, where: str, ou
                 f"{USER_DATA_LIMIT:,}-byte limit: shorten the bootstrap commands (fetch a script instead)")
 
 
+def _check_asg_tags(ng: NodeGroupSpec, facts: InstanceFacts, units: int, where: str, out: _Collector) -> None:
+    """An autoscaled group's Auto Scaling group takes its opt-in and node-template tags (the labels, taints and
+    resources the Cluster Autoscaler builds a scale-from-zero node from) within EC2 Auto Scaling's tag limits."""
+    tags = autoscaler_tags(ng, facts, units)
+    total = len(tags) + EKS_ASG_TAGS
+    if tags and total > MAX_ASG_TAGS:
+        out.add(where, "asg-tag-limit",
+                f"the Cluster Autoscaler reads this group's labels, taints and resources from its Auto Scaling "
+                f"group's tags: {len(tags)} of them and the {EKS_ASG_TAGS} EKS puts there make {total}, over the "
+                f"{MAX_ASG_TAGS} EC2 Auto Scaling allows per group (Auto Scaling user guide, tag restrictions): use "
+                "fewer labels or taints, or fixed sizes (minSize = maxSize: not autoscaled)")
+    taint_at = {f"{NODE_TEMPLATE}/taint/{t.key}": j for j, t in reversed(list(enumerate(ng.taints)))}
+    for key in tags:
+        if len(key) <= MAX_ASG_TAG_KEY:
+            continue
+        label = key.removeprefix(f"{NODE_TEMPLATE}/label/")
+        at = (f"{where}{_path(['labels', label], root='')}" if label in ng.labels
+              else f"{where}.taints[{taint_at[key]}].key" if key in taint_at else where)
+        out.add(at, "asg-tag-limit",
+                f"its Auto Scaling group tag for the Cluster Autoscaler, {key}, has {len(key)} characters, over the "
+                f"{MAX_ASG_TAG_KEY} of an Auto Scaling tag key (API reference, Tag): shorten the key")
+
+
 def _gib(quantity: str) -> float:
     """A Kubernetes memory quantity in GiB (for a sanity sum; unknown suffixes count as bytes)."""
     factors = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "m": 1e-3}
@@ -380,6 +405,7 @@ def _check_node_groups(spec: ClusterSpec, aws: AwsSpec, now: datetime, out: _Col
                     f"{facts.capacity_blocks.source}); use on-demand, spot or a reserved ODCR")
         _check_node_labels(ng, facts, where, out)
         _check_customisation(ng, facts, where, out)
+        _check_asg_tags(ng, facts, gpu_units_per_gpu(spec.platform.gpu_sharing), where, out)
         if ng.local_nvme == "raid0" and not facts.has_local_nvme:
             known = "has no" if facts.has_local_nvme is False else "has no confirmed"
             out.add(f"{where}.localNvme", "local-nvme-exists",
