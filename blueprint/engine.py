@@ -132,6 +132,10 @@ class OfflineMocks(Mocks):
             state["arn"] = f"arn:aws:iam::{OFFLINE_ACCOUNT}:oidc-provider/{url}"
         elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
             state.update(latestVersion=1, defaultVersion=1)
+        elif typ == "aws:ec2/vpc:Vpc" and inputs.get("assignGeneratedIpv6CidrBlock"):
+            # Amazon's /56, from the documentation prefix 2001:db8::/32, so subnets' /64s are known offline.
+            block = _digest("ipv6", name, length=6)
+            state["ipv6CidrBlock"] = f"2001:db8:{block[:4]}:{block[4:]}00::/56"
         elif typ == "aws:ec2/eip:Eip":
             state["allocationId"] = rid
         elif typ == "aws:ec2/placementGroup:PlacementGroup":

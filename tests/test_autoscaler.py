@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 
 from blueprint.graph import GraphResource, ResourceGraph
 from blueprint.stackfile import load_stack
@@ -17,7 +18,7 @@ from components.bootstrap import accelerator_label
 from components.catalog import load_aws_catalog, load_charts
 from components.catalog.charts import cluster_autoscaler_image
 from components.spec import NodeGroupSpec, is_autoscaled
-from tests.conftest import offline_run, run_spec
+from tests.conftest import offline_run, raw_stack_config, run_spec
 
 TAG = "aws:autoscaling/tag:Tag"
 TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
@@ -217,3 +218,48 @@ def test_a_placed_efa_group_on_demand_keeps_its_size_and_the_preview_says_why(pr
     tags = asg_tags(run_spec(prod_spec).graph)["h100"]
     assert tags[AUTOSCALE_TAG] == "true" and tags[f"{TEMPLATE}/resources/vpc.amazonaws.com/efa"] == "32"
     assert tags[f"{TEMPLATE}/resources/ephemeral-storage"] == "30400G"
+
+
+def pods_ready_timeout(graph: ResourceGraph) -> str:
+    """waitForPodsReady's timeout in the Kueue release's controller configuration."""
+    (kueue,) = [r for r in graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kueue"]
+    config = yaml.safe_load(kueue.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    timeout: str = config["waitForPodsReady"]["timeout"]
+    return timeout
+
+
+@pytest.mark.parametrize(("stack", "timeout"), [
+    ("dev-aws", "25m"),   # l4 0..2, autoscaled by CA: the pods wait for a node to launch and join
+    ("dev-gcp", "25m"),   # the Spot GPU pool 0..2, autoscaled by GKE
+    ("prod-aws", "10m"),  # a Capacity Block, scaled by its schedule before jobs run
+    ("byo-aws", "10m"),   # an ODCR group at its size
+    ("prod-gcp", "10m"),  # a reservation pool at its size
+])
+def test_pods_have_longer_to_get_ready_where_nodes_come_after_admission(stack: str, timeout: str) -> None:
+    """Kueue evicts an admitted workload whose pods are not ready in time: where the autoscaler adds the nodes after
+    admission, the timeout covers CA's 15-minute node provisioning bound and the image pull after it."""
+    assert pods_ready_timeout(offline_run(stack).graph) == timeout
+
+
+def test_a_flex_start_pool_keeps_the_short_timeout() -> None:
+    """Flex-start nodes are provisioned before admission (the ProvisioningRequest check), so the pods only pull."""
+    spec = raw_stack_config("prod-gcp")["gpu-cluster:spec"]
+    spec["gcp"]["nodePools"][1].update(minSize=0, desiredSize=0, capacity={"type": "flex-start", "maxRunHours": 72})
+    assert pods_ready_timeout(run_spec(spec, "prod-gcp").graph) == "10m"
+
+
+def test_desired_size_is_ignored_only_where_something_else_sets_it() -> None:
+    """Pulumi keeps the desiredSize in its state for an ignored field and sends it with every scaling update: only
+    groups CA manages or a Capacity Block's schedule scales ignore it; elsewhere the stack's desiredSize applies (a
+    raised minSize on a fixed or ODCR group is sent with a desiredSize that fits it)."""
+    def ignoring(graph: ResourceGraph) -> dict[str, bool]:
+        return {ng.inputs["labels"]["gpu-cluster/node-group"]:
+                "scalingConfig.desiredSize" in (ng.ignore_changes or [])
+                for ng in graph.of_type("aws:eks/nodeGroup:NodeGroup")}
+
+    assert ignoring(offline_run("dev-aws").graph) == {"system": True, "l4": True}  # both autoscaled (CA)
+    assert ignoring(offline_run("prod-aws").graph) == {"system": True, "h100": True}  # CA; the block's schedule
+    assert ignoring(offline_run("byo-aws").graph) == {"system": True, "a100": False}  # an ODCR the stack sizes
+    spec = raw_stack_config("dev-aws")["gpu-cluster:spec"]
+    spec["aws"]["nodeGroups"][1].update(minSize=2, desiredSize=2, maxSize=2)  # fixed: nothing else sizes it
+    assert ignoring(run_spec(spec, "dev-aws").graph) == {"system": True, "l4": False}

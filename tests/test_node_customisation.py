@@ -71,6 +71,8 @@ def test_every_example_stack_loads_and_passes_the_pack(path: str) -> None:
     report = run_policies(offline_run(path).graph)
     assert report.passed and [v for v in report.violations if v.enforcement == "mandatory"] == [], \
         [(v.policy, v.message) for v in report.violations]
+    # An example is what people copy: none carries a high-severity finding, advisory or not.
+    assert [(v.policy, v.urn) for v in report.violations if v.severity in ("high", "critical")] == []
 
 
 def test_a_custom_ami_joins_the_cluster_with_its_labels_taints_and_kubelet_settings() -> None:
@@ -118,6 +120,28 @@ def test_the_graph_wires_the_custom_ami_the_key_pair_and_ssh_from_the_bastion_on
     (_, node_config) = next(p for p in parts(system) if p[0] == "application/node.eks.aws")
     spec = yaml.safe_load(node_config)["spec"]
     assert "cluster" not in spec and spec["kubelet"]["config"]["kubeReserved"]["memory"] == "1Gi"
+
+
+# The inputs of a security group EC2 cannot update in place: a change to any of them replaces the group.
+SG_REPLACED_ON = ("name", "namePrefix", "description", "vpcId")
+
+
+def test_changing_ssh_source_cidrs_replaces_no_security_group() -> None:
+    """A bastion network added to sourceCidrs changes rules only: the SSH group keeps every input EC2 cannot update
+    (a new description would replace it, and its fixed name would make the replacement fail as a duplicate)."""
+    def groups(graph: Any) -> dict[str, dict[str, Any]]:
+        return {r.name: {k: r.inputs.get(k) for k in SG_REPLACED_ON}
+                for r in graph.of_type("aws:ec2/securityGroup:SecurityGroup")}
+
+    spec = spec_of(CUSTOM)
+    before = groups(run_spec(spec, "custom-ami-aws").graph)
+    group(spec, "l4")["ssh"]["sourceCidrs"].append("10.70.49.0/24")
+    changed = run_spec(spec, "custom-ami-aws").graph
+    assert groups(changed) == before and before["nodegroup-l4-ssh"]["description"] == "SSH to nodes-demo-l4 nodes"
+    rules = {r.inputs["cidrIpv4"]: r.inputs["description"] for r in
+             changed.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+             if r.name.startswith("nodegroup-l4-ssh")}
+    assert rules == {"10.70.48.0/24": "SSH from 10.70.48.0/24", "10.70.49.0/24": "SSH from 10.70.49.0/24"}
 
 
 def test_bottlerocket_gets_its_settings_in_toml() -> None:
@@ -269,6 +293,23 @@ def test_an_ipv6_cluster_is_dual_stack_with_egress_only_routes_and_ipv6_grants()
     # an IPv4 stack is untouched
     ipv4 = offline_run("dev-aws").graph
     assert "assignGeneratedIpv6CidrBlock" not in ipv4.of_type("aws:ec2/vpc:Vpc")[0].inputs
+
+
+def test_a_subnet_added_at_the_front_moves_no_other_subnets_ipv6_block() -> None:
+    """Each subnet's /64 follows from its IPv4 CIDR, not its place in the list: EC2 refuses to move a block whose
+    addresses are in use."""
+    def blocks(spec: dict[str, Any]) -> dict[str, str]:
+        return {r.name.removeprefix("network-subnet-"): r.inputs["ipv6CidrBlock"]
+                for r in run_spec(spec, "ipv6-aws").graph.of_type("aws:ec2/subnet:Subnet")}
+
+    spec = spec_of(IPV6)
+    before = blocks(spec)
+    spec["aws"]["network"]["subnets"].insert(
+        0, {"name": "public-b", "cidr": "10.80.49.0/24", "availabilityZone": "us-east-1b", "role": "public"})
+    after = blocks(spec)
+    assert {name: after[name] for name in before} == before
+    assert len(set(after.values())) == len(after) == 5
+    assert before["gpu-a"].endswith("00::/64") and after["public-b"].endswith("31::/64")  # 10.80.49.0 is /24 no. 49
 
 
 @pytest.mark.parametrize(("change", "expected"), [

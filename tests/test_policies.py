@@ -285,8 +285,23 @@ def test_unknown_values_make_a_policy_not_applicable() -> None:
 def test_policies_work_on_a_program_variant(prod_spec: dict[str, Any]) -> None:
     prod_spec["aws"]["nodeGroups"][1].update(capacity={"type": "on-demand"}, placement="auto")
     assert run_policies(run_spec(prod_spec).graph).violations == []
-    prod_spec["aws"]["nodeGroups"][1]["placement"] = "none"
+    # placement none on a group of fixed size: nothing places it, and nothing autoscales it either
+    prod_spec["aws"]["nodeGroups"][1].update(placement="none", minSize=16, desiredSize=16)
     assert policies_of(run_policies(run_spec(prod_spec).graph)) == {"aws-efa-node-groups-single-az-and-placed"}
+
+
+def test_an_autoscaled_efa_group_needs_no_placement_group() -> None:
+    """The spot example's gpu-4 (multi-node EFA, placement none) is left unplaced so the Cluster Autoscaler can grow
+    it (a placed group is topology-aware in Kueue and never grown): the pack asks for no placement group while its
+    Auto Scaling group is opted in, and asks again once it is not."""
+    graph = offline_run("examples/stacks/Pulumi.spot-gpus-from-zero-aws.yaml").graph
+    placed = "aws-efa-node-groups-single-az-and-placed"
+    assert placed not in policies_of(run_policies(graph))
+    for opted_out in (edit(graph, "aws:autoscaling/tag:Tag", "nodegroup-gpu-4-asg-autoscale", remove=True),
+                      edit(graph, "aws:autoscaling/tag:Tag", "nodegroup-gpu-4-asg-autoscale",
+                           _set(["tag", "value"], "false"))):
+        hits = [v for v in run_policies(opted_out).violations if v.policy == placed]
+        assert [(v.urn.rsplit("::", 1)[1], v.field) for v in hits] == [("nodegroup-gpu-4-lt", "placement.groupName")]
 
 
 # --- config overrides ---------------------------------------------------------------------------

@@ -223,6 +223,10 @@ def test_ami_type_must_fit_the_instance() -> None:
     ]
     spec["aws"]["nodeGroups"][1]["amiType"] = "BOTTLEROCKET_x86_64_NVIDIA"
     assert errors(spec) == [
+        f"{P}.aws.nodeGroups[a100].amiType: BOTTLEROCKET_x86_64_NVIDIA nodes run their own NVIDIA device plugin (EKS "
+        "user guide, GPU device plugin), so the platform's GPU Operator would register nvidia.com/gpu there a second "
+        "time, and its time-slicing and MIG settings do not reach Bottlerocket: use AL2023_x86_64_NVIDIA for GPU "
+        "groups (Bottlerocket suits groups without GPUs) [rule: bottlerocket-nvidia-gpu-operator]",
         f"{P}.aws.nodeGroups[a100].localNvme: localNvme raid0 is written as AL2023 nodeadm user data; Bottlerocket "
         "nodes are not configured by it: use an AL2023 AMI type or localNvme none [rule: ami-type-fits]"
     ]

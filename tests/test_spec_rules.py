@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from components.spec import SpecError, parse_spec
-from tests.conftest import CatalogEdit
+from tests.conftest import ROOT, CatalogEdit
 
 FILE = "stacks/Pulumi.prod-aws.yaml"
 P = f"{FILE}: gpu-cluster:spec"
@@ -574,6 +575,25 @@ def test_vpc_and_subnet_sizes_follow_aws_limits(prod_spec: dict[str, Any]) -> No
            "sizing); got /29 [rule: subnet-cidr-size]" in lines
 
 
+def test_ipv6_subnets_never_share_a_64() -> None:
+    """Each subnet's /64 is numbered by the /24 of the /16 VPC its IPv4 CIDR starts in: two in one /24 collide."""
+    path = "examples/stacks/Pulumi.ipv6-aws.yaml"
+    spec = yaml.safe_load((ROOT / path).read_text())["config"]["gpu-cluster:spec"]
+    subnets = spec["aws"]["network"]["subnets"]
+    subnets[3]["cidr"] = "10.80.48.0/26"
+    subnets.append({"name": "public-b", "cidr": "10.80.48.64/26", "availabilityZone": "us-east-1b", "role": "public"})
+    with pytest.raises(SpecError) as info:
+        parse_spec(spec, path, provider_region="us-east-1")
+    assert str(info.value).splitlines() == [
+        f"{path}: gpu-cluster:spec.aws.network.subnets[public-b].cidr: each subnet of an IPv6 VPC gets the /64 "
+        "numbered by the /24 of vpcCidr its cidr starts in (one of 256, so that editing the subnet list moves no "
+        "other subnet's IPv6 block), and 10.80.48.64/26 starts in the same /24 as aws.network.subnets[public-a] "
+        "(10.80.48.0/26): start it in another /24 [rule: ipv6-subnet-index]"
+    ]
+    subnets[4]["cidr"] = "10.80.49.0/26"
+    parse_spec(spec, path, provider_region="us-east-1")
+
+
 def test_cidrs_in_prefix_notation_only(prod_spec: dict[str, Any]) -> None:
     prod_spec["aws"]["network"]["vpcCidr"] = "10.40.0.0/255.255.0.0"
     assert errors(prod_spec)[0] == (
@@ -642,6 +662,47 @@ def test_tags_stay_within_fifty_per_resource(prod_spec: dict[str, Any]) -> None:
     assert errors(prod_spec) == [
         f"{P}.labels: the 46 billing labels and the 5 tags the program adds make 51 tags on a subnet; AWS allows "
         "50 per resource [rule: tag-limit]"
+    ]
+
+
+def test_no_bottlerocket_nvidia_beside_the_gpu_operator(prod_spec: dict[str, Any]) -> None:
+    """Bottlerocket's NVIDIA images bring their own device plugin, and the GPU Operator's would be a second one;
+    Bottlerocket on a group without GPUs is accepted."""
+    group(prod_spec, "h100").update(amiType="BOTTLEROCKET_x86_64_NVIDIA", localNvme="none")
+    group(prod_spec, "system")["amiType"] = "BOTTLEROCKET_x86_64"
+    assert errors(prod_spec) == [
+        f"{P}.aws.nodeGroups[h100].amiType: BOTTLEROCKET_x86_64_NVIDIA nodes run their own NVIDIA device plugin (EKS "
+        "user guide, GPU device plugin), so the platform's GPU Operator would register nvidia.com/gpu there a second "
+        "time, and its time-slicing and MIG settings do not reach Bottlerocket: use AL2023_x86_64_NVIDIA for GPU "
+        "groups (Bottlerocket suits groups without GPUs) [rule: bottlerocket-nvidia-gpu-operator]"
+    ]
+    group(prod_spec, "h100")["amiType"] = "AL2023_x86_64_NVIDIA"
+    parse_spec(prod_spec, FILE, provider_region="us-east-1")
+
+
+def test_an_autoscaled_groups_tags_fit_its_auto_scaling_group(dev_spec: dict[str, Any]) -> None:
+    """dev-aws's l4 is autoscaled: its 8 opt-in and node-template tags and EKS's 5 leave room for 37 more labels."""
+    l4 = group(dev_spec, "l4")
+    l4["labels"] = {f"example.com/l{i}": "x" for i in range(37)}
+    parse_spec(dev_spec, FILE, provider_region="us-west-2")  # 45 + 5 = 50: AWS's limit, accepted
+    l4["labels"]["example.com/l37"] = "x"
+    assert errors(dev_spec, region="us-west-2") == [
+        f"{P}.aws.nodeGroups[l4]: the Cluster Autoscaler reads this group's labels, taints and resources from its Auto "
+        "Scaling group's tags: 46 of them and the 5 EKS puts there make 51, over the 50 EC2 Auto Scaling allows per "
+        "group (Auto Scaling user guide, tag restrictions): use fewer labels or taints, or fixed sizes (minSize = "
+        "maxSize: not autoscaled) [rule: asg-tag-limit]"
+    ]
+    l4.update(minSize=2, desiredSize=2)  # fixed sizes: the Auto Scaling group gets no tags of the program's
+    parse_spec(dev_spec, FILE, provider_region="us-west-2")
+    # A key past 128 characters with the node-template prefix (46): EKS's own 63-character limit refuses it too.
+    long_key = "a" * 20 + ".example.com/" + "b" * 50
+    l4.update(minSize=0, desiredSize=0, labels={long_key: "x"})
+    assert errors(dev_spec, region="us-west-2") == [
+        f"{P}.aws.nodeGroups[l4].labels[\"{long_key}\"]: '{long_key}': the EKS API takes label keys of at most 63 "
+        "characters, prefix included (83) [rule: eks-label-key]",
+        f"{P}.aws.nodeGroups[l4].labels[\"{long_key}\"]: its Auto Scaling group tag for the Cluster Autoscaler, "
+        f"k8s.io/cluster-autoscaler/node-template/label/{long_key}, has 129 characters, over the 128 of an Auto "
+        "Scaling tag key (API reference, Tag): shorten the key [rule: asg-tag-limit]",
     ]
 
 

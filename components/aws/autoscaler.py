@@ -34,12 +34,11 @@ import pulumi_aws as aws
 from components import provenance
 from components.aws.iam import ConditionBlock, PolicyDocument, document, pod_identity_trust, to_json
 from components.catalog.charts import AutoscalerImage
+from components.node_template import AUTOSCALE_TAG as AUTOSCALE_TAG
+from components.node_template import NODE_TEMPLATE as NODE_TEMPLATE
+from components.node_template import node_template_tags as node_template_tags
 from components.tags import merge_tags
 
-# The opt-in tag: only Auto Scaling groups carrying it (value "true") are discovered and may be scaled.
-AUTOSCALE_TAG = "gpu-cluster/autoscale"
-# Where CA reads a scale-from-zero node's labels, taints and resources (ASG tags).
-NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 # The tag EKS puts on a managed node group's Auto Scaling group, naming its cluster.
 EKS_CLUSTER_TAG = "eks:cluster-name"
 # kube-system, as the chart's and CA's AWS examples install it: it runs with system-cluster-critical priority and
@@ -87,18 +86,6 @@ def autoscaler_policy(cluster_name: str) -> PolicyDocument:
         {"Sid": "ScaleOptedInNodeGroups", "Effect": "Allow", "Action": list(WRITE_ACTIONS), "Resource": "*",
          "Condition": write_condition(cluster_name)},
     )
-
-
-def node_template_tags(labels: Mapping[str, str], taints: Sequence[Mapping[str, str]],
-                       resources: Mapping[str, str]) -> dict[str, str]:
-    """The opt-in tag and the node-template tags of one group: each label (``label/<key>: <value>``), each taint
-    (``taint/<key>: <value>:<Effect>``, effects as Kubernetes writes them) and each resource that CA's template would
-    otherwise lack or get wrong (``resources/<name>: <quantity>``)."""
-    tags = {AUTOSCALE_TAG: "true"}
-    tags.update({f"{NODE_TEMPLATE}/label/{k}": v for k, v in labels.items()})
-    tags.update({f"{NODE_TEMPLATE}/taint/{t['key']}": f"{t.get('value', '')}:{t['effect']}" for t in taints})
-    tags.update({f"{NODE_TEMPLATE}/resources/{name}": q for name, q in resources.items()})
-    return tags
 
 
 def autoscaler_values(cluster_name: str, region: str, image: AutoscalerImage,

@@ -150,6 +150,7 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
             memory_gib_per_node=facts.memory_gib.value,
             placed=is_placed(group, facts),
             gpu_units_per_gpu=units,
+            grows_after_admission=is_autoscaled(group, facts),
             node_hour_usd=price[0].usd if price is not None else None,
             price_basis=describe(*price) if price is not None else "",
         ))

@@ -10,12 +10,9 @@ import pulumi
 import pulumi_aws as aws
 
 from components import provenance
-from components.aws.autoscaler import node_template_tags
 from components.aws.capacity_block import BlockWindow, utc_text
 from components.aws.launch import efa_layout
-from components.aws.platform import EFA_RESOURCE
 from components.bootstrap import (
-    KUBERNETES_EFFECTS,
     ClusterConnection,
     block_devices,
     efa_interfaces,
@@ -24,9 +21,10 @@ from components.bootstrap import (
     node_labels,
     node_taints,
     render_user_data,
-    wants_raid0,
 )
 from components.catalog import InstanceFacts
+from components.node_template import autoscaler_tags as autoscaler_tags
+from components.node_template import template_resources as template_resources
 from components.spec import NodeGroupSpec, derive_ami_type, is_autoscaled, uses_placement_group
 from components.tags import merge_tags
 
@@ -55,40 +53,18 @@ def update_config(group: NodeGroupSpec) -> dict[str, Any]:
     return {"max_unavailable": 1}
 
 
-def template_resources(group: NodeGroupSpec, facts: InstanceFacts, gpu_units_per_gpu: int) -> dict[str, str]:
-    """What a node of the group offers that the Cluster Autoscaler's scale-from-zero template would otherwise lack or
-    get wrong (its template has only the instance type's CPU, memory and GPU count):
+def desired_size_ignored(group: NodeGroupSpec, facts: InstanceFacts) -> list[str]:
+    """``ignore_changes`` of the node group: its desiredSize where something else sets it after creation (the Cluster
+    Autoscaler on a group it manages, a Capacity Block's scheduled action and EKS's scale-down at the block's end), so
+    that ``pulumi up`` never undoes it; on every other group the stack's desiredSize applies.
 
-    - ``vpc.amazonaws.com/efa``: the EFA interfaces the launch template wires (``efaInterfaces``, else every one the
-      type has), which the EFA device plugin advertises;
-    - ``nvidia.com/gpu`` under time-slicing: each GPU advertises ``replicas`` units, so a 0-node group grows by the
-      nodes the units need, not one node per unit;
-    - ``ephemeral-storage``: the disk kubelet's storage lives on, the local NVMe RAID0 array (the catalog's disks x
-      size, in GB as EC2 sells them) or else the volume ``rootVolumeGiB`` sizes (AL2023's root volume, Bottlerocket's
-      data volume); the disk's size, an upper bound of what kubelet
-      offers (the filesystem's overhead and kubelet's eviction threshold come off), as CA's own example
-      (``ephemeral-storage: 100G``) gives it.
+    Pulumi then sends the desiredSize in its state with every scaling update, and EKS refuses minSize above it or
+    maxSize below it: on such a group, bring the desired size into the new range first (``aws eks
+    update-nodegroup-config --scaling-config desiredSize=N``), then ``pulumi refresh`` and ``pulumi up`` (README).
     """
-    out: dict[str, str] = {}
-    efa = efa_interfaces(group, facts)
-    if efa:
-        out[EFA_RESOURCE] = str(efa)
-    if facts.gpu_count and gpu_units_per_gpu > 1:
-        out["nvidia.com/gpu"] = str(facts.gpu_count * gpu_units_per_gpu)
-    if wants_raid0(group, facts) and facts.nvme_disks and facts.nvme_disk_gb:
-        out["ephemeral-storage"] = f"{facts.nvme_disks * facts.nvme_disk_gb}G"
-    else:
-        out["ephemeral-storage"] = f"{group.root_volume_gib}Gi"
-    return out
-
-
-def autoscaler_tags(group: NodeGroupSpec, facts: InstanceFacts, gpu_units_per_gpu: int) -> dict[str, str]:
-    """The Auto Scaling group tags of a group the Cluster Autoscaler manages (none for the others): the opt-in tag,
-    and the node group's labels, taints and :func:`template_resources` as node-template tags."""
-    if not is_autoscaled(group, facts):
-        return {}
-    taints = [{**t, "effect": KUBERNETES_EFFECTS[t["effect"]]} for t in node_taints(group, facts)]
-    return node_template_tags(node_labels(group, facts), taints, template_resources(group, facts, gpu_units_per_gpu))
+    if is_autoscaled(group, facts) or group.capacity.type == "capacity-block":
+        return ["scalingConfig.desiredSize"]
+    return []
 
 
 class AwsNodeGroup(pulumi.ComponentResource):
@@ -155,9 +131,11 @@ class AwsNodeGroup(pulumi.ComponentResource):
             # SSH only from the listed networks, with a key pair that exists outside the stack. A launch template
             # names the key itself: EKS refuses remoteAccess beside a launch template, and remoteAccess without
             # source security groups opens port 22 to 0.0.0.0/0 (EKS API CreateNodegroup remoteAccess).
+            # The description is fixed: EC2 has no API to change a group's description, so the provider replaces the
+            # group when it changes, and a replacement under the same name in the VPC fails (InvalidGroup.Duplicate)
+            # while the nodes still use the old one. The networks are in the rules' descriptions, which update.
             ssh_sg = aws.ec2.SecurityGroup(
-                f"{name}-ssh", name=f"{physical}-ssh", vpc_id=vpc_id,
-                description=f"SSH to {physical} nodes from {', '.join(group.ssh.source_cidrs)}",
+                f"{name}-ssh", name=f"{physical}-ssh", vpc_id=vpc_id, description=f"SSH to {physical} nodes",
                 tags=merge_tags(labels, f"{physical}-ssh"), opts=child)
             for i, cidr in enumerate(group.ssh.source_cidrs):
                 v6 = ":" in cidr
@@ -281,8 +259,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
                 "capacity-block-window": f"{utc_text(block.start)}/{utc_text(block.end)}",
                 "capacity-block-instances": str(block.instance_count),
             },
-            # The autoscaler owns desiredSize after creation; re-applying the stack must not undo it.
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["scalingConfig.desiredSize"]),
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=desired_size_ignored(group, facts)),
         )
         # The Auto Scaling group EKS made for the node group (pulumi-eks has no input for its tags, issue #658).
         asg_name = node_group.resources.apply(

@@ -12,6 +12,7 @@ import pulumi_aws as aws
 
 from components import provenance
 from components.spec import NetworkSpec
+from components.spec.decisions import ipv6_subnet_index
 from components.tags import merge_tags
 
 
@@ -128,16 +129,19 @@ class AwsNetwork(pulumi.ComponentResource):
         )
 
         public_ids: dict[str, pulumi.Output[str]] = {}
-        for index, sn in enumerate(spec.subnets):
+        vpc_net = ipaddress.IPv4Network(spec.vpc_cidr)
+        for sn in spec.subnets:
             elb_role = "kubernetes.io/role/elb" if sn.role == "public" else "kubernetes.io/role/internal-elb"
+            v6_index = ipv6_subnet_index(vpc_net, ipaddress.IPv4Network(sn.cidr))
             subnet = aws.ec2.Subnet(
                 f"{name}-subnet-{sn.name}",
                 vpc_id=vpc.id,
                 cidr_block=sn.cidr,
-                # One /64 of the VPC's /56 per subnet, in the spec's order (256 available), addresses assigned to
-                # every interface: EKS places IPv6 nodes only in subnets that auto-assign them (EKS user guide,
-                # cni-ipv6: "Otherwise, you can't deploy your nodes").
-                ipv6_cidr_block=vpc.ipv6_cidr_block.apply(lambda block, i=index: _ipv6_subnet(block, i))
+                # One /64 of the VPC's /56 per subnet, numbered from the subnet's IPv4 CIDR (never its place in the
+                # list, so editing the list moves no other subnet's block; the rules refuse two in one /64),
+                # addresses assigned to every interface: EKS places IPv6 nodes only in subnets that auto-assign them
+                # (EKS user guide, cni-ipv6: "Otherwise, you can't deploy your nodes").
+                ipv6_cidr_block=vpc.ipv6_cidr_block.apply(lambda block, i=v6_index: _ipv6_subnet(block, i))
                 if ipv6 else None,
                 assign_ipv6_address_on_creation=True if ipv6 else None,
                 availability_zone=sn.availability_zone,

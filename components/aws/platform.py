@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 from components.kubernetes.objects import GPU_TOLERATION, EgressRule, Manifest, NetworkTopology
 from components.kubernetes.platform import CloudFabric
+from components.node_template import EFA_RESOURCE as EFA_RESOURCE
 
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
 # Network topology labels that AWS's cloud controller puts on nodes of supported instance types
 # (top layer first), then the host: Kueue's topology-aware scheduling packs pods by these levels.
 AWS_TOPOLOGY = NetworkTopology(name="aws-network", node_labels=(

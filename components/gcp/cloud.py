@@ -340,6 +340,9 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
             name=pool.name, instance_type=pool.machine_type, gpus_per_node=facts.gpu_count, max_nodes=pool.max_size,
             fabric_per_node=0, vcpu_per_node=facts.vcpu.value, memory_gib_per_node=facts.memory_gib.value,
             placed=placed, gpu_units_per_gpu=units, queued=pool.capacity.type == "flex-start",
+            # GKE's autoscaler grows a pool with room between its sizes; a flex-start pool's nodes come before
+            # admission, through the ProvisioningRequest.
+            grows_after_admission=pool.min_size != pool.max_size and pool.capacity.type != "flex-start",
             node_hour_usd=price[0].usd if price is not None else None,
             price_basis=describe(*price) if price is not None else ""))
     gke_drivers = gke_manages_drivers(spec)

@@ -422,7 +422,7 @@ class Queues(pulumi.ComponentResource):
         super().__init__("gpu-cluster:control-plane:Queues", name, provenance.props(), opts)
         charts = load_charts()
         ns = _system_namespace(self, obj.KUEUE_NAMESPACE, inputs.labels)
-        kueue = release("kueue", charts["kueue"], obj.KUEUE_NAMESPACE, obj.kueue_values(),
+        kueue = release("kueue", charts["kueue"], obj.KUEUE_NAMESPACE, obj.kueue_values(inputs.pools),
                         pulumi.ResourceOptions(parent=self, depends_on=[ns, prometheus]))
         # Kueue's webhooks reject every queue object until its controller is ready ("failed calling
         # webhook mresourceflavor.kb.io", kueue#12008, #3794): the release waits for readiness, and

@@ -32,6 +32,9 @@ class GpuPool:
     placed: bool  # nodes share a placement group or a reservation: topology-aware scheduling applies
     gpu_units_per_gpu: int = 1  # time-slicing replicas
     queued: bool = False  # nodes come through a ProvisioningRequest (GKE flex-start / queued provisioning)
+    # A node autoscaler adds nodes after Kueue admitted a workload that needs them (an autoscaled group or pool
+    # without a ProvisioningRequest): the admitted pods wait for a node to launch and join.
+    grows_after_admission: bool = False
     # The price of one node-hour as the cost preview reads it (None: no figure read) and where it comes from
     # (catalog key, status, date): the in-cluster spend alert charges each GPU its share of it.
     node_hour_usd: float | None = None

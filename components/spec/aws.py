@@ -202,7 +202,8 @@ class NodeGroupSpec(_Model):
         "BOTTLEROCKET_x86_64", "BOTTLEROCKET_ARM_64", "BOTTLEROCKET_x86_64_NVIDIA", "BOTTLEROCKET_ARM_64_NVIDIA",
     ] | None = Field(
         default=None,
-        description="EKS AMI type; default derived from the instance: AL2023, x86_64 or ARM_64, NVIDIA for GPUs.",
+        description="EKS AMI type; default derived from the instance: AL2023, x86_64 or ARM_64, NVIDIA for GPUs. "
+        "The Bottlerocket NVIDIA types are refused: their own device plugin would run beside the GPU Operator's.",
     )
     placement: Literal["auto", "cluster", "none"] = Field(
         default="auto",

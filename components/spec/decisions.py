@@ -44,6 +44,27 @@ def covers_everything(nets: Sequence[ipaddress.IPv4Network | ipaddress.IPv6Netwo
     return False
 
 
+# The /64 subnets of the /56 IPv6 block Amazon gives a VPC.
+IPV6_SUBNETS = 256
+
+
+def ipv6_slice_prefix(vpc: ipaddress.IPv4Network) -> int:
+    """The prefix length of one of the 256 equal slices of the VPC's IPv4 CIDR (a /24 of a /16; a single address
+    when the VPC holds fewer than 256)."""
+    return min(32, vpc.prefixlen + 8)
+
+
+def ipv6_subnet_index(vpc: ipaddress.IPv4Network, subnet: ipaddress.IPv4Network) -> int:
+    """Which /64 of the VPC's /56 an IPv6 subnet gets: the slice of the VPC's IPv4 CIDR (:func:`ipv6_slice_prefix`)
+    the subnet's IPv4 CIDR starts in, 0 to 255 for a subnet inside the VPC.
+
+    Derived from the subnet's own CIDR, never from its place in ``network.subnets``: adding, removing or reordering
+    subnets moves no other subnet's IPv6 block (EC2 refuses to disassociate a block whose addresses nodes, pods or
+    the NAT gateway use). Two subnets that start in one slice would share a /64; the rules refuse that."""
+    offset = int(subnet.network_address) - int(vpc.network_address)
+    return offset >> (32 - ipv6_slice_prefix(vpc))
+
+
 def _gpu_zone_given_once(aws: AwsSpec) -> bool:
     return (aws.gpu_availability_zone is None) != (aws.gpu_availability_zone_id is None)
 

@@ -24,6 +24,10 @@ from gpu_policies.common import (
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 SUBNET = "aws:ec2/subnet:Subnet"
+ASG_TAG = "aws:autoscaling/tag:Tag"
+# The tag that opts an Auto Scaling group in to the Cluster Autoscaler's discovery and IAM grant
+# (components/aws/autoscaler.py AUTOSCALE_TAG; a test keeps the two equal).
+AUTOSCALE_TAG = "gpu-cluster/autoscale"
 # EC2 MaximumEfaInterfaces per instance type (sources and dates in components/catalog/aws_instances.yaml;
 # the pack keeps its own copy because it runs standalone, and a test keeps the two equal).
 EFA_INTERFACES = Knob("efaInterfaces", {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}, {
@@ -107,8 +111,20 @@ def _reserved(ng: PolicyResource, lt: PolicyResource | None) -> bool:
     return lt is not None and bool(get(lt.props, "capacityReservationSpecification", "capacityReservationTarget"))
 
 
+def _opt_in_tags(args: StackValidationArgs) -> list[PolicyResource]:
+    """The Auto Scaling group tags that opt a node group in to the Cluster Autoscaler (gpu-cluster/autoscale=true)."""
+    return [tag for tag in of_type(args.resources, ASG_TAG)
+            if get(tag.props, "tag", "key") == AUTOSCALE_TAG and str(get(tag.props, "tag", "value")).lower() == "true"]
+
+
+def _autoscaled(args: StackValidationArgs) -> set[str]:
+    """URNs of the node groups the Cluster Autoscaler manages: those whose Auto Scaling group is opted in."""
+    return {d.urn for tag in _opt_in_tags(args) for d in tag.dependencies if d.resource_type == NODE_GROUP}
+
+
 def _placed(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
     table = cfg["efaInterfaces"]
+    autoscaled = _autoscaled(args)
     for ng in of_type(args.resources, NODE_GROUP):
         lt = _launch_template(ng)
         if not table.get(_instance_type(ng, lt)) or float(get(ng.props, "scalingConfig", "maxSize", default=1)) <= 1:
@@ -121,7 +137,10 @@ def _placed(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) ->
             report(f"Multi-node EFA node group {name} must sit in one availability zone; its subnets span "
                    f"{', '.join(zones)}.", ng.urn, field="subnetIds", value=seen(ng.props, "subnetIds"))
         in_group = lt is not None and bool(get(lt.props, "placement", "groupName"))
-        if not in_group and not _reserved(ng, lt):
+        # A group the Cluster Autoscaler manages is left unplaced on purpose: a placed group gets a topology-aware
+        # Kueue flavor, and Kueue assigns a topology over the nodes that exist, so CA would never grow it from zero
+        # (components/spec/decisions.py is_autoscaled).
+        if not in_group and not _reserved(ng, lt) and ng.urn not in autoscaled:
             message = (f"Multi-node EFA node group {name} must run in a cluster placement group unless its capacity "
                        "is reserved (Capacity Block or capacity reservation).")
             if lt is None:  # no field: the node group has no launch template of the stack's to place
@@ -132,8 +151,10 @@ def _placed(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) ->
 
 efa_placed = stack_policy(
     "aws-efa-node-groups-single-az-and-placed", "fabric",
-    "A multi-node EFA group sits in one zone, in a cluster placement group unless its capacity is reserved.",
-    "Use the GPU subnets (one zone) and placement: auto for the node group.",
+    "A multi-node EFA group sits in one zone, in a cluster placement group unless its capacity is reserved or the "
+    "Cluster Autoscaler manages it (a placed group is not autoscaled: Kueue places its jobs on existing nodes).",
+    "Use the GPU subnets (one zone) and placement: auto for the node group, or let the Cluster Autoscaler manage it "
+    "(placement: none, open capacity, minSize < maxSize).",
     Severity.HIGH, _placed, [EFA_INTERFACES],
 )
 
@@ -162,16 +183,9 @@ no_pg_on_reserved = stack_policy(
 )
 
 
-ASG_TAG = "aws:autoscaling/tag:Tag"
-# The tag that opts an Auto Scaling group in to the Cluster Autoscaler's discovery and IAM grant
-# (components/aws/autoscaler.py AUTOSCALE_TAG; a test keeps the two equal).
-AUTOSCALE_TAG = "gpu-cluster/autoscale"
-
 
 def _autoscaler_off_reserved(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
-    for tag in of_type(args.resources, ASG_TAG):
-        if get(tag.props, "tag", "key") != AUTOSCALE_TAG or str(get(tag.props, "tag", "value")).lower() != "true":
-            continue
+    for tag in _opt_in_tags(args):
         for ng in (d for d in tag.dependencies if d.resource_type == NODE_GROUP):
             lt = _launch_template(ng)
             if not _reserved(ng, lt):

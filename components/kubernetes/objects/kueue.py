@@ -125,9 +125,29 @@ def priority_classes() -> list[Manifest]:
              "value": value, "description": description} for name, value, description in PRIORITY_CLASSES]
 
 
-def kueue_manager_config() -> str:
-    """Kueue's controller configuration: quota metrics on, all-or-nothing admission for multi-node jobs,
-    and every job in a team namespace managed even without a queue name (no bypassing the quota)."""
+# How long an admitted workload's pods have to be ready before Kueue evicts and requeues it (Kueue, "Sequential
+# Admission with Ready Pods": waitForPodsReady.timeout, 5 minutes by default; requeuingStrategy with
+# backoffLimitCount 5 deactivates the workload after five such evictions; blockAdmission holds every other admission
+# meanwhile). 10 minutes where the nodes exist at admission: the pods wait for the image and the GPU stack only.
+PODS_READY_TIMEOUT = "10m"
+# Where a node autoscaler adds nodes after admission, the pods also wait for a node to launch and join: the Cluster
+# Autoscaler gives a node up to 15 minutes to register before it counts the scale-up failed (its default
+# --max-node-provision-time, cluster-autoscaler FAQ), and the new node then starts the GPU stack's daemonsets and
+# pulls the training image (the example's nvcr.io/nvidia/pytorch is about 10 GB). 15 + 10 minutes: a timeout below
+# CA's own would evict workloads whose nodes are still coming up normally.
+PODS_READY_TIMEOUT_SCALE_UP = "25m"
+
+
+def pods_ready_timeout(pools: Sequence[GpuPool]) -> str:
+    """waitForPodsReady's timeout: :data:`PODS_READY_TIMEOUT_SCALE_UP` when a GPU pool grows after admission (one a
+    node autoscaler manages and no ProvisioningRequest provisions first), else :data:`PODS_READY_TIMEOUT`."""
+    return PODS_READY_TIMEOUT_SCALE_UP if any(p.grows_after_admission for p in pools) else PODS_READY_TIMEOUT
+
+
+def kueue_manager_config(timeout: str = PODS_READY_TIMEOUT) -> str:
+    """Kueue's controller configuration: quota metrics on, all-or-nothing admission for multi-node jobs (pods ready
+    within ``timeout``), and every job in a team namespace managed even without a queue name (no bypassing the
+    quota)."""
     config = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -137,7 +157,7 @@ def kueue_manager_config() -> str:
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
         "clientConnection": {"qps": 50, "burst": 100},
         "waitForPodsReady": {
-            "timeout": "10m",
+            "timeout": timeout,
             "blockAdmission": True,
             "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 5},
         },
@@ -153,11 +173,11 @@ def kueue_manager_config() -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def kueue_values() -> Manifest:
-    """Helm values of the Kueue chart."""
+def kueue_values(pools: Sequence[GpuPool] = ()) -> Manifest:
+    """Helm values of the Kueue chart, for the stack's GPU pools."""
     return {
         "enablePrometheus": True,
-        "managerConfig": {"controllerManagerConfigYaml": kueue_manager_config()},
+        "managerConfig": {"controllerManagerConfigYaml": kueue_manager_config(pods_ready_timeout(pools))},
         "metrics": {"prometheusNamespace": MONITORING_NAMESPACE},
         "controllerManager": {"replicas": 2, "podDisruptionBudget": {"enabled": True, "minAvailable": 1}},
     }

@@ -5,7 +5,13 @@ from __future__ import annotations
 import ipaddress
 
 from components.spec.aws import AwsSpec
-from components.spec.decisions import _gpu_zone_given_once, _gpu_zone_key, parse_cidr
+from components.spec.decisions import (
+    _gpu_zone_given_once,
+    _gpu_zone_key,
+    ipv6_slice_prefix,
+    ipv6_subnet_index,
+    parse_cidr,
+)
 from components.spec.errors import _Collector
 from components.spec.rules.cloud import _check_zone_in_region
 
@@ -78,6 +84,8 @@ def _check_network(aws: AwsSpec, out: _Collector) -> None:
         if len(net.subnets) > 256:
             out.add(".aws.network.subnets", "ipv6-cluster",
                     f"an IPv6 VPC's /56 holds 256 /64 subnets, and the stack lists {len(net.subnets)}")
+        if vpc is not None:
+            _check_ipv6_indexes(vpc, [(i, c) for i, c in nets if c.subnet_of(vpc)], out)
         if aws.storage.filesystem is not None:
             out.add(".aws.network.ipFamily", "ipv6-cluster",
                     "FSx for Lustre is not supported on IPv6 EKS clusters (EKS user guide, cni-ipv6 considerations; "
@@ -112,3 +120,22 @@ def _check_network(aws: AwsSpec, out: _Collector) -> None:
             out.add(".aws.network.natGateways", "nat-per-az",
                     f"natGateways per-az puts a NAT gateway in a public subnet of each zone with private subnets, and "
                     f"{', '.join(missing)} has no public subnet; add one there, or use natGateways: single")
+
+
+def _check_ipv6_indexes(vpc: ipaddress.IPv4Network, nets: list[tuple[int, ipaddress.IPv4Network]],
+                        out: _Collector) -> None:
+    """No two subnets of an IPv6 VPC get the same /64 (:func:`ipv6_subnet_index`: the slice of vpcCidr a subnet's
+    IPv4 CIDR starts in)."""
+    first: dict[int, tuple[int, ipaddress.IPv4Network]] = {}
+    slice_prefix = ipv6_slice_prefix(vpc)
+    for i, cidr in nets:
+        index = ipv6_subnet_index(vpc, cidr)
+        if index in first and not cidr.overlaps(first[index][1]):  # an overlap is cidr-no-overlap's
+            j, other = first[index]
+            out.add(f".aws.network.subnets[{i}].cidr", "ipv6-subnet-index",
+                    f"each subnet of an IPv6 VPC gets the /64 numbered by the /{slice_prefix} of vpcCidr its cidr "
+                    f"starts in (one of 256, so that editing the subnet list moves no other subnet's IPv6 block), and "
+                    f"{cidr} starts in the same /{slice_prefix} as {out.ref(f'.aws.network.subnets[{j}]')} ({other}): "
+                    f"start it in another /{slice_prefix}")
+        else:
+            first[index] = (i, cidr)

@@ -12,6 +12,7 @@ from components.catalog import (
     InstanceFacts,
     load_aws_catalog,
 )
+from components.node_template import EKS_ASG_TAGS, MAX_ASG_TAG_KEY, MAX_ASG_TAGS, NODE_TEMPLATE, autoscaler_tags
 from components.spec.aws import AwsSpec, NodeGroupSpec, TaintSpec
 from components.spec.base import _RESERVATION_RE, GPU_TAINT_KEY, MAX_TAINTS
 from components.spec.decisions import (
@@ -21,6 +22,7 @@ from components.spec.decisions import (
     default_ami_type,
     default_subnets,
     derive_ami_type,
+    gpu_units_per_gpu,
     is_reserved,
     k8s_key_problem,
     k8s_value_problem,
@@ -202,6 +204,17 @@ def _check_instance_types(ng: NodeGroupSpec, facts: InstanceFacts, catalog: Mapp
             out.add(f"{where}.amiType", "ami-type-fits",
                     f"{ng.ami_type} does not fit {ng.instance_type} ({facts.arch}, "
                     f"{'GPUs' if facts.gpu_count else 'no GPU'}); use {default_ami_type(facts)}")
+        if arch_ok and gpu_ok and ng.ami_type.startswith("BOTTLEROCKET") and ng.ami_type.endswith("_NVIDIA"):
+            # The EKS-optimized Bottlerocket NVIDIA AMIs include the NVIDIA device plugin (EKS user guide, "Install
+            # Kubernetes device plugin for GPUs", considerations), configured by settings.kubelet-device-plugins.nvidia
+            # (Bottlerocket settings reference: time-slicing, MIG). Every AWS stack installs the GPU Operator with its
+            # device plugin on all GPU nodes (only the driver and toolkit are off), so both would serve nvidia.com/gpu
+            # there, and gpuSharing, written as the operator's device-plugin config, would not reach the node.
+            out.add(f"{where}.amiType", "bottlerocket-nvidia-gpu-operator",
+                    f"{ng.ami_type} nodes run their own NVIDIA device plugin (EKS user guide, GPU device plugin), "
+                    "so the platform's GPU Operator would register nvidia.com/gpu there a second time, and its "
+                    "time-slicing and MIG settings do not reach Bottlerocket: use "
+                    f"{default_ami_type(facts)} for GPU groups (Bottlerocket suits groups without GPUs)")
         if ng.ami_type.startswith("BOTTLEROCKET") and ng.local_nvme == "raid0":
             out.add(f"{where}.localNvme", "ami-type-fits",
                     "localNvme raid0 is written as AL2023 nodeadm user data; Bottlerocket nodes are not configured "
@@ -283,6 +296,29 @@ def _check_customisation(ng: NodeGroupSpec, facts: InstanceFacts, where: str, ou
         out.add(f"{where}", "user-data-size",
                 f"the group's user data takes {raw:,} bytes with the cluster's connection details, over EC2's "
                 f"{USER_DATA_LIMIT:,}-byte limit: shorten the bootstrap commands (fetch a script instead)")
+
+
+def _check_asg_tags(ng: NodeGroupSpec, facts: InstanceFacts, units: int, where: str, out: _Collector) -> None:
+    """An autoscaled group's Auto Scaling group takes its opt-in and node-template tags (the labels, taints and
+    resources the Cluster Autoscaler builds a scale-from-zero node from) within EC2 Auto Scaling's tag limits."""
+    tags = autoscaler_tags(ng, facts, units)
+    total = len(tags) + EKS_ASG_TAGS
+    if tags and total > MAX_ASG_TAGS:
+        out.add(where, "asg-tag-limit",
+                f"the Cluster Autoscaler reads this group's labels, taints and resources from its Auto Scaling "
+                f"group's tags: {len(tags)} of them and the {EKS_ASG_TAGS} EKS puts there make {total}, over the "
+                f"{MAX_ASG_TAGS} EC2 Auto Scaling allows per group (Auto Scaling user guide, tag restrictions): use "
+                "fewer labels or taints, or fixed sizes (minSize = maxSize: not autoscaled)")
+    taint_at = {f"{NODE_TEMPLATE}/taint/{t.key}": j for j, t in reversed(list(enumerate(ng.taints)))}
+    for key in tags:
+        if len(key) <= MAX_ASG_TAG_KEY:
+            continue
+        label = key.removeprefix(f"{NODE_TEMPLATE}/label/")
+        at = (f"{where}{_path(['labels', label], root='')}" if label in ng.labels
+              else f"{where}.taints[{taint_at[key]}].key" if key in taint_at else where)
+        out.add(at, "asg-tag-limit",
+                f"its Auto Scaling group tag for the Cluster Autoscaler, {key}, has {len(key)} characters, over the "
+                f"{MAX_ASG_TAG_KEY} of an Auto Scaling tag key (API reference, Tag): shorten the key")
 
 
 def _gib(quantity: str) -> float:
@@ -369,6 +405,7 @@ def _check_node_groups(spec: ClusterSpec, aws: AwsSpec, now: datetime, out: _Col
                     f"{facts.capacity_blocks.source}); use on-demand, spot or a reserved ODCR")
         _check_node_labels(ng, facts, where, out)
         _check_customisation(ng, facts, where, out)
+        _check_asg_tags(ng, facts, gpu_units_per_gpu(spec.platform.gpu_sharing), where, out)
         if ng.local_nvme == "raid0" and not facts.has_local_nvme:
             known = "has no" if facts.has_local_nvme is False else "has no confirmed"
             out.add(f"{where}.localNvme", "local-nvme-exists",
