@@ -43,6 +43,35 @@ def load_thresholds() -> tuple[float, dict[str, BusbwThreshold]]:
     return float(data["pass_fraction"]), out
 
 
+@lru_cache(maxsize=1)
+def load_per_node() -> dict[str, BusbwThreshold]:
+    """The per-node (single-node NVLink) all_reduce figure per instance type."""
+    out = {}
+    for itype, raw in (_data().get("per_node") or {}).items():
+        value = raw.get("expected_busbw_gbps")
+        out[itype] = BusbwThreshold(itype, None if value is None else float(value), 1, str(raw["status"]),
+                                    str(raw.get("source", "")))
+    return out
+
+
+def outlier_fraction() -> float:
+    """A node below this share of its group's median per-node bus bandwidth is an outlier."""
+    return float(_data()["outlier_fraction"])
+
+
+def catalog_figure(instance_type: str, nodes: int) -> BusbwThreshold | None:
+    """The catalog's expected bus bandwidth for a run of ``nodes`` nodes of a type, or None: the per-node figure for
+    one node; for several, the multi-node figure, which stands for every node count from the one it was measured on
+    (bus bandwidth does not depend on the rank count, nccl-tests PERFORMANCE.md)."""
+    if nodes == 1:
+        found = load_per_node().get(instance_type)
+    else:
+        found = load_thresholds()[1].get(instance_type)
+        if found is not None and found.nodes is not None and nodes < found.nodes:
+            return None
+    return found if found is not None and found.expected_busbw_gbps is not None else None
+
+
 @dataclass(frozen=True)
 class AcceptanceCatalog:
     """How the acceptance jobs are installed and run."""

@@ -88,6 +88,12 @@ def pytorch_image() -> str:
     return str(_data()["images"]["pytorch"]["image"])
 
 
+def recorder_image(cloud: str) -> str:
+    """The image the acceptance gate's per-node pods upload their record with: the cloud's CLI (``charts.yaml``
+    ``images``: aws-cli on AWS, google-cloud-cli on GCP)."""
+    return str(_data()["images"]["aws-cli" if cloud == "aws" else "google-cloud-cli"]["image"])
+
+
 def tool_image() -> str:
     """The small image of the platform's own Jobs (a shell with coreutils), pinned in ``charts.yaml`` ``images``."""
     return str(_data()["images"]["tools"]["image"])

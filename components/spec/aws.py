@@ -370,6 +370,11 @@ class DeployerSpec(_Model):
     )
 
 
+# CloudWatch Logs retention values (PutRetentionPolicy).
+LogRetentionDays = Literal[1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
+                           2922, 3288, 3653]
+
+
 class ControlPlaneSpec(_Model):
     """The EKS control plane."""
 
@@ -389,11 +394,8 @@ class ControlPlaneSpec(_Model):
         default_factory=lambda: list(ALL_LOG_TYPES),
         description="Control-plane log types sent to CloudWatch (default: all five).",
     )
-    log_retention_days: Literal[
-        1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
-        2922, 3288, 3653,
-    ] = Field(default=365, description="CloudWatch retention of control-plane logs (days).",
-              json_schema_extra=unit("days"))
+    log_retention_days: LogRetentionDays = Field(
+        default=365, description="CloudWatch retention of control-plane logs (days).", json_schema_extra=unit("days"))
     secrets_encryption: StrictBool = Field(
         default=True, description="Envelope-encrypt Kubernetes secrets with a KMS key."
     )
@@ -405,6 +407,34 @@ class ControlPlaneSpec(_Model):
     deployer: DeployerSpec = Field(
         description="The identity and network path of whoever runs pulumi up (no default: account-specific)."
     )
+
+
+class ContainerLogsSpec(_Model):
+    """Container and node logs shipped to CloudWatch Logs by Fluent Bit (aws-for-fluent-bit), into log groups the
+    stack creates with a KMS key of their own and this retention."""
+
+    enabled: StrictBool = Field(default=True, description="Ship container logs (and node logs) to CloudWatch.")
+    retention_days: Optional[LogRetentionDays] = Field(
+        default=None, description="CloudWatch retention of the container and node log groups (days); default: "
+        "aws.controlPlane.logRetentionDays.", json_schema_extra=unit("days"))
+    node_logs: StrictBool = Field(default=True, description="Also ship the nodes' kubelet and containerd journal.")
+
+
+class AwsTelemetrySpec(_Model):
+    """What the platform's Prometheus reads from AWS beyond the cluster (fabric and storage), and where logs go."""
+
+    efa_exporter_image: Optional[str] = Field(
+        default=None, max_length=512,
+        description="The EFA node exporter (awsome-distributed-training 4.validation_and_observability/"
+        "3.efa-node-exporter: node_exporter with its amazonefa collector) by digest, <repository>@sha256:<64 hex>; "
+        "it runs on every EFA node group and Prometheus scrapes each device's hw_counters. No image is published "
+        "with a digest: build it and give yours.")
+    storage_metrics: StrictBool = Field(
+        default=True, description="Scrape the filesystem's and the checkpoint bucket's CloudWatch metrics (FSx for "
+        "Lustre, S3 request metrics) into Prometheus with yet-another-cloudwatch-exporter, read-only through Pod "
+        "Identity; turns on S3 request metrics on a bucket the stack creates.")
+    container_logs: ContainerLogsSpec = Field(default_factory=ContainerLogsSpec,
+                                              description="Container and node logs in CloudWatch Logs.")
 
 
 class AwsSpec(_Model):
@@ -425,6 +455,13 @@ class AwsSpec(_Model):
     node_groups: list[NodeGroupSpec] = Field(min_length=1, max_length=2000, description="EKS managed node groups.")
     storage: StorageSpec = Field(default_factory=StorageSpec, description="Storage plane.")
     control_plane: ControlPlaneSpec = Field(description="EKS control plane.")
+    telemetry: AwsTelemetrySpec = Field(default_factory=AwsTelemetrySpec,
+                                        description="Fabric and storage metrics, container and node logs.")
+
+    @property
+    def log_retention_days(self) -> int:
+        """The container and node logs' retention: their own setting, else the control plane's."""
+        return self.telemetry.container_logs.retention_days or self.control_plane.log_retention_days
 
     @property
     def gpu_zone(self) -> str:

@@ -316,3 +316,30 @@ def slurm_node_groups(spec: ClusterSpec) -> frozenset[str]:
     """The GPU node groups (GKE: pools) Slurm runs on; every other GPU group is Kueue's."""
     slurm = spec.scheduler.slurm
     return frozenset(slurm.node_groups) if slurm is not None else frozenset()
+
+
+def acceptance_runs(spec: ClusterSpec) -> list[tuple[str, str, int]]:
+    """(node group, instance type, nodes) of every run the acceptance gate creates: on each of Kueue's GPU groups with
+    more than one GPU per node the per-node NVLink run (nodes 1, once on every node), and on each multi-node group with
+    a fabric the pods reach (EFA; GKE GPUDirect-TCPXO or RDMA) the all_reduce over its maxSize nodes. Mirrors the
+    Acceptance component (components/kubernetes/platform.py)."""
+    if not spec.acceptance.enabled:
+        return []
+    catalog = instance_catalog(spec)
+    slurm = slurm_node_groups(spec)
+    runs: list[tuple[str, str, int]] = []
+    for group in cloud_node_groups(spec):
+        facts = catalog.get(group.instance_type)
+        if facts is None or not facts.gpu_count or group.name in slurm:
+            continue
+        if spec.cloud == "gcp":
+            fabric = getattr(facts, "gpudirect", "none") in ("TCPXO", "RDMA")
+        else:
+            wired = getattr(group, "efa_interfaces", None)
+            efa = getattr(facts, "efa_count", 0)
+            fabric = (efa if wired is None else min(wired, efa)) > 0
+        if facts.gpu_count > 1:
+            runs.append((group.name, group.instance_type, 1))
+        if fabric and group.max_size > 1:
+            runs.append((group.name, group.instance_type, group.max_size))
+    return runs

@@ -328,6 +328,14 @@ class GkeSpec(_Model):
     deployer: GcpDeployerSpec = Field(description="Who runs pulumi up and from where (no default).")
 
 
+class GcpTelemetrySpec(_Model):
+    """What the platform's Prometheus reads from Cloud Monitoring beyond the cluster."""
+
+    storage_metrics: StrictBool = Field(
+        default=True, description="Scrape Managed Lustre's and the checkpoint bucket's Cloud Monitoring metrics into "
+        "Prometheus with the stackdriver exporter (read-only: Monitoring Viewer through Workload Identity).")
+
+
 class GcpSpec(_Model):
     """Everything specific to GCP."""
 
@@ -342,6 +350,7 @@ class GcpSpec(_Model):
     node_pools: list[GcpNodePoolSpec] = Field(min_length=1, max_length=1000, description="GKE node pools.")
     storage: GcpStorageSpec = Field(default_factory=GcpStorageSpec, description="Storage plane.")
     cluster: GkeSpec = Field(description="The GKE cluster.")
+    telemetry: GcpTelemetrySpec = Field(default_factory=GcpTelemetrySpec, description="Storage metrics.")
 
     @property
     def node_groups(self) -> list[GcpNodePoolSpec]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import Field, StrictBool, StrictInt
+from pydantic import Field, StrictBool, StrictFloat, StrictInt
 
 from components.spec.base import _Model, unit
 
@@ -68,13 +68,17 @@ class AlertsSpec(_Model):
 
 
 class MonitoringSpec(_Model):
-    """Prometheus retention and storage, and alert routing."""
+    """Prometheus retention and storage, alert routing, and the checkpoint-duration metric jobs push."""
 
     retention_days: StrictInt = Field(default=15, ge=1, le=365, description="Prometheus retention (days).",
                                       json_schema_extra=unit("days"))
     storage_gib: StrictInt = Field(default=200, alias="storageGiB", ge=10, le=16384,
                              description="Prometheus volume size (GiB, encrypted gp3).", json_schema_extra=unit("GiB"))
     alerts: AlertsSpec = Field(default_factory=AlertsSpec, description="Receivers, routes and the runbook.")
+    checkpoint_metrics: StrictBool = Field(
+        default=True, description="A Prometheus Pushgateway in the monitoring namespace that team jobs push their "
+        "checkpoint durations to (named in each team's checkpoint-policy ConfigMap), and an alert when a checkpoint "
+        "takes longer than the goodput model allows; only with workload.goodput.")
 
 
 class PlatformSpec(_Model):
@@ -95,6 +99,21 @@ class PlatformSpec(_Model):
     monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec, description="Prometheus settings.")
 
 
+class ExpectedBusbwSpec(_Model):
+    """What an acceptance run of one node group should reach, where the catalog has no published figure."""
+
+    node_group: str = Field(description="The node group (or GKE node pool) tested.")
+    nodes: StrictInt = Field(ge=1, le=2000, description="1: the per-node NVLink run. More: the all_reduce over the "
+                             "group; the figure stands for runs on at least this many nodes (bus bandwidth does not "
+                             "depend on the rank count).",
+                             json_schema_extra=unit("nodes"))
+    busbw_gbps: StrictFloat = Field(gt=0, le=100000,
+                              description="Expected all_reduce bus bandwidth at large messages (nccl-tests GB/s).",
+                              json_schema_extra=unit("GB/s"))
+    source: str = Field(min_length=3, max_length=300,
+                        description="Where the figure comes from (your measured baseline, a vendor's page, a date).")
+
+
 class AcceptanceSpec(_Model):
     """The NCCL acceptance gate: an all_reduce_perf MPIJob per multi-node fabric node group (EFA on AWS,
     GPUDirect-TCPXO or -RDMA on GKE) and a single-node NVLink variant, admitted through Kueue, created suspended so
@@ -110,3 +129,15 @@ class AcceptanceSpec(_Model):
         default="/opt/nccl-tests/build", max_length=256, pattern=r"^/[A-Za-z0-9._/-]*$",
         description="Where the image has the nccl-tests binaries (all_reduce_perf); Google's GPUDirect images "
         "use /third_party/nccl-tests/build.")
+    expected: list[ExpectedBusbwSpec] = Field(
+        default_factory=list, max_length=100,
+        description="Expected bus bandwidth where components/catalog/acceptance.yaml publishes none for a node "
+        "group's type and node count (the per-node run is nodes 1); required for every run without a catalog figure.")
+    record_retention_days: StrictInt = Field(
+        default=730, ge=1, le=3650,
+        description="Days each run's record (JSON and raw log, acceptance/<group>/<run>/ in the checkpoint bucket) "
+        "is kept; a lifecycle rule expires it then.", json_schema_extra=unit("days"))
+    recorder_image: Optional[str] = Field(
+        default=None, max_length=512,
+        description="The image that uploads each node's record to the bucket (the AWS CLI on AWS, the Google Cloud "
+        "CLI on GKE); default: the one components/catalog/charts.yaml pins. Give your mirror's copy by digest.")

@@ -12,7 +12,13 @@ from components.spec.rules.gcp import check_gcp
 from components.spec.rules.identity import _check_labels
 from components.spec.rules.network import _check_network
 from components.spec.rules.node_groups import _check_node_groups
-from components.spec.rules.platform import _check_acceptance, _check_alerts, _check_platform
+from components.spec.rules.platform import (
+    _check_acceptance,
+    _check_alerts,
+    _check_platform,
+    _check_telemetry,
+    check_acceptance_figures,
+)
 from components.spec.rules.slurm import _check_slurm
 from components.spec.rules.storage import _check_storage
 from components.spec.rules.teams import _check_billing, _check_teams
@@ -28,6 +34,7 @@ def validate(spec: ClusterSpec, provider_region: str | None, now: datetime) -> _
     _check_billing(spec, out)
     _check_platform(spec, out)
     _check_acceptance(spec, out)
+    _check_telemetry(spec, out)
     _check_alerts(spec, out)
     _check_workload(spec, out)
     _check_slurm(spec, out)
@@ -41,4 +48,6 @@ def validate(spec: ClusterSpec, provider_region: str | None, now: datetime) -> _
         _check_control_plane(spec, spec.aws, now, out)
     if spec.gcp is not None:
         check_gcp(spec, spec.gcp, out)
+    if not out.issues:  # asked for once the node groups are otherwise valid (their types and sizes decide the runs)
+        check_acceptance_figures(spec, out)
     return out

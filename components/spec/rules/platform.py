@@ -4,10 +4,22 @@ from __future__ import annotations
 
 import re
 
+from components.catalog.acceptance import catalog_figure
 from components.spec.billing import email_problem
-from components.spec.decisions import cloud_node_groups, instance_catalog
+from components.spec.decisions import acceptance_runs, cloud_node_groups, instance_catalog
 from components.spec.errors import _Collector
 from components.spec.model import ClusterSpec
+
+
+def _check_telemetry(spec: ClusterSpec, out: _Collector) -> None:
+    """The EFA exporter image is pinned by digest."""
+    if spec.aws is None:
+        return
+    image = spec.aws.telemetry.efa_exporter_image
+    if image is not None and not _DIGEST_IMAGE.fullmatch(image):
+        out.add(".aws.telemetry.efaExporterImage", "efa-exporter-image-digest",
+                f"{image!r} is not pinned: give the EFA node exporter image you built as <repository>@sha256:<64 hex> "
+                "(no published image has a digest anyone here verified)")
 
 
 def _check_platform(spec: ClusterSpec, out: _Collector) -> None:
@@ -32,6 +44,9 @@ def _check_platform(spec: ClusterSpec, out: _Collector) -> None:
                     f"'{prefix}' must be a registry host (and optional path) ending in '/', e.g. nvcr.io/nvidia/")
 
 
+# Where the acceptance gate writes each run's record in the checkpoint bucket (acceptance/<group>/<run>/); no team may
+# own that prefix.
+RECORDS_PREFIX = "acceptance"
 _DIGEST_IMAGE = re.compile(r"[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9._-]+)+@sha256:[0-9a-f]{64}")
 
 
@@ -48,6 +63,40 @@ def _check_acceptance(spec: ClusterSpec, out: _Collector) -> None:
         out.add(".acceptance.image", "acceptance-image-allowed",
                 f"{acc.image.split('@')[0]} is not under platform.allowedRegistries, whose admission policy would "
                 "refuse the acceptance pods")
+    if acc.recorder_image is not None and not _DIGEST_IMAGE.fullmatch(acc.recorder_image):
+        out.add(".acceptance.recorderImage", "acceptance-image-digest",
+                f"{acc.recorder_image!r} is not pinned: give the recorder image as <repository>@sha256:<64 hex>")
+    for i, team in enumerate(spec.teams):
+        if team.name == RECORDS_PREFIX:
+            out.add(f".teams[{i}].name", "acceptance-records-prefix",
+                    f"team '{team.name}' would own the bucket prefix {RECORDS_PREFIX}/, where the acceptance gate "
+                    "writes its records through an identity of its own; rename the team")
+
+
+def check_acceptance_figures(spec: ClusterSpec, out: _Collector) -> None:
+    """Every acceptance run has an expected figure: the catalog's, or one the stack gives (``acceptance.expected``).
+    A multi-node figure stands for runs on at least its node count (bus bandwidth does not depend on the rank count);
+    the per-node run (1 node) needs its own. Run once the stack is otherwise valid, so a changed instance type or size
+    is reported once, by its own rule."""
+    acc = spec.acceptance
+    groups = {g.name: g for g in cloud_node_groups(spec)}
+    for i, entry in enumerate(acc.expected):
+        if entry.node_group not in groups:
+            out.add(f".acceptance.expected[{i}]", "acceptance-expected-run",
+                    f"no node group is named {entry.node_group}: the figure would stand for no acceptance run "
+                    f"(node groups: {', '.join(groups) or 'none'})")
+
+    def given(group: str, nodes: int) -> bool:
+        return any(e.node_group == group and (e.nodes == nodes if nodes == 1 else 1 < e.nodes <= nodes)
+                   for e in acc.expected)
+    for group, itype, nodes in acceptance_runs(spec):
+        if given(group, nodes) or catalog_figure(itype, nodes) is not None:
+            continue
+        what = "the per-node run (1 node)" if nodes == 1 else f"the all_reduce over {nodes} nodes"
+        out.add(".acceptance.expected", "acceptance-expected-figure",
+                f"node group {group} ({itype}): components/catalog/acceptance.yaml publishes no all_reduce figure for "
+                f"{what}; give the bus bandwidth the gate expects with its source: {{nodeGroup: {group}, nodes: "
+                f"{nodes}, busbwGbps: <GB/s>, source: <your baseline or a published page>}}")
 
 
 _RUNBOOK_URL = re.compile(r"^(https://[^\s#]+|[A-Za-z0-9_./-]+\.md)$")
