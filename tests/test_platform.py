@@ -296,8 +296,12 @@ def test_network_policies_default_deny_with_training_allowances() -> None:
                 for r in graph.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
                 if r.inputs["metadata"]["namespace"] == "applied"}
     assert set(policies) == {"default-deny", "allow-same-namespace", "allow-dns", "allow-metrics-scrape",
-                             "allow-pod-identity-agent", "allow-https-egress"}
+                             "allow-pod-identity-agent", "allow-https-egress", "allow-metrics-push"}
     assert policies["default-deny"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+    # Jobs push checkpoint durations to the Pushgateway, and only there in the monitoring namespace.
+    (push,) = policies["allow-metrics-push"]["egress"]
+    assert push["ports"] == [{"protocol": "TCP", "port": 9091}]
+    assert push["to"][0]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "prometheus-pushgateway"}}
     cni = next(a.inputs for a in graph.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "vpc-cni")
     assert cni["configurationValues"] == '{"enableNetworkPolicy": "true"}'
 
@@ -339,12 +343,19 @@ def test_rules_cover_the_minimum_telemetry() -> None:
     assert set(alerts) == {"GpuXidError", "GpuEccDoubleBitErrors", "GpuRowRemapFailure", "GpuTemperatureHigh",
                            "GpuPowerThrottling", "GpuAllocatedButIdle", "KueueQueueWaitHigh",
                            "KueueInadmissibleWorkloads", "KueueWorkloadsEvicted", "KueueWorkloadsPreempted",
-                           "GpuNvlinkErrors", "NodeNotReady", "KueueQuotaExhausted", "TeamSpendOverBudget"}
+                           "GpuNvlinkErrors", "NodeNotReady", "KueueQuotaExhausted", "TeamSpendOverBudget",
+                           # issue 27: fabric, storage, logs and checkpoints
+                           "EfaRetransmitsHigh", "EfaRetransmitTimeouts", "EfaImpairedConnections", "EfaDeviceErrors",
+                           "FabricMetricsMissing", "StorageMetricsMissing", "FilesystemThroughputNearLimit",
+                           "FilesystemCapacityLow", "CheckpointBucketErrors", "LogsNotShipped",
+                           "LogShipperUnavailable", "CheckpointTooSlow"}
     assert "DCGM_FI_DEV_XID_ERRORS" in alerts["GpuXidError"]
     assert "kueue_pending_workloads" in alerts["KueueInadmissibleWorkloads"]
-    dashboards = [r for r in offline_run("prod-aws").graph.of_type("kubernetes:core/v1:ConfigMap")
-                  if r.inputs["metadata"].get("labels", {}).get("grafana_dashboard") == "1"]
-    assert len(dashboards) == 1 and "Queue wait p90 by team" in dashboards[0].inputs["data"]["gpu-cluster.json"]
+    dashboards = {r.inputs["metadata"]["name"]: r.inputs["data"]
+                  for r in offline_run("prod-aws").graph.of_type("kubernetes:core/v1:ConfigMap")
+                  if r.inputs["metadata"].get("labels", {}).get("grafana_dashboard") == "1"}
+    assert set(dashboards) == {"gpu-cluster-dashboard", "gpu-cluster-jobs-dashboard"}
+    assert "Queue wait p90 by team" in dashboards["gpu-cluster-dashboard"]["gpu-cluster.json"]
 
 
 def test_opencost_reads_the_cluster_prometheus() -> None:

@@ -293,12 +293,38 @@ def stack_checkpoint_policy(spec: ClusterSpec) -> dict[str, str] | None:
     return checkpoint_policy_data(model, fs.mount_path if fs is not None and model.path != "bucket" else None)
 
 
+def allowed_write_seconds(model: GoodputModel) -> float:
+    """The longest a blocking checkpoint write may take and the modelled goodput still reach the target: the write
+    time at which Daly's optimum plan (the same restart, read-back, drain and fleet MTBF) gives exactly the target,
+    found by bisection (goodput falls as the write time grows). Without a target, or when the modelled write already
+    misses it, the modelled write time itself."""
+    plan = model.plan
+    write = plan.delta_s
+    if model.target is None or not model.meets_target or math.isinf(plan.mtbf_s):
+        return write
+
+    def goodput(delta: float) -> float:
+        return plan_checkpoints(delta, plan.restart_s, plan.mtbf_s, lag_s=plan.lag_s).goodput
+
+    low, high = write, write
+    while goodput(high) >= model.target and high < plan.mtbf_s:
+        low, high = high, high * 2
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if goodput(mid) >= model.target else (low, mid)
+    return low
+
+
 def checkpoint_policy_data(model: GoodputModel, checkpoint_dir: str | None) -> dict[str, str]:
-    """What a team's jobs read from the ``checkpoint-policy`` ConfigMap (environment variables)."""
+    """What a team's jobs read from the ``checkpoint-policy`` ConfigMap (environment variables): the interval, the
+    path, the figures of the goodput model, the write time it assumes and the longest write that still meets the
+    target (the checkpoint-duration alert's threshold)."""
     interval = finite(model.plan.interval_s)
     pick = recommended_option(model)
     recommended = pick.describe() if pick is not None and model.meets_target is False else ""
     data = {
+        "CHECKPOINT_WRITE_SECONDS": f"{model.plan.delta_s:.0f}",
+        "CHECKPOINT_WRITE_ALLOWED_SECONDS": f"{allowed_write_seconds(model):.0f}",
         "CHECKPOINT_INTERVAL_SECONDS": "" if interval is None else str(round(interval)),
         "CHECKPOINT_PATH": model.path,
         "FLEET_MTBF_HOURS": "" if finite(model.mtbf_hours) is None else f"{model.mtbf_hours:.1f}",

@@ -16,6 +16,7 @@ from components.kubernetes.objects.common import (
     Manifest,
     meta,
 )
+from components.kubernetes.objects.jobs import checkpoint_alert_expr, job_recording_rules, ksm_job_values
 from components.spec.platform import AlertReceiverSpec, AlertsSpec
 
 KUBE_STATE_METRICS_LABELS = [
@@ -45,7 +46,12 @@ def prometheus_stack_values(retention_days: int, storage_gib: int, storage_class
             "admin": {"existingSecret": grafana_secret, "userKey": "admin-user", "passwordKey": "admin-password"},
             "sidecar": {"dashboards": {"enabled": True, "label": "grafana_dashboard", "searchNamespace": "ALL"}},
         },
-        "kube-state-metrics": {"metricLabelsAllowlist": KUBE_STATE_METRICS_LABELS},
+        # Kueue Workloads as metrics (objects/jobs.py): each job's queue time, runtime, evictions and requeues.
+        "kube-state-metrics": {"metricLabelsAllowlist": KUBE_STATE_METRICS_LABELS, **ksm_job_values()},
+        # The node's name on every node-exporter series (instance is the host's address), so node metrics join
+        # DCGM's Hostname and kube-state-metrics' node (the jobs dashboard's I/O-pressure panel).
+        "prometheus-node-exporter": {"prometheus": {"monitor": {"relabelings": [
+            {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"}]}}},
         # Routing comes from the stack's AlertmanagerConfig (objects/telemetry.py alertmanager_config); without a
         # namespace matcher its routes see every alert (matcher strategy None).
         "alertmanager": {"enabled": True, "alertmanagerSpec": {
@@ -84,6 +90,13 @@ RUNBOOK_SECTIONS = {
     "KueueQueueWaitHigh": "job-stuck-pending", "KueueInadmissibleWorkloads": "job-stuck-pending",
     "KueueQuotaExhausted": "quota-exhausted", "KueueWorkloadsEvicted": "workloads-evicted-or-preempted",
     "KueueWorkloadsPreempted": "workloads-evicted-or-preempted", "TeamSpendOverBudget": "team-spend-over-budget",
+    "EfaRetransmitsHigh": "efa-nic-errors", "EfaRetransmitTimeouts": "efa-nic-errors",
+    "EfaImpairedConnections": "efa-nic-errors", "EfaDeviceErrors": "efa-nic-errors",
+    "FabricMetricsMissing": "telemetry-missing", "StorageMetricsMissing": "telemetry-missing",
+    "FilesystemThroughputNearLimit": "storage-throughput-or-capacity",
+    "FilesystemCapacityLow": "storage-throughput-or-capacity", "CheckpointBucketErrors": "checkpoint-bucket-errors",
+    "CheckpointTooSlow": "checkpoint-too-slow", "LogsNotShipped": "logs-not-shipped",
+    "LogShipperUnavailable": "logs-not-shipped",
 }
 HOURS_PER_MONTH = 730  # the hours in an average month, as cloud price pages and OpenCost's own examples use
 # A namespace's spend per hour from OpenCost's metrics (opencost.io "OpenCost Metrics": container_*_allocation by
@@ -108,6 +121,125 @@ GPU_PRICE_BY_NODE = "gpu_cluster:gpu_unit_hour_usd:by_node"
 TEAM_GPU_COST = "gpu_cluster:gpu_cost_usd_per_hour:sum_by_namespace"
 # On the PrometheusRule: the GPU groups the spend rules cannot price.
 UNPRICED_ANNOTATION = "gpu-cluster/unpriced-gpu-groups"
+# On the PrometheusRule: what the cloud's telemetry cannot see (GKE: the GPUDirect NICs), for the preview.
+UNSEEN_ANNOTATION = "gpu-cluster/not-visible"
+
+
+@dataclass(frozen=True)
+class FabricSignals:
+    """The fabric metrics Prometheus scrapes (``kind`` efa: the EFA node exporter's node_amazonefa_* counters, with a
+    ``node`` label) on the node groups listed."""
+
+    kind: str
+    node_groups: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StorageSignals:
+    """The storage metrics Prometheus scrapes from the cloud's monitoring: the filesystem's (``filesystem``: fsx or
+    managed-lustre, with its provisioned throughput and capacity where known) and the checkpoint bucket's requests
+    (``bucket``: s3 or gcs, or None)."""
+
+    filesystem: str | None
+    throughput_bytes_per_s: float | None = None
+    capacity_bytes: float | None = None
+    bucket: str | None = None
+
+
+@dataclass(frozen=True)
+class LogSignals:
+    """The log shipper Prometheus watches (its DaemonSet's name; Fluent Bit's own metrics through its
+    ServiceMonitor)."""
+
+    daemonset: str
+    namespace: str
+
+
+# Thresholds of the fabric and storage alerts: the project's choices, not published figures (docs/runbooks.md says
+# what each means). SRD retransmits a share of packets by design (it sprays over paths); 1 % sustained is a path
+# or a NIC in trouble.
+EFA_RETRANSMIT_RATIO = 0.01
+FS_THROUGHPUT_SHARE = 0.9  # of the provisioned throughput, for 15 minutes
+FS_FREE_SHARE = 0.1  # of the capacity
+BUCKET_ERROR_RATIO = 0.01  # of requests, server errors (S3 5xx; GCS UNAVAILABLE, INTERNAL, ...)
+# GCS request_count's response_code values read as server-side errors (Cloud Monitoring metrics list, gcp-storage:
+# api/request_count, response_code label; secondary: the code values as public alert policies use them).
+GCS_SERVER_ERRORS = "UNAVAILABLE|INTERNAL|DEADLINE_EXCEEDED|RESOURCE_EXHAUSTED"
+
+
+def fabric_alerts(fabric: FabricSignals, ksm_group_label: str) -> list[tuple[str, str, int, str, str]]:
+    """(name, expr, minutes, severity, summary) of the fabric alerts. EFA counters from the driver's hw_counters
+    (awsome-distributed-training efa-node-exporter amazon_efa_linux.go: retrans_pkts, retrans_timeout_events "SRD
+    traffic reached timeout and required network path change", impaired_remote_conn_events "connections entered an
+    impaired state, resulting in a reduced throughput rate limit", unresponsive_remote_events)."""
+    if fabric.kind != "efa":
+        return []
+    groups = "|".join(sorted(fabric.node_groups))
+    return [
+        ("EfaRetransmitsHigh", "sum by (node) (rate(node_amazonefa_retrans_pkts[10m])) / sum by (node) "
+         f"(rate(node_amazonefa_tx_pkts[10m])) > {EFA_RETRANSMIT_RATIO}", 15, "warning",
+         "EFA on {{ $labels.node }} retransmits {{ $value | humanizePercentage }} of its packets"),
+        ("EfaRetransmitTimeouts", "sum by (node) (increase(node_amazonefa_retrans_timeout_events[15m])) > 0", 0,
+         "warning", "EFA traffic on {{ $labels.node }} timed out and changed network path"),
+        ("EfaImpairedConnections", "sum by (node) (increase({__name__=~\"node_amazonefa_(impaired_remote_conn_events"
+         "|unresponsive_remote_events)\"}[15m])) > 0", 0, "warning",
+         "EFA connections from {{ $labels.node }} were impaired or their remote unresponsive"),
+        ("EfaDeviceErrors", "sum by (node, device) (increase({__name__=~\"node_amazonefa_(rx_drops|cmds_err|"
+         "rdma_read_wr_err|rdma_write_wr_err)\"}[10m])) > 0", 10, "warning",
+         "EFA device {{ $labels.device }} on {{ $labels.node }} drops packets or fails work requests"),
+        ("FabricMetricsMissing", f"count(kube_node_labels{{{ksm_group_label}=~\"{groups}\"}}) > "
+         "(count(count by (node) (node_amazonefa_info)) or vector(0))", 30, "warning",
+         "{{ $value }} EFA node(s) export no EFA counters: the fabric alerts cannot see them"),
+    ]
+
+
+def storage_alerts(storage: StorageSignals) -> list[tuple[str, str, int, str, str]]:
+    """(name, expr, minutes, severity, summary) of the storage alerts, on what yet-another-cloudwatch-exporter (AWS:
+    aws_fsx_*, aws_s3_* by dimension) or the stackdriver exporter (GCP) scrape."""
+    out: list[tuple[str, str, int, str, str]] = []
+    if storage.filesystem == "fsx":
+        out.append(("StorageMetricsMissing", "absent(aws_fsx_free_data_storage_capacity_sum)", 30, "warning",
+                    "no FSx for Lustre metric reaches Prometheus: the exporter or its IAM role is broken"))
+        if storage.throughput_bytes_per_s:
+            limit = FS_THROUGHPUT_SHARE * storage.throughput_bytes_per_s
+            out.append(("FilesystemThroughputNearLimit", "sum by (dimension_FileSystemId) ({__name__=~"
+                        "\"aws_fsx_data_(read|write)_bytes_sum\"}) / 60 > " f"{limit:.0f}", 15, "warning",
+                        "FSx {{ $labels.dimension_FileSystemId }} moves {{ $value | humanize }}B/s, over "
+                        f"{FS_THROUGHPUT_SHARE:.0%} of its provisioned throughput: checkpoints and reads queue"))
+        if storage.capacity_bytes:
+            out.append(("FilesystemCapacityLow", "min by (dimension_FileSystemId) "
+                        f"(aws_fsx_free_data_storage_capacity_sum) < {FS_FREE_SHARE * storage.capacity_bytes:.0f}",
+                        30, "warning", "FSx {{ $labels.dimension_FileSystemId }} has under "
+                        f"{FS_FREE_SHARE:.0%} of its capacity free"))
+    elif storage.filesystem == "managed-lustre":
+        out.append(("StorageMetricsMissing", "absent({__name__=~\"stackdriver_.+_lustre_googleapis_com_.+\"})", 30,
+                    "warning", "no Managed Lustre metric reaches Prometheus: the exporter or its Workload Identity "
+                    "grant is broken"))
+    if storage.bucket == "s3":
+        out.append(("CheckpointBucketErrors", "sum by (dimension_BucketName) (aws_s3_5xx_errors_sum) / "
+                    "sum by (dimension_BucketName) (aws_s3_all_requests_sum) > " f"{BUCKET_ERROR_RATIO}", 15,
+                    "warning", "S3 answers {{ $value | humanizePercentage }} of the checkpoint bucket's requests "
+                    "with server errors"))
+    elif storage.bucket == "gcs":
+        metric = "stackdriver_gcs_bucket_storage_googleapis_com_api_request_count"
+        out.append(("CheckpointBucketErrors", f"sum by (bucket_name) (rate({metric}{{response_code=~"
+                    f"\"{GCS_SERVER_ERRORS}\"}}[15m])) / sum by (bucket_name) (rate({metric}[15m])) > "
+                    f"{BUCKET_ERROR_RATIO}", 15, "warning", "Cloud Storage answers {{ $value | humanizePercentage }} "
+                    "of the checkpoint bucket's requests with server errors"))
+    return out
+
+
+def log_alerts(logs: LogSignals) -> list[tuple[str, str, int, str, str]]:
+    """(name, expr, minutes, severity, summary) of the log shipper's alerts (Fluent Bit's output metrics,
+    fluentbit_output_retries_failed_total and fluentbit_output_dropped_records_total; kube-state-metrics' DaemonSet
+    status)."""
+    return [
+        ("LogsNotShipped", "sum by (name) (rate({__name__=~\"fluentbit_output_(retries_failed|dropped_records)_total"
+         "\"}[10m])) > 0", 10, "warning", "Fluent Bit output {{ $labels.name }} drops log records"),
+        ("LogShipperUnavailable", f"max(kube_daemonset_status_number_unavailable{{namespace=\"{logs.namespace}\", "
+         f"daemonset=\"{logs.daemonset}\"}}) > 0", 15, "warning",
+         "{{ $value }} node(s) run no log shipper: their container logs are not in CloudWatch"),
+    ]
 
 
 @dataclass(frozen=True)
@@ -152,11 +284,17 @@ def spend_pricing(pools: Sequence[Any], retention_days: int) -> SpendPricing:
 
 
 def prometheus_rules(runbook_url: str = "docs/runbooks.md", team_budgets: Mapping[str, float] | None = None,
-                     spend: SpendPricing | None = None, slurm: bool = False) -> Manifest:
+                     spend: SpendPricing | None = None, slurm: bool = False, *,
+                     fabric: FabricSignals | None = None, storage: StorageSignals | None = None,
+                     logs: LogSignals | None = None, checkpoint_allowed_s: float | None = None,
+                     not_visible: Sequence[str] = ()) -> Manifest:
     """Recording rules and alerts for the seed's minimum telemetry: GPU utilization, errors (XID, ECC,
     row remapping, NVLink), temperature and power, nodes not ready; queue wait time and quota denials (evictions,
     preemptions, inadmissible workloads, exhausted quota); each team's GPU spend against its budget (``spend``).
-    Every alert links its runbook section (``runbook_url``, the annotation kube-prometheus-stack's own rules use)."""
+    Every alert links its runbook section (``runbook_url``, the annotation kube-prometheus-stack's own rules use).
+    The telemetry of issue 27: the fabric (``fabric``), the filesystem and bucket (``storage``), the log shipper
+    (``logs``) and checkpoints slower than the goodput model allows (``checkpoint_allowed_s``), and each job's
+    recording rules (objects/jobs.py); ``not_visible`` names what the cloud's telemetry cannot see."""
     recording = [
         {"record": "gpu_cluster:gpu_utilization:avg_by_namespace",
          "expr": "avg by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=\"\"})"},
@@ -224,6 +362,16 @@ def prometheus_rules(runbook_url: str = "docs/runbooks.md", team_budgets: Mappin
             alert("SlurmJobsPendingWhileNodesIdle", "max(slurm_jobs_pending) > 0 and max(slurm_nodes_idle) > 0", 30,
                   "info", "Slurm jobs wait while nodes are idle: limits, budgets or partitions hold them"),
         ]
+    for name, expr, minutes, severity, summary in [
+            *(fabric_alerts(fabric, KSM_NODE_GROUP_LABEL) if fabric is not None else []),
+            *(storage_alerts(storage) if storage is not None else []),
+            *(log_alerts(logs) if logs is not None else [])]:
+        alerts.append(alert(name, expr, minutes, severity, summary))
+    if checkpoint_allowed_s is not None:
+        alerts.append(alert("CheckpointTooSlow", checkpoint_alert_expr(checkpoint_allowed_s), 0, "warning",
+                            "a checkpoint of {{ $labels.job }} in {{ $labels.namespace }} took {{ $value | "
+                            f"humanizeDuration }}}}, more than the {checkpoint_allowed_s:.0f} s the goodput model "
+                            "allows"))
     budget_rules: list[Manifest] = []
     if spend is not None and spend.gpu_unit_hour_usd:
         recording += spend_recording_rules(spend)
@@ -245,14 +393,16 @@ def prometheus_rules(runbook_url: str = "docs/runbooks.md", team_budgets: Mappin
                 rule["annotations"]["unpriced"] = (f"{', '.join(spend.unpriced)}: no price read, GPU hours there are "
                                                    "not counted")
             budget_rules.append(rule)
+    annotations = {**({UNPRICED_ANNOTATION: ", ".join(spend.unpriced)} if spend is not None and spend.unpriced
+                      else {}), **({UNSEEN_ANNOTATION: "; ".join(not_visible)} if not_visible else {})}
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
-        "metadata": {**meta("gpu-cluster", MONITORING_NAMESPACE),
-                     **({"annotations": {UNPRICED_ANNOTATION: ", ".join(spend.unpriced)}}
-                        if spend is not None and spend.unpriced else {})},
+        "metadata": {**meta("gpu-cluster", MONITORING_NAMESPACE), **({"annotations": annotations} if annotations
+                                                                    else {})},
         "spec": {"groups": [
             {"name": "gpu-cluster.recording", "interval": f"{RECORDING_INTERVAL_MINUTES}m", "rules": recording},
+            {"name": "gpu-cluster.jobs", "interval": f"{RECORDING_INTERVAL_MINUTES}m", "rules": job_recording_rules()},
             {"name": "gpu-cluster.alerts", "rules": alerts},
             # A month of samples per team is read at each evaluation: every 5 minutes is enough for a budget.
             *([{"name": "gpu-cluster.budgets", "interval": "5m", "rules": budget_rules}] if budget_rules else []),

@@ -15,6 +15,7 @@ from components.kubernetes.objects.common import (
     Manifest,
     meta,
 )
+from components.kubernetes.objects.jobs import PUSHGATEWAY_POD_LABELS, PUSHGATEWAY_PORT
 from components.kubernetes.quotas import GPU, GpuPool, Resources
 from components.spec import PRIVILEGED_NAMESPACES, TeamSpec
 
@@ -161,9 +162,10 @@ def limit_range(team: TeamSpec, reachable: Sequence[GpuPool]) -> Manifest:
 
 def network_policies(team: TeamSpec, allow_https_egress: bool,
                      extra_egress: Sequence[EgressRule] = (),
-                     anywhere: Sequence[str] = ("0.0.0.0/0",)) -> list[Manifest]:
+                     anywhere: Sequence[str] = ("0.0.0.0/0",), push_metrics: bool = False) -> list[Manifest]:
     """Default deny, then what a distributed training job needs: its own namespace (NCCL bootstrap,
-    MPI launchers), DNS, the metrics scraper and, optionally, HTTPS egress (S3 checkpoints).
+    MPI launchers), DNS, the metrics scraper, optionally HTTPS egress (S3 checkpoints) and, with ``push_metrics``,
+    the Pushgateway its jobs push checkpoint durations to.
 
     EFA traffic bypasses the kernel network stack and is governed by the EFA security group instead.
     """
@@ -203,6 +205,15 @@ def network_policies(team: TeamSpec, allow_https_egress: bool,
             "policyTypes": ["Egress"],
             "egress": [{"to": [{"ipBlock": {"cidr": rule.cidr}}],
                         "ports": [{"protocol": rule.protocol, "port": rule.port}]}],
+        }))
+    if push_metrics:
+        out.append(policy("allow-metrics-push", {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [{"to": [{"namespaceSelector": {"matchLabels": {
+                "kubernetes.io/metadata.name": MONITORING_NAMESPACE}},
+                "podSelector": {"matchLabels": dict(PUSHGATEWAY_POD_LABELS)}}],
+                "ports": [{"protocol": "TCP", "port": PUSHGATEWAY_PORT}]}],
         }))
     if allow_https_egress:
         out.append(policy("allow-https-egress", {
