@@ -1,18 +1,22 @@
 """The NCCL acceptance gate in the program (issue 14): MPIJobs valid against the MPIJob CRD, admitted by their
-queue's rules, suspended until run, with every GPU and EFA device of each node."""
+queue's rules, suspended until run, with every GPU and EFA device of each node; and (issue 27) the per-node run, an
+indexed Job with one pod on every node of a group, each uploading its record to the bucket through an identity that
+may write only there."""
 
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import yaml
 
 from components.kubernetes.objects import kueue_manager_config
 from tests.conftest import offline_run, raw_stack_config, run_spec
-from tests.k8s_checks import cluster_queue_cel, validate_crd_object
+from tests.k8s_checks import cluster_queue_cel, validate_builtin, validate_crd_object
 
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
+JOB = "kubernetes:batch/v1:Job"
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
 
 
@@ -28,9 +32,14 @@ def _quantity(text: Any) -> float:
     return float(s)
 
 
+def node_jobs(graph: Any) -> dict[str, dict[str, Any]]:
+    return {j.inputs["metadata"]["name"]: j.inputs for j in graph.of_type(JOB)
+            if j.inputs["metadata"].get("namespace") == "gpu-acceptance"}
+
+
 def test_the_mpijobs_are_valid_against_the_crd() -> None:
     found = jobs(offline_run("prod-aws").graph)
-    assert sorted(found) == ["nccl-allreduce-h100", "nccl-nvlink-h100"]
+    assert sorted(found) == ["nccl-allreduce-h100"]
     for job in found.values():
         validate_crd_object(job)
 
@@ -64,12 +73,64 @@ def test_the_allreduce_job_spans_every_node_with_every_device_and_waits_to_be_ru
         assert ["-x", name] == args[args.index(name) - 1:args.index(name) + 1]  # passed to every rank
 
 
-def test_the_nvlink_variant_is_one_node_without_the_fabric() -> None:
-    job = jobs(offline_run("prod-aws").graph)["nccl-nvlink-h100"]
-    assert job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 1
-    container = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
-    assert "vpc.amazonaws.com/efa" not in container["resources"]["limits"]
-    assert {e["name"] for e in container["env"]} == {"NCCL_DEBUG"}
+def test_the_per_node_run_puts_one_pod_on_every_node_and_waits_to_be_run() -> None:
+    """An indexed Job of 16 pods, each on its own node (required anti-affinity and a hard spread by host), all_reduce
+    over the node's 8 GPUs in one process without the fabric, suspended until its held queue admits it."""
+    graph = offline_run("prod-aws").graph
+    (job,) = node_jobs(graph).values()
+    validate_builtin(job, "1.35")
+    spec = job["spec"]
+    assert job["metadata"]["name"] == "nccl-nodes-h100" and spec["suspend"] is True
+    assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"] == 16
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
+    pod = spec["template"]
+    selector = {"matchLabels": pod["metadata"]["labels"]}
+    (anti,) = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert anti == {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+    (spread,) = pod["spec"]["topologySpreadConstraints"]
+    assert spread["whenUnsatisfiable"] == "DoNotSchedule" and spread["labelSelector"] == selector
+    (bench,) = pod["spec"]["initContainers"]
+    limits = bench["resources"]["limits"]
+    assert limits["nvidia.com/gpu"] == 8 and "vpc.amazonaws.com/efa" not in limits and "hugepages-2Mi" not in limits
+    script = bench["command"][2]
+    assert "/opt/nccl-tests/build/all_reduce_perf -b 8 -e 16G -f 2 -g 8 > /records/nccl.log" in script
+    assert '"driver": "%s", "cuda": "%s", "exit_status": %s' in script  # the node's versions in its record
+
+
+def test_each_node_uploads_its_record_under_acceptance_through_its_own_identity() -> None:
+    """The uploader writes <bucket>/acceptance/<group>/<run>/<node>/ as nccl-recorder, whose role may only PutObject
+    there (and encrypt through S3); the jobs wait for its Pod Identity association; the records expire."""
+    graph = offline_run("prod-aws").graph
+    (job,) = node_jobs(graph).values()
+    pod = job["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "nccl-recorder"
+    (uploader,) = pod["containers"]
+    assert uploader["image"].startswith("public.ecr.aws/aws-cli/aws-cli:") and "@sha256:" in uploader["image"]
+    assert uploader["command"][2].endswith(
+        'aws s3 cp --recursive --only-show-errors /records/ "s3://$RECORDS_BUCKET/acceptance/$NODE_GROUP/$RUN/'
+        '$NODE_NAME/"')
+    env = {e["name"]: e for e in uploader["env"]}
+    assert env["RUN"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['gpu-cluster/acceptance-run']"
+    (account,) = [r.inputs for r in graph.of_type("kubernetes:core/v1:ServiceAccount")
+                  if r.inputs["metadata"]["name"] == "nccl-recorder"]
+    assert account["metadata"]["namespace"] == "gpu-acceptance"
+    (role,) = [r for r in graph.of_type("aws:iam/role:Role") if r.inputs["name"] == "prod-train-nccl-recorder"]
+    trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]["Condition"]["StringEquals"]
+    assert trust["aws:RequestTag/kubernetes-namespace"] == "gpu-acceptance"
+    assert trust["aws:RequestTag/kubernetes-service-account"] == "nccl-recorder"
+    (policy,) = [r for r in graph.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.endswith("acceptance-recorder-policy")]
+    statements = json.loads(policy.inputs["policy"])["Statement"]
+    assert statements[0]["Action"] == ["s3:PutObject"] and statements[0]["Resource"].endswith("/acceptance/*")
+    assert statements[1]["Action"] == ["kms:GenerateDataKey"]
+    assert len(statements) == 2  # no read, list or delete, no other prefix
+    (association,) = [r for r in graph.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+                      if r.inputs["serviceAccount"] == "nccl-recorder"]
+    (job_resource,) = [r for r in graph.of_type(JOB) if r.inputs["metadata"]["name"] == "nccl-nodes-h100"]
+    assert association.urn in job_resource.dependencies
+    (lifecycle,) = [r.inputs for r in graph.of_type(
+        "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration") if r.name == "storage-checkpoints-lifecycle"]
+    (records,) = [r for r in lifecycle["rules"] if r["id"] == "expire-acceptance-records"]
+    assert records["filter"] == {"prefix": "acceptance/"} and records["expiration"]["days"] == 730
 
 
 def test_kueue_admits_it_by_its_queues_rules() -> None:
@@ -128,7 +189,7 @@ def test_prod_gcp_holds_a_tcpxo_allreduce_job_valid_against_its_crd() -> None:
     the GPU devices the NRI injector gives it, and each rank sourcing the node's NCCL plugin profile."""
     graph = offline_run("prod-gcp").graph
     found = jobs(graph)
-    assert sorted(found) == ["nccl-allreduce-h100", "nccl-nvlink-h100"]
+    assert sorted(found) == ["nccl-allreduce-h100"]
     for job in found.values():
         validate_crd_object(job)
         assert job["spec"]["runPolicy"]["suspend"] is True
@@ -178,8 +239,10 @@ def test_the_gke_acceptance_pods_pass_the_gpudirect_admission_policy_and_a_greed
     assert all(labels.get(k) == v for k, v in selector.items())
     (policy,) = [r.inputs for r in graph.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")
                  if r.inputs["metadata"]["name"] == "gpu-cluster-gpudirect-pod-limits"]
-    for job in jobs(graph).values():
-        template = _gke_worker(job)
+    templates = [_gke_worker(job) for job in jobs(graph).values()]
+    templates += [job["spec"]["template"] for job in node_jobs(graph).values()]
+    assert len(templates) == 2
+    for template in templates:
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": template["metadata"], "spec": template["spec"]}
         assert _cel(policy, pod, "gpu-acceptance") == []
     greedy = copy.deepcopy(pod)
@@ -217,3 +280,27 @@ def test_a_gke_stack_without_acceptance_has_no_jobs_and_tests_dir_is_honoured() 
                           "testsDir": "/third_party/nccl-tests/build"}
     job = jobs(run_spec(spec, "prod-gcp").graph)["nccl-allreduce-h100"]
     assert _gke_rank_command(job)[3] == "/third_party/nccl-tests/build/all_reduce_perf"
+
+
+def test_the_gke_per_node_run_keeps_the_tcpxo_shape_and_writes_through_a_managed_folder() -> None:
+    """On A3 Mega each per-node pod has the RxDM sidecar before the benchmark, sources the plugin profile, and
+    uploads with gcloud as nccl-recorder, which may only create objects in the bucket's acceptance/ managed folder;
+    the records expire by a lifecycle rule on that prefix."""
+    graph = offline_run("prod-gcp").graph
+    (job,) = node_jobs(graph).values()
+    validate_builtin(job, "1.35")
+    pod = job["spec"]["template"]["spec"]
+    sidecar, bench = pod["initContainers"]
+    assert sidecar["name"] == "tcpxo-daemon" and sidecar["restartPolicy"] == "Always"
+    assert "source /usr/local/nvidia/lib64/nccl-env-profile.sh" in bench["command"][2]
+    (uploader,) = pod["containers"]
+    assert uploader["image"].startswith("gcr.io/google.com/cloudsdktool/google-cloud-cli:")
+    assert '"gs://$RECORDS_BUCKET/acceptance/$NODE_GROUP/$RUN/$NODE_NAME/"' in uploader["command"][2]
+    (folder,) = [r.inputs for r in graph.of_type("gcp:storage/managedFolder:ManagedFolder")
+                 if r.inputs["name"] == "acceptance/"]
+    (grant,) = [r.inputs for r in graph.of_type("gcp:storage/managedFolderIamMember:ManagedFolderIamMember")
+                if str(r.inputs["member"]).endswith("/ns/gpu-acceptance/sa/nccl-recorder")]
+    assert grant["role"] == "roles/storage.objectCreator" and grant["managedFolder"] == folder["name"]
+    (bucket,) = [r.inputs for r in graph.of_type("gcp:storage/bucket:Bucket") if r.name == "storage-checkpoints"]
+    (rule,) = [r for r in bucket["lifecycleRules"] if r["condition"].get("matchesPrefixes") == ["acceptance/"]]
+    assert rule["action"]["type"] == "Delete" and rule["condition"]["age"] == 730

@@ -167,6 +167,19 @@ class CloudRelease:
     spec_path: str = ""
 
 
+@dataclass(frozen=True, kw_only=True)
+class CloudTelemetry:
+    """What the cloud adds to the platform's telemetry (issue 27): its exporters and log shipper from pinned charts
+    (installed after Prometheus, each after the identity it reads the cloud with), the signals the alerts and
+    dashboards read (fabric, storage, logs), and what its telemetry cannot see (said in the preview)."""
+
+    releases: tuple[CloudRelease, ...] = ()
+    fabric: obj.FabricSignals | None = None
+    storage: obj.StorageSignals | None = None
+    logs: obj.LogSignals | None = None
+    not_visible: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class PlatformInputs:
     """What the platform needs from the cluster and the spec (no cloud types): each cloud module fills in
@@ -226,6 +239,10 @@ class PlatformInputs:
     # the cloud created one; None without scheduler.slurm.
     slurm: obj.SlurmCluster | None = None
     slurm_db_password: Any = None
+    # The cloud's fabric, storage and log telemetry (exporters, log shipper, what the alerts read); None: none.
+    telemetry: CloudTelemetry | None = None
+    # Where the acceptance gate's per-node runs write their records (the bucket, the cloud's CLI image).
+    acceptance_recorder: obj.AcceptanceRecorder | None = None
     # Where in the stack file the shared filesystem and the cloud's cluster objects are configured (provenance).
     filesystem_spec_path: str = ""
     cloud_objects_spec_path: str = ""
@@ -234,6 +251,19 @@ class PlatformInputs:
     def pools_by_name(self) -> dict[str, GpuPool]:
         """GPU pools by node group name."""
         return {p.name: p for p in self.pools}
+
+    @property
+    def checkpoint_metrics(self) -> bool:
+        """Jobs push checkpoint durations to the Pushgateway: on in the spec, and a goodput model to judge them by."""
+        return self.platform.monitoring.checkpoint_metrics and self.checkpoint_policy is not None
+
+    @property
+    def checkpoint_allowed_s(self) -> float | None:
+        """The longest checkpoint write the goodput model allows (its ConfigMap's figure), when jobs push durations."""
+        if not self.checkpoint_metrics or self.checkpoint_policy is None:
+            return None
+        value = self.checkpoint_policy.get("CHECKPOINT_WRITE_ALLOWED_SECONDS")
+        return float(value) if value else None
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -274,14 +304,31 @@ class Monitoring(pulumi.ComponentResource):
         )
         after_prometheus = pulumi.ResourceOptions(parent=self, depends_on=[self.prometheus])
         budgets = {t.name: float(t.budget.monthly_usd) for t in inputs.teams if t.budget is not None}
+        tel = inputs.telemetry or CloudTelemetry()
         apply(f"{name}-rules", obj.prometheus_rules(mon.alerts.runbook_url, budgets,
                                                      obj.spend_pricing(inputs.pools, mon.retention_days),
-                                                     slurm=inputs.slurm is not None),
+                                                     slurm=inputs.slurm is not None, fabric=tel.fabric,
+                                                     storage=tel.storage, logs=tel.logs,
+                                                     checkpoint_allowed_s=inputs.checkpoint_allowed_s,
+                                                     not_visible=tel.not_visible),
               after_prometheus)
         notify = {t.name: [*t.budget.notify, *inputs.platform_budget_notify] for t in inputs.teams
                   if t.budget is not None}
         apply(f"{name}-alert-routing", obj.alertmanager_config(mon.alerts, notify), after_prometheus)
         apply(f"{name}-dashboard", obj.grafana_dashboard(), after_prometheus)
+        apply(f"{name}-jobs-dashboard", obj.jobs_dashboard(tel.fabric is not None), after_prometheus)
+        if inputs.checkpoint_metrics:
+            release(obj.PUSHGATEWAY_RELEASE, charts["pushgateway"], obj.MONITORING_NAMESPACE, obj.pushgateway_values(),
+                    after_prometheus)
+        # The cloud's exporters and log shipper: each after Prometheus (its ServiceMonitor's CRD) and the identity it
+        # reads the cloud with; a namespace other than monitoring is created for it (its DaemonSet reads host paths).
+        spaces: dict[str, pulumi.Resource] = {obj.MONITORING_NAMESPACE: mon_ns}
+        for rel in tel.releases:
+            if rel.namespace not in spaces:
+                spaces[rel.namespace] = _system_namespace(self, rel.namespace, inputs.labels)
+            release(rel.release, charts[rel.chart], rel.namespace, rel.values,
+                    pulumi.ResourceOptions(parent=self, depends_on=[self.prometheus, spaces[rel.namespace],
+                                                                    *rel.ready]))
         release("opencost", charts["opencost"], obj.OPENCOST_NAMESPACE, obj.opencost_values(inputs.cluster_name),
                 pulumi.ResourceOptions(parent=self, depends_on=[cost_ns, self.prometheus]))
         self.register_outputs({})
@@ -361,8 +408,10 @@ class Tenancy(pulumi.ComponentResource):
                 obj.resource_quota(team, hard, fabric_resource),
                 obj.limit_range(team, [pools[q.node_group] for q in team.quotas if q.node_group in pools]),
                 *obj.network_policies(team, inputs.platform.allow_https_egress, inputs.extra_egress,
-                                       inputs.anywhere),
-                *([obj.checkpoint_policy(team, inputs.labels, inputs.checkpoint_policy)]
+                                       inputs.anywhere, push_metrics=inputs.checkpoint_metrics),
+                *([obj.checkpoint_policy(team, inputs.labels, {
+                    **inputs.checkpoint_policy, **(obj.checkpoint_push_settings() if inputs.checkpoint_metrics
+                                                   else {})})]
                   if inputs.checkpoint_policy is not None else []),
                 *(inputs.team_objects or {}).get(team.name, ()),
             ]
@@ -484,9 +533,10 @@ class Controllers(pulumi.ComponentResource):
 
 
 class Acceptance(pulumi.ComponentResource):
-    """The NCCL acceptance gate: a namespace and queue of its own, and per multi-node fabric node group an
-    all_reduce_perf MPIJob over all its nodes plus a single-node NVLink one (the MPI Operator comes with the
-    controllers); every job is created suspended, so ``pulumi up`` never starts a benchmark."""
+    """The NCCL acceptance gate: a namespace and queue of its own, per multi-node fabric node group an all_reduce_perf
+    MPIJob over all its nodes (the MPI Operator comes with the controllers), and per GPU group an indexed Job running
+    the single-node NVLink all_reduce on every node, each pod uploading its record to the bucket through the recorder
+    service account; every job is created suspended, so ``pulumi up`` never starts a benchmark."""
 
     def __init__(self, name: str, inputs: PlatformInputs, kueue: pulumi.Resource, operator: pulumi.Resource,
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
@@ -514,6 +564,14 @@ class Acceptance(pulumi.ComponentResource):
         apply(f"{name}-clusterqueue", obj.acceptance_cluster_queue(tested, covered), after_kueue)
         queue = apply(f"{name}-localqueue", obj.acceptance_local_queue(), after_kueue)
         jobs = pulumi.ResourceOptions(parent=self, depends_on=[operator, queue])
+        recorder = inputs.acceptance_recorder
+        assert recorder is not None, "the cloud names where acceptance records go"
+        account = apply(f"{name}-recorder-account",
+                        obj.service_account(obj.RECORDER_SERVICE_ACCOUNT, obj.ACCEPTANCE_NAMESPACE, inputs.labels,
+                                            f"write {recorder.scheme}://<checkpoint bucket>/{obj.RECORDS_PREFIX}/ "
+                                            "only (the per-node runs' records)"),
+                        pulumi.ResourceOptions(parent=self, depends_on=[ns]))
+        node_jobs = pulumi.ResourceOptions(parent=self, depends_on=[queue, account, *recorder.ready])
         # EFA registers hugepages (AWS); GKE's nodes offer none unless configured, so a request would never schedule.
         hugepages = inputs.fabric is not None
         topology = inputs.topology.node_labels[0] if inputs.topology is not None else None
@@ -525,9 +583,9 @@ class Acceptance(pulumi.ComponentResource):
                                       inputs.labels, tests_dir=inputs.acceptance_tests_dir, hugepages=hugepages,
                                       topology_level=level), jobs)
             if pool.gpus_per_node > 1:
-                apply(f"{name}-nvlink-{pool.name}",
-                      obj.nccl_mpijob(pool, inputs.acceptance_image, 1, fabrics.get(pool.name), inputs.labels,
-                                      tests_dir=inputs.acceptance_tests_dir, hugepages=hugepages), jobs)
+                apply(f"{name}-nodes-{pool.name}",
+                      obj.nccl_node_job(pool, inputs.acceptance_image, fabrics.get(pool.name), inputs.labels,
+                                        recorder, tests_dir=inputs.acceptance_tests_dir), node_jobs)
         self.register_outputs({})
 
 

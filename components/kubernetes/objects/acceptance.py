@@ -25,6 +25,15 @@ HUGEPAGES = "5120Mi"
 WORKER_MEMORY = "256Gi"
 WORKER_CPU = 32
 LAUNCHER_RETRIES = 5  # the launcher may reach a worker still pulling its image: retried, not failed
+# The per-node run: one pod on every node of a group, each all_reduce_perf over the node's GPUs in one process
+# (-g <GPUs>, NVLink and NVSwitch only), then its record uploaded to the checkpoint bucket under
+# acceptance/<group>/<run>/<node>/ (nccl.log, node.json) by a service account that may write only there.
+RECORDER_SERVICE_ACCOUNT = "nccl-recorder"
+RECORDS_PREFIX = "acceptance"
+# The run's name: set on the suspended Job's pod template before the queue is released (README, "Before you commit
+# capacity"); the Job's uid when it was not.
+RUN_ANNOTATION = "gpu-cluster/acceptance-run"
+RECORDS_DIR = "/records"
 
 
 def acceptance_cluster_queue(pools: Sequence[GpuPool], covered: Sequence[str]) -> Manifest:
@@ -82,6 +91,113 @@ def efa_fabric(resource: str, devices: int, device_rdma: bool) -> PodFabric:
     env = (("FI_PROVIDER", "efa"), *((("FI_EFA_USE_DEVICE_RDMA", "1"),) if device_rdma else ()))
     return PodFabric(limits={resource: devices}, env=env, source="aws-samples/awsome-distributed-training "
                      "micro-benchmarks/nccl-tests (EFA devices, FI_PROVIDER, hugepages)")
+
+
+@dataclass(frozen=True)
+class AcceptanceRecorder:
+    """Where each per-node run writes its record: the bucket (a name, or an Output), its URL scheme (s3, gs), the
+    image of the cloud's CLI that uploads it, and what must exist before its pods get credentials (the cloud's
+    binding of the recorder's service account)."""
+
+    bucket: Any
+    scheme: str
+    image: str
+    ready: tuple[Any, ...] = ()
+
+
+def _node_script(tests_dir: str, gpus: int, rank_setup: Sequence[str]) -> str:
+    """The benchmark container's shell: all_reduce_perf over the node's GPUs, its log and the node's facts (driver and
+    CUDA from nvidia-smi, the exit status, the times) in the records directory; a failed benchmark is recorded, never
+    a failed pod, so every node's record reaches the bucket."""
+    binary = " ".join([f"{tests_dir.rstrip('/')}/all_reduce_perf", *NCCL_TESTS_ARGS[:-1], str(gpus)])
+    return "\n".join([
+        *rank_setup,
+        f'mkdir -p {RECORDS_DIR}; START=$(date -u +%Y-%m-%dT%H:%M:%SZ)',
+        f"{binary} > {RECORDS_DIR}/nccl.log 2>&1; STATUS=$?",
+        f"cat {RECORDS_DIR}/nccl.log",
+        "SMI=$(command -v nvidia-smi || echo /usr/local/nvidia/bin/nvidia-smi)",
+        'DRIVER=$($SMI --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1)',
+        "CUDA=$($SMI 2>/dev/null | sed -n 's/.*CUDA Version: *\\([0-9.]*\\).*/\\1/p' | head -n1)",
+        'printf \'{"node": "%s", "pod": "%s", "index": "%s", "node_group": "%s", "instance_type": "%s", '
+        '"gpus": %s, "driver": "%s", "cuda": "%s", "exit_status": %s, "started": "%s", "finished": "%s"}\\n\' '
+        '"$NODE_NAME" "$POD_NAME" "${JOB_COMPLETION_INDEX:-}" "$NODE_GROUP" "$INSTANCE_TYPE" '
+        f'"{gpus}" "$DRIVER" "$CUDA" "$STATUS" "$START" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > {RECORDS_DIR}/node.json',
+    ])
+
+
+def _upload_script(recorder: AcceptanceRecorder) -> str:
+    """The uploader's shell: the node's records to <scheme>://<bucket>/acceptance/<group>/<run>/<node>/, the run named
+    by the pod's annotation, else by the Job's uid (one Job object is one run)."""
+    target = f'"{recorder.scheme}://$RECORDS_BUCKET/{RECORDS_PREFIX}/$NODE_GROUP/$RUN/$NODE_NAME/"'
+    copy = (f"aws s3 cp --recursive --only-show-errors {RECORDS_DIR}/ {target}" if recorder.scheme == "s3" else
+            f"gcloud storage cp --recursive '{RECORDS_DIR}/*' {target}")
+    return f'RUN="${{RUN:-job-$JOB_UID}}"; exec {copy}'
+
+
+def nccl_node_job(pool: GpuPool, image: str, fabric: PodFabric | None, labels: Mapping[str, str],
+                  recorder: AcceptanceRecorder, *, tests_dir: str = NCCL_TESTS_DIR) -> Manifest:
+    """The per-node NVLink run: an indexed Job with one pod on every node of the pool (required anti-affinity and a
+    topology spread by host), each running all_reduce_perf over the node's GPUs in one process and uploading its log
+    and facts to the bucket (:data:`RECORDER_SERVICE_ACCOUNT`); created suspended, which Kueue lifts when its held
+    queue admits it. Where the cloud's fabric must be set up even on one node (``fabric.single_node``: GKE GPUDirect),
+    the pod has its annotations, sidecars and mounts."""
+    name = f"nccl-nodes-{pool.name}"
+    fab = fabric if fabric is not None and fabric.single_node else PodFabric()
+    selector = {"gpu-cluster/acceptance": "nodes", "gpu-cluster/node-group": pool.name}
+    env: list[Manifest] = [
+        {"name": "NCCL_DEBUG", "value": "INFO"}, *({"name": k, "value": v} for k, v in fab.env),
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "NODE_GROUP", "value": pool.name},
+        {"name": "INSTANCE_TYPE", "value": pool.instance_type},
+    ]
+    limits: dict[str, Any] = {GPU: pool.gpus_per_node, MEMORY: WORKER_MEMORY, CPU: WORKER_CPU, **fab.limits}
+    records = {"name": "records", "mountPath": RECORDS_DIR}
+    bench: Manifest = {
+        "name": "all-reduce", "image": image, "imagePullPolicy": "IfNotPresent", "env": env,
+        "command": ["bash", "-c", _node_script(tests_dir, pool.gpus_per_node, fab.rank_setup)],
+        "resources": {"limits": limits, "requests": dict(limits)},
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, records, *fab.mounts],
+    }
+    run_env = [
+        {"name": "RECORDS_BUCKET", "value": recorder.bucket},
+        {"name": "NODE_GROUP", "value": pool.name},
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "RUN", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{RUN_ANNOTATION}']"}}},
+        {"name": "JOB_UID", "valueFrom": {"fieldRef": {
+            "fieldPath": "metadata.labels['batch.kubernetes.io/controller-uid']"}}},
+    ]
+    uploader: Manifest = {
+        "name": "record", "image": recorder.image, "imagePullPolicy": "IfNotPresent", "env": run_env,
+        "command": ["sh", "-c", _upload_script(recorder)],
+        "resources": {"limits": {CPU: 1, MEMORY: "512Mi"}, "requests": {CPU: "100m", MEMORY: "256Mi"}},
+        "volumeMounts": [records],
+    }
+    spec: Manifest = {
+        "serviceAccountName": RECORDER_SERVICE_ACCOUNT,
+        "restartPolicy": "Never",
+        "tolerations": [GPU_TOLERATION],
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": selector}, "topologyKey": "kubernetes.io/hostname"}]}},
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                       "whenUnsatisfiable": "DoNotSchedule",
+                                       "labelSelector": {"matchLabels": selector}}],
+        "initContainers": [*fab.sidecars, bench],
+        "containers": [uploader],
+        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
+                    {"name": "records", "emptyDir": {"sizeLimit": "1Gi"}}, *fab.volumes],
+    }
+    template: Manifest = {"metadata": {"labels": dict(selector),
+                                       **({"annotations": dict(fab.annotations)} if fab.annotations else {})},
+                          "spec": spec}
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": meta(name, ACCEPTANCE_NAMESPACE, {**labels, "kueue.x-k8s.io/queue-name": "default",
+                                                       "gpu-cluster/node-group": pool.name,
+                                                       "gpu-cluster/acceptance": "nodes"}),
+        "spec": {"suspend": True, "completionMode": "Indexed", "completions": pool.max_nodes,
+                 "parallelism": pool.max_nodes, "backoffLimit": pool.max_nodes, "template": template},
+    }
 
 
 def nccl_mpijob(pool: GpuPool, image: str, nodes: int, fabric: PodFabric | None, labels: Mapping[str, str], *,
