@@ -28,21 +28,38 @@ from components.aws.network import AwsNetwork, DeployerPath
 from components.aws.platform import AWS_TOPOLOGY, EBS_GP3, POD_IDENTITY_EGRESS, POD_IDENTITY_EGRESS_IPV6, efa_fabric
 from components.aws.slurm_db import SlurmAccountingDb
 from components.aws.storage import AwsStorage
+from components.aws.telemetry import (
+    CLOUDWATCH_EXPORTER_RELEASE,
+    EFA_EXPORTER_RELEASE,
+    FLUENT_BIT_RELEASE,
+    LOGS_NAMESPACE,
+    AwsTelemetry,
+    cloudwatch_exporter_config,
+    cloudwatch_exporter_values,
+    efa_exporter_values,
+    fluent_bit_values,
+    log_group_names,
+)
 from components.bootstrap import ClusterConnection, efa_interfaces
 from components.catalog import load_addon_pins, load_aws_catalog
-from components.catalog.charts import cluster_autoscaler_image, slurm_images, tool_image
+from components.catalog.charts import cluster_autoscaler_image, recorder_image, slurm_images, tool_image
 from components.catalog.prices import describe, load_prices, node_hour_price
 from components.clock import utcnow
 from components.kubernetes.objects import (
+    MONITORING_NAMESPACE,
     NODE_GROUP_LABEL,
+    AcceptanceRecorder,
+    FabricSignals,
+    LogSignals,
     SharedFilesystem,
     SlurmCluster,
     SlurmDatabase,
     SlurmImages,
     SlurmNodePool,
+    StorageSignals,
     volume_generation,
 )
-from components.kubernetes.platform import STORAGE_CLASS, CloudRelease, PlatformInputs
+from components.kubernetes.platform import STORAGE_CLASS, CloudRelease, CloudTelemetry, PlatformInputs
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
 from components.provenance import from_spec, spec_path, team_items
@@ -126,9 +143,66 @@ def slurm_cluster(spec: ClusterSpec, pools: list[GpuPool], database_host: Any | 
         login_service=LOGIN_SERVICE, shared_filesystem=shared, job_mapping=True)
 
 
+# Fluent Bit reads host paths (/var/log): its namespace runs privileged (components/catalog/namespaces.yaml).
+FSX_MBPS_SCRATCH_2 = 200  # SCRATCH_2's baseline MB/s per TiB (FSx for Lustre user guide, "Performance")
+
+
+def filesystem_throughput_bytes(spec: ClusterSpec) -> float | None:
+    """The filesystem's provisioned throughput in bytes per second (capacity x MB/s per TiB; MB = 10^6 bytes), or
+    None without one."""
+    fs = spec.aws_spec().storage.filesystem
+    if fs is None:
+        return None
+    per_tib = fs.per_unit_storage_throughput or (FSX_MBPS_SCRATCH_2 if fs.deployment_type == "SCRATCH_2" else None)
+    return None if per_tib is None else fs.capacity_gib / 1024 * per_tib * 1e6
+
+
+def cloud_telemetry(spec: ClusterSpec, pools: list[GpuPool], ready_logs: tuple[pulumi.Resource, ...] = (),
+                    ready_metrics: tuple[pulumi.Resource, ...] = ()) -> CloudTelemetry:
+    """The AWS telemetry on the cluster: the EFA exporter on the EFA groups (with an image), the storage metrics
+    exporter and the log shipper, each release after its Pod Identity association (``ready_*``)."""
+    aws_spec = spec.aws_spec()
+    tel = aws_spec.telemetry
+    releases: list[CloudRelease] = []
+    fabric = None
+    efa_groups = tuple(sorted(p.name for p in pools if p.fabric_per_node))
+    if tel.efa_exporter_image is not None and efa_groups:
+        releases.append(CloudRelease(release=EFA_EXPORTER_RELEASE, chart="efa-node-exporter",
+                                     namespace=MONITORING_NAMESPACE,
+                                     values=efa_exporter_values(tel.efa_exporter_image, efa_groups),
+                                     spec_path=spec_path("aws", "telemetry", "efaExporterImage")))
+        fabric = FabricSignals(kind="efa", node_groups=efa_groups)
+    storage = None
+    fs = aws_spec.storage.filesystem
+    created_bucket = aws_spec.storage.checkpoint_bucket.existing_name is None
+    if tel.storage_metrics and (fs is not None or created_bucket):
+        config = cloudwatch_exporter_config(
+            aws_spec.region, spec.name, fs.existing.file_system_id if fs is not None and fs.existing else None,
+            discover_filesystem=fs is not None and fs.existing is None, request_metrics=created_bucket)
+        releases.append(CloudRelease(release=CLOUDWATCH_EXPORTER_RELEASE, chart="yet-another-cloudwatch-exporter",
+                                     namespace=MONITORING_NAMESPACE, values=cloudwatch_exporter_values(config),
+                                     ready=ready_metrics, spec_path=spec_path("aws", "telemetry", "storageMetrics")))
+        storage = StorageSignals(filesystem="fsx" if fs is not None else None,
+                                 throughput_bytes_per_s=filesystem_throughput_bytes(spec),
+                                 capacity_bytes=fs.capacity_gib * 2**30 if fs is not None else None,
+                                 bucket="s3" if created_bucket else None)
+    logs = None
+    if tel.container_logs.enabled:
+        releases.append(CloudRelease(release=FLUENT_BIT_RELEASE, chart="aws-for-fluent-bit", namespace=LOGS_NAMESPACE,
+                                     values=fluent_bit_values(aws_spec.region, log_group_names(spec.name),
+                                                              tel.container_logs.node_logs),
+                                     ready=ready_logs, spec_path=spec_path("aws", "telemetry", "containerLogs")))
+        logs = LogSignals(daemonset=FLUENT_BIT_RELEASE, namespace=LOGS_NAMESPACE)
+    return CloudTelemetry(releases=tuple(releases), fabric=fabric, storage=storage, logs=logs)
+
+
 def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | None = None,
-                    autoscaler: CloudRelease | None = None, slurm_db: tuple[Any, Any] | None = None) -> PlatformInputs:
-    """The cloud-neutral description of the cluster that the Kubernetes platform is built from."""
+                    autoscaler: CloudRelease | None = None, slurm_db: tuple[Any, Any] | None = None,
+                    telemetry_ready: tuple[tuple[pulumi.Resource, ...], tuple[pulumi.Resource, ...]] = ((), ()),
+                    records_bucket: Any = None, records_ready: tuple[pulumi.Resource, ...] = ()) -> PlatformInputs:
+    """The cloud-neutral description of the cluster that the Kubernetes platform is built from; ``telemetry_ready``
+    (the log shipper's and the metrics reader's identities) and ``records_bucket`` (the checkpoint bucket's name,
+    where the acceptance gate's records go) come from the cloud resources."""
     aws_spec = spec.aws_spec()
     catalog = load_aws_catalog()
     ipv6 = aws_spec.network.ip_family == "ipv6"
@@ -179,8 +253,13 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
         platform_reader=(PLATFORM_NAMESPACE, PLATFORM_SERVICE_ACCOUNT),
         checkpoint_policy=stack_checkpoint_policy(spec),
         acceptance_image=spec.acceptance.image if spec.acceptance.enabled else None,
+        acceptance_recorder=AcceptanceRecorder(bucket=records_bucket, scheme="s3",
+                                               image=spec.acceptance.recorder_image or recorder_image("aws"),
+                                               ready=records_ready)
+        if spec.acceptance.enabled else None,
         shared_filesystem=shared_filesystem,
         node_autoscaler=autoscaler,
+        telemetry=cloud_telemetry(spec, pools, *telemetry_ready),
     )
 
 
@@ -271,6 +350,8 @@ def build(spec: ClusterSpec) -> CloudPlanes:
             labels=labels,
             protect=protect,
             region=aws_spec.region,
+            request_metrics=aws_spec.telemetry.storage_metrics,
+            record_retention_days=spec.acceptance.record_retention_days if spec.acceptance.enabled else None,
             opts=opts,
         )
     with from_spec(spec_path("teams"), team_items([t.name for t in spec.teams])):
@@ -283,7 +364,18 @@ def build(spec: ClusterSpec) -> CloudPlanes:
             data_key_arn=storage.data_key_arn,
             teams=[t.name for t in spec.teams],
             labels=labels,
+            acceptance_records=spec.acceptance.enabled,
         ), opts=opts)
+    tel = aws_spec.telemetry
+    with from_spec(spec_path("aws", "telemetry")):
+        telemetry = AwsTelemetry(
+            "telemetry", eks_cluster_name=control_plane.eks_cluster_name,
+            eks_cluster_arn=control_plane.eks_cluster_arn, cluster_name=spec.name, region=aws_spec.region,
+            labels=labels, protect=protect, ship_logs=tel.container_logs.enabled,
+            retention_days=aws_spec.log_retention_days,
+            read_metrics=tel.storage_metrics and (aws_spec.storage.filesystem is not None
+                                                  or aws_spec.storage.checkpoint_bucket.existing_name is None),
+            opts=opts)
 
     with from_spec(spec_path("billing"), team_items([t.name for t in spec.teams])):
         cost = AwsCostPlane(
@@ -397,6 +489,10 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                                    client_security_group_id=control_plane.cluster_security_group_id, labels=labels,
                                    protect=protect, production=spec.environment == "prod", opts=opts)
         slurm_db = (db.host, db.password)
-    return CloudPlanes(kubernetes_provider=k8s_provider,
-                       platform=platform_inputs(spec, shared, node_autoscaler(spec, autoscaler_ready), slurm_db),
-                       outputs=outputs)
+    ready = (tuple(r for r in (telemetry.log_shipper,) if r is not None),
+             tuple(r for r in (telemetry.metrics_reader,) if r is not None))
+    # The per-node runs' pods get credentials only once the recorder's association exists.
+    inputs = platform_inputs(spec, shared, node_autoscaler(spec, autoscaler_ready), slurm_db, telemetry_ready=ready,
+                             records_bucket=storage.bucket_name,
+                             records_ready=(data_access.recorder,) if data_access.recorder is not None else ())
+    return CloudPlanes(kubernetes_provider=k8s_provider, platform=inputs, outputs=outputs)

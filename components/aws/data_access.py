@@ -15,13 +15,24 @@ import pulumi
 import pulumi_aws as aws
 
 from components import provenance
-from components.aws.iam import platform_checkpoint_read_policy, pod_identity_trust, team_checkpoint_policy, to_json
+from components.aws.iam import (
+    acceptance_record_policy,
+    platform_checkpoint_read_policy,
+    pod_identity_trust,
+    team_checkpoint_policy,
+    to_json,
+)
 from components.tags import merge_tags
 
 # The service account every team namespace gets for checkpoint access, and the platform's reader.
 CHECKPOINT_SERVICE_ACCOUNT = "checkpoints"
 PLATFORM_NAMESPACE = "kube-system"
 PLATFORM_SERVICE_ACCOUNT = "checkpoint-reader"
+# The acceptance gate's per-node pods: they write their records under acceptance/ of the bucket and nothing else
+# (components/kubernetes/objects/acceptance.py, RECORDER_SERVICE_ACCOUNT and RECORDS_PREFIX).
+RECORDER_NAMESPACE = "gpu-acceptance"
+RECORDER_SERVICE_ACCOUNT = "nccl-recorder"
+RECORDS_PREFIX = "acceptance"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,24 +47,30 @@ class DataAccessArgs:
     data_key_arn: Optional[pulumi.Input[str]]
     teams: Sequence[str]
     labels: Mapping[str, str]
+    acceptance_records: bool = False  # the acceptance gate writes per-node records: its recorder role
 
 
 class AwsDataAccess(pulumi.ComponentResource):
-    """Per-team checkpoint roles (``<team>/`` prefix, read and write) and a platform reader role.
+    """Per-team checkpoint roles (``<team>/`` prefix, read and write), a platform reader role and, with the
+    acceptance gate, the recorder's role (``acceptance/`` prefix, write only).
 
     Attributes:
         team_role_arns: the IAM role of each team's ``checkpoints`` service account.
         platform_role_arn: the read-all role of ``kube-system/checkpoint-reader``.
+        recorder: the recorder's Pod Identity association (the acceptance jobs wait for it), or None.
     """
 
     team_role_arns: dict[str, pulumi.Output[str]]
     platform_role_arn: pulumi.Output[str]
+    recorder: Optional[aws.eks.PodIdentityAssociation]
 
     def __init__(self, name: str, args: DataAccessArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:storage:AwsDataAccess", name, provenance.props(), opts)
         child = pulumi.ResourceOptions(parent=self)
-        def bind(key: str, physical: str, namespace: str, policy: pulumi.Output[str]) -> pulumi.Output[str]:
-            account = PLATFORM_SERVICE_ACCOUNT if key == "platform" else CHECKPOINT_SERVICE_ACCOUNT
+        associations: dict[str, aws.eks.PodIdentityAssociation] = {}
+
+        def bind(key: str, physical: str, namespace: str, policy: pulumi.Output[str],
+                 account: str = CHECKPOINT_SERVICE_ACCOUNT) -> pulumi.Output[str]:
             role = aws.iam.Role(
                 f"{name}-{key}-role",
                 name=physical,
@@ -63,7 +80,7 @@ class AwsDataAccess(pulumi.ComponentResource):
                 opts=child,
             )
             aws.iam.RolePolicy(f"{name}-{key}-policy", role=role.id, policy=policy, opts=child)
-            aws.eks.PodIdentityAssociation(
+            associations[key] = aws.eks.PodIdentityAssociation(
                 f"{name}-{key}-pod-identity",
                 cluster_name=args.eks_cluster_name,
                 namespace=namespace,
@@ -87,5 +104,14 @@ class AwsDataAccess(pulumi.ComponentResource):
         read_all = pulumi.Output.all(args.bucket_arn, args.data_key_arn or "").apply(
             lambda a: to_json(platform_checkpoint_read_policy(str(a[0]), str(a[1]) or None, args.region)))
         self.platform_role_arn = bind(
-            "platform", f"{args.physical_prefix}-checkpoint-reader", PLATFORM_NAMESPACE, read_all)
+            "platform", f"{args.physical_prefix}-checkpoint-reader", PLATFORM_NAMESPACE, read_all,
+            PLATFORM_SERVICE_ACCOUNT)
+        self.recorder = None
+        if args.acceptance_records:
+            records = pulumi.Output.all(args.bucket_arn, args.data_key_arn or "").apply(
+                lambda a: to_json(acceptance_record_policy(str(a[0]), str(a[1]) or None, RECORDS_PREFIX,
+                                                           args.region)))
+            bind("acceptance-recorder", f"{args.physical_prefix}-nccl-recorder", RECORDER_NAMESPACE, records,
+                 RECORDER_SERVICE_ACCOUNT)
+            self.recorder = associations["acceptance-recorder"]
         self.register_outputs({"platformRoleArn": self.platform_role_arn})

@@ -129,6 +129,67 @@ def platform_checkpoint_read_policy(bucket_arn: str, key_arn: str | None, region
     return document(*statements)
 
 
+def acceptance_record_policy(bucket_arn: str, key_arn: str | None, prefix: str, region: str) -> PolicyDocument:
+    """Write the acceptance gate's records under ``<prefix>/`` of the checkpoint bucket, and nothing else: no read, no
+    list, no delete, no other prefix (the per-node pods upload with ``aws s3 cp``, one PutObject per small file). The
+    data key only to encrypt through S3 (SSE-KMS)."""
+    top = prefix.rstrip("/") + "/"
+    statements: list[Statement] = [
+        {"Sid": "WriteAcceptanceRecords", "Effect": "Allow", "Action": ["s3:PutObject"],
+         "Resource": f"{bucket_arn}/{top}*"},
+    ]
+    if key_arn:
+        statements.append({"Sid": "EncryptThroughS3", "Effect": "Allow", "Action": ["kms:GenerateDataKey"],
+                           "Resource": key_arn, "Condition": _via_s3(region)})
+    return document(*statements)
+
+
+# What yet-another-cloudwatch-exporter needs for discovery and static jobs (YACE v0.67.0 README, "the bare minimum
+# permissions required to run Static and Discovery Jobs"); none of these actions supports a resource narrower than *
+# (Service Authorization Reference: CloudWatch GetMetricData, GetMetricStatistics, ListMetrics; Resource Groups
+# Tagging GetResources). They are reads.
+CLOUDWATCH_READ_ACTIONS = ("tag:GetResources", "cloudwatch:GetMetricData", "cloudwatch:GetMetricStatistics",
+                           "cloudwatch:ListMetrics")
+
+
+def cloudwatch_read_policy() -> PolicyDocument:
+    """Read CloudWatch metrics and find the stack's tagged resources (the storage metrics exporter)."""
+    return document({"Sid": "ReadMetrics", "Effect": "Allow", "Action": list(CLOUDWATCH_READ_ACTIONS),
+                     "Resource": "*"})
+
+
+# Fluent Bit's cloudwatch_logs output with auto_create_group off: it describes and creates streams and puts events
+# (fluent-bit docs, "Amazon CloudWatch": permissions CreateLogStream, DescribeLogStreams, PutLogEvents; CreateLogGroup
+# and PutRetentionPolicy only for auto_create_group and log_retention_days, both off here).
+LOG_SHIPPING_ACTIONS = ("logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents")
+
+
+def log_shipping_policy(group_arns: list[str]) -> PolicyDocument:
+    """Ship to the listed log groups only: each group and its streams (``<arn>:*``, the ARN Pulumi reports has no
+    ``:*``)."""
+    resources = [a for arn in group_arns for a in (arn, f"{arn}:*")]
+    return document({"Sid": "ShipToTheStackLogGroups", "Effect": "Allow", "Action": list(LOG_SHIPPING_ACTIONS),
+                     "Resource": resources})
+
+
+def logs_key_policy(partition: str, account: str, region: str, group_prefix: str) -> PolicyDocument:
+    """Key policy of the key that encrypts the stack's container and node log groups: the account's IAM policies decide
+    who uses it, and CloudWatch Logs in this region may use it for log groups under ``group_prefix`` only (CloudWatch
+    Logs user guide, "Encrypt log data in CloudWatch Logs using AWS KMS": principal logs.<region>.amazonaws.com,
+    Encrypt*, Decrypt*, ReEncrypt*, GenerateDataKey*, Describe*, condition ArnLike
+    kms:EncryptionContext:aws:logs:arn)."""
+    return document(
+        {"Sid": "EnableIamPolicies", "Effect": "Allow", "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"},
+         "Action": ["kms:*"], "Resource": "*"},
+        {"Sid": "CloudWatchLogsOfThisStack", "Effect": "Allow",
+         "Principal": {"Service": f"logs.{region}.amazonaws.com"},
+         "Action": ["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+         "Resource": "*",
+         "Condition": {"ArnLike": {"kms:EncryptionContext:aws:logs:arn":
+                                   f"arn:{partition}:logs:{region}:{account}:log-group:{group_prefix}*"}}},
+    )
+
+
 def deny_insecure_transport(bucket_arn: str) -> PolicyDocument:
     """Bucket policy refusing every request that does not use TLS."""
     return document({"Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*", "Action": ["s3:*"],

@@ -68,11 +68,13 @@ def private_versioned_bucket(
     protect: bool,
     encryption: Mapping[str, object],
     noncurrent_days: int,
+    extra_rules: Sequence[Mapping[str, object]] = (),
 ) -> aws.s3.Bucket:
     """A bucket that holds data: owner-enforced, every public access blocked, versioned, encrypted by default,
     and a lifecycle that expires only *noncurrent* versions after ``noncurrent_days`` (a current object never
     expires) and aborts multipart uploads left for a week. The parts are named ``<logical_name>-ownership``,
-    ``-public-access``, ``-versioning``, ``-sse`` and ``-lifecycle``; ``encryption`` is the one SSE rule."""
+    ``-public-access``, ``-versioning``, ``-sse`` and ``-lifecycle``; ``encryption`` is the one SSE rule;
+    ``extra_rules`` are lifecycle rules for prefixes that hold records, not data (the acceptance gate's)."""
     child = pulumi.ResourceOptions(parent=parent)
     bucket = aws.s3.Bucket(
         logical_name,
@@ -99,6 +101,7 @@ def private_versioned_bucket(
              "noncurrent_version_expiration": {"noncurrent_days": noncurrent_days}},
             {"id": "abort-incomplete-multipart-uploads", "status": "Enabled", "filter": {},
              "abort_incomplete_multipart_upload": {"days_after_initiation": 7}},
+            *(dict(r) for r in extra_rules),
         ],
         opts=pulumi.ResourceOptions(parent=parent, depends_on=[versioning]),
     )

@@ -15,6 +15,7 @@ from components.spec import StorageSpec
 from components.tags import merge_tags
 
 LUSTRE_PORTS: tuple[tuple[int, int], ...] = ((988, 988), (1018, 1023))
+RECORDS_PREFIX = "acceptance"  # where the acceptance gate's per-node records go (components/aws/data_access.py)
 S3_EVENTS = ["NEW", "CHANGED", "DELETED"]
 
 
@@ -58,6 +59,8 @@ class AwsStorage(pulumi.ComponentResource):
         labels: Mapping[str, str],
         protect: bool,
         region: str,
+        request_metrics: bool = False,
+        record_retention_days: Optional[int] = None,
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
         super().__init__("gpu-cluster:storage:AwsStorage", name, provenance.props(), opts)
@@ -90,7 +93,17 @@ class AwsStorage(pulumi.ComponentResource):
                                                                         "kms_master_key_id": key.arn},
                             "bucket_key_enabled": True},
                 noncurrent_days=spec.checkpoint_bucket.noncurrent_version_retention_days,
+                # The acceptance gate's records expire after their retention; checkpoints never do.
+                extra_rules=[{"id": "expire-acceptance-records", "status": "Enabled",
+                              "filter": {"prefix": f"{RECORDS_PREFIX}/"},
+                              "expiration": {"days": record_retention_days}}] if record_retention_days else (),
             )
+            if request_metrics:
+                # S3 request metrics for the whole bucket (S3 user guide, "Creating a CloudWatch metrics configuration
+                # for all the objects in your bucket": id EntireBucket, no filter): requests, 4xx/5xx, latencies and
+                # bytes per minute in AWS/S3, billed as custom metrics (about 16 of them).
+                aws.s3.BucketMetric(f"{name}-checkpoints-request-metrics", bucket=bucket.id, name="EntireBucket",
+                                    opts=child)
             aws.s3.BucketPolicy(
                 f"{name}-checkpoints-policy",
                 bucket=bucket.id,
