@@ -18,7 +18,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.catalog.charts import slurm_images, tool_image
+from components.catalog.charts import recorder_image, slurm_images, tool_image
 from components.catalog.gcp_machines import gcp_storage_limits, gpudirect_manifests, load_gcp_catalog, rxdm_image
 from components.catalog.prices import describe, load_prices, node_hour_price
 from components.gcp.cost import GcpBudgets
@@ -35,7 +35,11 @@ from components.gcp.platform import (
 from components.gcp.security import GcpDataAccess, GcpIdentities, GcpKeys, GcpServices, kms_key_id, wif_principal
 from components.gcp.slurm_db import SQL_SERVICE, SlurmAccountingDb
 from components.gcp.storage import LUSTRE_FILESYSTEM, GcpStorage, checkpoint_bucket_name, lustre_instance_id
+from components.gcp.telemetry import NOT_VISIBLE, STACKDRIVER_RELEASE, GcpTelemetry, stackdriver_values
 from components.kubernetes.objects import (
+    MONITORING_NAMESPACE,
+    RECORDER_SERVICE_ACCOUNT,
+    AcceptanceRecorder,
     CloudGpuStack,
     EgressRule,
     GpuDirectPodRules,
@@ -46,9 +50,10 @@ from components.kubernetes.objects import (
     SlurmDatabase,
     SlurmImages,
     SlurmNodePool,
+    StorageSignals,
     volume_generation,
 )
-from components.kubernetes.platform import PlatformInputs
+from components.kubernetes.platform import CloudRelease, CloudTelemetry, PlatformInputs
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
 from components.provenance import from_spec, spec_path, team_items
@@ -322,9 +327,12 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
                     gpu_network_objects: tuple[dict[str, object], ...],
                     gpu_pools: Sequence[pulumi.Resource] = (),
                     shared_filesystem: SharedFilesystem | None = None,
-                    slurm_db: tuple[Any, Any] | None = None) -> PlatformInputs:
+                    slurm_db: tuple[Any, Any] | None = None,
+                    metrics_ready: tuple[pulumi.Resource, ...] = (),
+                    records_ready: tuple[pulumi.Resource, ...] = ()) -> PlatformInputs:
     """The cloud-neutral description of the cluster the Kubernetes platform is built from; ``slurm_db`` is Slurm's
-    accounting database (host, password) when the stack created one."""
+    accounting database (host, password) when the stack created one; ``metrics_ready`` and ``records_ready`` the
+    Workload Identity grants the storage exporter and the acceptance recorder wait for."""
     gcp_spec = spec.gcp_spec()
     catalog = load_gcp_catalog()
     units = gpu_units_per_gpu(spec.platform.gpu_sharing)
@@ -406,7 +414,30 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
         gpu_node_dependencies=tuple(gpu_pools),
         shared_filesystem=shared_filesystem,
         injected_sidecar=GCSFUSE_SIDECAR_REQUESTS,
+        telemetry=cloud_telemetry(spec, bucket, metrics_ready),
+        acceptance_recorder=AcceptanceRecorder(bucket=bucket, scheme="gs",
+                                               image=spec.acceptance.recorder_image or recorder_image("gcp"),
+                                               ready=records_ready) if spec.acceptance.enabled else None,
     )
+
+
+def cloud_telemetry(spec: ClusterSpec, bucket: str, ready: tuple[pulumi.Resource, ...] = ()) -> CloudTelemetry:
+    """The GKE telemetry on the cluster: the storage exporter (Managed Lustre when the stack has it, the checkpoint
+    bucket's requests), and what cannot be seen where the stack has GPUDirect pools."""
+    g = spec.gcp_spec()
+    catalog = load_gcp_catalog()
+    gpudirect = any(catalog[p.machine_type].gpudirect != "none" and catalog[p.machine_type].gpu_count
+                    for p in g.node_pools)
+    lustre = g.storage.filesystem is not None and g.storage.filesystem.type == "managed-lustre"
+    releases: tuple[CloudRelease, ...] = ()
+    storage = None
+    if g.telemetry.storage_metrics:
+        releases = (CloudRelease(release=STACKDRIVER_RELEASE, chart="stackdriver-exporter",
+                                 namespace=MONITORING_NAMESPACE,
+                                 values=stackdriver_values(g.project, bucket, lustre), ready=ready,
+                                 spec_path=spec_path("gcp", "telemetry", "storageMetrics")),)
+        storage = StorageSignals(filesystem="managed-lustre" if lustre else None, bucket="gcs")
+    return CloudTelemetry(releases=releases, storage=storage, not_visible=(NOT_VISIBLE,) if gpudirect else ())
 
 
 def build(spec: ClusterSpec) -> CloudPlanes:
@@ -453,7 +484,9 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         storage = GcpStorage("storage", spec=g.storage, project=g.project, region=g.region, zone=g.gpu_zone,
                              prefix=spec.name, labels=labels, protect=protect, data_key=keys.data_key,
                              key_grants=keys.grants, network_id=network.network_id,
-                             psa_connection=network.psa_connection, after=services, opts=opts)
+                             psa_connection=network.psa_connection, after=services,
+                             record_retention_days=spec.acceptance.record_retention_days
+                             if spec.acceptance.enabled else None, opts=opts)
     if g.billing_account is not None:
         with from_spec(spec_path("billing"), team_items([t.name for t in spec.teams])):
             GcpBudgets("cost", billing_account=g.billing_account, project=g.project, project_number=number,
@@ -469,11 +502,12 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                              node_account=identities.node_service_account, dcgm=gke_manages_drivers(spec),
                              filesystem=fs.type if fs is not None else None, after=services, opts=opts)
     with from_spec(spec_path("teams"), team_items([t.name for t in spec.teams])):
-        GcpDataAccess("data-access", project=g.project, project_number=number, bucket=storage.bucket_name,
-                      teams=[t.name for t in spec.teams], team_account=CHECKPOINT_SERVICE_ACCOUNT,
-                      reader=PLATFORM_READER, protect=protect, cluster=cluster.cluster,
-                      buckets={b.name: (storage.data_buckets[b.name], b.access) for b in g.storage.buckets},
-                      opts=opts)
+        data_access = GcpDataAccess(
+            "data-access", project=g.project, project_number=number, bucket=storage.bucket_name,
+            teams=[t.name for t in spec.teams], team_account=CHECKPOINT_SERVICE_ACCOUNT, reader=PLATFORM_READER,
+            protect=protect, cluster=cluster.cluster,
+            buckets={b.name: (storage.data_buckets[b.name], b.access) for b in g.storage.buckets},
+            recorder=("gpu-acceptance", RECORDER_SERVICE_ACCOUNT) if spec.acceptance.enabled else None, opts=opts)
     location = g.region if g.cluster.location == "regional" else g.gpu_zone
     pools: dict[str, GkeNodePool] = {}
     system_pools: list[pulumi.Resource] = []
@@ -521,9 +555,14 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                                    protect=protect, production=spec.environment == "prod",
                                    maintenance_start=g.cluster.maintenance.start, after=services, opts=opts)
         slurm_db = (db.host, db.password)
+    metrics_ready: tuple[pulumi.Resource, ...] = ()
+    if g.telemetry.storage_metrics:
+        with from_spec(spec_path("gcp", "telemetry")):
+            metrics_ready = tuple(GcpTelemetry("telemetry", project=g.project, project_number=number,
+                                               cluster=cluster.cluster, after=services, opts=opts).grants)
     inputs = platform_inputs(spec, bucket=bucket, disk_key=disk_key, gpu_network_objects=gpu_objects,
                              gpu_pools=gpu_pools, shared_filesystem=lustre_volume(spec, storage.filesystem_address),
-                             slurm_db=slurm_db)
+                             slurm_db=slurm_db, metrics_ready=metrics_ready, records_ready=tuple(data_access.recorder))
     outputs = ClusterOutputs(
         cluster_name=cluster.name,
         endpoint=cluster.endpoint,

@@ -36,6 +36,7 @@ ENCRYPTER = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
 # A team's access to one of gcp.storage.buckets: read lists and reads objects (Storage Object Viewer); read-write also
 # creates, overwrites and deletes them (Storage Object User, what the checkpoint folders grant).
 BUCKET_ACCESS = {"read": ("read", "roles/storage.objectViewer"), "read-write": ("rw", "roles/storage.objectUser")}
+RECORDS_FOLDER = "acceptance"  # the acceptance gate's records (components/kubernetes/objects/acceptance.py)
 # Keys rotate every 90 days (a new primary version; old versions keep decrypting).
 ROTATION = "7776000s"
 
@@ -176,6 +177,7 @@ class GcpDataAccess(pulumi.ComponentResource):
                  teams: Sequence[str], team_account: str, reader: tuple[str, str], protect: bool,
                  cluster: pulumi.Resource,
                  buckets: Mapping[str, tuple[pulumi.Input[str], Mapping[str, str]]] | None = None,
+                 recorder: tuple[str, str] | None = None,
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:storage:GcpDataAccess", name, provenance.props(), opts)
         # The principals name the project's Workload Identity pool (<project>.svc.id.goog), which exists once a cluster
@@ -193,6 +195,17 @@ class GcpDataAccess(pulumi.ComponentResource):
                 member=principal, opts=child)  # depends on the folder through its name, and on the cluster
             gcp.storage.BucketIAMMember(f"{name}-{team}-meta", bucket=bucket, role="roles/storage.bucketViewer",
                                         member=principal, opts=child)
+        self.recorder: list[pulumi.Resource] = []
+        if recorder is not None:
+            # The acceptance gate's per-node pods create their records under acceptance/ and nothing else: Storage
+            # Object Creator (create only: no read, list, overwrite or delete) on a managed folder of that prefix.
+            folder = gcp.storage.ManagedFolder(
+                f"{name}-acceptance-folder", bucket=bucket, name=f"{RECORDS_FOLDER}/", force_destroy=False,
+                opts=pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect))
+            self.recorder.append(gcp.storage.ManagedFolderIamMember(
+                f"{name}-acceptance-recorder", bucket=bucket, managed_folder=folder.name,
+                role="roles/storage.objectCreator",
+                member=wif_principal(project_number, project, recorder[0], recorder[1]), opts=child))
         reader_principal = wif_principal(project_number, project, reader[0], reader[1])
         gcp.storage.BucketIAMMember(f"{name}-platform-read", bucket=bucket, role="roles/storage.objectViewer",
                                     member=reader_principal, opts=child)

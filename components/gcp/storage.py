@@ -17,6 +17,7 @@ from components import provenance
 from components.spec.decisions import gcs_bucket_name, gcs_checkpoint_bucket_name
 from components.spec.gcp import GcpStorageSpec
 
+RECORDS_PREFIX = "acceptance"  # the acceptance gate's records (components/kubernetes/objects/acceptance.py)
 LUSTRE_FILESYSTEM = "lustrefs"  # the Lustre filesystem name clients mount (<= 8 letters and digits)
 
 
@@ -32,15 +33,23 @@ def checkpoint_bucket_name(project: str, prefix: str) -> str:
 
 def _bucket(resource_name: str, bucket_name: str, *, project: str, region: str, hierarchical: bool,
             noncurrent_days: int, soft_delete_days: int, data_key: pulumi.Input[str], labels: Mapping[str, str],
-            opts: pulumi.ResourceOptions) -> gcp.storage.Bucket:
+            opts: pulumi.ResourceOptions, record_retention_days: Optional[int] = None) -> gcp.storage.Bucket:
     """A regional bucket with uniform access, public access prevention, versioning (or a hierarchical namespace),
-    soft delete, the stack's CMEK key and lifecycle rules that never expire live objects."""
+    soft delete, the stack's CMEK key and lifecycle rules that never expire live objects, except the acceptance gate's
+    records under acceptance/ after ``record_retention_days``."""
     rules = [
         # Abandoned multipart uploads (interrupted checkpoint writes) are not kept forever.
         gcp.storage.BucketLifecycleRuleArgs(
             action=gcp.storage.BucketLifecycleRuleActionArgs(type="AbortIncompleteMultipartUpload"),
             condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=7)),
     ]
+    if record_retention_days:
+        # The acceptance gate's records (acceptance/<group>/<run>/<node>/) expire after their retention; checkpoints
+        # never do (Cloud Storage "Object Lifecycle Management": condition matchesPrefix and age).
+        rules.append(gcp.storage.BucketLifecycleRuleArgs(
+            action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+            condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=record_retention_days,
+                                                                   matches_prefixes=[f"{RECORDS_PREFIX}/"])))
     if not hierarchical:
         # Replaced or deleted objects stay as noncurrent versions for the retention, then expire.
         rules.append(gcp.storage.BucketLifecycleRuleArgs(
@@ -84,6 +93,7 @@ class GcpStorage(pulumi.ComponentResource):
                  labels: Mapping[str, str], protect: bool, data_key: pulumi.Input[str],
                  key_grants: list[pulumi.Resource], network_id: pulumi.Input[str],
                  psa_connection: Optional[pulumi.Resource], after: Sequence[pulumi.Resource] = (),
+                 record_retention_days: Optional[int] = None,
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:storage:GcpStorage", name, provenance.props(), opts)
         keep = pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect, depends_on=list(after))
@@ -96,7 +106,8 @@ class GcpStorage(pulumi.ComponentResource):
             bucket = _bucket(f"{name}-checkpoints", checkpoint_bucket_name(project, prefix), project=project,
                              region=region, hierarchical=b.hierarchical_namespace,
                              noncurrent_days=b.noncurrent_version_retention_days, soft_delete_days=b.soft_delete_days,
-                             data_key=data_key, labels=labels, opts=bucket_opts)
+                             data_key=data_key, labels=labels, opts=bucket_opts,
+                             record_retention_days=record_retention_days)
             self.bucket_name = bucket.name
         # More buckets (gcp.storage.buckets), built as the checkpoint bucket is; a bucket's resource and physical
         # names come from its spec name alone, so adding or removing another never renames it.
