@@ -305,6 +305,22 @@ AWS_MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] =
     "turn off the cluster's deletion protection in prod": (
         lambda g: edit(g, EKS_CLUSTER, "control-plane-eks", _set(["deletionProtection"], False)),
         "stateful-resources-protected-in-production"),
+    # issue 27: fabric, storage and logs in production
+    "drop the EFA node exporter": (
+        lambda g: edit(g, RELEASE, "efa-node-exporter", remove=True), "aws-fabric-metrics-in-production"),
+    "stop scraping the EFA node exporter": (
+        _release_values("efa-node-exporter", ["prometheus", "monitor", "enabled"], False),
+        "aws-fabric-metrics-in-production"),
+    "remove the storage metrics exporter": (
+        lambda g: edit(g, RELEASE, "cloudwatch-exporter", remove=True), "aws-storage-metrics-in-production"),
+    "turn off the checkpoint bucket's request metrics": (
+        lambda g: edit(g, "aws:s3/bucketMetric:BucketMetric", "checkpoints-request-metrics", remove=True),
+        "aws-storage-metrics-in-production"),
+    "stop shipping container logs": (
+        lambda g: edit(g, RELEASE, "aws-for-fluent-bit", remove=True), "aws-container-logs-in-production"),
+    "leave the container log group unencrypted": (
+        lambda g: edit(g, "aws:cloudwatch/logGroup:LogGroup", "telemetry-containers-logs", _delete(["kmsKeyId"])),
+        "aws-container-logs-in-production"),
 }
 
 
@@ -494,6 +510,13 @@ GCP_MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
         "prod-gcp", lambda g: edit(g, GKE_CLUSTER, "control-plane-gke", _set(["loggingConfig", "enableComponents"],
                                                                           ["SYSTEM_COMPONENTS", "WORKLOADS"])),
         "gcp-gke-logging"),
+    "remove the storage metrics exporter": (
+        "prod-gcp", lambda g: edit(g, RELEASE, "stackdriver-exporter", remove=True),
+        "gcp-storage-metrics-in-production"),
+    "stop reading Managed Lustre's metrics": (
+        "prod-gcp", _release_values("stackdriver-exporter", ["stackdriver", "metrics", "typePrefixes"],
+                                    "storage.googleapis.com/api/request_count"),
+        "gcp-storage-metrics-in-production"),
     "drop DCGM metrics with GKE-managed drivers": (
         "prod-gcp", lambda g: edit(g, GKE_CLUSTER, "control-plane-gke", lambda i: i["monitoringConfig"][
             "enableComponents"].remove("DCGM")),

@@ -142,6 +142,12 @@ FIELDS: dict[str, Expected] = {
     "let the Prometheus volume be deleted with its claim in prod": ("reclaimPolicy", "Delete"),
     "unprotect the monitoring namespace in prod": None,
     "turn off the cluster's deletion protection in prod": ("deletionProtection", False),
+    "drop the EFA node exporter": None,
+    "stop scraping the EFA node exporter": ("values.prometheus.monitor.enabled", False),
+    "remove the storage metrics exporter": None,
+    "turn off the checkpoint bucket's request metrics": None,
+    "stop shipping container logs": None,
+    "leave the container log group unencrypted": ("kmsKeyId", None),
 }
 _STEP = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
 

@@ -76,6 +76,9 @@ REASON = 'metadata.labels["gpu-cluster/pod-security-reason"]'
 # What each mutation's violation names (see tests/test_policies.py FIELDS): (field, value seen; None for a missing
 # field), or None where no field applies.
 FIELDS: dict[str, Expected] = {
+    "remove the storage metrics exporter": None,
+    "stop reading Managed Lustre's metrics": ("values.stackdriver.metrics.typePrefixes",
+                                              "storage.googleapis.com/api/request_count"),
     "drop cost-center from the GPU pool's resourceLabels (defaultLabels do not reach them)": (
         'nodeConfig.resourceLabels["cost-center"]', None),
     "drop owner from the bucket's labels and the provider's defaultLabels": ("labels.owner", None),

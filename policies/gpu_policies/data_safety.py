@@ -51,11 +51,20 @@ bucket_versioned = stack_policy(
 )
 
 
+RECORD_PREFIXES = Knob("recordPrefixes", STRING_LIST, ["acceptance/"])
+
+
+def _records_only(rule: dict[str, Any], prefixes: list[str]) -> bool:
+    """The rule's filter limits it to a prefix of records (the acceptance gate's), never checkpoints."""
+    prefix = str(get(rule, "filter", "prefix", default="") or "")
+    return bool(prefix) and any(prefix.startswith(p) for p in prefixes)
+
+
 def _lifecycle(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
     if args.resource_type != "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration":
         return
     for i, rule in enumerate(args.props.get("rules") or []):
-        if rule.get("status") != "Enabled":
+        if rule.get("status") != "Enabled" or _records_only(rule, list(cfg["recordPrefixes"])):
             continue
         expiration = rule.get("expiration") or {}
         if expiration.get("days") is not None or expiration.get("date"):
@@ -67,9 +76,10 @@ def _lifecycle(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, An
 
 lifecycle_keeps_current = resource_policy(
     "aws-s3-lifecycle-keeps-current-versions", "data-safety",
-    "Bucket lifecycle rules never expire current object versions, only noncurrent ones.",
-    "Use noncurrentVersionExpiration (checkpointBucket.noncurrentVersionRetentionDays) instead of expiration.",
-    Severity.CRITICAL, _lifecycle,
+    "Bucket lifecycle rules never expire current object versions, only noncurrent ones (records prefixes aside).",
+    "Use noncurrentVersionExpiration (checkpointBucket.noncurrentVersionRetentionDays) instead of expiration; only a "
+    "rule filtered to a records prefix (recordPrefixes: the acceptance gate's acceptance/) may expire objects.",
+    Severity.CRITICAL, _lifecycle, [RECORD_PREFIXES],
 )
 
 STATEFUL = Knob("statefulTypes", STRING_LIST, [

@@ -337,9 +337,10 @@ gpudirect_bounded = stack_policy(
 )
 
 # slurm: slurmd runs privileged (Slinky's worker pods: BPF, NET_ADMIN, SYS_ADMIN) and no team pod runs there (it is
-# not a tenant namespace; people reach it only through Slurm's login and sbatch).
+# not a tenant namespace; people reach it only through Slurm's login and sbatch). logging: the log shipper (EKS) reads
+# /var/log and the journal of every node.
 PRIVILEGED_NAMESPACES = Knob("privilegedNamespaces", STRING_LIST,
-                             ["kube-system", "gpu-operator", "monitoring", "slurm"])
+                             ["kube-system", "gpu-operator", "monitoring", "slurm", "logging"])
 WORKLOADS = {"Pod": ("spec",), "Deployment": ("spec", "template", "spec"), "StatefulSet": ("spec", "template", "spec"),
              "DaemonSet": ("spec", "template", "spec"), "ReplicaSet": ("spec", "template", "spec"),
              "Job": ("spec", "template", "spec"), "CronJob": ("spec", "jobTemplate", "spec", "template", "spec")}

@@ -277,5 +277,177 @@ alerts_routed = stack_policy(
     Severity.HIGH, _routed, [ALERTING_ENVS],
 )
 
+# --- Fabric, storage and logs in production (issue 27) --------------------------------------------------------------
+
+PRODUCTION_ENVS = Knob("productionEnvironments", STRING_LIST, ["prod"])
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+EKS_CLUSTER = "aws:eks/cluster:Cluster"
+FSX_LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
+S3_BUCKET = "aws:s3/bucket:Bucket"
+S3_METRICS = "aws:s3/bucketMetric:BucketMetric"
+LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+MANAGED_LUSTRE = "gcp:lustre/instance:Instance"
+GCS_BUCKET = "gcp:storage/bucket:Bucket"
+
+
+def _production(args: StackValidationArgs, cfg: dict[str, Any]) -> str | None:
+    """The stack's environment when it is one the knob calls production (the monitoring namespace's label)."""
+    env = _stack_environment(list(args.resources))
+    return env if env is not None and env in cfg["productionEnvironments"] else None
+
+
+def _efa_templates(resources: Any) -> list[PolicyResource]:
+    """Launch templates that wire EFA interfaces (interfaceType efa or efa-only)."""
+    return [lt for lt in of_type(resources, LAUNCH_TEMPLATE)
+            if any(str((n or {}).get("interfaceType")) in ("efa", "efa-only")
+                   for n in lt.props.get("networkInterfaces") or [])]
+
+
+def _fabric_metrics(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    env = _production(args, cfg)
+    templates = _efa_templates(args.resources)
+    if env is None or not templates:
+        return
+    exporters = [r for r in helm_release(args.resources, "prometheus-node-exporter")
+                 if "--collector.amazonefa" in [str(a) for a in get(_values(r), "extraArgs", default=[]) or []]]
+    if not exporters:  # no field: the stack lacks a whole release; named at the EFA node group's launch template
+        report(f"A {env} stack with EFA node groups must run the EFA node exporter (its amazonefa collector, "
+               "gpu-cluster:spec.aws.telemetry.efaExporterImage), so retransmits, impaired connections and device "
+               "errors of the fabric are measured and alerted on.", templates[0].urn)
+        return
+    monitor = ("prometheus", "monitor", "enabled")
+    for exporter in exporters:
+        if get(_values(exporter), *monitor) is not True:
+            report("The EFA node exporter must be scraped by Prometheus (prometheus.monitor.enabled: true: its "
+                   "ServiceMonitor), or the fabric alerts see nothing.", exporter.urn,
+                   field=path("values", *monitor), value=seen(_values(exporter), *monitor))
+
+
+fabric_metrics = stack_policy(
+    "aws-fabric-metrics-in-production", "telemetry",
+    "A production stack with EFA node groups scrapes every EFA device's counters into Prometheus.",
+    "Give gpu-cluster:spec.aws.telemetry.efaExporterImage (your build of the EFA node exporter, by digest); keep its "
+    "release's ServiceMonitor on (components/aws/telemetry.py).",
+    Severity.HIGH, _fabric_metrics, [PRODUCTION_ENVS],
+)
+
+
+def _checkpoint_buckets(resources: Any) -> list[PolicyResource]:
+    return [b for b in of_type(resources, S3_BUCKET)
+            if (b.props.get("tags") or {}).get("data-class") == "checkpoints"]
+
+
+def _aws_storage_metrics(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    env = _production(args, cfg)
+    filesystems = of_type(args.resources, FSX_LUSTRE)
+    buckets = _checkpoint_buckets(args.resources)
+    if env is None or not (filesystems or buckets):
+        return
+    exporters = helm_release(args.resources, "prometheus-yet-another-cloudwatch-exporter")
+    if not exporters:  # no field: the stack lacks a whole release; named at what goes unwatched
+        report(f"A {env} stack must scrape its filesystem's and checkpoint bucket's CloudWatch metrics into "
+               "Prometheus (yet-another-cloudwatch-exporter, gpu-cluster:spec.aws.telemetry.storageMetrics), so "
+               "throughput, free capacity and request errors are alerted on.", (filesystems or buckets)[0].urn)
+        return
+    exporter = exporters[0]
+    values = _values(exporter)
+    if get(values, "serviceMonitor", "enabled") is not True:
+        report("The storage metrics exporter must be scraped by Prometheus (serviceMonitor.enabled: true).",
+               exporter.urn, field="values.serviceMonitor.enabled", value=seen(values, "serviceMonitor", "enabled"))
+    if filesystems and "AWS/FSx" not in str(values.get("config", "")):
+        report("The storage metrics exporter must read the FSx for Lustre filesystem's metrics (an AWS/FSx job in "
+               "its config).", exporter.urn, field="values.config", value=seen(values, "config"))
+    configs = of_type(args.resources, S3_METRICS)
+    for bucket in buckets:
+        # A metrics configuration of this bucket: it depends on the bucket (its name is the bucket's output), or names
+        # it where the graph holds the name.
+        named = {str(bucket.props.get(k)) for k in ("bucket", "id") if bucket.props.get(k)}
+        if not any(bucket.urn in {d.urn for d in m.dependencies} or str(m.props.get("bucket")) in named
+                   for m in configs):
+            report(f"The {env} checkpoint bucket must publish S3 request metrics (a metrics configuration), so its "
+                   "server errors and latency reach the storage alerts.", bucket.urn)
+
+
+aws_storage_metrics = stack_policy(
+    "aws-storage-metrics-in-production", "telemetry",
+    "A production stack scrapes its FSx filesystem's and checkpoint bucket's CloudWatch metrics into Prometheus.",
+    "Keep gpu-cluster:spec.aws.telemetry.storageMetrics on: the yet-another-cloudwatch-exporter release with its "
+    "ServiceMonitor and AWS/FSx job, and the bucket's request metrics (components/aws/telemetry.py, storage.py).",
+    Severity.HIGH, _aws_storage_metrics, [PRODUCTION_ENVS],
+)
+
+
+def _container_logs(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    env = _production(args, cfg)
+    clusters = of_type(args.resources, EKS_CLUSTER)
+    if env is None or not clusters:
+        return
+    shippers = [r for r in helm_release(args.resources, "aws-for-fluent-bit")
+                if get(_values(r), "cloudWatchLogs", "enabled") is True]
+    if not shippers:  # no field: the stack lacks a whole release; named at the cluster whose logs go nowhere
+        report(f"A {env} EKS cluster must ship its container logs to CloudWatch Logs (aws-for-fluent-bit, "
+               "gpu-cluster:spec.aws.telemetry.containerLogs), so a failed job's output outlives its pod.",
+               clusters[0].urn)
+        return
+    groups = {str(g.props.get("name")): g for g in of_type(args.resources, LOG_GROUP)}
+    for shipper in shippers:
+        field = ("cloudWatchLogs", "logGroupName")
+        name = str(get(_values(shipper), *field, default=""))
+        group = groups.get(name)
+        if group is None:
+            report("The log shipper must write to a log group the stack creates (with its KMS key and retention), "
+                   "not one it would create itself.", shipper.urn, field=path("values", *field),
+                   value=seen(_values(shipper), *field))
+            continue
+        if not group.props.get("kmsKeyId"):
+            report(f"Log group {name} must be encrypted with the stack's KMS key (kmsKeyId).", group.urn,
+                   field="kmsKeyId", value=seen(group.props, "kmsKeyId"))
+        if not group.props.get("retentionInDays"):
+            report(f"Log group {name} must keep logs for the spec's retention (retentionInDays), not forever.",
+                   group.urn, field="retentionInDays", value=seen(group.props, "retentionInDays"))
+
+
+container_logs = stack_policy(
+    "aws-container-logs-in-production", "telemetry",
+    "A production EKS cluster ships container logs to KMS-encrypted CloudWatch log groups with a retention.",
+    "Keep gpu-cluster:spec.aws.telemetry.containerLogs enabled (retentionDays defaults to the control plane's): the "
+    "aws-for-fluent-bit release and the log groups of components/aws/telemetry.py.",
+    Severity.HIGH, _container_logs, [PRODUCTION_ENVS],
+)
+
+
+def _gcp_storage_metrics(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    env = _production(args, cfg)
+    instances = of_type(args.resources, MANAGED_LUSTRE)
+    buckets = of_type(args.resources, GCS_BUCKET)
+    if env is None or not of_type(args.resources, GKE_CLUSTER) or not (instances or buckets):
+        return
+    exporters = helm_release(args.resources, "prometheus-stackdriver-exporter")
+    if not exporters:  # no field: the stack lacks a whole release; named at what goes unwatched
+        report(f"A {env} GKE stack must scrape Managed Lustre's and the checkpoint bucket's Cloud Monitoring metrics "
+               "into Prometheus (the stackdriver exporter, gpu-cluster:spec.gcp.telemetry.storageMetrics).",
+               (instances or buckets)[0].urn)
+        return
+    exporter = exporters[0]
+    values = _values(exporter)
+    if get(values, "serviceMonitor", "enabled") is not True:
+        report("The storage metrics exporter must be scraped by Prometheus (serviceMonitor.enabled: true).",
+               exporter.urn, field="values.serviceMonitor.enabled", value=seen(values, "serviceMonitor", "enabled"))
+    prefixes = ("stackdriver", "metrics", "typePrefixes")
+    if instances and "lustre.googleapis.com/" not in str(get(values, *prefixes, default="")):
+        report("The storage metrics exporter must read Managed Lustre's metrics (lustre.googleapis.com/ in "
+               "stackdriver.metrics.typePrefixes).", exporter.urn, field=path("values", *prefixes),
+               value=seen(values, *prefixes))
+
+
+gcp_storage_metrics = stack_policy(
+    "gcp-storage-metrics-in-production", "telemetry",
+    "A production GKE stack scrapes Managed Lustre's and the checkpoint bucket's Cloud Monitoring metrics.",
+    "Keep gpu-cluster:spec.gcp.telemetry.storageMetrics on: the stackdriver exporter release with its ServiceMonitor "
+    "and the lustre.googleapis.com/ prefix (components/gcp/telemetry.py).",
+    Severity.HIGH, _gcp_storage_metrics, [PRODUCTION_ENVS],
+)
+
 POLICIES = [dcgm_exporter, prometheus_scrapes_dcgm, kueue_metrics, control_plane_logs, cost_attribution, gke_logging,
-            gke_gpu_monitoring, alerts_routed]
+            gke_gpu_monitoring, alerts_routed, fabric_metrics, aws_storage_metrics, container_logs,
+            gcp_storage_metrics]
