@@ -24,6 +24,10 @@
     blueprint nccl parse LOG             an nccl-tests output as JSON
     blueprint nccl check LOG --instance-type T --nodes N [--format table|json|markdown]
                                          exit 1 below the acceptance threshold or on wrong values
+    blueprint nccl nodes RUN_DIR [--instance-type T] [--expected-busbw X] [--format table|json]
+                                         the per-node run of a group: each node's bandwidth, latency and
+                                         versions, outliers against the median and the expected figure
+    blueprint nccl compare A.json B.json what changed between two records (nodes, versions, bandwidth)
 
 ``<stack>`` is a stack name (``prod-aws`` reads ``stacks/Pulumi.prod-aws.yaml``) or a path to a stack
 file. Exit status: 0 ok, 1 a mandatory policy violation, 2 invalid input (the file, key path and rule
@@ -189,8 +193,20 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("--instance-type", help="judge the run against this type's threshold too")
     record.add_argument("-o", "--output", type=output_file_argument,
                         help="write the record here instead of standard output")
-    compare = nccl_sub.add_parser("compare", parents=[common], help="what changed between two records; exit 1 "
-                                  "when the later peak fell more than the tolerance")
+    nodes = nccl_sub.add_parser("nodes", parents=[common], help="the per-node run of a group (acceptance/<group>/"
+                                "<run>/ as downloaded from the bucket): each node's bus bandwidth, small-message time "
+                                "and versions; exit 1 when a node is an outlier")
+    nodes.add_argument("run_dir", type=Path, help="the run's directory: <node>/nccl.log and <node>/node.json")
+    nodes.add_argument("--instance-type", help="the group's instance type (default: the nodes' node.json)")
+    nodes.add_argument("--expected-busbw", type=float, help="expected per-node bus bandwidth (GB/s) when the catalog "
+                       "has none for the type (the stack's acceptance.expected figure)")
+    nodes.add_argument("--stack", help="the stack the run tested (kept in the record)")
+    nodes.add_argument("--format", choices=("table", "json"), default="table")
+    nodes.add_argument("-o", "--output", type=output_file_argument,
+                       help="write the report here instead of standard output")
+    compare = nccl_sub.add_parser("compare", parents=[common], help="what changed between two records (nodes, "
+                                  "driver, CUDA and NCCL versions, bandwidth); exit 1 when the later peak or median "
+                                  "fell more than the tolerance, or a node became an outlier")
     compare.add_argument("before", type=Path)
     compare.add_argument("after", type=Path)
     compare.add_argument("--tolerance", type=float, default=0.1, help="allowed fall of the peak (default 0.1)")
@@ -632,7 +648,7 @@ def _admit(args: argparse.Namespace) -> int:
 def _verdict(run: Any, instance_type: str, nodes: int, expected_busbw: float | None) -> Any:
     """The run against the catalog's threshold for the type (or the one given)."""
     from blueprint.nccl import Verdict
-    from components.catalog.acceptance import load_thresholds
+    from components.catalog.acceptance import catalog_figure, load_thresholds
 
     fraction, thresholds = load_thresholds()
     known = thresholds.get(instance_type)
@@ -640,8 +656,11 @@ def _verdict(run: Any, instance_type: str, nodes: int, expected_busbw: float | N
         raise CostUsageError("--nodes must be at least 1")
     if expected_busbw is not None and not (math.isfinite(expected_busbw) and expected_busbw > 0):
         raise CostUsageError(f"--expected-busbw must be a finite positive number of GB/s, got {expected_busbw}")
+    per_node = catalog_figure(instance_type, 1) if nodes == 1 else None
     if expected_busbw is not None:
         expected, source = expected_busbw, "given with --expected-busbw"
+    elif per_node is not None and per_node.expected_busbw_gbps is not None:
+        expected, source = per_node.expected_busbw_gbps, f"{per_node.source} (per-node figure, {per_node.status})"
     elif known is not None and known.expected_busbw_gbps is not None and nodes == 1 and (known.nodes or 2) > 1:
         raise CostUsageError(f"the {instance_type} threshold was measured across {known.nodes} nodes over the "
                              "fabric; a single-node (NVLink) run needs --expected-busbw")
@@ -654,8 +673,45 @@ def _verdict(run: Any, instance_type: str, nodes: int, expected_busbw: float | N
     return Verdict(run, instance_type, nodes, expected, fraction, source)
 
 
+def _nccl_nodes(args: argparse.Namespace) -> int:
+    """``blueprint nccl nodes``: exit 0, 1 (a node is an outlier), 2 (no records, or no expected figure)."""
+    from blueprint.nccl import NcclLogError, node_records, read_node_runs, render_json, render_node_table
+    from components.catalog.acceptance import catalog_figure, latency_outlier_factor, load_thresholds, outlier_fraction
+
+    if args.output is not None:
+        check_output_file(args.output)
+    try:
+        runs, run_name = read_node_runs(args.run_dir)
+    except (NcclLogError, OSError) as err:
+        raise CostUsageError(f"{args.run_dir}: {err}") from None
+    types = {str(r.facts["instance_type"]) for r in runs if r.facts.get("instance_type")}
+    instance_type = args.instance_type or (types.pop() if len(types) == 1 else None)
+    if instance_type is None:
+        raise CostUsageError(f"{args.run_dir}: the nodes name {len(types) or 'no'} instance type(s): give "
+                             "--instance-type")
+    if args.expected_busbw is not None:
+        if not (math.isfinite(args.expected_busbw) and args.expected_busbw > 0):
+            raise CostUsageError("--expected-busbw must be a finite positive number of GB/s, got "
+                                 f"{args.expected_busbw}")
+        expected, source = args.expected_busbw, "given with --expected-busbw"
+    else:
+        known = catalog_figure(instance_type, 1)
+        if known is None or known.expected_busbw_gbps is None:
+            raise CostUsageError(f"no per-node bus bandwidth for {instance_type} in components/catalog/"
+                                 "acceptance.yaml: give --expected-busbw (the stack's acceptance.expected figure for "
+                                 "nodes 1)")
+        expected, source = known.expected_busbw_gbps, f"{known.source} ({known.status})"
+    groups = {str(r.facts["node_group"]) for r in runs if r.facts.get("node_group")}
+    record = node_records(runs, instance_type=instance_type, expected_busbw=expected, expected_source=source,
+                          pass_fraction=load_thresholds()[0], outlier_fraction=outlier_fraction(),
+                          latency_factor=latency_outlier_factor(), stack=args.stack,
+                          node_group=", ".join(sorted(groups)) or None, run=run_name)
+    _write(render_json(record) if args.format == "json" else render_node_table(record), args.output)
+    return EXIT_OK if record["passed"] else EXIT_POLICY
+
+
 def _nccl_compare(args: argparse.Namespace) -> int:
-    from blueprint.nccl import compare_records
+    from blueprint.nccl import compare_node_records, compare_records
 
     docs = []
     for path in (args.before, args.after):
@@ -663,10 +719,18 @@ def _nccl_compare(args: argparse.Namespace) -> int:
             doc = strict_json(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
             raise CostUsageError(f"{path}: not an acceptance record: {err}") from None
-        if not isinstance(doc, dict) or "max_busbw_gbps" not in doc:
-            raise CostUsageError(f"{path}: not an acceptance record (no max_busbw_gbps)")
+        if not isinstance(doc, dict) or ("max_busbw_gbps" not in doc and doc.get("kind") != "per-node"):
+            raise CostUsageError(f"{path}: not an acceptance record (no max_busbw_gbps, not a per-node record)")
+        if doc.get("kind") == "per-node" and not isinstance(doc.get("nodes"), list):
+            raise CostUsageError(f"{path}: a per-node record without its nodes list")
         docs.append(doc)
-    lines, fell = compare_records(docs[0], docs[1], args.tolerance)
+    kinds = {d.get("kind") == "per-node" for d in docs}
+    if len(kinds) > 1:
+        raise CostUsageError(f"{args.before} and {args.after}: one is a per-node record and the other is not")
+    if kinds == {True}:
+        lines, fell = compare_node_records(docs[0], docs[1], args.tolerance)
+    else:
+        lines, fell = compare_records(docs[0], docs[1], args.tolerance)
     _emit(sys.stdout, "\n".join(lines) + "\n")
     return EXIT_POLICY if fell else EXIT_OK
 
@@ -677,6 +741,8 @@ def _nccl(args: argparse.Namespace) -> int:
 
     if args.nccl_command == "compare":
         return _nccl_compare(args)
+    if args.nccl_command == "nodes":
+        return _nccl_nodes(args)
     if args.output is not None:
         check_output_file(args.output)
     try:

@@ -207,8 +207,10 @@ def test_what_a_check_must_not_pass(tmp_path: Path, capsys: pytest.CaptureFixtur
         parse_nccl(NEW_FORMAT + NEW_FORMAT.replace("all_reduce_perf", "alltoall_perf"))
     one = tmp_path / "one.log"
     one.write_text(NEW_FORMAT)
-    assert main(["nccl", "check", str(one), "--instance-type", "p5.48xlarge", "--nodes", "1"]) == 2
-    assert "a single-node (NVLink) run needs --expected-busbw" in capsys.readouterr().err
+    # A single-node run is judged against the per-node (NVLink) figure, never the 2-node fabric one (437.89 GB/s).
+    assert main(["nccl", "check", str(one), "--instance-type", "p5.48xlarge", "--nodes", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "required 414.00 (90% of 460.00)" in out and "437.89" not in out
 
 
 # --- issue 20: a check never passes a log it did not really check -----------------------------------------------
@@ -308,3 +310,110 @@ def test_the_scatter_example_of_awsome_distributed_training_is_not_broadcast(
                  "--expected-busbw", "50"]) == 1
     assert ("the thresholds are for all_reduce, and this log's collective is gather or scatter (the log does not "
             "name it and its table is not all_reduce's)") in capsys.readouterr().out
+
+
+# --- issue 27: the per-node run of a group, its outliers and its history ------------------------------------------
+
+def _node_log(busbw: float, latency_us: float, nccl: str = "2.21.5+cuda12.4") -> str:
+    """A single-node all_reduce_perf log (-g 8) in nccl-tests' format, with the figures given (synthetic: the shape of
+    NEW_FORMAT above, one process and eight GPUs)."""
+    return (f"# nccl-tests version 2.13.11 nccl-headers=22105 nccl-library=22105\n"
+            f"# nThread 1 nGpus 8 minBytes 8 maxBytes 17179869184 step: 2(factor) warmup iters: 5 iters: 20\n"
+            f"node-a:1:1 [0] NCCL INFO NCCL version {nccl}\n"
+            "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "
+            "busbw #wrong\n"
+            f"           8             2     float     sum      -1    {latency_us:.2f}    0.00    0.00      0    "
+            f"{latency_us + 0.5:.2f}    0.00    0.00      0\n"
+            f" 17179869184    4294967296     float     sum      -1  60000.0  286.33  {busbw:.2f}      0  60000.0  "
+            f"286.33  {busbw:.2f}      0\n"
+            "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 200.0\n")
+
+
+def _write_run(root: Path, nodes: dict[str, tuple[float, float, str, str]], status: int = 0) -> Path:
+    """acceptance/h100/<run>/<node>/ as the per-node job uploads it: nccl.log and node.json."""
+    root.mkdir(parents=True)
+    for node, (busbw, latency, driver, nccl) in nodes.items():
+        (root / node).mkdir()
+        (root / node / "nccl.log").write_text(_node_log(busbw, latency, nccl))
+        (root / node / "node.json").write_text(json.dumps({
+            "node": node, "pod": f"nccl-nodes-h100-{node}", "index": "0", "node_group": "h100",
+            "instance_type": "p5.48xlarge", "gpus": 8, "driver": driver, "cuda": "12.8",
+            "exit_status": status, "started": "2027-01-04T12:00:00Z", "finished": "2027-01-04T12:09:00Z"}))
+    return root
+
+
+def test_the_per_node_run_flags_outliers_against_the_median_and_the_expected_figure(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _write_run(tmp_path / "20270104T1200Z", {
+        "ip-10-40-0-1": (472.0, 30.0, "570.133.20", "2.21.5+cuda12.4"),
+        "ip-10-40-0-2": (470.0, 31.0, "570.133.20", "2.21.5+cuda12.4"),
+        "ip-10-40-0-3": (471.0, 29.5, "570.133.20", "2.21.5+cuda12.4"),
+        "ip-10-40-0-4": (402.0, 30.5, "570.133.20", "2.21.5+cuda12.4"),  # slow NVLink: below the median and the gate
+        "ip-10-40-0-5": (469.0, 61.0, "570.133.20", "2.21.5+cuda12.4"),  # a slow small-message path
+    })
+    out = tmp_path / "run.json"
+    assert main(["nccl", "nodes", str(run), "--stack", "prod-aws", "--format", "json", "-o", str(out)]) == 1
+    record = json.loads(out.read_text())
+    assert record["kind"] == "per-node" and record["run"] == "20270104T1200Z" and record["node_group"] == "h100"
+    assert record["expected_busbw_gbps"] == 460.0 and record["median_busbw_gbps"] == 470.0
+    assert record["outliers"] == ["ip-10-40-0-4", "ip-10-40-0-5"]
+    by_node = {n["node"]: n for n in record["nodes"]}
+    assert by_node["ip-10-40-0-1"]["latency_us"] == 30.0 and by_node["ip-10-40-0-1"]["busbw_gbps"] == 472.0
+    assert by_node["ip-10-40-0-4"]["problems"] == [
+        "bus bandwidth 402.00 GB/s is below 95% of the group's median (470.00 GB/s)",
+        "bus bandwidth 402.00 GB/s is below 414.00 GB/s (90% of the expected 460.00 GB/s)"]
+    assert by_node["ip-10-40-0-5"]["problems"] == [
+        "small-message time 61.00 us is above 1.5 x the group's median (30.50 us)"]
+    assert main(["nccl", "nodes", str(run)]) == 1
+    table = capsys.readouterr().out
+    assert table.startswith("FAIL: 5 node(s) of h100 (p5.48xlarge), median 470.00 GB/s, expected 460.00 GB/s")
+    assert "ip-10-40-0-4" in table and table.count("OUTLIER") == 2
+
+
+def test_a_node_whose_benchmark_failed_or_has_no_figure_is_named(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    run = _write_run(tmp_path / "r", {"n1": (470.0, 30.0, "570.1", "2.21.5"), "n2": (471.0, 30.0, "570.1", "2.21.5")},
+                     status=1)
+    (run / "n2" / "nccl.log").write_text("NCCL WARN NET/OFI no provider\n")
+    assert main(["nccl", "nodes", str(run), "--format", "json"]) == 1
+    record = json.loads(capsys.readouterr().out)
+    problems = {n["node"]: n["problems"] for n in record["nodes"]}
+    assert problems["n1"] == ["all_reduce_perf exited 1"]
+    assert problems["n2"][0].startswith("no result in its log: no nccl-tests result row")
+    # A type without a per-node figure needs the stack's (acceptance.expected), as the spec rule says.
+    (run / "n1" / "node.json").write_text(json.dumps({"node": "n1", "instance_type": "a3-megagpu-8g"}))
+    (run / "n2" / "node.json").write_text(json.dumps({"node": "n2", "instance_type": "a3-megagpu-8g"}))
+    assert main(["nccl", "nodes", str(run)]) == 2
+    assert "no per-node bus bandwidth for a3-megagpu-8g" in capsys.readouterr().err
+    assert main(["nccl", "nodes", str(tmp_path / "missing")]) == 2
+
+
+def test_compare_names_the_nodes_and_versions_that_changed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first = _write_run(tmp_path / "a", {"n1": (470.0, 30.0, "570.133.20", "2.21.5"),
+                                        "n2": (471.0, 30.0, "570.133.20", "2.21.5"),
+                                        "n3": (469.0, 30.0, "570.133.20", "2.21.5")})
+    second = _write_run(tmp_path / "b", {"n1": (470.0, 30.0, "580.65.06", "2.27.3"),  # driver and NCCL moved
+                                         "n2": (470.5, 30.0, "570.133.20", "2.21.5"),
+                                         "n4": (468.0, 30.0, "570.133.20", "2.21.5")})  # n3 replaced by n4
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert main(["nccl", "nodes", str(first), "--format", "json", "-o", str(a)]) == 0
+    assert main(["nccl", "nodes", str(second), "--format", "json", "-o", str(b)]) == 0
+    assert main(["nccl", "compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "nodes gone: n3" in out and "nodes new: n4" in out
+    assert "n1: driver 570.133.20 -> 580.65.06; NCCL 2.21.5 -> 2.27.3" in out
+    assert not any(line.startswith("n2:") for line in out)
+    assert "driver versions of the group: 570.133.20 -> 570.133.20, 580.65.06" in out
+    # A node that became an outlier fails the comparison.
+    third = _write_run(tmp_path / "c", {"n1": (470.0, 30.0, "580.65.06", "2.27.3"),
+                                        "n2": (400.0, 30.0, "570.133.20", "2.21.5"),
+                                        "n4": (468.0, 30.0, "570.133.20", "2.21.5")})
+    c = tmp_path / "c.json"
+    assert main(["nccl", "nodes", str(third), "--format", "json", "-o", str(c)]) == 1
+    assert main(["nccl", "compare", str(b), str(c)]) == 1
+    assert "n2: bus bandwidth 470.50 -> 400.00 GB/s (-15.0%); now an outlier" in capsys.readouterr().out
+    # A per-node record is not compared with a multi-node one.
+    multi = tmp_path / "multi.json"
+    multi.write_text(json.dumps({"max_busbw_gbps": 400.0}))
+    assert main(["nccl", "compare", str(a), str(multi)]) == 2
+    assert "one is a per-node record and the other is not" in capsys.readouterr().err

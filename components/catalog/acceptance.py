@@ -59,6 +59,11 @@ def outlier_fraction() -> float:
     return float(_data()["outlier_fraction"])
 
 
+def latency_outlier_factor() -> float:
+    """A node whose small-message time is above this many times its group's median is an outlier."""
+    return float(_data()["latency_outlier_factor"])
+
+
 def catalog_figure(instance_type: str, nodes: int) -> BusbwThreshold | None:
     """The catalog's expected bus bandwidth for a run of ``nodes`` nodes of a type, or None: the per-node figure for
     one node; for several, the multi-node figure, which stands for every node count from the one it was measured on
