@@ -35,6 +35,7 @@ PLANE_TITLES = {
 }
 RELEASE = "kubernetes:helm.sh/v3:Release"
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
+JOB = "kubernetes:batch/v1:Job"
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
 
 
@@ -108,12 +109,21 @@ def _platform_lines(graph: ResourceGraph) -> list[str]:
         hard = quotas.get(team, {}).get("requests.nvidia.com/gpu", "none")
         if team == ACCEPTANCE_QUEUE:
             jobs = sorted(str(j.inputs["metadata"]["name"]) for j in graph.of_type(MPIJOB))
-            suspended = all(j.inputs["spec"]["runPolicy"].get("suspend") for j in graph.of_type(MPIJOB))
+            per_node = [j.inputs for j in graph.of_type(JOB) if j.inputs["metadata"].get("namespace") == team]
+            suspended = all(j.inputs["spec"]["runPolicy"].get("suspend") for j in graph.of_type(MPIJOB)) and all(
+                j["spec"].get("suspend") for j in per_node)
             held = cq.inputs["spec"].get("stopPolicy") == "Hold"
             state = ("suspended; the queue is held (stopPolicy Hold): release it for a run, README 'Before you "
                      "commit capacity'" if held and suspended else "ADMITTED AS SOON AS CAPACITY ALLOWS")
             lines.append(f"acceptance queue {team}: {', '.join(parts)}, outside the teams' cohort; MPIJobs "
-                         f"{', '.join(jobs)} ({state})")
+                         f"{', '.join(jobs) or 'none'}; per-node Jobs "
+                         + (", ".join(f"{j['metadata']['name']} ({j['spec']['completions']} pods, one per node)"
+                                      for j in per_node) or "none") + f" ({state})")
+            if per_node:
+                lines.append("  each per-node pod writes its record (nccl.log, node.json) to <bucket>/acceptance/"
+                             "<group>/<run>/<node>/ as gpu-acceptance/nccl-recorder (write only, that prefix only); "
+                             "`blueprint nccl nodes <run dir>` judges them, `blueprint nccl compare` names what "
+                             "changed")
             continue
         lines.append(f"team {team}: {', '.join(parts)}; LocalQueue {'yes' if team in local else 'MISSING'}; "
                      f"namespace GPU ceiling {hard}")
@@ -203,9 +213,64 @@ def _telemetry_lines(graph: ResourceGraph) -> list[str]:
     return [
         f"Prometheus: {_chart(prom)}; DCGM exporter {'on' if dcgm else 'OFF'}; Kueue metrics "
         f"{'on' if kueue_metrics else 'OFF'}; {counts['record']} recording rules, {counts['alert']} alerts",
+        *_seed_telemetry_lines(graph, rules),
         *_alert_lines(graph, rules),
         f"cost attribution: {_chart(_release(graph, 'opencost'))} (aggregate by label:team, label:cost-center)",
     ]
+
+
+def _seed_telemetry_lines(graph: ResourceGraph, rules: list[GraphResource]) -> list[str]:
+    """The telemetry of issue 27 as the graph holds it: fabric, storage, logs, checkpoints, jobs, and what is not
+    visible (the PrometheusRule's annotation)."""
+    lines = []
+    efa_templates = [lt for lt in graph.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+                     if any(str(n.get("interfaceType")) in ("efa", "efa-only")
+                            for n in lt.inputs.get("networkInterfaces") or [])]
+    efa = _release(graph, "efa-node-exporter")
+    if efa is not None:
+        groups = efa.inputs["values"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+        lines.append(f"fabric: EFA node exporter ({_chart(efa)}, image by digest) on {', '.join(groups)}: each EFA "
+                     "device's hw_counters (retransmits, timeouts, impaired connections, drops) into Prometheus")
+    elif efa_templates:
+        lines.append("warning: fabric: EFA node groups without fabric metrics (give aws.telemetry.efaExporterImage); "
+                     "the pack refuses this in production (aws-fabric-metrics-in-production)")
+    storage = _release(graph, "cloudwatch-exporter") or _release(graph, "stackdriver-exporter")
+    if storage is not None:
+        what = ("FSx and the checkpoint bucket's S3 request metrics" if storage.inputs.get("name") ==
+                "cloudwatch-exporter" else "Managed Lustre and the checkpoint bucket's request count")
+        lines.append(f"storage: {_chart(storage)} scrapes {what} from the cloud's monitoring (read-only identity)")
+    shipper = _release(graph, "aws-for-fluent-bit")
+    groups_by_name = {str(g.inputs.get("name")): g.inputs for g in graph.of_type("aws:cloudwatch/logGroup:LogGroup")}
+    if shipper is not None:
+        values = shipper.inputs["values"]
+        shipped = [values["cloudWatchLogs"]["logGroupName"]]
+        if "additionalOutputs" in values:
+            shipped += re.findall(r"log_group_name (\S+)", values["additionalOutputs"])
+        described = ", ".join(f"{g} ({groups_by_name.get(g, {}).get('retentionInDays', '?')} days, KMS)"
+                              for g in shipped)
+        lines.append(f"logs: {_chart(shipper)} ships container{' and node' if len(shipped) > 1 else ''} logs to "
+                     f"{described}")
+    elif graph.of_type("gcp:container/cluster:Cluster"):
+        lines.append("logs: GKE ships container and system logs to Cloud Logging (loggingConfig; the project's "
+                     "_Default bucket keeps them 30 days unless changed)")
+    elif graph.of_type("aws:eks/cluster:Cluster"):
+        lines.append("warning: logs: container logs are not shipped (aws.telemetry.containerLogs.enabled false)")
+    if _release(graph, "pushgateway") is not None:
+        allowed = next((r.inputs["data"].get("CHECKPOINT_WRITE_ALLOWED_SECONDS") for r in graph.of_type(
+            "kubernetes:core/v1:ConfigMap") if r.inputs["metadata"]["name"] == "checkpoint-policy"), "?")
+        lines.append(f"checkpoints: jobs push gpu_cluster_checkpoint_duration_seconds to the Pushgateway (each "
+                     f"team's checkpoint-policy ConfigMap says how); CheckpointTooSlow above {allowed} s, the longest "
+                     "write the goodput model allows")
+    groups = {g.get("name") for r in rules for g in r.inputs.get("spec", {}).get("groups", [])}
+    if "gpu-cluster.jobs" in groups:
+        lines.append("jobs: Kueue Workloads through kube-state-metrics (queue time, runtime, admissions, evictions, "
+                     "requeues, exit reasons by team); dashboard 'GPU cluster: jobs, failures and waits'")
+    for r in rules:
+        unseen = (r.inputs.get("metadata", {}).get("annotations") or {}).get("gpu-cluster/not-visible")
+        if unseen:
+            lines.append(f"not visible: {unseen}")
+    return lines
 
 
 _CREDENTIALS = {"slackConfigs": "apiURL", "pagerdutyConfigs": "routingKey", "emailConfigs": "authPassword",

@@ -118,7 +118,8 @@ def test_each_node_uploads_its_record_under_acceptance_through_its_own_identity(
     trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]["Condition"]["StringEquals"]
     assert trust["aws:RequestTag/kubernetes-namespace"] == "gpu-acceptance"
     assert trust["aws:RequestTag/kubernetes-service-account"] == "nccl-recorder"
-    (policy,) = [r for r in graph.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.endswith("acceptance-recorder-policy")]
+    (policy,) = [r for r in graph.of_type("aws:iam/rolePolicy:RolePolicy")
+                 if r.name.endswith("acceptance-recorder-policy")]
     statements = json.loads(policy.inputs["policy"])["Statement"]
     assert statements[0]["Action"] == ["s3:PutObject"] and statements[0]["Resource"].endswith("/acceptance/*")
     assert statements[1]["Action"] == ["kms:GenerateDataKey"]
@@ -128,7 +129,8 @@ def test_each_node_uploads_its_record_under_acceptance_through_its_own_identity(
     (job_resource,) = [r for r in graph.of_type(JOB) if r.inputs["metadata"]["name"] == "nccl-nodes-h100"]
     assert association.urn in job_resource.dependencies
     (lifecycle,) = [r.inputs for r in graph.of_type(
-        "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration") if r.name == "storage-checkpoints-lifecycle"]
+        "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
+        if r.name == "storage-checkpoints-lifecycle"]
     (records,) = [r for r in lifecycle["rules"] if r["id"] == "expire-acceptance-records"]
     assert records["filter"] == {"prefix": "acceptance/"} and records["expiration"]["days"] == 730
 
