@@ -132,8 +132,9 @@ def test_the_multinode_example_uses_every_gpu_and_fabric_device_of_the_group_at_
 
 def test_the_acceptance_jobs_wait_only_for_their_held_queue(graph_files: Callable[[str], Path], tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    jobs = [r.inputs for r in offline_run("prod-aws").graph.resources if r.type.endswith(":MPIJob")]
-    assert len(jobs) == 2
+    jobs = [r.inputs for r in offline_run("prod-aws").graph.resources if r.type.endswith(":MPIJob") or (
+        r.type.endswith(":Job") and r.inputs["metadata"].get("namespace") == "gpu-acceptance")]
+    assert len(jobs) == 2  # the all_reduce over every node and the per-node run
     code, report = admit(graph_files("prod-aws"), tmp_path, *jobs, capsys=capsys)
     assert code == 1 and report["admitted"] is False
     for workload in report["workloads"]:
@@ -148,6 +149,8 @@ def test_the_acceptance_jobs_wait_only_for_their_held_queue(graph_files: Callabl
     assert {p["pod_set"]: (p["pods"], p["nodes"]) for p in allreduce["placements"]} == {
         "launcher": (1, 1), "worker": (16, 16)}
     assert any("hugepages-2Mi: check allocatable on a p5.48xlarge node" in n for n in allreduce["notes"])
+    per_node = next(w for w in report["workloads"] if w["object"].endswith("nccl-nodes-h100"))
+    assert [(p["pods"], p["nodes"]) for p in per_node["placements"]] == [(16, 16)]  # one pod on every node
 
 
 # --- each step refuses what the cluster refuses --------------------------------------------------------------------

@@ -50,8 +50,9 @@ def test_preview_prints_the_production_stack_by_plane(capsys: pytest.CaptureFixt
     assert ("GPU stack: gpu-operator v26.7.0 (driver and toolkit from the node image, whole GPUs); EFA device "
             "plugin: aws-efa-k8s-device-plugin v0.5.20") in out
     assert "team research: h100 64 GPUs (+32 borrowable); LocalQueue yes; namespace GPU ceiling 96" in out
-    assert ("Prometheus: kube-prometheus-stack 81.4.5; DCGM exporter on; Kueue metrics on; 9 recording rules, "
-            "16 alerts") in out
+    assert ("Prometheus: kube-prometheus-stack 81.4.5; DCGM exporter on; Kueue metrics on; 20 recording rules, "
+            "28 alerts") in out
+    assert "fabric: EFA node exporter (efa-node-exporter 4.56.1, image by digest) on h100" in out
     assert "== telemetry & cost" in out
 
 
@@ -59,6 +60,11 @@ def _b200_stack(tmp_path: Path) -> Path:
     text = Path("stacks/Pulumi.prod-aws.yaml").read_text().replace("p5.48xlarge", "p6-b200.48xlarge")
     text = text.replace("localNvme: raid0", "localNvme: auto")
     text = text.replace("{nodeGroup: h100, gpus:", "{nodeGroup: h100, cpu: 100, memoryGiB: 1000, gpus:")
+    # No published all_reduce figure for p6-b200: the stack gives the gate's (rule acceptance-expected-figure).
+    text = text.replace("    billing:\n", "      expected:\n"
+                        "        - {nodeGroup: h100, nodes: 1, busbwGbps: 700.0, source: our baseline}\n"
+                        "        - {nodeGroup: h100, nodes: 2, busbwGbps: 700.0, source: our baseline}\n"
+                        "    billing:\n", 1)
     stack_file = tmp_path / "Pulumi.b200.yaml"
     stack_file.write_text(text)
     return stack_file

@@ -41,7 +41,7 @@ def test_prod_totals_match_a_hand_computation(prod_graph: ResourceGraph) -> None
     # prices_aws.yaml: the p5 Capacity Block rate (stale), m6i.2xlarge on demand, gp3 per GB-month, the EKS and NAT
     # gateway hours, KMS per key-month; FSx PERSISTENT_2 500 MB/s/TiB and AWS Budgets have no price read.
     system = 3 * 730 * M6I + 3 * 200 * GP3  # desired 3 system nodes, a month each, x 200 GB root volumes
-    eks, nat, kms = 730 * EKS, 2 * 730 * NAT_HOUR, 2 * KMS
+    eks, nat, kms = 730 * EKS, 2 * 730 * NAT_HOUR, 3 * KMS  # keys: data, EKS secrets, container and node logs
     desired = system + eks + nat + kms  # the block is one-time, kept out of the monthly totals
     # The block's nodes and their 500 GB volumes exist only in its 336-hour window: 336/730 of a month.
     at_max = 16 * 500 * GP3 * 336 / 730 + 6 * 730 * M6I + 6 * 200 * GP3 + eks + nat + kms
@@ -57,11 +57,11 @@ def test_cli_totals_with_the_stacks_usage_file_match_a_hand_computation(tmp_path
     """`blueprint cost prod-aws` reads stacks/prod-aws.usage.yaml: S3 $0.023/GB-month, PUT $0.005 and GET
     $0.0004 per 1,000, NAT $0.045/GB processed, internet egress $0.09/GB, logs $0.50/GB ingested and
     $0.03/GB-month stored, on top of the graph's fixed lines."""
-    fixed = 3 * 730 * M6I + 3 * 200 * GP3 + 730 * EKS + 2 * 730 * NAT_HOUR + 2 * KMS
+    fixed = 3 * 730 * M6I + 3 * 200 * GP3 + 730 * EKS + 2 * 730 * NAT_HOUR + 3 * KMS
     checkpoints = 12000 * 0.023 + 600 * 0.005 + 2000 * 0.0004
     exports = 50 * 0.023 + 5 * 0.005 + 20 * 0.0004
     nat = 3000 * 0.045 + 200 * 0.09 + 500 * 0.045 + 50 * 0.09
-    logs = 150 * 0.50 + 1500 * 0.03
+    logs = (150 + 200 + 20) * 0.50 + (1500 + 2400 + 240) * 0.03  # control plane, containers, nodes
     out = tmp_path / "cost.json"
     assert main(["cost", "prod-aws", "--format", "json", "-o", str(out)]) == 0
     doc = json.loads(out.read_text())
@@ -223,8 +223,8 @@ def test_preview_shows_the_totals_and_their_caveats(capsys: pytest.CaptureFixtur
     out = capsys.readouterr().out
     # the graph's fixed lines + stacks/prod-aws.usage.yaml (the hand computations above)
     usage = (12000 + 50) * 0.023 + (600 + 5) * 0.005 + (2000 + 20) * 0.0004 + (3000 + 500) * 0.045 \
-        + (200 + 50) * 0.09 + 150 * 0.50 + 1500 * 0.03
-    common = 730 * EKS + 2 * 730 * NAT_HOUR + 2 * KMS + usage
+        + (200 + 50) * 0.09 + (150 + 200 + 20) * 0.50 + (1500 + 2400 + 240) * 0.03
+    common = 730 * EKS + 2 * 730 * NAT_HOUR + 3 * KMS + usage
     desired = 3 * 730 * M6I + 3 * 200 * GP3 + common
     at_max = 6 * 730 * M6I + 6 * 200 * GP3 + 16 * 500 * GP3 * 336 / 730 + common
     # FSx PERSISTENT_2_500 and the budgets have no price read: the totals are lower bounds and say so
@@ -346,7 +346,8 @@ def test_unit_cost_follows_the_seed_formulas(prod_graph: ResourceGraph) -> None:
     assert terms["compute (useful share)"] == pytest.approx(compute * 0.80)
     assert terms["idle"] == pytest.approx(compute * 0.15) and terms["retries"] == pytest.approx(compute * 0.05)
     assert terms["network"] == pytest.approx(2 * 730 * NAT_HOUR)
-    assert terms["storage"] == pytest.approx(KMS) and terms["control plane"] == pytest.approx(730 * EKS + KMS)
+    # The logs key (telemetry plane) counts with the control plane's term: neither compute, network nor storage.
+    assert terms["storage"] == pytest.approx(KMS) and terms["control plane"] == pytest.approx(730 * EKS + 2 * KMS)
     total = report.total_monthly_usd + report.total_one_time_usd + 8000 + 30000  # idle, retries: shares of compute
     assert unit.total_usd == pytest.approx(total)
     assert unit.unit_cost_usd == pytest.approx(total / 4)  # prod: 4 completed training runs a month

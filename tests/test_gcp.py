@@ -241,7 +241,9 @@ def test_prod_gcp_storage_managed_lustre_and_bucket() -> None:
     assert bucket["softDeletePolicy"] == {"retentionDurationSeconds": 7 * 86400}
     assert bucket["encryption"]["defaultKmsKeyName"].endswith("/cryptoKeys/prod-train-gke-data")
     delete = [r for r in bucket["lifecycleRules"] if r["action"]["type"] == "Delete"]
-    assert delete == [{"action": {"type": "Delete"},
+    # Live objects never expire but the acceptance gate's records, after their retention (issue 27).
+    assert delete == [{"action": {"type": "Delete"}, "condition": {"age": 730, "matchesPrefixes": ["acceptance/"]}},
+                      {"action": {"type": "Delete"},
                        "condition": {"daysSinceNoncurrentTime": 30, "withState": "ARCHIVED"}}]
 
 
@@ -263,7 +265,8 @@ def test_stateful_gcp_resources_are_protected_and_retained_with_deletion_protect
 def test_teams_reach_only_their_prefix_through_workload_identity() -> None:
     graph = offline_run("prod-gcp").graph
     folders = {r.name: r.inputs["name"] for r in graph.of_type("gcp:storage/managedFolder:ManagedFolder")}
-    assert sorted(folders.values()) == ["applied/", "pretraining/", "research/"]
+    # One per team, and the acceptance gate's records folder (written only by its recorder, tests/test_acceptance.py).
+    assert sorted(folders.values()) == ["acceptance/", "applied/", "pretraining/", "research/"]
     members = {r.name: r.inputs for r in graph.of_type("gcp:storage/managedFolderIamMember:ManagedFolderIamMember")}
     for team in ("applied", "pretraining", "research"):
         m = members[f"data-access-{team}-rw"]
@@ -299,8 +302,11 @@ def test_a_data_bucket_is_built_as_the_checkpoint_bucket_is_and_protected_in_pro
     assert checkpoints.urn == CHECKPOINT_URN + "storage-checkpoints"
     assert checkpoints.inputs["name"] == "acme-ml-prod-prod-train-gke-checkpoints" and data.inputs["name"] == DATA
     for key in ("project", "location", "storageClass", "uniformBucketLevelAccess", "publicAccessPrevention",
-                "versioning", "softDeletePolicy", "encryption", "lifecycleRules", "forceDestroy", "labels"):
+                "versioning", "softDeletePolicy", "encryption", "forceDestroy", "labels"):
         assert data.inputs[key] == checkpoints.inputs[key], key
+    # The same lifecycle, but the acceptance records' expiry, which only the checkpoint bucket holds.
+    assert data.inputs["lifecycleRules"] == [r for r in checkpoints.inputs["lifecycleRules"]
+                                             if r["condition"].get("matchesPrefixes") != ["acceptance/"]]
     assert data.inputs["encryption"]["defaultKmsKeyName"].endswith("/cryptoKeys/prod-train-gke-data")
     assert data.inputs["publicAccessPrevention"] == "enforced" and data.inputs["uniformBucketLevelAccess"] is True
     assert data.inputs["versioning"] == {"enabled": True} and data.inputs["forceDestroy"] is False

@@ -45,8 +45,10 @@ def test_byo_creates_nothing_of_the_network_filesystem_or_bucket() -> None:
                   "aws:ec2/routeTable:RouteTable", "aws:fsx/lustreFileSystem:LustreFileSystem",
                   "aws:s3/bucket:Bucket", "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation",
                   "aws:ec2/placementGroup:PlacementGroup", "aws:kms/keyPolicy:KeyPolicy"):
-        assert [r.name for r in graph.of_type(type_) if graph.plane_of(r) != "cost"] == [], type_
-    assert [k.name for k in graph.of_type("aws:kms/key:Key")] == ["control-plane-secrets-key"]  # no data key
+        # The cost plane's export bucket and the telemetry plane's log key are the stack's own, not the estate's.
+        assert [r.name for r in graph.of_type(type_) if graph.plane_of(r) not in ("cost", "telemetry")] == [], type_
+    keys = sorted(k.name for k in graph.of_type("aws:kms/key:Key"))
+    assert keys == ["control-plane-secrets-key", "telemetry-logs-key"]  # no data key
     efa = one(graph, "aws:ec2/securityGroup:SecurityGroup", "network-efa-sg")
     assert efa.inputs["vpcId"] == "vpc-0a1b2c3d4e5f60718"
     ng = one(graph, "aws:eks/nodeGroup:NodeGroup", "nodegroup-a100-ng")

@@ -359,11 +359,10 @@ def _aws_storage_metrics(args: StackValidationArgs, report: Reporter, cfg: dict[
                "its config).", exporter.urn, field="values.config", value=seen(values, "config"))
     configs = of_type(args.resources, S3_METRICS)
     for bucket in buckets:
-        # A metrics configuration of this bucket: it depends on the bucket (its name is the bucket's output), or names
-        # it where the graph holds the name.
-        named = {str(bucket.props.get(k)) for k in ("bucket", "id") if bucket.props.get(k)}
-        if not any(bucket.urn in {d.urn for d in m.dependencies} or str(m.props.get("bucket")) in named
-                   for m in configs):
+        # A metrics configuration of this bucket: it depends on the bucket (its name is the bucket's output); where the
+        # graph lost its dependencies (an event log), the stack's one checkpoint bucket and a configuration.
+        linked = any(bucket.urn in {d.urn for d in m.dependencies} for m in configs)
+        if not linked and not (configs and len(buckets) == 1 and not any(m.dependencies for m in configs)):
             report(f"The {env} checkpoint bucket must publish S3 request metrics (a metrics configuration), so its "
                    "server errors and latency reach the storage alerts.", bucket.urn)
 
