@@ -194,7 +194,12 @@ def controller_extra_conf(c: SlurmCluster) -> str:
         "GresTypes=gpu",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
-        "TaskPlugin=task/cgroup,task/affinity",
+        # as the slurm chart's extraConfMap suggests (slurm-operator v1.2.1 helm/slurm/values.yaml): cgroup process
+        # tracking and task containment (cgroup.conf is the operator's: cgroup/v2, IgnoreSystemd), and a node that
+        # was down returns to service when its slurmd registers again (a replaced node joins by itself)
+        "ProctrackType=proctrack/cgroup",
+        "TaskPlugin=task/affinity,task/cgroup",
+        "ReturnToService=2",
         "MpiDefault=pmix",
         "PriorityType=priority/multifactor",
         "PriorityWeightFairshare=10000",
