@@ -7,14 +7,12 @@ import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
-from components.bootstrap import USER_DATA_LIMIT, ClusterConnection
 from components.catalog import (
     InstanceFacts,
     load_aws_catalog,
 )
-from components.node_template import EKS_ASG_TAGS, MAX_ASG_TAG_KEY, MAX_ASG_TAGS, NODE_TEMPLATE, autoscaler_tags
 from components.spec.aws import AwsSpec, NodeGroupSpec, TaintSpec
-from components.spec.base import _RESERVATION_RE, GPU_TAINT_KEY, MAX_TAINTS
+from components.spec.base import _RESERVATION_RE, GPU_TAINT_KEY, MAX_TAINTS, USER_DATA_LIMIT
 from components.spec.decisions import (
     _gpu_zone_given_once,
     _gpu_zone_key,
@@ -227,8 +225,8 @@ def _check_instance_types(ng: NodeGroupSpec, facts: InstanceFacts, catalog: Mapp
 # (Kubernetes docs, "Node-pressure Eviction", soft eviction thresholds: "you must also specify a grace period").
 # Placeholders for the cluster's connection at its largest (a 2048-character base64 CA, a 128-character endpoint)
 # size the user data before the cluster exists.
-_SIZE_CLUSTER = ClusterConnection(name="x" * 100, endpoint="https://" + "x" * 120, certificate_authority="x" * 2048,
-                                  service_cidr="fd00:ffff:ffff:ffff::/108")
+# components.bootstrap and components.node_template import components.spec, so they are imported where used, never
+# at module load (a CLI that imports this module first would otherwise find them half-initialised).
 
 
 def _check_customisation(ng: NodeGroupSpec, facts: InstanceFacts, where: str, out: _Collector) -> None:
@@ -301,6 +299,9 @@ def _check_customisation(ng: NodeGroupSpec, facts: InstanceFacts, where: str, ou
 def _check_asg_tags(ng: NodeGroupSpec, facts: InstanceFacts, units: int, where: str, out: _Collector) -> None:
     """An autoscaled group's Auto Scaling group takes its opt-in and node-template tags (the labels, taints and
     resources the Cluster Autoscaler builds a scale-from-zero node from) within EC2 Auto Scaling's tag limits."""
+    # Imported here: components.node_template imports components.spec (see USER_DATA_LIMIT above).
+    from components.node_template import EKS_ASG_TAGS, MAX_ASG_TAG_KEY, MAX_ASG_TAGS, NODE_TEMPLATE, autoscaler_tags
+
     tags = autoscaler_tags(ng, facts, units)
     total = len(tags) + EKS_ASG_TAGS
     if tags and total > MAX_ASG_TAGS:
@@ -331,9 +332,11 @@ def _gib(quantity: str) -> float:
 
 
 def _user_data_size(ng: NodeGroupSpec, facts: InstanceFacts) -> int:
-    from components.bootstrap import node_bootstrap, render_user_data
+    from components.bootstrap import ClusterConnection, node_bootstrap, render_user_data
 
-    raw = render_user_data(node_bootstrap(ng, facts), _SIZE_CLUSTER if ng.ami_id is not None else None)
+    size_cluster = ClusterConnection(name="x" * 100, endpoint="https://" + "x" * 120,
+                                     certificate_authority="x" * 2048, service_cidr="fd00:ffff:ffff:ffff::/108")
+    raw = render_user_data(node_bootstrap(ng, facts), size_cluster if ng.ami_id is not None else None)
     return len(raw.encode()) if raw else 0
 
 
