@@ -82,6 +82,12 @@ def _check_slurm(spec: ClusterSpec, out: _Collector) -> None:
     if defaults > 1:
         out.add(f"{WHERE}.partitions", "slurm-partition-default", f"{defaults} partitions say default: at most one")
     for team_name, users in slurm.users.items():
+        team = teams.get(team_name)
+        if team is not None and users and team.gid is None:
+            out.add(f".teams[{spec.teams.index(team)}].gid", "slurm-team-gid",
+                    f"team '{team_name}' has Slurm users ({', '.join(users)}): set gid to the group id your directory "
+                    "gives its members (as sssd resolves it), so their jobs can write the team's directory on "
+                    f"/shared (root:gid, mode 2770); the default {team.posix_gid} is a hash no directory knows")
         if team_name not in teams:
             out.add(f"{WHERE}.users", "slurm-users-team",
                     f"'{team_name}' is not a team of the stack ({', '.join(teams) or 'none'})")
