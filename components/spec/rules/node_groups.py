@@ -25,10 +25,10 @@ from components.spec.decisions import (
     k8s_key_problem,
     k8s_value_problem,
     kubelet_label_problem,
-    parse_cidr,
 )
 from components.spec.errors import _Collector, _path
 from components.spec.model import ClusterSpec
+from components.spec.rules.cidrs import valid_cidrs
 
 # Capacity Blocks as EC2 sells them (EC2 user guide, "How Capacity Blocks work" and "Find and purchase Capacity
 # Blocks", read 2026-12-01): "up to 64 instances per Capacity Block"; durations "in 1-day increments up to 14 days,
@@ -262,14 +262,7 @@ def _check_customisation(ng: NodeGroupSpec, facts: InstanceFacts, where: str, ou
                         "Bottlerocket runs no shell user data (its bootstrap containers and apiclient commands take "
                         "their place, and are not built here): use an AL2023 AMI type or drop the commands")
     if ng.ssh is not None:
-        nets = []
-        for j, cidr in enumerate(ng.ssh.source_cidrs):
-            net = parse_cidr(cidr)
-            if isinstance(net, str):
-                out.add(f"{where}.ssh.sourceCidrs[{j}]", "cidr-valid",
-                        f"'{cidr}' is not a CIDR (address/prefix, no host bits): {net}")
-            else:
-                nets.append(net)
+        nets = [net for _, net in valid_cidrs(ng.ssh.source_cidrs, f"{where}.ssh.sourceCidrs", out)]
         if covers_everything(nets):
             out.add(f"{where}.ssh.sourceCidrs", "ssh-not-open",
                     f"sourceCidrs ({', '.join(ng.ssh.source_cidrs)}) open SSH to the whole internet: list the "
