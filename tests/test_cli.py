@@ -50,7 +50,7 @@ def test_preview_prints_the_production_stack_by_plane(capsys: pytest.CaptureFixt
     assert ("GPU stack: gpu-operator v26.7.0 (driver and toolkit from the node image, whole GPUs); EFA device "
             "plugin: aws-efa-k8s-device-plugin v0.5.20") in out
     assert "team research: h100 64 GPUs (+32 borrowable); LocalQueue yes; namespace GPU ceiling 96" in out
-    assert ("Prometheus: kube-prometheus-stack 81.4.5; DCGM exporter on; Kueue metrics on; 9 recording rules, "
+    assert ("Prometheus: kube-prometheus-stack 81.4.3; DCGM exporter on; Kueue metrics on; 9 recording rules, "
             "16 alerts") in out
     assert "== telemetry & cost" in out
 
