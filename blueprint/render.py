@@ -168,8 +168,10 @@ def _slurm_lines(graph: ResourceGraph) -> list[str]:
             budget = fields.get("GrpTRESMins", "").removeprefix("gres/gpu=")
             lines.append(f"  account {m.group(1)}: GPU limit {fields.get('GrpTRES', '').removeprefix('gres/gpu=')} at "
                          f"once (its quota on Slurm's groups), fair share {fields.get('Fairshare')}"
-                         + (f", budget {int(budget):,} GPU-minutes a month (GrpTRESMins, usage reset monthly: "
-                            "jobs wait once it is spent)" if budget else ", no budget in GPU-minutes (no price read)"))
+                         + (f", budget {int(budget):,} GPU-minutes a month (GrpTRESMins: its part of the team's "
+                            "budget, the rest is its Kueue spend alert's; usage reset monthly; once spent its jobs "
+                            "wait with Reason=AssocGrpGRESMinutes and nobody is mailed)" if budget
+                            else ", no budget in GPU-minutes (no price read)"))
     accounting = graph.of_type(SLINKY + "Accounting")
     dbs = graph.of_type("aws:rds/instance:Instance") + graph.of_type("gcp:sql/databaseInstance:DatabaseInstance")
     if accounting and dbs:

@@ -19,9 +19,7 @@ from components.spec.base import GPU_TAINT_KEY
 from components.spec.decisions import derive_ami_type
 
 _BOUNDARY = "//GPU-CLUSTER-BOUNDARY"
-# EC2 takes at most 16 KB of user data, in raw form before base64 (EC2 User Guide, "Run commands when you launch an
-# EC2 instance with user data input").
-USER_DATA_LIMIT = 16384
+# EC2 takes at most 16 KB of user data, in raw form before base64: components.spec.base.USER_DATA_LIMIT.
 
 
 @dataclass(frozen=True)

@@ -151,3 +151,17 @@ def json_paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]
         for i, v in enumerate(node):
             out += json_paths(v, (*prefix, i))
     return out
+
+
+@pytest.fixture(scope="module")
+def graph_files(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """A stack's graph as a JSON file (what `blueprint admit <graph.json>` reads), written once per module."""
+    folder = tmp_path_factory.mktemp("graphs")
+    written: dict[str, Path] = {}
+
+    def get(stack: str) -> Path:
+        if stack not in written:
+            written[stack] = folder / f"{stack}.json"
+            written[stack].write_text(offline_run(stack).graph.to_json(), encoding="utf-8")
+        return written[stack]
+    return get

@@ -33,19 +33,6 @@ def _all_gpus_on_slurm(name: str) -> bool:
 KUEUE_STACKS = [s for s in SHIPPED_STACKS if not _all_gpus_on_slurm(s)]
 
 
-@pytest.fixture(scope="module")
-def graph_files(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """The stack's graph as a JSON file, written once per module."""
-    folder = tmp_path_factory.mktemp("graphs")
-    written: dict[str, Path] = {}
-
-    def get(stack: str) -> Path:
-        if stack not in written:
-            written[stack] = folder / f"{stack}.json"
-            written[stack].write_text(offline_run(stack).graph.to_json(), encoding="utf-8")
-        return written[stack]
-    return get
-
 
 def graph_without(stack: str, tmp_path: Path, drop: Callable[[dict[str, Any]], bool],
                   change: Callable[[dict[str, Any]], None] | None = None) -> Path:

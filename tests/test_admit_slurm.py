@@ -23,19 +23,6 @@ EXAMPLES = ROOT / "examples" / "slurm"
 Report = dict[str, Any]
 
 
-@pytest.fixture(scope="module")
-def graph_files(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """The stack's graph as a JSON file, written once per module."""
-    folder = tmp_path_factory.mktemp("graphs")
-    written: dict[str, Path] = {}
-
-    def get(name: str) -> Path:
-        if name not in written:
-            written[name] = folder / f"{name}.json"
-            written[name].write_text(offline_run(name).graph.to_json(), encoding="utf-8")
-        return written[name]
-    return get
-
 
 def changed_graph(tmp_path: Path, change: Callable[[dict[str, Any]], None],
                   drop: Callable[[dict[str, Any]], bool] = lambda r: False) -> Path:

@@ -10,7 +10,7 @@ import pytest
 
 from blueprint.cli import main
 from blueprint.graph import FORMAT_KEYS, ResourceGraph
-from tests.conftest import CatalogEdit
+from tests.conftest import ROOT, CatalogEdit
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -50,7 +50,7 @@ def test_preview_prints_the_production_stack_by_plane(capsys: pytest.CaptureFixt
     assert ("GPU stack: gpu-operator v26.7.0 (driver and toolkit from the node image, whole GPUs); EFA device "
             "plugin: aws-efa-k8s-device-plugin v0.5.20") in out
     assert "team research: h100 64 GPUs (+32 borrowable); LocalQueue yes; namespace GPU ceiling 96" in out
-    assert ("Prometheus: kube-prometheus-stack 81.4.5; DCGM exporter on; Kueue metrics on; 20 recording rules, "
+    assert ("Prometheus: kube-prometheus-stack 81.4.3; DCGM exporter on; Kueue metrics on; 20 recording rules, "
             "28 alerts") in out
     assert "fabric: EFA node exporter (efa-node-exporter 4.56.1, image by digest) on h100" in out
     assert "== telemetry & cost" in out
@@ -179,3 +179,20 @@ def test_bench_stacks_pass_every_spec_rule() -> None:
     spec = parse_spec(generated_spec(25), "stacks/Pulumi.bench-25.yaml", provider_region="us-east-1")
     gpu_groups = [g for g in spec.aws_spec().node_groups if g.name.startswith("gpu-")]
     assert len(gpu_groups) == len(spec.teams) == 25
+
+
+@pytest.mark.parametrize("args", [
+    ["admit", "dev-aws", "examples/workloads/dev-aws/finetune-single-node.yaml"],
+    ["admit", "prod-aws-slurm", "examples/slurm/train.sbatch"],
+    ["policy", "dev-aws"],
+])
+def test_each_command_runs_in_a_fresh_process(args: list[str]) -> None:
+    """A command imports its modules in its own order: a circular import that an in-process test hides (the modules
+    already loaded by earlier tests) breaks it here."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "blueprint.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "internal error" not in out.stdout + out.stderr

@@ -325,7 +325,7 @@ def test_admission_policies_restrict_registries_and_privileged_pods() -> None:
 def test_monitoring_stack_scrapes_gpus_and_queues_and_exports_billing_labels() -> None:
     graph = offline_run("prod-aws").graph
     prom = release(graph, "kube-prometheus-stack").inputs
-    assert prom["version"] == "81.4.5" and prom["namespace"] == "monitoring"
+    assert prom["version"] == "81.4.3" and prom["namespace"] == "monitoring"
     spec = prom["values"]["prometheus"]["prometheusSpec"]
     assert spec["serviceMonitorSelectorNilUsesHelmValues"] is False and spec["retention"] == "30d"
     assert spec["storageSpec"]["volumeClaimTemplate"]["spec"]["resources"]["requests"]["storage"] == "500Gi"

@@ -146,6 +146,10 @@ RULES = [
     (lambda s: s["scheduler"]["slurm"]["accounting"]["database"].update(tier="db-custom-2-16384"),
      f"{G}.scheduler.slurm.accounting.database.tier: tier is Cloud SQL's; on AWS set instanceClass "
      "[rule: slurm-database-cloud]"),
+    (lambda s: s["teams"][0].pop("gid"),
+     f"{G}.teams[research].gid: team 'research' has Slurm users (ana, bruno): set gid to the group id your directory "
+     "gives its members (as sssd resolves it), so their jobs can write the team's directory on /shared (root:gid, "
+     "mode 2770); the default 59426 is a hash no directory knows [rule: slurm-team-gid]"),
     (lambda s: s["teams"][0]["quotas"][0].update(borrowingLimitGpus=8),
      f"{G}.teams[research].quotas[0]: borrowing and lending limits are Kueue's; 'h100' is a Slurm node group, where "
      "the team's gpus are its account's GPU limit (GrpTRES gres/gpu) and fair share [rule: slurm-quota-kueue-only]"),
@@ -174,3 +178,46 @@ def test_slurm_nodes_reserve_the_hugepages_slurmd_asks_for() -> None:
     assert "nr_hugepages" not in base64.b64decode(system).decode()
     (ns,) = graph.of_type(SLINKY + "NodeSet")
     assert ns.inputs["spec"]["slurmd"]["resources"]["requests"]["hugepages-2Mi"] == "5Gi"
+
+
+def test_the_objects_are_created_in_the_order_the_operator_needs() -> None:
+    """The webhook refuses a Controller whose config ConfigMaps are missing; the Controller names the Accounting; the
+    accounts Job needs slurmdbd: each waits for what it reads (dependencies in the graph, not creation luck)."""
+    graph = offline_run(STACK).graph
+    by_urn = {r.urn: r for r in graph.resources}
+
+    def deps(type_: str) -> set[str]:
+        (r,) = graph.of_type(type_)
+        return {by_urn[d].type.rsplit(":", 1)[-1] + "/" + by_urn[d].name for d in r.dependencies if d in by_urn}
+
+    controller = deps(SLINKY + "Controller")
+    assert {"Accounting/slurm-accounting-slurm-slurm", "ConfigMap/slurm-configmap-slurm-slurm-config-files",
+            "ConfigMap/slurm-configmap-slurm-slurm-prolog", "Secret/slurm-slurm-auth-slurm",
+            "Release/slurm-operator"} <= controller
+    assert "Controller/slurm-controller-slurm-slurm" in deps(SLINKY + "NodeSet")
+    (job,) = [r for r in graph.of_type("kubernetes:batch/v1:Job") if "slurm-accounts" in r.name]
+    assert any(d.endswith("slurm-accounting-slurm-slurm") for d in job.dependencies)
+
+
+def test_the_accounts_job_authenticates_loads_and_removes() -> None:
+    """slurm.conf and slurm.key where Slurm looks (/etc/slurm), slurmdbd's error shown while waiting, and what the
+    stack no longer lists removed (sacctmgr load only adds)."""
+    graph = offline_run(STACK).graph
+    (job,) = [r for r in graph.of_type("kubernetes:batch/v1:Job") if "slurm-accounts" in r.name]
+    container = job.inputs["spec"]["template"]["spec"]["containers"][0]
+    script = container["command"][-1]
+    assert "install -m 0644 /config/slurm.conf /etc/slurm/slurm.conf" in script
+    assert "/etc/slurm/slurm.key" in script and "SLURM_CONF" not in str(container.get("env", ""))
+    assert "2>&1" in script and ">/dev/null" not in script
+    assert "sacctmgr -i delete user" in script and "sacctmgr -i delete account" in script
+    (cm,) = [r for r in graph.of_type("kubernetes:core/v1:ConfigMap") if r.inputs["metadata"]["name"].startswith(
+        "slurm-accounts")]
+    assert "research|ana" in cm.inputs["data"]["associations.txt"].splitlines()
+    maps = {r.inputs["metadata"]["name"]: r.inputs["data"] for r in graph.of_type("kubernetes:core/v1:ConfigMap")}
+    prolog, epilog = maps["slurm-prolog"], maps["slurm-epilog"]
+    assert not set(prolog) & set(epilog)  # one /etc/slurm: the same file name would be one script for both
+
+
+def test_login_takes_the_administrators_public_keys() -> None:
+    (login,) = offline_run(STACK).graph.of_type(SLINKY + "LoginSet")
+    assert login.inputs["spec"]["rootSshAuthorizedKeys"].startswith("ssh-ed25519 ")

@@ -46,6 +46,7 @@ def prod_slurm_spec() -> dict[str, Any]:
     spec["gcp"]["nodePools"].append({"name": "slurm-a100", "machineType": "a2-highgpu-8g", "minSize": 2,
                                      "desiredSize": 2, "maxSize": 2})
     spec["teams"][0]["quotas"].append({"nodeGroup": "slurm-a100", "gpus": 16})
+    spec["teams"][0]["gid"] = 5001  # its members' group in the directory (rule slurm-team-gid)
     spec["scheduler"] = {"slurm": {
         "nodeGroups": ["slurm-a100"],
         "partitions": [{"name": "train", "nodeGroups": ["slurm-a100"], "maxTimeHours": 24, "default": True}],
@@ -194,8 +195,11 @@ def test_nodesets_select_their_pool_by_its_gke_nodepool_label_with_no_fabric_or_
     assert spec["template"]["spec"]["nodeSelector"] == {GKE_NODEPOOL_LABEL: SLURM_POOL}
     pool = [r for r in graph.of_type("gcp:container/nodePool:NodePool") if r.inputs["name"] == SLURM_POOL]
     assert len(pool) == 1  # the label's value is the pool GKE creates
-    # every time-sliced unit of the node's 2 L4s, and nothing else (no GPU networks on this pool)
-    assert spec["slurmd"]["resources"]["limits"] == {"nvidia.com/gpu": 8}
+    # the node's 2 L4s, whole: a Slurm pool shares no GPU (GKE refuses a container more than one time-shared GPU),
+    # and nothing else (no GPU networks on this pool)
+    assert spec["slurmd"]["resources"]["limits"] == {"nvidia.com/gpu": 2}
+    (slurm_pool,) = pool
+    assert "gpuSharingConfig" not in slurm_pool.inputs["nodeConfig"]["guestAccelerators"][0]
     assert spec["extraConf"] == "Gres=gpu:2 Features=g2-standard-24"
     # GKE's managed DCGM exporter reads no job-mapping directory: no prolog writing one, no hostPath
     assert all(v.get("hostPath", {}).get("path") != JOB_MAPPING_DIR for v in spec["template"]["spec"]["volumes"])

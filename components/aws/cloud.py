@@ -132,12 +132,14 @@ def slurm_cluster(spec: ClusterSpec, pools: list[GpuPool], database_host: Any | 
     if slurm is None:
         return None
     by_name = {p.name: p for p in pools}
+    kueue_pools = [p for p in pools if p.name not in slurm.node_groups]
     node_pools = [SlurmNodePool(pool=by_name[n], node_selector={NODE_GROUP_LABEL: n}, gpu_type=None,
                                 fabric={"vpc.amazonaws.com/efa": by_name[n].fabric_per_node}
                                 if by_name[n].fabric_per_node else {})
                   for n in slurm.node_groups if n in by_name]
     return SlurmCluster(
         name=spec.name, spec=slurm, teams=list(spec.teams), pools=node_pools, images=SlurmImages(**slurm_images()),
+        kueue_pools=kueue_pools,
         labels=spec.billing_labels, storage_class=STORAGE_CLASS, system_selector={},
         database=SlurmDatabase(host=database_host) if database_host is not None else None,
         login_service=LOGIN_SERVICE, shared_filesystem=shared, job_mapping=True)
@@ -230,7 +232,7 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
         ))
     slurm_names = slurm_node_groups(spec)
     return PlatformInputs(
-        slurm=slurm_cluster(spec, [p for p in pools if p.name in slurm_names], slurm_db[0] if slurm_db else None,
+        slurm=slurm_cluster(spec, pools, slurm_db[0] if slurm_db else None,
                             shared_filesystem is not None),
         slurm_db_password=slurm_db[1] if slurm_db else None,
         platform_budget_notify=tuple(spec.billing.notify),

@@ -58,7 +58,7 @@ from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
 from components.provenance import from_spec, spec_path, team_items
 from components.sizing.plan import stack_checkpoint_policy
-from components.spec import ClusterSpec, gpu_units_per_gpu
+from components.spec import ClusterSpec, GpuSharingSpec, gpu_units_per_gpu
 from components.spec.decisions import (
     gcs_bucket_name,
     gpu_subnet_prefix,
@@ -314,10 +314,12 @@ def slurm_cluster(spec: ClusterSpec, pools: list[GpuPool], database_host: Any | 
     if slurm is None:
         return None
     by_name = {p.name: p for p in pools}
+    kueue_pools = [p for p in pools if p.name not in slurm.node_groups]
     node_pools = [SlurmNodePool(pool=by_name[n], node_selector={GKE_NODEPOOL_LABEL: n}, gpu_type=None)
                   for n in slurm.node_groups if n in by_name]
     return SlurmCluster(
         name=spec.name, spec=slurm, teams=list(spec.teams), pools=node_pools, images=SlurmImages(**slurm_images()),
+        kueue_pools=kueue_pools,
         labels=spec.billing_labels, storage_class=STORAGE_CLASS_NAME, system_selector={},
         database=SlurmDatabase(host=database_host) if database_host is not None else None,
         login_service=LOGIN_SERVICE, shared_filesystem=shared, job_mapping=not gke_gpu_stack)
@@ -347,7 +349,10 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
         pools.append(GpuPool(
             name=pool.name, instance_type=pool.machine_type, gpus_per_node=facts.gpu_count, max_nodes=pool.max_size,
             fabric_per_node=0, vcpu_per_node=facts.vcpu.value, memory_gib_per_node=facts.memory_gib.value,
-            placed=placed, gpu_units_per_gpu=units, queued=pool.capacity.type == "flex-start",
+            # A Slurm pool shares no GPU (GKE refuses a container more than one time-shared GPU, and slurmd holds them
+            # all): its units are whole GPUs.
+            placed=placed, gpu_units_per_gpu=1 if pool.name in slurm_node_groups(spec) else units,
+            queued=pool.capacity.type == "flex-start",
             # GKE's autoscaler grows a pool with room between its sizes; a flex-start pool's nodes come before
             # admission, through the ProvisioningRequest.
             grows_after_admission=pool.min_size != pool.max_size and pool.capacity.type != "flex-start",
@@ -377,7 +382,7 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
                                                 mode == "read", dict(labels))
     slurm_names = slurm_node_groups(spec)
     return PlatformInputs(
-        slurm=slurm_cluster(spec, [p for p in pools if p.name in slurm_names], slurm_db[0] if slurm_db else None,
+        slurm=slurm_cluster(spec, pools, slurm_db[0] if slurm_db else None,
                             shared_filesystem is not None, gke_drivers),
         slurm_db_password=slurm_db[1] if slurm_db else None,
         platform_budget_notify=tuple(spec.billing.notify),
@@ -517,7 +522,8 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         wired = network.gpu_networks if facts.gpudirect != "none" and facts.gpu_count else []
         with from_spec(spec_path("gcp", "nodePools", index)):
             pools[pool.name] = GkeNodePool(
-                f"nodepool-{pool.name}", spec=g, pool=pool, facts=facts, sharing=spec.platform.gpu_sharing,
+                f"nodepool-{pool.name}", spec=g, pool=pool, facts=facts,
+                sharing=GpuSharingSpec() if pool.name in slurm_node_groups(spec) else spec.platform.gpu_sharing,
                 cluster=cluster.name, location=location,
                 node_account=identities.node_service_account, disk_key=keys.disk_key, key_grants=keys.grants,
                 labels={**group_billing_labels(spec, pool.team), "cluster": spec.name}, gpu_networks=wired,

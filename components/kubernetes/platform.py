@@ -303,7 +303,11 @@ class Monitoring(pulumi.ComponentResource):
             pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(depends_on=[mon_ns, storage, secret])),
         )
         after_prometheus = pulumi.ResourceOptions(parent=self, depends_on=[self.prometheus])
-        budgets = {t.name: float(t.budget.monthly_usd) for t in inputs.teams if t.budget is not None}
+        slurm_pools = [p.pool for p in inputs.slurm.pools] if inputs.slurm is not None else []
+        # A team on both schedulers: its Kueue spend alert watches the Kueue part of its budget, its Slurm account
+        # (GrpTRESMins) the rest.
+        budgets = {t.name: float(t.budget.monthly_usd) * (1 - obj.slurm_budget_share(t, inputs.pools, slurm_pools))
+                   for t in inputs.teams if t.budget is not None}
         tel = inputs.telemetry or CloudTelemetry()
         apply(f"{name}-rules", obj.prometheus_rules(mon.alerts.runbook_url, budgets,
                                                      obj.spend_pricing(inputs.pools, mon.retention_days),
@@ -628,30 +632,52 @@ class Slurm(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         ns = apply(f"{name}-ns", obj.slurm_namespace(inputs.labels), child)
         in_ns = pulumi.ResourceOptions(parent=self, depends_on=[ns])
+        # The operator in a namespace of its own (as its docs install it): its pods/binding webhook skips the
+        # operator's namespace, so slurmd pods in that namespace would never get the node's topology annotation.
+        op_ns = _system_namespace(self, obj.SLINKY_NAMESPACE, inputs.labels)
         # The CRDs from their own release, kept if it is ever removed: uninstalling them would delete every Slurm
         # object (the operator chart's CRDs sit in its templates, slurm-operator docs/installation.md).
-        crds = release("slurm-operator-crds", charts["slurm-operator-crds"], obj.SLURM_NAMESPACE, {},
-                       pulumi.ResourceOptions(parent=self, depends_on=[ns], retain_on_delete=True))
-        operator = release("slurm-operator", charts["slurm-operator"], obj.SLURM_NAMESPACE, obj.slurm_operator_values(),
-                           pulumi.ResourceOptions(parent=self, depends_on=[crds, prometheus]))
-        # The keys the operator reads and never creates (slurm chart templates/secrets: randAscii 1024, immutable).
+        crds = release("slurm-operator-crds", charts["slurm-operator-crds"], obj.SLINKY_NAMESPACE, {},
+                       pulumi.ResourceOptions(parent=self, depends_on=[op_ns], retain_on_delete=True))
+        operator = release("slurm-operator", charts["slurm-operator"], obj.SLINKY_NAMESPACE,
+                           obj.slurm_operator_values(),
+                           pulumi.ResourceOptions(parent=self, depends_on=[op_ns, crds, prometheus]))
+        # What the Slurm objects read before the operator builds them (its webhook refuses a Controller whose config
+        # ConfigMaps are missing): the keys the operator reads and never creates (slurm chart templates/secrets:
+        # randAscii 1024, immutable), the database password, the shared filesystem's claim, the ConfigMaps.
+        inputs_ready: list[pulumi.Resource] = [ns]
         for secret, key in ((obj.SLURM_KEY_SECRET, "slurm.key"), (obj.JWT_KEY_SECRET, "jwt.key")):
             value = random.RandomPassword(f"{name}-{key.replace('.', '-')}", length=1024, special=False, opts=child)
-            k8s.core.v1.Secret(f"{name}-{secret}", metadata={"name": secret, "namespace": obj.SLURM_NAMESPACE,
-                                                              "labels": dict(inputs.labels)},
-                               string_data={key: value.result}, immutable=True, opts=in_ns)
+            inputs_ready.append(k8s.core.v1.Secret(
+                f"{name}-{secret}", metadata={"name": secret, "namespace": obj.SLURM_NAMESPACE,
+                                               "labels": dict(inputs.labels)},
+                string_data={key: value.result}, immutable=True, opts=in_ns))
         if inputs.slurm_db_password is not None:
-            k8s.core.v1.Secret(f"{name}-{obj.DB_SECRET}", metadata={"name": obj.DB_SECRET,
-                                                                   "namespace": obj.SLURM_NAMESPACE,
-                                                                   "labels": dict(inputs.labels)},
-                               string_data={"password": inputs.slurm_db_password}, opts=in_ns)
+            inputs_ready.append(k8s.core.v1.Secret(
+                f"{name}-{obj.DB_SECRET}", metadata={"name": obj.DB_SECRET, "namespace": obj.SLURM_NAMESPACE,
+                                                      "labels": dict(inputs.labels)},
+                string_data={"password": inputs.slurm_db_password}, opts=in_ns))
         if cluster.shared_filesystem and inputs.shared_filesystem is not None:
             pv, pvc = obj.slurm_shared_fs(inputs.shared_filesystem, inputs.labels)
             volume = apply(f"{name}-shared-fs-pv", pv, in_ns)
-            apply(f"{name}-shared-fs-pvc", pvc, pulumi.ResourceOptions(parent=self, depends_on=[ns, volume]))
-        after = pulumi.ResourceOptions(parent=self, depends_on=[operator, ns])
-        for m in obj.slurm_objects(cluster):
-            apply(_object_name(name, m), m, after)
+            inputs_ready.append(apply(f"{name}-shared-fs-pvc", pvc,
+                                      pulumi.ResourceOptions(parent=self, depends_on=[ns, volume])))
+        objects = obj.slurm_objects(cluster)
+        for m in objects:
+            if m["kind"] == "ConfigMap":
+                inputs_ready.append(apply(_object_name(name, m), m, in_ns))
+        # Then Accounting, the Controller (its config names the Accounting), the rest, and the accounts Job last (it
+        # waits for slurmdbd itself, up to 15 minutes; Pulumi waits up to 30 for the Job to complete).
+        stage = [operator, *inputs_ready]
+        for kinds in (("Accounting",), ("Controller",), ("RestApi", "NodeSet", "LoginSet"), ("Job",)):
+            made = []
+            for m in objects:
+                if m["kind"] in kinds:
+                    made.append(apply(_object_name(name, m), m, pulumi.ResourceOptions(
+                        parent=self, depends_on=stage,
+                        custom_timeouts=pulumi.CustomTimeouts(create="30m", update="30m")
+                        if m["kind"] == "Job" else None)))
+            stage = [*stage, *made]
         self.register_outputs({})
 
 

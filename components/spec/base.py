@@ -57,3 +57,6 @@ class _Model(BaseModel):
     model_config = ConfigDict(
         extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True, allow_inf_nan=False
     )
+
+# EC2's user data limit: 16 KB before base64 (EC2 user guide, "Run commands when you launch an EC2 instance").
+USER_DATA_LIMIT = 16384

@@ -18,6 +18,9 @@ from components.spec.base import _Model, unit
 _SECRET_NAME = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"  # a Kubernetes object name (DNS subdomain)
 # A POSIX user name as useradd accepts it by default (shadow-utils: [a-z_][a-z0-9_-]*[$]?, at most 32).
 _UNIX_USER = r"^[a-z_][a-z0-9_-]{0,31}$"
+# An OpenSSH public key line: type, base64 blob, optional comment (sshd(8) AUTHORIZED_KEYS FILE FORMAT, key types).
+_PUBLIC_KEY = (r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|"
+               r"sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]+={0,3}( [^\n]*)?$")
 
 
 class SlurmPartitionSpec(_Model):
@@ -49,10 +52,10 @@ class SlurmLoginSpec(_Model):
     sssd_conf_secret: str = Field(
         pattern=_SECRET_NAME, description="A Secret in the slurm namespace holding sssd.conf (key sssd.conf): how "
         "login and compute pods resolve your users (LDAP or AD). Created outside this stack, by reference.")
-    root_authorized_keys_secret: Optional[str] = Field(
-        default=None, pattern=_SECRET_NAME,
-        description="A Secret in the slurm namespace whose key authorized_keys lists the public keys that may log "
-        "in as root (administrators). Default: none.")
+    root_authorized_keys: list[Annotated[str, StringConstraints(pattern=_PUBLIC_KEY, max_length=16384)]] = Field(
+        default_factory=list, max_length=50,
+        description="Public SSH keys that may log in as root on the login pods (administrators: the acceptance run "
+        "under Slurm's root account); public keys, so written here. Default: none.")
 
 
 class SlurmDatabaseSpec(_Model):

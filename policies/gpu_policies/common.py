@@ -39,7 +39,7 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 DEFAULT_SYSTEM_NAMESPACES = ["kube-system", "kube-public", "kube-node-lease", "default", "gpu-operator",
                              "kueue-system", "monitoring", "opencost", "mpi-operator", "gpu-acceptance",
-                             "jobset-system", "kubeflow-system", "slurm", "logging"]
+                             "jobset-system", "kubeflow-system", "slurm", "logging", "slinky"]
 
 
 # The schema of a knob that lists names (tags, types, namespaces): strings, none empty, none twice.

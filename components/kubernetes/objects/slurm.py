@@ -32,6 +32,7 @@ from components.spec.slurm import SlurmPartitionSpec, SlurmSpec
 
 API = "slinky.slurm.net/v1beta1"
 SLURM_NAMESPACE = "slurm"
+SLINKY_NAMESPACE = "slinky"  # the operator's own (slurm-operator docs/installation.md: --namespace=slinky)
 CONTROLLER = "slurm"
 ACCOUNTING = "slurm"
 RESTAPI = "slurm"
@@ -99,6 +100,7 @@ class SlurmCluster:
     login_service: Mapping[str, Any]  # the LoginSet Service's metadata annotations and spec (an internal LB)
     shared_filesystem: bool  # a shared-fs claim exists in the slurm namespace
     job_mapping: bool = True  # the DCGM exporter reads JOB_MAPPING_DIR (GPU Operator clusters)
+    kueue_pools: Sequence[GpuPool] = ()  # the stack's other GPU pools: a team's budget is split between the two
 
     @property
     def pod_labels(self) -> dict[str, str]:
@@ -194,7 +196,12 @@ def controller_extra_conf(c: SlurmCluster) -> str:
         "GresTypes=gpu",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
-        "TaskPlugin=task/cgroup,task/affinity",
+        # as the slurm chart's extraConfMap suggests (slurm-operator v1.2.1 helm/slurm/values.yaml): cgroup process
+        # tracking and task containment (cgroup.conf is the operator's: cgroup/v2, IgnoreSystemd), and a node that
+        # was down returns to service when its slurmd registers again (a replaced node joins by itself)
+        "ProctrackType=proctrack/cgroup",
+        "TaskPlugin=task/affinity,task/cgroup",
+        "ReturnToService=2",
         "MpiDefault=pmix",
         "PriorityType=priority/multifactor",
         "PriorityWeightFairshare=10000",
@@ -251,9 +258,9 @@ def config_maps(c: SlurmCluster) -> list[Manifest]:
     if c.job_mapping:
         out += [
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("slurm-prolog", SLURM_NAMESPACE, c.labels),
-             "data": {"90-dcgm-job-mapping.sh": prolog_script()}},
+             "data": {"prolog-90-dcgm-job-mapping.sh": prolog_script()}},
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("slurm-epilog", SLURM_NAMESPACE, c.labels),
-             "data": {"90-dcgm-job-mapping.sh": epilog_script()}},
+             "data": {"epilog-90-dcgm-job-mapping.sh": epilog_script()}},
         ]
     return out
 
@@ -369,6 +376,8 @@ def loginset(c: SlurmCluster) -> Manifest:
         "controllerRef": {"name": CONTROLLER},
         "replicas": login.replicas,
         "sssdConfRef": _ref(login.sssd_conf_secret, "sssd.conf"),
+        **({"rootSshAuthorizedKeys": "\n".join(login.root_authorized_keys) + "\n"} if login.root_authorized_keys
+           else {}),
         # enroot (pyxis) on the login pod needs privileges (slurm-operator docs/usage/pyxis.md)
         "login": {"image": c.images.login, "securityContext": {"privileged": True},
                   "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
@@ -383,6 +392,23 @@ def loginset(c: SlurmCluster) -> Manifest:
             "spec": spec}
 
 
+def _capacity_usd(team: TeamSpec, pools: Mapping[str, GpuPool]) -> float:
+    """What the team's quotas on ``pools`` cost an hour at full use (GPU units times their hour price; a pool without
+    a price counts its GPUs at the dearest priced one, or 1)."""
+    prices = [p.gpu_unit_hour_usd for p in pools.values() if p.gpu_unit_hour_usd]
+    fallback = max(prices) if prices else 1.0
+    return sum(q.gpus * (pools[q.node_group].gpu_unit_hour_usd or fallback) for q in team.quotas
+               if q.node_group in pools)
+
+
+def slurm_budget_share(team: TeamSpec, kueue_pools: Sequence[GpuPool], slurm_pools: Sequence[GpuPool]) -> float:
+    """The part of a team's monthly budget that its Slurm account gets (its GrpTRESMins); the rest is its Kueue
+    spend alert's. Split as its quotas' hourly cost on each scheduler's groups, so a budget is not counted twice."""
+    slurm = _capacity_usd(team, {p.name: p for p in slurm_pools})
+    kueue = _capacity_usd(team, {p.name: p for p in kueue_pools})
+    return slurm / (slurm + kueue) if slurm + kueue else 0.0
+
+
 def budget_gpu_minutes(c: SlurmCluster, team: TeamSpec) -> int | None:
     """The team's monthly budget as GPU-minutes on its Slurm node groups (GrpTRESMins gres/gpu), at the dearest
     GPU-hour among them (the preview's prices), so the limit never lets it spend more; None without a budget, a
@@ -394,7 +420,8 @@ def budget_gpu_minutes(c: SlurmCluster, team: TeamSpec) -> int | None:
     if not prices or any(p is None for p in prices):
         return None
     dearest = max(p for p in prices if p is not None)
-    return int(float(team.budget.monthly_usd) / dearest * 60)
+    share = slurm_budget_share(team, c.kueue_pools, [p.pool for p in c.pools])
+    return int(float(team.budget.monthly_usd) * share / dearest * 60)
 
 
 def enforces_budgets(c: SlurmCluster) -> bool:
@@ -429,6 +456,17 @@ def accounts_file(c: SlurmCluster) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _users_by_parent(content: str) -> list[tuple[str, str]]:
+    """(account, its ``User -`` line) of a sacctmgr flat file."""
+    parent, out = "root", []
+    for line in content.splitlines():
+        if line.startswith("Parent - "):
+            parent = line.split("'")[1]
+        elif line.startswith("User - "):
+            out.append((parent, line))
+    return out
+
+
 def accounts_job(c: SlurmCluster) -> list[Manifest]:
     """A Job that loads the accounts into slurmdbd (``sacctmgr -i load``), named after the file's digest so a change
     runs a new Job. It talks to slurmdbd directly, as root (an administrator in slurmdbd), signing with slurm.key."""
@@ -443,15 +481,34 @@ def accounts_job(c: SlurmCluster) -> list[Manifest]:
         "AccountingStorageType=accounting_storage/slurmdbd",
         f"AccountingStorageHost={ACCOUNTING}-accounting", "AccountingStoragePort=6819",
     ]) + "\n"
+    accounts = sorted({line.split("'")[1] for line in content.splitlines() if line.startswith("Account - ")})
+    pairs = sorted(parent + "|" + line.split("'")[1] for parent, line in _users_by_parent(content))
     cm: Manifest = {"apiVersion": "v1", "kind": "ConfigMap",
                     "metadata": meta(f"slurm-accounts-{digest}", SLURM_NAMESPACE, c.labels),
-                    "data": {"accounts.cfg": content, "slurm.conf": conf}}
-    script = " && ".join([
-        "install -m 0600 -o root /keys/slurm.key /etc/slurm/slurm.key",
-        "until sacctmgr -n show cluster >/dev/null 2>&1; do echo waiting for slurmdbd; sleep 10; done",
-        f"sacctmgr -i load file={shlex.quote('/config/accounts.cfg')}",
-        "sacctmgr -n -p show assoc format=account,user,fairshare,grptres",
-    ])
+                    "data": {"accounts.cfg": content, "slurm.conf": conf, "accounts.txt": "\n".join(accounts) + "\n",
+                             "associations.txt": "\n".join(pairs) + "\n"}}
+    # slurm.conf and slurm.key where Slurm looks for them (/etc/slurm; auth/slurm reads the key beside slurm.conf);
+    # slurmdbd's own error shown while it is not up yet; then the load (adds and modifies) and the removals it does not
+    # do: associations and accounts the stack no longer lists (root's kept).
+    script = f"""set -euo pipefail
+install -m 0644 /config/slurm.conf /etc/slurm/slurm.conf
+install -m 0600 -o root /keys/slurm.key /etc/slurm/slurm.key
+for i in $(seq 1 90); do
+  if out=$(sacctmgr -n show cluster 2>&1); then break; fi
+  echo "waiting for slurmdbd ($i/90): $out"; sleep 10
+done
+sacctmgr -n show cluster
+sacctmgr -i load file={shlex.quote('/config/accounts.cfg')}
+sacctmgr -n -P show assoc format=account,user | while IFS='|' read -r account user; do
+  [ -n "$user" ] && [ "$user" != root ] || continue
+  grep -qxF "$account|$user" /config/associations.txt || sacctmgr -i delete user name="$user" account="$account"
+done
+sacctmgr -n -P show account format=account | while read -r account; do
+  [ "$account" != root ] || continue
+  grep -qxF "$account" /config/accounts.txt || sacctmgr -i delete account name="$account"
+done
+sacctmgr -n -p show assoc format=account,user,fairshare,grptres,grptresmins
+"""
     job: Manifest = {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": meta(f"slurm-accounts-{digest}", SLURM_NAMESPACE, c.labels),
@@ -462,7 +519,6 @@ def accounts_job(c: SlurmCluster) -> list[Manifest]:
                 "nodeSelector": dict(c.system_selector),
                 "containers": [{
                     "name": "sacctmgr", "image": c.images.slurmctld, "command": ["bash", "-c", script],
-                    "env": [{"name": "SLURM_CONF", "value": "/config/slurm.conf"}],
                     "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
                     "volumeMounts": [{"name": "config", "mountPath": "/config"},
                                      {"name": "keys", "mountPath": "/keys", "readOnly": True},

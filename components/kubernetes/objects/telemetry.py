@@ -461,7 +461,7 @@ def alertmanager_config(alerts: AlertsSpec, budget_notify: Mapping[str, Sequence
     Alertmanager (matcher strategy None, so its routes see alerts of every namespace). The Prometheus operator makes its
     routes first children of the root route with continue, and resolves the Secret references when it builds the
     configuration: while a Secret is missing it rejects this object (an event, a warning in its log) and Alertmanager
-    keeps running (prometheus-operator v0.88.0 pkg/alertmanager/operator.go selectAlertmanagerConfigs). Team routes
+    keeps running (prometheus-operator v0.88.1 pkg/alertmanager/operator.go selectAlertmanagerConfigs). Team routes
     match the alert's namespace or ClusterQueue (both are the team's name); a team's budget addresses get its spend
     alert."""
     # kube-prometheus-stack's always-firing Watchdog and its InfoInhibitor are plumbing, not news: stopped here (the

@@ -12,6 +12,7 @@ from components.spec.base import _ROLE_ARN_RE, MAX_PUBLIC_ACCESS_CIDRS, PROD_REQ
 from components.spec.decisions import covers_everything, is_autoscaled, parse_cidr
 from components.spec.errors import _Collector
 from components.spec.model import ClusterSpec
+from components.spec.rules.cidrs import valid_cidrs
 
 
 def _check_control_plane(spec: ClusterSpec, aws: AwsSpec, now: datetime, out: _Collector) -> None:
@@ -122,14 +123,7 @@ def _check_deployer(spec: ClusterSpec, aws: AwsSpec, out: _Collector) -> None:
         out.add(f"{where}.roleArn", "deployer-access-entry",
                 f"'{dep.role_arn}' is also listed as an admin or team role; the deployer gets its own cluster-admin "
                 "access entry and EKS allows one access entry per principal: list it only as the deployer")
-    runners = []
-    for i, cidr in enumerate(dep.runner_cidrs):
-        net = parse_cidr(cidr)
-        if isinstance(net, str):
-            out.add(f"{where}.runnerCidrs[{i}]", "cidr-valid",
-                    f"'{cidr}' is not a CIDR (address/prefix, no host bits): {net}")
-        else:
-            runners.append((i, net))
+    runners = valid_cidrs(dep.runner_cidrs, f"{where}.runnerCidrs", out)
     if covers_everything([n for _, n in runners]):
         out.add(f"{where}.runnerCidrs", "runner-cidrs-not-open",
                 f"runnerCidrs ({', '.join(dep.runner_cidrs)}) cover the whole internet: list the networks the CI "

@@ -7,14 +7,12 @@ import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
-from components.bootstrap import USER_DATA_LIMIT, ClusterConnection
 from components.catalog import (
     InstanceFacts,
     load_aws_catalog,
 )
-from components.node_template import EKS_ASG_TAGS, MAX_ASG_TAG_KEY, MAX_ASG_TAGS, NODE_TEMPLATE, autoscaler_tags
 from components.spec.aws import AwsSpec, NodeGroupSpec, TaintSpec
-from components.spec.base import _RESERVATION_RE, GPU_TAINT_KEY, MAX_TAINTS
+from components.spec.base import _RESERVATION_RE, GPU_TAINT_KEY, MAX_TAINTS, USER_DATA_LIMIT
 from components.spec.decisions import (
     _gpu_zone_given_once,
     _gpu_zone_key,
@@ -27,10 +25,10 @@ from components.spec.decisions import (
     k8s_key_problem,
     k8s_value_problem,
     kubelet_label_problem,
-    parse_cidr,
 )
 from components.spec.errors import _Collector, _path
 from components.spec.model import ClusterSpec
+from components.spec.rules.cidrs import valid_cidrs
 
 # Capacity Blocks as EC2 sells them (EC2 user guide, "How Capacity Blocks work" and "Find and purchase Capacity
 # Blocks", read 2026-12-01): "up to 64 instances per Capacity Block"; durations "in 1-day increments up to 14 days,
@@ -227,8 +225,8 @@ def _check_instance_types(ng: NodeGroupSpec, facts: InstanceFacts, catalog: Mapp
 # (Kubernetes docs, "Node-pressure Eviction", soft eviction thresholds: "you must also specify a grace period").
 # Placeholders for the cluster's connection at its largest (a 2048-character base64 CA, a 128-character endpoint)
 # size the user data before the cluster exists.
-_SIZE_CLUSTER = ClusterConnection(name="x" * 100, endpoint="https://" + "x" * 120, certificate_authority="x" * 2048,
-                                  service_cidr="fd00:ffff:ffff:ffff::/108")
+# components.bootstrap and components.node_template import components.spec, so they are imported where used, never
+# at module load (a CLI that imports this module first would otherwise find them half-initialised).
 
 
 def _check_customisation(ng: NodeGroupSpec, facts: InstanceFacts, where: str, out: _Collector) -> None:
@@ -264,14 +262,7 @@ def _check_customisation(ng: NodeGroupSpec, facts: InstanceFacts, where: str, ou
                         "Bottlerocket runs no shell user data (its bootstrap containers and apiclient commands take "
                         "their place, and are not built here): use an AL2023 AMI type or drop the commands")
     if ng.ssh is not None:
-        nets = []
-        for j, cidr in enumerate(ng.ssh.source_cidrs):
-            net = parse_cidr(cidr)
-            if isinstance(net, str):
-                out.add(f"{where}.ssh.sourceCidrs[{j}]", "cidr-valid",
-                        f"'{cidr}' is not a CIDR (address/prefix, no host bits): {net}")
-            else:
-                nets.append(net)
+        nets = [net for _, net in valid_cidrs(ng.ssh.source_cidrs, f"{where}.ssh.sourceCidrs", out)]
         if covers_everything(nets):
             out.add(f"{where}.ssh.sourceCidrs", "ssh-not-open",
                     f"sourceCidrs ({', '.join(ng.ssh.source_cidrs)}) open SSH to the whole internet: list the "
@@ -301,6 +292,9 @@ def _check_customisation(ng: NodeGroupSpec, facts: InstanceFacts, where: str, ou
 def _check_asg_tags(ng: NodeGroupSpec, facts: InstanceFacts, units: int, where: str, out: _Collector) -> None:
     """An autoscaled group's Auto Scaling group takes its opt-in and node-template tags (the labels, taints and
     resources the Cluster Autoscaler builds a scale-from-zero node from) within EC2 Auto Scaling's tag limits."""
+    # Imported here: components.node_template imports components.spec (see USER_DATA_LIMIT above).
+    from components.node_template import EKS_ASG_TAGS, MAX_ASG_TAG_KEY, MAX_ASG_TAGS, NODE_TEMPLATE, autoscaler_tags
+
     tags = autoscaler_tags(ng, facts, units)
     total = len(tags) + EKS_ASG_TAGS
     if tags and total > MAX_ASG_TAGS:
@@ -331,9 +325,11 @@ def _gib(quantity: str) -> float:
 
 
 def _user_data_size(ng: NodeGroupSpec, facts: InstanceFacts) -> int:
-    from components.bootstrap import node_bootstrap, render_user_data
+    from components.bootstrap import ClusterConnection, node_bootstrap, render_user_data
 
-    raw = render_user_data(node_bootstrap(ng, facts), _SIZE_CLUSTER if ng.ami_id is not None else None)
+    size_cluster = ClusterConnection(name="x" * 100, endpoint="https://" + "x" * 120,
+                                     certificate_authority="x" * 2048, service_cidr="fd00:ffff:ffff:ffff::/108")
+    raw = render_user_data(node_bootstrap(ng, facts), size_cluster if ng.ami_id is not None else None)
     return len(raw.encode()) if raw else 0
 
 

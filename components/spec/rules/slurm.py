@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ipaddress
 
-from components.spec.decisions import cloud_node_groups, covers_everything, instance_catalog, parse_cidr
+from components.spec.decisions import cloud_node_groups, covers_everything, instance_catalog
 from components.spec.errors import _Collector
 from components.spec.model import ClusterSpec
+from components.spec.rules.cidrs import valid_cidrs
 
 WHERE = ".scheduler.slurm"
 # Slinky's Controller webhook: clusterName at most 40 characters (slurm-operator v1.2.1
@@ -82,6 +83,12 @@ def _check_slurm(spec: ClusterSpec, out: _Collector) -> None:
     if defaults > 1:
         out.add(f"{WHERE}.partitions", "slurm-partition-default", f"{defaults} partitions say default: at most one")
     for team_name, users in slurm.users.items():
+        team = teams.get(team_name)
+        if team is not None and users and team.gid is None:
+            out.add(f".teams[{spec.teams.index(team)}].gid", "slurm-team-gid",
+                    f"team '{team_name}' has Slurm users ({', '.join(users)}): set gid to the group id your directory "
+                    "gives its members (as sssd resolves it), so their jobs can write the team's directory on "
+                    f"/shared (root:gid, mode 2770); the default {team.posix_gid} is a hash no directory knows")
         if team_name not in teams:
             out.add(f"{WHERE}.users", "slurm-users-team",
                     f"'{team_name}' is not a team of the stack ({', '.join(teams) or 'none'})")
@@ -96,18 +103,13 @@ def _check_slurm(spec: ClusterSpec, out: _Collector) -> None:
                 out.add(f".teams[{ti}].quotas[{j}]", "slurm-quota-kueue-only",
                         f"borrowing and lending limits are Kueue's; '{q.node_group}' is a Slurm node group, where the "
                         "team's gpus are its account's GPU limit (GrpTRES gres/gpu) and fair share")
-    nets = []
-    for j, cidr in enumerate(slurm.login.source_cidrs):
-        net = parse_cidr(cidr)
-        if isinstance(net, str):
-            out.add(f"{WHERE}.login.sourceCidrs[{j}]", "cidr-valid",
-                    f"'{cidr}' is not a CIDR (address/prefix, no host bits): {net}")
-            continue
-        nets.append(net)
+    parsed = valid_cidrs(slurm.login.source_cidrs, f"{WHERE}.login.sourceCidrs", out)
+    nets = [net for _, net in parsed]
+    for j, net in parsed:
         if net.version == 4 and not any(net.subnet_of(p) for p in PRIVATE_V4):  # type: ignore[arg-type]
             out.add(f"{WHERE}.login.sourceCidrs[{j}]", "slurm-login-private",
-                    f"'{cidr}' is not a private network (RFC 1918 or 100.64.0.0/10): the login load balancer is "
-                    "internal, reached from your VPN or peered networks")
+                    f"'{slurm.login.source_cidrs[j]}' is not a private network (RFC 1918 or 100.64.0.0/10): the "
+                    "login load balancer is internal, reached from your VPN or peered networks")
     if covers_everything(nets):
         out.add(f"{WHERE}.login.sourceCidrs", "slurm-login-private",
                 f"sourceCidrs ({', '.join(slurm.login.source_cidrs)}) open SSH to every address: list your VPN or "
