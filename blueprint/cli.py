@@ -200,7 +200,9 @@ def _parser() -> argparse.ArgumentParser:
     nodes.add_argument("--instance-type", help="the group's instance type (default: the nodes' node.json)")
     nodes.add_argument("--expected-busbw", type=float, help="expected per-node bus bandwidth (GB/s) when the catalog "
                        "has none for the type (the stack's acceptance.expected figure)")
-    nodes.add_argument("--stack", help="the stack the run tested (kept in the record)")
+    nodes.add_argument("--stack", help="the stack the run tested (kept in the record; its group's maxSize is the "
+                       "node count expected unless --expect-nodes)")
+    nodes.add_argument("--expect-nodes", type=int, help="nodes the run was meant to cover: fewer records fail it")
     nodes.add_argument("--format", choices=("table", "json"), default="table")
     nodes.add_argument("-o", "--output", type=output_file_argument,
                        help="write the report here instead of standard output")
@@ -675,7 +677,14 @@ def _verdict(run: Any, instance_type: str, nodes: int, expected_busbw: float | N
 
 def _nccl_nodes(args: argparse.Namespace) -> int:
     """``blueprint nccl nodes``: exit 0, 1 (a node is an outlier), 2 (no records, or no expected figure)."""
-    from blueprint.nccl import NcclLogError, node_records, read_node_runs, render_json, render_node_table
+    from blueprint.nccl import (
+        NcclLogError,
+        node_records,
+        read_node_runs,
+        render_json,
+        render_node_table,
+        require_nodes,
+    )
     from components.catalog.acceptance import catalog_figure, latency_outlier_factor, load_thresholds, outlier_fraction
 
     if args.output is not None:
@@ -706,8 +715,23 @@ def _nccl_nodes(args: argparse.Namespace) -> int:
                           pass_fraction=load_thresholds()[0], outlier_fraction=outlier_fraction(),
                           latency_factor=latency_outlier_factor(), stack=args.stack,
                           node_group=", ".join(sorted(groups)) or None, run=run_name)
+    expect = args.expect_nodes
+    if expect is None and args.stack and len(groups) == 1:
+        expect = _group_max_size(args.stack, next(iter(groups)))
+    if expect is not None:
+        if expect < 1:
+            raise CostUsageError(f"--expect-nodes must be at least 1, got {expect}")
+        require_nodes(record, runs, expect)
     _write(render_json(record) if args.format == "json" else render_node_table(record), args.output)
     return EXIT_OK if record["passed"] else EXIT_POLICY
+
+
+def _group_max_size(stack_name: str, group: str) -> int | None:
+    """A node group's (GKE: pool's) maxSize in the stack file, or None when the stack does not name it."""
+    from blueprint.stackfile import load_stack
+    from components.spec.decisions import cloud_node_groups
+
+    return next((g.max_size for g in cloud_node_groups(load_stack(stack_name).spec) if g.name == group), None)
 
 
 def _nccl_compare(args: argparse.Namespace) -> int:

@@ -542,13 +542,31 @@ def node_records(nodes: list[NodeRun], *, instance_type: str, expected_busbw: fl
     }
 
 
+def require_nodes(record: dict[str, Any], runs: list[NodeRun], expected: int) -> None:
+    """A run must cover every node it was meant to: fewer records than ``expected`` fails it (the missing nodes are
+    the suspect ones), naming the Job indexes that left none."""
+    record["expected_nodes"] = expected
+    seen = {int(str(r.facts.get("index"))) for r in runs if str(r.facts.get("index", "")).isdigit()}
+    missing = max(expected - len(runs), 0)
+    record["missing_nodes"] = missing
+    record["missing_indexes"] = sorted(set(range(expected)) - seen) if seen and missing else []
+    if missing:
+        record["passed"] = False
+
+
 def render_node_table(record: dict[str, Any]) -> str:
     """The per-node record for a terminal: one line per node, outliers marked, then the versions."""
     median = record["median_busbw_gbps"] or 0.0
     head = (f"{'PASS' if record['passed'] else 'FAIL'}: {len(record['nodes'])} node(s) of "
             f"{record.get('node_group') or '?'} ({record['instance_type']}), median {median:.2f} GB/s, expected "
             f"{record['expected_busbw_gbps']:.2f} GB/s")
-    lines = [head, f"{'node':<40} {'busbw GB/s':>10} {'8 B us':>8}  driver / CUDA / NCCL"]
+    lines = [head]
+    if record.get("missing_nodes"):
+        indexes = record.get("missing_indexes")
+        lines.append(f"missing: {record['missing_nodes']} of {record['expected_nodes']} node(s) left no record"
+                     + (f" (indexes {', '.join(map(str, indexes))})" if indexes else "")
+                     + ": they are the ones to look at (kubectl get pods -n gpu-acceptance -o wide)")
+    lines.append(f"{'node':<40} {'busbw GB/s':>10} {'8 B us':>8}  driver / CUDA / NCCL")
     for r in record["nodes"]:
         bw = f"{r['busbw_gbps']:.2f}" if r["busbw_gbps"] is not None else "-"
         lat = f"{r['latency_us']:.2f}" if r["latency_us"] is not None else "-"

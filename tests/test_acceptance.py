@@ -93,8 +93,12 @@ def test_the_per_node_run_puts_one_pod_on_every_node_and_waits_to_be_run() -> No
     limits = bench["resources"]["limits"]
     assert limits["nvidia.com/gpu"] == 8 and "vpc.amazonaws.com/efa" not in limits and "hugepages-2Mi" not in limits
     script = bench["command"][2]
-    assert "/opt/nccl-tests/build/all_reduce_perf -b 8 -e 16G -f 2 -g 8 > /records/nccl.log" in script
+    assert "timeout 1200 /opt/nccl-tests/build/all_reduce_perf -b 8 -e 16G -f 2 -g 8 > /records/nccl.log" in script
     assert '"driver": "%s", "cuda": "%s", "exit_status": %s' in script  # the node's versions in its record
+    # Suspended behind a held queue: Pulumi must not wait for it to complete; a bad or missing node ends the run
+    # (one attempt per index, a deadline) instead of rerunning its index on a node that passed.
+    assert job["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+    assert spec["backoffLimitPerIndex"] == 0 and spec["activeDeadlineSeconds"] == 3600 and "backoffLimit" not in spec
 
 
 def test_each_node_uploads_its_record_under_acceptance_through_its_own_identity() -> None:

@@ -370,6 +370,19 @@ def test_the_per_node_run_flags_outliers_against_the_median_and_the_expected_fig
     assert "ip-10-40-0-4" in table and table.count("OUTLIER") == 2
 
 
+def test_a_run_that_missed_nodes_fails_and_names_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The nodes without a record are the suspect ones: four good records of prod-aws's 16-node h100 group fail."""
+    good = (470.0, 30.0, "570.133.20", "2.21.5+cuda12.4")
+    run = _write_run(tmp_path / "r", {f"ip-10-40-0-{i}": good for i in range(1, 5)})
+    assert main(["nccl", "nodes", str(run), "--stack", "prod-aws"]) == 1
+    table = capsys.readouterr().out
+    assert table.startswith("FAIL: 4 node(s) of h100")
+    assert "missing: 12 of 16 node(s) left no record (indexes 1, 2, 3, 4, 5" in table
+    assert main(["nccl", "nodes", str(run), "--expect-nodes", "4"]) == 0  # the run was meant for these four
+    assert main(["nccl", "nodes", str(run)]) == 0  # nothing says how many were meant: the records alone
+    assert main(["nccl", "nodes", str(run), "--expect-nodes", "0"]) == 2
+
+
 def test_a_node_whose_benchmark_failed_or_has_no_figure_is_named(tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     run = _write_run(tmp_path / "r", {"n1": (470.0, 30.0, "570.1", "2.21.5"), "n2": (471.0, 30.0, "570.1", "2.21.5")},

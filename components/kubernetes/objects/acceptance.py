@@ -105,6 +105,14 @@ class AcceptanceRecorder:
     ready: tuple[Any, ...] = ()
 
 
+# How long one node's all_reduce may run: the sweep to 16 GB takes minutes on 8 GPUs (tests/fixtures/nccl), so 20
+# minutes is a hang, not a slow node.
+NODE_RUN_TIMEOUT_S = 1200
+# The whole Job's deadline: a node that never comes (cordoned, missing, not scaled) leaves its pod Pending; past this
+# Kubernetes fails the Job and Kueue releases the quota instead of re-running it.
+NODE_JOB_DEADLINE_S = 3600
+
+
 def _node_script(tests_dir: str, gpus: int, rank_setup: Sequence[str]) -> str:
     """The benchmark container's shell: all_reduce_perf over the node's GPUs, its log and the node's facts (driver and
     CUDA from nvidia-smi, the exit status, the times) in the records directory; a failed benchmark is recorded, never
@@ -113,7 +121,8 @@ def _node_script(tests_dir: str, gpus: int, rank_setup: Sequence[str]) -> str:
     return "\n".join([
         *rank_setup,
         f'mkdir -p {RECORDS_DIR}; START=$(date -u +%Y-%m-%dT%H:%M:%SZ)',
-        f"{binary} > {RECORDS_DIR}/nccl.log 2>&1; STATUS=$?",
+        # bounded: an NCCL hang on a bad node is recorded (exit 124, coreutils timeout) instead of holding the pod
+        f"timeout {NODE_RUN_TIMEOUT_S} {binary} > {RECORDS_DIR}/nccl.log 2>&1; STATUS=$?",
         f"cat {RECORDS_DIR}/nccl.log",
         "SMI=$(command -v nvidia-smi || echo /usr/local/nvidia/bin/nvidia-smi)",
         'DRIVER=$($SMI --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1)',
@@ -130,7 +139,9 @@ def _upload_script(recorder: AcceptanceRecorder) -> str:
     by the pod's annotation, else by the Job's uid (one Job object is one run)."""
     target = f'"{recorder.scheme}://$RECORDS_BUCKET/{RECORDS_PREFIX}/$NODE_GROUP/$RUN/$NODE_NAME/"'
     copy = (f"aws s3 cp --recursive --only-show-errors {RECORDS_DIR}/ {target}" if recorder.scheme == "s3" else
-            f"gcloud storage cp --recursive '{RECORDS_DIR}/*' {target}")
+            # --no-clobber: the recorder may create objects, not replace them (Storage Object Creator); a pod run
+            # again on the same node keeps the first record rather than failing on a 403
+            f"gcloud storage cp --recursive --no-clobber '{RECORDS_DIR}/*' {target}")
     return f'RUN="${{RUN:-job-$JOB_UID}}"; exec {copy}'
 
 
@@ -190,13 +201,20 @@ def nccl_node_job(pool: GpuPool, image: str, fabric: PodFabric | None, labels: M
     template: Manifest = {"metadata": {"labels": dict(selector),
                                        **({"annotations": dict(fab.annotations)} if fab.annotations else {})},
                           "spec": spec}
+    metadata = meta(name, ACCEPTANCE_NAMESPACE, {**labels, "kueue.x-k8s.io/queue-name": "default",
+                                                  "gpu-cluster/node-group": pool.name,
+                                                  "gpu-cluster/acceptance": "nodes"})
+    # Created suspended behind a held queue: the Kubernetes provider would otherwise wait for the Job to complete and
+    # fail the apply after its timeout (pulumi-kubernetes Job await; skipAwait turns it off for this object).
+    metadata["annotations"] = {"pulumi.com/skipAwait": "true"}
     return {
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": meta(name, ACCEPTANCE_NAMESPACE, {**labels, "kueue.x-k8s.io/queue-name": "default",
-                                                       "gpu-cluster/node-group": pool.name,
-                                                       "gpu-cluster/acceptance": "nodes"}),
+        "metadata": metadata,
+        # One attempt per index (backoffLimitPerIndex 0, Kubernetes 1.33+): a failed node's index is not rerun on a
+        # node that already passed (the anti-affinity ignores finished pods); its record says why it failed.
         "spec": {"suspend": True, "completionMode": "Indexed", "completions": pool.max_nodes,
-                 "parallelism": pool.max_nodes, "backoffLimit": pool.max_nodes, "template": template},
+                 "parallelism": pool.max_nodes, "backoffLimitPerIndex": 0,
+                 "activeDeadlineSeconds": NODE_JOB_DEADLINE_S, "template": template},
     }
 
 

@@ -222,9 +222,10 @@ def pushgateway_url() -> str:
 def pushgateway_values() -> Manifest:
     """The Pushgateway: one replica, its ServiceMonitor keeping the pushed job and namespace labels (honorLabels), and
     the pod on nodes without GPUs (it tolerates no taint)."""
+    # PUSHGATEWAY_POD_LABELS is a label the chart already puts on its pod (team NetworkPolicies select it); not set
+    # again here (a duplicate key that Helm accepts and Flux and kustomize refuse).
     return {"serviceMonitor": {"enabled": True, "namespace": MONITORING_NAMESPACE, "honorLabels": True},
-            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
-            "podLabels": dict(PUSHGATEWAY_POD_LABELS)}
+            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}}
 
 
 def checkpoint_push_settings() -> dict[str, str]:
