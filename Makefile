@@ -8,6 +8,8 @@ STAMP := $(VENV)/.installed
 .PHONY: setup preview preview-dev preview-gcp policy graph test lint lint-workflows unit golden bench bench-compare clean
 
 setup: $(STAMP)
+	@command -v dot >/dev/null 2>&1 || echo "note: Graphviz's dot is not installed: blueprint report needs it, and so does its test \
+	(Debian/Ubuntu: sudo apt-get install --no-install-recommends graphviz; macOS: brew install graphviz)"
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
