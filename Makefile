@@ -5,7 +5,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup preview preview-dev preview-gcp policy graph test lint lint-workflows unit golden bench bench-compare clean
+.PHONY: setup preview preview-dev preview-gcp policy graph report screenshot test lint lint-workflows unit golden bench \
+	bench-compare clean
 
 setup: $(STAMP)
 	@command -v dot >/dev/null 2>&1 || echo "note: Graphviz's dot is not installed: blueprint report needs it, and so does its test \
@@ -36,6 +37,19 @@ policy: setup
 ## Write the production ResourceGraph to graph.json.
 graph: setup
 	$(BIN)/blueprint graph prod-aws -o graph.json
+
+## The production stack's report: one self-contained HTML page (needs Graphviz's dot).
+report: setup
+	$(BIN)/blueprint report prod-aws -o report.html
+
+## The picture of that report in the docs (docs/img/report-prod-aws.png), taken by headless Chromium at the tests'
+## pinned clock; run after a change that shows in the report, and commit the picture.
+CHROMIUM ?= chromium
+screenshot: setup
+	mkdir -p build docs/img
+	GPU_CLUSTER_NOW=2026-11-29T00:00:00Z $(BIN)/blueprint report prod-aws -o build/report-prod-aws.html
+	$(CHROMIUM) --headless=new --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,2200 \
+	  --screenshot=$(CURDIR)/docs/img/report-prod-aws.png file://$(CURDIR)/build/report-prod-aws.html
 
 ## Lint, type-check, then run every test offline.
 test: lint unit
@@ -70,4 +84,4 @@ bench-compare: setup
 	$(BIN)/python -m blueprint.bench compare $(BASE) bench/latest.json
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache graph.json
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache graph.json report.html

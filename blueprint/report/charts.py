@@ -29,11 +29,13 @@ MUTED = "#5f6b7a"
 
 @contextmanager
 def _style(salt: str) -> Iterator[None]:
-    """Text as SVG text (readable and searchable), ids salted per chart (several SVGs share one page), no date."""
+    """Text as SVG text (readable and searchable), never as mathematics (dollar amounts hold "$"), ids salted per
+    chart (several SVGs share one page), no date."""
     import matplotlib
 
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt, "font.family": "sans-serif",
-                                "font.size": 9, "axes.spines.top": False, "axes.spines.right": False,
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt, "text.parse_math": False,
+                                "font.family": "sans-serif", "font.size": 9, "axes.spines.top": False,
+                                "axes.spines.right": False,
                                 "axes.titlesize": 10, "axes.titleweight": "bold", "axes.titlelocation": "left"}):
         yield
 
