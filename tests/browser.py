@@ -128,9 +128,11 @@ class Chromium:
                 raise TimeoutError(f"{method} never came")
             self._events.append(json.loads(self._ws.recv()))
 
-    def evaluate(self, expression: str) -> Any:
-        """A JavaScript expression's value in the page (run by the test, not by the page: the page has none)."""
-        result = self._call("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=True)
+    def evaluate(self, expression: str, wait: bool = False) -> Any:
+        """A JavaScript expression's value in the page (run by the test, not by the page: the report has none);
+        ``wait``: the value a promise resolves to."""
+        result = self._call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
+                                                 "awaitPromise": wait}, session=True)
         if "exceptionDetails" in result:
             raise RuntimeError(f"{expression[:80]}: {result['exceptionDetails']}")
         return result["result"].get("value")
