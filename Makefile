@@ -5,8 +5,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup preview preview-dev preview-gcp policy graph report screenshot test lint lint-workflows unit test-tools \
-	golden bench bench-compare clean
+.PHONY: setup preview preview-dev preview-gcp policy graph report screenshot docs test lint lint-workflows unit \
+	test-tools golden bench bench-compare clean
 
 setup: $(STAMP)
 	@command -v dot >/dev/null 2>&1 || echo "note: Graphviz's dot is not installed: blueprint report needs it, and so does its test \
@@ -50,6 +50,11 @@ screenshot: setup
 	GPU_CLUSTER_NOW=2026-11-29T00:00:00Z $(BIN)/blueprint report prod-aws -o build/report-prod-aws.html
 	$(CHROMIUM) --headless=new --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,2200 \
 	  --screenshot=$(CURDIR)/docs/img/report-prod-aws.png file://$(CURDIR)/build/report-prod-aws.html
+
+## The documentation site from docs/ (mkdocs.yml), offline, into site/; fails on a broken link or a page left out
+## (not --quiet: MkDocs then drops the warnings that --strict counts).
+docs: setup
+	$(BIN)/mkdocs build --strict --site-dir site
 
 ## Lint, type-check, then run every test offline.
 test: lint unit
@@ -97,4 +102,4 @@ bench-compare: setup
 	$(BIN)/python -m blueprint.bench compare $(BASE) bench/latest.json
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache graph.json report.html
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache graph.json report.html site
