@@ -5,6 +5,7 @@ page (in a browser) is tested in ``tests/test_report_browser.py``."""
 
 from __future__ import annotations
 
+import copy
 import html
 import json
 import re
@@ -189,7 +190,7 @@ def test_the_capacity_block_timeline_lists_the_previews_steps(name: str) -> None
 
 def _violating_graph(tmp_path: Path) -> Path:
     """prod-aws with its bucket's versioning suspended (advisory) and its API open to the internet (mandatory)."""
-    doc: dict[str, Any] = offline_run("prod-aws").graph.to_dict()
+    doc: dict[str, Any] = copy.deepcopy(offline_run("prod-aws").graph.to_dict())  # its rows share the cached run's
     for res in doc["resources"]:
         if res["name"] == "storage-checkpoints-versioning":
             res["inputs"]["versioningConfiguration"]["status"] = "Suspended"
