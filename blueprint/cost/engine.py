@@ -159,12 +159,12 @@ class CostReport:
     def total_one_time_usd(self) -> float:
         return sum(r.one_time_usd for r in self.resources)
 
-    def by_team(self, one_time: bool = False) -> dict[str, float]:
-        """Monthly (or one-time) cost per team: GPU node groups split by nominal Kueue GPU quota, the rest by
-        ``team`` tag."""
+    def by_team(self, one_time: bool = False, at_max: bool = False) -> dict[str, float]:
+        """Monthly (or one-time) cost per team, at desired size (or at max size): GPU node groups split by nominal
+        Kueue GPU quota, the rest by ``team`` tag."""
         out: dict[str, float] = {}
         for res in self.resources:
-            value = res.one_time_usd if one_time else res.monthly_usd
+            value = res.one_time_usd if one_time else res.monthly_usd_at_max if at_max else res.monthly_usd
             for team, share in res.team_shares or ((res.team or "(untagged)", 1.0),):
                 out[team] = out.get(team, 0.0) + share * value
         return dict(sorted(out.items()))

@@ -29,7 +29,7 @@ def unpriced_items(report: CostReport, limit: int = 3) -> list[str]:
     return [f"{line.quantity:,.6g} {line.unit} of {key} ({name})" for (name, key), line in ranked[:limit]]
 
 
-def _amount(report: CostReport, value: float) -> str:
+def amount_text(report: CostReport, value: float) -> str:
     """``$X``, or ``at least $X`` when a line of the stack has no price or a usage-priced resource no estimate."""
     return f"at least {format_usd(value)}" if report.unpriced or report.usage_not_priced else format_usd(value)
 
@@ -55,8 +55,8 @@ def render_cost_table(report: CostReport) -> str:
                            f"{format_usd(line.cost_usd)}{_flag(line)}")
             if res.note:
                 out.append(f"      note: {res.note}")
-    out.append(f"\ntotal: {_amount(report, report.total_monthly_usd)} a month at desired size, "
-               f"{_amount(report, report.total_monthly_usd_at_max)} at max size")
+    out.append(f"\ntotal: {amount_text(report, report.total_monthly_usd)} a month at desired size, "
+               f"{amount_text(report, report.total_monthly_usd_at_max)} at max size")
     if report.total_one_time_usd:
         out.append(f"one-time: {format_usd(report.total_one_time_usd)} prepaid for Capacity Blocks (their windows "
                    "are in the lines above), not part of the monthly totals")
@@ -82,9 +82,9 @@ def render_cost_table(report: CostReport) -> str:
 
 def render_cost_summary(report: CostReport) -> str:
     """The preview's cost lines: totals, what is missing from them, and whether any price may be stale."""
-    out = [f"cost: {_amount(report, report.total_monthly_usd)} a month at desired size, "
-           f"{_amount(report, report.total_monthly_usd_at_max)} at max size ({report.currency}; `blueprint cost` lists "
-           "the lines)"]
+    out = [f"cost: {amount_text(report, report.total_monthly_usd)} a month at desired size, "
+           f"{amount_text(report, report.total_monthly_usd_at_max)} at max size ({report.currency}; `blueprint cost` "
+           "lists the lines)"]
     if report.total_one_time_usd:
         out.append(f"  plus {format_usd(report.total_one_time_usd)} prepaid once for Capacity Blocks")
     if report.unpriced:

@@ -166,16 +166,31 @@ def _node_group_line(f: NodeGroupFigures) -> str:
     return "; ".join(parts)
 
 
-def _block_lines(graph: GraphView, spec: ClusterSpec, now: datetime) -> list[str]:
+@dataclass(frozen=True)
+class BlockPlan:
+    """A Capacity Block of a node group: its window compared with now, and what the preview tells the operator
+    (``headline`` and ``steps``, the preview's own lines); the report draws it on a timeline."""
+
+    group: str
+    reservation_id: str
+    instance_type: str
+    max_size: int
+    window: BlockWindow
+    scale_up_scheduled: bool  # the program declares the scheduled action that scales the group up at the start
+    headline: str
+    steps: tuple[str, ...]
+
+
+def capacity_block_plans(graph: GraphView, spec: ClusterSpec, now: datetime) -> list[BlockPlan]:
     """Each Capacity Block's window, where it stands now, and the operator's steps for it."""
-    lines = []
+    plans = []
     schedules = graph.of_type("aws:autoscaling/schedule:Schedule")
     for group in spec.aws_spec().node_groups:
         cap = group.capacity
         if cap.type != "capacity-block" or not (cap.start and cap.end and cap.instance_count):
             continue
         block = BlockWindow(start=cap.start, end=cap.end, instance_count=cap.instance_count, now=now)
-        lines.append(
+        headline = (
             f"Capacity Block {cap.reservation_id} ({group.name}): {block.instance_count} x {group.instance_type}, "
             f"{utc_text(block.start)} -> {utc_text(block.end)} ({block.hours:,.0f} h, paid whether nodes run or "
             f"not); now {utc_text(now)}: {block.phase.upper()}")
@@ -184,25 +199,35 @@ def _block_lines(graph: GraphView, spec: ClusterSpec, now: datetime) -> list[str
         scale = (f"aws eks update-nodegroup-config --cluster-name {spec.name} --nodegroup-name "
                  f"{spec.name}-{group.name} --scaling-config minSize=0,maxSize={group.max_size},"
                  f"desiredSize={group.max_size}")
+        steps = []
         if block.phase == "future" and scheduled:
-            lines.append(f"  the group is created at 0 nodes; a scheduled action scales it to {group.max_size} at "
+            steps.append(f"the group is created at 0 nodes; a scheduled action scales it to {group.max_size} at "
                          f"{utc_text(block.start)}")
         elif block.phase == "future":
-            lines.append(f"  the group is created at 0 nodes; scale it when the block starts: {scale}")
+            steps.append(f"the group is created at 0 nodes; scale it when the block starts: {scale}")
         elif block.phase == "active":
-            lines.append(f"  the block is active: the group is created at 0 nodes; scale it now: {scale}")
+            steps.append(f"the block is active: the group is created at 0 nodes; scale it now: {scale}")
         if block.phase in ("future", "active"):
-            lines.append(f"  operator step: scale to 0 at least 30 minutes before the block ends (by "
+            steps.append(f"operator step: scale to 0 at least 30 minutes before the block ends (by "
                          f"{utc_text(block.scale_to_zero_by)}; EC2 reclaims the instances then); EKS's own "
                          f"scheduled action does it at {utc_text(block.eks_scaledown_at)}")
-            lines.append("  upgrades of this node group need desiredSize 0: apply AMI or launch template changes "
+            steps.append("upgrades of this node group need desiredSize 0: apply AMI or launch template changes "
                          "outside the window")
         elif block.phase == "ending":
-            lines.append("  EC2 is reclaiming the instances: the group must be at 0")
+            steps.append("EC2 is reclaiming the instances: the group must be at 0")
         else:
-            lines.append("  the block has ended: the group stays at 0; buy a new block and update "
+            steps.append("the block has ended: the group stays at 0; buy a new block and update "
                          "reservationId, start, end and instanceCount")
-    return lines
+        plans.append(BlockPlan(group=group.name, reservation_id=str(cap.reservation_id),
+                               instance_type=group.instance_type, max_size=group.max_size, window=block,
+                               scale_up_scheduled=bool(scheduled), headline=headline, steps=tuple(steps)))
+    return plans
+
+
+def _block_lines(graph: GraphView, spec: ClusterSpec, now: datetime) -> list[str]:
+    """Each Capacity Block's window, where it stands now, and the operator's steps for it."""
+    return [line for plan in capacity_block_plans(graph, spec, now)
+            for line in (plan.headline, *(f"  {step}" for step in plan.steps))]
 
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"

@@ -5,6 +5,7 @@ the preview shows what the program registered, not what the spec asked for."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -23,10 +24,32 @@ CLUSTER = "gcp:container/cluster:Cluster"
 PROMETHEUS_RULE = "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
 
 
-def _pool_lines(graph: GraphView) -> tuple[list[str], int, int]:
+@dataclass(frozen=True)
+class PoolFigures:
+    """What a GKE node pool provides, read from its inputs, with the machine catalog's GPU facts."""
+
+    name: str
+    machine_type: str
+    min_size: int
+    initial_size: int
+    max_size: int
+    zones: tuple[str, ...]
+    gpus_per_node: int
+    gpu_model: str | None
+    accelerator: str | None  # the accelerator type, when the pool has GPUs
+    driver: str
+    capacity: str  # "reservation <names>", flex-start, Spot or on-demand
+    reservations: tuple[str, ...]  # the specific reservations it consumes
+    gpu_networks: int
+    gpudirect: str | None
+    placement: str | None
+    local_ssds: int
+
+
+def pool_figures(graph: GraphView) -> list[PoolFigures]:
+    """Figures of every GKE node pool in the graph, by name."""
     catalog = load_gcp_catalog()
-    lines: list[str] = []
-    desired = maximum = 0
+    out = []
     for pool in sorted(graph.of_type(NODE_POOL), key=lambda r: r.name):
         cfg = pool.inputs.get("nodeConfig", {})
         machine = str(cfg.get("machineType", "?"))
@@ -37,16 +60,12 @@ def _pool_lines(graph: GraphView) -> tuple[list[str], int, int]:
             start = int(pool.inputs.get("initialNodeCount", lo))
         else:
             lo = hi = start = int(pool.inputs.get("nodeCount", 0))
-        gpus = facts.gpu_count if facts else 0
-        desired += gpus * start
-        maximum += gpus * hi
         accel = cfg.get("guestAccelerators") or []
-        gpu_text = (f"{gpus} x {facts.gpu_model if facts else '?'} ({accel[0].get('type')}, driver "
-                    f"{accel[0].get('gpuDriverInstallationConfig', {}).get('gpuDriverVersion', '?')})"
-                    if accel else "no GPU")
         affinity = cfg.get("reservationAffinity") or {}
+        reservations: tuple[str, ...] = ()
         if affinity.get("consumeReservationType") == "SPECIFIC_RESERVATION":
-            model = f"reservation {', '.join(affinity.get('values', []))}"
+            reservations = tuple(str(v) for v in affinity.get("values", []))
+            model = f"reservation {', '.join(reservations)}"
         elif cfg.get("flexStart"):
             model = "flex-start (queued provisioning through Kueue's ProvisioningRequest check)"
         elif cfg.get("spot"):
@@ -54,17 +73,39 @@ def _pool_lines(graph: GraphView) -> tuple[list[str], int, int]:
         else:
             model = "on-demand"
         nets = (pool.inputs.get("networkConfig") or {}).get("additionalNodeNetworkConfigs") or []
-        placement = (pool.inputs.get("placementPolicy") or {}).get("type")
-        ssd = (cfg.get("ephemeralStorageLocalSsdConfig") or {}).get("localSsdCount")
+        out.append(PoolFigures(
+            name=str(pool.inputs.get("name")), machine_type=machine, min_size=lo, initial_size=start, max_size=hi,
+            zones=tuple(str(z) for z in pool.inputs.get("nodeLocations", [])),
+            gpus_per_node=facts.gpu_count if facts else 0, gpu_model=facts.gpu_model if facts else None,
+            accelerator=str(accel[0].get("type")) if accel else None,
+            driver=str(accel[0].get("gpuDriverInstallationConfig", {}).get("gpuDriverVersion", "?")) if accel else "",
+            capacity=model, reservations=reservations, gpu_networks=len(nets),
+            gpudirect=facts.gpudirect if facts else None,
+            placement=(pool.inputs.get("placementPolicy") or {}).get("type"),
+            local_ssds=int((cfg.get("ephemeralStorageLocalSsdConfig") or {}).get("localSsdCount") or 0)))
+    return out
+
+
+def _pool_lines(graph: GraphView) -> tuple[list[str], int, int]:
+    lines: list[str] = []
+    desired = maximum = 0
+    pools = {str(p.inputs.get("name")): p for p in graph.of_type(NODE_POOL)}
+    for f in pool_figures(graph):
+        pool = pools[f.name]
+        gpus = f.gpus_per_node
+        desired += gpus * f.initial_size
+        maximum += gpus * f.max_size
+        gpu_text = (f"{gpus} x {f.gpu_model or '?'} ({f.accelerator}, driver {f.driver})"
+                    if f.accelerator else "no GPU")
         parts = [
-            f"{pool.inputs.get('name')}: {machine} ({gpu_text}), nodes "
-            f"{lo}/{start}/{hi} (min/initial/max) in {', '.join(pool.inputs.get('nodeLocations', []))}",
-            model,
-            f"{len(nets)} GPU networks" + (f" ({facts.gpudirect})" if facts and nets else ""),
-            f"placement {placement}" if placement else "no compact placement policy",
+            f"{f.name}: {f.machine_type} ({gpu_text}), nodes "
+            f"{f.min_size}/{f.initial_size}/{f.max_size} (min/initial/max) in {', '.join(f.zones)}",
+            f.capacity,
+            f"{f.gpu_networks} GPU networks" + (f" ({f.gpudirect})" if f.gpudirect and f.gpu_networks else ""),
+            f"placement {f.placement}" if f.placement else "no compact placement policy",
         ]
-        if ssd:
-            parts.append(f"{ssd} local SSDs as ephemeral storage")
+        if f.local_ssds:
+            parts.append(f"{f.local_ssds} local SSDs as ephemeral storage")
         lines.append(", ".join(parts))
         held = any((p.get("exclusionUntilEndOfSupports") or [{}])[0].get("enabled")
                    for p in pool.inputs.get("maintenancePolicies") or [])

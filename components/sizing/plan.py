@@ -184,6 +184,22 @@ def path_times(checkpoint_bytes: float, nodes: int, path: str, fs_mbps: float | 
     return PathTimes(local, drain, drain)
 
 
+def plan_on_path(times: PathTimes, restart_s: float, mtbf_hours: float) -> CheckpointPlan:
+    """The checkpoint plan of one write path: a failure costs the restart plus reading the checkpoint back, and
+    an asynchronous drain delays durability (the interval is at least the drain)."""
+    return plan_checkpoints(times.write_s, restart_s + times.read_s, mtbf_hours * 3600, lag_s=times.drain_s)
+
+
+def option_plan(model: GoodputModel, spec: ClusterSpec, option: StorageOption) -> CheckpointPlan | None:
+    """The plan the model's path would have on a storage option (what its ``goodput`` was computed from)."""
+    gp = spec.workload.goodput
+    if gp is None:
+        return None
+    times = path_times(model.checkpoint_bytes, model.nodes, model.path, option.mbps, gp.nvme_write_mbps_per_node,
+                       gp.bucket_write_mbps)
+    return None if times is None else plan_on_path(times, model.restart_s, model.mtbf_hours)
+
+
 def goodput_model(spec: ClusterSpec) -> GoodputModel:
     """The stack's goodput model; :class:`SizingError` when ``workload.goodput`` is missing or unusable."""
     gp = spec.workload.goodput
@@ -206,7 +222,7 @@ def goodput_model(spec: ClusterSpec) -> GoodputModel:
     restart_s = gp.restart_minutes * 60
 
     def plan_on(times: PathTimes) -> CheckpointPlan:
-        return plan_checkpoints(times.write_s, restart_s + times.read_s, mtbf_h * 3600, lag_s=times.drain_s)
+        return plan_on_path(times, restart_s, mtbf_h)
 
     plan = plan_on(chosen)
     options: list[StorageOption] = []
