@@ -1,7 +1,7 @@
 """What the seed asks to see on AWS beyond the cluster (issue 27): the EFA fabric's counters, the filesystem's and the
 checkpoint bucket's CloudWatch metrics in the platform's Prometheus, and container and node logs in CloudWatch Logs.
 
-Choices, and why (README, "Telemetry the seed asks for"; sources read 2026-12-01):
+Choices, and why (docs/telemetry.md; sources read 2026-12-01):
 
 - **Fabric: a Prometheus exporter, not Container Insights.** The platform's alerts, routes, runbooks and dashboards are
   Prometheus's; EFA counters there join DCGM's and Kueue's (the jobs dashboard's "GPUs idle while their job waited on

@@ -1,7 +1,7 @@
 """What the seed asks to see on GKE beyond the cluster (issue 27): Managed Lustre's and the checkpoint bucket's Cloud
 Monitoring metrics in the platform's Prometheus, and what cannot be seen.
 
-Choices, and why (README, "Telemetry the seed asks for"; sources read 2026-12-01):
+Choices, and why (docs/telemetry.md; sources read 2026-12-01):
 
 - **Storage: the stackdriver exporter** (prometheus-community chart 4.13.0, exporter v0.19.0) reading Cloud Monitoring
   with Monitoring Viewer granted to its Kubernetes service account through Workload Identity Federation (no key, no
