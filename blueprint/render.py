@@ -93,14 +93,7 @@ def _platform_lines(graph: ResourceGraph) -> list[str]:
                      f"{len(graph.of_type(KUEUE + 'ResourceFlavor'))} flavor(s), "
                      f"{len(graph.of_type(KUEUE + 'WorkloadPriorityClass'))} priority classes")
     for queue in team_queues(graph):
-        parts = []
-        for f in queue.flavors:
-            text = f"{f.flavor} {f.gpus} GPUs"
-            if f.borrowing is not None:
-                text += f" (+{f.borrowing} borrowable)"
-            if f.lending is not None:
-                text += f" (lends at most {f.lending})"
-            parts.append(text)
+        parts = [f"{f.flavor} {f.describe()}" for f in queue.flavors]
         if queue.acceptance:
             jobs = sorted(str(j.inputs["metadata"]["name"]) for j in graph.of_type(MPIJOB))
             per_node = [j.inputs for j in graph.of_type(JOB) if j.inputs["metadata"].get("namespace") == queue.team]
@@ -131,6 +124,15 @@ class FlavorQuota:
     gpus: str
     borrowing: str | None
     lending: str | None
+
+    def describe(self, lends: str = "lends at most") -> str:
+        """``N GPUs (+B borrowable) (lends at most L)``: the quota as the preview and the report's diagram say it."""
+        text = f"{self.gpus} GPUs"
+        if self.borrowing is not None:
+            text += f" (+{self.borrowing} borrowable)"
+        if self.lending is not None:
+            text += f" ({lends} {self.lending})"
+        return text
 
 
 @dataclass(frozen=True)

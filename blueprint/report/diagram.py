@@ -451,12 +451,7 @@ def _teams(graph: ResourceGraph) -> tuple[list[Node], list[Edge]]:
     for queue in team_queues(graph):
         lines = []
         for f in queue.flavors:
-            text = f"Kueue {f.flavor}: {f.gpus} GPUs"
-            if f.borrowing is not None:
-                text += f" (+{f.borrowing} borrowable)"
-            if f.lending is not None:
-                text += f" (lends <= {f.lending})"
-            lines.append(text)
+            lines.append(f"Kueue {f.flavor}: {f.describe(lends='lends <=')}")
             if f.flavor in groups:
                 edges.append(Edge(f"n-team-{_slug(queue.team)}", f"n-ng:{groups[f.flavor]}", f"{f.gpus} GPUs"))
         if queue.acceptance:
