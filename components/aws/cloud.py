@@ -42,7 +42,7 @@ from components.aws.telemetry import (
 )
 from components.bootstrap import ClusterConnection, efa_interfaces
 from components.catalog import load_addon_pins, load_aws_catalog
-from components.catalog.charts import cluster_autoscaler_image, recorder_image, slurm_images, tool_image
+from components.catalog.charts import cluster_autoscaler_image, recorder_image, tool_image
 from components.catalog.prices import describe, load_prices, node_hour_price
 from components.clock import utcnow
 from components.kubernetes.objects import (
@@ -52,11 +52,8 @@ from components.kubernetes.objects import (
     FabricSignals,
     LogSignals,
     SharedFilesystem,
-    SlurmCluster,
-    SlurmDatabase,
-    SlurmImages,
-    SlurmNodePool,
     StorageSignals,
+    slurm_cluster,
     volume_generation,
 )
 from components.kubernetes.platform import STORAGE_CLASS, CloudRelease, CloudTelemetry, PlatformInputs
@@ -65,7 +62,12 @@ from components.planes import CloudPlanes, ClusterOutputs
 from components.provenance import from_spec, spec_path, team_items
 from components.sizing.plan import stack_checkpoint_policy
 from components.spec import ClusterSpec, default_subnets, gpu_units_per_gpu, is_autoscaled, is_placed
-from components.spec.decisions import group_billing_labels, slurm_node_groups, teams_billed_directly
+from components.spec.decisions import (
+    group_billing_labels,
+    slurm_hugepages,
+    slurm_node_groups,
+    teams_billed_directly,
+)
 
 # FSx for Lustre through its CSI driver, statically provisioned (kubernetes-sigs/aws-fsx-csi-driver v1.9.0,
 # examples/kubernetes/static_provisioning: volumeHandle the filesystem id, volumeAttributes dnsname and mountname,
@@ -116,33 +118,6 @@ def node_autoscaler(spec: ClusterSpec, ready: tuple[pulumi.Resource, ...] = ()) 
 # annotations aws-load-balancer-type and aws-load-balancer-internal).
 LOGIN_SERVICE = {"annotations": {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
                                  "service.beta.kubernetes.io/aws-load-balancer-internal": "true"}}
-
-
-def slurm_hugepages(spec: ClusterSpec, group: str) -> int:
-    """GiB of 2 MiB hugepages a node group reserves at boot: what Slurm's slurmd pods there ask for, else none."""
-    slurm = spec.scheduler.slurm
-    return slurm.hugepages_2mi_gib if slurm is not None and group in slurm.node_groups else 0
-
-
-def slurm_cluster(spec: ClusterSpec, pools: list[GpuPool], database_host: Any | None,
-                  shared: bool) -> SlurmCluster | None:
-    """The Slurm objects' inputs on EKS: NodeSets on the groups' gpu-cluster/node-group label with their EFA
-    interfaces, an internal NLB for login, the platform's gp3 class for slurmctld's state."""
-    slurm = spec.scheduler.slurm
-    if slurm is None:
-        return None
-    by_name = {p.name: p for p in pools}
-    kueue_pools = [p for p in pools if p.name not in slurm.node_groups]
-    node_pools = [SlurmNodePool(pool=by_name[n], node_selector={NODE_GROUP_LABEL: n}, gpu_type=None,
-                                fabric={"vpc.amazonaws.com/efa": by_name[n].fabric_per_node}
-                                if by_name[n].fabric_per_node else {})
-                  for n in slurm.node_groups if n in by_name]
-    return SlurmCluster(
-        name=spec.name, spec=slurm, teams=list(spec.teams), pools=node_pools, images=SlurmImages(**slurm_images()),
-        kueue_pools=kueue_pools,
-        labels=spec.billing_labels, storage_class=STORAGE_CLASS, system_selector={},
-        database=SlurmDatabase(host=database_host) if database_host is not None else None,
-        login_service=LOGIN_SERVICE, shared_filesystem=shared, job_mapping=True)
 
 
 # Fluent Bit reads host paths (/var/log): its namespace runs privileged (components/catalog/namespaces.yaml).
@@ -232,8 +207,12 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
         ))
     slurm_names = slurm_node_groups(spec)
     return PlatformInputs(
-        slurm=slurm_cluster(spec, pools, slurm_db[0] if slurm_db else None,
-                            shared_filesystem is not None),
+        # NodeSets on the groups' gpu-cluster/node-group label with every EFA interface, the platform's gp3 class
+        # for slurmctld's state, an internal NLB for login.
+        slurm=slurm_cluster(spec, pools, node_label=NODE_GROUP_LABEL, fabric_resource="vpc.amazonaws.com/efa",
+                            storage_class=STORAGE_CLASS, login_service=LOGIN_SERVICE,
+                            database_host=slurm_db[0] if slurm_db else None, shared=shared_filesystem is not None,
+                            job_mapping=True),
         slurm_db_password=slurm_db[1] if slurm_db else None,
         platform_budget_notify=tuple(spec.billing.notify),
         filesystem_spec_path=spec_path("aws", "storage", "filesystem"),

@@ -18,7 +18,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.catalog.charts import recorder_image, slurm_images, tool_image
+from components.catalog.charts import recorder_image, tool_image
 from components.catalog.gcp_machines import gcp_storage_limits, gpudirect_manifests, load_gcp_catalog, rxdm_image
 from components.catalog.prices import describe, load_prices, node_hour_price
 from components.gcp.cost import GcpBudgets
@@ -46,11 +46,8 @@ from components.kubernetes.objects import (
     Manifest,
     PodFabric,
     SharedFilesystem,
-    SlurmCluster,
-    SlurmDatabase,
-    SlurmImages,
-    SlurmNodePool,
     StorageSignals,
+    slurm_cluster,
     volume_generation,
 )
 from components.kubernetes.platform import CloudRelease, CloudTelemetry, PlatformInputs
@@ -65,6 +62,7 @@ from components.spec.decisions import (
     gpudirect_pools,
     group_billing_labels,
     is_compact,
+    slurm_hugepages,
     slurm_node_groups,
     teams_billed_directly,
 )
@@ -303,28 +301,6 @@ GKE_NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 LOGIN_SERVICE = {"annotations": {"networking.gke.io/load-balancer-type": "Internal"}}
 
 
-def slurm_cluster(spec: ClusterSpec, pools: list[GpuPool], database_host: Any | None, shared: bool,
-                  gke_gpu_stack: bool) -> SlurmCluster | None:
-    """The Slurm objects' inputs on GKE: NodeSets on their pools' gke-nodepool label (no GPU fabric: the rules keep
-    GPUDirect pools on Kueue), an internal load balancer for login, the platform's CMEK PD class for slurmctld's state.
-    With GKE's own GPU stack there is no DCGM job mapping: GKE's managed DCGM exporter is not configurable to read a
-    job-mapping directory (research notes 2026-12-01, Metrics: unconfirmed, likely not), so the prolog would write
-    files nothing reads."""
-    slurm = spec.scheduler.slurm
-    if slurm is None:
-        return None
-    by_name = {p.name: p for p in pools}
-    kueue_pools = [p for p in pools if p.name not in slurm.node_groups]
-    node_pools = [SlurmNodePool(pool=by_name[n], node_selector={GKE_NODEPOOL_LABEL: n}, gpu_type=None)
-                  for n in slurm.node_groups if n in by_name]
-    return SlurmCluster(
-        name=spec.name, spec=slurm, teams=list(spec.teams), pools=node_pools, images=SlurmImages(**slurm_images()),
-        kueue_pools=kueue_pools,
-        labels=spec.billing_labels, storage_class=STORAGE_CLASS_NAME, system_selector={},
-        database=SlurmDatabase(host=database_host) if database_host is not None else None,
-        login_service=LOGIN_SERVICE, shared_filesystem=shared, job_mapping=not gke_gpu_stack)
-
-
 def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
                     gpu_network_objects: tuple[dict[str, object], ...],
                     gpu_pools: Sequence[pulumi.Resource] = (),
@@ -382,8 +358,14 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
                                                 mode == "read", dict(labels))
     slurm_names = slurm_node_groups(spec)
     return PlatformInputs(
-        slurm=slurm_cluster(spec, pools, slurm_db[0] if slurm_db else None,
-                            shared_filesystem is not None, gke_drivers),
+        # NodeSets on their pools' gke-nodepool label (no GPU fabric: the rules keep GPUDirect pools on Kueue), the
+        # platform's CMEK PD class, an internal load balancer for login. With GKE's own GPU stack no DCGM job mapping:
+        # GKE's managed DCGM exporter is not configurable to read a job-mapping directory (research notes
+        # 2026-12-01, Metrics: unconfirmed, likely not), so the prolog would write files nothing reads.
+        slurm=slurm_cluster(spec, pools, node_label=GKE_NODEPOOL_LABEL, fabric_resource=None,
+                            storage_class=STORAGE_CLASS_NAME, login_service=LOGIN_SERVICE,
+                            database_host=slurm_db[0] if slurm_db else None, shared=shared_filesystem is not None,
+                            job_mapping=not gke_drivers),
         slurm_db_password=slurm_db[1] if slurm_db else None,
         platform_budget_notify=tuple(spec.billing.notify),
         filesystem_spec_path=spec_path("gcp", "storage", "filesystem"),
@@ -527,8 +509,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                 cluster=cluster.name, location=location,
                 node_account=identities.node_service_account, disk_key=keys.disk_key, key_grants=keys.grants,
                 labels={**group_billing_labels(spec, pool.team), "cluster": spec.name}, gpu_networks=wired,
-                hugepages_2mi_gib=(spec.scheduler.slurm.hugepages_2mi_gib if spec.scheduler.slurm is not None
-                                   and pool.name in spec.scheduler.slurm.node_groups else 0), opts=opts)
+                hugepages_2mi_gib=slurm_hugepages(spec, pool.name), opts=opts)
         if facts.gpu_count:
             gpu_pools.append(pools[pool.name].pool)
         else:

@@ -343,3 +343,10 @@ def acceptance_runs(spec: ClusterSpec) -> list[tuple[str, str, int]]:
         if fabric and group.max_size > 1:
             runs.append((group.name, group.instance_type, group.max_size))
     return runs
+
+
+def slurm_hugepages(spec: ClusterSpec, group: str) -> int:
+    """GiB of 2 MiB hugepages a node group (GKE: pool) reserves at boot: what Slurm's slurmd pods there ask for, else
+    none."""
+    slurm = spec.scheduler.slurm
+    return slurm.hugepages_2mi_gib if slurm is not None and group in slurm.node_groups else 0

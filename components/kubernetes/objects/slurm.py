@@ -22,12 +22,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.catalog.charts import slurm_images
 from components.kubernetes.objects.common import Manifest, meta
 from components.kubernetes.objects.storage import SHARED_FS_CLAIM
 from components.kubernetes.objects.storage import _volume as _fs_volume
 from components.kubernetes.objects.tenancy import namespace
 from components.kubernetes.quotas import GpuPool
-from components.spec import TeamSpec
+from components.spec import ClusterSpec, TeamSpec
 from components.spec.slurm import SlurmPartitionSpec, SlurmSpec
 
 API = "slinky.slurm.net/v1beta1"
@@ -127,6 +128,29 @@ def slurm_shared_fs(fs: Any, labels: Mapping[str, str]) -> tuple[Manifest, Manif
     bucket (auto-export), so checkpoints written there reach <bucket>/<team>/ as a pod's do."""
     root = fs.team_root.strip("/") or None
     return _fs_volume("shared-fs.slurm", fs, root if fs.scoped else None, SLURM_NAMESPACE, SHARED_FS_CLAIM, labels)
+
+
+def slurm_cluster(spec: ClusterSpec, pools: Sequence[GpuPool], *, node_label: str, fabric_resource: str | None,
+                  storage_class: str, login_service: Mapping[str, Any], database_host: Any | None, shared: bool,
+                  job_mapping: bool) -> SlurmCluster | None:
+    """The Slurm objects' inputs from the stack and its GPU pools (all of them: Slurm's own and Kueue's, whose split
+    the budgets need), as a cloud describes its nodes: the label that names a node's group, the fabric's extended
+    resource (None: none), the StorageClass of slurmctld's state, the login Service, and whether the DCGM exporter
+    reads the job mapping. None without scheduler.slurm."""
+    slurm = spec.scheduler.slurm
+    if slurm is None:
+        return None
+    by_name = {p.name: p for p in pools}
+    node_pools = [SlurmNodePool(pool=by_name[n], node_selector={node_label: n}, gpu_type=None,
+                                fabric={fabric_resource: by_name[n].fabric_per_node}
+                                if fabric_resource and by_name[n].fabric_per_node else {})
+                  for n in slurm.node_groups if n in by_name]
+    return SlurmCluster(
+        name=spec.name, spec=slurm, teams=list(spec.teams), pools=node_pools, images=SlurmImages(**slurm_images()),
+        kueue_pools=[p for p in pools if p.name not in slurm.node_groups], labels=spec.billing_labels,
+        storage_class=storage_class, system_selector={},
+        database=SlurmDatabase(host=database_host) if database_host is not None else None,
+        login_service=login_service, shared_filesystem=shared, job_mapping=job_mapping)
 
 
 def slurm_namespace(labels: Mapping[str, str]) -> Manifest:
