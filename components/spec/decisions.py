@@ -18,6 +18,8 @@ from components.spec.aws import AwsSpec, NodeGroupSpec
 from components.spec.gcp import GcpNodePoolSpec, GcpSpec
 from components.spec.model import ClusterSpec
 from components.spec.platform import GpuSharingSpec
+from components.spec.slurm import SlurmPartitionSpec
+from components.spec.teams import TeamSpec
 
 _PREFIX_NOTATION = re.compile(r"^[0-9A-Fa-f.:]+/\d{1,3}$")
 
@@ -350,3 +352,12 @@ def slurm_hugepages(spec: ClusterSpec, group: str) -> int:
     none."""
     slurm = spec.scheduler.slurm
     return slurm.hugepages_2mi_gib if slurm is not None and group in slurm.node_groups else 0
+
+
+def slurm_partition_teams(teams: Sequence[TeamSpec], partition: SlurmPartitionSpec) -> list[str]:
+    """The teams whose accounts may submit to a Slurm partition, by name: those it lists, else every team with a GPU
+    quota on one of its node groups."""
+    if partition.teams is not None:
+        return sorted(partition.teams)
+    groups = set(partition.node_groups)
+    return sorted(t.name for t in teams if any(q.node_group in groups and q.gpus > 0 for q in t.quotas))

@@ -29,6 +29,7 @@ from components.kubernetes.objects.storage import _volume as _fs_volume
 from components.kubernetes.objects.tenancy import namespace
 from components.kubernetes.quotas import GpuPool
 from components.spec import ClusterSpec, TeamSpec
+from components.spec.decisions import slurm_partition_teams
 from components.spec.slurm import SlurmPartitionSpec, SlurmSpec
 
 API = "slinky.slurm.net/v1beta1"
@@ -178,19 +179,11 @@ def _system_pod(c: SlurmCluster) -> dict[str, Any]:
     return _pod(c, {"nodeSelector": dict(c.system_selector)})
 
 
-def partition_teams(c: SlurmCluster, part: SlurmPartitionSpec) -> list[str]:
-    """Accounts allowed on a partition: those listed, else every team with a quota on one of its node groups."""
-    if part.teams is not None:
-        return sorted(part.teams)
-    groups = set(part.node_groups)
-    return sorted(t.name for t in c.teams if any(q.node_group in groups and q.gpus > 0 for q in t.quotas))
-
-
 def partition_line(c: SlurmCluster, part: SlurmPartitionSpec) -> str:
     """A ``PartitionName=`` line of slurm.conf with its limits (slurm.conf(5), "Partition configuration")."""
     pools = {p.pool.name: p.pool for p in c.pools}
     nodes = sum(pools[g].max_nodes for g in part.node_groups if g in pools)
-    teams = partition_teams(c, part)
+    teams = slurm_partition_teams(c.teams, part)
     fields = [
         f"PartitionName={part.name}",
         f"Nodes={','.join(part.node_groups)}",  # NodeSet names (each NodeSet is a Slurm NodeSet of that name)

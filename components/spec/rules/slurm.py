@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from components.spec.decisions import cloud_node_groups, covers_everything, instance_catalog
+from components.spec.decisions import cloud_node_groups, covers_everything, instance_catalog, slurm_partition_teams
 from components.spec.errors import _Collector
 from components.spec.model import ClusterSpec
 from components.spec.rules.cidrs import valid_cidrs
@@ -13,14 +13,6 @@ WHERE = ".scheduler.slurm"
 # Slinky's Controller webhook: clusterName at most 40 characters (slurm-operator v1.2.1
 # internal/webhook/controller_webhook.go); the cluster name is at most 24, so it always fits.
 PRIVATE_V4 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"))
-
-
-def slurm_partition_teams(spec: ClusterSpec, partition_groups: list[str], teams: list[str] | None) -> list[str]:
-    """The teams whose accounts may submit to a partition: those listed, or every team with a quota on its groups."""
-    if teams is not None:
-        return list(teams)
-    groups = set(partition_groups)
-    return [t.name for t in spec.teams if any(q.node_group in groups and q.gpus > 0 for q in t.quotas)]
 
 
 def _check_slurm(spec: ClusterSpec, out: _Collector) -> None:
@@ -71,7 +63,7 @@ def _check_slurm(spec: ClusterSpec, out: _Collector) -> None:
             if listed not in teams:
                 out.add(f"{where}.teams[{j}]", "slurm-partition-teams",
                         f"'{listed}' is not a team of the stack ({', '.join(teams) or 'none'})")
-        if part.teams is None and not slurm_partition_teams(spec, part.node_groups, None):
+        if part.teams is None and not slurm_partition_teams(spec.teams, part):
             out.add(f"{where}.teams", "slurm-partition-teams",
                     f"no team has a quota on {', '.join(part.node_groups)}, so no account may submit to partition "
                     f"'{part.name}': give a team a quota there or list the partition's teams")
