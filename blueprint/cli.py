@@ -50,9 +50,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from blueprint import schema as schema_command
-from blueprint.graph import GRAPH_SUFFIXES, GraphFormatError, ResourceGraph, strict_json
-from blueprint.output import (
+from blueprint.files.output import (
     OutputError,
     check_output_dir,
     check_output_file,
@@ -60,7 +58,8 @@ from blueprint.output import (
     output_file_argument,
     write_atomic,
 )
-from blueprint.policy import (
+from blueprint.graph.model import GRAPH_SUFFIXES, GraphFormatError, ResourceGraph, strict_json
+from blueprint.policy.runner import (
     PolicyConfigError,
     load_config_file,
     load_pack,
@@ -69,6 +68,7 @@ from blueprint.policy import (
     render_table,
     run_policies,
 )
+from blueprint.schema import stack_file as schema_command
 
 # The program's layers (the engine, the spec with pydantic, the components, the renderers) are imported
 # by the commands that run a stack, not by `blueprint policy graph.json`, which needs none of them.
@@ -248,7 +248,7 @@ def _write(text: str, output: Path | None) -> None:
 def _stack_file_for(args: argparse.Namespace, stack: str, artifact: str) -> tuple[str | None, str | None]:
     """(the stack file as the repository names it, its text) for SARIF lines: ``--stack-file``, the stack's own
     file, or ``stacks/Pulumi.<stack>.yaml`` for a graph; (None, None) when none is found."""
-    from blueprint.stackfile import default_stacks_dir
+    from blueprint.graph.stackfile import default_stacks_dir
 
     candidates = [args.stack_file] if args.stack_file is not None else (
         [Path(artifact)] if Path(artifact).suffix not in GRAPH_SUFFIXES else
@@ -280,7 +280,7 @@ def _repository_relative(path: Path) -> str:
 
 def _policy_catalog(args: argparse.Namespace) -> int:
     """``blueprint policy --list`` and ``--explain <name>``."""
-    from blueprint.policy_catalog import entries, find, render_explain, render_list
+    from blueprint.policy.catalog import entries, find, render_explain, render_list
 
     pack = load_pack()
     config = load_config_file(args.config, pack.policies) if args.config else None
@@ -288,7 +288,7 @@ def _policy_catalog(args: argparse.Namespace) -> int:
     if args.explain is None:
         _write(render_list(items, "json" if args.format == "json" else "table"), args.output)
         return EXIT_OK
-    from blueprint.policy_examples import example_violation
+    from blueprint.policy.examples import example_violation
 
     entry = find(items, args.explain)
     _write(render_explain(entry, example_violation(entry.name, pack)), args.output)
@@ -312,7 +312,7 @@ def _policy(args: argparse.Namespace) -> int:
     stack = graph.stack or Path(artifact).stem
 
     def sarif() -> str:
-        from blueprint.sarif import render_sarif
+        from blueprint.policy.sarif import render_sarif
 
         uri, text = _stack_file_for(args, stack, artifact)
         return render_sarif(report, stack, graph, uri, text)
@@ -334,8 +334,8 @@ def _target_graph(target_text: str) -> tuple[ResourceGraph, str, Any]:
             return ResourceGraph.load(target), str(target), None
         except GraphFormatError as err:
             raise GraphFormatError(f"{target}: {err}") from None
-    from blueprint.engine import run_program
-    from blueprint.stackfile import load_stack
+    from blueprint.graph.engine import run_program
+    from blueprint.graph.stackfile import load_stack
 
     stack = load_stack(target_text)
     return run_program(stack.name, stack.config, stack.region).graph, stack.display_path, stack.spec
@@ -345,7 +345,7 @@ def _usage(explicit: Path | None, target_text: str, graphs: tuple[ResourceGraph,
     """The usage estimates to price with: ``--usage FILE``, else ``<stack>.usage.yaml`` beside a stack file,
     else none; checked against the graphs' resource types (names a graph lacks become notes)."""
     from blueprint.cost.usage import check_usage_types, default_usage_path, load_usage
-    from blueprint.stackfile import default_stacks_dir, resolve
+    from blueprint.graph.stackfile import default_stacks_dir, resolve
 
     path = explicit
     if path is None and Path(target_text).suffix not in GRAPH_SUFFIXES:
@@ -489,11 +489,11 @@ def _cost_diff(args: argparse.Namespace) -> int:
             raise CostUsageError("--event-log diffs the log's state before the update against after it: give no "
                                  "--base and no target")
         from blueprint.cost.diff import diff_document, diff_event_log
-        from blueprint.eventlog import load_event_log
+        from blueprint.graph.eventlog import load_event_log
 
         log = load_event_log(args.event_log)
         # The stack's usage file, as for a stack target: the log names its stack.
-        from blueprint.stackfile import available_stacks
+        from blueprint.graph.stackfile import available_stacks
 
         named = log.new.stack if log.new.stack in available_stacks() else None
         usage, notes = _usage(args.usage, named or str(args.event_log), (log.old, log.new)) \
@@ -561,9 +561,9 @@ def _sizing(args: argparse.Namespace) -> int:
     """``blueprint sizing``: the goodput model, what its losses cost, and the storage that reaches the target."""
     from blueprint.cost.engine import price_graph
     from blueprint.cost.prices import load_aws_prices, load_gcp_prices
-    from blueprint.engine import run_program
-    from blueprint.sizing_report import gpu_compute_usd, price_options, render_sizing, render_sizing_json
-    from blueprint.stackfile import load_stack
+    from blueprint.graph.engine import run_program
+    from blueprint.graph.stackfile import load_stack
+    from blueprint.sizing.report import gpu_compute_usd, price_options, render_sizing, render_sizing_json
     from components.sizing import SizingError, goodput_model
 
     if args.output is not None:
@@ -591,7 +591,7 @@ def _aws_session(region: str) -> Any:
     import boto3
     import botocore.exceptions
 
-    from blueprint.preflight import AccountAccessError, account_access_problem
+    from blueprint.clouds.aws.preflight import AccountAccessError, account_access_problem
 
     try:
         session = boto3.Session()
@@ -615,15 +615,17 @@ def _aws_session(region: str) -> Any:
 def _preflight(args: argparse.Namespace) -> int:
     """``blueprint preflight`` and ``blueprint audit``: exit 0 (nothing failed), 1 (a check failed), 2 (bad
     input, or the account cannot be read at all), 4 (nothing could be checked; with --strict: anything)."""
-    from blueprint.audit import run_audit
-    from blueprint.preflight import render_json, render_table, run_preflight
-    from blueprint.stackfile import load_stack
+    from blueprint.clouds.aws.audit import run_audit
+    from blueprint.clouds.aws.preflight import render_json, render_table, run_preflight
+    from blueprint.graph.stackfile import load_stack
 
     if args.output is not None:
         check_output_file(args.output)
     stack = load_stack(args.stack)
     if stack.spec.cloud == "gcp":
-        from blueprint import audit_gcp, gcp_api, preflight_gcp
+        from blueprint.clouds.gcp import api as gcp_api
+        from blueprint.clouds.gcp import audit as audit_gcp
+        from blueprint.clouds.gcp import preflight as preflight_gcp
 
         api = gcp_api.gcp_session(stack.spec.gcp_spec().project)
         checks = (audit_gcp.run_gcp_audit if args.command == "audit" else preflight_gcp.run_gcp_preflight)(
@@ -693,7 +695,7 @@ def _admit(args: argparse.Namespace) -> int:
 
 def _verdict(run: Any, instance_type: str, nodes: int, expected_busbw: float | None) -> Any:
     """The run against the catalog's threshold for the type (or the one given)."""
-    from blueprint.nccl import Verdict
+    from blueprint.acceptance.nccl import Verdict
     from components.catalog.acceptance import catalog_figure, load_thresholds
 
     fraction, thresholds = load_thresholds()
@@ -721,7 +723,7 @@ def _verdict(run: Any, instance_type: str, nodes: int, expected_busbw: float | N
 
 def _nccl_nodes(args: argparse.Namespace) -> int:
     """``blueprint nccl nodes``: exit 0, 1 (a node is an outlier), 2 (no records, or no expected figure)."""
-    from blueprint.nccl import (
+    from blueprint.acceptance.nccl import (
         NcclLogError,
         node_records,
         read_node_runs,
@@ -772,14 +774,14 @@ def _nccl_nodes(args: argparse.Namespace) -> int:
 
 def _group_max_size(stack_name: str, group: str) -> int | None:
     """A node group's (GKE: pool's) maxSize in the stack file, or None when the stack does not name it."""
-    from blueprint.stackfile import load_stack
+    from blueprint.graph.stackfile import load_stack
     from components.spec.decisions import cloud_node_groups
 
     return next((g.max_size for g in cloud_node_groups(load_stack(stack_name).spec) if g.name == group), None)
 
 
 def _nccl_compare(args: argparse.Namespace) -> int:
-    from blueprint.nccl import compare_node_records, compare_records
+    from blueprint.acceptance.nccl import compare_node_records, compare_records
 
     docs = []
     for path in (args.before, args.after):
@@ -805,7 +807,7 @@ def _nccl_compare(args: argparse.Namespace) -> int:
 
 def _nccl(args: argparse.Namespace) -> int:
     """``blueprint nccl parse|check``: exit 0, 1 (check failed), 2 (not an nccl-tests log, or no threshold)."""
-    from blueprint.nccl import NcclLogError, parse_nccl, render_json
+    from blueprint.acceptance.nccl import NcclLogError, parse_nccl, render_json
 
     if args.nccl_command == "compare":
         return _nccl_compare(args)
@@ -825,7 +827,7 @@ def _nccl(args: argparse.Namespace) -> int:
         _write(render_json(run.to_dict()), args.output)
         return EXIT_OK
     if args.nccl_command == "record":
-        from blueprint.nccl import acceptance_record, node_facts
+        from blueprint.acceptance.nccl import acceptance_record, node_facts
 
         try:
             facts = node_facts(strict_json(args.nodes_json.read_text(encoding="utf-8")))
@@ -855,8 +857,8 @@ def _prices_refresh(args: argparse.Namespace) -> int:
     """``blueprint prices refresh``: exit 0 with the count written, 2 when the API cannot be read."""
     from datetime import UTC, datetime
 
+    from blueprint.clouds.aws.refresh import RefreshError, pricing_client, refresh
     from blueprint.cost.prices import AWS_REFRESHED_FILE
-    from blueprint.cost.refresh import RefreshError, pricing_client, refresh
     from components.catalog.instances import load_aws_catalog
 
     out = args.output or AWS_REFRESHED_FILE
@@ -892,10 +894,10 @@ def _run(args: argparse.Namespace) -> int:
         return _report(args)
     if args.command in ("preflight", "audit"):
         return _preflight(args)
-    from blueprint.engine import run_program
-    from blueprint.manifests import write_manifests
-    from blueprint.render import render_preview
-    from blueprint.stackfile import load_stack
+    from blueprint.graph.engine import run_program
+    from blueprint.graph.manifests import write_manifests
+    from blueprint.graph.stackfile import load_stack
+    from blueprint.preview.render import render_preview
 
     output: Path | None = getattr(args, "output", None)
     if output is not None:
@@ -948,9 +950,9 @@ def _internal_error(err: BaseException, debug: bool) -> int:
 def _invalid_input_errors() -> tuple[type[Exception], ...]:
     """The exceptions that mean "your input is invalid" (exit 2), from the modules that raise them."""
     from blueprint.admit.workloads import WorkloadFileError
+    from blueprint.clouds.aws.preflight import AccountAccessError
     from blueprint.cost.usage import UsageError
-    from blueprint.preflight import AccountAccessError
-    from blueprint.stackfile import StackError
+    from blueprint.graph.stackfile import StackError
     from components.clock import ClockError
 
     return (StackError, PolicyConfigError, GraphFormatError, OutputError, ClockError, CostUsageError, UsageError,

@@ -48,7 +48,7 @@ class CloudPlanes:
 
 
 class ResourceView(Protocol):
-    """A resource of a graph as a cloud's preview summary reads it (``blueprint.graph.GraphResource``)."""
+    """A resource of a graph as a cloud's preview summary reads it (``blueprint.graph.model.GraphResource``)."""
 
     @property
     def urn(self) -> str: ...
@@ -70,7 +70,7 @@ class ResourceView(Protocol):
 
 
 class GraphView(Protocol):
-    """The graph queries a cloud's preview summary needs (``blueprint.graph.ResourceGraph``)."""
+    """The graph queries a cloud's preview summary needs (``blueprint.graph.model.ResourceGraph``)."""
 
     def of_type(self, type_: str) -> Sequence[ResourceView]: ...
 

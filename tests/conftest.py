@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from blueprint.engine import ProgramRun, run_program
-from blueprint.stackfile import STACKS_DIR, StackFile, available_stacks, load_stack
+from blueprint.graph.engine import ProgramRun, run_program
+from blueprint.graph.stackfile import STACKS_DIR, StackFile, available_stacks, load_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 

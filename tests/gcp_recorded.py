@@ -1,4 +1,4 @@
-"""The recorded :class:`blueprint.gcp_api.GcpApi` of the GCP preflight and audit tests: answers kept under
+"""The recorded :class:`blueprint.clouds.gcp.api.GcpApi` of the GCP preflight and audit tests: answers kept under
 ``tests/fixtures/gcp_api/<project>/`` (one file per call: the REST method, its request parameters, the REST
 response or error), turned into the objects Google's libraries return for them. Nothing here reaches a network.
 
@@ -21,7 +21,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "gcp_api"
 
 
 def to_library(call: str, response: dict[str, Any]) -> Any:
-    """A recorded REST answer as the library returns it to :class:`~blueprint.gcp_api.LibraryGcpApi` (proto-plus
+    """A recorded REST answer as the library returns it to :class:`~blueprint.clouds.gcp.api.LibraryGcpApi` (proto-plus
     messages parsed strictly: a field the library does not know fails the test)."""
     from google.cloud import compute_v1, container_v1, lustre_v1, service_usage_v1, storage
 
@@ -52,7 +52,7 @@ def to_library(call: str, response: dict[str, Any]) -> Any:
 
 
 class RecordedGcp:
-    """:class:`~blueprint.gcp_api.GcpApi` on the recorded answers of one project."""
+    """:class:`~blueprint.clouds.gcp.api.GcpApi` on the recorded answers of one project."""
 
     def __init__(self, project: str) -> None:
         self.entries: dict[str, dict[str, Any]] = {

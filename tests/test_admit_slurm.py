@@ -15,7 +15,7 @@ import yaml
 
 from blueprint.admit.sbatch import INFINITE, SbatchError, parse_sbatch, parse_time
 from blueprint.cli import main
-from blueprint.engine import run_program
+from blueprint.graph.engine import run_program
 from tests.conftest import ROOT, offline_run, stack
 
 SLURM = "prod-aws-slurm"

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from blueprint.audit_gcp import run_gcp_audit
-from blueprint.preflight import Check
+from blueprint.clouds.aws.preflight import Check
+from blueprint.clouds.gcp.audit import run_gcp_audit
 from components.spec import parse_spec
 from tests.conftest import raw_stack_config
 from tests.gcp_recorded import RecordedGcp, recorded
@@ -180,8 +180,8 @@ def test_nothing_deployed_is_cannot_check() -> None:
 
 
 def test_cli_audit_exit_status(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from blueprint import gcp_api
     from blueprint.cli import main
+    from blueprint.clouds.gcp import api as gcp_api
 
     api = recorded(PROD, deployed=True)
     monkeypatch.setattr(gcp_api, "gcp_session", lambda project: api)

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from blueprint.graph import GraphResource, ResourceGraph
-from blueprint.stackfile import load_stack
+from blueprint.graph.model import GraphResource, ResourceGraph
+from blueprint.graph.stackfile import load_stack
 from components.aws.autoscaler import AUTOSCALE_TAG, autoscaler_policy
 from components.aws.compute import autoscaler_tags
 from components.bootstrap import accelerator_label
@@ -179,7 +179,7 @@ def test_an_efa_group_on_spot_gets_its_efa_interfaces_and_raid0_disk_in_the_temp
 
 
 def preview(stack: str) -> str:
-    from blueprint.render import render_preview
+    from blueprint.preview.render import render_preview
 
     run = offline_run(stack)
     return render_preview(run.graph, load_stack(stack).spec, f"stacks/Pulumi.{stack}.yaml", run.outputs)
@@ -202,7 +202,7 @@ def test_the_preview_says_what_the_autoscaler_manages_and_leaves_alone() -> None
 def test_a_placed_efa_group_on_demand_keeps_its_size_and_the_preview_says_why(prod_spec: dict[str, Any]) -> None:
     """prod-aws's h100 group moved to on-demand capacity gets a cluster placement group, so its Kueue flavor is
     topology-aware: it is not autoscaled (no opt-in tag), and with a placement of none it is."""
-    from blueprint.render import render_preview
+    from blueprint.preview.render import render_preview
     from components.spec import parse_spec
 
     h100 = next(g for g in prod_spec["aws"]["nodeGroups"] if g["name"] == "h100")

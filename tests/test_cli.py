@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from blueprint.cli import main
-from blueprint.graph import FORMAT_KEYS, ResourceGraph
+from blueprint.graph.model import FORMAT_KEYS, ResourceGraph
 from tests.conftest import ROOT, CatalogEdit
 
 

@@ -13,7 +13,7 @@ from blueprint.cli import main
 from blueprint.cost.engine import price_graph
 from blueprint.cost.prices import load_aws_prices
 from blueprint.cost.render import render_cost_table
-from blueprint.graph import ResourceGraph
+from blueprint.graph.model import ResourceGraph
 from tests.conftest import offline_run
 
 

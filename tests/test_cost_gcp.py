@@ -15,7 +15,7 @@ from blueprint.cli import main
 from blueprint.cost.engine import CostReport, ResourceCost, gke_pool_size, price_graph
 from blueprint.cost.prices import load_gcp_prices
 from blueprint.cost.render import render_cost_table
-from blueprint.graph import ResourceGraph
+from blueprint.graph.model import ResourceGraph
 from tests.conftest import offline_run, raw_stack_config, run_spec
 
 H = 730  # hours a month (the engine's HOURS_PER_MONTH)

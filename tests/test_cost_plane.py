@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from blueprint.graph import GraphResource, ResourceGraph
+from blueprint.graph.model import GraphResource, ResourceGraph
 from components.aws.cost import CUR2_COLUMNS, SPLIT_COLUMNS
 from components.aws.iam import cost_export_bucket_policy
 from components.spec import SpecError, parse_spec

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from blueprint.graph import GraphResource, ResourceGraph
-from blueprint.render import render_preview
+from blueprint.graph.model import GraphResource, ResourceGraph
+from blueprint.preview.render import render_preview
 from components.aws.capacity_block import BlockWindow
 from components.aws.iam import data_key_policy, team_checkpoint_policy
 from components.catalog import load_addon_pins

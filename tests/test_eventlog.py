@@ -16,9 +16,9 @@ from blueprint.cli import main
 from blueprint.cost.diff import diff_document, diff_event_log, render_diff_markdown
 from blueprint.cost.engine import price_graph
 from blueprint.cost.prices import Price, load_aws_prices
-from blueprint.eventlog import EventLogPreview, is_event_log, load_event_log, read_event_log
-from blueprint.graph import SECRET, UNKNOWN, GraphFormatError, GraphResource, ResourceGraph
-from blueprint.policy import DEPENDENCY_POLICIES, OPTION_POLICIES, load_pack, run_policies
+from blueprint.graph.eventlog import EventLogPreview, is_event_log, load_event_log, read_event_log
+from blueprint.graph.model import SECRET, UNKNOWN, GraphFormatError, GraphResource, ResourceGraph
+from blueprint.policy.runner import DEPENDENCY_POLICIES, OPTION_POLICIES, load_pack, run_policies
 from tests.conftest import ROOT, offline_run
 
 FIXTURE = ROOT / "tests" / "fixtures" / "eventlog" / "preview-prod-aws.jsonl"

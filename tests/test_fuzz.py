@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from blueprint.cli import main
-from blueprint.policy import load_pack
+from blueprint.policy.runner import load_pack
 from tests.conftest import offline_run
 
 MAX_STDERR = 64 * 1024

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from blueprint.graph import GraphResource, ResourceGraph
+from blueprint.graph.model import GraphResource, ResourceGraph
 from components.catalog.gcp_machines import GKE_MANIFESTS_FILE, gpudirect_manifests, load_gcp_catalog, rxdm_image
 from components.kubernetes.objects import NODE_GROUP_LABEL, PROVISIONING_CHECK
 from tests.conftest import GCP_STACKS, offline_run, raw_stack_config, run_spec, stack

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import requests
 
-from blueprint.gcp_api import CLIENTS, IMPERSONATE, LibraryGcpApi, describe, gcp_access_problem, library_clients
+from blueprint.clouds.gcp.api import CLIENTS, IMPERSONATE, LibraryGcpApi, describe, gcp_access_problem, library_clients
 from tests.gcp_recorded import RecordedGcp, fixture_path, recorded
 
 PROD = "acme-ml-prod"
@@ -125,7 +125,7 @@ def test_a_reservation_block(http: Http, library: LibraryGcpApi) -> None:
 
 
 def test_a_404_is_not_found(http: Http, library: LibraryGcpApi) -> None:
-    from blueprint.gcp_api import not_found
+    from blueprint.clouds.gcp.api import not_found
 
     http.status = 404
     http.body = {"error": {"code": 404, "message": "The resource 'projects/acme-ml-prod/zones/us-central1-a/"

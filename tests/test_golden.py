@@ -30,7 +30,7 @@ def test_graph_matches_golden(stack_name: str, request: pytest.FixtureRequest) -
 
 
 def test_golden_runs_are_deterministic() -> None:
-    from blueprint.engine import run_program
+    from blueprint.graph.engine import run_program
     from tests.conftest import stack
 
     sf = stack("prod-aws")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from blueprint.graph import SECRET, UNKNOWN, GraphFormatError, ResourceGraph
+from blueprint.graph.model import SECRET, UNKNOWN, GraphFormatError, ResourceGraph
 
 STACK = "urn:pulumi:prod-aws::gpu-cluster::pulumi:pulumi:Stack::gpu-cluster-prod-aws"
 PROVIDER = "urn:pulumi:prod-aws::gpu-cluster::pulumi:providers:aws::aws"

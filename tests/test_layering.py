@@ -90,6 +90,6 @@ def test_the_packs_namespace_lists_equal_the_catalogs() -> None:
 
 
 def test_the_renderer_leaves_the_cloud_planes_to_the_cloud_module() -> None:
-    bad = {m for m in imports_of(ROOT / "blueprint" / "render.py")
+    bad = {m for m in imports_of(ROOT / "blueprint" / "preview" / "render.py")
            if any(m.startswith(f"components.{cloud}") for cloud in CLOUDS)}
-    assert not bad, f"blueprint/render.py imports {sorted(bad)}"
+    assert not bad, f"blueprint/preview/render.py imports {sorted(bad)}"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from blueprint.acceptance.nccl import NcclLogError, parse_nccl
 from blueprint.cli import main
-from blueprint.nccl import NcclLogError, parse_nccl
 
 REFERENCE = Path(__file__).resolve().parent / "fixtures" / "nccl" / "all_reduce_p5x2_mpirun.log"  # SOURCE.md beside it
 

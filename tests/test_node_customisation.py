@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from blueprint.policy import run_policies
-from blueprint.policy_examples import edit
+from blueprint.policy.examples import edit
+from blueprint.policy.runner import run_policies
 from components.bootstrap import (
     ClusterConnection,
     al2023_user_data,

@@ -49,7 +49,7 @@ def test_wheel_install_runs_the_preview_of_every_shipped_stack(tmp_path: Path) -
                    "components/spec/rules/node_groups.py", "components/gcp/gke.py",
                    "components/catalog/gcp_machines.yaml",
                    "components/catalog/charts.yaml", "components/catalog/aws_regions.yaml",
-                   "blueprint/schema.py", "blueprint/schemas/stack-file.schema.json"):
+                   "blueprint/schema/stack_file.py", "blueprint/schemas/stack-file.schema.json"):
         assert module in names, module
 
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)

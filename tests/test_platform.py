@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from blueprint.cli import main
-from blueprint.graph import GraphResource, ResourceGraph
+from blueprint.graph.model import GraphResource, ResourceGraph
 from components.kubernetes.objects import cluster_queue, covered_resources
 from components.kubernetes.quotas import GpuPool, Resources, namespace_hard_limits, resources_for, team_flavor_quotas
 from components.spec import PRIVILEGED_NAMESPACES, QuotaSpec, TeamSpec

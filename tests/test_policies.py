@@ -14,8 +14,14 @@ from gpu_policies.common import ABSENT, decode_finding, encode_finding, plain, s
 from gpu_policies.common import path as field_path
 
 from blueprint.cli import main
-from blueprint.graph import ResourceGraph
-from blueprint.policy import (
+from blueprint.graph.model import ResourceGraph
+from blueprint.policy.examples import AWS_MUTATIONS as MUTATIONS
+from blueprint.policy.examples import (
+    LT,
+    _set,
+    edit,
+)
+from blueprint.policy.runner import (
     PolicyConfigError,
     PolicyReport,
     Violation,
@@ -24,12 +30,6 @@ from blueprint.policy import (
     render_markdown,
     render_table,
     run_policies,
-)
-from blueprint.policy_examples import AWS_MUTATIONS as MUTATIONS
-from blueprint.policy_examples import (
-    LT,
-    _set,
-    edit,
 )
 from components.catalog import load_aws_catalog
 from tests.conftest import SHIPPED_STACKS, offline_run, run_spec
@@ -225,7 +225,7 @@ def test_every_mutation_says_which_field_it_breaks() -> None:
 
 def test_mutation_suite_is_broad() -> None:
     assert len(MUTATIONS) >= 25
-    from blueprint.policy_examples import SLURM_MUTATIONS
+    from blueprint.policy.examples import SLURM_MUTATIONS
     from tests.test_policies_gcp import MUTATIONS as GCP_MUTATIONS
 
     covered = {policy for _, policy in MUTATIONS.values()} | {p for _, _, p in GCP_MUTATIONS.values()} \
@@ -280,7 +280,7 @@ def test_violation_messages_state_the_requirement() -> None:
 
 
 def test_unknown_values_make_a_policy_not_applicable() -> None:
-    from blueprint.graph import UNKNOWN
+    from blueprint.graph.model import UNKNOWN
 
     graph = edit(prod(), LT, "nodegroup-h100-lt", _set(["metadataOptions"], UNKNOWN))
     report = run_policies(graph)

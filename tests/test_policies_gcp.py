@@ -14,15 +14,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from blueprint.graph import ResourceGraph
-from blueprint.policy import LevelConfig, Pack, PolicyReport, load_pack, normalize_config, run_policies
-from blueprint.policy_examples import GCP_BUDGET as BUDGET
-from blueprint.policy_examples import GCP_MUTATIONS as MUTATIONS
-from blueprint.policy_examples import GCP_PROVIDER as PROVIDER
-from blueprint.policy_examples import GCS_BUCKET as BUCKET
-from blueprint.policy_examples import GKE_CLUSTER as CLUSTER
-from blueprint.policy_examples import GKE_POOL as POOL
-from blueprint.policy_examples import _hierarchical_unversioned
+from blueprint.graph.model import ResourceGraph
+from blueprint.policy.examples import GCP_BUDGET as BUDGET
+from blueprint.policy.examples import GCP_MUTATIONS as MUTATIONS
+from blueprint.policy.examples import GCP_PROVIDER as PROVIDER
+from blueprint.policy.examples import GCS_BUCKET as BUCKET
+from blueprint.policy.examples import GKE_CLUSTER as CLUSTER
+from blueprint.policy.examples import GKE_POOL as POOL
+from blueprint.policy.examples import _hierarchical_unversioned
+from blueprint.policy.runner import LevelConfig, Pack, PolicyReport, load_pack, normalize_config, run_policies
 from components.catalog.gcp_machines import load_gcp_catalog
 from tests.conftest import GCP_STACKS, offline_run
 from tests.test_policies import (
@@ -327,7 +327,7 @@ def test_policies_accept_program_variants(variant: str) -> None:
 
 
 def _gpudirect_findings(change: Any) -> list[str]:
-    from blueprint.policy_examples import edit
+    from blueprint.policy.examples import edit
 
     graph = edit(offline_run("prod-gcp").graph, change[0], "gpudirect-pod-limits", change[1])
     return [v.message for v in run_policies(graph).violations if v.policy == "kubernetes-gpudirect-namespaces-bounded"]

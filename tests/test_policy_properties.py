@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from blueprint.graph import ResourceGraph
-from blueprint.policy import LevelConfig, Pack, load_pack, normalize_config, run_policies
+from blueprint.graph.model import ResourceGraph
+from blueprint.policy.runner import LevelConfig, Pack, load_pack, normalize_config, run_policies
 from tests.conftest import json_paths, offline_run
 from tests.test_policies import assert_fields_hold
 

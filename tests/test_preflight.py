@@ -15,7 +15,7 @@ from botocore.stub import Stubber
 from moto import mock_aws
 from moto.servicequotas.models import ServiceQuotasBackend
 
-from blueprint.preflight import Check, quota_needs, run_preflight
+from blueprint.clouds.aws.preflight import Check, quota_needs, run_preflight
 from components.spec import ClusterSpec, parse_spec
 from tests.conftest import raw_stack_config
 
@@ -185,8 +185,8 @@ def test_the_existing_network_and_bucket_of_byo(aws: dict[str, float]) -> None:
 
 def test_cli_json_and_exit_status(aws: dict[str, float], capsys: pytest.CaptureFixture[str],
                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from blueprint import preflight
     from blueprint.cli import main
+    from blueprint.clouds.aws import preflight
 
     real = preflight.run_preflight
     monkeypatch.setattr(preflight, "run_preflight",
@@ -255,7 +255,7 @@ def test_an_endpoint_that_does_not_answer_is_an_input_error(no_aws: None, monkey
 def test_refused_credentials_stop_the_run(aws: dict[str, float]) -> None:
     from botocore.exceptions import ClientError
 
-    from blueprint.preflight import AccountAccessError, _guard
+    from blueprint.clouds.aws.preflight import AccountAccessError, _guard
 
     def refused() -> list[Check]:
         raise ClientError({"Error": {"Code": "InvalidClientTokenId", "Message": "The security token included in "
@@ -273,8 +273,8 @@ def test_refused_credentials_stop_the_run(aws: dict[str, float]) -> None:
 def test_nothing_checked_is_not_a_pass(aws: dict[str, float], capsys: pytest.CaptureFixture[str],
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Every check cannot-check: exit 4, never 0; --strict makes any cannot-check exit 4."""
-    from blueprint import preflight
     from blueprint.cli import main
+    from blueprint.clouds.aws import preflight
 
     unknown = [Check("reservation", "nodeGroups.h100", "cannot-check", "AccessDenied")] * 7
     monkeypatch.setattr(preflight, "run_preflight", lambda spec, client: unknown)

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from blueprint.gcp_api import IMPERSONATE
-from blueprint.preflight import AccountAccessError, Check
-from blueprint.preflight_gcp import gpu_quota_needs, run_gcp_preflight, stack_network_names
+from blueprint.clouds.aws.preflight import AccountAccessError, Check
+from blueprint.clouds.gcp.api import IMPERSONATE
+from blueprint.clouds.gcp.preflight import gpu_quota_needs, run_gcp_preflight, stack_network_names
 from components.spec import ClusterSpec, parse_spec
 from tests.conftest import raw_stack_config
 from tests.gcp_recorded import RecordedGcp, recorded
@@ -87,8 +87,8 @@ def test_dev_checks_its_spot_gpu_quota() -> None:
 
 def test_the_network_names_are_the_ones_the_program_creates() -> None:
     """Every network the prod-gcp graph creates is one preflight looks for (and no other)."""
-    from blueprint.engine import run_program
-    from blueprint.stackfile import load_stack
+    from blueprint.graph.engine import run_program
+    from blueprint.graph.stackfile import load_stack
 
     stack = load_stack("prod-gcp")
     graph = run_program(stack.name, stack.config, stack.region).graph
@@ -365,7 +365,7 @@ def test_refused_credentials_stop_the_run() -> None:
 @pytest.fixture
 def recorded_session(monkeypatch: pytest.MonkeyPatch) -> dict[str, RecordedGcp]:
     """``blueprint preflight/audit`` on a GCP stack talks to the recorded project instead of the libraries."""
-    from blueprint import gcp_api
+    from blueprint.clouds.gcp import api as gcp_api
 
     apis = {PROD: recorded(PROD), DEV: recorded(DEV)}
     monkeypatch.setattr(gcp_api, "gcp_session", lambda project: apis[project])

@@ -11,8 +11,8 @@ import pytest
 from botocore.stub import Stubber
 
 from blueprint.cli import main
+from blueprint.clouds.aws.refresh import RefreshError, _filters, fetch_on_demand, refresh
 from blueprint.cost.prices import parse_prices
-from blueprint.cost.refresh import RefreshError, _filters, fetch_on_demand, refresh
 
 
 def _product(instance_type: str, usd: str, effective: str = "2026-11-01T00:00:00Z") -> str:
@@ -99,7 +99,7 @@ def test_refresh_without_credentials_is_a_clear_error(monkeypatch: pytest.Monkey
 
 
 def test_refresh_that_finds_nothing_writes_nothing(client: object, tmp_path: Path) -> None:
-    from blueprint.cost.refresh import RefreshError
+    from blueprint.clouds.aws.refresh import RefreshError
 
     out = tmp_path / "refreshed.yaml"
     with Stubber(client) as stubber:  # type: ignore[arg-type]

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from blueprint.engine import ProgramError, run_program
-from blueprint.graph import GraphResource, ResourceGraph
+from blueprint.graph.engine import ProgramError, run_program
+from blueprint.graph.model import GraphResource, ResourceGraph
 from components.spec import REQUIRED_LABEL_KEYS
 from tests.conftest import AWS_STACKS, offline_run, raw_stack_config, run_spec, stack
 

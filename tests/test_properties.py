@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import blueprint.cli
-import blueprint.engine
+import blueprint.graph.engine
 from components.spec import SpecError, parse_spec
 from tests.conftest import json_paths, raw_stack_config
 
@@ -85,7 +85,7 @@ def test_cli_registers_nothing_for_an_invalid_spec(spec: dict[str, Any], monkeyp
     if _check(spec) is None:
         return  # the mutation happened to be valid
     calls: list[str] = []
-    monkeypatch.setattr(blueprint.engine, "run_program", lambda *a, **k: calls.append("ran"))
+    monkeypatch.setattr(blueprint.graph.engine, "run_program", lambda *a, **k: calls.append("ran"))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "Pulumi.fuzz.yaml"
         path.write_text(yaml.safe_dump({"config": {"aws:region": "us-east-1", "gpu-cluster:spec": spec}}))

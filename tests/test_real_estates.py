@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from blueprint.graph import GraphResource, ResourceGraph
+from blueprint.graph.model import GraphResource, ResourceGraph
 from components.catalog import load_aws_catalog
 from components.spec import SpecError, parse_spec
 from tests.conftest import offline_run, raw_stack_config, run_spec
@@ -113,7 +113,7 @@ def test_graviton_groups_get_the_arm_ami(dev_spec: dict[str, Any]) -> None:
 def test_system_and_cpu_pools_on_the_issue_24_families_load_and_pass_the_pack(dev_spec: dict[str, Any]) -> None:
     # Issue 24: burstable, network-optimized, compute and Graviton memory pools; each gets the AMI of its
     # architecture (the catalog's arch), the Graviton pool the ARM one.
-    from blueprint.policy import run_policies
+    from blueprint.policy.runner import run_policies
 
     system = dev_spec["aws"]["nodeGroups"][0]
     system.update(instanceType="t3.large", capacity={"type": "on-demand"})

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from blueprint.graph import ResourceGraph
+from blueprint.graph.model import ResourceGraph
 from blueprint.report.diagram import build_diagram
 from tests.conftest import SHIPPED_STACKS, offline_run, stack
 from tests.report_pages import cost_json, report_page, run_cli

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-import blueprint.engine
-import blueprint.output
+import blueprint.files.output
+import blueprint.graph.engine
 from blueprint.cli import main
-from blueprint.render import render_preview
+from blueprint.preview.render import render_preview
 from components.spec import parse_spec
 from tests.conftest import offline_run, raw_stack_config
 
@@ -53,7 +53,7 @@ def test_exit_3_on_an_internal_error_with_a_short_report(monkeypatch: pytest.Mon
     def boom(*_: Any, **__: Any) -> Any:
         raise RuntimeError("engine exploded")
 
-    monkeypatch.setattr(blueprint.engine, "run_program", boom)
+    monkeypatch.setattr(blueprint.graph.engine, "run_program", boom)
     code, out, err = run(capsys, "graph", "prod-aws")
     assert code == 3 and out == ""
     assert err == ("internal error: RuntimeError: engine exploded\nthis is a bug in blueprint, not in your input; "
@@ -65,7 +65,7 @@ def test_debug_writes_the_traceback_to_a_log(monkeypatch: pytest.MonkeyPatch,
     def boom(*_: Any, **__: Any) -> Any:
         raise RuntimeError("engine exploded")
 
-    monkeypatch.setattr(blueprint.engine, "run_program", boom)
+    monkeypatch.setattr(blueprint.graph.engine, "run_program", boom)
     code, _, err = run(capsys, "graph", "prod-aws", "--debug")
     assert code == 3
     log = Path(err.rsplit("the traceback is in ", 1)[1].strip())
@@ -85,7 +85,7 @@ def test_output_paths_are_checked_before_the_program_runs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         target: str, message: str) -> None:
     (tmp_path / "file.txt").write_text("x")
-    monkeypatch.setattr(blueprint.engine, "run_program", lambda *a, **k: pytest.fail("the program ran"))
+    monkeypatch.setattr(blueprint.graph.engine, "run_program", lambda *a, **k: pytest.fail("the program ran"))
     code, _, err = run(capsys, "graph", "prod-aws", "-o", target.format(tmp=tmp_path))
     assert code == 2 and err == f"error: {message.format(tmp=tmp_path)}\n"
 
@@ -104,7 +104,7 @@ def test_a_failed_write_leaves_no_partial_file(tmp_path: Path, monkeypatch: pyte
     def full(_: int) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(blueprint.output.os, "fsync", full)
+    monkeypatch.setattr(blueprint.files.output.os, "fsync", full)
     code, _, err = run(capsys, "policy", str(graph_file), "--format", "json", "-o", str(target))
     assert code == 2 and err == f"error: {target}: cannot be written: No space left on device\n"
     assert target.read_text() == "previous report"  # the old file is intact
@@ -165,7 +165,7 @@ def test_a_symlink_is_written_through_to_its_target(tmp_path: Path, graph_file: 
 def test_not_a_file_name_is_refused_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str], target: str,
                                                     message: str) -> None:
-    monkeypatch.setattr(blueprint.engine, "run_program", lambda *a, **k: pytest.fail("the program ran"))
+    monkeypatch.setattr(blueprint.graph.engine, "run_program", lambda *a, **k: pytest.fail("the program ran"))
     with pytest.raises(SystemExit) as exit_info:
         main(["graph", "prod-aws", "-o", target.format(tmp=tmp_path)])
     assert exit_info.value.code == 2

@@ -14,10 +14,10 @@ import jsonschema
 import pytest
 
 from blueprint.cli import main
-from blueprint.graph import ResourceGraph
-from blueprint.policy import load_pack, run_policies
-from blueprint.provenance import SPEC_KEY, locate, spec_path_of
-from blueprint.sarif import render_sarif
+from blueprint.graph.model import ResourceGraph
+from blueprint.graph.provenance import SPEC_KEY, locate, spec_path_of
+from blueprint.policy.runner import load_pack, run_policies
+from blueprint.policy.sarif import render_sarif
 from tests.conftest import ROOT, SHIPPED_STACKS, offline_run, stack
 
 
@@ -211,7 +211,7 @@ def test_sarif_messages_carry_the_field_and_the_fix() -> None:
 
 
 def test_every_policy_has_an_example_violation() -> None:
-    from blueprint.policy_examples import AWS_MUTATIONS, GCP_MUTATIONS, SLURM_MUTATIONS
+    from blueprint.policy.examples import AWS_MUTATIONS, GCP_MUTATIONS, SLURM_MUTATIONS
 
     covered = {p for _, p in AWS_MUTATIONS.values()} | {p for _, _, p in GCP_MUTATIONS.values()} \
         | {p for _, _, p in SLURM_MUTATIONS.values()}

@@ -16,9 +16,9 @@ import pytest
 from jsonschema import Draft7Validator
 from pydantic import BaseModel, TypeAdapter
 
-from blueprint import schema as schema_cmd
-from blueprint.output import OutputError
-from blueprint.stackfile import STACKS_DIR, load_stack, parse_stack_yaml
+from blueprint.files.output import OutputError
+from blueprint.graph.stackfile import STACKS_DIR, load_stack, parse_stack_yaml
+from blueprint.schema import stack_file as schema_cmd
 from components.spec import ClusterSpec, SpecError, parse_spec
 from components.spec.errors import _flatten
 from tests.conftest import SHIPPED_STACKS
@@ -288,7 +288,7 @@ def test_registering_the_command_loads_no_model() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, blueprint.schema; "
+    code = ("import sys, blueprint.schema.stack_file; "
             "print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'components'))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

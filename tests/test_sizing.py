@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from blueprint.cli import main
 from blueprint.cost.prices import load_aws_prices
-from blueprint.policy import run_policies
+from blueprint.policy.runner import run_policies
 from components.sizing import (
     LLAMA3_FAILURES_PER_NODE_HOUR,
     daly_interval,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from blueprint.policy import run_policies
-from blueprint.policy_examples import SLURM_MUTATIONS
+from blueprint.policy.examples import SLURM_MUTATIONS
+from blueprint.policy.runner import run_policies
 from components.spec import SpecError, parse_spec
 from tests.conftest import offline_run, raw_stack_config
 from tests.k8s_checks import is_builtin, validate_builtin, validate_crd_object

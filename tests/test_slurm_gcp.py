@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from blueprint.engine import _gcp_state
-from blueprint.graph import GraphResource, ResourceGraph
-from blueprint.policy import run_policies
-from blueprint.policy_examples import _delete, _set, edit
+from blueprint.graph.engine import _gcp_state
+from blueprint.graph.model import GraphResource, ResourceGraph
+from blueprint.policy.examples import _delete, _set, edit
+from blueprint.policy.runner import run_policies
 from components.gcp.cloud import GKE_NODEPOOL_LABEL, STORAGE_CLASS_NAME, required_services
 from components.gcp.slurm_db import edition, maintenance_window
 from components.kubernetes.objects import DB_SECRET, JOB_MAPPING_DIR, SLURM_NAMESPACE

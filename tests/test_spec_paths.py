@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from blueprint.stackfile import StackError, load_stack
+from blueprint.graph.stackfile import StackError, load_stack
 from components.spec import SpecError, parse_spec
 from components.spec.errors import did_you_mean, named_path
 from components.spec.notes import capacity_block_notes

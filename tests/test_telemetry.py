@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from blueprint.graph import GraphResource, ResourceGraph
+from blueprint.graph.model import GraphResource, ResourceGraph
 from components.kubernetes.objects import IDLE_ON_NETWORK_EXPR, IDLE_ON_STORAGE_EXPR, LOST_GPU_HOURS_EXPR
 from components.sizing.goodput import plan_checkpoints
 from components.sizing.plan import allowed_write_seconds, goodput_model
@@ -85,7 +85,7 @@ def test_gke_says_what_it_cannot_see_and_has_no_fabric_alert() -> None:
     unseen = rule.inputs["metadata"]["annotations"]["gpu-cluster/not-visible"]
     assert "GKE documents no metric of the GPU NICs" in unseen
     assert not [a for a in rules(graph) if a.startswith("Efa")]
-    from blueprint.render import render_preview
+    from blueprint.preview.render import render_preview
 
     text = render_preview(graph, stack("prod-gcp").spec, "stacks/Pulumi.prod-gcp.yaml")
     assert "not visible: GPUDirect fabric" in text

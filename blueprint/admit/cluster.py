@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from blueprint.graph import SECRET, UNKNOWN, GraphResource, ResourceGraph
+from blueprint.graph.model import SECRET, UNKNOWN, GraphResource, ResourceGraph
 
 KUBERNETES_PREFIX = "kubernetes:"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"

@@ -29,7 +29,7 @@ from blueprint.admit.scheduling import Placement, schedule
 from blueprint.admit.schema import is_builtin, pod_spec_problems, schema_problems
 from blueprint.admit.volumes import GCSFUSE_DRIVER, check_volumes
 from blueprint.admit.workloads import PodSet, Submitted, derive_pod_sets
-from blueprint.graph import ResourceGraph
+from blueprint.graph.model import ResourceGraph
 
 # Kueue refusals after which no flavor is known, so where the pods would go cannot be said (a held queue, a missing
 # priority class or topology level still leave the flavor Kueue would give).

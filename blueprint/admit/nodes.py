@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from blueprint.admit.cluster import ClusterView, as_list, as_mapping, as_str_map
-from blueprint.graph import GraphResource
+from blueprint.graph.model import GraphResource
 from components.aws.autoscaler import AUTOSCALE_TAG
 from components.aws.autoscaler import RELEASE as AUTOSCALER_RELEASE
 from components.catalog.gcp_machines import load_gcp_catalog

@@ -26,8 +26,8 @@ from blueprint.cost.mermaid import render_mermaid
 from blueprint.cost.prices import Price
 from blueprint.cost.render import format_usd
 from blueprint.cost.usage import Usage
-from blueprint.eventlog import EventLogPreview
-from blueprint.graph import GraphResource, ResourceGraph
+from blueprint.graph.eventlog import EventLogPreview
+from blueprint.graph.model import GraphResource, ResourceGraph
 
 # A percentage needs a base of at least this share of the larger figure; below it the change is "new".
 MEANINGFUL_BASE_SHARE = 0.1
@@ -198,7 +198,7 @@ def diff_reports(previous: CostReport, new: CostReport, notes: Sequence[str] = (
 def diff_event_log(log: EventLogPreview, prices: dict[str, Price] | None = None, usage: Usage | None = None,
                    usage_notes: tuple[str, ...] = ()) -> CostDiff:
     """The cost change of the update an engine event log describes: its state before against its state after
-    (:func:`blueprint.eventlog.load_event_log`), one price catalog and usage file for both."""
+    (:func:`blueprint.graph.eventlog.load_event_log`), one price catalog and usage file for both."""
     diff = diff_reports(price_graph(log.old, prices, usage),
                         price_graph(log.new, prices, usage, usage_notes=usage_notes),
                         ops=log.ops, renamed=log.renamed)

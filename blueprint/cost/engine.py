@@ -22,7 +22,7 @@ from typing import Any
 
 from blueprint.cost.prices import Price, load_aws_prices, load_gcp_prices
 from blueprint.cost.usage import USAGE_FIELDS, Usage
-from blueprint.graph import GraphResource, ResourceGraph
+from blueprint.graph.model import GraphResource, ResourceGraph
 
 HOURS_PER_MONTH = 730  # the convention of AWS's pricing calculator and Infracost: 8,760 h / 12
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from blueprint.stackfile import StackError, parse_stack_yaml
+from blueprint.graph.stackfile import StackError, parse_stack_yaml
 from components.catalog.prices import (
     AWS_PRICES_FILE,
     AWS_REFRESHED_FILE,

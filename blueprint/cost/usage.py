@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from blueprint.stackfile import StackError, parse_stack_yaml
+from blueprint.graph.stackfile import StackError, parse_stack_yaml
 
 MAX_QUANTITY = 1e15
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from blueprint.graph import GraphResource, ResourceGraph
-from blueprint.render import (
+from blueprint.graph.model import GraphResource, ResourceGraph
+from blueprint.preview.render import (
     flavor_node_groups,
     slurm_accounts,
     slurm_nodeset_groups,

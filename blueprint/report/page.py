@@ -19,9 +19,9 @@ from typing import Any
 
 from blueprint.cost.engine import CostReport
 from blueprint.cost.render import format_usd
-from blueprint.graph import ResourceGraph
-from blueprint.policy import PolicyReport, verdict_line
-from blueprint.render import PLANE_TITLES
+from blueprint.graph.model import ResourceGraph
+from blueprint.policy.runner import PolicyReport, verdict_line
+from blueprint.preview.render import PLANE_TITLES
 from blueprint.report.charts import (
     GoodputCurve,
     Mark,
@@ -156,7 +156,7 @@ def goodput_parts(inputs: ReportInputs) -> tuple[str, str | None]:
     """The goodput section's body and the ``blueprint sizing`` text it shows (None when the stack cannot be
     modelled: the body says why)."""
     from blueprint.cost.prices import load_aws_prices, load_gcp_prices
-    from blueprint.sizing_report import gpu_compute_usd, price_options, render_sizing
+    from blueprint.sizing.report import gpu_compute_usd, price_options, render_sizing
     from components.sizing import SizingError, daly_interval, goodput_model
     from components.sizing.plan import option_plan
 

@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from blueprint.output import OutputError, check_output_file, output_file_argument, write_atomic
+from blueprint.files.output import OutputError, check_output_file, output_file_argument, write_atomic
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 SPEC_KEY = "gpu-cluster:spec"  # components.spec.base.SPEC_KEY (a test holds them equal)
 ROOT_MODEL = "ClusterSpec"
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
-SCHEMA_FILE = Path(__file__).resolve().parent / "schemas" / "stack-file.schema.json"
+SCHEMA_FILE = Path(__file__).resolve().parents[1] / "schemas" / "stack-file.schema.json"
 # Where the shipped files sit in the repository, for the regenerate commands.
 SCHEMA_PATH = "blueprint/schemas/stack-file.schema.json"
 REFERENCE_PATH = "docs/spec-reference.md"

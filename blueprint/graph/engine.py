@@ -33,7 +33,7 @@ from pulumi.runtime.settings import _get_rpc_manager
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from blueprint.graph import SECRET, UNKNOWN, GraphResource, ResourceGraph
+from blueprint.graph.model import SECRET, UNKNOWN, GraphResource, ResourceGraph
 
 PROJECT = "gpu-cluster"
 OFFLINE_ACCOUNT = "123456789012"  # placeholder account id in offline ARNs; never a real account

@@ -2,10 +2,10 @@
 
 A graph can be built three ways and readers do not care which:
 
-- an offline run of the program under Pulumi's mocks (:mod:`blueprint.engine`);
+- an offline run of the program under Pulumi's mocks (:mod:`blueprint.graph.engine`);
 - the JSON of a real ``pulumi preview --json`` (:meth:`ResourceGraph.from_preview_json`);
 - ``pulumi stack export`` of a deployed stack (:meth:`ResourceGraph.from_stack_export`);
-- the engine event log of a real ``pulumi preview --event-log FILE`` (:mod:`blueprint.eventlog`).
+- the engine event log of a real ``pulumi preview --event-log FILE`` (:mod:`blueprint.graph.eventlog`).
 
 Its JSON form is a public contract (README, "Graph format")::
 
@@ -395,7 +395,7 @@ class ResourceGraph:
     @classmethod
     def load(cls, path: Path) -> ResourceGraph:
         """Read any of the four forms from a file, recognising it by shape (an engine event log gives the graph
-        after the update: :func:`blueprint.eventlog.read_event_log` has both sides); every problem with the file
+        after the update: :func:`blueprint.graph.eventlog.read_event_log` has both sides); every problem with the file
         or its content is a :class:`GraphFormatError` saying what is wrong."""
         try:
             size = path.stat().st_size
@@ -406,7 +406,7 @@ class ResourceGraph:
             raise GraphFormatError(f"cannot be read: {err.strerror or err}") from None
         except UnicodeDecodeError:
             raise GraphFormatError("not UTF-8 text") from None
-        from blueprint.eventlog import is_event_log, read_event_log
+        from blueprint.graph.eventlog import is_event_log, read_event_log
 
         if is_event_log(text):
             return read_event_log(text).new

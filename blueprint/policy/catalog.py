@@ -3,7 +3,7 @@
 The list is the pack itself (its documentation rows and policy objects), each with the enforcement level a config
 file gives it, the clouds whose resources it reads, and one line; ``--explain`` adds what it checks, why (its area
 and severity), how to fix it, its configuration knobs and an example violation: the pack run on a shipped
-production graph broken the way :mod:`blueprint.policy_examples` breaks it, so the example is the pack's own words.
+production graph broken the way :mod:`blueprint.policy.examples` breaks it, so the example is the pack's own words.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from blueprint.policy import LEVEL_NAMES, LevelConfig, Pack, PolicyConfigError
+from blueprint.policy.runner import LEVEL_NAMES, LevelConfig, Pack, PolicyConfigError
 
 # Why each area matters, for --explain (the mission's planes: what goes wrong when the requirement is missing).
 AREA_REASONS = {

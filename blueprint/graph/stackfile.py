@@ -17,7 +17,7 @@ import yaml
 from components.spec import SPEC_KEY, ClusterSpec, SpecError, parse_spec
 
 # The source tree's stacks; an installed ``blueprint`` reads ``./stacks`` of the project it runs in.
-STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
+STACKS_DIR = Path(__file__).resolve().parents[2] / "stacks"
 
 
 def default_stacks_dir() -> Path:

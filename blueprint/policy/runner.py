@@ -23,9 +23,9 @@ import jsonschema
 from google.protobuf import json_format, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2 as proto
 
-from blueprint.graph import GraphResource, ResourceGraph, strict_json
+from blueprint.graph.model import GraphResource, ResourceGraph, strict_json
 
-PACK_DIR = Path(__file__).resolve().parent.parent / "policies"
+PACK_DIR = Path(__file__).resolve().parents[2] / "policies"
 LEVELS: dict[str, int] = {"advisory": proto.ADVISORY, "mandatory": proto.MANDATORY, "remediate": proto.REMEDIATE,
           "disabled": proto.DISABLED}
 LEVEL_NAMES = {v: k for k, v in LEVELS.items()}

@@ -14,9 +14,9 @@ import json
 from pathlib import PurePosixPath
 from typing import Any
 
-from blueprint.graph import ResourceGraph
-from blueprint.policy import PolicyReport, Violation
-from blueprint.provenance import SPEC_KEY, locate, spec_path_of
+from blueprint.graph.model import ResourceGraph
+from blueprint.graph.provenance import SPEC_KEY, locate, spec_path_of
+from blueprint.policy.runner import PolicyReport, Violation
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 PACK_DOCS = "policies/README.md"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from blueprint.graph import GraphResource, ResourceGraph
+from blueprint.graph.model import GraphResource, ResourceGraph
 
 SPEC_KEY = "gpu-cluster:spec"
 _TOKEN = re.compile(r"\.([^.\[\]]+)|\[([^\]]+)\]")

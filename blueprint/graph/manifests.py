@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from blueprint.graph import ResourceGraph
-from blueprint.output import OutputError, write_atomic
+from blueprint.files.output import OutputError, write_atomic
+from blueprint.graph.model import ResourceGraph
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from blueprint.graph import GraphResource, ResourceGraph
+from blueprint.graph.model import GraphResource, ResourceGraph
 from components.clock import utcnow
 from components.kubernetes.objects import ACCEPTANCE_QUEUE
 from components.spec import ClusterSpec

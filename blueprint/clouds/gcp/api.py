@@ -9,7 +9,7 @@ answers recorded in those shapes (``tests/gcp_recorded.py``); nothing in the che
 
 Credentials are Application Default Credentials (``GOOGLE_APPLICATION_CREDENTIALS``, ``gcloud auth
 application-default login``, workload identity federation, the metadata server). Missing or refused credentials
-and an endpoint that does not answer are :class:`~blueprint.preflight.AccountAccessError` (exit 2), as on AWS.
+and an endpoint that does not answer are :class:`AccountAccessError` (exit 2), as on AWS.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol, cast
 
-from blueprint.preflight import AccountAccessError, Check
+from blueprint.clouds.aws.preflight import AccountAccessError, Check
 
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 TIMEOUT_S = 60.0  # each call; the libraries' default retries stay on

@@ -14,8 +14,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from blueprint.graph import GraphResource, ResourceGraph
-from blueprint.policy import Pack, run_policies
+from blueprint.graph.model import GraphResource, ResourceGraph
+from blueprint.policy.runner import Pack, run_policies
 
 # --- AWS: prod-aws ---------------------------------------------------------------------------------------------
 
@@ -588,8 +588,8 @@ SLURM_MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
 def example_violation(policy: str, pack: Pack) -> tuple[str, str, str, str] | None:
     """(stack, how it was broken, the resource, the message with its field and fix) of the first mutation that
     breaks ``policy``, the pack run on it; None when no mutation is recorded for it."""
-    from blueprint.engine import run_program
-    from blueprint.stackfile import load_stack
+    from blueprint.graph.engine import run_program
+    from blueprint.graph.stackfile import load_stack
 
     aws = [(how, "prod-aws", mutate) for how, (mutate, name) in AWS_MUTATIONS.items() if name == policy]
     gcp = [(how, stack, mutate) for how, (stack, mutate, name) in (GCP_MUTATIONS | SLURM_MUTATIONS).items()

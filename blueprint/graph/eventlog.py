@@ -20,10 +20,10 @@ What a graph takes from the events:
 - Not in the events at all, so not in the graphs: ``dependencies`` (listed in ``ResourceGraph.unrecorded``;
   the policies that follow them are then reported not applicable), ``ignoreChanges`` (``ignore_changes`` is
   None, as for ``pulumi preview --json``), property dependencies, custom timeouts, aliases, ``deletedWith``.
-- Values unknown during the preview are the engine's :data:`~blueprint.graph.UNKNOWN` string, as in
+- Values unknown during the preview are the engine's :data:`~blueprint.graph.model.UNKNOWN` string, as in
   ``pulumi preview --json``. Secrets come as the engine's secret object with the ciphertext blinded
   (``{"4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270", "ciphertext": "[secret]"}``) and
-  become :data:`~blueprint.graph.SECRET`, as they are in every other graph.
+  become :data:`~blueprint.graph.model.SECRET`, as they are in every other graph.
 
 Which event wins when a resource has several (the dedupe rule):
 
@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from blueprint.graph import (
+from blueprint.graph.model import (
     MAX_DOCUMENT_BYTES,
     SECRET,
     STEP_OPS,

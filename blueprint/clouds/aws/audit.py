@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from blueprint.preflight import Check, Status, _guard
+from blueprint.clouds.aws.preflight import Check, Status, _guard
 from components.catalog import load_aws_catalog
 from components.spec import REQUIRED_LABEL_KEYS, ClusterSpec
 

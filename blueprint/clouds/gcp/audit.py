@@ -1,7 +1,7 @@
 """``blueprint audit <stack>`` on a GCP stack: the deployed project against the spec, after ``pulumi up``, read
 only, through :class:`GcpApi`.
 
-The counterparts of the AWS audit (:mod:`blueprint.audit`), on the resources the stack names itself (GCP has no
+The counterparts of the AWS audit, on the resources the stack names itself (GCP has no
 tag search across services):
 
 - ``billing-labels``: the cluster, every node pool (``config.resourceLabels``), the checkpoint bucket and the
@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from blueprint.gcp_api import GcpApi, describe, guard
-from blueprint.preflight import Check, Status
+from blueprint.clouds.aws.preflight import Check, Status
+from blueprint.clouds.gcp.api import GcpApi, describe, guard
 from components.catalog.gcp_machines import load_gcp_catalog
 from components.spec import REQUIRED_LABEL_KEYS, ClusterSpec
 

@@ -1,0 +1,1 @@
+"""What the commands write: ``-o`` files and folders, written whole or not at all."""

@@ -1,0 +1,1 @@
+"""``blueprint preview``: the resource tree grouped by plane, with the figures that matter."""
