@@ -15,6 +15,7 @@ versions and budgets; GCS buckets and NAT traffic from the usage file.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -631,10 +632,14 @@ def _price_gcp(graph: ResourceGraph, prices: dict[str, Price], usage: Usage,
 
 
 def _region(graph: ResourceGraph) -> str:
-    for res in graph.resources:
-        if res.type in ("pulumi:providers:aws", "pulumi:providers:gcp") and isinstance(res.inputs.get("region"), str):
-            return str(res.inputs["region"])
-    return ""
+    """The stack's region: that of the cloud provider most resources use (a second provider, such as the billing
+    one in us-east-1, serves a few), ties broken by URN; registration order changes from run to run."""
+    providers = [r for r in graph.resources if r.type in ("pulumi:providers:aws", "pulumi:providers:gcp")
+                 and isinstance(r.inputs.get("region"), str)]
+    if not providers:
+        return ""
+    users = Counter(r.provider_urn for r in graph.resources if r.provider_urn)
+    return str(min(providers, key=lambda p: (-users[p.urn], p.urn)).inputs["region"])
 
 
 def _usage_lines(res: GraphResource, usage: Usage, prices: dict[str, Price],

@@ -352,7 +352,9 @@ def _run_policies(graph: ResourceGraph, config: LevelConfig | None, pack: Pack |
             provider=provider, parent=res.parent or "", dependencies=list(res.dependencies)))
     stack_request = proto.AnalyzeStackRequest(resources=stack_resources)
     _collect(report, graph, pack, servicer.AnalyzeStack(stack_request, None))  # type: ignore[no-untyped-call]
-    report.violations.sort(key=lambda v: (v.enforcement != "mandatory", v.policy, v.urn))
+    # The message breaks ties: a stack policy's findings on one resource (one per team, say) come in the order the
+    # resources were registered, which changes from run to run.
+    report.violations.sort(key=lambda v: (v.enforcement != "mandatory", v.policy, v.urn, v.message))
     return report
 
 

@@ -524,7 +524,7 @@ def build_diagram(graph: ResourceGraph, spec: ClusterSpec | None = None) -> Diag
     # Node groups by their gpu-cluster/node-group label, for the teams' and partitions' edges.
     by_label: dict[str, str] = {}
     for n in nodes:
-        for urn in n.keys:
+        for urn in sorted(n.keys):
             res = graph.get(urn)
             if res is not None and res.type in (NODE_GROUP, GKE_POOL):
                 labels = res.inputs.get("labels") if res.type == NODE_GROUP else (
@@ -547,9 +547,9 @@ def _dependency_edges(graph: ResourceGraph, nodes: list[Node]) -> list[Edge]:
     for n in nodes:
         if n.box in ("teams", "operations"):
             continue
-        for urn in n.keys:
+        for urn in sorted(n.keys):  # sets iterate in a per-process order: edges are numbered in this order
             res = graph.get(urn)
-            for dep in res.dependencies if res is not None else []:
+            for dep in sorted(res.dependencies) if res is not None else []:
                 other = key_owner.get(dep)
                 if other is not None and other != n.id:
                     out.append(Edge(n.id, other))
@@ -564,7 +564,7 @@ def _existing_edges(graph: ResourceGraph, nodes: list[Node]) -> list[Edge]:
         return []
     out = []
     for n in nodes:
-        for urn in n.keys:
+        for urn in sorted(n.keys):
             res = graph.get(urn)
             listed = res.inputs.get("subnetIds") if res is not None else None
             for sid in listed if isinstance(listed, list) else [listed] if isinstance(listed, str) else []:
@@ -584,11 +584,11 @@ def _claim_the_rest(graph: ResourceGraph, nodes: list[Node]) -> None:
     cluster = next((n for n in nodes if n.kind == "control-plane"), None)
     prefixes: list[tuple[str, str, Node]] = []
     for n in nodes:
-        for urn in n.keys:
+        for urn in sorted(n.keys):
             res = graph.get(urn)
             if res is not None and res.parent:
                 prefixes.append((res.parent, f"{res.name}-", n))
-    for res in graph.resources:
+    for res in sorted(graph.resources, key=lambda r: r.urn):
         if res.urn in claimed or res.is_provider or res.type == "pulumi:pulumi:Stack":
             continue
         plane = graph.plane_of(res)
