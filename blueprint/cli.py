@@ -58,7 +58,8 @@ from blueprint.files.output import (
     output_file_argument,
     write_atomic,
 )
-from blueprint.graph.model import GRAPH_SUFFIXES, GraphFormatError, ResourceGraph, strict_json
+from blueprint.graph.load import GRAPH_SUFFIXES, load_graph
+from blueprint.graph.model import GraphFormatError, ResourceGraph, strict_json
 from blueprint.policy.runner import (
     PolicyConfigError,
     load_config_file,
@@ -331,7 +332,7 @@ def _target_graph(target_text: str) -> tuple[ResourceGraph, str, Any]:
     target = Path(target_text)
     if target.suffix in GRAPH_SUFFIXES:
         try:
-            return ResourceGraph.load(target), str(target), None
+            return load_graph(target), str(target), None
         except GraphFormatError as err:
             raise GraphFormatError(f"{target}: {err}") from None
     from blueprint.graph.engine import run_program
@@ -427,7 +428,7 @@ def _graphs_at_ref(ref: str, stacks: Sequence[str]) -> dict[str, tuple[ResourceG
             if built.returncode != 0:
                 raise CostUsageError(f"--base {ref}: the stack {stack} does not build at that ref: "
                                      f"{built.stderr.decode(errors='replace').strip()[:300]}")
-            out[stack] = (ResourceGraph.load(target), None)
+            out[stack] = (load_graph(target), None)
     return out
 
 
@@ -560,7 +561,7 @@ def _modelled_goodput(spec: Any) -> float | None:
 def _sizing(args: argparse.Namespace) -> int:
     """``blueprint sizing``: the goodput model, what its losses cost, and the storage that reaches the target."""
     from blueprint.cost.engine import price_graph
-    from blueprint.cost.prices import load_aws_prices, load_gcp_prices
+    from blueprint.cost.prices import prices_for
     from blueprint.graph.engine import run_program
     from blueprint.graph.stackfile import load_stack
     from blueprint.sizing.report import gpu_compute_usd, price_options, render_sizing, render_sizing_json
@@ -576,8 +577,8 @@ def _sizing(args: argparse.Namespace) -> int:
     run = run_program(stack.name, stack.config, stack.region)
     usage, notes = _usage(None, args.stack, (run.graph,))
     report = price_graph(run.graph, usage=usage, usage_notes=notes)
-    gpu = gpu_compute_usd(report, stack.spec)
-    options = price_options(model, load_gcp_prices() if stack.spec.cloud == "gcp" else load_aws_prices())
+    gpu = gpu_compute_usd(report)
+    options = price_options(model, prices_for(stack.spec.cloud))
     text = (render_sizing_json(model, gpu, options) if args.format == "json"
             else render_sizing(model, gpu, options, stack.name))
     _write(text, args.output)
@@ -858,8 +859,8 @@ def _prices_refresh(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
     from blueprint.clouds.aws.refresh import RefreshError, pricing_client, refresh
-    from blueprint.cost.prices import AWS_REFRESHED_FILE
     from components.catalog.instances import load_aws_catalog
+    from components.catalog.prices import AWS_REFRESHED_FILE
 
     out = args.output or AWS_REFRESHED_FILE
     check_output_file(out)

@@ -11,7 +11,7 @@ import pytest
 
 from blueprint.cli import main
 from blueprint.cost.engine import price_graph
-from blueprint.cost.prices import load_aws_prices
+from blueprint.cost.prices import prices_for
 from blueprint.cost.render import render_cost_table
 from blueprint.graph.model import ResourceGraph
 from tests.conftest import offline_run
@@ -19,7 +19,7 @@ from tests.conftest import offline_run
 
 def usd(key: str) -> float:
     """A unit price of the shipped catalog (prices_aws.yaml): the hand computations below multiply these."""
-    price = load_aws_prices()[key]
+    price = prices_for("aws")[key]
     assert price.usd is not None, f"{key}: no price read"
     return price.usd
 
@@ -461,7 +461,7 @@ def test_a_catalog_type_without_a_price_read_is_shown_unpriced_never_zero() -> N
     from components.catalog import load_aws_catalog
     from tests.conftest import raw_stack_config, run_spec
 
-    prices = load_aws_prices()
+    prices = prices_for("aws")
     unread = [name for name in load_aws_catalog() if not prices[f"ec2_on_demand.{name}"].known]
     assert unread == ["p5e.48xlarge"]
     spec = raw_stack_config("dev-aws")["gpu-cluster:spec"]

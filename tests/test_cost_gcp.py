@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 
 from blueprint.cli import main
-from blueprint.cost.engine import CostReport, ResourceCost, gke_pool_size, price_graph
-from blueprint.cost.prices import load_gcp_prices
+from blueprint.clouds.gcp.pricing import gke_pool_size
+from blueprint.cost.engine import price_graph
+from blueprint.cost.lines import CostReport, ResourceCost
+from blueprint.cost.prices import prices_for
 from blueprint.cost.render import render_cost_table
 from blueprint.graph.model import ResourceGraph
 from tests.conftest import offline_run, raw_stack_config, run_spec
@@ -23,7 +25,7 @@ H = 730  # hours a month (the engine's HOURS_PER_MONTH)
 
 def usd(key: str) -> float:
     """A unit price of the shipped catalog (prices_gcp.yaml, us-central1): the hand computations multiply these."""
-    price = load_gcp_prices()[key]
+    price = prices_for("gcp")[key]
     assert price.usd is not None, f"{key}: no price read"
     return price.usd
 

@@ -57,7 +57,7 @@ def test_teams_on_shared_nodes_are_watched_in_the_cluster() -> None:
     """Each prod-aws team's monthly budget is an alert on what its running pods' GPUs cost over the last 30 days
     (Prometheus keeps 30), at the prices the cost preview uses (the h100 group's Capacity Block rate over its 8 GPUs),
     against the budget prorated to the window."""
-    from blueprint.cost.prices import load_aws_prices
+    from blueprint.cost.prices import prices_for
 
     graph = offline_run("prod-aws").graph
     (rule,) = graph.of_type("kubernetes:monitoring.coreos.com/v1:PrometheusRule")
@@ -69,7 +69,7 @@ def test_teams_on_shared_nodes_are_watched_in_the_cluster() -> None:
         'sum_over_time(gpu_cluster:gpu_cost_usd_per_hour:sum_by_namespace{namespace="research"}[30d]) / 60 > '
         f"{allowance:.2f}")
     assert spend["research"]["labels"]["severity"] == "warning"
-    block = load_aws_prices()["ec2_capacity_block.p5.48xlarge"]
+    block = prices_for("aws")["ec2_capacity_block.p5.48xlarge"]
     assert spend["research"]["annotations"]["prices"] == (
         f"h100: ec2_capacity_block.p5.48xlarge ${block.usd:g}/hour (stale, as of {block.as_of}) / 8 GPU units")
     (by_group,) = [r for r in rules if r.get("record") == "gpu_cluster:gpu_unit_hour_usd:by_node_group"]
@@ -254,8 +254,8 @@ def test_preview_lists_the_cost_plane_and_what_the_payer_account_must_do() -> No
             "Budget for them") in text
     assert ("team GPU spend watched in the cluster (TeamSpendOverBudget: GPU hours of running pods over the last 30 "
             "days, at this preview's prices): applied, pretraining, research") in text
-    from blueprint.cost.prices import load_aws_prices
-    block = load_aws_prices()["ec2_capacity_block.p5.48xlarge"]
+    from blueprint.cost.prices import prices_for
+    block = prices_for("aws")["ec2_capacity_block.p5.48xlarge"]
     assert f"prices: h100: ec2_capacity_block.p5.48xlarge ${block.usd:g}/hour (stale, as of {block.as_of})" in text
     assert ("the cluster budget cannot see the Capacity Block of h100 (cr-0a1b2c3d4e5f60718): its fee is charged "
             "once, when the block is bought outside this stack, and carries no tag") in text

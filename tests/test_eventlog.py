@@ -15,8 +15,9 @@ import pytest
 from blueprint.cli import main
 from blueprint.cost.diff import diff_document, diff_event_log, render_diff_markdown
 from blueprint.cost.engine import price_graph
-from blueprint.cost.prices import Price, load_aws_prices
+from blueprint.cost.prices import Price, prices_for
 from blueprint.graph.eventlog import EventLogPreview, is_event_log, load_event_log, read_event_log
+from blueprint.graph.load import load_graph
 from blueprint.graph.model import SECRET, UNKNOWN, GraphFormatError, GraphResource, ResourceGraph
 from blueprint.policy.runner import DEPENDENCY_POLICIES, OPTION_POLICIES, load_pack, run_policies
 from tests.conftest import ROOT, offline_run
@@ -102,7 +103,7 @@ def test_load_recognises_an_event_log_by_shape_whatever_its_name(tmp_path: Path)
     for name in ("events.jsonl", "events.json", "events"):
         copy = tmp_path / name
         shutil.copy(FIXTURE, copy)
-        graph = ResourceGraph.load(copy)
+        graph = load_graph(copy)
         assert graph.get(NS) is not None and graph.get(NAT) is None
     assert is_event_log(FIXTURE.read_text())
     assert not is_event_log(offline_run("dev-aws").graph.to_json())
@@ -110,7 +111,7 @@ def test_load_recognises_an_event_log_by_shape_whatever_its_name(tmp_path: Path)
     cut_short = tmp_path / "cut.json"  # killed while writing the first event
     cut_short.write_text(FIXTURE.read_text()[:50])
     with pytest.raises(GraphFormatError, match=r"^line 1 is cut off"):
-        ResourceGraph.load(cut_short)
+        load_graph(cut_short)
 
 
 def test_a_graph_written_from_an_event_log_keeps_its_ops_and_what_it_lacks(log: EventLogPreview,
@@ -120,7 +121,7 @@ def test_a_graph_written_from_an_event_log_keeps_its_ops_and_what_it_lacks(log: 
     doc = json.loads(path.read_text())
     assert doc["unrecorded"] == ["dependencies"]
     assert {r["urn"]: r["op"] for r in doc["resources"]}[NG] == "replace"
-    again = ResourceGraph.load(path)
+    again = load_graph(path)
     assert again.to_json() == log.new.to_json() and not again.dependencies_recorded
     # offline graphs are unchanged: no op, nothing unrecorded
     assert "unrecorded" not in offline_run("dev-aws").graph.to_dict()
@@ -359,7 +360,7 @@ def test_an_unchanged_stack_read_from_its_event_log_gets_the_offline_verdicts_an
 
 def _all_priced() -> dict[str, Price]:
     """The catalog with a figure for the lines it has none for, so that every line of the fixture is priced."""
-    prices = dict(load_aws_prices())
+    prices = dict(prices_for("aws"))
     for key, usd, unit in (("ec2_on_demand.m6i.2xlarge", 0.384, "hour"), ("ec2_on_demand.m7i.2xlarge", 0.4032, "hour"),
                            ("fsx_lustre.PERSISTENT_2_500", 0.42, "GB-month")):
         section, item = key.split(".", 1)
@@ -406,7 +407,7 @@ def test_the_cost_cli_prices_the_state_after_the_update(tmp_path: Path, capsys: 
     doc = json.loads(capsys.readouterr().out)
     urns = {r["urn"] for r in doc["resources"]}
     assert NG in urns and FSX in urns and NAT not in urns
-    m7i = load_aws_prices()["ec2_on_demand.m7i.2xlarge"].usd
+    m7i = prices_for("aws")["ec2_on_demand.m7i.2xlarge"].usd
     assert m7i is not None  # the replaced system group's new type, and its gp3 root volumes
     assert doc["total_monthly_usd"] == pytest.approx(3 * 730 * m7i + 600 * 0.08)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from blueprint.graph.load import load_graph
 from blueprint.graph.model import SECRET, UNKNOWN, GraphFormatError, ResourceGraph
 
 STACK = "urn:pulumi:prod-aws::gpu-cluster::pulumi:pulumi:Stack::gpu-cluster-prod-aws"
@@ -55,7 +56,7 @@ def test_reads_stack_export(tmp_path: Path) -> None:
     export = {"version": 3, "deployment": {"resources": [s["newState"] for s in PREVIEW["steps"][:4]]}}
     path = tmp_path / "export.json"
     path.write_text(json.dumps(export))
-    graph = ResourceGraph.load(path)
+    graph = load_graph(path)
     assert graph.stack == "prod-aws" and len(graph.resources) == 4
 
 
@@ -63,7 +64,7 @@ def test_round_trips_its_own_format(tmp_path: Path) -> None:
     graph = ResourceGraph.from_preview_json(PREVIEW)
     path = tmp_path / "graph.json"
     path.write_text(graph.to_json())
-    again = ResourceGraph.load(path)
+    again = load_graph(path)
     assert again.to_json() == graph.to_json()
 
 

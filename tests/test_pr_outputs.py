@@ -15,7 +15,8 @@ import pytest
 
 from blueprint.cli import main
 from blueprint.cost.diff import percent
-from blueprint.cost.engine import CostLine, CostReport, ResourceCost, price_graph
+from blueprint.cost.engine import price_graph
+from blueprint.cost.lines import CostLine, CostReport, ResourceCost
 from blueprint.cost.unit import compute_at_paid_capacity
 from blueprint.graph.model import ResourceGraph
 from tests.conftest import ROOT, offline_run

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from blueprint.cost.prices import PriceCatalogError, load_aws_prices, parse_prices
+from blueprint.cost.prices import PriceCatalogError, parse_prices, prices_for
 from components.catalog import load_aws_catalog
 
 GOOD = ('ec2_on_demand:\n  p5.48xlarge: {usd: 98.32, unit: hour, region: us-east-1, status: stale, '
@@ -12,7 +12,7 @@ GOOD = ('ec2_on_demand:\n  p5.48xlarge: {usd: 98.32, unit: hour, region: us-east
 
 
 def test_every_known_price_has_a_source_a_date_and_a_status() -> None:
-    prices = load_aws_prices()
+    prices = prices_for("aws")
     assert len(prices) >= 30
     for price in prices.values():
         assert price.as_of.strip(), price.key
@@ -25,7 +25,7 @@ def test_every_known_price_has_a_source_a_date_and_a_status() -> None:
 def test_p_family_on_demand_prices_are_the_post_cut_ones_and_capacity_blocks_stay_stale() -> None:
     # The mid-2025 AWS cut of P4d/P4de/P5 on-demand prices: the catalog carries the post-cut figures of the
     # Karpenter price file (2026-07-20), not the pre-cut skypilot ones (p4d 32.7726, p5 98.32).
-    prices = load_aws_prices()
+    prices = prices_for("aws")
     expected = {"p4d.24xlarge": 21.957642, "p4de.24xlarge": 27.44705, "p5.48xlarge": 55.04,
                 "p6-b200.48xlarge": 113.9328}
     for item, usd in expected.items():
@@ -41,7 +41,7 @@ def test_p_family_on_demand_prices_are_the_post_cut_ones_and_capacity_blocks_sta
 
 
 def test_every_instance_type_sold_as_capacity_blocks_has_a_block_rate() -> None:
-    prices = load_aws_prices()
+    prices = prices_for("aws")
     sold = [name for name, facts in load_aws_catalog().items() if facts.capacity_blocks.value]
     assert "p5.48xlarge" in sold and "p6-b200.48xlarge" in sold
     for name in sold:
@@ -50,7 +50,7 @@ def test_every_instance_type_sold_as_capacity_blocks_has_a_block_rate() -> None:
 
 def test_every_cpu_instance_type_of_the_catalog_has_an_on_demand_price() -> None:
     # System and service node groups run on these: a preview must price them (issue 22, "prices that are there").
-    prices = load_aws_prices()
+    prices = prices_for("aws")
     cpu = [name for name, facts in load_aws_catalog().items() if facts.gpu_count == 0]
     assert "m6i.2xlarge" in cpu and "m7i.xlarge" in cpu
     for name in cpu:
@@ -61,7 +61,7 @@ def test_every_cpu_instance_type_of_the_catalog_has_an_on_demand_price() -> None
 def test_every_instance_type_of_the_catalog_has_an_on_demand_entry() -> None:
     # A GPU type too: a confirmed us-east-1 price, or null and unconfirmed with what was looked for (the cost preview
     # then names the group as unpriced, never $0).
-    prices = load_aws_prices()
+    prices = prices_for("aws")
     for name in load_aws_catalog():
         price = prices[f"ec2_on_demand.{name}"]
         if price.known:
@@ -73,7 +73,7 @@ def test_every_instance_type_of_the_catalog_has_an_on_demand_entry() -> None:
 def test_issue_24_prices_are_the_ones_read() -> None:
     # aws/karpenter-provider-aws zz_generated.pricing_aws.go @6fc13b52 (us-east-1, 2026-07-20); the Capacity Block rate
     # from the 2026-07-22 scrape of the Capacity Blocks pricing page.
-    prices = load_aws_prices()
+    prices = prices_for("aws")
     for item, usd in {"t3.medium": 0.0416, "m5zn.12xlarge": 3.9641, "r7g.medium": 0.0536, "g4dn.metal": 7.824,
                       "g6e.24xlarge": 15.06559, "p5.4xlarge": 6.88}.items():
         price = prices[f"ec2_on_demand.{item}"]
@@ -83,7 +83,7 @@ def test_issue_24_prices_are_the_ones_read() -> None:
 
 
 def test_unread_prices_are_null_not_zero() -> None:
-    prices = load_aws_prices()
+    prices = prices_for("aws")
     for key in ("ec2_on_demand.p5e.48xlarge", "fsx_lustre.PERSISTENT_2_250", "fsx_lustre.PERSISTENT_1_200"):
         assert prices[key].usd is None and not prices[key].known
     assert prices["eks.cluster_standard_support"].usd == 0.10

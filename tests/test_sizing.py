@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blueprint.cli import main
-from blueprint.cost.prices import load_aws_prices
+from blueprint.cost.prices import prices_for
 from blueprint.policy.runner import run_policies
 from components.sizing import (
     LLAMA3_FAILURES_PER_NODE_HOUR,
@@ -96,7 +96,7 @@ def test_prod_matches_a_hand_computation(tmp_path: Path) -> None:
     assert doc["meets_target"] is True and doc["target"] == 0.97
     # The lost GPU-hours cost their share of the GPU group at max size: the block (16 x 336 h at the p5 Capacity
     # Block rate, a stale price) and its nodes' 500 GB volumes for the window's 336 h (gp3 per GB-month).
-    prices = load_aws_prices()
+    prices = prices_for("aws")
     block_rate, gp3 = prices["ec2_capacity_block.p5.48xlarge"].usd, prices["ebs.gp3_storage"].usd
     assert block_rate is not None and gp3 is not None
     gpu_usd = 16 * 336 * block_rate + 16 * 500 * gp3 * 336 / 730

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from blueprint.graph.engine import _gcp_state
+from blueprint.clouds.gcp.graph import new_resource
 from blueprint.graph.model import GraphResource, ResourceGraph
 from blueprint.policy.examples import _delete, _set, edit
 from blueprint.policy.runner import run_policies
@@ -172,7 +172,7 @@ def test_slurmdbd_reaches_the_instances_private_ip_with_the_password_in_its_secr
     accounting = one(graph, SLINKY + "Accounting")
     storage = accounting.inputs["spec"]["storageConfig"]
     # the host is the instance's privateIpAddress output (as the offline provider answers it), nothing else
-    _, state = _gcp_state(SQL, instance.name, dict(instance.inputs), dict(instance.inputs), "us-central1")
+    _, state = new_resource(SQL, instance.name, dict(instance.inputs), "us-central1")
     assert storage["host"] == state["privateIpAddress"]
     assert instance.urn in accounting.dependencies
     assert storage["port"] == 3306 and storage["database"] == "slurm_acct_db" and storage["username"] == "slurm"

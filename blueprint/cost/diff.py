@@ -21,11 +21,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from blueprint.cost.engine import CostLine, CostReport, price_graph
+from blueprint.cost.engine import price_graph
+from blueprint.cost.lines import CostLine, CostReport, Usage
 from blueprint.cost.mermaid import render_mermaid
 from blueprint.cost.prices import Price
 from blueprint.cost.render import format_usd
-from blueprint.cost.usage import Usage
 from blueprint.graph.eventlog import EventLogPreview
 from blueprint.graph.model import GraphResource, ResourceGraph
 

@@ -3,13 +3,10 @@ rules (JSON-only values, no anchors, no duplicate keys), so a price file gets th
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from blueprint.graph.stackfile import StackError, parse_stack_yaml
 from components.catalog.prices import (
-    AWS_PRICES_FILE,
-    AWS_REFRESHED_FILE,
-    GCP_PRICES_FILE,
     INCLUDES,
     STATUSES,
     UNITS,
@@ -19,8 +16,7 @@ from components.catalog.prices import (
     price_entries,
 )
 
-__all__ = ["AWS_PRICES_FILE", "AWS_REFRESHED_FILE", "GCP_PRICES_FILE", "INCLUDES", "STATUSES", "UNITS", "Price",
-           "PriceCatalogError", "load_aws_prices", "load_gcp_prices", "parse_prices"]
+__all__ = ["INCLUDES", "STATUSES", "UNITS", "Price", "PriceCatalogError", "parse_prices", "prices_for"]
 
 
 def _strict(text: str, shown: str) -> object:
@@ -35,13 +31,8 @@ def parse_prices(text: str, shown: str) -> dict[str, Price]:
     return price_entries(_strict(text, shown), shown)
 
 
-@lru_cache(maxsize=1)
-def load_aws_prices() -> dict[str, Price]:
-    """The shipped AWS price catalog, with the prices of ``blueprint prices refresh`` laid over it."""
-    return load_prices("aws", _strict)
-
-
-@lru_cache(maxsize=1)
-def load_gcp_prices() -> dict[str, Price]:
-    """The shipped GCP price catalog (us-central1 list prices; ``blueprint prices refresh`` reads AWS only)."""
-    return load_prices("gcp", _strict)
+@cache
+def prices_for(cloud: str) -> dict[str, Price]:
+    """The cloud's shipped price catalog (``components/catalog/prices_<cloud>.yaml``), with the prices of ``blueprint
+    prices refresh`` laid over it where the cloud has a refresh."""
+    return load_prices(cloud, _strict)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from blueprint.cost.engine import CostLine, CostReport
+from blueprint.cost.lines import CostLine, CostReport
 
 
 def format_usd(value: float | None) -> str:

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from blueprint.cost.engine import CostReport
+from blueprint.cost.lines import CostReport
 from components.spec import WorkloadSpec
 
 

@@ -17,55 +17,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from blueprint import clouds
+from blueprint.cost.cloud import cloud_pricing
+from blueprint.cost.lines import Usage, UsageFields
 from blueprint.graph.stackfile import StackError, parse_stack_yaml
 
 MAX_QUANTITY = 1e15
 
 
-@dataclass(frozen=True)
-class UsageField:
-    """One usage quantity of a resource type: what it is, the price it multiplies, and the price's unit size."""
-
-    line: str
-    price_key: str
-    per: float = 1.0  # the quantity is divided by this (requests are priced per 1,000)
+def usage_fields() -> UsageFields:
+    """Every cloud's usage-priced resource types and their quantities (each cloud's pricing ``USAGE_FIELDS``)."""
+    return {kind: fields for cloud in clouds.names() for kind, fields in cloud_pricing(cloud).USAGE_FIELDS.items()}
 
 
-_BUCKET = {
-    "storageGB": UsageField("GB-months stored (S3 Standard)", "s3.standard_storage"),
-    "putRequests": UsageField("PUT, COPY, POST, LIST requests (thousands)", "s3.put_requests", 1000.0),
-    "getRequests": UsageField("GET, HEAD requests (thousands)", "s3.get_requests", 1000.0),
-}
-USAGE_FIELDS: dict[str, dict[str, UsageField]] = {
-    "aws:s3/bucket:Bucket": _BUCKET,
-    "aws:s3/bucketV2:BucketV2": _BUCKET,
-    "aws:ec2/natGateway:NatGateway": {
-        "processedGB": UsageField("GB processed", "vpc.nat_gateway_processed"),
-        "internetEgressGB": UsageField("GB out to the internet (first 10 TB tier)", "vpc.internet_egress_first_10tb"),
-    },
-    "aws:cloudwatch/logGroup:LogGroup": {
-        "ingestedGB": UsageField("GB ingested (standard class)", "cloudwatch_logs.standard_ingestion"),
-        "storedGB": UsageField("GB-months stored", "cloudwatch_logs.standard_storage"),
-    },
-    # GCP reuses the AWS quantity names (Google bills these per GiB: give GiB). For a GCS bucket putRequests are
-    # Class A operations (insert, copy, list, ...) and getRequests Class B (get, metadata reads); the engine swaps
-    # in the price of the bucket's storage class and location type.
-    "gcp:storage/bucket:Bucket": {
-        "storageGB": UsageField("GiB-months stored (GCS Standard, regional; incl. noncurrent and soft-deleted)",
-                                "gcs.standard_regional_storage"),
-        "putRequests": UsageField("Class A operations (thousands)", "gcs.class_a_operations", 1000.0),
-        "getRequests": UsageField("Class B operations (thousands)", "gcs.class_b_operations", 1000.0),
-    },
-    "gcp:compute/routerNat:RouterNat": {
-        "processedGB": UsageField("GiB processed (in and out)", "cloud_nat.data_processed"),
-    },
-}
-KNOWN_FIELDS = sorted({name for fields in USAGE_FIELDS.values() for name in fields})
+def known_fields() -> list[str]:
+    """Every quantity name a usage file may give, sorted."""
+    return sorted({name for fields in usage_fields().values() for name in fields})
 
-Usage = Mapping[str, Mapping[str, float]]
+
 
 
 class UsageError(ValueError):
@@ -100,8 +71,8 @@ def parse_usage(text: str, shown: str) -> dict[str, dict[str, float]]:
         out[str(name)] = {}
         for key, value in fields.items():
             where = f"resources.{name}.{key}"
-            if key not in KNOWN_FIELDS:
-                raise fail(where, f"unknown quantity (known: {', '.join(KNOWN_FIELDS)})", "usage-field")
+            if key not in known_fields():
+                raise fail(where, f"unknown quantity (known: {', '.join(known_fields())})", "usage-field")
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
                     or not 0 <= value <= MAX_QUANTITY:
                 raise fail(where, f"must be a number from 0 to {MAX_QUANTITY:g} (a monthly quantity)", "usage-value")
@@ -128,7 +99,7 @@ def check_usage_types(usage: Usage, types: Mapping[str, str], shown: str) -> lis
         if type_ is None:
             notes.append(f"usage file names '{name}', which is not a resource of this graph")
             continue
-        allowed = USAGE_FIELDS.get(type_, {})
+        allowed = usage_fields().get(type_, {})
         for key in fields:
             if key not in allowed:
                 raise UsageError(f"{shown}: resources.{name}.{key}: not a usage of {type_} (its quantities: "

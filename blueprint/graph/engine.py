@@ -13,13 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import gc
-import hashlib
 import importlib
 import itertools
 import json
 import runpy
 import sys
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,10 +31,11 @@ from pulumi.runtime.settings import _get_rpc_manager
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from blueprint import clouds
+from blueprint.graph.cloud import cloud_graph, stable_id
 from blueprint.graph.model import SECRET, UNKNOWN, GraphResource, ResourceGraph
 
 PROJECT = "gpu-cluster"
-OFFLINE_ACCOUNT = "123456789012"  # placeholder account id in offline ARNs; never a real account
 GC_THRESHOLD = 100_000  # generation-0 threshold during a run (Python's default is 700)
 DRAIN_EVERY = 250  # registrations between two waits for the mock monitor's answers
 
@@ -44,26 +43,6 @@ _SIG_KEY = "4dabf18193072939515e22adb298388d"
 _SIG_SECRET = "1b47061264138c4ac30d75fd1eb44270"
 _SIG_RESOURCE = "5cf8f73096256a8f31e491e813e4eb8e"
 _SIG_OUTPUT = "d0e6a833031e9bbcd3f4e8bde6ca49a4"
-
-_ID_PREFIXES = {
-    "aws:ec2/vpc:Vpc": "vpc-",
-    "aws:ec2/subnet:Subnet": "subnet-",
-    "aws:ec2/securityGroup:SecurityGroup": "sg-",
-    "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup": "sg-",
-    "aws:ec2/internetGateway:InternetGateway": "igw-",
-    "aws:ec2/natGateway:NatGateway": "nat-",
-    "aws:ec2/eip:Eip": "eipalloc-",
-    "aws:ec2/routeTable:RouteTable": "rtb-",
-    "aws:ec2/vpcEndpoint:VpcEndpoint": "vpce-",
-    "aws:ec2/launchTemplate:LaunchTemplate": "lt-",
-    "aws:fsx/lustreFileSystem:LustreFileSystem": "fs-",
-    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": "dra-",
-}
-
-
-def _digest(*parts: str, length: int = 17) -> str:
-    return hashlib.sha256("/".join(parts).encode()).hexdigest()[:length]
-
 
 def plain(value: Any) -> Any:
     """Decode Pulumi's wire-format sentinels into the graph's plain JSON values."""
@@ -90,157 +69,25 @@ def plain(value: Any) -> Any:
 
 
 class OfflineMocks(Mocks):
-    """Echo inputs and add the computed outputs the program reads, deterministically."""
+    """Echo inputs and add the computed outputs the program reads, deterministically: each cloud's ``graph`` module
+    answers for its resources and invokes (:class:`blueprint.graph.cloud.CloudGraph`); any other resource (a
+    Kubernetes object) gets a stable id and its inputs back."""
 
     def __init__(self, region: str) -> None:
         self.region = region
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
         """Return a stable id and the state of one resource."""
-        typ, name, inputs = args.typ, args.name, dict(args.inputs)
-        rid = _ID_PREFIXES.get(typ, "") + _digest(typ, name)
-        state: dict[str, Any] = dict(inputs)
-        if typ.startswith("gcp:"):
-            return _gcp_state(typ, name, inputs, state, self.region)
-        service = typ.split(":")[1].split("/")[0] if typ.startswith("aws:") else ""
-        state.setdefault("arn", f"arn:aws:{service}:{self.region}:{OFFLINE_ACCOUNT}:{name}")
-        if typ == "aws:eks/cluster:Cluster":
-            oidc_id = _digest("oidc", name, length=32).upper()
-            state.update(
-                endpoint=f"https://{oidc_id}.gr7.{self.region}.eks.amazonaws.com",
-                certificateAuthority={"data": "T0ZGTElORS1DQQ=="},
-                identities=[{"oidcs": [{"issuer": f"https://oidc.eks.{self.region}.amazonaws.com/id/{oidc_id}"}]}],
-                vpcConfig={**inputs.get("vpcConfig", {}), "clusterSecurityGroupId": "sg-" + _digest("eks-sg", name)},
-                arn=f"arn:aws:eks:{self.region}:{OFFLINE_ACCOUNT}:cluster/{inputs.get('name', name)}",
-            )
-            rid = str(inputs.get("name", name))
-        elif typ == "aws:s3/bucket:Bucket":
-            bucket = inputs.get("bucket") or f"{inputs.get('bucketPrefix', name)}{_digest('bucket', name, length=26)}"
-            state.update(bucket=bucket, arn=f"arn:aws:s3:::{bucket}")
-            rid = bucket
-        elif typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
-            state.update(dnsName=f"{rid}.fsx.{self.region}.amazonaws.com", mountName=_digest("mount", name, length=8))
-        elif typ == "aws:kms/key:Key":
-            key_id = str(uuid.UUID(_digest("kms", name, length=32)))
-            state.update(keyId=key_id, arn=f"arn:aws:kms:{self.region}:{OFFLINE_ACCOUNT}:key/{key_id}")
-            rid = key_id
-        elif typ == "aws:iam/role:Role":
-            state["arn"] = f"arn:aws:iam::{OFFLINE_ACCOUNT}:role/{inputs.get('name', name)}"
-            rid = str(inputs.get("name", name))
-        elif typ == "aws:iam/openIdConnectProvider:OpenIdConnectProvider":
-            url = str(inputs.get("url", "")).removeprefix("https://")
-            state["arn"] = f"arn:aws:iam::{OFFLINE_ACCOUNT}:oidc-provider/{url}"
-        elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
-            state.update(latestVersion=1, defaultVersion=1)
-        elif typ == "aws:ec2/vpc:Vpc" and inputs.get("assignGeneratedIpv6CidrBlock"):
-            # Amazon's /56, from the documentation prefix 2001:db8::/32, so subnets' /64s are known offline.
-            block = _digest("ipv6", name, length=6)
-            state["ipv6CidrBlock"] = f"2001:db8:{block[:4]}:{block[4:]}00::/56"
-        elif typ == "aws:ec2/eip:Eip":
-            state["allocationId"] = rid
-        elif typ == "aws:ec2/placementGroup:PlacementGroup":
-            rid = str(inputs.get("name", name))
-        elif typ == "aws:eks/nodeGroup:NodeGroup":
-            # EKS names the node group's Auto Scaling group eks-<node group>-<uuid>.
-            asg = f"eks-{inputs.get('nodeGroupName', name)}-{uuid.UUID(_digest('asg', name, length=32))}"
-            state["resources"] = [{"autoscalingGroups": [{"name": asg}]}]
-        return rid, state
+        cloud = clouds.of_type(args.typ)
+        if cloud is None:
+            return stable_id(args.typ, args.name), dict(args.inputs)
+        return cloud_graph(cloud).new_resource(args.typ, args.name, dict(args.inputs), self.region)
 
     def call(self, args: MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
-        """Invokes: the offline account, partition and region, and zone names for AZ IDs."""
-        if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
-            return {"accountId": OFFLINE_ACCOUNT, "arn": f"arn:aws:iam::{OFFLINE_ACCOUNT}:root",
-                    "userId": OFFLINE_ACCOUNT}, []
-        if args.token == "aws:index/getPartition:getPartition":
-            return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}, []
-        if args.token == "aws:index/getRegion:getRegion":
-            return {"name": self.region, "region": self.region}, []
-        if args.token == "gcp:organizations/getProject:getProject":
-            project = str(args.args.get("projectId") or OFFLINE_GCP_PROJECT)
-            return {"number": OFFLINE_GCP_PROJECT_NUMBER, "projectId": project, "name": project}, []
-        if args.token == "gcp:storage/getProjectServiceAccount:getProjectServiceAccount":
-            return {"emailAddress": f"service-{OFFLINE_GCP_PROJECT_NUMBER}@gs-project-accounts.iam.gserviceaccount.com",
-                    "project": args.args.get("project", OFFLINE_GCP_PROJECT)}, []
-        if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
-            ids = [str(v) for f in args.args.get("filters") or [] if f.get("name") == "zone-id"
-                   for v in f.get("values") or []]
-            return {"zoneIds": ids, "names": [offline_zone_name(self.region, i) for i in ids]}, []
-        return {}, []
-
-
-OFFLINE_GCP_PROJECT = "offline-project"
-OFFLINE_GCP_PROJECT_NUMBER = "123456789012"
-
-
-def _gcp_state(typ: str, name: str, inputs: dict[str, Any], state: dict[str, Any],
-               region: str) -> tuple[str, dict[str, Any]]:
-    """Id and computed outputs of a GCP resource, in the provider's formats (``projects/<p>/...`` ids, self links,
-    service account emails, addresses from the documentation ranges)."""
-    project = str(inputs.get("project") or OFFLINE_GCP_PROJECT)
-    physical = str(inputs.get("name") or inputs.get("instanceId") or inputs.get("accountId") or name)
-    octet = int(_digest("ip", typ, name, length=2), 16)
-    rid = _digest(typ, name)
-    base = "https://www.googleapis.com/compute/v1"
-    if typ == "gcp:compute/network:Network":
-        rid = f"projects/{project}/global/networks/{physical}"
-        state.update(name=physical, selfLink=f"{base}/{rid}")
-    elif typ == "gcp:compute/subnetwork:Subnetwork":
-        rid = f"projects/{project}/regions/{inputs.get('region', region)}/subnetworks/{physical}"
-        state.update(name=physical, selfLink=f"{base}/{rid}")
-    elif typ == "gcp:compute/globalAddress:GlobalAddress":
-        state.update(name=physical, address=f"10.{200 + octet % 50}.0.0")
-    elif typ == "gcp:container/cluster:Cluster":
-        rid = f"projects/{project}/locations/{inputs.get('location', region)}/clusters/{physical}"
-        endpoints = inputs.get("controlPlaneEndpointsConfig", {})
-        dns = {**endpoints.get("dnsEndpointConfig", {}),
-               "endpoint": f"gke-{_digest('dns', name, length=32)}.{inputs.get('location', region)}.gke.goog"}
-        state.update(name=physical, endpoint=f"172.16.{octet}.2",
-                     masterAuth={**inputs.get("masterAuth", {}), "clusterCaCertificate": "T0ZGTElORS1DQQ=="},
-                     controlPlaneEndpointsConfig={**endpoints, "dnsEndpointConfig": dns})
-    elif typ == "gcp:container/nodePool:NodePool":
-        state.update(name=physical)
-    elif typ == "gcp:storage/bucket:Bucket":
-        rid = physical
-        state.update(name=physical, url=f"gs://{physical}")
-    elif typ == "gcp:kms/keyRing:KeyRing":
-        rid = f"projects/{project}/locations/{inputs.get('location', region)}/keyRings/{physical}"
-    elif typ == "gcp:kms/cryptoKey:CryptoKey":
-        rid = f"{inputs.get('keyRing', '')}/cryptoKeys/{physical}"
-    elif typ == "gcp:serviceaccount/account:Account":
-        email = f"{physical}@{project}.iam.gserviceaccount.com"
-        rid = f"projects/{project}/serviceAccounts/{email}"
-        state.update(email=email, name=rid, member=f"serviceAccount:{email}")
-    elif typ == "gcp:lustre/instance:Instance":
-        state["mountPoint"] = f"10.{200 + octet % 50}.0.2@tcp:/{inputs.get('filesystem', 'lustrefs')}"
-    elif typ == "gcp:filestore/instance:Instance":
-        state["networks"] = [{**n, "ipAddresses": [f"10.{200 + octet % 50}.0.2"]} for n in inputs.get("networks", [])]
-    elif typ == "gcp:parallelstore/instance:Instance":
-        state["accessPoints"] = [f"10.{200 + octet % 50}.0.{i}" for i in (2, 3, 4)]
-    elif typ == "gcp:monitoring/notificationChannel:NotificationChannel":
-        rid = f"projects/{project}/notificationChannels/{int(_digest('channel', name, length=12), 16)}"
-        state["name"] = rid
-    elif typ == "gcp:sql/databaseInstance:DatabaseInstance":
-        # A private IP from the private services access range (the instance has no public one).
-        rid = physical
-        state.update(name=physical, privateIpAddress=f"10.{200 + octet % 50}.0.3",
-                     connectionName=f"{project}:{inputs.get('region', region)}:{physical}")
-    elif typ == "gcp:projects/serviceIdentity:ServiceIdentity":
-        agent = {"container.googleapis.com": "container-engine-robot",
-                 "sqladmin.googleapis.com": "gcp-sa-cloud-sql"}.get(str(inputs.get("service")), "gcp-sa")
-        email = f"service-{OFFLINE_GCP_PROJECT_NUMBER}@{agent}.iam.gserviceaccount.com"
-        state.update(email=email, member=f"serviceAccount:{email}")
-    elif typ == "gcp:storage/managedFolder:ManagedFolder":
-        state["name"] = physical
-    return rid, state
-
-
-def offline_zone_name(region: str, zone_id: str) -> str:
-    """A placeholder zone name for an AZ ID offline (``use1-az4`` -> ``us-east-1d``).
-
-    Real accounts map IDs to names differently; only ``aws.get_availability_zones`` in a real run knows.
-    """
-    number = zone_id.rsplit("-az", 1)[-1]
-    return region + (chr(ord("a") + int(number) - 1) if number.isdigit() and 0 < int(number) <= 26 else "?")
+        """Invokes, answered by the cloud whose package the token names (empty for any other)."""
+        cloud = clouds.of_type(args.token)
+        answer = cloud_graph(cloud).call(args.token, args.args, self.region) if cloud is not None else None
+        return answer or {}, []
 
 
 class _Discard(dict[str, Any]):

@@ -27,8 +27,10 @@ import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
+
+from blueprint import clouds
+from blueprint.graph.cloud import cloud_graph
 
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 SECRET = "[secret]"
@@ -40,7 +42,6 @@ STEP_OPS = ("same", "create", "update", "delete", "replace", "create-replacement
             "import-replacement")
 # Files a reader takes as a graph document rather than a stack name: JSON, and the newline-delimited JSON of an
 # engine event log.
-GRAPH_SUFFIXES = (".json", ".jsonl", ".ndjson")
 
 
 class GraphFormatError(ValueError):
@@ -79,36 +80,20 @@ def _check_text(text: str, where: str) -> None:
         raise GraphFormatError(f"{where}: a string holds a lone surrogate (\\ud800-\\udfff), not text") from None
 
 
-# The quantities readers multiply prices by or size quotas with, per resource type: (key path, what, maximum).
-# A graph read from a file (an edited preview, a hand-written case) must carry whole, non-negative numbers within
-# the maximum there, or the cost would be priced at -$ or $3.4e21. Node maxima: EKS's ultra-scale clusters reach
-# 100,000 nodes (AWS, "Amazon EKS enables ultra scale AI/ML workloads with support for 100K nodes per cluster",
-# 2025-07-16), GKE clusters 65,000 (GKE "Plan for large GKE clusters"), so no group or pool is larger. Capacity:
-# 10^9 GiB (about 1 EiB) is beyond every filesystem either cloud sells.
-MAX_NODES = 100_000
-MAX_GIB = 10**9
-_NODES = ("a node count", MAX_NODES)
-_GIB = ("a capacity in GiB", MAX_GIB)
-_QUANTITIES: dict[str, tuple[tuple[tuple[str, ...], tuple[str, int]], ...]] = {
-    "aws:eks/nodeGroup:NodeGroup": tuple((("scalingConfig", key), _NODES) for key in ("desiredSize", "minSize",
-                                                                                       "maxSize")),
-    "gcp:container/nodePool:NodePool": ((("nodeCount",), _NODES), (("initialNodeCount",), _NODES),
-                                        *((("autoscaling", key), _NODES) for key in (
-                                            "minNodeCount", "maxNodeCount", "totalMinNodeCount",
-                                            "totalMaxNodeCount"))),
-    "aws:fsx/lustreFileSystem:LustreFileSystem": ((("storageCapacity",), _GIB),
-                                                  (("perUnitStorageThroughput",), ("a throughput in MB/s per TiB",
-                                                                                   100_000))),
-    "gcp:lustre/instance:Instance": ((("capacityGib",), _GIB),
-                                     (("perUnitStorageThroughput",), ("a throughput in MB/s per TiB", 100_000))),
-    "gcp:parallelstore/instance:Instance": ((("capacityGib",), _GIB),),
-}
+# The quantities readers multiply prices by or size quotas with are listed per resource type by each cloud's graph
+# module (QUANTITIES: key path, what, maximum; the maxima in blueprint.graph.cloud). A graph read from a file (an
+# edited preview, a hand-written case) must carry whole, non-negative numbers within the maximum there, or the cost
+# would be priced at -$ or $3.4e21.
 
 
 def _check_quantities(type_: str, inputs: dict[str, Any], where: str) -> None:
-    """The quantities of :data:`_QUANTITIES` are whole numbers from 0 to their maximum (GCP's int64 fields may
-    come as decimal strings); unknown and secret values are left to the readers."""
-    for path, (what, maximum) in _QUANTITIES.get(type_, ()):
+    """The quantities the type's cloud lists (its ``QUANTITIES``) are whole numbers from 0 to their maximum (as
+    decimal strings where the provider sends int64 fields so); unknown and secret values are left to the readers."""
+    cloud = clouds.of_type(type_)
+    if cloud is None:
+        return
+    part = cloud_graph(cloud)
+    for path, (what, maximum) in part.QUANTITIES.get(type_, ()):
         value: Any = inputs
         for key in path:
             value = value.get(key) if isinstance(value, dict) else None
@@ -117,8 +102,8 @@ def _check_quantities(type_: str, inputs: dict[str, Any], where: str) -> None:
         number: float | None = None
         if isinstance(value, int | float) and not isinstance(value, bool):
             number = float(value)
-        elif isinstance(value, str) and type_.startswith("gcp:") and value.strip().isdigit() and len(value) <= 20:
-            number = float(int(value))  # the GCP provider sends int64 fields as decimal strings
+        elif isinstance(value, str) and part.NUMERIC_STRINGS and value.strip().isdigit() and len(value) <= 20:
+            number = float(int(value))
         if number is None or not number.is_integer() or not 0 <= number <= maximum:
             shown = json.dumps(value)[:40]
             raise GraphFormatError(f"{where}.inputs.{'.'.join(path)}: {shown} is not {what} (a whole number from 0 "
@@ -391,32 +376,6 @@ class ResourceGraph:
                 raise GraphFormatError(f"deployment.resources[{i}]: a resource is an object")
             out.append(from_state(state, f"deployment.resources[{i}]"))
         return cls(stack_from_urns(out), out)
-
-    @classmethod
-    def load(cls, path: Path) -> ResourceGraph:
-        """Read any of the four forms from a file, recognising it by shape (an engine event log gives the graph
-        after the update: :func:`blueprint.graph.eventlog.read_event_log` has both sides); every problem with the file
-        or its content is a :class:`GraphFormatError` saying what is wrong."""
-        try:
-            size = path.stat().st_size
-            if size > MAX_DOCUMENT_BYTES:
-                raise GraphFormatError(f"{size:,} bytes; a graph document is at most {MAX_DOCUMENT_BYTES:,} bytes")
-            text = path.read_bytes().decode("utf-8")
-        except OSError as err:
-            raise GraphFormatError(f"cannot be read: {err.strerror or err}") from None
-        except UnicodeDecodeError:
-            raise GraphFormatError("not UTF-8 text") from None
-        from blueprint.graph.eventlog import is_event_log, read_event_log
-
-        if is_event_log(text):
-            return read_event_log(text).new
-        try:
-            doc = strict_json(text)
-        except RecursionError:
-            raise GraphFormatError("nested too deeply") from None
-        except ValueError as err:
-            raise GraphFormatError(f"not JSON: {str(err)[:200]}") from None
-        return cls.from_document(doc)
 
     @classmethod
     def from_document(cls, doc: Any) -> ResourceGraph:

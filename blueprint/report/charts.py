@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from blueprint.cost.engine import CostReport
+from blueprint.cost.lines import CostReport
 from blueprint.cost.render import amount_text, format_usd
 from blueprint.preview.render import PLANE_ORDER, PLANE_TITLES
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from blueprint.cost.engine import CostReport
+from blueprint.cost.lines import CostReport
 from blueprint.cost.render import format_usd
 from blueprint.graph.model import ResourceGraph
 from blueprint.policy.runner import PolicyReport, verdict_line
@@ -155,7 +155,7 @@ def _cost_section(inputs: ReportInputs) -> str:
 def goodput_parts(inputs: ReportInputs) -> tuple[str, str | None]:
     """The goodput section's body and the ``blueprint sizing`` text it shows (None when the stack cannot be
     modelled: the body says why)."""
-    from blueprint.cost.prices import load_aws_prices, load_gcp_prices
+    from blueprint.cost.prices import prices_for
     from blueprint.sizing.report import gpu_compute_usd, price_options, render_sizing
     from components.sizing import SizingError, daly_interval, goodput_model
     from components.sizing.plan import option_plan
@@ -168,9 +168,9 @@ def goodput_parts(inputs: ReportInputs) -> tuple[str, str | None]:
         model = goodput_model(spec)
     except SizingError as err:
         return f"<p class=muted>Not modelled: {_e(err)} (<code>blueprint sizing</code> says the same).</p>", None
-    options = price_options(model, load_gcp_prices() if spec.cloud == "gcp" else load_aws_prices())
+    options = price_options(model, prices_for(spec.cloud))
     stack = inputs.graph.stack or "graph"
-    text = render_sizing(model, gpu_compute_usd(inputs.cost, spec), options, stack)
+    text = render_sizing(model, gpu_compute_usd(inputs.cost), options, stack)
     plan = model.plan
     if not model.progressing or plan.interval_s == float("inf"):
         return f"<p class=warn>No useful interval to draw: see the sizing below.</p>{_sizing_block(text)}", text

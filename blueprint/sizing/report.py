@@ -7,15 +7,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from blueprint.cost.engine import NODE_GROUP, CostReport
+from blueprint.cost.lines import CostReport
 from blueprint.cost.prices import Price
 from blueprint.cost.render import format_usd
 from components.sizing import GoodputModel, StorageOption
 from components.sizing.plan import finite
-from components.spec import ClusterSpec
-from components.spec.decisions import cloud_node_groups, instance_catalog
-
-GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
 
 
 @dataclass(frozen=True)
@@ -36,17 +32,9 @@ class GpuCompute:
     stale: bool
 
 
-def gpu_compute_usd(report: CostReport, spec: ClusterSpec) -> GpuCompute:
-    catalog = instance_catalog(spec)
-    if spec.cloud == "gcp":
-        gpu_groups = {f"nodepool-{g.name}-pool" for g in cloud_node_groups(spec)
-                      if (f := catalog.get(g.instance_type)) is not None and f.gpu_count}
-        kind = GKE_NODE_POOL
-    else:
-        gpu_groups = {f"nodegroup-{g.name}-ng" for g in cloud_node_groups(spec)
-                      if (f := catalog.get(g.instance_type)) is not None and f.gpu_count}
-        kind = NODE_GROUP
-    groups = [r for r in report.resources if r.type == kind and r.name in gpu_groups]
+def gpu_compute_usd(report: CostReport) -> GpuCompute:
+    """The GPU node groups' (pools') cost at max size: the groups the cost engine priced with GPUs on their nodes."""
+    groups = [r for r in report.resources if r.nodes is not None and r.gpus_per_node]
     priced = all(r.priced_fully for r in groups)
     usd = sum(r.monthly_usd_at_max + r.one_time_usd for r in groups) if priced else None
     stale = any(line.stale for r in groups for line in (*r.components, *r.components_at_max))

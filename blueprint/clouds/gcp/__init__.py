@@ -1,1 +1,14 @@
-"""The tools' Google Cloud half."""
+"""The tools' Google Cloud half: what the tools do that depends on GCP (see :mod:`blueprint.clouds` for the
+families)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # each module meets its family's interface (checked by mypy, never imported here at run time)
+    from blueprint.clouds.gcp import graph, pricing
+    from blueprint.cost.cloud import CloudPricing
+    from blueprint.graph.cloud import CloudGraph
+
+    _graph: CloudGraph = graph
+    _pricing: CloudPricing = pricing

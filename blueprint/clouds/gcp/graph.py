@@ -1,0 +1,97 @@
+"""Google Cloud in the graph family: input limits of graph documents (int64 fields come as decimal strings), and the
+offline engine's answers for GCP resources and invokes, in the provider's formats (``projects/<p>/...`` ids, self
+links, service account emails, addresses from the documentation ranges)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from blueprint.graph.cloud import MAX_GIB, MAX_NODES, Quantities, stable_id
+
+OFFLINE_GCP_PROJECT = "offline-project"
+OFFLINE_GCP_PROJECT_NUMBER = "123456789012"
+_NODES = ("a node count", MAX_NODES)
+_GIB = ("a capacity in GiB", MAX_GIB)
+QUANTITIES: Quantities = {
+    "gcp:container/nodePool:NodePool": ((("nodeCount",), _NODES), (("initialNodeCount",), _NODES),
+                                        *((("autoscaling", key), _NODES) for key in (
+                                            "minNodeCount", "maxNodeCount", "totalMinNodeCount",
+                                            "totalMaxNodeCount"))),
+    "gcp:lustre/instance:Instance": ((("capacityGib",), _GIB),
+                                     (("perUnitStorageThroughput",), ("a throughput in MB/s per TiB", 100_000))),
+    "gcp:parallelstore/instance:Instance": ((("capacityGib",), _GIB),),
+}
+NUMERIC_STRINGS = True  # the GCP provider sends int64 fields as decimal strings
+
+
+def new_resource(typ: str, name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+    """Id and computed outputs of a GCP resource."""
+    state: dict[str, Any] = dict(inputs)
+    project = str(inputs.get("project") or OFFLINE_GCP_PROJECT)
+    physical = str(inputs.get("name") or inputs.get("instanceId") or inputs.get("accountId") or name)
+    octet = int(stable_id("ip", typ, name, length=2), 16)
+    rid = stable_id(typ, name)
+    base = "https://www.googleapis.com/compute/v1"
+    if typ == "gcp:compute/network:Network":
+        rid = f"projects/{project}/global/networks/{physical}"
+        state.update(name=physical, selfLink=f"{base}/{rid}")
+    elif typ == "gcp:compute/subnetwork:Subnetwork":
+        rid = f"projects/{project}/regions/{inputs.get('region', region)}/subnetworks/{physical}"
+        state.update(name=physical, selfLink=f"{base}/{rid}")
+    elif typ == "gcp:compute/globalAddress:GlobalAddress":
+        state.update(name=physical, address=f"10.{200 + octet % 50}.0.0")
+    elif typ == "gcp:container/cluster:Cluster":
+        rid = f"projects/{project}/locations/{inputs.get('location', region)}/clusters/{physical}"
+        endpoints = inputs.get("controlPlaneEndpointsConfig", {})
+        dns = {**endpoints.get("dnsEndpointConfig", {}),
+               "endpoint": f"gke-{stable_id('dns', name, length=32)}.{inputs.get('location', region)}.gke.goog"}
+        state.update(name=physical, endpoint=f"172.16.{octet}.2",
+                     masterAuth={**inputs.get("masterAuth", {}), "clusterCaCertificate": "T0ZGTElORS1DQQ=="},
+                     controlPlaneEndpointsConfig={**endpoints, "dnsEndpointConfig": dns})
+    elif typ == "gcp:container/nodePool:NodePool":
+        state.update(name=physical)
+    elif typ == "gcp:storage/bucket:Bucket":
+        rid = physical
+        state.update(name=physical, url=f"gs://{physical}")
+    elif typ == "gcp:kms/keyRing:KeyRing":
+        rid = f"projects/{project}/locations/{inputs.get('location', region)}/keyRings/{physical}"
+    elif typ == "gcp:kms/cryptoKey:CryptoKey":
+        rid = f"{inputs.get('keyRing', '')}/cryptoKeys/{physical}"
+    elif typ == "gcp:serviceaccount/account:Account":
+        email = f"{physical}@{project}.iam.gserviceaccount.com"
+        rid = f"projects/{project}/serviceAccounts/{email}"
+        state.update(email=email, name=rid, member=f"serviceAccount:{email}")
+    elif typ == "gcp:lustre/instance:Instance":
+        state["mountPoint"] = f"10.{200 + octet % 50}.0.2@tcp:/{inputs.get('filesystem', 'lustrefs')}"
+    elif typ == "gcp:filestore/instance:Instance":
+        state["networks"] = [{**n, "ipAddresses": [f"10.{200 + octet % 50}.0.2"]} for n in inputs.get("networks", [])]
+    elif typ == "gcp:parallelstore/instance:Instance":
+        state["accessPoints"] = [f"10.{200 + octet % 50}.0.{i}" for i in (2, 3, 4)]
+    elif typ == "gcp:monitoring/notificationChannel:NotificationChannel":
+        rid = f"projects/{project}/notificationChannels/{int(stable_id('channel', name, length=12), 16)}"
+        state["name"] = rid
+    elif typ == "gcp:sql/databaseInstance:DatabaseInstance":
+        # A private IP from the private services access range (the instance has no public one).
+        rid = physical
+        state.update(name=physical, privateIpAddress=f"10.{200 + octet % 50}.0.3",
+                     connectionName=f"{project}:{inputs.get('region', region)}:{physical}")
+    elif typ == "gcp:projects/serviceIdentity:ServiceIdentity":
+        agent = {"container.googleapis.com": "container-engine-robot",
+                 "sqladmin.googleapis.com": "gcp-sa-cloud-sql"}.get(str(inputs.get("service")), "gcp-sa")
+        email = f"service-{OFFLINE_GCP_PROJECT_NUMBER}@{agent}.iam.gserviceaccount.com"
+        state.update(email=email, member=f"serviceAccount:{email}")
+    elif typ == "gcp:storage/managedFolder:ManagedFolder":
+        state["name"] = physical
+    return rid, state
+
+
+def call(token: str, args: Mapping[str, Any], region: str) -> dict[str, Any] | None:
+    """The offline project, its number and its Cloud Storage service agent."""
+    if token == "gcp:organizations/getProject:getProject":
+        project = str(args.get("projectId") or OFFLINE_GCP_PROJECT)
+        return {"number": OFFLINE_GCP_PROJECT_NUMBER, "projectId": project, "name": project}
+    if token == "gcp:storage/getProjectServiceAccount:getProjectServiceAccount":
+        return {"emailAddress": f"service-{OFFLINE_GCP_PROJECT_NUMBER}@gs-project-accounts.iam.gserviceaccount.com",
+                "project": args.get("project", OFFLINE_GCP_PROJECT)}
+    return None
