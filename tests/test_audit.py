@@ -8,8 +8,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from blueprint.acceptance.checks import Check
 from blueprint.clouds.aws.audit import run_audit
-from blueprint.clouds.aws.preflight import Check
 from components.spec import parse_spec
 from tests.conftest import raw_stack_config
 

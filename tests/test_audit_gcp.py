@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from blueprint.clouds.aws.preflight import Check
+from blueprint.acceptance.checks import Check
 from blueprint.clouds.gcp.audit import run_gcp_audit
 from components.spec import parse_spec
 from tests.conftest import raw_stack_config

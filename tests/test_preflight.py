@@ -15,7 +15,8 @@ from botocore.stub import Stubber
 from moto import mock_aws
 from moto.servicequotas.models import ServiceQuotasBackend
 
-from blueprint.clouds.aws.preflight import Check, quota_needs, run_preflight
+from blueprint.acceptance.checks import Check
+from blueprint.clouds.aws.preflight import quota_needs, run_preflight
 from components.spec import ClusterSpec, parse_spec
 from tests.conftest import raw_stack_config
 
@@ -255,17 +256,18 @@ def test_an_endpoint_that_does_not_answer_is_an_input_error(no_aws: None, monkey
 def test_refused_credentials_stop_the_run(aws: dict[str, float]) -> None:
     from botocore.exceptions import ClientError
 
-    from blueprint.clouds.aws.preflight import AccountAccessError, _guard
+    from blueprint.acceptance.checks import AccountAccessError
+    from blueprint.clouds.aws.preflight import guard
 
     def refused() -> list[Check]:
         raise ClientError({"Error": {"Code": "InvalidClientTokenId", "Message": "The security token included in "
                                      "the request is invalid."}}, "DescribeInstanceTypeOfferings")
     with pytest.raises(AccountAccessError, match=r"^AWS refused the credentials \(InvalidClientTokenId\)"):
-        _guard("instance-type-offered", "node groups", refused)
+        guard("instance-type-offered", "node groups", refused)
 
     def denied() -> list[Check]:
         raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "GetServiceQuota")
-    assert _guard("vcpu-quota", "P", denied) == [Check("vcpu-quota", "P", "cannot-check", "AccessDenied: "
+    assert guard("vcpu-quota", "P", denied) == [Check("vcpu-quota", "P", "cannot-check", "AccessDenied: "
                                                        "An error occurred (AccessDenied) when calling the "
                                                        "GetServiceQuota operation: no")]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from blueprint.clouds.aws.preflight import AccountAccessError, Check
+from blueprint.acceptance.checks import AccountAccessError, Check
 from blueprint.clouds.gcp.api import IMPERSONATE
 from blueprint.clouds.gcp.preflight import gpu_quota_needs, run_gcp_preflight, stack_network_names
 from components.spec import ClusterSpec, parse_spec

@@ -21,6 +21,8 @@ report      the report's diagram of the cloud's planes and  :class:`blueprint.re
             its reserved-capacity timeline
 examples    how each of the cloud's policies is broken on   :class:`blueprint.policy.cloud.CloudExamples`
             a shipped stack (``policy --explain``)
+refresh     (optional) ``blueprint prices refresh``: the    :class:`blueprint.cost.cloud.CloudPriceRefresh`
+            price catalog from the cloud's price API
 ==========  ==============================================  ===============================================
 
 Neutral code asks for a family's module through :func:`part` (imported on first use, so ``blueprint policy
@@ -31,6 +33,7 @@ interfaces. Nothing outside a cloud's folder imports it by name (tests/test_laye
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
@@ -38,7 +41,8 @@ from types import ModuleType
 from typing import Literal
 
 FAMILIES = ("graph", "pricing", "checks", "admit", "preview", "report", "examples")
-Family = Literal["graph", "pricing", "checks", "admit", "preview", "report", "examples"]
+OPTIONAL = ("refresh",)  # modules a cloud may have: refresh (blueprint prices refresh)
+Family = Literal["graph", "pricing", "checks", "admit", "preview", "report", "examples", "refresh"]
 PROVIDER_PREFIX = "pulumi:providers:"
 
 
@@ -54,6 +58,11 @@ def part(cloud: str, family: Family) -> ModuleType:
     if cloud not in names():
         raise ValueError(f"no tools for cloud {cloud!r} (blueprint/clouds has {', '.join(names())})")
     return importlib.import_module(f"blueprint.clouds.{cloud}.{family}")
+
+
+def has_part(cloud: str, family: Family) -> bool:
+    """Whether the cloud has a module of this family (for the optional ones)."""
+    return importlib.util.find_spec(f"blueprint.clouds.{cloud}.{family}") is not None
 
 
 def of_type(type_token: str) -> str | None:

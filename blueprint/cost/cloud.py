@@ -4,6 +4,8 @@ resources in a graph, and the usage quantities its usage-priced resources take."
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import date
+from pathlib import Path
 from typing import Protocol, cast
 
 from blueprint import clouds
@@ -31,3 +33,32 @@ class CloudPricing(Protocol):
 def cloud_pricing(cloud: str) -> CloudPricing:
     """The cloud's ``pricing`` module."""
     return cast(CloudPricing, clouds.part(cloud, "pricing"))
+
+
+class PriceRefreshError(ValueError):
+    """A cloud's price API could not be read or gave an answer of an unknown shape (exit 2; nothing is written)."""
+
+
+class CloudPriceRefresh(Protocol):
+    """A cloud's optional ``refresh`` module: ``blueprint prices refresh`` for that cloud."""
+
+    @property
+    def DEFAULT_REGION(self) -> str:  # noqa: N802 (a module constant)
+        """The region priced when none is given."""
+
+    @property
+    def DESCRIPTION(self) -> str:  # noqa: N802 (a module constant)
+        """What the refresh fetches, from where, and what it needs (for ``--help``)."""
+
+    def default_output(self) -> Path:
+        """The overlay file the price loader lays over the curated catalog."""
+
+    def refresh_catalog(self, region: str, out: Path, fetched: date) -> int:
+        """Fetch and write the overlay; the count of prices written. :class:`PriceRefreshError` when the API
+        cannot be read."""
+
+
+def price_refreshers() -> dict[str, CloudPriceRefresh]:
+    """The clouds that have a price refresh, by name."""
+    return {cloud: cast(CloudPriceRefresh, clouds.part(cloud, "refresh")) for cloud in clouds.names()
+            if clouds.has_part(cloud, "refresh")}

@@ -180,3 +180,27 @@ def render_unit_cost(unit: UnitCost | None, reason: str) -> str:
         out.append(f"  the cluster {verdict} the baseline of ${unit.baseline_usd_per_unit:,.2f} per {unit.work_unit} "
                    f"({unit.baseline_source})")
     return "\n".join(out) + "\n"
+
+
+def modelled_goodput(spec: Any) -> float | None:
+    """The goodput model's figure when the stack gives its inputs (for the unit cost), else None."""
+    if spec is None or spec.workload.goodput is None:
+        return None
+    from components.sizing import SizingError, goodput_model
+
+    try:
+        return goodput_model(spec).goodput
+    except SizingError:
+        return None
+
+
+def unit_reason(spec: Any, goodput: float | None) -> str:
+    """Why the unit cost is not computed, for the stack at hand (``goodput``: the model's figure, if any)."""
+    if spec is None:
+        return "a graph holds no workload economics: run `blueprint cost` on the stack"
+    econ = spec.workload.economics
+    if econ is None:
+        return "set workload.economics in the stack file"
+    if econ.from_goodput and goodput is None:
+        return "workload.goodput cannot be modelled (`blueprint sizing` says why)"
+    return "the goodput model gives no useful work (`blueprint sizing` says why)"

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from blueprint.clouds.aws.preflight import Check, Status, _guard
+from blueprint.acceptance.checks import Check, Status
+from blueprint.clouds.aws.preflight import guard
 from components.catalog import load_aws_catalog
 from components.spec import REQUIRED_LABEL_KEYS, ClusterSpec
 
@@ -112,7 +113,7 @@ def _efa(eks: Any, ec2: Any, spec: ClusterSpec) -> list[Check]:
             efa = sum(1 for ni in data.get("NetworkInterfaces", []) if ni.get("InterfaceType") in ("efa", "efa-only"))
             status: Status = "pass" if efa >= expected else "fail"
             return [Check("efa-interfaces", name, status, f"{efa} of the {expected} EFA interfaces of {itype}")]
-        out += _guard("efa-interfaces", name, one)
+        out += guard("efa-interfaces", name, one)
     return out
 
 
@@ -121,8 +122,8 @@ def run_audit(spec: ClusterSpec, client: Callable[[str], Any]) -> list[Check]:
     tagging = client("resourcegroupstaggingapi")
     eks = client("eks")
     checks: list[Check] = []
-    checks += _guard("billing-tags", spec.name, lambda: _billing_tags(tagging, spec))
-    checks += _guard("bucket-protection", spec.name, lambda: _buckets(client("s3"), tagging, spec))
-    checks += _guard("endpoint-access", spec.name, lambda: _endpoint(eks, spec))
+    checks += guard("billing-tags", spec.name, lambda: _billing_tags(tagging, spec))
+    checks += guard("bucket-protection", spec.name, lambda: _buckets(client("s3"), tagging, spec))
+    checks += guard("endpoint-access", spec.name, lambda: _endpoint(eks, spec))
     checks += _efa(eks, client("ec2"), spec)
     return checks

@@ -1,4 +1,4 @@
-"""``blueprint preflight <stack>``: check the real account before ``pulumi up`` (boto3, the usual credentials).
+"""``blueprint preflight`` on an AWS stack: check the real account before ``pulumi up`` (boto3, the usual credentials).
 
 Each check is pass, fail or cannot-check, with the reason: the GPU zone offers each instance type; EC2's own
 figures (EFA interfaces, GPUs, local NVMe disks) equal the catalog's; the vCPU quotas cover every group at max
@@ -9,17 +9,14 @@ the deployer role can be assumed; no bucket of an earlier stack already holds th
 
 from __future__ import annotations
 
-import json
-import math
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
+from blueprint.acceptance.checks import AccountAccessError, Check, Status
 from components.catalog import load_aws_catalog
 from components.spec import ClusterSpec, default_subnets, is_reserved
 
-Status = Literal["pass", "fail", "cannot-check"]
 CATALOG_FILE = "components/catalog/aws_instances.yaml"
 
 # Service Quotas codes of the EC2 vCPU quotas (aws service-quotas list-service-quotas --service-code ec2):
@@ -33,16 +30,6 @@ QUOTAS: dict[tuple[str, str], tuple[str, str]] = {
     ("standard", "spot"): ("L-34B43A08", "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests"),
 }
 _STANDARD = set("acdhimrtz")
-
-
-@dataclass(frozen=True)
-class Check:
-    """One preflight finding."""
-
-    check: str
-    subject: str
-    status: Status
-    detail: str
 
 
 def quota_family(instance_type: str) -> str | None:
@@ -60,11 +47,6 @@ def quota_family(instance_type: str) -> str | None:
 def _error(err: Exception) -> str:
     code = getattr(err, "response", {}).get("Error", {}).get("Code") if hasattr(err, "response") else None
     return f"{code}: {err}" if code else str(err)
-
-
-class AccountAccessError(Exception):
-    """The account cannot be read at all (no or partial credentials, an unknown profile, credentials AWS refuses,
-    an endpoint that is malformed or does not answer): an input error of the environment, not a finding."""
 
 
 # ClientError codes that mean "these credentials are not valid", not "this one call is not allowed".
@@ -92,7 +74,7 @@ def account_access_problem(err: Exception) -> str | None:
     return None
 
 
-def _guard(check: str, subject: str, fn: Callable[[], list[Check]]) -> list[Check]:
+def guard(check: str, subject: str, fn: Callable[[], list[Check]]) -> list[Check]:
     """Run one check; an API error becomes cannot-check with the reason, never a traceback. An error that means
     no check can be made (credentials, endpoint) stops the run with :class:`AccountAccessError`."""
     import botocore.exceptions
@@ -194,7 +176,7 @@ def _quotas(quotas: Any, spec: ClusterSpec) -> list[Check]:
             return [Check("vcpu-quota", subject, status,
                           f"{vcpus} vCPUs at max size ({', '.join(groups)}) against a quota of {value:g}"
                           + ("" if status == "pass" else ": request an increase before pulumi up"))]
-        out += _guard("vcpu-quota", subject, one)
+        out += guard("vcpu-quota", subject, one)
     blocks = [g.name for g in spec.aws_spec().node_groups if g.capacity.type == "capacity-block"]
     if blocks:
         out.append(Check("vcpu-quota", ", ".join(blocks), "cannot-check",
@@ -251,7 +233,7 @@ def _reservations(ec2: Any, spec: ClusterSpec) -> list[Check]:
             return [Check("reservation", subject, "pass",
                           f"{cap.reservation_id}: {cr.get('State')}, {cr.get('TotalInstanceCount')} x "
                           f"{cr.get('InstanceType')} in {zone_id or zone}")]
-        out += _guard("reservation", subject, one)
+        out += guard("reservation", subject, one)
     return out
 
 
@@ -272,7 +254,7 @@ def _existing(ec2: Any, s3: Any, fsx: Any, spec: ClusterSpec) -> list[Check]:
                 return [Check("existing-network", vpc_id, "fail",
                               f"CIDR {net.vpc_cidr} of the spec is not among the VPC's ({', '.join(sorted(cidrs))})")]
             return [Check("existing-network", vpc_id, "pass", f"exists with {net.vpc_cidr}")]
-        out += _guard("existing-network", vpc_id, vpc)
+        out += guard("existing-network", vpc_id, vpc)
         for sn in net.subnets:
             def subnet(sn: Any = sn) -> list[Check]:
                 subnets = ec2.describe_subnets(SubnetIds=[sn.id]).get("Subnets", [])
@@ -290,7 +272,7 @@ def _existing(ec2: Any, s3: Any, fsx: Any, spec: ClusterSpec) -> list[Check]:
                     problems.append(f"in {zone}, the spec says {wanted}")
                 return [Check("existing-network", f"subnets.{sn.name} ({sn.id})", "fail" if problems else "pass",
                               "; ".join(problems) or "matches")]
-            out += _guard("existing-network", f"subnets.{sn.name}", subnet)
+            out += guard("existing-network", f"subnets.{sn.name}", subnet)
     fs = aws.storage.filesystem
     if fs is not None and fs.existing is not None:
         existing = fs.existing
@@ -308,7 +290,7 @@ def _existing(ec2: Any, s3: Any, fsx: Any, spec: ClusterSpec) -> list[Check]:
                 problems.append(f"mount name {mount}, the spec says {existing.mount_name}")
             return [Check("existing-filesystem", existing.file_system_id, "fail" if problems else "pass",
                           "; ".join(problems) or "matches")]
-        out += _guard("existing-filesystem", existing.file_system_id, filesystem)
+        out += guard("existing-filesystem", existing.file_system_id, filesystem)
     bucket = aws.storage.checkpoint_bucket
     if bucket.existing_name is not None:
         name = bucket.existing_name
@@ -326,7 +308,7 @@ def _existing(ec2: Any, s3: Any, fsx: Any, spec: ClusterSpec) -> list[Check]:
             return [Check("existing-bucket", name, "pass" if versioning == "Enabled" else "fail",
                           "exists, versioned" if versioning == "Enabled"
                           else f"exists but versioning is {versioning or 'off'}: checkpoints can be overwritten")]
-        out += _guard("existing-bucket", name, existing_bucket)
+        out += guard("existing-bucket", name, existing_bucket)
     else:
         prefix = f"{spec.name}-ckpt-"
 
@@ -337,7 +319,7 @@ def _existing(ec2: Any, s3: Any, fsx: Any, spec: ClusterSpec) -> list[Check]:
                               f"{', '.join(taken)} already use the prefix (a retained bucket of an earlier stack?): "
                               "import it or remove it before creating another")]
             return [Check("bucket-prefix-free", prefix, "pass", "no bucket of this account uses it")]
-        out += _guard("bucket-prefix-free", prefix, prefix_free)
+        out += guard("bucket-prefix-free", prefix, prefix_free)
     return out
 
 
@@ -351,37 +333,17 @@ def _deployer(sts: Any, spec: ClusterSpec) -> list[Check]:
                  "layer is applied)" if access == "in-vpc" else "the runners reach the public endpoint from "
                  "publicAccessCidrs")
         return [Check("deployer", role, "pass", f"these credentials can assume it; {where}")]
-    return _guard("deployer", role, assume)
+    return guard("deployer", role, assume)
 
 
 def run_preflight(spec: ClusterSpec, client: Callable[[str], Any]) -> list[Check]:
     """Every check, in order; ``client(name)`` makes a boto3 client for the stack's region."""
     ec2 = client("ec2")
     checks: list[Check] = []
-    checks += _guard("instance-type-offered", "node groups", lambda: _offerings(ec2, spec))
-    checks += _guard("catalog-matches-ec2", "instance types", lambda: _facts(ec2, spec))
+    checks += guard("instance-type-offered", "node groups", lambda: _offerings(ec2, spec))
+    checks += guard("catalog-matches-ec2", "instance types", lambda: _facts(ec2, spec))
     checks += _quotas(client("service-quotas"), spec)
     checks += _reservations(ec2, spec)
     checks += _existing(ec2, client("s3"), client("fsx"), spec)
     checks += _deployer(client("sts"), spec)
     return checks
-
-
-def render_table(checks: Iterable[Check], title: str = "preflight") -> str:
-    rows = list(checks)
-    width = max((len(c.check) for c in rows), default=5)
-    lines = [f"{c.status.upper():<13} {c.check:<{width}}  {c.subject}: {c.detail}" for c in rows]
-    failed = sum(c.status == "fail" for c in rows)
-    unknown = sum(c.status == "cannot-check" for c in rows)
-    lines.append(f"{title}: {len(rows) - failed - unknown} pass, {failed} fail, {unknown} cannot-check")
-    return "\n".join(lines) + "\n"
-
-
-def render_json(checks: Iterable[Check]) -> str:
-    rows = list(checks)
-    return json.dumps({"passed": not any(c.status == "fail" for c in rows),
-                       "checks": [asdict(c) for c in rows]}, indent=2, sort_keys=True) + "\n"
-
-
-__all__ = ["QUOTAS", "AccountAccessError", "Check", "account_access_problem", "math",
-           "quota_family", "quota_needs", "render_json", "render_table", "run_preflight"]

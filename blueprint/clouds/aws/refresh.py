@@ -1,7 +1,7 @@
 """``blueprint prices refresh``: on-demand EC2 prices from the AWS Price List API.
 
 The curated ``prices_aws.yaml`` keeps every figure with its provenance; a refresh writes an overlay
-(by default ``prices.AWS_REFRESHED_FILE``) with the same fields (status ``confirmed``, the API as the
+(by default ``components/catalog/prices_aws_refreshed.yaml``) with the same fields (status ``confirmed``, the API as the
 source, the offer's effective date), which the loader lays over the curated file. Only the Price List endpoints in
 us-east-1 (and ap-south-1) serve the API, whatever region is priced.
 """
@@ -102,3 +102,28 @@ def pricing_client() -> Any:
     import boto3
 
     return boto3.client("pricing", region_name=PRICING_ENDPOINT_REGION)
+
+
+DEFAULT_REGION = "us-east-1"  # the region priced when none is given
+DESCRIPTION = "on-demand EC2 prices of the catalog's instance types from the AWS Price List API (needs AWS credentials)"
+
+
+def default_output() -> Path:
+    """The overlay the price loader reads (``components/catalog/prices_aws_refreshed.yaml``)."""
+    from components.catalog.prices import AWS_REFRESHED_FILE
+
+    return AWS_REFRESHED_FILE
+
+
+def refresh_catalog(region: str, out: Path, fetched: date) -> int:
+    """Fetch the catalog's instance types' prices in ``region`` and write them to ``out``; :class:`PriceRefreshError`
+    when the API cannot be read."""
+    import botocore.exceptions
+
+    from blueprint.cost.cloud import PriceRefreshError
+    from components.catalog.instances import load_aws_catalog
+
+    try:
+        return refresh(pricing_client(), sorted(load_aws_catalog()), region, out, fetched)
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError, RefreshError) as err:
+        raise PriceRefreshError(f"prices refresh: the AWS Price List API could not be read: {err}") from None

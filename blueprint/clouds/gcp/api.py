@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol, cast
 
-from blueprint.clouds.aws.preflight import AccountAccessError, Check
+from blueprint.acceptance.checks import AccountAccessError, Check
 
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 TIMEOUT_S = 60.0  # each call; the libraries' default retries stay on

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from blueprint.clouds.aws.preflight import Check, Status
+from blueprint.acceptance.checks import Check, Status
 from blueprint.clouds.gcp.api import GcpApi, describe, guard
 from components.catalog.gcp_machines import load_gcp_catalog
 from components.spec import REQUIRED_LABEL_KEYS, ClusterSpec

@@ -1,6 +1,6 @@
 """``blueprint preflight <stack>`` on a GCP stack: the project before ``pulumi up``, through :class:`GcpApi`.
 
-Each check is pass, fail or cannot-check with the reason, as on AWS (:mod:`blueprint.clouds.aws.preflight`):
+Each check is pass, fail or cannot-check with the reason, as on AWS:
 
 - ``apis-enabled``: every API of ``required_services`` is on (Service Usage ``services.batchGet``);
 - ``machine-type-offered``: the GPU zone offers each pool's machine type and its GPU (Compute ``machineTypes.get``,
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from blueprint.clouds.aws.preflight import Check, Status
+from blueprint.acceptance.checks import Check, Status
 from blueprint.clouds.gcp.api import IMPERSONATE, GcpApi, describe, guard, last_segment, not_found
 from components.catalog.gcp_machines import load_gcp_catalog
 from components.spec import ClusterSpec

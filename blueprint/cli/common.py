@@ -1,0 +1,110 @@
+"""What every command shares: exit statuses, writing to standard output or ``-o``, the graph of a target (a graph
+file, or a stack run through the offline engine), the usage file that goes with it, and the errors that mean "your
+input is invalid" (exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from blueprint.files.output import write_atomic
+from blueprint.graph.load import GRAPH_SUFFIXES, load_graph
+from blueprint.graph.model import GraphFormatError, ResourceGraph
+
+EXIT_OK = 0
+EXIT_POLICY = 1  # a mandatory policy violation, a failed check, a workload that would not run, a guardrail crossed
+EXIT_INVALID = 2
+EXIT_INTERNAL = 3
+EXIT_UNCHECKED = 4  # preflight/audit: nothing could be checked (or, with --strict, not everything)
+STACK_HELP = "stack name (prod-aws) or path to a stack file"
+TARGET_HELP = "stack name, stack file, or a graph JSON"
+
+
+class CommandError(ValueError):
+    """Arguments that do not fit together, or a file a command cannot use (exit 2, with the message)."""
+
+
+class ToolMissingError(RuntimeError):
+    """A program the command needs is not installed (exit 2, with how to install it)."""
+
+
+def common_parser() -> argparse.ArgumentParser:
+    """The options every command takes (``--debug``)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="on an internal error, write the traceback to a log file and name it")
+    return common
+
+
+def emit(stream: TextIO, text: str) -> None:
+    """Write text that may carry undecodable bytes of a path (surrogate escapes) without failing."""
+    stream.write(text.encode("utf-8", "backslashreplace").decode("utf-8"))
+
+
+def write(text: str, output: Path | None) -> None:
+    """To standard output, or whole to ``output``."""
+    if output is None:
+        emit(sys.stdout, text)
+    else:
+        write_atomic(output, text)
+
+
+def target_graph(target_text: str) -> tuple[ResourceGraph, str, Any]:
+    """A graph JSON file as given (no spec), or the graph and spec of a stack run through the offline engine."""
+    target = Path(target_text)
+    if target.suffix in GRAPH_SUFFIXES:
+        try:
+            return load_graph(target), str(target), None
+        except GraphFormatError as err:
+            raise GraphFormatError(f"{target}: {err}") from None
+    from blueprint.graph.engine import run_program
+    from blueprint.graph.stackfile import load_stack
+
+    stack = load_stack(target_text)
+    return run_program(stack.name, stack.config, stack.region).graph, stack.display_path, stack.spec
+
+
+def usage_for(explicit: Path | None, target_text: str,
+              graphs: tuple[ResourceGraph, ...]) -> tuple[Any, tuple[str, ...]]:
+    """The usage estimates to price with: ``--usage FILE``, else ``<stack>.usage.yaml`` beside a stack file,
+    else none; checked against the graphs' resource types (names a graph lacks become notes)."""
+    from blueprint.cost.usage import check_usage_types, default_usage_path, load_usage
+    from blueprint.graph.stackfile import default_stacks_dir, resolve
+
+    path = explicit
+    if path is None and Path(target_text).suffix not in GRAPH_SUFFIXES:
+        name, stack_path = resolve(target_text, default_stacks_dir())
+        candidate = default_usage_path(stack_path, name)
+        path = candidate if candidate.is_file() else None
+    if path is None:
+        return {}, ()
+    shown = shown_path(path)
+    usage = load_usage(path, shown)
+    types = {r.name: r.type for g in graphs for r in g.resources if not r.is_component}
+    notes = check_usage_types(usage, types, shown)
+    return usage, (f"usage estimates from {shown}", *notes)
+
+
+def shown_path(path: Path) -> str:
+    """A path as the user would type it: relative to the working directory when under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def invalid_input_errors() -> tuple[type[Exception], ...]:
+    """The exceptions that mean "your input is invalid" (exit 2), from the modules that raise them."""
+    from blueprint.acceptance.checks import AccountAccessError
+    from blueprint.admit.workloads import WorkloadFileError
+    from blueprint.cost.cloud import PriceRefreshError
+    from blueprint.cost.usage import UsageError
+    from blueprint.files.output import OutputError
+    from blueprint.graph.stackfile import StackError
+    from blueprint.policy.runner import PolicyConfigError
+    from components.clock import ClockError
+
+    return (StackError, PolicyConfigError, GraphFormatError, OutputError, ClockError, CommandError, UsageError,
+            AccountAccessError, WorkloadFileError, ToolMissingError, PriceRefreshError)

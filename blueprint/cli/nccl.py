@@ -1,0 +1,224 @@
+"""``blueprint nccl parse|check|record|nodes|compare``: read and judge nccl-tests output: a log as JSON, a run against
+the acceptance threshold, one run's record, a group's per-node run, and what changed between two records."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from blueprint.cli.common import EXIT_OK, EXIT_POLICY, CommandError, emit, write
+from blueprint.files.output import check_output_file, output_file_argument
+from blueprint.graph.model import strict_json
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    nccl = sub.add_parser("nccl", parents=[common], help="read and judge nccl-tests output")
+    nccl.set_defaults(handler=run)
+    nccl_sub = nccl.add_subparsers(dest="nccl_command", required=True)
+    parse = nccl_sub.add_parser("parse", parents=[common], help="an nccl-tests log as JSON")
+    parse.add_argument("log", type=Path)
+    parse.add_argument("-o", "--output", type=output_file_argument,
+                       help="write the JSON here instead of standard output")
+    check = nccl_sub.add_parser("check", parents=[common], help="compare a log with the acceptance threshold; "
+                                "exit 1 below it or on any wrong value")
+    check.add_argument("log", type=Path)
+    check.add_argument("--instance-type", required=True, help="the node group's instance type")
+    check.add_argument("--nodes", type=int, required=True, help="nodes the run spanned")
+    check.add_argument("--expected-busbw", type=float, help="expected bus bandwidth (GB/s) when the catalog has "
+                       "none for the type")
+    check.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    check.add_argument("-o", "--output", type=output_file_argument,
+                       help="write the report here instead of standard output")
+    record = nccl_sub.add_parser("record", parents=[common], help="one acceptance run as JSON: the log, the "
+                                 "nodes (kubectl get nodes -o json) and the verdict")
+    record.add_argument("log", type=Path)
+    record.add_argument("--stack", required=True, help="the stack the run tested")
+    record.add_argument("--node-group", required=True, help="the node group the run spanned")
+    record.add_argument("--nodes-json", type=Path, required=True,
+                        help="kubectl get nodes -l gpu-cluster/node-group=<group> -o json > nodes.json")
+    record.add_argument("--instance-type", help="judge the run against this type's threshold too")
+    record.add_argument("-o", "--output", type=output_file_argument,
+                        help="write the record here instead of standard output")
+    nodes = nccl_sub.add_parser("nodes", parents=[common], help="the per-node run of a group (acceptance/<group>/"
+                                "<run>/ as downloaded from the bucket): each node's bus bandwidth, small-message time "
+                                "and versions; exit 1 when a node is an outlier")
+    nodes.add_argument("run_dir", type=Path, help="the run's directory: <node>/nccl.log and <node>/node.json")
+    nodes.add_argument("--instance-type", help="the group's instance type (default: the nodes' node.json)")
+    nodes.add_argument("--expected-busbw", type=float, help="expected per-node bus bandwidth (GB/s) when the catalog "
+                       "has none for the type (the stack's acceptance.expected figure)")
+    nodes.add_argument("--stack", help="the stack the run tested (kept in the record; its group's maxSize is the "
+                       "node count expected unless --expect-nodes)")
+    nodes.add_argument("--expect-nodes", type=int, help="nodes the run was meant to cover: fewer records fail it")
+    nodes.add_argument("--format", choices=("table", "json"), default="table")
+    nodes.add_argument("-o", "--output", type=output_file_argument,
+                       help="write the report here instead of standard output")
+    compare = nccl_sub.add_parser("compare", parents=[common], help="what changed between two records (nodes, "
+                                  "driver, CUDA and NCCL versions, bandwidth); exit 1 when the later peak or median "
+                                  "fell more than the tolerance, or a node became an outlier")
+    compare.add_argument("before", type=Path)
+    compare.add_argument("after", type=Path)
+    compare.add_argument("--tolerance", type=float, default=0.1, help="allowed fall of the peak (default 0.1)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Exit 0, 1 (check failed, an outlier, a fall), 2 (not an nccl-tests log, or no threshold)."""
+    from blueprint.acceptance.nccl import NcclLogError, parse_nccl, render_json
+
+    if args.nccl_command == "compare":
+        return _compare(args)
+    if args.nccl_command == "nodes":
+        return _nodes(args)
+    if args.output is not None:
+        check_output_file(args.output)
+    try:
+        data = args.log.read_bytes()
+    except OSError as err:
+        raise CommandError(f"{args.log}: cannot be read: {err.strerror or err}") from None
+    try:
+        parsed = parse_nccl(data.decode("utf-8", errors="replace"))
+    except NcclLogError as err:
+        raise CommandError(f"{args.log}: not an nccl-tests log: {err}") from None
+    if args.nccl_command == "parse":
+        write(render_json(parsed.to_dict()), args.output)
+        return EXIT_OK
+    if args.nccl_command == "record":
+        from blueprint.acceptance.nccl import acceptance_record, node_facts
+
+        try:
+            facts = node_facts(strict_json(args.nodes_json.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as err:
+            raise CommandError(f"{args.nodes_json}: {err}") from None
+        verdict = _verdict(parsed, args.instance_type, len(facts["nodes"]), None) if args.instance_type else None
+        text = data.decode("utf-8", errors="replace")
+        write(render_json(acceptance_record(parsed, text, args.stack, args.node_group, facts, verdict)), args.output)
+        return EXIT_OK
+    verdict = _verdict(parsed, args.instance_type, args.nodes, args.expected_busbw)
+    fraction = verdict.pass_fraction
+    expected = verdict.expected_busbw
+    if args.format == "json":
+        text = render_json(verdict.to_dict())
+    elif args.format == "markdown":
+        text = verdict.to_markdown()
+    else:
+        text = (f"{'PASS' if verdict.passed else 'FAIL'}: peak busbw {parsed.max_busbw or 0:.2f} GB/s, required "
+                f"{verdict.required_busbw:.2f} ({fraction:.0%} of {expected:.2f}), wrong values "
+                f"{parsed.wrong_summary}\n"
+                + "".join(f"  - {p}\n" for p in verdict.problems))
+    write(text, args.output)
+    return EXIT_OK if verdict.passed else EXIT_POLICY
+
+
+def _verdict(parsed: Any, instance_type: str, nodes: int, expected_busbw: float | None) -> Any:
+    """The run against the catalog's threshold for the type (or the one given)."""
+    from blueprint.acceptance.nccl import Verdict
+    from components.catalog.acceptance import catalog_figure, load_thresholds
+
+    fraction, thresholds = load_thresholds()
+    known = thresholds.get(instance_type)
+    if nodes < 1:
+        raise CommandError("--nodes must be at least 1")
+    if expected_busbw is not None and not (math.isfinite(expected_busbw) and expected_busbw > 0):
+        raise CommandError(f"--expected-busbw must be a finite positive number of GB/s, got {expected_busbw}")
+    per_node = catalog_figure(instance_type, 1) if nodes == 1 else None
+    if expected_busbw is not None:
+        expected, source = expected_busbw, "given with --expected-busbw"
+    elif per_node is not None and per_node.expected_busbw_gbps is not None:
+        expected, source = per_node.expected_busbw_gbps, f"{per_node.source} (per-node figure, {per_node.status})"
+    elif known is not None and known.expected_busbw_gbps is not None and nodes == 1 and (known.nodes or 2) > 1:
+        raise CommandError(f"the {instance_type} threshold was measured across {known.nodes} nodes over the "
+                           "fabric; a single-node (NVLink) run needs --expected-busbw")
+    elif known is not None and known.expected_busbw_gbps is not None:
+        expected, source = known.expected_busbw_gbps, known.source + (
+            f" (measured on {known.nodes} nodes)" if known.nodes and known.nodes != nodes else "")
+    else:
+        raise CommandError(f"no expected bus bandwidth for {instance_type} in components/catalog/"
+                           "acceptance.yaml: give --expected-busbw (GB/s) with its source in your ticket")
+    return Verdict(parsed, instance_type, nodes, expected, fraction, source)
+
+
+def _nodes(args: argparse.Namespace) -> int:
+    """``blueprint nccl nodes``: exit 0, 1 (a node is an outlier), 2 (no records, or no expected figure)."""
+    from blueprint.acceptance.nccl import (
+        NcclLogError,
+        node_records,
+        read_node_runs,
+        render_json,
+        render_node_table,
+        require_nodes,
+    )
+    from components.catalog.acceptance import catalog_figure, latency_outlier_factor, load_thresholds, outlier_fraction
+
+    if args.output is not None:
+        check_output_file(args.output)
+    try:
+        runs, run_name = read_node_runs(args.run_dir)
+    except (NcclLogError, OSError) as err:
+        raise CommandError(f"{args.run_dir}: {err}") from None
+    types = {str(r.facts["instance_type"]) for r in runs if r.facts.get("instance_type")}
+    instance_type = args.instance_type or (types.pop() if len(types) == 1 else None)
+    if instance_type is None:
+        raise CommandError(f"{args.run_dir}: the nodes name {len(types) or 'no'} instance type(s): give "
+                           "--instance-type")
+    if args.expected_busbw is not None:
+        if not (math.isfinite(args.expected_busbw) and args.expected_busbw > 0):
+            raise CommandError("--expected-busbw must be a finite positive number of GB/s, got "
+                               f"{args.expected_busbw}")
+        expected, source = args.expected_busbw, "given with --expected-busbw"
+    else:
+        known = catalog_figure(instance_type, 1)
+        if known is None or known.expected_busbw_gbps is None:
+            raise CommandError(f"no per-node bus bandwidth for {instance_type} in components/catalog/"
+                               "acceptance.yaml: give --expected-busbw (the stack's acceptance.expected figure for "
+                               "nodes 1)")
+        expected, source = known.expected_busbw_gbps, f"{known.source} ({known.status})"
+    groups = {str(r.facts["node_group"]) for r in runs if r.facts.get("node_group")}
+    record = node_records(runs, instance_type=instance_type, expected_busbw=expected, expected_source=source,
+                          pass_fraction=load_thresholds()[0], outlier_fraction=outlier_fraction(),
+                          latency_factor=latency_outlier_factor(), stack=args.stack,
+                          node_group=", ".join(sorted(groups)) or None, run=run_name)
+    expect = args.expect_nodes
+    if expect is None and args.stack and len(groups) == 1:
+        expect = _group_max_size(args.stack, next(iter(groups)))
+    if expect is not None:
+        if expect < 1:
+            raise CommandError(f"--expect-nodes must be at least 1, got {expect}")
+        require_nodes(record, runs, expect)
+    write(render_json(record) if args.format == "json" else render_node_table(record), args.output)
+    return EXIT_OK if record["passed"] else EXIT_POLICY
+
+
+def _group_max_size(stack_name: str, group: str) -> int | None:
+    """A node group's (GKE: pool's) maxSize in the stack file, or None when the stack does not name it."""
+    from blueprint.graph.stackfile import load_stack
+    from components.spec.decisions import cloud_node_groups
+
+    return next((g.max_size for g in cloud_node_groups(load_stack(stack_name).spec) if g.name == group), None)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """What changed between two acceptance records; exit 1 when the bandwidth fell."""
+    from blueprint.acceptance.nccl import compare_node_records, compare_records
+
+    docs = []
+    for path in (args.before, args.after):
+        try:
+            doc = strict_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise CommandError(f"{path}: not an acceptance record: {err}") from None
+        if not isinstance(doc, dict) or ("max_busbw_gbps" not in doc and doc.get("kind") != "per-node"):
+            raise CommandError(f"{path}: not an acceptance record (no max_busbw_gbps, not a per-node record)")
+        if doc.get("kind") == "per-node" and not isinstance(doc.get("nodes"), list):
+            raise CommandError(f"{path}: a per-node record without its nodes list")
+        docs.append(doc)
+    kinds = {d.get("kind") == "per-node" for d in docs}
+    if len(kinds) > 1:
+        raise CommandError(f"{args.before} and {args.after}: one is a per-node record and the other is not")
+    if kinds == {True}:
+        lines, fell = compare_node_records(docs[0], docs[1], args.tolerance)
+    else:
+        lines, fell = compare_records(docs[0], docs[1], args.tolerance)
+    emit(sys.stdout, "\n".join(lines) + "\n")
+    return EXIT_POLICY if fell else EXIT_OK

@@ -1,0 +1,46 @@
+"""``blueprint sizing <stack>``: the goodput model (checkpoint and restore times, the optimal interval, goodput,
+GPU-hours lost, the GPU capacity the work needs), what its losses cost, and the storage that reaches the target."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from blueprint.cli.common import EXIT_OK, STACK_HELP, CommandError, usage_for, write
+from blueprint.files.output import check_output_file, output_file_argument
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("sizing", parents=[common], help="the goodput model of a stack: checkpoint and restore "
+                            "times, optimal interval, goodput, GPU-hours lost, required GPU capacity, storage")
+    parser.add_argument("stack", help=STACK_HELP)
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("-o", "--output", type=output_file_argument,
+                        help="write the report here instead of standard output")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from blueprint.cost.engine import price_graph
+    from blueprint.cost.prices import prices_for
+    from blueprint.graph.engine import run_program
+    from blueprint.graph.stackfile import load_stack
+    from blueprint.sizing.report import gpu_compute_usd, price_options, render_sizing, render_sizing_json
+    from components.sizing import SizingError, goodput_model
+
+    if args.output is not None:
+        check_output_file(args.output)
+    stack = load_stack(args.stack)
+    try:
+        model = goodput_model(stack.spec)
+    except SizingError as err:
+        raise CommandError(f"{stack.display_path}: {err}") from None
+    program = run_program(stack.name, stack.config, stack.region)
+    usage, notes = usage_for(None, args.stack, (program.graph,))
+    report = price_graph(program.graph, usage=usage, usage_notes=notes)
+    gpu = gpu_compute_usd(report)
+    options = price_options(model, prices_for(stack.spec.cloud))
+    text = (render_sizing_json(model, gpu, options) if args.format == "json"
+            else render_sizing(model, gpu, options, stack.name))
+    write(text, args.output)
+    return EXIT_OK
