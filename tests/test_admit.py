@@ -101,7 +101,8 @@ def test_the_multinode_example_uses_every_gpu_and_fabric_device_of_the_group_at_
     """The example is derived from the graph's facts: one pod per node of the GPU group at its max size, asking for
     every GPU unit a container may take and every EFA interface the device plugin advertises."""
     from blueprint.admit.cluster import ClusterView
-    from blueprint.admit.nodes import EFA, node_groups
+    from blueprint.admit.cloud import node_groups
+    from blueprint.clouds.aws.admit import EFA
 
     code = main(["admit", str(graph_files(stack)), str(EXAMPLES / stack / "train-multinode.yaml"), "--format", "json"])
     (workload,) = json.loads(capsys.readouterr().out)["workloads"]

@@ -19,11 +19,6 @@ from blueprint.graph.model import SECRET, UNKNOWN, GraphResource, ResourceGraph
 KUBERNETES_PREFIX = "kubernetes:"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 MANIFEST_FILES = ("kubernetes:yaml/v2:ConfigFile", "kubernetes:yaml/v2:ConfigGroup", "kubernetes:yaml:ConfigFile")
-EKS_CLUSTER = "aws:eks/cluster:Cluster"
-GKE_CLUSTER = "gcp:container/cluster:Cluster"
-# GKE has no version in the spec (its release channel picks it): objects are checked against the oldest minor the
-# REGULAR channel may still run (GKE release schedule, read 2026-11-30: 1.33 until mid-2027), as the tests do.
-GKE_SCHEMA_VERSION = "1.33"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace (1.22+)
 
 
@@ -195,29 +190,6 @@ class ClusterView:
         return next((r for r in self.releases if r.mentions(words)), None)
 
     # --- the cluster ---------------------------------------------------------------------------------------------
-
-    @cached_property
-    def cloud(self) -> str | None:
-        """``aws`` or ``gcp`` from the cluster resource in the graph; None when the graph has neither."""
-        if self.graph.of_type(EKS_CLUSTER):
-            return "aws"
-        if self.graph.of_type(GKE_CLUSTER):
-            return "gcp"
-        return None
-
-    @cached_property
-    def kubernetes_version(self) -> str:
-        """The Kubernetes minor the cluster runs: EKS's ``version``; on GKE the oldest minor its channel runs
-        (:data:`GKE_SCHEMA_VERSION`) unless the graph pins one."""
-        for res in self.graph.of_type(EKS_CLUSTER):
-            version = res.inputs.get("version")
-            if isinstance(version, str) and version.count(".") >= 1 and version not in (UNKNOWN, SECRET):
-                return ".".join(version.split(".")[:2])
-        for res in self.graph.of_type(GKE_CLUSTER):
-            version = res.inputs.get("minMasterVersion")
-            if isinstance(version, str) and version[:1].isdigit():
-                return ".".join(version.split("-")[0].split(".")[:2])
-        return GKE_SCHEMA_VERSION
 
     @cached_property
     def kueue(self) -> KueueConfig | None:

@@ -15,19 +15,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from blueprint.admit.cloud import cloud_admit, cluster_cloud, every_cloud, kubernetes_version, node_groups
 from blueprint.admit.cluster import ClusterView, K8sObject, as_mapping
 from blueprint.admit.identity import check_identity, service_account
 from blueprint.admit.kueue import admit_with_kueue, slurm_owns_gpus_short
 from blueprint.admit.network import check_network
-from blueprint.admit.nodes import NodeGroup, node_groups
+from blueprint.admit.nodes import NodeGroup
 from blueprint.admit.podsecurity import enforced_level, pod_security_problems
 from blueprint.admit.policies import evaluate_policies
 from blueprint.admit.quantity import show
-from blueprint.admit.resources import PodResources, injected_sidecar, pod_resources, quota_problems, with_extra
+from blueprint.admit.resources import PodResources, pod_resources, quota_problems, with_extra
 from blueprint.admit.sbatch import SbatchJob
 from blueprint.admit.scheduling import Placement, schedule
 from blueprint.admit.schema import is_builtin, pod_spec_problems, schema_problems
-from blueprint.admit.volumes import GCSFUSE_DRIVER, check_volumes
+from blueprint.admit.volumes import check_volumes
 from blueprint.admit.workloads import PodSet, Submitted, derive_pod_sets
 from blueprint.graph.model import ResourceGraph
 
@@ -143,11 +144,11 @@ class AdmitReport:
 
 def _schema(view: ClusterView, item: Submitted, result: WorkloadResult) -> list[PodSet] | None:
     step = result.steps["schema"]
-    problems, notes = schema_problems(item.manifest, view.kubernetes_version)
+    problems, notes = schema_problems(item.manifest, kubernetes_version(view))
     step.notes += notes
     for problem in problems:
         step.fail(item.ref, "schema", f"{problem}: the API server refuses the object (Kubernetes "
-                  f"{view.kubernetes_version}); fix the field")
+                  f"{kubernetes_version(view)}); fix the field")
     info = item.info
     if info is None:
         step.fail(item.ref, "not-a-workload", f"{item.kind} is not a workload admit walks (Pod, Job, Deployment, "
@@ -173,7 +174,7 @@ def _schema(view: ClusterView, item: Submitted, result: WorkloadResult) -> list[
     step.notes += derived.notes
     if item.kind == "TrainJob":  # its pods come from a runtime's template: check them as the Trainer creates them
         for pod_set in derived.pod_sets:
-            pod_problems, _ = schema_problems(pod_set.pod, view.kubernetes_version)
+            pod_problems, _ = schema_problems(pod_set.pod, kubernetes_version(view))
             for problem in pod_problems:
                 step.fail(item.ref, "schema", f"pod set {pod_set.name}, {problem}: fix spec.trainer or the runtime")
     # What pod validation refuses beyond the schema: the object itself for Kubernetes' own kinds; for custom kinds
@@ -247,9 +248,10 @@ def _limits(view: ClusterView, item: Submitted, pod_sets: list[PodSet], result: 
     notes: list[str] = []
     counted = []
     for pod_set in pod_sets:
-        extra = injected_sidecar(pod_set.pod) if view.cloud == "gcp" else {}
+        cloud = cluster_cloud(view)
+        what, extra = cloud_admit(cloud).injected_requests(pod_set.pod) if cloud is not None else ("", {})
         if extra:
-            notes.append(f"pod set {pod_set.name}: GKE's GCS FUSE sidecar adds "
+            notes.append(f"pod set {pod_set.name}: {what} adds "
                          f"{', '.join(f'{show(r, v)} {r}' for r, v in extra.items())} per pod to what the "
                          "ResourceQuota counts (Kueue does not see it)")
         counted.append((pod_set.count, with_extra(resources[pod_set.name], extra)))
@@ -265,7 +267,8 @@ def _limits(view: ClusterView, item: Submitted, pod_sets: list[PodSet], result: 
 def _identity_used(pod_sets: list[PodSet], bucket_users: set[str], volumes: list[K8sObject]) -> bool:
     """Whether the pods use a cloud identity: they write the bucket, or mount it with GCS FUSE (whose sidecar runs
     in the pod)."""
-    uses_fuse = any(as_mapping(v.spec.get("csi")).get("driver") == GCSFUSE_DRIVER for v in volumes)
+    drivers = frozenset().union(*(part.IDENTITY_DRIVERS for part in every_cloud()))
+    uses_fuse = any(as_mapping(v.spec.get("csi")).get("driver") in drivers for v in volumes)
     return uses_fuse or any(service_account(p) in bucket_users for p in pod_sets)
 
 

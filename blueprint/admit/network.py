@@ -11,39 +11,29 @@ What each pod must reach, and why:
 - DNS: kube-dns in kube-system, UDP 53 (every pod resolves names);
 - the workload's other pods, every port, both ways, when it has more than one pod (NCCL bootstrap and rendezvous);
 - the credentials agent when it uses a cloud identity (writes checkpoints to the bucket, or mounts a GCS FUSE volume,
-  whose sidecar runs in the pod): EKS Pod Identity 169.254.170.23 TCP 80, the GKE metadata server 169.254.169.254
-  TCP 80;
+  whose sidecar runs in the pod): the cluster's cloud names it (EKS Pod Identity 169.254.170.23 TCP 80, the GKE
+  metadata server 169.254.169.254 TCP 80);
 - the bucket endpoint, HTTPS 443 on public addresses (which change), in the same cases.
 
 Lustre is not on this list: the shared filesystem is mounted by the node's kernel client through the CSI node plugin
 on the host network, so LNet (TCP 988, FSx also 1018-1023) leaves from the node, where pod NetworkPolicies do not
 apply. What it needs is the node network's rules (security groups on AWS, firewall rules on GCP), which are checked
-instead: a rule of the graph must open the port. GKE multi-network pods (``networking.gke.io/interfaces``) need each
-named Network object in the cluster.
+instead: a rule of the graph must open the port. The cluster's cloud checks the pod's extra networks (GKE
+multi-network pods, ``networking.gke.io/interfaces``, need each named Network object in the cluster).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from blueprint.admit.cluster import ClusterView, K8sObject, as_list, as_mapping, as_str_map, matches_selector
+from blueprint.admit.cloud import cloud_admit, cluster_cloud, every_cloud
+from blueprint.admit.cluster import ClusterView, K8sObject, as_list, as_mapping, matches_selector
 from blueprint.admit.workloads import PodSet
 
 PRIVATE_RANGES = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",
                                                           "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8"))
-POD_IDENTITY_AGENT = "169.254.170.23"  # EKS Pod Identity agent (EKS user guide, "EKS Pod Identity")
-GKE_METADATA = "169.254.169.254"  # GKE metadata server (Workload Identity tokens)
-LUSTRE_PORTS = {"fsx.csi.aws.com": (988, 1018), "lustre.csi.storage.gke.io": (988,)}
-LUSTRE_GKE_LEGACY_PORT = 6988  # instances created with gke_support_enabled (Managed Lustre docs)
-GKE_INTERFACES = "networking.gke.io/interfaces"
-SG_INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
-FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
-SG_TYPE = "aws:ec2/securityGroup:SecurityGroup"
-FIREWALL = "gcp:compute/firewall:Firewall"
-LUSTRE_INSTANCE = "gcp:lustre/instance:Instance"
 
 
 @dataclass(frozen=True)
@@ -149,56 +139,14 @@ def allowed(view: ClusterView, namespace: str, pod_labels: dict[str, str], peer:
 
 
 def _opens_port(view: ClusterView, port: int) -> bool:
-    """Whether the node network lets the nodes open TCP ``port`` to the filesystem.
-
-    AWS: an ingress rule of the filesystem's security group (its ``securityGroupIds`` in the graph) that opens the
-    port (from the nodes' group, another group or a CIDR); for a filesystem the stack does not create, an ingress
-    rule that names the port (an all-traffic rule elsewhere, such as EFA's self rule, proves nothing). GCP: a
-    firewall rule of direction INGRESS that opens the port."""
-    fs_groups = {str(g) for fs in view.resources_of(FSX) for g in as_list(fs.inputs.get("securityGroupIds"))}
-    rules = [r.inputs for r in view.resources_of(SG_INGRESS)]
-    for group in view.resources_of(SG_TYPE):
-        rules += [{**as_mapping(raw), "securityGroupId": "(inline)"} for raw in as_list(group.inputs.get("ingress"))]
-    for rule in rules:
-        if fs_groups and str(rule.get("securityGroupId")) in fs_groups and _aws_rule_opens(rule, port):
-            return True
-        if not fs_groups and _aws_rule_opens(rule, port, explicit=True):
-            return True
-    for firewall in view.resources_of(FIREWALL):
-        if str(firewall.inputs.get("direction") or "INGRESS") != "INGRESS":
-            continue
-        for allow in as_list(firewall.inputs.get("allows")):
-            allow = as_mapping(allow)
-            if str(allow.get("protocol")) not in ("tcp", "all"):
-                continue
-            ports = [str(p) for p in as_list(allow.get("ports"))]
-            if not ports or any(_port_in(p, port) for p in ports):
-                return True
-    return False
-
-
-def _aws_rule_opens(inputs: dict[str, Any], port: int, explicit: bool = False) -> bool:
-    protocol = str(inputs.get("ipProtocol") or inputs.get("protocol") or "").lower()
-    if protocol in ("-1", "all"):
-        return not explicit
-    low, high = inputs.get("fromPort"), inputs.get("toPort")
-    return protocol in ("tcp", "6") and isinstance(low, int) and isinstance(high, int) and low <= port <= high
-
-
-def _port_in(text: str, port: int) -> bool:
-    low, _, high = text.partition("-")
-    try:
-        return int(low) <= port <= int(high or low)
-    except ValueError:
-        return False
+    """Whether the node network lets the nodes open TCP ``port`` to the filesystem: a rule of some cloud's node
+    network in the graph (security groups on AWS, firewall rules on GCP) opens it."""
+    return any(part.node_network_opens(view, port) for part in every_cloud())
 
 
 def _lustre_ports(view: ClusterView, driver: str) -> tuple[int, ...]:
-    ports = LUSTRE_PORTS.get(driver, ())
-    if driver == "lustre.csi.storage.gke.io" and any(
-            r.inputs.get("gkeSupportEnabled") is True for r in view.resources_of(LUSTRE_INSTANCE)):
-        return (LUSTRE_GKE_LEGACY_PORT,)
-    return ports
+    """The ports a Lustre volume of ``driver`` needs from the node (the cloud whose driver it is says)."""
+    return next((ports for part in every_cloud() if (ports := part.lustre_ports(view, driver))), ())
 
 
 def check_network(view: ClusterView, namespace: str, ns_labels: dict[str, str], pod_sets: list[PodSet],
@@ -209,11 +157,12 @@ def check_network(view: ClusterView, namespace: str, ns_labels: dict[str, str], 
     kube_system = view.namespace_labels("kube-system") or {"kubernetes.io/metadata.name": "kube-system"}
     needs = [Peer("DNS (kube-dns in kube-system, UDP 53)", "UDP", 53, namespace="kube-system",
                   namespace_labels=kube_system, pod_labels={"k8s-app": "kube-dns"})]
+    cloud = cluster_cloud(view)
     if identity:
-        agent = POD_IDENTITY_AGENT if view.cloud == "aws" else GKE_METADATA
-        name = "the EKS Pod Identity agent" if view.cloud == "aws" else "the GKE metadata server"
-        needs += [Peer(f"{name} ({agent}, TCP 80) for credentials", port=80, ip=agent),
-                  Peer("the bucket endpoint (HTTPS 443 on public addresses)", port=443, public=True)]
+        if cloud is not None:
+            agent, name = cloud_admit(cloud).CREDENTIALS_AGENT
+            needs.append(Peer(f"{name} ({agent}, TCP 80) for credentials", port=80, ip=agent))
+        needs.append(Peer("the bucket endpoint (HTTPS 443 on public addresses)", port=443, public=True))
     total = sum(p.count for p in pod_sets)
     for pod_set in pod_sets:
         labels = pod_set.labels
@@ -241,7 +190,8 @@ def check_network(view: ClusterView, namespace: str, ns_labels: dict[str, str], 
                                                                           else "ingress"))), policies[0])
             problems.append((deny.ref, rule, f"{what}: {', '.join(p.ref for p in policies)} isolate the pods and "
                              f"no rule of them allows it; add a NetworkPolicy in {namespace} that allows it"))
-        problems += _pod_networks(view, pod_set)
+        if cloud is not None:
+            problems += cloud_admit(cloud).pod_network_problems(view, pod_set)
     for pv in {v.ref: v for v in volumes}.values():
         driver = str(as_mapping(pv.spec.get("csi")).get("driver"))
         for port in _lustre_ports(view, driver):
@@ -250,27 +200,7 @@ def check_network(view: ClusterView, namespace: str, ns_labels: dict[str, str], 
                                  f"{pv.ref} is Lustre ({driver}), mounted from the node, and no security group or "
                                  f"firewall rule of the stack opens TCP {port}: the mount hangs; open LNet between the "
                                  "nodes and the filesystem"))
-        if driver in LUSTRE_PORTS:
+        if _lustre_ports(view, driver):
             notes.append(f"{pv.ref}: Lustre traffic leaves from the node (host network), not through the pod's "
                          "NetworkPolicies")
     return problems, notes
-
-
-def _pod_networks(view: ClusterView, pod_set: PodSet) -> list[tuple[str, str, str]]:
-    annotations = as_str_map(as_mapping(pod_set.pod.get("metadata")).get("annotations"))
-    text = annotations.get(GKE_INTERFACES)
-    if not text:
-        return []
-    try:
-        interfaces = json.loads(text)
-    except ValueError:
-        return [(f"Pod/{pod_set.name}", "pod-network", f"pod set {pod_set.name}: annotation {GKE_INTERFACES} is not "
-                 "JSON: write it as a JSON list of {interfaceName, network}")]
-    missing = sorted({str(as_mapping(i).get("network")) for i in as_list(interfaces)
-                      if as_mapping(i).get("network") not in (None, "default")
-                      and view.get("Network", str(as_mapping(i).get("network"))) is None})
-    if not missing:
-        return []
-    present = ", ".join(sorted(n.name for n in view.of_kind("Network"))) or "none"
-    return [(f"Network/{missing[0]}", "pod-network", f"pod set {pod_set.name} attaches networks {', '.join(missing)}, "
-             f"which the cluster does not define (its Networks: {present}): name those in {GKE_INTERFACES}")]

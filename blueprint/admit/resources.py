@@ -130,26 +130,6 @@ def pod_resources(pod: dict[str, Any], limit_ranges: list[K8sObject]) -> PodReso
     return out
 
 
-# GKE injects the GCS FUSE sidecar into pods annotated gke-gcsfuse/volumes: "true" after Kueue admitted them, with
-# these requests unless the pod's annotations set others (GKE, "Configure resources for the sidecar container";
-# Standard clusters): the namespace's ResourceQuota counts them, Kueue's quota does not.
-GCSFUSE_SIDECAR_REQUESTS = {"cpu": "250m", "memory": "256Mi", "ephemeral-storage": "5Gi"}
-
-
-def injected_sidecar(pod: dict[str, Any]) -> Amounts:
-    """What GKE's GCS FUSE sidecar adds to a pod's requests (empty for pods that mount no GCS FUSE volume)."""
-    annotations = as_mapping(as_mapping(pod.get("metadata")).get("annotations"))
-    if annotations.get("gke-gcsfuse/volumes") != "true":
-        return {}
-    out: Amounts = {}
-    for resource, default in GCSFUSE_SIDECAR_REQUESTS.items():
-        try:
-            out[resource] = parse_quantity(annotations.get(f"gke-gcsfuse/{resource}-request", default))
-        except QuantityError:
-            out[resource] = parse_quantity(default)
-    return out
-
-
 def with_extra(res: PodResources, extra: Amounts) -> PodResources:
     """A copy of a pod's resources with more requests added (an injected container)."""
     if not extra:

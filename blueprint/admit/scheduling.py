@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from blueprint.admit.cloud import is_per_node_label
 from blueprint.admit.cluster import as_list, as_mapping, as_str_map
-from blueprint.admit.nodes import GPU, NodeGroup, is_per_node_label, unknown_capacity
+from blueprint.admit.nodes import GPU, NodeGroup, unknown_capacity
 from blueprint.admit.quantity import show
 from blueprint.admit.resources import PodResources
 from blueprint.admit.workloads import PodSet

@@ -37,8 +37,6 @@ from blueprint.admit.slurm import (
     show_minutes,
     slurm_cluster,
 )
-from components.catalog.gcp_machines import load_gcp_catalog
-from components.catalog.instances import load_aws_catalog
 
 SBATCH_STEPS = ("script", "slurm", "partition", "account", "time", "nodes", "gpus", "runtime")
 DEFAULT_QOS = "normal"  # the QOS slurmdbd creates; the stack's accounts file adds none
@@ -80,16 +78,6 @@ class Judgement:
             notes.append(text)
 
 
-def _vcpus(cloud: str | None, instance_type: str) -> int | None:
-    if cloud == "gcp":
-        machine = load_gcp_catalog().get(instance_type)
-        vcpu = machine.vcpu.value if machine is not None else None
-    else:
-        instance = load_aws_catalog().get(instance_type)
-        vcpu = instance.vcpu.value if instance is not None else None
-    return int(vcpu) if vcpu is not None else None
-
-
 def slurm_nodes(view: ClusterView, slurm: SlurmCluster, groups: list[NodeGroup]) -> dict[str, SlurmNodes]:
     """Each NodeSet's node group (the group whose labels its nodeSelector picks), by NodeSet name."""
     out = {}
@@ -99,11 +87,9 @@ def slurm_nodes(view: ClusterView, slurm: SlurmCluster, groups: list[NodeGroup])
         if group is None:
             continue
         gpus = int(group.allocatable.get(GPU, 0) / group.sharing.replicas) or (ns.gres_gpus or 0)
-        key = (f"gcp.nodePools[{group.name}].maxSize" if view.cloud == "gcp"
-               else f"aws.nodeGroups[{group.name}].maxSize")
         notes, unfit = _slurmd_fits(ns, group)
-        out[ns.name] = SlurmNodes(ns, group.name, group.instance_type, gpus, _vcpus(view.cloud, group.instance_type),
-                                  group.max_nodes, key, (*group.notes, *notes), unfit)
+        out[ns.name] = SlurmNodes(ns, group.name, group.instance_type, gpus, group.vcpus, group.max_nodes,
+                                  f"{group.spec_key}.maxSize", (*group.notes, *notes), unfit)
     return out
 
 

@@ -4,82 +4,36 @@
   ``spec.volumeName`` names (which, if it has a ``claimRef``, points back to the claim), or to a volume whose
   ``claimRef`` names it, with the same storage class; else a StorageClass in the graph provisions it. A claim used by
   pods on several nodes needs ReadWriteMany (or ReadOnlyMany, mounted read-only). The volume's CSI driver must be
-  installed: an EKS add-on, a GKE add-on of the cluster, or a Helm release.
+  installed: by the cloud's add-ons or a Helm release (each cloud's admit module knows its drivers).
 - ``configMap`` (volumes, ``envFrom``, ``env.valueFrom``): the ConfigMap is in the namespace, with the keys asked,
   unless marked optional (a pod waits in CreateContainerConfigError otherwise).
 - ``secret``: Secrets are often made outside the program (kubectl, an external-secrets operator): one the graph lacks
   is a note, not a refusal.
-- GCS FUSE volumes need the pod annotation ``gke-gcsfuse/volumes: "true"`` (GKE injects the mounting sidecar on it).
+- a cloud may ask more of a pod that mounts its volumes (GCS FUSE: the pod annotation that makes GKE inject the
+  mounting sidecar).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from blueprint.admit.claims import bound_volume
+from blueprint.admit.cloud import every_cloud
 from blueprint.admit.cluster import ClusterView, K8sObject, as_list, as_mapping, as_str_map
 from blueprint.admit.workloads import PodSet
 
-EKS_ADDON = "aws:eks/addon:Addon"
-GKE_CLUSTER = "gcp:container/cluster:Cluster"
-# CSI driver names by the EKS add-on, GKE add-on or Helm chart that installs them (each provider's CSI docs).
-AWS_ADDON_DRIVERS = {"aws-ebs-csi-driver": "ebs.csi.aws.com", "aws-efs-csi-driver": "efs.csi.aws.com",
-                     "aws-fsx-csi-driver": "fsx.csi.aws.com", "aws-mountpoint-s3-csi-driver": "s3.csi.aws.com"}
-GKE_ADDON_DRIVERS = {"gcePersistentDiskCsiDriverConfig": "pd.csi.storage.gke.io",
-                     "gcsFuseCsiDriverConfig": "gcsfuse.csi.storage.gke.io",
-                     "lustreCsiDriverConfig": "lustre.csi.storage.gke.io",
-                     "gcpFilestoreCsiDriverConfig": "filestore.csi.storage.gke.io",
-                     "parallelstoreCsiDriverConfig": "parallelstore.csi.storage.gke.io"}
-GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
-GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
 SHARED_MODES = ("ReadWriteMany", "ReadOnlyMany")
 
 
 def installed_drivers(view: ClusterView) -> tuple[set[str], set[str]]:
-    """(CSI drivers installed, CSI drivers admit knows how to detect)."""
-    known = set(AWS_ADDON_DRIVERS.values()) | set(GKE_ADDON_DRIVERS.values())
+    """(CSI drivers installed, CSI drivers admit knows how to detect): each cloud's add-ons and charts."""
     installed: set[str] = set()
-    for addon in view.resources_of(EKS_ADDON):
-        driver = AWS_ADDON_DRIVERS.get(str(addon.inputs.get("addonName")))
-        if driver:
-            installed.add(driver)
-    for cluster in view.resources_of(GKE_CLUSTER):
-        addons = as_mapping(cluster.inputs.get("addonsConfig"))
-        for key, driver in GKE_ADDON_DRIVERS.items():
-            if as_mapping(addons.get(key)).get("enabled") is True:
-                installed.add(driver)
-        installed.add("pd.csi.storage.gke.io")  # GKE enables the Persistent Disk driver by default
-    for release in view.releases:
-        for chart, driver in AWS_ADDON_DRIVERS.items():
-            if release.mentions((chart,)):
-                installed.add(driver)
+    known: set[str] = set()
+    for part in every_cloud():
+        found, detectable = part.csi_drivers(view)
+        installed |= found
+        known |= detectable
     return installed, known
-
-
-def bound_volume(view: ClusterView, claim: K8sObject) -> tuple[K8sObject | None, str | None]:
-    """The PersistentVolume the claim is bound to, or why it is not bound (None, None: dynamically provisioned)."""
-    ns, name = claim.namespace, claim.name
-    wanted_class = claim.spec.get("storageClassName")
-    volume_name = claim.spec.get("volumeName")
-    if isinstance(volume_name, str) and volume_name:
-        pv = view.get("PersistentVolume", volume_name)
-        if pv is None:
-            return None, f"its spec.volumeName {volume_name} names no PersistentVolume in the cluster"
-        ref = as_mapping(pv.spec.get("claimRef"))
-        if ref and (ref.get("namespace"), ref.get("name")) != (ns, name):
-            return None, (f"{pv.ref} is reserved for claim {ref.get('namespace')}/{ref.get('name')} "
-                          "(spec.claimRef)")
-        if wanted_class is not None and (pv.spec.get("storageClassName") or "") != wanted_class:
-            return None, (f"{pv.ref} has storageClassName {pv.spec.get('storageClassName')!r}, the claim asks "
-                          f"{wanted_class!r}")
-        return pv, None
-    for pv in view.of_kind("PersistentVolume"):
-        ref = as_mapping(pv.spec.get("claimRef"))
-        if (ref.get("namespace"), ref.get("name")) == (ns, name):
-            return pv, None
-    if isinstance(wanted_class, str) and wanted_class and view.get("StorageClass", wanted_class) is not None:
-        return None, None
-    return None, ("no PersistentVolume is bound to it (no spec.volumeName, no volume's claimRef names it) and no "
-                  "StorageClass in the cluster provisions one")
 
 
 def _config_map_refs(spec: dict[str, Any]) -> list[tuple[str, str | None, bool, str]]:
@@ -200,10 +154,8 @@ def check_volumes(view: ClusterView, namespace: str, pod_sets: list[PodSet],
                 elif driver not in known:
                     notes.append(f"{what}: CSI driver {driver} not checked")
                 checked.add((driver, what))
-                if driver == GCSFUSE_DRIVER and annotations.get(GCSFUSE_ANNOTATION) != "true":
-                    problems.append((what, "volume-driver", f"pod set {pod_set.name} mounts a GCS FUSE volume ({what}) "
-                                     f"without the pod annotation {GCSFUSE_ANNOTATION}: \"true\": GKE injects the "
-                                     "mounting sidecar only on it; add the annotation to the pod template"))
+                for part in every_cloud():
+                    problems += part.volume_problems(pod_set, driver, what, annotations)
         for name, key, optional, where in _config_map_refs(spec):
             if optional or ("configmap", f"{name}/{key}") in seen:
                 continue

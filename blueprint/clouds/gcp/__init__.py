@@ -6,9 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # each module meets its family's interface (checked by mypy, never imported here at run time)
-    from blueprint.clouds.gcp import graph, pricing
+    from blueprint.acceptance.cloud import CloudChecks
+    from blueprint.admit.cloud import CloudAdmit
+    from blueprint.clouds.gcp import admit, checks, graph, pricing
     from blueprint.cost.cloud import CloudPricing
     from blueprint.graph.cloud import CloudGraph
 
+    _admit: CloudAdmit = admit
+    _checks: CloudChecks = checks
     _graph: CloudGraph = graph
     _pricing: CloudPricing = pricing
