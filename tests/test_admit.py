@@ -100,8 +100,8 @@ def test_the_multinode_example_uses_every_gpu_and_fabric_device_of_the_group_at_
         stack: str, graph_files: Callable[[str], Path], capsys: pytest.CaptureFixture[str]) -> None:
     """The example is derived from the graph's facts: one pod per node of the GPU group at its max size, asking for
     every GPU unit a container may take and every EFA interface the device plugin advertises."""
-    from blueprint.admit.cluster import ClusterView
     from blueprint.admit.cloud import node_groups
+    from blueprint.admit.cluster import ClusterView
     from blueprint.clouds.aws.admit import EFA
 
     code = main(["admit", str(graph_files(stack)), str(EXAMPLES / stack / "train-multinode.yaml"), "--format", "json"])

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from blueprint.cost.lines import CostReport
 from blueprint.cost.render import amount_text, format_usd
-from blueprint.preview.render import PLANE_ORDER, PLANE_TITLES
+from blueprint.preview.platform import PLANE_ORDER, PLANE_TITLES
 
 DESIRED = "#3b73b9"
 AT_MAX = "#a9c4e8"

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from blueprint.graph.model import GraphResource, ResourceGraph
-from blueprint.preview.render import (
+from blueprint.preview.platform import (
     flavor_node_groups,
     slurm_accounts,
     slurm_nodeset_groups,

@@ -21,7 +21,7 @@ from blueprint.cost.lines import CostReport
 from blueprint.cost.render import format_usd
 from blueprint.graph.model import ResourceGraph
 from blueprint.policy.runner import PolicyReport, verdict_line
-from blueprint.preview.render import PLANE_TITLES
+from blueprint.preview.platform import PLANE_TITLES
 from blueprint.report.charts import (
     GoodputCurve,
     Mark,
