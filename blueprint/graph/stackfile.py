@@ -196,7 +196,7 @@ class StackFile:
     @property
     def region(self) -> str:
         """The region the stack deploys to (its cloud's)."""
-        return self.spec.gcp_spec().region if self.spec.cloud == "gcp" else self.spec.aws_spec().region
+        return self.spec.region
 
 
 def available_stacks(stacks_dir: Path | None = None) -> list[str]:

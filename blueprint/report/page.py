@@ -24,13 +24,13 @@ from blueprint.policy.runner import PolicyReport, verdict_line
 from blueprint.preview.platform import PLANE_TITLES
 from blueprint.report.charts import (
     GoodputCurve,
-    Mark,
     cost_chart,
     cost_figures,
     goodput_chart,
-    timeline_chart,
 )
-from blueprint.report.diagram import Diagram, build_diagram, render_svg
+from blueprint.report.cloud import cloud_report
+from blueprint.report.diagram import build_diagram, render_svg
+from blueprint.report.model import Diagram
 from components.spec import ClusterSpec
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -215,39 +215,11 @@ def _goodput_section(inputs: ReportInputs) -> str:
 
 def _timeline_section(inputs: ReportInputs) -> str:
     spec = inputs.spec
-    parts = []
-    if spec is not None and spec.cloud == "aws":
-        from components.aws.summary import capacity_block_plans
-
-        for plan in capacity_block_plans(inputs.graph, spec, inputs.now):
-            w = plan.window
-            up = (f"scheduled action scales to {plan.max_size}" if plan.scale_up_scheduled
-                  else "block starts: scale the group up")
-            marks = [Mark(w.start, f"{w.start:%b %d %H:%M}: {up}", "#2f855a"),
-                     Mark(w.eks_scaledown_at, f"{w.eks_scaledown_at:%H:%M} EKS scales to 0", "#6b46c1"),
-                     Mark(w.scale_to_zero_by, f"{w.scale_to_zero_by:%H:%M} scale to 0 by now", "#b00020"),
-                     Mark(w.end, f"{w.end:%H:%M} block ends", "#7b341e")]
-            when = (f"now {inputs.now:%Y-%m-%d %H:%M} UTC: {w.phase.upper()}"
-                    + (f", starts in {(w.start - inputs.now).days} days" if w.phase == "future" else ""))
-            title = (f"Capacity Block {plan.reservation_id} ({plan.group}): {w.instance_count} x {plan.instance_type}, "
-                     f"{w.hours:,.0f} h; {when}")
-            svg = timeline_chart(title, w.start, w.end, marks, inputs.now, inputs.graph.stack or "graph")
-            steps = "".join(f"<li>{_e(step)}</li>" for step in plan.steps)
-            parts.append(f'<div class="block" data-reservation="{_e(plan.reservation_id)}" '
-                         f'data-start="{w.start.isoformat()}" data-end="{w.end.isoformat()}">'
-                         f'<figure class="chart">{svg}</figure><p>{_e(plan.headline)}</p>'
-                         f'<ol class="steps">{steps}</ol></div>')
-    elif spec is None:
-        parts.append("<p class=muted>The Capacity Block plan is read from the stack file: run <code>blueprint "
-                     "report</code> on the stack.</p>")
-    if spec is not None and spec.cloud == "gcp":
-        from components.gcp.summary import pool_figures
-
-        for pool in pool_figures(inputs.graph):
-            if pool.reservations:
-                names = ", ".join(pool.reservations)
-                parts.append(f"<p>{_e(pool.name)} consumes the specific reservation(s) {_e(names)}: no window; a "
-                             "reservation is billed from its creation until it is deleted, nodes or not.</p>")
+    if spec is None:
+        parts = ["<p class=muted>The Capacity Block plan is read from the stack file: run <code>blueprint "
+                 "report</code> on the stack.</p>"]
+    else:
+        parts = cloud_report(spec.cloud).timeline(inputs.graph, spec, inputs.now)
     if not parts:
         parts.append("<p class=muted>No Capacity Block in this stack.</p>")
     return f'<section id="timeline"><h2>Reserved capacity and its window</h2>{"".join(parts)}</section>'
@@ -287,8 +259,7 @@ def render_report(inputs: ReportInputs) -> str:
     where = ""
     if inputs.spec is not None:
         spec = inputs.spec
-        region = spec.gcp_spec().region if spec.cloud == "gcp" else spec.aws_spec().region
-        where = f"cluster {spec.name}, {spec.environment}, {spec.cloud} {region}"
+        where = f"cluster {spec.name}, {spec.environment}, {spec.cloud} {spec.region}"
     gpus_desired = sum(f.gpus_per_node * f.nodes[0] for f in inputs.cost.resources if f.nodes)
     gpus_max = sum(f.gpus_per_node * f.nodes[1] for f in inputs.cost.resources if f.nodes)
     verdict = "PASS" if inputs.policy.passed else "FAIL"

@@ -58,6 +58,11 @@ class ClusterSpec(_Model):
         """The labels with ``environment`` filled in, as applied to every resource."""
         return {**self.labels, "environment": self.environment}
 
+    @property
+    def region(self) -> str:
+        """The region the stack deploys to (``aws.region`` or ``gcp.region``)."""
+        return self.gcp_spec().region if self.cloud == "gcp" else self.aws_spec().region
+
     def aws_spec(self) -> AwsSpec:
         """The AWS sub-spec (validated to exist when cloud is aws)."""
         if self.aws is None:  # guarded by _check_cloud; kept for type narrowing
