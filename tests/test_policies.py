@@ -14,13 +14,11 @@ from gpu_policies.common import ABSENT, decode_finding, encode_finding, plain, s
 from gpu_policies.common import path as field_path
 
 from blueprint.cli import main
+from blueprint.clouds.aws.examples import AWS_MUTATIONS as MUTATIONS
+from blueprint.clouds.aws.examples import LT
 from blueprint.graph.model import ResourceGraph
-from blueprint.policy.examples import AWS_MUTATIONS as MUTATIONS
-from blueprint.policy.examples import (
-    LT,
-    _set,
-    edit,
-)
+from blueprint.policy.examples import edit
+from blueprint.policy.examples import set_path as _set
 from blueprint.policy.runner import (
     PolicyConfigError,
     PolicyReport,
@@ -225,7 +223,7 @@ def test_every_mutation_says_which_field_it_breaks() -> None:
 
 def test_mutation_suite_is_broad() -> None:
     assert len(MUTATIONS) >= 25
-    from blueprint.policy.examples import SLURM_MUTATIONS
+    from blueprint.clouds.aws.examples import SLURM_MUTATIONS
     from tests.test_policies_gcp import MUTATIONS as GCP_MUTATIONS
 
     covered = {policy for _, policy in MUTATIONS.values()} | {p for _, _, p in GCP_MUTATIONS.values()} \

@@ -14,14 +14,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from blueprint.clouds.gcp.examples import GCP_BUDGET as BUDGET
+from blueprint.clouds.gcp.examples import GCP_MUTATIONS as MUTATIONS
+from blueprint.clouds.gcp.examples import GCP_PROVIDER as PROVIDER
+from blueprint.clouds.gcp.examples import GCS_BUCKET as BUCKET
+from blueprint.clouds.gcp.examples import GKE_CLUSTER as CLUSTER
+from blueprint.clouds.gcp.examples import GKE_POOL as POOL
+from blueprint.clouds.gcp.examples import _hierarchical_unversioned
 from blueprint.graph.model import ResourceGraph
-from blueprint.policy.examples import GCP_BUDGET as BUDGET
-from blueprint.policy.examples import GCP_MUTATIONS as MUTATIONS
-from blueprint.policy.examples import GCP_PROVIDER as PROVIDER
-from blueprint.policy.examples import GCS_BUCKET as BUCKET
-from blueprint.policy.examples import GKE_CLUSTER as CLUSTER
-from blueprint.policy.examples import GKE_POOL as POOL
-from blueprint.policy.examples import _hierarchical_unversioned
 from blueprint.policy.runner import LevelConfig, Pack, PolicyReport, load_pack, normalize_config, run_policies
 from components.catalog.gcp_machines import load_gcp_catalog
 from tests.conftest import GCP_STACKS, offline_run

@@ -211,7 +211,8 @@ def test_sarif_messages_carry_the_field_and_the_fix() -> None:
 
 
 def test_every_policy_has_an_example_violation() -> None:
-    from blueprint.policy.examples import AWS_MUTATIONS, GCP_MUTATIONS, SLURM_MUTATIONS
+    from blueprint.clouds.aws.examples import AWS_MUTATIONS, SLURM_MUTATIONS
+    from blueprint.clouds.gcp.examples import GCP_MUTATIONS
 
     covered = {p for _, p in AWS_MUTATIONS.values()} | {p for _, _, p in GCP_MUTATIONS.values()} \
         | {p for _, _, p in SLURM_MUTATIONS.values()}

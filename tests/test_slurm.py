@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from blueprint.policy.examples import SLURM_MUTATIONS
+from blueprint.clouds.aws.examples import SLURM_MUTATIONS
 from blueprint.policy.runner import run_policies
 from components.spec import SpecError, parse_spec
 from tests.conftest import offline_run, raw_stack_config

@@ -7,14 +7,16 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # each module meets its family's interface (checked by mypy, never imported here at run time)
     from blueprint.acceptance.cloud import CloudChecks
     from blueprint.admit.cloud import CloudAdmit
-    from blueprint.clouds.aws import admit, checks, graph, preview, pricing, report
+    from blueprint.clouds.aws import admit, checks, examples, graph, preview, pricing, report
     from blueprint.cost.cloud import CloudPricing
     from blueprint.graph.cloud import CloudGraph
+    from blueprint.policy.cloud import CloudExamples
     from blueprint.preview.cloud import CloudPreview
     from blueprint.report.cloud import CloudReport
 
     _admit: CloudAdmit = admit
     _checks: CloudChecks = checks
+    _examples: CloudExamples = examples
     _graph: CloudGraph = graph
     _preview: CloudPreview = preview
     _pricing: CloudPricing = pricing
