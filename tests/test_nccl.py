@@ -155,6 +155,18 @@ NODES = {"apiVersion": "v1", "kind": "List", "items": [
      "spec": {"providerID": f"aws:///us-east-1d/i-0abc{i}"}} for i in (1, 2)]}
 
 
+def test_node_facts_read_each_clouds_provider_id() -> None:
+    from blueprint.acceptance.records import node_facts
+
+    gke = {"items": [{"metadata": {"name": "gke-prod-a3-pool-1", "labels": {}},
+                      "spec": {"providerID": "gce://ml-prod/us-central1-a/gke-prod-a3-pool-1"}},
+                     {"metadata": {"name": "kind-worker", "labels": {}}, "spec": {"providerID": "kind://docker/x"}}]}
+    facts = node_facts(gke)["nodes"]
+    assert facts[0]["zone"] == "us-central1-a" and facts[0]["instance_id"] == "gke-prod-a3-pool-1"
+    assert (facts[1]["zone"], facts[1]["instance_id"]) == ("docker", "x")
+    assert node_facts(NODES)["nodes"][1]["instance_id"] == "i-0abc2"
+
+
 def test_record_and_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     nodes = tmp_path / "nodes.json"
     nodes.write_text(json.dumps(NODES))

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from blueprint.policy.examples import edit
+from blueprint.policy.mutations import edit
 from blueprint.policy.runner import run_policies
 from components.bootstrap import (
     ClusterConnection,

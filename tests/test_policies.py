@@ -17,8 +17,8 @@ from blueprint.cli import main
 from blueprint.clouds.aws.examples import AWS_MUTATIONS as MUTATIONS
 from blueprint.clouds.aws.examples import LT
 from blueprint.graph.model import ResourceGraph
-from blueprint.policy.examples import edit
-from blueprint.policy.examples import set_path as _set
+from blueprint.policy.mutations import edit
+from blueprint.policy.mutations import set_path as _set
 from blueprint.policy.runner import (
     PolicyConfigError,
     PolicyReport,

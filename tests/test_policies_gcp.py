@@ -327,7 +327,7 @@ def test_policies_accept_program_variants(variant: str) -> None:
 
 
 def _gpudirect_findings(change: Any) -> list[str]:
-    from blueprint.policy.examples import edit
+    from blueprint.policy.mutations import edit
 
     graph = edit(offline_run("prod-gcp").graph, change[0], "gpudirect-pod-limits", change[1])
     return [v.message for v in run_policies(graph).violations if v.policy == "kubernetes-gpudirect-namespaces-bounded"]

@@ -11,9 +11,9 @@ import pytest
 
 from blueprint.clouds.gcp.graph import new_resource
 from blueprint.graph.model import GraphResource, ResourceGraph
-from blueprint.policy.examples import delete_path as _delete
-from blueprint.policy.examples import edit
-from blueprint.policy.examples import set_path as _set
+from blueprint.policy.mutations import delete_path as _delete
+from blueprint.policy.mutations import edit
+from blueprint.policy.mutations import set_path as _set
 from blueprint.policy.runner import run_policies
 from components.gcp.cloud import GKE_NODEPOOL_LABEL, STORAGE_CLASS_NAME, required_services
 from components.gcp.slurm_db import edition, maintenance_window

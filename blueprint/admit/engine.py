@@ -12,8 +12,6 @@ when no step reports a problem.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from blueprint.admit.cloud import cloud_admit, cluster_cloud, every_cloud, kubernetes_version, node_groups
 from blueprint.admit.cluster import ClusterView, K8sObject, as_mapping
@@ -22,124 +20,28 @@ from blueprint.admit.kueue import admit_with_kueue, slurm_owns_gpus_short
 from blueprint.admit.network import check_network
 from blueprint.admit.nodes import NodeGroup
 from blueprint.admit.podsecurity import enforced_level, pod_security_problems
+from blueprint.admit.podsets import derive_pod_sets
 from blueprint.admit.policies import evaluate_policies
 from blueprint.admit.quantity import show
 from blueprint.admit.resources import PodResources, pod_resources, quota_problems, with_extra
+from blueprint.admit.results import STEPS, AdmitReport, WorkloadResult
 from blueprint.admit.sbatch import SbatchJob
-from blueprint.admit.scheduling import Placement, schedule
+from blueprint.admit.scheduling import schedule
 from blueprint.admit.schema import is_builtin, pod_spec_problems, schema_problems
+from blueprint.admit.slurmjob import admit_sbatch
 from blueprint.admit.volumes import check_volumes
-from blueprint.admit.workloads import PodSet, Submitted, derive_pod_sets
+from blueprint.admit.workloads import PodSet, Submitted
 from blueprint.graph.model import ResourceGraph
 
 # Kueue refusals after which no flavor is known, so where the pods would go cannot be said (a held queue, a missing
 # priority class or topology level still leave the flavor Kueue would give).
 KUEUE_BLOCKS_SCHEDULING = {"kueue-framework", "queue-exists", "queue-namespace", "quota", "resource-not-covered"}
-STEPS = ("schema", "namespace", "pod-security", "admission-policy", "limits", "kueue", "scheduling", "volumes",
-         "identity", "network")
 # Kinds Kueue holds suspended until it admits them, before any pod exists: for these the pods' checks (Pod Security,
 # the admission policies, which all match pods, LimitRange and ResourceQuota) come after Kueue. Pods, Deployments
 # and StatefulSets are admitted through their pods (created, then gated), so theirs come first.
 SUSPENDED_KINDS = {"Job", "JobSet", "MPIJob", "TrainJob", "RayJob"}
 KUEUE_FIRST = ("schema", "namespace", "kueue", "pod-security", "admission-policy", "limits", "scheduling", "volumes",
                "identity", "network")
-
-
-@dataclass(frozen=True)
-class Reason:
-    """Why a workload does not run: the object that blocks it, the rule, and how to fix it."""
-
-    object: str
-    rule: str
-    message: str
-
-    def to_dict(self) -> dict[str, str]:
-        """The JSON form."""
-        return {"object": self.object, "rule": self.rule, "message": self.message}
-
-
-@dataclass
-class Step:
-    """One step of the walk."""
-
-    name: str
-    detail: str = ""
-    reasons: list[Reason] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    skipped: str | None = None
-
-    @property
-    def status(self) -> str:
-        """``ok``, ``FAIL`` or ``skip``."""
-        return "FAIL" if self.reasons else ("skip" if self.skipped is not None else "ok")
-
-    def fail(self, obj: str, rule: str, message: str) -> None:
-        """Record a problem (once)."""
-        reason = Reason(obj, rule, message)
-        if reason not in self.reasons:
-            self.reasons.append(reason)
-
-
-@dataclass
-class WorkloadResult:
-    """The verdict on one workload."""
-
-    object: str
-    source: str
-    namespace: str
-    order: tuple[str, ...] = STEPS  # the steps in the order the cluster meets them for this kind
-    steps: dict[str, Step] = field(default_factory=lambda: {name: Step(name) for name in STEPS})
-    cluster_queue: str | None = None
-    flavor: str | None = None
-    placements: list[Placement] = field(default_factory=list)
-    slurm: dict[str, Any] | None = None  # an sbatch script's partition, account, nodes and GPUs
-
-    @property
-    def reasons(self) -> list[Reason]:
-        """Every problem, in the order the cluster meets the steps."""
-        return [r for name in self.order for r in self.steps[name].reasons]
-
-    @property
-    def admitted(self) -> bool:
-        """Admitted and schedulable: no step found a problem."""
-        return not self.reasons
-
-    def skip_rest(self, after: str, why: str) -> None:
-        """Mark the steps after ``after`` as not judged, for the given cause."""
-        for name in self.order[self.order.index(after) + 1:]:
-            step = self.steps[name]
-            if not step.reasons and step.skipped is None:
-                step.skipped = why
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (README: ``blueprint admit --format json``); an sbatch script's adds ``scheduler: slurm``
-        and its partition, account, nodes and GPUs."""
-        out = {"object": self.object, "source": self.source, "admitted": self.admitted,
-               "namespace": self.namespace, "cluster_queue": self.cluster_queue, "flavor": self.flavor,
-               "placements": [p.to_dict() for p in self.placements],
-               "reasons": [r.to_dict() for r in self.reasons],
-               "steps": {name: self.steps[name].status for name in self.order},
-               "notes": [n for name in self.order for n in self.steps[name].notes]}
-        if self.slurm is not None:
-            out.update({"scheduler": "slurm", **self.slurm})
-        return out
-
-
-@dataclass
-class AdmitReport:
-    """The verdicts on every workload submitted, against one graph."""
-
-    stack: str
-    workloads: list[WorkloadResult]
-
-    @property
-    def admitted(self) -> bool:
-        """Every workload admitted and schedulable."""
-        return all(w.admitted for w in self.workloads)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form."""
-        return {"stack": self.stack, "admitted": self.admitted, "workloads": [w.to_dict() for w in self.workloads]}
 
 
 def _schema(view: ClusterView, item: Submitted, result: WorkloadResult) -> list[PodSet] | None:
@@ -328,7 +230,6 @@ def admit_one(view: ClusterView, groups: list[NodeGroup], item: Submitted) -> Wo
 
 def admit_workloads(graph: ResourceGraph, items: Sequence[Submitted | SbatchJob]) -> AdmitReport:
     """The verdict on every submitted object and sbatch script against the graph."""
-    from blueprint.admit.slurmjob import admit_sbatch  # it builds on this module's results
 
     view = ClusterView(graph)
     groups = node_groups(view)

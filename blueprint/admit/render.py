@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from blueprint.admit.engine import AdmitReport, WorkloadResult
+from blueprint.admit.results import AdmitReport, WorkloadResult
 
 
 def _block(result: WorkloadResult) -> list[str]:

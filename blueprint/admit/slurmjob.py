@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from blueprint.admit.cluster import ClusterView
-from blueprint.admit.engine import Step, WorkloadResult
 from blueprint.admit.nodes import GPU, NodeGroup, unknown_capacity
 from blueprint.admit.quantity import QuantityError, parse_quantity, show
+from blueprint.admit.results import Step, WorkloadResult
 from blueprint.admit.sbatch import INFINITE, SbatchJob
 from blueprint.admit.scheduling import Placement
 from blueprint.admit.slurm import (

@@ -272,7 +272,7 @@ def load_workloads(paths: Sequence[Path]) -> list[Submitted | SbatchJob]:
 # --- pod sets -----------------------------------------------------------------------------------------------------
 
 
-def _pod(template: Any, name: str, namespace: str, extra_labels: dict[str, str]) -> dict[str, Any]:
+def pod_template(template: Any, name: str, namespace: str, extra_labels: dict[str, str]) -> dict[str, Any]:
     """A Pod manifest from a pod template, with the labels its controller adds."""
     tmpl = as_mapping(template)
     meta = as_mapping(tmpl.get("metadata"))
@@ -283,13 +283,14 @@ def _pod(template: Any, name: str, namespace: str, extra_labels: dict[str, str])
             "spec": copy.deepcopy(as_mapping(tmpl.get("spec")))}
 
 
-def _int(value: Any, default: int) -> int:
+def int_or(value: Any, default: int) -> int:
+    """A non-negative integer field, or the default."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
 
 
 def job_pod_count(job_spec: dict[str, Any]) -> int:
     """Pods of a Job that run at once: parallelism (default 1), at most completions when set."""
-    parallelism = _int(job_spec.get("parallelism"), 1)
+    parallelism = int_or(job_spec.get("parallelism"), 1)
     completions = job_spec.get("completions")
     return min(parallelism, completions) if isinstance(completions, int) and completions >= 0 else parallelism
 
@@ -321,65 +322,8 @@ def jobset_pod_sets(spec: dict[str, Any], name: str, namespace: str,
         labels = {"jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/replicatedjob-name": rj_name,
                   "batch.kubernetes.io/job-name": f"{name}-{rj_name}-0", "job-name": f"{name}-{rj_name}-0",
                   **as_str_map(as_mapping(job.get("metadata")).get("labels"))}
-        pod = _pod(job_spec.get("template"), f"{name}-{rj_name}-0-0", namespace, labels)
-        count = _int(rj.get("replicas"), 1) * job_pod_count(job_spec)
+        pod = pod_template(job_spec.get("template"), f"{name}-{rj_name}-0-0", namespace, labels)
+        count = int_or(rj.get("replicas"), 1) * job_pod_count(job_spec)
         exclusive = {**annotations, **as_str_map(as_mapping(job.get("metadata")).get("annotations"))}
         out.append(PodSet(rj_name, count, pod, one_per_node(pod, exclusive)))
-    return out
-
-
-def derive_pod_sets(item: Submitted, view: Any) -> Derivation:
-    """The pod sets of a submitted workload (``view`` is the :class:`~blueprint.admit.cluster.ClusterView`, which a
-    TrainJob's runtime is looked up in)."""
-    spec = as_mapping(item.manifest.get("spec"))
-    name, ns, kind = item.name, item.namespace, item.kind
-    meta = as_mapping(item.manifest.get("metadata"))
-    annotations = as_str_map(meta.get("annotations"))
-    out = Derivation()
-    if kind == "Pod":
-        pod = {"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": name, "namespace": ns, "labels": item.labels, "annotations": annotations},
-               "spec": copy.deepcopy(spec)}
-        out.pod_sets.append(PodSet("main", 1, pod))
-    elif kind == "Job":
-        labels = {"batch.kubernetes.io/job-name": name, "job-name": name}
-        pod = _pod(spec.get("template"), f"{name}-0", ns, labels)
-        out.pod_sets.append(PodSet("main", job_pod_count(spec), pod, one_per_node(pod, {})))
-    elif kind in ("Deployment", "StatefulSet"):
-        pod = _pod(spec.get("template"), f"{name}-0", ns, {})
-        out.pod_sets.append(PodSet("main", _int(spec.get("replicas"), 1), pod, one_per_node(pod, {})))
-    elif kind == "JobSet":
-        out.pod_sets += jobset_pod_sets(spec, name, ns, annotations)
-    elif kind == "MPIJob":
-        for role, replica in sorted(as_mapping(spec.get("mpiReplicaSpecs")).items()):
-            replica = as_mapping(replica)
-            labels = {"training.kubeflow.org/job-name": name, "training.kubeflow.org/job-role": role.lower(),
-                      "training.kubeflow.org/operator-name": "mpi-operator"}
-            pod = _pod(replica.get("template"), f"{name}-{role.lower()}-0", ns, labels)
-            out.pod_sets.append(PodSet(role.lower(), _int(replica.get("replicas"), 1), pod, one_per_node(pod, {})))
-    elif kind == "TrainJob":
-        from blueprint.admit.trainjob import trainjob_pod_sets
-
-        trainjob_pod_sets(item, view, out)
-    elif kind == "RayJob":
-        cluster = as_mapping(spec.get("rayClusterSpec"))
-        head = as_mapping(cluster.get("headGroupSpec"))
-        labels = {"ray.io/cluster": name, "ray.io/node-type": "head"}
-        out.pod_sets.append(PodSet("head", 1, _pod(head.get("template"), f"{name}-head", ns, labels)))
-        for group in as_list(cluster.get("workerGroupSpecs")):
-            group = as_mapping(group)
-            group_name = str(group.get("groupName") or "workers")
-            count = _int(group.get("replicas"), _int(group.get("minReplicas"), 1))
-            labels = {"ray.io/cluster": name, "ray.io/node-type": "worker", "ray.io/group": group_name}
-            out.pod_sets.append(PodSet(group_name, count * _int(group.get("numOfHosts"), 1),
-                                       _pod(group.get("template"), f"{name}-{group_name}-0", ns, labels)))
-    for pod_set in out.pod_sets:
-        if not as_list(pod_set.spec.get("containers")):
-            out.problems.append((item.ref, "schema", f"pod set {pod_set.name} has no containers: its pod template "
-                                 "must list at least one container"))
-        restart = pod_set.spec.get("restartPolicy", "Always")
-        if kind in ("Job", "JobSet") and restart not in ("Never", "OnFailure"):
-            out.problems.append((item.ref, "schema", f"pod set {pod_set.name}: restartPolicy {restart}: the pods of "
-                                 "a Job restart Never or OnFailure (the API refuses Always, the default); set "
-                                 "restartPolicy in the pod template"))
     return out

@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         write(render_json(parsed.to_dict()), args.output)
         return EXIT_OK
     if args.nccl_command == "record":
-        from blueprint.acceptance.nccl import acceptance_record, node_facts
+        from blueprint.acceptance.records import acceptance_record, node_facts
 
         try:
             facts = node_facts(strict_json(args.nodes_json.read_text(encoding="utf-8")))
@@ -141,14 +141,8 @@ def _verdict(parsed: Any, instance_type: str, nodes: int, expected_busbw: float 
 
 def _nodes(args: argparse.Namespace) -> int:
     """``blueprint nccl nodes``: exit 0, 1 (a node is an outlier), 2 (no records, or no expected figure)."""
-    from blueprint.acceptance.nccl import (
-        NcclLogError,
-        node_records,
-        read_node_runs,
-        render_json,
-        render_node_table,
-        require_nodes,
-    )
+    from blueprint.acceptance.nccl import NcclLogError, render_json
+    from blueprint.acceptance.records import node_records, read_node_runs, render_node_table, require_nodes
     from components.catalog.acceptance import catalog_figure, latency_outlier_factor, load_thresholds, outlier_fraction
 
     if args.output is not None:
@@ -200,7 +194,7 @@ def _group_max_size(stack_name: str, group: str) -> int | None:
 
 def _compare(args: argparse.Namespace) -> int:
     """What changed between two acceptance records; exit 1 when the bandwidth fell."""
-    from blueprint.acceptance.nccl import compare_node_records, compare_records
+    from blueprint.acceptance.records import compare_node_records, compare_records
 
     docs = []
     for path in (args.before, args.after):

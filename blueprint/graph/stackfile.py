@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from components.spec import SPEC_KEY, ClusterSpec, SpecError, parse_spec
+from components.spec.providers import PROVIDER_REGION_KEYS
 
 # The source tree's stacks; an installed ``blueprint`` reads ``./stacks`` of the project it runs in.
 STACKS_DIR = Path(__file__).resolve().parents[2] / "stacks"
@@ -250,8 +251,8 @@ def load_stack(stack: str, stacks_dir: Path | None = None) -> StackFile:
     if SPEC_KEY not in config:
         raise StackError(f"{shown}: config.{SPEC_KEY}: required key is missing [rule: schema-required-key]")
     raw_spec = config[SPEC_KEY]
-    region_key = "gcp:region" if isinstance(raw_spec, dict) and raw_spec.get("cloud") == "gcp" else "aws:region"
-    region = config.get(region_key)
+    region_key = PROVIDER_REGION_KEYS.get(str(raw_spec.get("cloud"))) if isinstance(raw_spec, dict) else None
+    region = config.get(region_key) if region_key is not None else None
     if region is not None and not isinstance(region, str):
         raise StackError(f"{shown}: config.{region_key}: must be a string [rule: schema-type]")
     try:

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from blueprint import clouds
 from blueprint.policy.runner import LEVEL_NAMES, LevelConfig, Pack, PolicyConfigError
 
 # Why each area matters, for --explain (the mission's planes: what goes wrong when the requirement is missing).
@@ -25,8 +26,6 @@ AREA_REASONS = {
     "data-safety": "without it, a change or a mistake can delete checkpoints, metrics or keys",
     "sizing": "without it, checkpoints cost more GPU time than the goodput target allows",
 }
-# Which cloud's resources a policy reads, from its name (the pack's naming rule: aws-*, gcp-*, the rest both).
-CLOUDS = {"aws": "aws", "gcp": "gcp"}
 
 
 @dataclass(frozen=True)
@@ -51,8 +50,10 @@ class PolicyEntry:
 
 
 def _cloud(name: str) -> str:
+    """Which cloud's resources a policy reads, from its name (the pack's naming rule: <cloud>-*, the rest every
+    cloud's)."""
     prefix = name.split("-", 1)[0]
-    return CLOUDS.get(prefix, "aws, gcp")
+    return prefix if prefix in clouds.names() else ", ".join(clouds.names())
 
 
 def entries(pack: Pack, config: LevelConfig | None = None) -> list[PolicyEntry]:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Protocol, cast
 
 from blueprint import clouds
-from blueprint.policy.examples import Mutation
+from blueprint.policy.mutations import Mutation
 
 
 class CloudExamples(Protocol):

@@ -52,24 +52,9 @@ _OTHER_NAMESPACES = r"^(?!gpu-cluster:)[A-Za-z0-9_.-]+:.+$"
 def _provider_keys() -> dict[str, dict[str, Any]]:
     """The stack file's other config keys: the providers' settings the shipped stacks set. Other providers' keys
     (aws:profile, kubernetes:...) are allowed; another gpu-cluster: key is a typo the program would never read."""
-    from components.spec.base import _REGION_RE
-    from components.spec.gcp import _GCP_REGION_RE, _PROJECT_RE
+    from components.spec.providers import provider_keys_schema
 
-    return {
-        "aws:region": {
-            "type": "string", "pattern": _REGION_RE.pattern,
-            "description": "The AWS provider's region (AWS stacks); must equal gpu-cluster:spec.aws.region.",
-        },
-        "gcp:project": {
-            "type": "string", "pattern": _PROJECT_RE.pattern,
-            "description": "The Google Cloud provider's project (GCP stacks): the project of "
-            "gpu-cluster:spec.gcp.project.",
-        },
-        "gcp:region": {
-            "type": "string", "pattern": _GCP_REGION_RE.pattern,
-            "description": "The Google Cloud provider's region (GCP stacks); must equal gpu-cluster:spec.gcp.region.",
-        },
-    }
+    return provider_keys_schema()
 
 
 def _generator() -> type[Any]:

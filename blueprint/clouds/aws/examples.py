@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from blueprint.graph.model import GraphResource, ResourceGraph
-from blueprint.policy.examples import (
+from blueprint.policy.mutations import (
     RELEASE,
     Mutation,
     add,
@@ -18,8 +18,8 @@ from blueprint.policy.examples import (
     k8s_type,
     release_values,
 )
-from blueprint.policy.examples import delete_path as _delete
-from blueprint.policy.examples import set_path as _set
+from blueprint.policy.mutations import delete_path as _delete
+from blueprint.policy.mutations import set_path as _set
 
 
 def _without_default_tag(key: str) -> Callable[[ResourceGraph], ResourceGraph]:

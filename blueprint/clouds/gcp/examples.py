@@ -8,15 +8,15 @@ import json
 from typing import Any
 
 from blueprint.graph.model import ResourceGraph
-from blueprint.policy.examples import (
+from blueprint.policy.mutations import (
     RELEASE,
     Mutation,
     drop_spend_alert,
     edit,
     release_values,
 )
-from blueprint.policy.examples import delete_path as _delete
-from blueprint.policy.examples import set_path as _set
+from blueprint.policy.mutations import delete_path as _delete
+from blueprint.policy.mutations import set_path as _set
 
 GKE_CLUSTER = "gcp:container/cluster:Cluster"
 

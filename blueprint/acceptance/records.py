@@ -1,0 +1,292 @@
+"""Acceptance records: one run's record (the log's figures, the nodes' facts from ``kubectl get nodes -o json``, the
+verdict), a group's per-node run as the recorder uploads it (``<group>/<run>/<node>/nccl.log`` and ``node.json``)
+judged node by node against the group's median and the expected figure, and what changed between two records."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from blueprint.acceptance.nccl import NcclLogError, NcclRun, Verdict, parse_nccl
+
+_OFI = re.compile(r"(?:aws-ofi-nccl|NET/OFI Initializing aws-ofi-nccl)\s+v?(?P<version>\d+\.\d+\.\d+\S*)")
+
+
+def ofi_version(text: str) -> str | None:
+    """The aws-ofi-nccl plugin version the log prints (``NET/OFI Initializing aws-ofi-nccl 1.x.y``)."""
+    m = _OFI.search(text)
+    return m["version"] if m else None
+
+
+def node_facts(nodes_json: Any) -> dict[str, Any]:
+    """What ``kubectl get nodes -o json`` says of the run's nodes: names, instance ids and zones (the providerID's
+    last two segments: ``aws:///<zone>/<instance id>`` on EKS, ``gce://<project>/<zone>/<instance>`` on GKE), and
+    the GPU feature discovery labels (GPU model, driver and CUDA)."""
+    if not isinstance(nodes_json, dict) or not isinstance(nodes_json.get("items"), list):
+        raise NcclLogError("the node facts are not the output of `kubectl get nodes -o json` (no items list)")
+    nodes: list[dict[str, Any]] = []
+    products: set[str] = set()
+    drivers: set[str] = set()
+    cudas: set[str] = set()
+    for item in nodes_json["items"]:
+        meta = item.get("metadata", {}) if isinstance(item, dict) else {}
+        labels = meta.get("labels", {}) or {}
+        provider = str(item.get("spec", {}).get("providerID", ""))
+        zone, instance = _zone_and_instance(provider)
+        nodes.append({"name": meta.get("name"), "instance_id": instance or None, "zone": zone or None,
+                      "instance_type": labels.get("node.kubernetes.io/instance-type")})
+        for key, bucket in (("nvidia.com/gpu.product", products), ("nvidia.com/cuda.driver-version.full", drivers),
+                            ("nvidia.com/cuda.runtime-version.full", cudas)):
+            if key in labels:
+                bucket.add(str(labels[key]))
+
+    def one(values: set[str]) -> str | None:
+        return ", ".join(sorted(values)) if values else None
+    return {"nodes": nodes, "gpu_model": one(products), "driver": one(drivers), "cuda": one(cudas)}
+
+
+def _zone_and_instance(provider_id: str) -> tuple[str, str]:
+    """(zone, instance) from a node's providerID (``<cloud>://[<project>]/<zone>/<instance>``); empty when it has
+    no such shape."""
+    _, sep, path = provider_id.partition("://")
+    parts = path.split("/") if sep else []
+    return (parts[-2], parts[-1]) if len(parts) >= 2 and parts[-1] else ("", "")
+
+
+def acceptance_record(run: NcclRun, log_text: str, stack: str, node_group: str, facts: dict[str, Any],
+                      verdict: Verdict | None) -> dict[str, Any]:
+    """One acceptance run, as kept beside the stack and compared with the next one."""
+    return {
+        "stack": stack, "node_group": node_group, **facts,
+        "nccl_version": run.nccl_version, "aws_ofi_nccl_version": ofi_version(log_text),
+        "nccl_tests_version": run.tests_version, "collective": run.collective, "ranks": run.ranks,
+        "max_busbw_gbps": run.max_busbw, "avg_busbw_gbps": run.avg_busbw,
+        "busbw_by_size": {str(r.size): r.max_busbw for r in run.rows},
+        "wrong": run.wrong, "complete": run.complete,
+        "verdict": None if verdict is None else verdict.to_dict(),
+    }
+
+
+def compare_records(a: dict[str, Any], b: dict[str, Any], tolerance: float) -> tuple[list[str], bool]:
+    """Lines describing what changed from run A to run B, and whether B's peak fell more than ``tolerance``."""
+    lines = []
+    for key in ("gpu_model", "driver", "cuda", "nccl_version", "aws_ofi_nccl_version", "nccl_tests_version"):
+        if a.get(key) != b.get(key):
+            lines.append(f"{key}: {a.get(key)} -> {b.get(key)}")
+    peak_a, peak_b = a.get("max_busbw_gbps") or 0.0, b.get("max_busbw_gbps") or 0.0
+    change = (peak_b - peak_a) / peak_a if peak_a else 0.0
+    lines.append(f"peak bus bandwidth: {peak_a:.2f} -> {peak_b:.2f} GB/s ({change:+.1%})")
+    sizes_a, sizes_b = a.get("busbw_by_size") or {}, b.get("busbw_by_size") or {}
+    for size in sorted(set(sizes_a) & set(sizes_b), key=int):
+        before, after = float(sizes_a[size]), float(sizes_b[size])
+        if before and abs(after - before) / before > tolerance:
+            lines.append(f"  {int(size):>12} B: {before:.2f} -> {after:.2f} GB/s")
+    nodes_a = {str(n.get("instance_id") or n.get("name")) for n in a.get("nodes", [])}
+    nodes_b = {str(n.get("instance_id") or n.get("name")) for n in b.get("nodes", [])}
+    if nodes_a != nodes_b:
+        lines.append(f"instances: {len(nodes_a & nodes_b)} the same, {len(nodes_b - nodes_a)} new")
+        if nodes_a - nodes_b:
+            lines.append(f"  gone: {', '.join(sorted(nodes_a - nodes_b))}")
+        if nodes_b - nodes_a:
+            lines.append(f"  new: {', '.join(sorted(nodes_b - nodes_a))}")
+    return lines, change < -tolerance
+
+
+# --- Per-node records (issue 27): the acceptance gate's run on every node of a group ------------------------------
+
+SMALL_MESSAGE_BYTES = 8  # the smallest message of the gate's sweep (-b 8): its time is the node's latency
+
+
+def small_message_time_us(run: NcclRun) -> float | None:
+    """The time (us) of the smallest non-empty message the run measured, the faster of out-of-place and in-place:
+    the node's latency at small messages."""
+    rows = sorted((r for r in run.rows if r.size > 0), key=lambda r: r.size)
+    for row in rows:
+        times = [float(p["time_us"]) for p in (row.out_of_place, row.in_place) if p.get("time_us") is not None]
+        if times:
+            return min(times)
+    return None
+
+
+@dataclass(frozen=True)
+class NodeRun:
+    """One node's record as the per-node job wrote it: its name, its log and its facts (node.json)."""
+
+    node: str
+    log: str
+    facts: dict[str, Any]
+
+
+def _median(values: list[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def node_records(nodes: list[NodeRun], *, instance_type: str, expected_busbw: float, expected_source: str,
+                 pass_fraction: float, outlier_fraction: float, latency_factor: float, stack: str | None = None,
+                 node_group: str | None = None, run: str | None = None) -> dict[str, Any]:
+    """The per-node run of a group as one record: each node's bus bandwidth (peak, GB/s) and small-message time, its
+    versions (driver, CUDA from node.json; NCCL and nccl-tests from its log) and its problems: a log that is not a
+    complete valid run, wrong values, a benchmark that exited non-zero, a bandwidth below ``outlier_fraction`` of the
+    group's median or below ``pass_fraction`` of the expected figure, a latency above ``latency_factor`` times the
+    group's median. ``passed`` when no node has a problem."""
+    rows: list[dict[str, Any]] = []
+    for item in sorted(nodes, key=lambda n: n.node):
+        problems: list[str] = []
+        parsed: NcclRun | None = None
+        try:
+            parsed = parse_nccl(item.log)
+        except NcclLogError as err:
+            problems.append(f"no result in its log: {err}")
+        status = item.facts.get("exit_status")
+        if isinstance(status, int) and status != 0:
+            problems.append(f"all_reduce_perf exited {status}")
+        if parsed is not None:
+            if not parsed.complete:
+                problems.append("the run was cut short (no 'Avg bus bandwidth' line)")
+            if parsed.wrong:
+                problems.append(f"{parsed.wrong} wrong value(s)")
+            problems += [f"not a valid figure: {p}" for p in parsed.invalid]
+        rows.append({
+            "node": item.node, "pod": item.facts.get("pod"), "driver": item.facts.get("driver") or None,
+            "cuda": item.facts.get("cuda") or None,
+            "nccl_version": parsed.nccl_version if parsed else None,
+            "nccl_tests_version": parsed.tests_version if parsed else None,
+            "busbw_gbps": parsed.max_busbw if parsed else None,
+            "latency_us": small_message_time_us(parsed) if parsed else None,
+            "exit_status": status, "problems": problems,
+        })
+    median_bw = _median([r["busbw_gbps"] for r in rows if r["busbw_gbps"] is not None and not r["problems"]])
+    median_lat = _median([r["latency_us"] for r in rows if r["latency_us"] is not None and not r["problems"]])
+    required = expected_busbw * pass_fraction
+    for r in rows:
+        bw, lat = r["busbw_gbps"], r["latency_us"]
+        if bw is not None and median_bw and bw < outlier_fraction * median_bw:
+            r["problems"].append(f"bus bandwidth {bw:.2f} GB/s is below {outlier_fraction:.0%} of the group's median "
+                                 f"({median_bw:.2f} GB/s)")
+        if bw is not None and bw < required:
+            r["problems"].append(f"bus bandwidth {bw:.2f} GB/s is below {required:.2f} GB/s ({pass_fraction:.0%} of "
+                                 f"the expected {expected_busbw:.2f} GB/s)")
+        if lat is not None and median_lat and lat > latency_factor * median_lat:
+            r["problems"].append(f"small-message time {lat:.2f} us is above {latency_factor:g} x the group's median "
+                                 f"({median_lat:.2f} us)")
+        r["outlier"] = bool(r["problems"])
+
+    def versions(key: str) -> list[str]:
+        return sorted({str(r[key]) for r in rows if r[key]})
+    return {
+        "kind": "per-node", "stack": stack, "node_group": node_group, "run": run, "instance_type": instance_type,
+        "expected_busbw_gbps": expected_busbw, "expected_source": expected_source, "pass_fraction": pass_fraction,
+        "outlier_fraction": outlier_fraction, "latency_factor": latency_factor,
+        "median_busbw_gbps": median_bw, "median_latency_us": median_lat, "nodes": rows,
+        "versions": {"driver": versions("driver"), "cuda": versions("cuda"), "nccl": versions("nccl_version")},
+        "outliers": [r["node"] for r in rows if r["outlier"]], "passed": bool(rows) and not any(r["outlier"]
+                                                                                               for r in rows),
+    }
+
+
+def require_nodes(record: dict[str, Any], runs: list[NodeRun], expected: int) -> None:
+    """A run must cover every node it was meant to: fewer records than ``expected`` fails it (the missing nodes are
+    the suspect ones), naming the Job indexes that left none."""
+    record["expected_nodes"] = expected
+    seen = {int(str(r.facts.get("index"))) for r in runs if str(r.facts.get("index", "")).isdigit()}
+    missing = max(expected - len(runs), 0)
+    record["missing_nodes"] = missing
+    record["missing_indexes"] = sorted(set(range(expected)) - seen) if seen and missing else []
+    if missing:
+        record["passed"] = False
+
+
+def render_node_table(record: dict[str, Any]) -> str:
+    """The per-node record for a terminal: one line per node, outliers marked, then the versions."""
+    median = record["median_busbw_gbps"] or 0.0
+    head = (f"{'PASS' if record['passed'] else 'FAIL'}: {len(record['nodes'])} node(s) of "
+            f"{record.get('node_group') or '?'} ({record['instance_type']}), median {median:.2f} GB/s, expected "
+            f"{record['expected_busbw_gbps']:.2f} GB/s")
+    lines = [head]
+    if record.get("missing_nodes"):
+        indexes = record.get("missing_indexes")
+        lines.append(f"missing: {record['missing_nodes']} of {record['expected_nodes']} node(s) left no record"
+                     + (f" (indexes {', '.join(map(str, indexes))})" if indexes else "")
+                     + ": they are the ones to look at (kubectl get pods -n gpu-acceptance -o wide)")
+    lines.append(f"{'node':<40} {'busbw GB/s':>10} {'8 B us':>8}  driver / CUDA / NCCL")
+    for r in record["nodes"]:
+        bw = f"{r['busbw_gbps']:.2f}" if r["busbw_gbps"] is not None else "-"
+        lat = f"{r['latency_us']:.2f}" if r["latency_us"] is not None else "-"
+        lines.append(f"{r['node']:<40} {bw:>10} {lat:>8}  {r['driver'] or '?'} / {r['cuda'] or '?'} / "
+                     f"{r['nccl_version'] or '?'}{'  OUTLIER' if r['outlier'] else ''}")
+        lines += [f"  - {p}" for p in r["problems"]]
+    for key, values in record["versions"].items():
+        if len(values) > 1:
+            lines.append(f"warning: the group runs {len(values)} {key} versions: {', '.join(values)}")
+    return "\n".join(lines) + "\n"
+
+
+def read_node_runs(root: Path) -> tuple[list[NodeRun], str | None]:
+    """The nodes of one run as downloaded from the bucket (``acceptance/<group>/<run>/<node>/nccl.log`` and
+    ``node.json``): ``root`` is the run's directory (its name is the run's). :class:`NcclLogError` for a directory
+    without node records or a node.json that is not an object."""
+    if not root.is_dir():
+        raise NcclLogError(f"{root} is not a directory of node records (<node>/nccl.log, <node>/node.json)")
+    out: list[NodeRun] = []
+    for node_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        log = node_dir / "nccl.log"
+        if not log.is_file():
+            continue
+        facts: dict[str, Any] = {}
+        meta = node_dir / "node.json"
+        if meta.is_file():
+            try:
+                loaded = json.loads(meta.read_text(encoding="utf-8"))
+            except ValueError as err:
+                raise NcclLogError(f"{meta}: not JSON: {err}") from None
+            if not isinstance(loaded, dict):
+                raise NcclLogError(f"{meta}: not a JSON object")
+            facts = loaded
+        out.append(NodeRun(node=str(facts.get("node") or node_dir.name),
+                           log=log.read_bytes().decode("utf-8", errors="replace"), facts=facts))
+    if not out:
+        raise NcclLogError(f"{root} holds no <node>/nccl.log")
+    return out, root.name
+
+
+def compare_node_records(a: dict[str, Any], b: dict[str, Any], tolerance: float) -> tuple[list[str], bool]:
+    """What changed between two per-node records of a group: nodes gone and new, by name; per node kept, its driver,
+    CUDA and NCCL versions and a bus bandwidth that moved more than ``tolerance``; the median's change. The second
+    value: the median fell more than ``tolerance``, or a node became an outlier."""
+    nodes_a = {str(n["node"]): n for n in a.get("nodes", [])}
+    nodes_b = {str(n["node"]): n for n in b.get("nodes", [])}
+    lines: list[str] = []
+    gone, new = sorted(set(nodes_a) - set(nodes_b)), sorted(set(nodes_b) - set(nodes_a))
+    if gone:
+        lines.append(f"nodes gone: {', '.join(gone)}")
+    if new:
+        lines.append(f"nodes new: {', '.join(new)}")
+    became = []
+    for name in sorted(set(nodes_a) & set(nodes_b)):
+        before, after = nodes_a[name], nodes_b[name]
+        changes = [f"{label} {before.get(key)} -> {after.get(key)}"
+                   for key, label in (("driver", "driver"), ("cuda", "CUDA"), ("nccl_version", "NCCL"))
+                   if before.get(key) != after.get(key)]
+        bw_a, bw_b = before.get("busbw_gbps"), after.get("busbw_gbps")
+        if bw_a and bw_b and abs(bw_b - bw_a) / bw_a > tolerance:
+            changes.append(f"bus bandwidth {bw_a:.2f} -> {bw_b:.2f} GB/s ({(bw_b - bw_a) / bw_a:+.1%})")
+        if after.get("outlier") and not before.get("outlier"):
+            became.append(name)
+            changes.append("now an outlier")
+        if changes:
+            lines.append(f"{name}: {'; '.join(changes)}")
+    for key, label in (("driver", "driver"), ("cuda", "CUDA"), ("nccl", "NCCL")):
+        va, vb = a.get("versions", {}).get(key, []), b.get("versions", {}).get(key, [])
+        if va != vb:
+            lines.append(f"{label} versions of the group: {', '.join(va) or '?'} -> {', '.join(vb) or '?'}")
+    med_a, med_b = a.get("median_busbw_gbps") or 0.0, b.get("median_busbw_gbps") or 0.0
+    change = (med_b - med_a) / med_a if med_a else 0.0
+    lines.append(f"median bus bandwidth: {med_a:.2f} -> {med_b:.2f} GB/s ({change:+.1%})")
+    return lines, change < -tolerance or bool(became)
