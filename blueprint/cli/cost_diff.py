@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from blueprint.cli.common import EXIT_OK, EXIT_POLICY, CommandError, emit, target_graph, usage_for, write
-from blueprint.files.output import check_output_file, output_file_argument
+from blueprint.cli.common import EXIT_OK, EXIT_POLICY, CommandError, emit, output_option, target_graph, usage_for, write
+from blueprint.files.output import check_output_file
 from blueprint.graph.load import GRAPH_SUFFIXES, load_graph
 from blueprint.graph.model import ResourceGraph
 
@@ -33,8 +33,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
     parser.add_argument("--fail-above-usd", type=float, help="exit 1 if the monthly cost rises by more than this")
     parser.add_argument("--fail-above-percent", type=float, help="exit 1 if it rises by more than this percent")
-    parser.add_argument("-o", "--output", type=output_file_argument,
-                        help="write the report here instead of standard output")
+    output_option(parser)
     parser.add_argument("--usage", type=Path, help="usage estimates for both sides (default: the stack's usage file)")
     parser.set_defaults(handler=run)
 

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from blueprint.cli.common import EXIT_OK, EXIT_POLICY, CommandError, emit, write
-from blueprint.files.output import check_output_file, output_file_argument
+from blueprint.cli.common import EXIT_OK, EXIT_POLICY, CommandError, emit, output_option, write
+from blueprint.files.output import check_output_file
 from blueprint.graph.model import strict_json
 
 
@@ -20,8 +20,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     nccl_sub = nccl.add_subparsers(dest="nccl_command", required=True)
     parse = nccl_sub.add_parser("parse", parents=[common], help="an nccl-tests log as JSON")
     parse.add_argument("log", type=Path)
-    parse.add_argument("-o", "--output", type=output_file_argument,
-                       help="write the JSON here instead of standard output")
+    output_option(parse, "the JSON")
     check = nccl_sub.add_parser("check", parents=[common], help="compare a log with the acceptance threshold; "
                                 "exit 1 below it or on any wrong value")
     check.add_argument("log", type=Path)
@@ -30,8 +29,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     check.add_argument("--expected-busbw", type=float, help="expected bus bandwidth (GB/s) when the catalog has "
                        "none for the type")
     check.add_argument("--format", choices=("table", "json", "markdown"), default="table")
-    check.add_argument("-o", "--output", type=output_file_argument,
-                       help="write the report here instead of standard output")
+    output_option(check)
     record = nccl_sub.add_parser("record", parents=[common], help="one acceptance run as JSON: the log, the "
                                  "nodes (kubectl get nodes -o json) and the verdict")
     record.add_argument("log", type=Path)
@@ -40,8 +38,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     record.add_argument("--nodes-json", type=Path, required=True,
                         help="kubectl get nodes -l gpu-cluster/node-group=<group> -o json > nodes.json")
     record.add_argument("--instance-type", help="judge the run against this type's threshold too")
-    record.add_argument("-o", "--output", type=output_file_argument,
-                        help="write the record here instead of standard output")
+    output_option(record, "the record")
     nodes = nccl_sub.add_parser("nodes", parents=[common], help="the per-node run of a group (acceptance/<group>/"
                                 "<run>/ as downloaded from the bucket): each node's bus bandwidth, small-message time "
                                 "and versions; exit 1 when a node is an outlier")
@@ -53,8 +50,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                        "node count expected unless --expect-nodes)")
     nodes.add_argument("--expect-nodes", type=int, help="nodes the run was meant to cover: fewer records fail it")
     nodes.add_argument("--format", choices=("table", "json"), default="table")
-    nodes.add_argument("-o", "--output", type=output_file_argument,
-                       help="write the report here instead of standard output")
+    output_option(nodes)
     compare = nccl_sub.add_parser("compare", parents=[common], help="what changed between two records (nodes, "
                                   "driver, CUDA and NCCL versions, bandwidth); exit 1 when the later peak or median "
                                   "fell more than the tolerance, or a node became an outlier")

@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from blueprint.cli.common import EXIT_OK, EXIT_POLICY, target_graph, write
-from blueprint.files.output import OutputError, check_output_file, output_file_argument
+from blueprint.cli.common import EXIT_OK, EXIT_POLICY, output_option, target_graph, write
+from blueprint.files.output import OutputError, check_output_file
 from blueprint.graph.load import GRAPH_SUFFIXES
 from blueprint.policy.runner import (
     load_config_file,
@@ -33,8 +33,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                         "config, and an example violation on a shipped stack")
     parser.add_argument("--stack-file", type=Path, help="the stack file findings point at (SARIF lines); default: "
                         "the stack's file, or stacks/Pulumi.<stack>.yaml for a graph")
-    parser.add_argument("-o", "--output", type=output_file_argument,
-                        help="write the report here instead of standard output")
+    output_option(parser)
     parser.set_defaults(handler=run)
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from blueprint.cli.common import EXIT_OK, STACK_HELP, CommandError, usage_for, write
-from blueprint.files.output import check_output_file, output_file_argument
+from blueprint.cli.common import EXIT_OK, STACK_HELP, CommandError, output_option, usage_for, write
+from blueprint.files.output import check_output_file
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -15,8 +15,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                             "times, optimal interval, goodput, GPU-hours lost, required GPU capacity, storage")
     parser.add_argument("stack", help=STACK_HELP)
     parser.add_argument("--format", choices=("table", "json"), default="table")
-    parser.add_argument("-o", "--output", type=output_file_argument,
-                        help="write the report here instead of standard output")
+    output_option(parser)
     parser.set_defaults(handler=run)
 
 

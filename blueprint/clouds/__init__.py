@@ -27,7 +27,7 @@ refresh     (optional) ``blueprint prices refresh``: the    :class:`blueprint.co
 
 Neutral code asks for a family's module through :func:`part` (imported on first use, so ``blueprint policy
 graph.json`` never loads a cloud's SDK); each cloud's ``__init__.py`` states, for mypy, that its modules meet the
-interfaces. Nothing outside a cloud's folder imports it by name (tests/test_layering.py).
+interfaces. Nothing outside a cloud's folder imports it by name (tests/repo/test_tools_layering.py).
 """
 
 from __future__ import annotations

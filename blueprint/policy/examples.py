@@ -1,7 +1,8 @@
 """How each policy of the pack is broken on a shipped graph: the mutations the tests prove every policy rejects
-(tests/test_policies.py, tests/test_policies_gcp.py, tests/test_slurm.py), shipped so that ``blueprint policy
---explain`` can show a real violation in the pack's own words instead of a description of one. Each cloud's examples
-module lists its mutations as name -> (stack, mutation, policy); here is the lookup ``--explain`` makes."""
+(tests/policy/test_policies.py, tests/policy/test_policies_gcp.py, tests/program/test_slurm.py), shipped so that
+``blueprint policy --explain`` can show a real violation in the pack's own words instead of a description of one. Each
+cloud's examples module lists its mutations as name -> (stack, mutation, policy); here is the lookup ``--explain``
+makes."""
 
 from __future__ import annotations
 

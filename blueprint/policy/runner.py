@@ -40,7 +40,7 @@ OPTION_POLICIES = ("stateful-names-ignore-changes",)
 # Policies that follow dependencies (a node group to its launch template and subnets, a bucket to its
 # configuration resources, an Auto Scaling group tag to its node group): not applicable to a graph that does not
 # record them (an engine event log), where they would report every link as missing, or find none and judge nothing.
-# tests/test_eventlog.py checks that no other policy's verdict changes
+# tests/graph/test_eventlog.py checks that no other policy's verdict changes
 # when a graph loses its dependencies.
 DEPENDENCY_POLICIES = ("aws-efa-node-groups-wire-all-interfaces", "aws-efa-node-groups-single-az-and-placed",
                        "aws-no-placement-group-on-reserved-capacity", "aws-autoscaler-off-reserved-capacity",

@@ -5,6 +5,7 @@ out with Graphviz."""
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -132,3 +133,8 @@ def protection(res: GraphResource) -> str:
     return "protected" if res.protect else "NOT protected"
 
 
+
+
+def escape(text: Any) -> str:
+    """Text as HTML (quotes too: it goes in attributes)."""
+    return html.escape(str(text), quote=True)

@@ -11,11 +11,9 @@ the goodput from the sizing model (``blueprint sizing``), the Capacity Block pla
 
 from __future__ import annotations
 
-import html
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from blueprint.cost.lines import CostReport
 from blueprint.cost.render import format_usd
@@ -31,6 +29,7 @@ from blueprint.report.charts import (
 from blueprint.report.cloud import cloud_report
 from blueprint.report.diagram import build_diagram, render_svg
 from blueprint.report.model import Diagram
+from blueprint.report.model import escape as _e
 from components.spec import ClusterSpec
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -79,10 +78,6 @@ class ReportInputs:
     cost: CostReport
     policy: PolicyReport
     now: datetime
-
-
-def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
 
 
 def _usd_attr(value: float) -> str:

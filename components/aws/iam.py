@@ -1,7 +1,8 @@
 """IAM and KMS policy documents as typed data (never string templates), built by pure functions.
 
 Each function returns a :class:`PolicyDocument`; :func:`to_json` serialises it for a resource input.
-Kept free of Pulumi so the exact grants are tested directly (``tests/test_data_access.py``).
+Kept free of Pulumi so the exact grants are tested directly (``tests/program/test_deployability.py``,
+``tests/program/test_telemetry.py``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The AWS side of the preview: the figures of each AWS plane, read from the graph (what the program would
-create), with the catalog's hardware facts the graph cannot carry. ``blueprint/render.py`` asks the cloud
+create), with the catalog's hardware facts the graph cannot carry. ``blueprint/preview/render.py`` asks the cloud
 module of the stack for them and renders the cloud-neutral parts itself.
 """
 

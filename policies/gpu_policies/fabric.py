@@ -243,7 +243,7 @@ efa_security_group = stack_policy(
 
 # Additional node networks a GPUDirect machine type needs on GKE: its GPU NICs, plus the second gVNIC of the RDMA
 # types (A3 Ultra, A4: 1 gVNIC + 8 RDMA). Source: components/catalog/gcp_machines.yaml (gpu_nics, gpudirect); the
-# pack keeps its own copy because it runs standalone, and tests/test_policies_gcp.py keeps the two equal.
+# pack keeps its own copy because it runs standalone, and tests/policy/test_policies_gcp.py keeps the two equal.
 GPU_NETWORKS = Knob("gpuNetworks", {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}, {
     "a3-highgpu-8g": 4, "a3-megagpu-8g": 8, "a3-ultragpu-8g": 9, "a4-highgpu-8g": 9,
 })

@@ -27,6 +27,7 @@ from blueprint.admit.nodes import (
 )
 from blueprint.admit.resources import Amounts
 from blueprint.admit.workloads import PodSet
+from blueprint.clouds.aws.pricing import launch_template
 from blueprint.graph.model import SECRET, UNKNOWN, GraphResource
 from components.aws.autoscaler import AUTOSCALE_TAG
 from components.aws.autoscaler import RELEASE as AUTOSCALER_RELEASE
@@ -34,7 +35,6 @@ from components.catalog.instances import load_aws_catalog
 
 CLUSTER_TYPE = "aws:eks/cluster:Cluster"
 EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
-LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 ASG_TAG = "aws:autoscaling/tag:Tag"
 EFA = "vpc.amazonaws.com/efa"
 PER_NODE_LABEL_PREFIXES = ("topology.k8s.aws/",)
@@ -77,13 +77,6 @@ def _efa_plugin_types(view: ClusterView) -> tuple[bool, tuple[str, ...] | None]:
     return True, tuple(values) if values else None
 
 
-def _launch_template(view: ClusterView, group: GraphResource) -> dict[str, Any]:
-    """The launch template created beside a node group under the same component (blueprint.cost does the same)."""
-    if group.parent is None:
-        return {}
-    return next((s.inputs for s in view.graph.children(group.parent) if s.type == LAUNCH_TEMPLATE), {})
-
-
 def _boot_hugepages(template: dict[str, Any]) -> int:
     """The hugepages a launch template's user data reserves (the program's sysctl before kubelet starts)."""
     raw = template.get("userData")
@@ -119,7 +112,7 @@ def node_groups(view: ClusterView, sharing: GpuSharing) -> list[NodeGroup]:
     for res in view.resources_of(EKS_NODE_GROUP):
         inputs = res.inputs
         listed = [str(t) for t in as_list(inputs.get("instanceTypes"))]
-        types = listed or [str(_launch_template(view, res).get("instanceType") or "")]
+        types = listed or [str(launch_template(view.graph, res).get("instanceType") or "")]
         known = [catalog[t] for t in types if t in catalog]
         labels = as_str_map(inputs.get("labels"))
         name = labels.get(NODE_GROUP_LABEL) or str(inputs.get("nodeGroupName") or res.name)
@@ -146,7 +139,7 @@ def node_groups(view: ClusterView, sharing: GpuSharing) -> list[NodeGroup]:
         else:
             notes.append(f"instance type {', '.join(types) or '(none)'} is not in the AWS catalog: per-node capacity "
                          "unknown")
-        add_hugepages(_boot_hugepages(_launch_template(view, res)), allocatable)
+        add_hugepages(_boot_hugepages(launch_template(view.graph, res)), allocatable)
         arch = "arm64" if known and known[0].arch == "arm64" else "amd64"
         labels = {**labels, "node.kubernetes.io/instance-type": types[0], "kubernetes.io/arch": arch,
                   "kubernetes.io/os": "linux", "eks.amazonaws.com/nodegroup": str(inputs.get("nodeGroupName") or name),

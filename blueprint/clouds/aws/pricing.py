@@ -185,55 +185,6 @@ def _aws_min_nodes(res: GraphResource) -> int:
     return _int(_dict(res.inputs.get("scalingConfig")).get("minSize"))
 
 
-def _price_aws(graph: ResourceGraph, prices: Mapping[str, Price], usage: Usage,
-               shares: dict[str, tuple[tuple[str, float], ...]]) -> tuple[list[ResourceCost], list[tuple[str, str]]]:
-    """The cost of every priced AWS resource of ``graph`` and the usage-priced ones not estimated."""
-    costs: list[ResourceCost] = []
-    not_estimated: list[tuple[str, str]] = []
-    for res in sorted(graph.resources, key=lambda r: r.urn):
-        note = ""
-        if res.type == NODE_GROUP:
-            now, at_max, note = _node_group(graph, res, prices)
-        elif res.type == FSX_LUSTRE:
-            now = at_max = _fsx(res, prices)
-        elif res.type == EKS_CLUSTER:
-            now = at_max = (_line("cluster hours (standard support)", HOURS_PER_MONTH, prices,
-                                  "eks.cluster_standard_support", "hour"),)
-        elif res.type == NAT_GATEWAY:
-            now = at_max = (_line("NAT gateway hours", HOURS_PER_MONTH, prices, "vpc.nat_gateway_hour", "hour"),
-                            *usage_lines(res, USAGE_FIELDS, usage, prices))
-        elif res.type == KMS_KEY:
-            now = at_max = (_line("customer managed key", 1, prices, "kms.customer_managed_key", "key-month"),)
-        elif res.type == RDS_INSTANCE:  # Slurm's accounting database: instance hours and storage, Multi-AZ doubled
-            az = "multi_az" if res.inputs.get("multiAz") else "single_az"
-            cls = str(res.inputs.get("instanceClass") or "?")
-            now = at_max = (
-                _line(f"RDS {res.inputs.get('engine')} {cls} instance hours ({az})", HOURS_PER_MONTH, prices,
-                      f"rds_mysql.{cls}.{az}", "hour"),
-                _line(f"RDS gp3 storage ({az})", float(_int(res.inputs.get("allocatedStorage"))), prices,
-                      f"rds_mysql.gp3_storage.{az}", "GB-month"))
-        elif res.type == BUDGET:
-            now = at_max = (_line("budget days", HOURS_PER_MONTH / 24, prices, "budgets.budget_day", "budget-day"),)
-        elif res.type in USAGE_PRICED and res.name in usage:
-            now = at_max = usage_lines(res, USAGE_FIELDS, usage, prices)
-        else:
-            if res.type in USAGE_PRICED:
-                not_estimated.append((res.urn, USAGE_PRICED[res.type]))
-            continue
-        if res.type in USAGE_PRICED and res.name not in usage:
-            not_estimated.append((res.urn, USAGE_PRICED[res.type]))
-        tags = graph.effective_inputs(res).get("tags") or {}
-        team = str(tags.get("team", "")) if isinstance(tags, dict) else ""
-        group_label = _dict(res.inputs.get("labels")).get("gpu-cluster/node-group") if res.type == NODE_GROUP else None
-        nodes, gpus, paid = _aws_nodes(graph, res) if res.type == NODE_GROUP else (None, 0, False)
-        costs.append(ResourceCost(urn=res.urn, type=res.type, name=res.name, plane=graph.plane_of(res), team=team,
-                                  components=now, components_at_max=at_max, note=note,
-                                  team_shares=shares.get(str(group_label), ()), nodes=nodes, gpus_per_node=gpus,
-                                  paid_regardless=paid,
-                                  min_nodes=_aws_min_nodes(res) if res.type == NODE_GROUP else 0))
-    return costs, not_estimated
-
-
 def price(graph: ResourceGraph, prices: Mapping[str, Price], usage: Usage,
           shares: Shares) -> tuple[list[ResourceCost], list[tuple[str, str]]]:
     """The cost of every priced AWS resource of ``graph`` and the usage-priced ones not estimated."""

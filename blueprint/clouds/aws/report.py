@@ -4,13 +4,13 @@ database, budgets and the CUR export; and the Capacity Block timeline."""
 
 from __future__ import annotations
 
-import html
 from datetime import datetime
 from typing import Any
 
 from blueprint.graph.model import GraphResource, ResourceGraph
 from blueprint.report.charts import Mark, timeline_chart
 from blueprint.report.model import Node, component_urns, gib, protection, slug
+from blueprint.report.model import escape as _e
 from components.spec import ClusterSpec
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -76,10 +76,6 @@ def timeline(graph: ResourceGraph, spec: ClusterSpec, now: datetime) -> list[str
                      f'<figure class="chart">{svg}</figure><p>{_e(plan.headline)}</p>'
                      f'<ol class="steps">{steps}</ol></div>')
     return parts
-
-
-def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
 
 
 def window_text(tags: Any) -> str | None:

@@ -5,7 +5,8 @@ Every method is one read of one API and returns what the library returns (proto-
 Engine, GKE, Service Usage and Managed Lustre; a ``google.cloud.storage.Bucket`` for Cloud Storage; the
 permissions list of an IAM ``TestIamPermissionsResponse``), or raises the library's
 ``google.api_core.exceptions`` error (``NotFound``, ``Forbidden`` ...). The tests replace the whole layer with
-answers recorded in those shapes (``tests/gcp_recorded.py``); nothing in the checks knows which one it talks to.
+answers recorded in those shapes (``tests/acceptance/gcp_recorded.py``); nothing in the checks knows which one it
+talks to.
 
 Credentials are Application Default Credentials (``GOOGLE_APPLICATION_CREDENTIALS``, ``gcloud auth
 application-default login``, workload identity federation, the metadata server). Missing or refused credentials

@@ -4,12 +4,11 @@ Slurm's Cloud SQL database and budgets; and the specific reservations on the tim
 
 from __future__ import annotations
 
-import html
 from datetime import datetime
-from typing import Any
 
 from blueprint.graph.model import GraphResource, ResourceGraph
 from blueprint.report.model import Node, component_urns, gib, protection, slug
+from blueprint.report.model import escape as _e
 from components.spec import ClusterSpec
 
 GKE_POOL = "gcp:container/nodePool:NodePool"
@@ -54,10 +53,6 @@ def timeline(graph: ResourceGraph, spec: ClusterSpec, now: datetime) -> list[str
     return [f"<p>{_e(pool.name)} consumes the specific reservation(s) {_e(', '.join(pool.reservations))}: no window; "
             "a reservation is billed from its creation until it is deleted, nodes or not.</p>"
             for pool in pool_figures(graph) if pool.reservations]
-
-
-def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
 
 
 def _network(graph: ResourceGraph) -> list[Node]:
