@@ -8,8 +8,10 @@ Only matplotlib's object API is used (``Figure``, no pyplot): no global state, n
 
 from __future__ import annotations
 
+import hashlib
 import io
 import math
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -41,11 +43,24 @@ def _style(salt: str) -> Iterator[None]:
 
 
 def _svg(fig: Any) -> str:
-    """The figure as an ``<svg>`` element (no XML declaration or doctype)."""
+    """The figure as an ``<svg>`` element (no XML declaration or doctype), its clip-path ids stable."""
+    import matplotlib
+
     out = io.StringIO()
     fig.savefig(out, format="svg", metadata={"Date": None}, bbox_inches="tight")
     text = out.getvalue()
-    return text[text.index("<svg"):]
+    return stable_clip_ids(text[text.index("<svg"):], str(matplotlib.rcParams["svg.hashsalt"]))
+
+
+_CLIP_ID = re.compile(r'<clipPath id="(p[0-9a-f]{10})"')
+
+
+def stable_clip_ids(svg: str, salt: str) -> str:
+    """Clip paths renamed by their order in the chart: matplotlib names each by a hash of its rectangle's floats, whose
+    last bits can differ from one process to the next (a report then differed in nothing a reader sees)."""
+    prefix = "c" + hashlib.sha256(salt.encode()).hexdigest()[:8]
+    names = {old: f"{prefix}-{i}" for i, old in enumerate(dict.fromkeys(_CLIP_ID.findall(svg)))}
+    return re.sub(r"\bp[0-9a-f]{10}\b", lambda m: names.get(m.group(0), m.group(0)), svg)
 
 
 def _figure(width: float, height: float) -> Any:

@@ -247,3 +247,27 @@ def test_the_diagram_model_of_a_graph_needs_no_spec() -> None:
     assert {"vpc", "fabric", "reserved", "filesystem", "bucket", "control-plane", "team"} <= kinds
     gpu_vpcs = diagram.node("n-gpu-vpcs")
     assert gpu_vpcs.title == "GPU VPCs x8" and "MTU 8244" in gpu_vpcs.lines
+
+
+def test_chart_clip_paths_are_named_by_order_not_by_float_hashes() -> None:
+    # matplotlib names a clip path by a hash of its rectangle's floats; their last bits once differed between two runs
+    # of the same report, which changed nothing visible but every byte-comparison of the page.
+    from blueprint.report.charts import stable_clip_ids
+
+    a = ('<svg><clipPath id="p27aaa9f612"><rect x="1.0"/></clipPath><clipPath id="p4299c7e44b"/>'
+         '<path clip-path="url(#p27aaa9f612)"/><path clip-path="url(#p4299c7e44b)"/></svg>')
+    b = a.replace("p27aaa9f612", "p8dd3793b76")  # the same chart, the first rectangle a float's last bit apart
+    assert stable_clip_ids(a, "cost-x") == stable_clip_ids(b, "cost-x")
+    out = stable_clip_ids(a, "cost-x")
+    assert 'id="p' not in out and out.count('url(#c') == 2
+    assert stable_clip_ids(a, "cost-x") != stable_clip_ids(a, "goodput-x")  # two charts on one page never collide
+
+
+def test_the_page_references_only_clip_paths_it_defines() -> None:
+    import re
+
+    page = report_page("prod-aws").read_text(encoding="utf-8")
+    defined = set(re.findall(r'<clipPath id="([^"]+)"', page))
+    used = set(re.findall(r'clip-path="url\(#([^)]+)\)"', page))
+    assert defined and used <= defined
+    assert not any(re.fullmatch(r"p[0-9a-f]{10}", d) for d in defined)
