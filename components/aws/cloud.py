@@ -3,6 +3,7 @@ together, and hands the cloud-neutral wiring (``components/cluster.py``) a :clas
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pulumi
@@ -62,8 +63,10 @@ from components.planes import CloudPlanes, ClusterOutputs
 from components.provenance import from_spec, spec_path, team_items
 from components.sizing.plan import stack_checkpoint_policy
 from components.spec import ClusterSpec, default_subnets, gpu_units_per_gpu, is_autoscaled, is_placed
+from components.spec.aws import NodeGroupSpec
 from components.spec.decisions import (
     group_billing_labels,
+    node_release,
     slurm_hugepages,
     slurm_node_groups,
     teams_billed_directly,
@@ -379,11 +382,14 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                                    control_plane.certificate_authority, control_plane.service_cidr).apply(
         lambda a: ClusterConnection(name=a[0], endpoint=a[1], certificate_authority=a[2], service_cidr=a[3]))
     node_groups: dict[str, AwsNodeGroup] = {}
-    for index, group in enumerate(aws_spec.node_groups):
+    version = aws_spec.control_plane.kubernetes_version
+
+    def node_group(index: int, group: NodeGroupSpec, depends_on: Sequence[pulumi.Resource]) -> AwsNodeGroup:
         facts = catalog[group.instance_type]
         names = group.subnets if group.subnets is not None else default_subnets(aws_spec, facts)
+        release = node_release(group, facts, version)
         with from_spec(spec_path("aws", "nodeGroups", index)):
-            node_groups[group.name] = AwsNodeGroup(
+            return AwsNodeGroup(
                 f"nodegroup-{group.name}",
                 group=group,
                 facts=facts,
@@ -401,8 +407,20 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                 ipv6=aws_spec.network.ip_family == "ipv6",
                 gpu_units_per_gpu=gpu_units_per_gpu(spec.platform.gpu_sharing),
                 hugepages_2mi_gib=slurm_hugepages(spec, group.name),
+                kubernetes_version=version,
+                release_version=release.release_version if release is not None else None,
+                depends_on=depends_on,
                 opts=opts,
             )
+
+    # The rollout order of an upgrade, as dependencies: the control plane, its add-ons, the system groups, the add-ons
+    # that run on them, then the GPU groups (EKS user guide, update-cluster: the control plane first, then add-ons and
+    # nodes). Without a system group (GPU-only clusters) every group is a system group.
+    system = {g.name for g in aws_spec.node_groups if not catalog[g.instance_type].gpu_count} \
+        or {g.name for g in aws_spec.node_groups}
+    for index, group in enumerate(aws_spec.node_groups):
+        if group.name in system:
+            node_groups[group.name] = node_group(index, group, control_plane.network_addons)
     autoscaler_ready: tuple[pulumi.Resource, ...] = ()
     if any(is_autoscaled(g, catalog[g.instance_type]) for g in aws_spec.node_groups):
         with from_spec(spec_path("aws", "nodeGroups")):
@@ -425,6 +443,11 @@ def build(spec: ClusterSpec) -> CloudPlanes:
             opts=pulumi.ResourceOptions(providers={"aws": provider},
                                         depends_on=[control_plane.pod_identity_agent, *node_groups.values()]),
         )
+    after_system = [*control_plane.network_addons, *system_node_groups(spec, node_groups), *cluster_addons.addons]
+    for index, group in enumerate(aws_spec.node_groups):
+        if group.name not in system:
+            node_groups[group.name] = node_group(index, group, after_system)
+    node_groups = {g.name: node_groups[g.name] for g in aws_spec.node_groups}  # the spec's order, as before
 
     config = pulumi.Output.all(
         control_plane.eks_cluster_name, control_plane.endpoint, control_plane.certificate_authority

@@ -67,6 +67,23 @@ def desired_size_ignored(group: NodeGroupSpec, facts: InstanceFacts) -> list[str
     return []
 
 
+# The tag that says which Kubernetes minor a custom AMI is built for (blueprint/clouds/aws/changes.py reads it).
+AMI_KUBERNETES_VERSION_TAG = "ami-kubernetes-version"
+# What rolls a group's nodes: held on a Capacity Block group while its block runs (node_group_ignored).
+ROLLING_INPUTS = ["version", "releaseVersion", "launchTemplate.version"]
+
+
+def node_group_ignored(group: NodeGroupSpec, facts: InstanceFacts, block: BlockWindow | None) -> list[str]:
+    """``ignore_changes`` of the node group: :func:`desired_size_ignored`, and, on a Capacity Block group while its
+    block runs, what would roll its nodes (the Kubernetes version, the AMI release, the launch template version).
+    MINIMAL terminates every node of such a group at once, and EKS's guide asks for desiredSize 0 to upgrade it
+    (capacity-blocks-mng): an apply inside the window updates the rest of the cluster and leaves the group as it is;
+    the first apply after the block ends (the group at 0) rolls it. Kubelet may trail the control plane by three
+    minors, and EKS refuses the next control-plane update until the group matches (docs/upgrades.md)."""
+    held = ROLLING_INPUTS if block is not None and block.phase in ("active", "ending") else []
+    return desired_size_ignored(group, facts) + held
+
+
 class AwsNodeGroup(pulumi.ComponentResource):
     """A managed node group and the launch template that makes its nodes production-grade.
 
@@ -78,6 +95,11 @@ class AwsNodeGroup(pulumi.ComponentResource):
     action on its Auto Scaling group that scales it to the block when the block starts. A group the Cluster
     Autoscaler manages (open capacity, minSize < maxSize) gets the opt-in and node-template tags on its Auto Scaling
     group.
+
+    The group carries the cluster's Kubernetes ``version`` and a pinned AMI ``release_version``, so that it follows
+    the control plane in the same update and every group runs the same AMI (a custom AMI carries neither: EKS refuses
+    them beside a launch template's ImageId). ``depends_on`` orders the group's rollout: after the control plane's
+    add-ons, and a GPU group after the system groups and their add-ons (docs/upgrades.md).
 
     Attributes:
         node_group_name: the EKS node group's name.
@@ -106,6 +128,9 @@ class AwsNodeGroup(pulumi.ComponentResource):
         ipv6: bool = False,
         gpu_units_per_gpu: int = 1,
         hugepages_2mi_gib: int = 0,
+        kubernetes_version: Optional[str] = None,
+        release_version: Optional[str] = None,
+        depends_on: Sequence[pulumi.Resource] = (),
         opts: Optional[pulumi.ResourceOptions] = None,
     ) -> None:
         super().__init__("gpu-cluster:compute:AwsNodeGroup", name, provenance.props(), opts)
@@ -240,6 +265,10 @@ class AwsNodeGroup(pulumi.ComponentResource):
             # A custom AMI is type CUSTOM to EKS, which refuses amiType (and releaseVersion) beside a launch
             # template ImageId (EKS API CreateNodegroup).
             ami_type=None if group.ami_id is not None else derive_ami_type(group, facts),
+            # The cluster's minor and the pinned AMI release (EKS API CreateNodegroup, UpdateNodegroupVersion): a
+            # Kubernetes bump rolls the group to the new minor in the same update, after the control plane.
+            version=None if group.ami_id is not None else kubernetes_version,
+            release_version=None if group.ami_id is not None else release_version,
             capacity_type=CAPACITY_TYPES[group.capacity.type],
             scaling_config={
                 "min_size": group.min_size,
@@ -254,12 +283,16 @@ class AwsNodeGroup(pulumi.ComponentResource):
             # A Capacity Block's window and size go on its node group, so that the graph alone prices the
             # block (it is paid for the whole window, nodes or not) and finance sees it in the console.
             # An ISO 8601 interval; ':' '/' '-' are valid in AWS tag values. No more tags than a subnet gets.
-            tags=tags if block is None else {
-                **tags,
-                "capacity-block-window": f"{utc_text(block.start)}/{utc_text(block.end)}",
-                "capacity-block-instances": str(block.instance_count),
-            },
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=desired_size_ignored(group, facts)),
+            # A custom AMI's group carries no version (EKS takes none): the minor its AMI is built for goes on a
+            # tag, so the pull-request check sees it lag the control plane as it sees the other groups.
+            tags={**tags,
+                  **({} if block is None else {
+                      "capacity-block-window": f"{utc_text(block.start)}/{utc_text(block.end)}",
+                      "capacity-block-instances": str(block.instance_count)}),
+                  **({} if group.ami_kubernetes_version is None else {
+                      AMI_KUBERNETES_VERSION_TAG: group.ami_kubernetes_version})},
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=node_group_ignored(group, facts, block),
+                                        depends_on=list(depends_on)),
         )
         # The Auto Scaling group EKS made for the node group (pulumi-eks has no input for its tags, issue #658).
         asg_name = node_group.resources.apply(

@@ -241,14 +241,18 @@ class EksControlPlane(pulumi.ComponentResource):
         # when they join and pods can get AWS credentials from the start. The VPC CNI enforces
         # NetworkPolicy (team namespaces are default-deny) only when asked to; it keeps the node role's
         # AmazonEKS_CNI_Policy.
-        addon(self, f"{name}-addon-vpc-cni", cluster.name, addons["vpc-cni"],
-              merge_tags(labels, f"{cluster_name}-vpc-cni"), pulumi.ResourceOptions(),
-              configuration_values=json.dumps({"enableNetworkPolicy": "true"}))
-        addon(self, f"{name}-addon-kube-proxy", cluster.name, addons["kube-proxy"],
-              merge_tags(labels, f"{cluster_name}-kube-proxy"), pulumi.ResourceOptions())
+        vpc_cni = addon(self, f"{name}-addon-vpc-cni", cluster.name, addons["vpc-cni"],
+                        merge_tags(labels, f"{cluster_name}-vpc-cni"), pulumi.ResourceOptions(),
+                        configuration_values=json.dumps({"enableNetworkPolicy": "true"}))
+        kube_proxy = addon(self, f"{name}-addon-kube-proxy", cluster.name, addons["kube-proxy"],
+                           merge_tags(labels, f"{cluster_name}-kube-proxy"), pulumi.ResourceOptions())
         self.pod_identity_agent = addon(
             self, f"{name}-addon-eks-pod-identity-agent", cluster.name, addons["eks-pod-identity-agent"],
             merge_tags(labels, f"{cluster_name}-eks-pod-identity-agent"), pulumi.ResourceOptions())
+        # On an upgrade the add-ons whose pins change move right after the control plane and before any node rolls
+        # (EKS user guide, update-cluster: update the add-ons with the cluster, then the nodes): every node group
+        # depends on them.
+        self.network_addons: list[pulumi.Resource] = [vpc_cni, kube_proxy, self.pod_identity_agent]
 
         self.eks_cluster_name = cluster.name
         self.eks_cluster_arn = cluster.arn
@@ -311,10 +315,12 @@ class EksAddons(pulumi.ComponentResource):
         # (the system group), or EKS creates it before any node exists and it sits DEGRADED until its 20-minute
         # timeout (terraform-aws-eks creates only vpc-cni and eks-pod-identity-agent before compute).
         on_nodes = pulumi.ResourceOptions(depends_on=list(nodes))
-        addon(self, f"{name}-coredns", eks_cluster_name, addons["coredns"],
-              merge_tags(labels, f"{physical_prefix}-coredns"), on_nodes)
-        addon(self, f"{name}-node-monitoring", eks_cluster_name, addons["eks-node-monitoring-agent"],
-              merge_tags(labels, f"{physical_prefix}-node-monitoring"), on_nodes)
+        # The GPU groups roll after these (they depend on them): an upgrade moves the add-ons before the GPU nodes.
+        self.addons: list[pulumi.Resource] = [
+            addon(self, f"{name}-coredns", eks_cluster_name, addons["coredns"],
+                  merge_tags(labels, f"{physical_prefix}-coredns"), on_nodes),
+            addon(self, f"{name}-node-monitoring", eks_cluster_name, addons["eks-node-monitoring-agent"],
+                  merge_tags(labels, f"{physical_prefix}-node-monitoring"), on_nodes)]
         for addon_name, (service_account, policy_arn) in CSI_ADDONS.items():
             if addon_name == "aws-fsx-csi-driver" and not with_fsx:
                 continue
@@ -334,8 +340,8 @@ class EksAddons(pulumi.ComponentResource):
             else:
                 grant = aws.iam.RolePolicy(f"{name}-{short}-policy", role=role.id,
                                            policy=to_json(fsx_csi_static_policy()), opts=child)
-            addon(self, f"{name}-{short}", eks_cluster_name, addons[addon_name],
-                  merge_tags(labels, f"{physical_prefix}-{short}"),
-                  pulumi.ResourceOptions(depends_on=[grant, *nodes]),
-                  pod_identity_associations=[{"role_arn": role.arn, "service_account": service_account}])
+            self.addons.append(addon(
+                self, f"{name}-{short}", eks_cluster_name, addons[addon_name],
+                merge_tags(labels, f"{physical_prefix}-{short}"), pulumi.ResourceOptions(depends_on=[grant, *nodes]),
+                pod_identity_associations=[{"role_arn": role.arn, "service_account": service_account}]))
         self.register_outputs({})

@@ -22,13 +22,21 @@ _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+)(?:-gke\.(\d+))?)?$")
 GkeVersion = tuple[int, int, int, int]
 
 
-def parse_gke_version(text: str) -> GkeVersion:
-    """``1.33.2-gke.4780000`` as (1, 33, 2, 4780000); ``1.33`` as (1, 33, 0, 0)."""
+# What a missing part of a version prefix stands for when it means the newest: above every real patch and build.
+NEWEST = 10**12
+
+
+def parse_gke_version(text: str, newest: bool = False) -> GkeVersion:
+    """``1.33.2-gke.4780000`` as (1, 33, 2, 4780000); ``1.33`` as (1, 33, 0, 0), or with ``newest`` as the newest
+    patch of 1.33, which is what GKE makes of a version written so: "1.X picks the highest valid patch+gke.N patch in
+    the 1.X version", "1.X.Y picks the highest valid gke.N patch in the 1.X.Y version" (Container API, version aliases
+    of desiredMasterVersion, nodeVersion and initialClusterVersion)."""
     m = _VERSION.match(text)
     if m is None:
         raise ValueError(f"'{text}' is not a GKE version (1.X.Y-gke.N)")
     major, minor, patch, build = m.groups()
-    return int(major), int(minor), int(patch or 0), int(build or 0)
+    missing = NEWEST if newest else 0
+    return int(major), int(minor), int(patch) if patch else missing, int(build) if build else missing
 
 
 @dataclass(frozen=True)
@@ -43,8 +51,9 @@ class VersionFloor:
 
     def unmet(self, version: str) -> str | None:
         """The floor ``version`` is below (the version it needs, as the source writes it), or None when it meets it.
-        Below the oldest listed minor: that minor's entry; a listed minor: its entry; a newer minor: none."""
-        v = parse_gke_version(version)
+        Below the oldest listed minor: that minor's entry; a listed minor: its entry; a newer minor: none. A prefix
+        (``1.32``, ``1.32.4``) is the newest patch GKE has of it, as GKE resolves it."""
+        v = parse_gke_version(version, newest=True)
         floors = sorted(self.versions, key=parse_gke_version)
         if v < parse_gke_version(floors[0]):
             return floors[0]
@@ -86,6 +95,7 @@ class GkeVersions:
     lustre_floor: VersionFloor
     node_skew_minors: int  # how many minor versions a node pool may trail the control plane
     node_skew_source: str
+    end_of_standard_support: dict[str, tuple[str, str]]  # minor -> (date, status)
 
 
 def _floor(raw: dict[str, object]) -> VersionFloor:
@@ -113,4 +123,6 @@ def load_gke_versions() -> GkeVersions:
         lustre_floor=_floor(floors["managed_lustre"]),
         node_skew_minors=int(data["node_skew"]["max_minor_versions_older"]),
         node_skew_source=f"{data['node_skew']['source']} (read {data['node_skew']['as_of']})",
+        end_of_standard_support={str(minor): (str(raw["date"]), str(raw["status"]))
+                                 for minor, raw in (data.get("end_of_standard_support") or {}).items()},
     )

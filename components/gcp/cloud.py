@@ -66,6 +66,7 @@ from components.spec.decisions import (
     slurm_node_groups,
     teams_billed_directly,
 )
+from components.spec.gcp import GcpNodePoolSpec
 
 CHECKPOINT_SERVICE_ACCOUNT = "checkpoints"
 # Workload Identity tokens come from the GKE metadata server, which Dataplane V2 clusters (these) serve on
@@ -499,21 +500,31 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     pools: dict[str, GkeNodePool] = {}
     system_pools: list[pulumi.Resource] = []
     gpu_pools: list[pulumi.Resource] = []
-    for index, pool in enumerate(g.node_pools):
+    system_names = {p.name for p in g.node_pools if not catalog[p.machine_type].gpu_count}
+
+    def node_pool(index: int, pool: GcpNodePoolSpec, depends_on: Sequence[pulumi.Resource]) -> GkeNodePool:
         facts = catalog[pool.machine_type]
         wired = network.gpu_networks if facts.gpudirect != "none" and facts.gpu_count else []
         with from_spec(spec_path("gcp", "nodePools", index)):
-            pools[pool.name] = GkeNodePool(
+            return GkeNodePool(
                 f"nodepool-{pool.name}", spec=g, pool=pool, facts=facts,
                 sharing=GpuSharingSpec() if pool.name in slurm_node_groups(spec) else spec.platform.gpu_sharing,
                 cluster=cluster.name, location=location,
                 node_account=identities.node_service_account, disk_key=keys.disk_key, key_grants=keys.grants,
                 labels={**group_billing_labels(spec, pool.team), "cluster": spec.name}, gpu_networks=wired,
-                hugepages_2mi_gib=slurm_hugepages(spec, pool.name), opts=opts)
-        if facts.gpu_count:
-            gpu_pools.append(pools[pool.name].pool)
-        else:
+                hugepages_2mi_gib=slurm_hugepages(spec, pool.name), depends_on=depends_on, opts=opts)
+
+    # The rollout order of a version change, as dependencies: the cluster, the pools without GPUs (the system pods'
+    # nodes), then the GPU pools.
+    for index, pool in enumerate(g.node_pools):
+        if pool.name in system_names:
+            pools[pool.name] = node_pool(index, pool, ())
             system_pools.append(pools[pool.name])
+    for index, pool in enumerate(g.node_pools):
+        if pool.name not in system_names:
+            pools[pool.name] = node_pool(index, pool, [pools[n].pool for n in sorted(system_names)])
+            gpu_pools.append(pools[pool.name].pool)
+    pools = {p.name: pools[p.name] for p in g.node_pools}  # the spec's order
 
     dns = deployer.api_access == "dns-endpoint"
     config = pulumi.Output.all(cluster.name, cluster.dns_endpoint if dns else cluster.endpoint, cluster.ca).apply(

@@ -21,7 +21,7 @@ from components.catalog.gcp_machines import MachineFacts
 from components.gcp.platform import GpuNetwork
 from components.kubernetes.objects import NODE_GROUP_LABEL
 from components.spec import GPU_TAINT_KEY, GpuSharingSpec
-from components.spec.decisions import is_compact
+from components.spec.decisions import PoolUpgrade, is_compact, pool_upgrade
 from components.spec.gcp import GcpNodePoolSpec, GcpSpec
 
 # Managed Prometheus components, plus DCGM when GKE manages the drivers (GKE "Collect and view DCGM metrics":
@@ -196,6 +196,7 @@ class GkeNodePool(pulumi.ComponentResource):
                  disk_key: pulumi.Input[str], key_grants: Sequence[pulumi.Resource], labels: Mapping[str, str],
                  gpu_networks: Sequence[tuple[GpuNetwork, pulumi.Output[str], pulumi.Output[str]]],
                  hugepages_2mi_gib: int = 0,
+                 depends_on: Sequence[pulumi.Resource] = (),
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:compute:GkeNodePool", name, provenance.props(), opts)
         cap = pool.capacity
@@ -296,21 +297,40 @@ class GkeNodePool(pulumi.ComponentResource):
                     gcp.container.NodePoolMaintenancePolicyExclusionUntilEndOfSupportArgs(enabled=True)])]
             if (gpu and cap.type == "reservation") or pool.version is not None else None,
             version=pool.version,
-            # GPU pools upgrade one node at a time without a surge node: reserved capacity has no spare VM to surge on.
-            upgrade_settings=gcp.container.NodePoolUpgradeSettingsArgs(
-                strategy="SURGE", max_surge=0 if gpu else 1, max_unavailable=1 if gpu else 0),
+            # How GKE replaces the nodes for a version or configuration change (decisions.pool_upgrade): a surge
+            # node first on open capacity; on a reservation or flex-start, one node at a time in place (no spare VM).
+            upgrade_settings=upgrade_settings(pool_upgrade(pool)),  # None on flex-start: GKE's own strategy
             placement_policy=gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT")
             if is_compact(pool, facts) else None,
             queued_provisioning=gcp.container.NodePoolQueuedProvisioningArgs(enabled=True)
             if cap.type == "flex-start" else None,
             network_config=network_config,
             node_config=node_config,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(key_grants),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*key_grants, *depends_on],
                                         ignore_changes=["initialNodeCount", "maintenancePolicies"]
                                         + (["nodeCount"] if autoscaled else [])),
         )
         self.pool_name = self.pool.name
         self.register_outputs({"name": self.pool_name})
+
+
+def upgrade_settings(upgrade: PoolUpgrade | None) -> gcp.container.NodePoolUpgradeSettingsArgs | None:
+    """NodePool upgradeSettings (pulumi_gcp 10.2.0 NodePoolUpgradeSettingsArgs: strategy SURGE or BLUE_GREEN;
+    maxSurge and maxUnavailable for a surge; blueGreenSettings with standardRolloutPolicy {batchPercentage in (0, 1],
+    batchNodeCount, batchSoakDuration} and nodePoolSoakDuration for blue-green)."""
+    if upgrade is None:
+        return None
+    bg = upgrade.blue_green
+    if upgrade.strategy == "BLUE_GREEN" and bg is not None:
+        return gcp.container.NodePoolUpgradeSettingsArgs(
+            strategy="BLUE_GREEN",
+            blue_green_settings=gcp.container.NodePoolUpgradeSettingsBlueGreenSettingsArgs(
+                standard_rollout_policy=gcp.container.NodePoolUpgradeSettingsBlueGreenSettingsStandardRolloutPolicyArgs(
+                    batch_percentage=bg.batch_percentage, batch_node_count=bg.batch_node_count,
+                    batch_soak_duration=bg.batch_soak_duration),
+                node_pool_soak_duration=bg.node_pool_soak_duration))
+    return gcp.container.NodePoolUpgradeSettingsArgs(strategy="SURGE", max_surge=upgrade.max_surge,
+                                                     max_unavailable=upgrade.max_unavailable)
 
 
 def gke_kubeconfig(name: str, endpoint: str, ca: str | None, deployer: str) -> str:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from components.catalog.gcp_machines import gcp_storage_limits, load_gcp_catalog, rxdm_image
+from components.catalog.gke_versions import load_gke_versions
+from components.catalog.versions import days_left, support_warning
 from components.kubernetes.objects.telemetry import spend_watch_lines
 from components.planes import CloudSummary, GraphView
 from components.sizing import spec_warnings
@@ -107,6 +109,7 @@ def _pool_lines(graph: GraphView) -> tuple[list[str], int, int]:
         if f.local_ssds:
             parts.append(f"{f.local_ssds} local SSDs as ephemeral storage")
         lines.append(", ".join(parts))
+        lines.append(f"  {f.name} rolls (a version or node configuration change): {_rolls(pool.inputs)}")
         held = any((p.get("exclusionUntilEndOfSupports") or [{}])[0].get("enabled")
                    for p in pool.inputs.get("maintenancePolicies") or [])
         pinned = pool.inputs.get("version")
@@ -125,6 +128,27 @@ def _pool_lines(graph: GraphView) -> tuple[list[str], int, int]:
                          "(recreates one node at a time, no surge node on a full reservation: hold its queues "
                          "first)")
     return lines, desired, maximum
+
+
+def _rolls(inputs: dict[str, Any]) -> str:
+    """How GKE replaces the pool's nodes, from its upgradeSettings."""
+    settings = inputs.get("upgradeSettings") or {}
+    if not settings and (inputs.get("queuedProvisioning") or {}).get("enabled"):
+        return ("GKE's short-lived upgrades (flex-start: nodes are not upgraded in place; the next request gets the "
+                "new version)")
+    if settings.get("strategy") == "BLUE_GREEN":
+        policy = (settings.get("blueGreenSettings") or {}).get("standardRolloutPolicy") or {}
+        batch = (f"{policy['batchNodeCount']} node(s)" if policy.get("batchNodeCount") else
+                 f"{float(policy.get('batchPercentage') or 0):.0%} of the nodes")
+        soak = (settings.get("blueGreenSettings") or {}).get("nodePoolSoakDuration")
+        return (f"blue-green: a second pool's worth of nodes first, then the old ones drained {batch} at a time"
+                + (f", deleted after a soak of {soak}" if soak else "") + " (needs capacity for both)")
+    surge, unavailable = int(settings.get("maxSurge") or 0), int(settings.get("maxUnavailable") or 0)
+    if surge:
+        return (f"surge: {surge} new node(s) first, {unavailable} drained ahead of them" if unavailable else
+                f"surge: {surge} new node(s) first, then the old one(s) drained (no node lost before its replacement "
+                "is up; needs the spare capacity)")
+    return f"in place: {unavailable} node(s) at a time drained and recreated (no spare VM needed)"
 
 
 def _network_lines(graph: GraphView) -> list[str]:
@@ -284,6 +308,31 @@ def _cost_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
     return lines
 
 
+def gke_support_notes(spec: ClusterSpec, now: datetime) -> list[str]:
+    """The warning that the cluster's minor (minMasterVersion's, else its channel's default) leaves GKE standard
+    support within upgrades.supportWarningDays (components/catalog/gke_versions.yaml, secondary dates)."""
+    checked = gke_checked_version(spec.gcp_spec())
+    if checked is None:
+        return []
+    minor = ".".join(checked[0].split("-")[0].split(".")[:2])
+    end = load_gke_versions().end_of_standard_support.get(minor)
+    if end is None:
+        return []
+    date, status = end
+    ends = datetime.fromisoformat(date).replace(tzinfo=UTC)
+    if days_left(ends, now) < 0:
+        return [f"warning: Kubernetes {minor} left GKE standard support on {date}, as the GKE release schedule "
+                f"predicts it ({status}; components/catalog/gke_versions.yaml): GKE upgrades such a control plane "
+                "on its own (or bills extended support on the EXTENDED channel); raise minMasterVersion one minor at "
+                "a time (docs/upgrades.md)"]
+    warning = support_warning("GKE", minor, ends, now, spec.upgrades.support_warning_days)
+    if warning is None:
+        return []
+    return [f"warning: {warning}, as the GKE release schedule predicts it ({status}; components/catalog/"
+            f"gke_versions.yaml): GKE upgrades the control plane then; move minMasterVersion one minor "
+            "(docs/upgrades.md)"]
+
+
 def summarize(graph: GraphView, spec: ClusterSpec, outputs: Mapping[str, Any], now: datetime) -> CloudSummary:
     """The GCP parts of the preview."""
     g = spec.gcp_spec()
@@ -297,6 +346,7 @@ def summarize(graph: GraphView, spec: ClusterSpec, outputs: Mapping[str, Any], n
     compute += [f"GPUDirect pods run the RxDM sidecar {image} beside NCCL (the one the pinned plugin installer "
                 "matches: components/catalog/gke_manifests.yaml rxdm_image)" for image in sidecars]
     notes = [f"warning: {w}" for w in spec_warnings(spec)] + spec_notes(spec, now)
+    notes += gke_support_notes(spec, now)
     if any(p.gpu_driver == "operator" for p in g.node_pools):
         from components.gcp.cloud import GKE_OPERATOR_ISSUES
 

@@ -343,6 +343,9 @@ def checkpoint_policy_data(model: GoodputModel, checkpoint_dir: str | None) -> d
         "CHECKPOINT_WRITE_ALLOWED_SECONDS": f"{allowed_write_seconds(model):.0f}",
         "CHECKPOINT_INTERVAL_SECONDS": "" if interval is None else str(round(interval)),
         "CHECKPOINT_PATH": model.path,
+        # What an interruption costs besides the work since the last checkpoint: the restart and the read-back (the
+        # pull-request comment's GPU-hours at risk of a node roll read it with the interval).
+        "RESTART_SECONDS": f"{model.plan.restart_s:.0f}",
         "FLEET_MTBF_HOURS": "" if finite(model.mtbf_hours) is None else f"{model.mtbf_hours:.1f}",
         "GOODPUT_MODELLED": f"{model.goodput:.4f}",
         "GOODPUT_TARGET": "" if model.target is None else f"{model.target:.4f}",

@@ -243,6 +243,15 @@ class NodeGroupSpec(_Model):
         description="A custom AMI (launch template ImageId): EKS then merges no bootstrap data, so the user data "
         "carries the cluster's NodeConfig (AL2023) or settings (Bottlerocket); amiType says which the AMI is built "
         "from. The AMI must hold the NVIDIA driver and the EFA installer for GPU and EFA types.")
+    ami_kubernetes_version: str | None = Field(
+        default=None, pattern=r"^1\.\d{1,2}$",
+        description="The Kubernetes minor the custom AMI (amiId) is built for (its kubelet): required with amiId, "
+        "since EKS takes no version for such a group; checked against the control plane's at load.")
+    ami_release_version: str | None = Field(
+        default=None, pattern=r"^\d+\.\d+\.\d+-([0-9]{8}|[0-9a-f]{8})$",
+        description="The EKS-optimized AMI release this group runs (releaseVersion, e.g. 1.35.8-20260930), instead of "
+        "the catalog's pin for the cluster's minor (components/catalog/eks_node_releases.yaml): for a group already "
+        "on a newer release than the pin, since EKS cannot roll a group back to an older AMI.")
     kubelet: KubeletSpec | None = Field(default=None, description="Kubelet settings of the group's nodes.")
     pre_bootstrap_commands: list[Annotated[str, StringConstraints(min_length=1, max_length=4096)]] = Field(
         default_factory=list, max_length=50,

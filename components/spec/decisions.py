@@ -7,6 +7,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from components.catalog import (
     InstanceFacts,
@@ -14,8 +15,9 @@ from components.catalog import (
 )
 from components.catalog.gcp_machines import MachineFacts, load_gcp_catalog
 from components.catalog.gke_versions import VersionFloor, load_gke_versions
+from components.catalog.versions import NodeRelease, ami_family, load_node_releases
 from components.spec.aws import AwsSpec, NodeGroupSpec
-from components.spec.gcp import GcpNodePoolSpec, GcpSpec
+from components.spec.gcp import GcpNodePoolSpec, GcpSpec, GkeBlueGreenSpec
 from components.spec.model import ClusterSpec
 from components.spec.platform import GpuSharingSpec
 from components.spec.slurm import SlurmPartitionSpec
@@ -196,6 +198,19 @@ def derive_ami_type(ng: NodeGroupSpec, facts: InstanceFacts) -> str:
     return ng.ami_type if ng.ami_type is not None else default_ami_type(facts)
 
 
+def node_release(group: NodeGroupSpec, facts: InstanceFacts, kubernetes_version: str) -> NodeRelease | None:
+    """The EKS AMI release a managed node group runs: the group's own amiReleaseVersion, else the catalog's pin for
+    the cluster's minor and the group's AMI family (components/catalog/eks_node_releases.yaml); None for a custom AMI
+    (EKS refuses a release beside one) and where the catalog has no pin (EKS then uses its latest)."""
+    if group.ami_id is not None:
+        return None
+    family = ami_family(derive_ami_type(group, facts))
+    if group.ami_release_version is not None:
+        return NodeRelease(family=family, minor=kubernetes_version, release_version=group.ami_release_version,
+                           status="stack", as_of="", source="the stack's amiReleaseVersion")
+    return load_node_releases().get((family, kubernetes_version))
+
+
 def default_ami_type(facts: InstanceFacts) -> str:
     """AL2023 for the instance's architecture, NVIDIA where it has GPUs (EKS AMITypes values)."""
     arch = "ARM_64" if facts.arch == "arm64" else "x86_64"
@@ -312,6 +327,34 @@ def is_compact(pool: GcpNodePoolSpec, facts: MachineFacts) -> bool:
         return True
     return (pool.placement == "auto" and facts.gpudirect != "none" and pool.max_size > 1
             and pool.capacity.type in ("on-demand", "spot"))
+
+
+@dataclass(frozen=True)
+class PoolUpgrade:
+    """How GKE rolls a pool (its upgradeSettings), decided once for the program and the preview."""
+
+    strategy: str  # SURGE or BLUE_GREEN (pulumi_gcp NodePoolUpgradeSettingsArgs.strategy)
+    max_surge: int | None
+    max_unavailable: int | None
+    blue_green: GkeBlueGreenSpec | None
+
+
+def pool_upgrade(pool: GcpNodePoolSpec) -> PoolUpgrade | None:
+    """The pool's upgrade settings: the stack's, with defaults by capacity. Open capacity (on-demand, Spot) surges one
+    node first and drains none ahead; a reservation has no spare VM for a surge node, so it replaces one node at a
+    time in place (maxSurge 0, maxUnavailable 1: the settings Google's cluster-toolkit gke-node-pool module defaults
+    to for GPU pools). None for flex-start: GKE gives queued-provisioning pools its own strategy (SHORT_LIVED, which
+    the provider cannot express), and settings sent there would differ from GKE's at every refresh."""
+    if pool.capacity.type == "flex-start":
+        return None
+    given = pool.upgrade
+    if given is not None and given.strategy == "blue-green":
+        return PoolUpgrade("BLUE_GREEN", None, None, given.blue_green)
+    surge = given.max_surge if given is not None and given.max_surge is not None else (
+        1 if pool.capacity.type in ("on-demand", "spot") else 0)
+    unavailable = given.max_unavailable if given is not None and given.max_unavailable is not None else (
+        0 if surge else 1)
+    return PoolUpgrade("SURGE", surge, unavailable, None)
 
 
 def slurm_node_groups(spec: ClusterSpec) -> frozenset[str]:

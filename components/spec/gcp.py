@@ -85,6 +85,53 @@ class GcpCapacitySpec(_Model):
     )
 
 
+# A protobuf Duration (google-cloud-sdk container v1 BlueGreenSettings.nodePoolSoakDuration and
+# StandardRolloutPolicy.batchSoakDuration are such strings): "A duration in seconds with up to nine fractional
+# digits, ending with 's'. Example: "3.5s"" (pulumi_gcp 10.2.0, container/_inputs.py, the same field of node
+# auto-provisioning's blue-green settings; NodePool's own docstring gives no format).
+_DURATION_RE = re.compile(r"^\d{1,9}(\.\d{1,9})?s$")
+
+
+class GkeBlueGreenSpec(_Model):
+    """GKE blue-green upgrade: a second (green) set of nodes, then the old (blue) ones drained in batches and deleted
+    after a soak (pulumi_gcp NodePoolUpgradeSettingsBlueGreenSettingsArgs and its standard_rollout_policy)."""
+
+    batch_percentage: float | None = Field(
+        default=None, gt=0, le=1,
+        description="The share of blue nodes drained per batch, in (0, 1] (GKE API StandardRolloutPolicy: "
+        "batchPercentage 'should be (0.0, 1.0]'). One of batchPercentage and batchNodeCount.",
+        json_schema_extra=unit("fraction (0-1)"))
+    batch_node_count: StrictInt | None = Field(
+        default=None, ge=1, le=1000, description="Blue nodes drained per batch. One of batchPercentage and "
+        "batchNodeCount.", json_schema_extra=unit("nodes"))
+    batch_soak_duration: str | None = Field(
+        default=None, pattern=_DURATION_RE.pattern,
+        description="Wait after each batch (e.g. 300s); GKE's default is zero.")
+    node_pool_soak_duration: str | None = Field(
+        default=None, pattern=_DURATION_RE.pattern,
+        description="Wait after the whole blue pool is drained before it is deleted (a rollback window, e.g. "
+        "3600s); GKE's default applies when omitted.")
+
+
+class GkeUpgradeSpec(_Model):
+    """How GKE replaces a pool's nodes for a version or node-configuration change (NodePool upgradeSettings)."""
+
+    strategy: Literal["surge", "blue-green"] = Field(
+        default="surge", description="surge: maxSurge new nodes first and maxUnavailable drained at a time; "
+        "blue-green: a second pool's worth of nodes first (needs that capacity: refused on a reservation).")
+    max_surge: StrictInt | None = Field(
+        default=None, ge=0, le=1000,
+        description="surge: extra nodes created before old ones are drained. Default: 1 on open capacity, 0 on a "
+        "reservation (no spare VM) and on flex-start.", json_schema_extra=unit("nodes"))
+    max_unavailable: StrictInt | None = Field(
+        default=None, ge=0, le=1000,
+        description="surge: nodes drained at the same time. Default: 0 with a surge, else 1 (at least one of "
+        "maxSurge and maxUnavailable is above 0: pulumi_gcp NodePoolUpgradeSettingsArgs).",
+        json_schema_extra=unit("nodes"))
+    blue_green: GkeBlueGreenSpec | None = Field(
+        default=None, description="blue-green only: the rollout policy (required with strategy blue-green).")
+
+
 class GcpNodePoolSpec(_Model):
     """One GKE node pool, in the GPU zone for GPU machine types."""
 
@@ -128,6 +175,11 @@ class GcpNodePoolSpec(_Model):
         "none (lendingLimitGpus 0), so no other team's work is billed to it. Default: shared, billed to the stack.",
     )
     labels: dict[str, str] = Field(default_factory=dict, description="Extra Kubernetes node labels.")
+    upgrade: GkeUpgradeSpec | None = Field(
+        default=None,
+        description="How GKE rolls the pool's nodes (upgradeSettings). Default: surge, 1 node first, 0 drained "
+        "ahead, on open capacity; on a reservation or flex-start 0 surge and 1 node at a time in place (a "
+        "reservation has no spare VM for a surge node or a green pool).")
     version: str | None = Field(
         default=None, pattern=GKE_EXACT_VERSION_PATTERN,
         description="Pin the pool's GKE version (exact, 1.X.Y-gke.N): the pool is created at it and carries GKE's "

@@ -13,6 +13,7 @@ from components.spec.gcp import GcpSpec
 from components.spec.platform import AcceptanceSpec, PlatformSpec
 from components.spec.slurm import SchedulerSpec
 from components.spec.teams import TeamSpec
+from components.spec.upgrades import UpgradesSpec
 from components.spec.workload import WorkloadSpec
 
 
@@ -50,6 +51,8 @@ class ClusterSpec(_Model):
         description="Protect and retain stateful resources (bucket, filesystem, KMS keys, cluster). "
         "Cannot be turned off in prod.",
     )
+    upgrades: UpgradesSpec = Field(
+        default_factory=UpgradesSpec, description="Day two: support warnings and the replacements a change may make.")
     aws: AwsSpec | None = Field(default=None, description="AWS settings; required when cloud is aws.")
     gcp: GcpSpec | None = Field(default=None, description="GCP settings; required when cloud is gcp.")
 

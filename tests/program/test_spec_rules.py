@@ -561,8 +561,10 @@ def test_the_preview_warns_of_unpinned_addons(tmp_path: Any, capsys: pytest.Capt
     out = capsys.readouterr().out
     assert "aws-fsx-csi-driver (EKS default, not pinned)" in out and "kube-proxy v1.36.0-eksbuild.14" in out
     assert ("warning: no sourced version of aws-fsx-csi-driver for Kubernetes 1.36 in components/catalog/charts.yaml: "
-            "EKS installs its default version for 1.36 and keeps it until the add-on is updated; pin it after "
-            "checking `aws eks describe-addon-versions --kubernetes-version 1.36 --addon-name <name>`") in out
+            "a new cluster gets EKS's default version for 1.36, but an installed add-on keeps the version it runs "
+            "(the provider's addonVersion is optional and computed: leaving it out changes nothing), also across a "
+            "Kubernetes upgrade; pin it after checking `aws eks describe-addon-versions --kubernetes-version 1.36 "
+            "--addon-name <name>`, or update it by hand before the next upgrade") in out
 
 
 # --- issue 8: the spec refuses what AWS refuses ----------------------------------------------------

@@ -449,8 +449,12 @@ def test_min_master_version_below_the_gpudirect_and_lustre_floors_is_refused(spe
     spec["gcp"]["cluster"]["minMasterVersion"] = "1.32.11-gke.1174000"  # TCPXO's 1.32 floor, not Lustre's port
     assert errors(spec) == [
         f"{key}: minMasterVersion 1.32.11-gke.1174000 is below 1.33.2-gke.4780000, which {LUSTRE_FLOOR}; {RAISE}"]
-    spec["gcp"]["cluster"]["minMasterVersion"] = "1.33"  # read as its lowest patch, 1.33.0
-    assert errors(spec) == [f"{key}: minMasterVersion 1.33 is below 1.33.2-gke.4780000, which {LUSTRE_FLOOR}; {RAISE}"]
+    # GKE reads "1.X" as the newest patch of that minor (GKE versioning, "Specifying cluster version"): 1.32 meets
+    # TCPXO's 1.32 floor but no 1.32 patch has Lustre's port; 1.33 meets both.
+    spec["gcp"]["cluster"]["minMasterVersion"] = "1.32"
+    assert errors(spec) == [f"{key}: minMasterVersion 1.32 is below 1.33.2-gke.4780000, which {LUSTRE_FLOOR}; {RAISE}"]
+    spec["gcp"]["cluster"]["minMasterVersion"] = "1.33"
+    parse_spec(spec, FILE, provider_region="us-central1")
     without_lustre(spec)
     spec["gcp"]["cluster"]["minMasterVersion"] = "1.27.16-gke.2874000"  # older than TCPXO's oldest minor
     assert errors(spec) == [f"{key}: minMasterVersion 1.27.16-gke.2874000 is below 1.28.15-gke.3163000, which "

@@ -22,6 +22,7 @@ from components.spec.rules.platform import (
 from components.spec.rules.slurm import _check_slurm
 from components.spec.rules.storage import _check_storage
 from components.spec.rules.teams import _check_billing, _check_teams
+from components.spec.rules.versions import check_node_versions, check_pool_upgrades
 from components.spec.rules.workload import _check_workload
 
 
@@ -46,8 +47,10 @@ def validate(spec: ClusterSpec, provider_region: str | None, now: datetime) -> _
         _check_node_groups(spec, spec.aws, now, out)
         _check_storage(spec.aws, out)
         _check_control_plane(spec, spec.aws, now, out)
+        check_node_versions(spec.aws, out)
     if spec.gcp is not None:
         check_gcp(spec, spec.gcp, out)
+        check_pool_upgrades(spec.gcp, out)
     if not out.issues:  # asked for once the node groups are otherwise valid (their types and sizes decide the runs)
         check_acceptance_figures(spec, out)
     return out

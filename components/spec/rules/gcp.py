@@ -445,7 +445,8 @@ def _check_node_versions(gcp: GcpSpec, out: _Collector) -> None:
                     f"the control plane (Kubernetes version skew policy), whose version is otherwise the "
                     f"{gcp.cluster.release_channel} channel's; set minMasterVersion to {pool.version} or later")
         else:
-            node, cp = parse_gke_version(pool.version), parse_gke_version(plane)
+            # minMasterVersion "1.35" is the newest 1.35 patch (GKE's alias); a pool's pin is exact.
+            node, cp = parse_gke_version(pool.version), parse_gke_version(plane, newest=True)
             if node > cp:
                 out.add(where, "gke-node-version",
                         f"{pool.version} is newer than minMasterVersion {plane}: nodes never run newer than the "
