@@ -41,14 +41,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from blueprint.cost.diff import (
-        breaches,
-        diff_document,
-        diff_reports,
-        graph_changes,
-        render_diff_json,
-        render_diff_markdown,
-    )
+    from blueprint.changes.render import day_two
+    from blueprint.cost.diff import diff_document, diff_reports, graph_changes, render_diff_json, render_diff_markdown
     from blueprint.cost.engine import price_graph
 
     if args.output is not None:
@@ -70,19 +64,33 @@ def run(args: argparse.Namespace) -> int:
         _graphs_at_ref(args.base, args.targets)
     diffs = []
     for target in args.targets:
-        graph, _, _ = target_graph(target)
+        graph, _, spec = target_graph(target)
         base_graph, note = bases[target]
         usage, notes = usage_for(args.usage, target, (graph, base_graph))
         diff = diff_reports(price_graph(base_graph, usage=usage), price_graph(graph, usage=usage, usage_notes=notes),
                             [note] if note else [])
-        diffs.append(replace(diff, changes=graph_changes(base_graph, graph)))
+        allowed = {a.resource: a.reason for a in spec.upgrades.allow_replace} if spec is not None else {}
+        changes = day_two(base_graph, graph, allowed)
+        diffs.append(replace(diff, changes=graph_changes(base_graph, graph, replaced=changes.replaced_urns),
+                             day_two=changes))
     if args.format == "json":
         write(render_diff_json(diffs), args.output)
     else:
         write(render_diff_markdown([diff_document(d) for d in diffs]), args.output)
-    crossed = [line for d in diffs for line in breaches(d, args.fail_above_usd, args.fail_above_percent)]
+    return _gate(diffs, args)
+
+
+def _gate(diffs: list[Any], args: argparse.Namespace) -> int:
+    """Exit 1 when a cost guardrail is crossed, or the change replaces or removes what holds data or identity
+    without the stack allowing it, or changes a version the way the service refuses; each reason on stderr."""
+    from blueprint.changes.render import failures
+    from blueprint.cost.diff import breaches, diff_document
+
+    crossed = [f"cost guardrail: {line}" for d in diffs
+               for line in breaches(d, args.fail_above_usd, args.fail_above_percent)]
+    crossed += [f"day two: {line}" for d in diffs for line in failures(diff_document(d))]
     for line in crossed:
-        emit(sys.stderr, f"cost guardrail: {line}\n")
+        emit(sys.stderr, f"{line}\n")
     return EXIT_POLICY if crossed else EXIT_OK
 
 
@@ -103,6 +111,8 @@ def _combine(args: argparse.Namespace) -> int:
     except ValueError as err:
         raise CommandError(str(err)) from None
     write(render_diff_markdown(docs), args.output)
+    # The per-stack jobs already failed on their own gates; the combined comment shows the reasons (no exit 1 here,
+    # so the comment is posted).
     return EXIT_OK
 
 
@@ -123,7 +133,7 @@ def _event_log(args: argparse.Namespace) -> int:
     diff = diff_event_log(log, usage=usage, usage_notes=notes)
     write(render_diff_json([diff]) if args.format == "json" else render_diff_markdown([diff_document(diff)]),
           args.output)
-    return EXIT_OK
+    return _gate([diff], args)
 
 
 def _repo_path(target: str) -> str | None:

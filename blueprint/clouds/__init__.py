@@ -21,6 +21,8 @@ report      the report's diagram of the cloud's planes and  :class:`blueprint.re
             its reserved-capacity timeline
 examples    how each of the cloud's policies is broken on   :class:`blueprint.policy.cloud.CloudExamples`
             a shipped stack (``policy --explain``)
+changes     what a change replaces (replacements.yaml),     :class:`blueprint.changes.cloud.CloudChanges`
+            what holds data, how node groups roll, versions
 refresh     (optional) ``blueprint prices refresh``: the    :class:`blueprint.cost.cloud.CloudPriceRefresh`
             price catalog from the cloud's price API
 ==========  ==============================================  ===============================================
@@ -40,9 +42,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Literal
 
-FAMILIES = ("graph", "pricing", "checks", "admit", "preview", "report", "examples")
+FAMILIES = ("graph", "pricing", "checks", "admit", "preview", "report", "examples", "changes")
 OPTIONAL = ("refresh",)  # modules a cloud may have: refresh (blueprint prices refresh)
-Family = Literal["graph", "pricing", "checks", "admit", "preview", "report", "examples", "refresh"]
+Family = Literal["graph", "pricing", "checks", "admit", "preview", "report", "examples", "changes", "refresh"]
 PROVIDER_PREFIX = "pulumi:providers:"
 
 

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from blueprint.changes.render import DayTwo, day_two
+from blueprint.changes.render import markdown as day_two_markdown
 from blueprint.cost.engine import price_graph
 from blueprint.cost.lines import CostLine, CostReport, Usage
 from blueprint.cost.mermaid import render_mermaid
@@ -101,6 +103,7 @@ class CostDiff:
     notes: tuple[str, ...] = ()
     replaced: tuple[str, ...] = ()  # names of every resource the update replaces, priced or not (event logs)
     changes: tuple[GraphChange, ...] = ()  # every resource added, changed, replaced or removed (graph_changes)
+    day_two: DayTwo = field(default_factory=DayTwo)  # node rolls, replacements, refused versions (two graphs)
 
     @property
     def diff_monthly_usd(self) -> float:
@@ -203,7 +206,8 @@ def diff_event_log(log: EventLogPreview, prices: dict[str, Price] | None = None,
                         price_graph(log.new, prices, usage, usage_notes=usage_notes),
                         ops=log.ops, renamed=log.renamed)
     names = sorted({urn.rsplit("::", 1)[-1] for urn in log.replaced})
-    return replace(diff, replaced=tuple(names), changes=graph_changes(log.old, log.new, log.ops, log.renamed))
+    return replace(diff, replaced=tuple(names), changes=graph_changes(log.old, log.new, log.ops, log.renamed),
+                   day_two=day_two(log.old, log.new))
 
 
 _STEPS = {"create": "added", "create-replacement": "replaced", "replace": "replaced", "delete": "removed",
@@ -211,11 +215,14 @@ _STEPS = {"create": "added", "create-replacement": "replaced", "replace": "repla
 
 
 def graph_changes(previous: ResourceGraph, new: ResourceGraph, ops: Mapping[str, str] | None = None,
-                  renamed: Mapping[str, str] | None = None) -> tuple[GraphChange, ...]:
+                  renamed: Mapping[str, str] | None = None,
+                  replaced: set[str] | None = None) -> tuple[GraphChange, ...]:
     """Every cloud or Kubernetes resource (not components, providers or the stack) that ``new`` adds, changes or
     removes against ``previous``, by URN; an engine event log's steps (``ops``) say it where they are known
-    (a replacement is ``replaced``), otherwise inputs and protection are compared."""
+    (a replacement is ``replaced``), otherwise inputs and protection are compared, and a change of a field that
+    replaces the resource (``replaced``: their URNs, :mod:`blueprint.changes.replacements`) is ``replaced``."""
     ops = ops or {}
+    replaced = replaced or set()
     renamed = renamed or {}
 
     def counted(res: GraphResource) -> bool:
@@ -235,7 +242,7 @@ def graph_changes(previous: ResourceGraph, new: ResourceGraph, ops: Mapping[str,
             elif cur is None:
                 step = "removed"
             elif old.inputs != cur.inputs or old.protect != cur.protect:
-                step = "changed"
+                step = "replaced" if urn in replaced else "changed"
             else:
                 continue
         res, graph = (cur, new) if cur is not None else (old, previous)
@@ -277,6 +284,7 @@ def diff_document(diff: CostDiff) -> dict[str, Any]:
         "unpriced": diff.unpriced,
         "notes": list(diff.notes),
         "replaced": list(diff.replaced),
+        **diff.day_two.document(),
     }
 
 
@@ -329,7 +337,8 @@ def _pct(value: float | None, delta: float, previous: float) -> str:
 
 def _changed(doc: dict[str, Any]) -> bool:
     keys = ("diff_monthly_usd", "diff_monthly_usd_at_max", "diff_one_time_usd")
-    return bool(doc["resources"]) or bool(doc.get("replaced")) or any(doc.get(k) for k in keys)
+    day_two = ("node_rolls", "replacements", "version_problems")
+    return bool(doc["resources"]) or bool(doc.get("replaced")) or any(doc.get(k) for k in (*keys, *day_two))
 
 
 def headline(doc: dict[str, Any]) -> str:
@@ -418,6 +427,13 @@ def render_diff_markdown(docs: Sequence[dict[str, Any]]) -> str:
     if picture:
         out += ["What changed, by plane (red: the cost rises, green: it falls, grey: no cost change, amber: a line "
                 "without a price changed):", "", *picture, ""]
+    # Day two before the folded sections: reviewers see which nodes roll and what is replaced without opening them.
+    day_two_parts = [(d["stack"], day_two_markdown(d)) for d in ordered]
+    if any(lines for _, lines in day_two_parts):
+        out += ["#### What this change does to the running cluster", ""]
+        for stack, lines in day_two_parts:
+            if lines:
+                out += [f"**{stack}**", *lines, ""]
     for d in ordered:  # the sections in the table's order
         if _changed(d):
             out += _stack_section(d)

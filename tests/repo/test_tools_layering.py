@@ -33,6 +33,7 @@ INTERFACES = {
     "preview": ("blueprint.preview.cloud", "CloudPreview"),
     "report": ("blueprint.report.cloud", "CloudReport"),
     "examples": ("blueprint.policy.cloud", "CloudExamples"),
+    "changes": ("blueprint.changes.cloud", "CloudChanges"),
 }
 # The one module outside blueprint/clouds that names a cloud, and why: the benchmark builds its scale cases from
 # prod-aws's stack file (a measurement of that stack, not a tool a new cloud needs).

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 WORKFLOW = Path(__file__).resolve().parents[2] / ".github" / "workflows" / "preview.yml"
@@ -46,6 +48,10 @@ def test_each_stack_is_checked_in_its_own_parallel_job() -> None:
     assert '.venv/bin/blueprint policy "out/$STACK.json" --format markdown -o "out/$STACK.policy.md" || true' in runs
     assert 'blueprint cost diff --base "$BASE_REF" "$STACK" --format json -o "out/$STACK.cost.json"' in runs
     assert "|| status=$?" in runs and 'echo "$status" > "out/$STACK.status"' in runs
+    # cost diff exits 1 on a replaced filesystem, bucket, cluster or KMS key, or a refused version step: recorded for
+    # the gate (the JSON still reaches the comment), not lost to `set -e`, and any other exit stays an error.
+    assert "|| cost=$?" in runs and 'echo "$cost" > "out/$STACK.cost.status"' in runs
+    assert 'if [ "$cost" -gt 1 ]; then exit "$cost"; fi' in runs
     assert job["steps"][0]["with"]["fetch-depth"] == 0  # the base branch must be there to build it
     upload = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@"))
     assert upload["with"]["name"] == "stack-${{ matrix.stack }}" and upload["if"] == "always()"
@@ -70,8 +76,9 @@ def test_one_job_gathers_the_comment_and_the_gate() -> None:
     assert "updateComment" in script_step["with"]["script"] and "createComment" in script_step["with"]["script"]
     assert script_step["continue-on-error"] is True  # a fork cannot comment; the gate still runs
     gate = job["steps"][-1]
-    assert gate["name"] == "Fail on a mandatory policy violation" and gate["if"] == "always()"
-    assert 'for f in out/*.status' in gate["run"]
+    assert gate["name"] == "Fail on a mandatory policy violation or a refused day-two change"
+    assert gate["if"] == "always()"
+    assert 'for f in out/*.status' in gate["run"]  # matches <stack>.status and <stack>.cost.status
 
 
 def test_real_preview_runs_only_with_a_pulumi_token_and_the_policy_pack() -> None:
@@ -94,3 +101,20 @@ def test_real_preview_runs_only_with_a_pulumi_token_and_the_policy_pack() -> Non
     assert job["steps"][-1]["run"] == 'exit "${{ steps.preview.outputs.status }}"'
 
     assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.stacks.outputs.stacks) }}"  # every stack file
+
+
+@pytest.mark.parametrize(("policy", "cost", "fails"), [("0", "0", False), ("1", "0", True), ("0", "1", True)])
+def test_the_gate_fails_on_a_policy_violation_or_a_day_two_failure(tmp_path: Path, policy: str, cost: str,
+                                                                   fails: bool) -> None:
+    """The gate's own shell, run on the files the stack jobs leave: a day-two failure (cost diff exit 1) fails the
+    pull request as a mandatory policy violation does."""
+    gate = _load()["jobs"]["comment"]["steps"][-1]["run"]
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "prod-aws.status").write_text(policy + "\n")
+    (tmp_path / "out" / "prod-aws.cost.status").write_text(cost + "\n")
+    (tmp_path / "out" / "dev-aws.status").write_text("0\n")
+    (tmp_path / "out" / "dev-aws.cost.status").write_text("0\n")
+    done = subprocess.run(["bash", "-c", gate], cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert (done.returncode != 0) is fails, done.stdout + done.stderr
+    if fails:
+        assert ("prod-aws.cost.status" if cost == "1" else "prod-aws.status") in done.stdout

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # each module meets its family's interface (checked by mypy, never imported here at run time)
     from blueprint.acceptance.cloud import CloudChecks
     from blueprint.admit.cloud import CloudAdmit
-    from blueprint.clouds.gcp import admit, checks, examples, graph, preview, pricing, report
+    from blueprint.changes.cloud import CloudChanges
+    from blueprint.clouds.gcp import admit, changes, checks, examples, graph, preview, pricing, report
     from blueprint.cost.cloud import CloudPricing
     from blueprint.graph.cloud import CloudGraph
     from blueprint.policy.cloud import CloudExamples
@@ -16,6 +17,7 @@ if TYPE_CHECKING:  # each module meets its family's interface (checked by mypy, 
     from blueprint.report.cloud import CloudReport
 
     _admit: CloudAdmit = admit
+    _changes: CloudChanges = changes
     _checks: CloudChecks = checks
     _examples: CloudExamples = examples
     _graph: CloudGraph = graph
