@@ -7,11 +7,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from blueprint.files.output import output_file_argument, write_atomic
 from blueprint.graph.load import GRAPH_SUFFIXES, load_graph
 from blueprint.graph.model import GraphFormatError, ResourceGraph
+
+if TYPE_CHECKING:
+    from blueprint.graph.engine import ProgramRun
+    from blueprint.graph.stackfile import StackFile
 
 EXIT_OK = 0
 EXIT_POLICY = 1  # a mandatory policy violation, a failed check, a workload that would not run, a guardrail crossed
@@ -70,6 +74,41 @@ def target_graph(target_text: str) -> tuple[ResourceGraph, str, Any]:
 
     stack = load_stack(target_text)
     return run_program(stack.name, stack.config, stack.region).graph, stack.display_path, stack.spec
+
+
+def previous_option(parser: argparse.ArgumentParser) -> None:
+    """``--previous FILE``: the run before this one, as a second ``pulumi up`` meets it."""
+    parser.add_argument("--previous", type=Path, metavar="FILE",
+                        help="the previous run: its offline graph (blueprint graph -o) or `pulumi stack export` of "
+                        "the deployed stack; its ids and outputs answer the resources it had, and a version step "
+                        "EKS or GKE refuses (two minors, a downgrade) is an error")
+
+
+def run_stack(stack: StackFile, previous_path: Path | None) -> tuple[ProgramRun, ResourceGraph | None]:
+    """Run a loaded stack through the offline engine, after ``previous_path`` when given: (the run, the previous
+    graph). A version step the service refuses between the two is a StackError naming the stack file, the key and
+    the rule."""
+    from blueprint.changes.steps import step_problems
+    from blueprint.graph.engine import run_program
+    from blueprint.graph.previous import load_previous
+    from blueprint.graph.stackfile import StackError
+
+    if previous_path is None:
+        return run_program(stack.name, stack.config, stack.region), None
+    try:
+        previous = load_previous(previous_path, stack.region)
+    except GraphFormatError as err:
+        raise GraphFormatError(f"{shown_path(previous_path)}: {err}") from None
+    if previous.graph.stack and previous.graph.stack != stack.name:
+        raise CommandError(f"{shown_path(previous_path)} is a run of stack {previous.graph.stack}, not "
+                           f"{stack.name}: its resources would match none of this stack's")
+    run = run_program(stack.name, stack.config, stack.region, previous=previous.answers)
+    problems = step_problems(previous.graph, run.graph)
+    if problems:
+        raise StackError("\n".join(
+            f"{stack.display_path}: gpu-cluster:spec.{p.key}: {p.message} (from {shown_path(previous_path)}) "
+            f"[rule: {p.rule}]" for p in problems))
+    return run, previous.graph
 
 
 def usage_for(explicit: Path | None, target_text: str,

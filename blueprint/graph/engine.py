@@ -18,7 +18,8 @@ import itertools
 import json
 import runpy
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,15 +74,27 @@ class OfflineMocks(Mocks):
     answers for its resources and invokes (:class:`blueprint.graph.cloud.CloudGraph`); any other resource (a
     Kubernetes object) gets a stable id and its inputs back."""
 
-    def __init__(self, region: str) -> None:
+    def __init__(self, region: str, previous: Mapping[str, tuple[str, str, dict[str, Any]]] | None = None) -> None:
         self.region = region
+        # A previous run's answers (blueprint.graph.previous): urn -> (type, id, computed outputs).
+        self.previous = previous or {}
+        # The URN being registered, per thread: the SDK registers from executor threads, and RecordingMonitor sets it
+        # on the thread that then calls new_resource (MockResourceArgs has no URN).
+        self.registering = threading.local()
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
-        """Return a stable id and the state of one resource."""
+        """Return a stable id and the state of one resource; a resource the previous run had keeps that run's id and
+        computed outputs, as the provider's state gives them to a second ``pulumi up``."""
         cloud = clouds.of_type(args.typ)
         if cloud is None:
-            return stable_id(args.typ, args.name), dict(args.inputs)
-        return cloud_graph(cloud).new_resource(args.typ, args.name, dict(args.inputs), self.region)
+            rid, state = stable_id(args.typ, args.name), dict(args.inputs)
+        else:
+            rid, state = cloud_graph(cloud).new_resource(args.typ, args.name, dict(args.inputs), self.region)
+        before = self.previous.get(getattr(self.registering, "urn", ""))
+        if before is not None and before[0] == args.typ:
+            rid = before[1] or rid
+            state.update(before[2])
+        return rid, state
 
     def call(self, args: MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         """Invokes, answered by the cloud whose package the token names (empty for any other)."""
@@ -122,6 +135,8 @@ class RecordingMonitor(MockMonitor):
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
         """Record the request, then let the mock monitor answer it."""
+        if isinstance(self.mocks, OfflineMocks) and self.mocks.previous:
+            self.mocks.registering.urn = self.make_urn(request.parent, request.type, request.name)
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
         inputs = json_format.MessageToDict(request.object) if request.HasField("object") else {}
         self.records.append(GraphResource(
@@ -155,11 +170,14 @@ class ProgramRun:
     outputs: dict[str, Any]
 
 
-def run_program(stack: str, config: dict[str, Any], region: str, program: Path | None = None) -> ProgramRun:
+def run_program(stack: str, config: dict[str, Any], region: str, program: Path | None = None,
+                previous: Mapping[str, tuple[str, str, dict[str, Any]]] | None = None) -> ProgramRun:
     """Run the program as stack ``stack`` with ``config`` (Pulumi keys, e.g. ``gpu-cluster:spec``).
 
     The program is :func:`components.program.main` (what ``__main__.py`` calls), imported as a module so
     that an installed package runs it; ``program`` runs a file instead (the project's ``__main__.py``).
+    ``previous`` answers the resources a previous run had with its ids and outputs
+    (:func:`blueprint.graph.previous.load_previous`), as a second ``pulumi up`` meets them.
 
     Raises:
         ProgramError: the program raised; callers validate the spec first so users see a clean
@@ -172,7 +190,7 @@ def run_program(stack: str, config: dict[str, Any], region: str, program: Path |
 
     def _run_in_context() -> ProgramRun:
         pulumi.runtime.set_all_config({k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()})
-        monitor = RecordingMonitor(OfflineMocks(region))
+        monitor = RecordingMonitor(OfflineMocks(region, previous))
         pulumi.runtime.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=True, monitor=monitor)
         root = pulumi.runtime.settings.get_root_resource()
 

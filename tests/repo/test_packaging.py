@@ -3,6 +3,7 @@ platform from a project folder that has only `stacks/`, with no source tree besi
 
 from __future__ import annotations
 
+import fnmatch
 import shutil
 import subprocess
 import sys
@@ -37,6 +38,24 @@ def test_every_package_folder_is_shipped() -> None:
     assert listed - on_disk == {"gpu_policies"}
 
 
+def test_every_data_file_is_shipped() -> None:
+    """A data file the program reads (a catalog, a replacements table, a CRD) must match its package's
+    package-data globs, or the wheel lacks it (blueprint/clouds/<cloud>/replacements.yaml would have been)."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    globs: dict[str, list[str]] = setuptools["package-data"]
+    missing = []
+    for top in ("components", "blueprint"):
+        for path in (ROOT / top).rglob("*"):
+            if path.is_dir() or path.suffix in (".py", ".pyc") or "__pycache__" in path.parts:
+                continue
+            package_dir = next(p for p in path.parents if (p / "__init__.py").is_file())
+            package = ".".join(package_dir.relative_to(ROOT).parts)
+            relative = path.relative_to(package_dir).as_posix()
+            if not any(fnmatch.fnmatch(relative, g) for g in globs.get(package, [])):
+                missing.append(f"{package}: {relative}")
+    assert missing == [], "add these to [tool.setuptools.package-data] in pyproject.toml"
+
+
 def test_wheel_install_runs_the_preview_of_every_shipped_stack(tmp_path: Path) -> None:
     src, dist, venv, project = tmp_path / "src", tmp_path / "dist", tmp_path / "venv", tmp_path / "project"
     src.mkdir()
@@ -49,7 +68,8 @@ def test_wheel_install_runs_the_preview_of_every_shipped_stack(tmp_path: Path) -
                    "components/spec/rules/node_groups.py", "components/gcp/gke.py",
                    "components/catalog/gcp_machines.yaml",
                    "components/catalog/charts.yaml", "components/catalog/aws_regions.yaml",
-                   "blueprint/schema/stack_file.py", "blueprint/schemas/stack-file.schema.json"):
+                   "blueprint/schema/stack_file.py", "blueprint/schemas/stack-file.schema.json",
+                   "blueprint/clouds/aws/replacements.yaml", "blueprint/clouds/gcp/replacements.yaml"):
         assert module in names, module
 
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
@@ -78,3 +98,12 @@ def test_wheel_install_runs_the_preview_of_every_shipped_stack(tmp_path: Path) -
         assert "policy verdict: PASS" in out.stdout, name
         if name == "prod-aws":
             assert "queues: kueue 0.19.2; cohort prod-train-gpus" in out.stdout
+    # Day two reads the replacements tables (package data of blueprint.clouds.<cloud>).
+    for name in ("prod-aws", "prod-gcp"):
+        graph = tmp_path / f"{name}.json"
+        subprocess.run([str(venv / "bin" / "blueprint"), "graph", name, "-o", str(graph)], cwd=project, env=env,
+                       check=True, capture_output=True, timeout=300)
+        out = subprocess.run([str(venv / "bin" / "blueprint"), "preview", name, "--previous", str(graph)],
+                             cwd=project, env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0 and "no node group rolls, nothing is replaced or removed" in out.stdout, \
+            out.stderr[-3000:]
