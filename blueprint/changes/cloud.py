@@ -116,3 +116,12 @@ def inputs_at(inputs: Any, path: str) -> Any:
 def minor(version: str) -> str:
     """``1.35`` from ``1.35``, ``1.35.8`` or ``1.35.8-gke.1036000``."""
     return ".".join(version.split("-")[0].split(".")[:2])
+
+
+def version_input(graph: ResourceGraph, type_: str, key: str) -> str | None:
+    """The minor of the first ``type_`` resource's ``key`` input that is a version (``1.35...``), or None."""
+    for res in graph.of_type(type_):
+        version = res.inputs.get(key)
+        if isinstance(version, str) and version[:1].isdigit():
+            return minor(version)
+    return None

@@ -122,7 +122,7 @@ class GkeUpgradeSpec(_Model):
     max_surge: StrictInt | None = Field(
         default=None, ge=0, le=1000,
         description="surge: extra nodes created before old ones are drained. Default: 1 on open capacity, 0 on a "
-        "reservation (no spare VM) and on flex-start.", json_schema_extra=unit("nodes"))
+        "reservation (no spare VM).", json_schema_extra=unit("nodes"))
     max_unavailable: StrictInt | None = Field(
         default=None, ge=0, le=1000,
         description="surge: nodes drained at the same time. Default: 0 with a surge, else 1 (at least one of "

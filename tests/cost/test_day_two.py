@@ -283,3 +283,16 @@ def test_a_custom_ami_group_behind_the_control_plane_blocks_the_next_minor() -> 
     assert step_problems(edited(graph, "1.35", "1.35"), edited(graph, "1.36", "1.35")) == []
     (problem,) = step_problems(edited(graph, "1.36", "1.35"), edited(graph, "1.37", "1.35"))
     assert problem.rule == "nodes-match-control-plane" and problem.key == "aws.nodeGroups[l4]"
+
+
+def test_a_gke_control_plane_two_minors_up_is_refused() -> None:
+    from blueprint.changes.steps import step_problems
+    from tests.conftest import raw_stack_config, run_spec
+
+    spec = copy.deepcopy(raw_stack_config("prod-gcp")["gpu-cluster:spec"])
+    spec["gcp"]["cluster"]["minMasterVersion"] = "1.35"
+    before = run_spec(copy.deepcopy(spec), "prod-gcp").graph
+    spec["gcp"]["cluster"]["minMasterVersion"] = "1.37"
+    (problem,) = step_problems(before, run_spec(spec, "prod-gcp").graph)
+    assert problem.rule == "one-minor-per-update" and problem.key == "gcp.cluster.minMasterVersion"
+    assert "1.35 -> 1.37 skips 1.36: GKE moves the control plane one minor per update" in problem.message

@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from blueprint.changes.cloud import NodeGroupState, TypeRules, load_rules, minor
+from blueprint.changes.cloud import NodeGroupState, TypeRules, load_rules, minor, version_input
 from blueprint.clouds.aws.pricing import block_window, launch_template
 from blueprint.graph.model import GraphResource, ResourceGraph
 from components.catalog.instances import load_aws_catalog
@@ -144,11 +144,7 @@ def roll_reasons(old: ResourceGraph, new: ResourceGraph, before: GraphResource, 
 
 def cluster_version(graph: ResourceGraph) -> str | None:
     """The EKS cluster's ``version``."""
-    for res in graph.of_type(CLUSTER):
-        version = res.inputs.get("version")
-        if isinstance(version, str) and version[:1].isdigit():
-            return minor(version)
-    return None
+    return version_input(graph, CLUSTER, "version")
 
 
 def node_versions(graph: ResourceGraph) -> Mapping[str, str]:

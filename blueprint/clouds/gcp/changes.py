@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
-from blueprint.changes.cloud import NodeGroupState, TypeRules, load_rules, minor
+from blueprint.changes.cloud import NodeGroupState, TypeRules, load_rules, minor, version_input
 from blueprint.changes.replacements import forcing_fields
 from blueprint.clouds.gcp.pricing import gke_pool_size
 from blueprint.graph.model import GraphResource, ResourceGraph
@@ -126,11 +126,7 @@ def roll_reasons(old: ResourceGraph, new: ResourceGraph, before: GraphResource, 
 
 def cluster_version(graph: ResourceGraph) -> str | None:
     """The cluster's ``minMasterVersion`` minor (None on a channel's default)."""
-    for res in graph.of_type(CLUSTER):
-        version = res.inputs.get("minMasterVersion")
-        if isinstance(version, str) and version[:1].isdigit():
-            return minor(version)
-    return None
+    return version_input(graph, CLUSTER, "minMasterVersion")
 
 
 def node_versions(graph: ResourceGraph) -> Mapping[str, str]:
