@@ -4,6 +4,7 @@ rolls, and the versions of its control plane and nodes."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,3 +126,9 @@ def version_input(graph: ResourceGraph, type_: str, key: str) -> str | None:
         if isinstance(version, str) and version[:1].isdigit():
             return minor(version)
     return None
+
+
+def named_elsewhere(graph: ResourceGraph, res: GraphResource, needle: str) -> bool:
+    """Whether another resource's inputs name ``needle`` (a role's ARN suffix, a service account's email): what makes
+    an identity something a replacement loses."""
+    return any(other.urn != res.urn and needle in json.dumps(other.inputs) for other in graph.resources)

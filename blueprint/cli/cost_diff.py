@@ -84,11 +84,12 @@ def _gate(diffs: list[Any], args: argparse.Namespace) -> int:
     """Exit 1 when a cost guardrail is crossed, or the change replaces or removes what holds data or identity
     without the stack allowing it, or changes a version the way the service refuses; each reason on stderr."""
     from blueprint.changes.render import failures
-    from blueprint.cost.diff import breaches, diff_document
+    from blueprint.cost.diff import breaches
 
     crossed = [f"cost guardrail: {line}" for d in diffs
                for line in breaches(d, args.fail_above_usd, args.fail_above_percent)]
-    crossed += [f"day two: {line}" for d in diffs for line in failures(diff_document(d))]
+    crossed += [f"day two: {line}" for d in diffs
+                for line in failures({"stack": d.stack, **d.day_two.document()})]
     for line in crossed:
         emit(sys.stderr, f"{line}\n")
     return EXIT_POLICY if crossed else EXIT_OK

@@ -5,14 +5,13 @@ the versions of the control plane and the groups."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from blueprint.changes.cloud import NodeGroupState, TypeRules, load_rules, minor, version_input
+from blueprint.changes.cloud import NodeGroupState, TypeRules, load_rules, minor, named_elsewhere, version_input
 from blueprint.clouds.aws.pricing import block_window, launch_template
 from blueprint.graph.model import GraphResource, ResourceGraph
 from components.catalog.instances import load_aws_catalog
@@ -55,11 +54,8 @@ def holds_data(graph: ResourceGraph, res: GraphResource) -> str | None:
         return HOLDS[res.type]
     if res.type == ROLE:
         name = res.inputs.get("name")
-        if isinstance(name, str) and name:
-            needle = f":role/{name}"
-            for other in graph.resources:
-                if other.urn != res.urn and needle in json.dumps(other.inputs):
-                    return f"an identity other resources name (role {name}: trust, key or access policies)"
+        if isinstance(name, str) and name and named_elsewhere(graph, res, f":role/{name}"):
+            return f"an identity other resources name (role {name}: trust, key or access policies)"
     return None
 
 
@@ -135,9 +131,9 @@ def roll_reasons(old: ResourceGraph, new: ResourceGraph, before: GraphResource, 
         a, b = before.inputs.get(key), after.inputs.get(key)
         if a != b:
             reasons.append(f"{what} {a or '(EKS default)'} -> {b or '(EKS default)'}")
-    if _template_data(old, before) != _template_data(new, after):
-        changed = sorted({k for k in {*_template_data(old, before), *_template_data(new, after)}
-                          if _template_data(old, before).get(k) != _template_data(new, after).get(k)})
+    was, now = _template_data(old, before), _template_data(new, after)
+    if was != now:
+        changed = sorted(k for k in {*was, *now} if was.get(k) != now.get(k))
         reasons.append(f"its launch template changes ({', '.join(changed)}): a new version the nodes roll to")
     return reasons
 

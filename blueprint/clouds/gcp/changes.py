@@ -4,13 +4,12 @@ clusters, buckets, filesystems, keys, the accounting database and service accoun
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
-from blueprint.changes.cloud import NodeGroupState, TypeRules, load_rules, minor, version_input
+from blueprint.changes.cloud import NodeGroupState, TypeRules, load_rules, minor, named_elsewhere, version_input
 from blueprint.changes.replacements import forcing_fields
 from blueprint.clouds.gcp.pricing import gke_pool_size
 from blueprint.graph.model import GraphResource, ResourceGraph
@@ -48,12 +47,8 @@ def holds_data(graph: ResourceGraph, res: GraphResource) -> str | None:
         return HOLDS[res.type]
     if res.type == ACCOUNT:
         account = res.inputs.get("accountId")
-        if isinstance(account, str) and account:
-            needle = f"{account}@"
-            for other in graph.resources:
-                if other.urn != res.urn and needle in json.dumps(other.inputs):
-                    return (f"an identity other resources name (service account {account}: IAM members, Workload "
-                            "Identity)")
+        if isinstance(account, str) and account and named_elsewhere(graph, res, f"{account}@"):
+            return f"an identity other resources name (service account {account}: IAM members, Workload Identity)"
     return None
 
 
