@@ -50,6 +50,12 @@ class BlockWindow:
         return "ended"
 
     @property
+    def running(self) -> bool:
+        """Whether the block's nodes may be running now (active, or ending while EC2 reclaims them): a roll of the
+        group would terminate them."""
+        return self.phase in ("active", "ending")
+
+    @property
     def hours(self) -> float:
         """Length of the block in hours (what is paid, at the instance count)."""
         return (self.end - self.start).total_seconds() / 3600

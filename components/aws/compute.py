@@ -80,7 +80,7 @@ def node_group_ignored(group: NodeGroupSpec, facts: InstanceFacts, block: BlockW
     (capacity-blocks-mng): an apply inside the window updates the rest of the cluster and leaves the group as it is;
     the first apply after the block ends (the group at 0) rolls it. Kubelet may trail the control plane by three
     minors, and EKS refuses the next control-plane update until the group matches (docs/upgrades.md)."""
-    held = ROLLING_INPUTS if block is not None and block.phase in ("active", "ending") else []
+    held = ROLLING_INPUTS if block is not None and block.running else []
     return desired_size_ignored(group, facts) + held
 
 

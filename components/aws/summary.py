@@ -16,16 +16,15 @@ from components.aws.autoscaler import AUTOSCALE_TAG, NODE_TEMPLATE
 from components.aws.autoscaler import RELEASE as AUTOSCALER_RELEASE
 from components.aws.capacity_block import BlockWindow, utc_text
 from components.aws.data_access import CHECKPOINT_SERVICE_ACCOUNT, PLATFORM_SERVICE_ACCOUNT
+from components.aws.upgrades import pin_notes, support_notes, upgrade_lines
 from components.bootstrap import is_bottlerocket
-from components.catalog import AddonPin, load_addon_pins, load_aws_catalog, load_eks_versions
-from components.catalog.versions import support_warning
+from components.catalog import AddonPin, load_addon_pins, load_aws_catalog
 from components.kubernetes.objects.telemetry import spend_watch_lines
 from components.planes import CloudSummary, GraphView
 from components.sizing import spec_warnings
 from components.sizing.plan import SCRATCH_2_MBPS_PER_TIB
 from components.sizing.summary import checkpoint_lines
 from components.spec import ClusterSpec, NodeGroupSpec, derive_ami_type, is_autoscaled
-from components.spec.decisions import node_release
 from components.spec.notes import spec_notes
 
 # Checkpoint bytes per parameter when the stack gives no goodput inputs (the spec's default, with its source).
@@ -538,53 +537,6 @@ def _network_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
     return lines
 
 
-def upgrade_lines(graph: GraphView, spec: ClusterSpec, now: datetime) -> list[str]:
-    """How each node group follows the control plane: its Kubernetes version and pinned AMI release (with the
-    catalog's source), how EKS rolls it (its updateConfig) and when it can, in the order an upgrade takes them."""
-    aws = spec.aws_spec()
-    catalog = load_aws_catalog()
-    version = aws.control_plane.kubernetes_version
-    groups = {str(r.inputs.get("nodeGroupName")): r for r in graph.of_type("aws:eks/nodeGroup:NodeGroup")}
-    system = [g for g in aws.node_groups if not catalog[g.instance_type].gpu_count] or list(aws.node_groups)
-    ordered = [*system, *(g for g in aws.node_groups if g not in system)]
-    lines = [f"upgrades: control plane {version}, then its add-ons, then "
-             + " -> ".join(("system groups " if i == 0 else "GPU groups ") + ", ".join(g.name for g in batch)
-                           for i, batch in enumerate((system, [g for g in ordered if g not in system])) if batch)
-             + " (each waits for the one before: docs/upgrades.md)"]
-    for group in ordered:
-        facts = catalog[group.instance_type]
-        res = groups.get(f"{spec.name}-{group.name}")
-        update = (res.inputs.get("updateConfig") or {}) if res is not None else {}
-        if group.ami_id is not None:
-            what = f"custom AMI {group.ami_id} built for Kubernetes {group.ami_kubernetes_version}"
-        else:
-            release = node_release(group, facts, version)
-            what = f"Kubernetes {version}, " + (
-                f"AMI release {release.release_version} ({release.status}"
-                + (f", {release.as_of}" if release.as_of else "") + ")" if release is not None else
-                "no pinned AMI release (components/catalog/eks_node_releases.yaml has none for "
-                f"{version}): EKS gives it its latest")
-        if update.get("updateStrategy") == "MINIMAL":
-            how = ("terminate then launch, every node at once" if update.get("maxUnavailablePercentage") == 100
-                   else f"terminate then launch, {update.get('maxUnavailable', 1)} node(s) at a time")
-        else:
-            how = f"surge: new nodes first, {update.get('maxUnavailable', 1)} drained at a time"
-        when = ""
-        cap = group.capacity
-        if cap.type == "capacity-block" and cap.start and cap.end and cap.instance_count and BlockWindow(
-                start=cap.start, end=cap.end, instance_count=cap.instance_count, now=now).phase in ("active", "ending"):
-            when = (f"; held while the block runs: this apply leaves its version, AMI release and launch template "
-                    f"as deployed (ignoreChanges), and the first apply after {cap.end:%Y-%m-%d %H:%M} UTC rolls it at "
-                    "0 nodes")
-        elif cap.type == "capacity-block":
-            when = ("; rolls only at 0 nodes: outside the block's window (an apply inside it leaves the group as "
-                    "deployed)")
-        elif group.capacity.type == "reserved":
-            when = "; a full reservation has no spare instance: nodes are replaced in place, roll between runs"
-        lines.append(f"  {group.name}: {what}; rolls by {how}{when}")
-    return lines
-
-
 def summarize(graph: GraphView, spec: ClusterSpec, outputs: Mapping[str, Any], now: datetime) -> CloudSummary:
     """The AWS parts of the preview: where the cluster is, each AWS plane's figures, the GPU totals and the
     closing notes (Kubernetes support, the kubeconfig command, unconfirmed EFA counts)."""
@@ -595,34 +547,9 @@ def summarize(graph: GraphView, spec: ClusterSpec, outputs: Mapping[str, Any], n
                  "aws.get_availability_zones; offline, a placeholder name)")
     figures = node_group_figures(graph)
     in_blocks = sum(f.gpus_per_node * f.max_size for f in figures if f.capacity_type == "CAPACITY_BLOCK")
-    notes = []
-    release = load_eks_versions().get(aws.control_plane.kubernetes_version)
-    warning = support_warning("EKS", release.version, release.end_of_standard_support, now,
-                              spec.upgrades.support_warning_days) if release is not None else None
-    if warning is not None:
-        notes.append(f"warning: {warning}: plan the upgrade (docs/upgrades.md); the cluster stays on standard support "
-                     "(upgradePolicy STANDARD) and EKS upgrades it after that date")
+    notes = support_notes(spec, now)
     notes += [f"warning: {w}" for w in spec_warnings(spec)] + spec_notes(spec, now)
-    unpinned = sorted(str(a.inputs.get("addonName")) for a in graph.of_type("aws:eks/addon:Addon")
-                      if not a.inputs.get("addonVersion"))
-    if unpinned:
-        version = aws.control_plane.kubernetes_version
-        notes.append(f"warning: no sourced version of {', '.join(unpinned)} for Kubernetes {version} in "
-                     "components/catalog/charts.yaml: a new cluster gets EKS's default version for "
-                     f"{version}, but an installed add-on keeps the version it runs (the provider's addonVersion is "
-                     "optional and computed: leaving it out changes nothing), also across a Kubernetes upgrade; "
-                     "pin it after checking `aws eks describe-addon-versions --kubernetes-version "
-                     f"{version} --addon-name <name>`, or update it by hand before the next upgrade")
-    catalog = load_aws_catalog()
-    unreleased = sorted(g.name for g in aws.node_groups if g.ami_id is None and g.instance_type in catalog
-                        and node_release(g, catalog[g.instance_type], aws.control_plane.kubernetes_version) is None)
-    if unreleased:
-        version = aws.control_plane.kubernetes_version
-        notes.append(f"warning: no pinned AMI release for Kubernetes {version} (components/catalog/eks_node_releases."
-                     f"yaml) for {', '.join(unreleased)}: EKS gives each its latest AMI at creation, so groups created "
-                     "at different times run different AMIs; pin one (aws.nodeGroups[].amiReleaseVersion) after "
-                     f"`aws ssm get-parameter --name /aws/service/eks/optimized-ami/{version}/amazon-linux-2023/"
-                     "x86_64/nvidia/recommended/release_version`")
+    notes += pin_notes(graph, spec)
     if "kubeconfigCommand" in outputs:
         notes.append(f"kubeconfig for people (their own admin or team role): {outputs['kubeconfigCommand']}")
     unconfirmed = sorted({f.instance_type for f in figures
