@@ -27,7 +27,6 @@ class ClusterOutputs:
     kubeconfig: pulumi.Output[str]
     kubeconfig_command: pulumi.Output[str]
     gpu_availability_zone: pulumi.Output[str]
-    deployer_dns_resolver_ips: pulumi.Output[list[str]]
     checkpoint_bucket: pulumi.Output[str]
     filesystem_dns_name: Optional[pulumi.Output[str]]
     filesystem_mount_name: Optional[pulumi.Output[str]]

@@ -33,7 +33,6 @@ def main() -> None:
     pulumi.export("kubeconfig", out.kubeconfig)
     pulumi.export("kubeconfigCommand", out.kubeconfig_command)
     pulumi.export("gpuAvailabilityZone", out.gpu_availability_zone)
-    pulumi.export("deployerDnsResolverIps", out.deployer_dns_resolver_ips)
     pulumi.export("checkpointBucket", out.checkpoint_bucket)
     if out.filesystem_dns_name is not None:
         pulumi.export("filesystemDnsName", out.filesystem_dns_name)

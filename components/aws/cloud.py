@@ -18,8 +18,6 @@ from components.aws.compute import AwsNodeGroup
 from components.aws.cost import DATA_EXPORT_REGION, AwsCostPlane
 from components.aws.data_access import (
     CHECKPOINT_SERVICE_ACCOUNT,
-    PLATFORM_NAMESPACE,
-    PLATFORM_SERVICE_ACCOUNT,
     AwsDataAccess,
     DataAccessArgs,
 )
@@ -179,10 +177,12 @@ def cloud_telemetry(spec: ClusterSpec, pools: list[GpuPool], ready_logs: tuple[p
 def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | None = None,
                     autoscaler: CloudRelease | None = None, slurm_db: tuple[Any, Any] | None = None,
                     telemetry_ready: tuple[tuple[pulumi.Resource, ...], tuple[pulumi.Resource, ...]] = ((), ()),
-                    records_bucket: Any = None, records_ready: tuple[pulumi.Resource, ...] = ()) -> PlatformInputs:
+                    records_bucket: Any = None, records_ready: tuple[pulumi.Resource, ...] = (),
+                    node_ipv6_cidr: Any = None) -> PlatformInputs:
     """The cloud-neutral description of the cluster that the Kubernetes platform is built from; ``telemetry_ready``
     (the log shipper's and the metrics reader's identities) and ``records_bucket`` (the checkpoint bucket's name,
-    where the acceptance gate's records go) come from the cloud resources."""
+    where the acceptance gate's records go) and ``node_ipv6_cidr`` (the VPC's IPv6 block) come from the cloud
+    resources."""
     aws_spec = spec.aws_spec()
     catalog = load_aws_catalog()
     ipv6 = aws_spec.network.ip_family == "ipv6"
@@ -232,9 +232,9 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
         topology=AWS_TOPOLOGY,
         extra_egress=(POD_IDENTITY_EGRESS, *((POD_IDENTITY_EGRESS_IPV6,) if ipv6 else ())),
         anywhere=("0.0.0.0/0", "::/0") if ipv6 else ("0.0.0.0/0",),
+        node_cidrs=(aws_spec.network.vpc_cidr, *((node_ipv6_cidr,) if ipv6 and node_ipv6_cidr is not None else ())),
         retain_data=spec.deletion_protection,
         checkpoint_service_account=CHECKPOINT_SERVICE_ACCOUNT,
-        platform_reader=(PLATFORM_NAMESPACE, PLATFORM_SERVICE_ACCOUNT),
         checkpoint_policy=stack_checkpoint_policy(spec),
         acceptance_image=spec.acceptance.image if spec.acceptance.enabled else None,
         acceptance_recorder=AcceptanceRecorder(bucket=records_bucket, scheme="s3",
@@ -470,7 +470,6 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         kubeconfig_command=control_plane.eks_cluster_name.apply(
             lambda name: update_kubeconfig_command(name, aws_spec.region)),
         gpu_availability_zone=gpu_zone,
-        deployer_dns_resolver_ips=network.resolver_ips,
         checkpoint_bucket=storage.bucket_name,
         filesystem_dns_name=storage.filesystem_dns_name,
         filesystem_mount_name=storage.filesystem_mount_name,
@@ -498,5 +497,6 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     # The per-node runs' pods get credentials only once the recorder's association exists.
     inputs = platform_inputs(spec, shared, node_autoscaler(spec, autoscaler_ready), slurm_db, telemetry_ready=ready,
                              records_bucket=storage.bucket_name,
-                             records_ready=(data_access.recorder,) if data_access.recorder is not None else ())
+                             records_ready=(data_access.recorder,) if data_access.recorder is not None else (),
+                             node_ipv6_cidr=network.ipv6_cidr_block)
     return CloudPlanes(kubernetes_provider=k8s_provider, platform=inputs, outputs=outputs)

@@ -87,14 +87,15 @@ def node_group_ignored(group: NodeGroupSpec, facts: InstanceFacts, block: BlockW
 class AwsNodeGroup(pulumi.ComponentResource):
     """A managed node group and the launch template that makes its nodes production-grade.
 
-    The launch template requires IMDSv2 (hop limit 2, so pods behind the node's network namespace can
-    still reach it), encrypts the root volume, declares no key pair, wires every EFA interface of the
-    instance type, tags instances, volumes and interfaces for cost attribution, and targets the
-    capacity reservation or Capacity Block when the spec uses one. Multi-node EFA groups on open
-    capacity get a cluster placement group. A Capacity Block group starts at size 0 and gets a scheduled
-    action on its Auto Scaling group that scales it to the block when the block starts. A group the Cluster
-    Autoscaler manages (open capacity, minSize < maxSize) gets the opt-in and node-template tags on its Auto Scaling
-    group.
+    The launch template requires IMDSv2 with a hop limit of 1: a pod outside the node's network namespace cannot
+    get a token, so it cannot read the node role (every component that needs AWS uses Pod Identity; host-network
+    agents such as the VPC CNI and the Pod Identity agent are one hop away). It encrypts the root volume,
+    declares no key pair, wires every EFA interface of the instance type, tags instances, volumes and interfaces
+    for cost attribution, and targets the capacity reservation or Capacity Block when the spec uses one.
+    Multi-node EFA groups on open capacity get a cluster placement group. A Capacity Block group starts at size 0
+    and gets a scheduled action on its Auto Scaling group that scales it to the block when the block starts.
+    A group the Cluster Autoscaler manages (open capacity, minSize < maxSize) gets the opt-in and node-template
+    tags on its Auto Scaling group.
 
     The group carries the cluster's Kubernetes ``version`` and a pinned AMI ``release_version``, so that it follows
     the control plane in the same update and every group runs the same AMI (a custom AMI carries neither: EKS refuses
@@ -232,7 +233,10 @@ class AwsNodeGroup(pulumi.ComponentResource):
             metadata_options={
                 "http_endpoint": "enabled",
                 "http_tokens": "required",
-                "http_put_response_hop_limit": 2,
+                # 1, as the EKS Best Practices Guide ("Restrict access to the instance profile assigned to the
+                # worker node") advises when pods get credentials another way; docs/aws.md, "Instance metadata
+                # and egress", lists the components checked against it.
+                "http_put_response_hop_limit": 1,
                 "instance_metadata_tags": "disabled",
             },
             block_device_mappings=block_devices(group, facts),

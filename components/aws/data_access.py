@@ -17,17 +17,15 @@ import pulumi_aws as aws
 from components import provenance
 from components.aws.iam import (
     acceptance_record_policy,
-    platform_checkpoint_read_policy,
     pod_identity_trust,
     team_checkpoint_policy,
     to_json,
 )
 from components.tags import merge_tags
 
-# The service account every team namespace gets for checkpoint access, and the platform's reader.
+# The service account every team namespace gets for checkpoint access. There is no platform-wide reader: a role
+# that reads every team's checkpoints had no consumer, and an unused identity with that reach is only a risk.
 CHECKPOINT_SERVICE_ACCOUNT = "checkpoints"
-PLATFORM_NAMESPACE = "kube-system"
-PLATFORM_SERVICE_ACCOUNT = "checkpoint-reader"
 # The acceptance gate's per-node pods: they write their records under acceptance/ of the bucket and nothing else
 # (components/kubernetes/objects/acceptance.py, RECORDER_SERVICE_ACCOUNT and RECORDS_PREFIX).
 RECORDER_NAMESPACE = "gpu-acceptance"
@@ -51,17 +49,15 @@ class DataAccessArgs:
 
 
 class AwsDataAccess(pulumi.ComponentResource):
-    """Per-team checkpoint roles (``<team>/`` prefix, read and write), a platform reader role and, with the
-    acceptance gate, the recorder's role (``acceptance/`` prefix, write only).
+    """Per-team checkpoint roles (``<team>/`` prefix, read and write) and, with the acceptance gate, the recorder's
+    role (``acceptance/`` prefix, write only).
 
     Attributes:
         team_role_arns: the IAM role of each team's ``checkpoints`` service account.
-        platform_role_arn: the read-all role of ``kube-system/checkpoint-reader``.
         recorder: the recorder's Pod Identity association (the acceptance jobs wait for it), or None.
     """
 
     team_role_arns: dict[str, pulumi.Output[str]]
-    platform_role_arn: pulumi.Output[str]
     recorder: Optional[aws.eks.PodIdentityAssociation]
 
     def __init__(self, name: str, args: DataAccessArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
@@ -101,11 +97,6 @@ class AwsDataAccess(pulumi.ComponentResource):
             policy = team_policy(team)
             self.team_role_arns[team] = bind(
                 f"team-{team}", f"{args.physical_prefix}-{team}-ckpt", team, policy)
-        read_all = pulumi.Output.all(args.bucket_arn, args.data_key_arn or "").apply(
-            lambda a: to_json(platform_checkpoint_read_policy(str(a[0]), str(a[1]) or None, args.region)))
-        self.platform_role_arn = bind(
-            "platform", f"{args.physical_prefix}-checkpoint-reader", PLATFORM_NAMESPACE, read_all,
-            PLATFORM_SERVICE_ACCOUNT)
         self.recorder = None
         if args.acceptance_records:
             records = pulumi.Output.all(args.bucket_arn, args.data_key_arn or "").apply(
@@ -114,4 +105,4 @@ class AwsDataAccess(pulumi.ComponentResource):
             bind("acceptance-recorder", f"{args.physical_prefix}-nccl-recorder", RECORDER_NAMESPACE, records,
                  RECORDER_SERVICE_ACCOUNT)
             self.recorder = associations["acceptance-recorder"]
-        self.register_outputs({"platformRoleArn": self.platform_role_arn})
+        self.register_outputs({"teamRoleArns": self.team_role_arns})

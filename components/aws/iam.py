@@ -116,20 +116,6 @@ def team_checkpoint_policy(bucket_arn: str, key_arn: str | None, prefix: str, re
     return document(*statements)
 
 
-def platform_checkpoint_read_policy(bucket_arn: str, key_arn: str | None, region: str) -> PolicyDocument:
-    """Read every prefix of the checkpoint bucket (the platform team's audits and restores)."""
-    statements: list[Statement] = [
-        {"Sid": "ListAllPrefixes", "Effect": "Allow", "Action": ["s3:ListBucket", "s3:ListBucketVersions"],
-         "Resource": bucket_arn},
-        {"Sid": "ReadAllObjects", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
-         "Resource": f"{bucket_arn}/*"},
-    ]
-    if key_arn:
-        statements.append({"Sid": "DecryptThroughS3", "Effect": "Allow", "Action": ["kms:Decrypt"],
-                           "Resource": key_arn, "Condition": _via_s3(region)})
-    return document(*statements)
-
-
 def acceptance_record_policy(bucket_arn: str, key_arn: str | None, prefix: str, region: str) -> PolicyDocument:
     """Write the acceptance gate's records under ``<prefix>/`` of the checkpoint bucket, and nothing else: no read, no
     list, no delete, no other prefix (the per-node pods upload with ``aws s3 cp``, one PutObject per small file). The
@@ -212,8 +198,11 @@ def data_key_policy(partition: str, account: str, region: str, bucket_arn: str,
     without it the key would lock out its own administrators). The second lets the FSx data repository
     link read and export objects of the SSE-KMS bucket: FSx for Lustre user guide, "Working with
     server-side encrypted Amazon S3 buckets" — the ``AWSServiceRoleForFSxS3Access_<fs-id>`` role needs
-    Encrypt, Decrypt, ReEncrypt*, GenerateDataKey* and DescribeKey through S3, and with S3 Bucket Keys on
-    the encryption context is the bucket's ARN.
+    Encrypt, Decrypt, ReEncrypt*, GenerateDataKey* and DescribeKey through S3. The encryption context is the
+    bucket's ARN for objects written with an S3 Bucket Key (the bucket's default) and the object's ARN for
+    objects written without one (a PUT with ``x-amz-server-side-encryption-bucket-key-enabled: false``, or
+    written before the bucket key was enabled): S3 user guide, "Reducing the cost of SSE-KMS with Amazon S3
+    Bucket Keys" (changes to the encryption context). Both forms are listed, or such objects would not load.
     """
     statements: list[Statement] = [
         {"Sid": "EnableIamPolicies", "Effect": "Allow", "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"},
@@ -232,7 +221,7 @@ def data_key_policy(partition: str, account: str, region: str, bucket_arn: str,
             "Condition": {
                 "StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com", "kms:CallerAccount": account},
                 "ArnEquals": {"aws:PrincipalArn": fsx_s3_access_role_arn(partition, account, fsx_file_system_id)},
-                "StringLike": {"kms:EncryptionContext:aws:s3:arn": bucket_arn},
+                "StringLike": {"kms:EncryptionContext:aws:s3:arn": [bucket_arn, f"{bucket_arn}/*"]},
             },
         })
     return document(*statements)

@@ -54,6 +54,7 @@ class AwsNetwork(pulumi.ComponentResource):
     ) -> None:
         super().__init__("gpu-cluster:network:AwsNetwork", name, provenance.props(), opts)
         child = pulumi.ResourceOptions(parent=self)
+        self.ipv6_cidr_block: pulumi.Output[str] | None = None  # set with the VPC this stack creates (IPv6 only)
 
         self.subnet_ids: dict[str, pulumi.Output[str]] = {}
         private_rts: list[pulumi.Output[str]] = []
@@ -92,7 +93,6 @@ class AwsNetwork(pulumi.ComponentResource):
         )
 
         self.deployer_path: list[pulumi.Resource] = []
-        self.resolver_ips: pulumi.Output[list[str]] = pulumi.Output.from_input([])
         if deployer_path is not None:
             self._connect_deployer(name, spec, vpc_id, private_rts, deployer_path, physical_prefix, labels)
 
@@ -117,6 +117,9 @@ class AwsNetwork(pulumi.ComponentResource):
             tags=merge_tags(labels, f"{physical_prefix}-vpc"),
             opts=child,
         )
+        # The nodes' IPv6 addresses come from this block (None on an IPv4 cluster): the platform lets Prometheus reach
+        # the host-network exporters there.
+        self.ipv6_cidr_block = vpc.ipv6_cidr_block if ipv6 else None
         # The default security group of a new VPC allows all traffic between members; strip its rules.
         aws.ec2.DefaultSecurityGroup(
             f"{name}-default-sg",
@@ -239,10 +242,12 @@ class AwsNetwork(pulumi.ComponentResource):
                           labels: Mapping[str, str]) -> None:
         """Let runners in another network reach the private API endpoint (EKS user guide, "Cluster API server
         endpoint", private access from a connected network): a Transit Gateway attachment in one private
-        subnet per zone, a route back to the runners from every private route table, and a Route 53 Resolver
-        inbound endpoint that answers for the VPC's private hosted zones (the endpoint's DNS name), reachable
-        on port 53 from the runners. The Transit Gateway's own route tables and the runners' DNS forwarding
-        rule belong to their network, not this stack; the preview lists them."""
+        subnet per zone and a route back to the runners from every private route table. No DNS forwarding is
+        needed: with private access EKS publishes the endpoint's private addresses in the public DNS name
+        (AWS re:Post knowledge center, "eks-private-cluster-endpoint-vpc": "Amazon EKS automatically advertises
+        the private IP addresses of the private endpoint through the public DNS name of the API server"), so a
+        Route 53 Resolver inbound endpoint would only cost two ENIs. The Transit Gateway's own route tables
+        belong to the runners' network, not this stack; the preview lists them."""
         child = pulumi.ResourceOptions(parent=self)
         by_zone: dict[str, str] = {}
         for sn in spec.subnets:
@@ -271,41 +276,6 @@ class AwsNetwork(pulumi.ComponentResource):
                     transit_gateway_id=path.transit_gateway_id,
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[attachment]),
                 ))
-        dns_sg = aws.ec2.SecurityGroup(
-            f"{name}-deployer-dns-sg",
-            vpc_id=vpc_id,
-            description="Route 53 Resolver inbound endpoint: DNS from the deployer's runners",
-            revoke_rules_on_delete=True,
-            tags=merge_tags(labels, f"{physical_prefix}-deployer-dns"),
-            opts=child,
-        )
-        for j, cidr in enumerate(path.runner_cidrs):
-            for proto in ("udp", "tcp"):
-                self.deployer_path.append(aws.vpc.SecurityGroupIngressRule(
-                    f"{name}-deployer-dns-{proto}-{j}",
-                    security_group_id=dns_sg.id,
-                    cidr_ipv4=cidr,
-                    ip_protocol=proto,
-                    from_port=53,
-                    to_port=53,
-                    description=f"DNS ({proto}) from the deployer's runners {cidr}",
-                    tags=merge_tags(labels, f"{physical_prefix}-deployer-dns-{proto}-{j}"),
-                    opts=child,
-                ))
-        # A resolver endpoint needs two IP addresses; two zones keep it up when one zone is down.
-        resolver_subnets = attachment_subnets[:2] if len(attachment_subnets) >= 2 else attachment_subnets * 2
-        resolver = aws.route53.ResolverEndpoint(
-            f"{name}-deployer-dns",
-            name=f"{physical_prefix}-deployer-dns",
-            direction="INBOUND",
-            security_group_ids=[dns_sg.id],
-            ip_addresses=[{"subnet_id": subnet} for subnet in resolver_subnets],
-            protocols=["Do53"],
-            tags=merge_tags(labels, f"{physical_prefix}-deployer-dns"),
-            opts=child,
-        )
-        self.deployer_path.append(resolver)
-        self.resolver_ips = resolver.ip_addresses.apply(lambda ips: [ip.ip or "" for ip in ips or []])
 
 
 def _ipv6_subnet(block: str | None, index: int) -> str:

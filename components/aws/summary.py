@@ -15,7 +15,7 @@ from typing import Any
 from components.aws.autoscaler import AUTOSCALE_TAG, NODE_TEMPLATE
 from components.aws.autoscaler import RELEASE as AUTOSCALER_RELEASE
 from components.aws.capacity_block import BlockWindow, utc_text
-from components.aws.data_access import CHECKPOINT_SERVICE_ACCOUNT, PLATFORM_SERVICE_ACCOUNT
+from components.aws.data_access import CHECKPOINT_SERVICE_ACCOUNT
 from components.aws.upgrades import pin_notes, support_notes, upgrade_lines
 from components.bootstrap import is_bottlerocket
 from components.catalog import AddonPin, load_addon_pins, load_aws_catalog
@@ -323,16 +323,12 @@ def _data_access_lines(graph: GraphView) -> list[str]:
     assoc = graph.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
     teams = sorted(str(a.inputs.get("namespace")) for a in assoc
                    if a.inputs.get("serviceAccount") == CHECKPOINT_SERVICE_ACCOUNT)
-    readers = [f"{a.inputs.get('namespace')}/{a.inputs.get('serviceAccount')}" for a in assoc
-               if a.inputs.get("serviceAccount") == PLATFORM_SERVICE_ACCOUNT]
     if not assoc:
         return []
     lines = []
     if teams:
         lines.append(f"team data access (EKS Pod Identity): service account <team>/{CHECKPOINT_SERVICE_ACCOUNT} "
                      f"reads and writes only s3://<bucket>/<team>/ for {', '.join(teams)}")
-    if readers:
-        lines.append(f"platform reader: {', '.join(readers)} reads every prefix")
     return lines
 
 
@@ -436,11 +432,10 @@ def _deployer_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
         routes = [r for r in graph.of_type("aws:ec2/route:Route") if r.inputs.get("transitGatewayId")]
         lines.append(
             f"  runner network: Transit Gateway {attachments[0].inputs.get('transitGatewayId')} attached in "
-            f"{len(attachments[0].inputs.get('subnetIds') or [])} zone(s), {len(routes)} route(s) back to the runners, "
-            "a Route 53 Resolver inbound endpoint for the private endpoint's name (output deployerDnsResolverIps)")
+            f"{len(attachments[0].inputs.get('subnetIds') or [])} zone(s), {len(routes)} route(s) back to the runners; "
+            "the endpoint's public DNS name answers with its private addresses, so no DNS forwarding is needed")
         lines.append(
-            f"  outside this stack: the Transit Gateway route tables, the runners' route to {aws.network.vpc_cidr}, "
-            f"and their DNS forwarding of {aws.region}.eks.amazonaws.com to the resolver endpoint")
+            f"  outside this stack: the Transit Gateway route tables and the runners' route to {aws.network.vpc_cidr}")
     elif dep.api_access == "in-vpc":
         lines.append("  the runners sit inside this VPC: they must exist before the Kubernetes layer is applied")
     return lines

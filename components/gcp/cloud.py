@@ -190,7 +190,6 @@ GPUDIRECT_POD_SOURCE = ("GKE GPUDirect-TCPX/TCPXO/RDMA how-to pages (daemon and 
 # Namespaces GKE manages (DCGM exporter in gke-managed-system, GKE "Collect and view DCGM metrics"; Managed
 # Prometheus in gmp-system and gmp-public): the no-privileged-pods policy leaves them to GKE.
 GKE_MANAGED_NAMESPACES = ("gke-managed-system", "gmp-system", "gmp-public")
-PLATFORM_READER = ("kube-system", "checkpoint-reader")
 # GKE's own GPU stack, as cluster-toolkit deploys A3 Mega and A3 Ultra (modules/compute/gke-node-pool: the GKE driver
 # installation, no operator): the driver (gpu_driver_version LATEST or DEFAULT), GKE's device plugin (on by default,
 # advertising nvidia.com/gpu), and the DCGM exporter GKE installs with DCGM monitoring on (GKE "Collect and view DCGM
@@ -383,7 +382,6 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
         topology=GKE_TOPOLOGY,
         retain_data=spec.deletion_protection,
         checkpoint_service_account=CHECKPOINT_SERVICE_ACCOUNT,
-        platform_reader=PLATFORM_READER,
         checkpoint_policy=stack_checkpoint_policy(spec),
         acceptance_image=spec.acceptance.image if spec.acceptance.enabled else None,
         acceptance_tests_dir=spec.acceptance.tests_dir,
@@ -394,6 +392,7 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
         team_objects=team_objects,
         cloud_gpu_stack=GKE_GPU_STACK if gke_drivers else None,
         extra_egress=GKE_METADATA_EGRESS,
+        node_cidrs=(gcp_spec.network.node_cidr,),
         system_registries=GKE_SYSTEM_REGISTRIES,
         storage_class_name=STORAGE_CLASS_NAME,
         tenant_pod_security="privileged" if flavours else "baseline",
@@ -492,7 +491,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     with from_spec(spec_path("teams"), team_items([t.name for t in spec.teams])):
         data_access = GcpDataAccess(
             "data-access", project=g.project, project_number=number, bucket=storage.bucket_name,
-            teams=[t.name for t in spec.teams], team_account=CHECKPOINT_SERVICE_ACCOUNT, reader=PLATFORM_READER,
+            teams=[t.name for t in spec.teams], team_account=CHECKPOINT_SERVICE_ACCOUNT,
             protect=protect, cluster=cluster.cluster,
             buckets={b.name: (storage.data_buckets[b.name], b.access) for b in g.storage.buckets},
             recorder=("gpu-acceptance", RECORDER_SERVICE_ACCOUNT) if spec.acceptance.enabled else None, opts=opts)
@@ -570,7 +569,6 @@ def build(spec: ClusterSpec) -> CloudPlanes:
             # People take the same way in as the deployer: the DNS endpoint where it is on, else the private IP.
             + (" --dns-endpoint" if dns else " --internal-ip" if g.cluster.endpoint == "private" else "")),
         gpu_availability_zone=pulumi.Output.from_input(g.gpu_zone),
-        deployer_dns_resolver_ips=pulumi.Output.from_input([]),
         checkpoint_bucket=storage.bucket_name,
         filesystem_dns_name=storage.filesystem_address,
         filesystem_mount_name=pulumi.Output.from_input(LUSTRE_FILESYSTEM)

@@ -168,13 +168,13 @@ class GcpIdentities(pulumi.ComponentResource):
 class GcpDataAccess(pulumi.ComponentResource):
     """Each team's ``checkpoints`` service account may read and write ``<team>/`` of the bucket and nothing else
     (a managed folder per team with ``roles/storage.objectUser`` for that principal; Cloud Storage "Managed
-    folders": IAM on a managed folder applies to the objects under its prefix); ``kube-system/checkpoint-reader``
-    reads every prefix. Bucket metadata (``roles/storage.bucketViewer``, no object access) lets GCS FUSE mount. Each
+    folders": IAM on a managed folder applies to the objects under its prefix); no identity reads every team's
+    prefix. Bucket metadata (``roles/storage.bucketViewer``, no object access) lets GCS FUSE mount. Each
     of ``buckets`` (gcp.storage.buckets) is granted whole to the teams its access names, read or read-write.
     """
 
     def __init__(self, name: str, *, project: str, project_number: pulumi.Output[str], bucket: pulumi.Input[str],
-                 teams: Sequence[str], team_account: str, reader: tuple[str, str], protect: bool,
+                 teams: Sequence[str], team_account: str, protect: bool,
                  cluster: pulumi.Resource,
                  buckets: Mapping[str, tuple[pulumi.Input[str], Mapping[str, str]]] | None = None,
                  recorder: tuple[str, str] | None = None,
@@ -206,9 +206,6 @@ class GcpDataAccess(pulumi.ComponentResource):
                 f"{name}-acceptance-recorder", bucket=bucket, managed_folder=folder.name,
                 role="roles/storage.objectCreator",
                 member=wif_principal(project_number, project, recorder[0], recorder[1]), opts=child))
-        reader_principal = wif_principal(project_number, project, reader[0], reader[1])
-        gcp.storage.BucketIAMMember(f"{name}-platform-read", bucket=bucket, role="roles/storage.objectViewer",
-                                    member=reader_principal, opts=child)
         # gcp.storage.buckets: each team's access to the whole bucket, as the spec gives it, and the bucket metadata
         # GCS FUSE reads when it mounts. Named <purpose>.<team>: the dot, in neither name, keeps bucket data's grant
         # to team eng apart from the checkpoint grants of a team data-eng.

@@ -232,7 +232,7 @@ def _storage_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
                                  for team, mode in teams))
     if folders:
         lines.append(f"checkpoint access (Workload Identity): ns/<team>/sa/checkpoints may read and write its managed "
-                     f"folder only ({', '.join(folders)}); kube-system/checkpoint-reader reads all")
+                     f"folder only ({', '.join(folders)}); no identity reads every folder")
     return lines
 
 

@@ -135,10 +135,30 @@ def release(name: str, pin: ChartPin, namespace: str, values: Mapping[str, Any],
     )
 
 
-def _system_namespace(parent: pulumi.Resource, name: str, labels: Mapping[str, str],
+def _platform_egress(inputs: PlatformInputs) -> obj.PlatformEgress:
+    """What the platform namespaces' egress policies need from the cloud and the spec."""
+    smtp = tuple(int(r.smarthost.rsplit(":", 1)[1]) for r in inputs.platform.monitoring.alerts.receivers
+                 if r.type == "email" and r.smarthost)
+    return obj.PlatformEgress(anywhere=inputs.anywhere, agents=inputs.extra_egress, node_cidrs=inputs.node_cidrs,
+                              smtp_ports=smtp)
+
+
+def _egress_policies(parent: pulumi.Resource, namespace: str, ns: pulumi.Resource, inputs: PlatformInputs) -> None:
+    """Default-deny egress in a namespace the platform creates, with what its components need (objects/egress.py)."""
+    in_ns = pulumi.ResourceOptions(parent=parent, depends_on=[ns])
+    for m in obj.platform_network_policies(namespace, _platform_egress(inputs)):
+        apply(f"egress-{namespace}-{m['metadata']['name']}", m, in_ns)
+
+
+def _system_namespace(parent: pulumi.Resource, name: str, inputs: PlatformInputs,
                       opts: Optional[pulumi.ResourceOptions] = None) -> pulumi.CustomResource:
+    """A namespace the platform installs a component in, at the Pod Security level it needs, with default-deny
+    egress and the component's allows."""
     security = "privileged" if name in PRIVILEGED_NAMESPACES else "baseline"
-    return apply(f"ns-{name}", obj.namespace(name, labels, security), opts or pulumi.ResourceOptions(parent=parent))
+    ns = apply(f"ns-{name}", obj.namespace(name, inputs.labels, security),
+               opts or pulumi.ResourceOptions(parent=parent))
+    _egress_policies(parent, name, ns, inputs)
+    return ns
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -197,9 +217,10 @@ class PlatformInputs:
     topology: NetworkTopology | None = None  # for placed pools (topology-aware scheduling)
     extra_egress: tuple[EgressRule, ...] = ()
     anywhere: tuple[str, ...] = ("0.0.0.0/0",)  # what "any address" is for pods (with ::/0 on an IPv6 cluster)
+    # The nodes' addresses (VPC, node subnet): Prometheus in monitoring scrapes host-network exporters there.
+    node_cidrs: tuple[Any, ...] = ()
     retain_data: bool = False  # deletion protection: metrics volumes retained, their namespace and release protected
     checkpoint_service_account: str | None = None  # per team namespace: read/write of <team>/ in the bucket
-    platform_reader: tuple[str, str] | None = None  # (namespace, service account): read of every prefix
     checkpoint_policy: Mapping[str, str] | None = None  # the goodput model's figures, for each team's jobs
     acceptance_image: str | None = None  # the nccl-tests image by digest: the acceptance MPIJobs are created
     acceptance_tests_dir: str = obj.NCCL_TESTS_DIR  # where nccl-tests is built in that image
@@ -282,8 +303,8 @@ class Monitoring(pulumi.ComponentResource):
         # The Prometheus volume holds the metrics history: with deletion protection its storage class
         # retains volumes and the namespace and release that own the claim are protected and retained.
         keep = pulumi.ResourceOptions(parent=self, protect=inputs.retain_data, retain_on_delete=inputs.retain_data)
-        mon_ns = _system_namespace(self, obj.MONITORING_NAMESPACE, inputs.labels, keep)
-        cost_ns = _system_namespace(self, obj.OPENCOST_NAMESPACE, inputs.labels)
+        mon_ns = _system_namespace(self, obj.MONITORING_NAMESPACE, inputs, keep)
+        cost_ns = _system_namespace(self, obj.OPENCOST_NAMESPACE, inputs)
         storage = apply(f"{name}-storageclass",
                         obj.storage_class(inputs.storage_class_name, inputs.storage_provisioner,
                                           inputs.storage_parameters,
@@ -329,7 +350,7 @@ class Monitoring(pulumi.ComponentResource):
         spaces: dict[str, pulumi.Resource] = {obj.MONITORING_NAMESPACE: mon_ns}
         for rel in tel.releases:
             if rel.namespace not in spaces:
-                spaces[rel.namespace] = _system_namespace(self, rel.namespace, inputs.labels)
+                spaces[rel.namespace] = _system_namespace(self, rel.namespace, inputs)
             release(rel.release, charts[rel.chart], rel.namespace, rel.values,
                     pulumi.ResourceOptions(parent=self, depends_on=[self.prometheus, spaces[rel.namespace],
                                                                     *rel.ready]))
@@ -350,7 +371,7 @@ class GpuStack(pulumi.ComponentResource):
             apply(f"{name}-cloud-dcgm", obj.cloud_dcgm_pod_monitor(inputs.cloud_gpu_stack),
                   pulumi.ResourceOptions(parent=self, depends_on=[prometheus]))
         else:
-            ns = _system_namespace(self, obj.GPU_OPERATOR_NAMESPACE, inputs.labels)
+            ns = _system_namespace(self, obj.GPU_OPERATOR_NAMESPACE, inputs)
             values = obj.gpu_operator_values(inputs.platform.gpu_sharing, inputs.driver_on_host)
             if inputs.slurm is not None and inputs.slurm.job_mapping:
                 # Slurm's prolog writes the job id per GPU there; dcgm-exporter adds it as the hpc_job label
@@ -428,10 +449,6 @@ class Tenancy(pulumi.ComponentResource):
                 volume = apply(f"{name}-persistentvolume-shared-fs-{team.name}", pv, child)
                 apply(f"{name}-persistentvolumeclaim-{team.name}-{obj.SHARED_FS_CLAIM}", pvc,
                       pulumi.ResourceOptions(parent=self, depends_on=[ns, volume]))
-        if inputs.platform_reader is not None:
-            reader_ns, account = inputs.platform_reader
-            m = obj.service_account(account, reader_ns, inputs.labels, "read every prefix of the checkpoint bucket")
-            apply(_object_name(name, m), m, child)
         allowed = [*inputs.platform.allowed_registries,
                    *(r for r in inputs.system_registries if r not in inputs.platform.allowed_registries)]
         limits = obj.gpudirect_pod_policy(inputs.gpudirect_pod_rules) if inputs.gpudirect_pod_rules is not None \
@@ -474,7 +491,7 @@ class Queues(pulumi.ComponentResource):
                  namespaces: Mapping[str, pulumi.Resource], opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:control-plane:Queues", name, provenance.props(), opts)
         charts = load_charts()
-        ns = _system_namespace(self, obj.KUEUE_NAMESPACE, inputs.labels)
+        ns = _system_namespace(self, obj.KUEUE_NAMESPACE, inputs)
         kueue = release("kueue", charts["kueue"], obj.KUEUE_NAMESPACE, obj.kueue_values(inputs.pools),
                         pulumi.ResourceOptions(parent=self, depends_on=[ns, prometheus]))
         # Kueue's webhooks reject every queue object until its controller is ready ("failed calling
@@ -523,11 +540,13 @@ class Controllers(pulumi.ComponentResource):
         catalog = load_acceptance()
         self.mpi_operator = k8s.yaml.v2.ConfigFile(
             f"{name}-mpi-operator", file=catalog.operator_manifest, opts=pulumi.ResourceOptions(parent=self))
-        jobset_ns = _system_namespace(self, obj.JOBSET_NAMESPACE, inputs.labels)
+        # The pinned manifest creates the operator's namespace (mpi-operator); its egress is closed like the others'.
+        _egress_policies(self, obj.MPI_OPERATOR_NAMESPACE, self.mpi_operator, inputs)
+        jobset_ns = _system_namespace(self, obj.JOBSET_NAMESPACE, inputs)
         jobset = release("jobset", charts["jobset"], obj.JOBSET_NAMESPACE,
                          obj.jobset_values(f"v{charts['jobset'].version}"),
                          pulumi.ResourceOptions(parent=self, depends_on=[jobset_ns]))
-        trainer_ns = _system_namespace(self, obj.TRAINER_NAMESPACE, inputs.labels)
+        trainer_ns = _system_namespace(self, obj.TRAINER_NAMESPACE, inputs)
         # Trainer runs TrainJobs as JobSets: it waits for JobSet; Kueue suspends what it admits, so both wait for Kueue.
         trainer = release("kubeflow-trainer", charts["kubeflow-trainer"], obj.TRAINER_NAMESPACE, obj.trainer_values(),
                           pulumi.ResourceOptions(parent=self, depends_on=[trainer_ns, jobset, kueue]))
@@ -560,6 +579,7 @@ class Acceptance(pulumi.ComponentResource):
                    obj.namespace(obj.ACCEPTANCE_NAMESPACE, inputs.labels, "privileged" if host_paths else "baseline",
                                  gpudirect=host_paths),
                    pulumi.ResourceOptions(parent=self))
+        _egress_policies(self, obj.ACCEPTANCE_NAMESPACE, ns, inputs)
         # The jobs name their queue (kueue.x-k8s.io/queue-name), so Kueue manages them like a team's: all-or-nothing
         # admission and waitForPodsReady.
         tested = [p for p in inputs.pools if p.gpus_per_node > 1 or (p.name in fabrics and p.max_nodes > 1)]
@@ -631,10 +651,11 @@ class Slurm(pulumi.ComponentResource):
         charts = load_charts()
         child = pulumi.ResourceOptions(parent=self)
         ns = apply(f"{name}-ns", obj.slurm_namespace(inputs.labels), child)
+        _egress_policies(self, obj.SLURM_NAMESPACE, ns, inputs)
         in_ns = pulumi.ResourceOptions(parent=self, depends_on=[ns])
         # The operator in a namespace of its own (as its docs install it): its pods/binding webhook skips the
         # operator's namespace, so slurmd pods in that namespace would never get the node's topology annotation.
-        op_ns = _system_namespace(self, obj.SLINKY_NAMESPACE, inputs.labels)
+        op_ns = _system_namespace(self, obj.SLINKY_NAMESPACE, inputs)
         # The CRDs from their own release, kept if it is ever removed: uninstalling them would delete every Slurm
         # object (the operator chart's CRDs sit in its templates, slurm-operator docs/installation.md).
         crds = release("slurm-operator-crds", charts["slurm-operator-crds"], obj.SLINKY_NAMESPACE, {},

@@ -374,8 +374,8 @@ class DeployerSpec(_Model):
     transit_gateway_id: str | None = Field(
         default=None, pattern=r"^tgw-[0-9a-f]{8,17}$",
         description="in-vpc with runners outside this VPC: the Transit Gateway that connects their network. The "
-        "stack attaches the VPC to it, routes runnerCidrs through it and opens a Route 53 Resolver inbound "
-        "endpoint so the runners resolve the private API endpoint.",
+        "stack attaches the VPC to it and routes runnerCidrs through it (the private endpoint's name resolves "
+        "through public DNS, so no resolver endpoint is needed).",
     )
 
 

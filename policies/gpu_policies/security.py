@@ -14,7 +14,6 @@ from gpu_policies.common import (
     GKE_NODE_POOL,
     NAMESPACE,
     STRING_LIST,
-    SYSTEM_NAMESPACES_KNOB,
     Knob,
     Reporter,
     dependents,
@@ -26,11 +25,9 @@ from gpu_policies.common import (
     open_entry,
     open_to_everyone,
     path,
-    plain,
     resource_policy,
     seen,
     stack_policy,
-    team_namespaces,
 )
 
 BUCKET = "aws:s3/bucket:Bucket"
@@ -84,7 +81,10 @@ eks_secrets = resource_policy(
     Severity.HIGH, _secrets,
 )
 
-HOP_LIMIT = Knob("maxHopLimit", {"type": "integer", "minimum": 1, "maximum": 64}, 2)
+# 1: a pod outside the node's network namespace gets no IMDSv2 token, so it cannot read the node role; components
+# that need AWS use Pod Identity (EKS Best Practices Guide, "Restrict access to the instance profile assigned to the
+# worker node").
+HOP_LIMIT = Knob("maxHopLimit", {"type": "integer", "minimum": 1, "maximum": 64}, 1)
 
 
 def _imds(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
@@ -104,8 +104,8 @@ def _imds(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -
 
 imdsv2 = resource_policy(
     "aws-ec2-launch-template-requires-imdsv2", "security",
-    "Node launch templates require IMDSv2 with a hop limit of at most 2.",
-    "Keep metadataOptions httpTokens: required and httpPutResponseHopLimit: 2 (components/aws/compute.py).",
+    "Node launch templates require IMDSv2 with a hop limit of 1, so pods cannot read the node role.",
+    "Keep metadataOptions httpTokens: required and httpPutResponseHopLimit: 1 (components/aws/compute.py).",
     Severity.HIGH, _imds, [HOP_LIMIT],
 )
 
@@ -238,103 +238,7 @@ bucket_public_access = stack_policy(
 )
 
 
-def _default_deny(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
-    denying: set[str] = set()  # namespaces with a default-deny policy, found in one pass
-    for p in of_type(args.resources, "kubernetes:networking.k8s.io/v1:NetworkPolicy"):
-        if (get(p.props, "spec", "podSelector") == {}
-                and set(get(p.props, "spec", "policyTypes", default=[]) or []) == {"Ingress", "Egress"}
-                and not get(p.props, "spec", "ingress") and not get(p.props, "spec", "egress")):
-            denying.add(k8s_namespace(p.props))
-    for ns in team_namespaces(args.resources, cfg["systemNamespaces"]):
-        name = k8s_name(ns.props)
-        if name not in denying:
-            # No field: the namespace lacks a whole resource (the NetworkPolicy), no input of its own is wrong.
-            report(f"Team namespace {name} must have a default-deny NetworkPolicy (empty podSelector, Ingress and "
-                   "Egress, no rules) under its allowances.", ns.urn)
-
-
-default_deny = stack_policy(
-    "kubernetes-team-namespaces-default-deny", "security",
-    "Every team namespace denies all traffic by default.",
-    "Keep the default-deny NetworkPolicy of the Tenancy component.",
-    Severity.HIGH, _default_deny, [SYSTEM_NAMESPACES_KNOB],
-)
-
 GPUDIRECT_REASON = ("gpu-cluster/pod-security-reason", "gpudirect-sidecars")
-VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
-VAP_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
-
-
-def _selects(selector: Any, labels: dict[str, Any]) -> bool:
-    """A Kubernetes label selector (matchLabels and matchExpressions) matches these labels; an empty or missing
-    selector matches everything."""
-    if not isinstance(selector, dict):
-        return selector is None
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for e in selector.get("matchExpressions") or []:
-        key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
-        if (op == "In" and labels.get(key) not in values) or (op == "NotIn" and labels.get(key) in values) or \
-                (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels) or \
-                op not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            return False
-    return True
-
-
-def _bounds_pods(policy: dict[str, Any]) -> bool:
-    """The ValidatingAdmissionPolicy fails closed, judges every pod created or updated (no match conditions that
-    narrow it) and has expressions that bound host paths and added capabilities."""
-    spec = policy.get("spec") or {}
-    if spec.get("failurePolicy", "Fail") != "Fail" or spec.get("matchConditions"):
-        return False
-    rules = get(spec, "matchConstraints", "resourceRules", default=[]) or []
-    if not any("pods" in (r.get("resources") or []) and {"CREATE", "UPDATE"} <= set(r.get("operations") or [])
-               for r in rules):
-        return False
-    expressions = [str(v.get("expression", "")).strip() for v in spec.get("validations") or []]
-    return "true" not in expressions and any("hostPath" in e for e in expressions) and \
-        any("capabilities.add" in e for e in expressions)
-
-
-def _gpudirect_bounded(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
-    """A namespace let off Pod Security baseline for GPUDirect is bound, with Deny, by an admission policy that fails
-    closed and bounds host paths and capabilities container by container."""
-    policies = {k8s_name(p.props): plain(p.props) for p in of_type(args.resources, VAP)}
-    bindings = [plain(b.props) for b in of_type(args.resources, VAP_BINDING)]
-    for ns in of_type(args.resources, NAMESPACE):
-        labels = plain(get(ns.props, "metadata", "labels", default={}) or {})
-        if labels.get(GPUDIRECT_REASON[0]) != GPUDIRECT_REASON[1]:
-            continue
-        labels.setdefault("kubernetes.io/metadata.name", k8s_name(ns.props))
-        bounded = False
-        for b in bindings:
-            spec = b.get("spec") or {}
-            match = spec.get("matchResources") or {}
-            policy = policies.get(str(spec.get("policyName", "")))
-            if policy is None or "Deny" not in (spec.get("validationActions") or []):
-                continue
-            if match.get("objectSelector") or match.get("excludeResourceRules") or \
-                    not _selects(match.get("namespaceSelector"), labels):
-                continue
-            if _bounds_pods(policy):
-                bounded = True
-                break
-        if not bounded:
-            report(f"Namespace {k8s_name(ns.props)} runs pods at Pod Security privileged for GPUDirect "
-                   f"({GPUDIRECT_REASON[0]}: {GPUDIRECT_REASON[1]}), so a ValidatingAdmissionPolicy that fails closed "
-                   "must bind it with Deny, judge every pod it creates or updates and bound host paths and added "
-                   "capabilities container by container (gpu-cluster-gpudirect-pod-limits).", ns.urn,
-                   field=path("metadata", "labels", GPUDIRECT_REASON[0]), value=GPUDIRECT_REASON[1])
-
-
-gpudirect_bounded = stack_policy(
-    "kubernetes-gpudirect-namespaces-bounded", "security",
-    "A namespace at Pod Security privileged for GPUDirect is bound by an admission policy that bounds each "
-    "container's host paths and capabilities.",
-    "Keep the gpu-cluster-gpudirect-pod-limits ValidatingAdmissionPolicy and its binding (Tenancy component), "
-    "selecting gpu-cluster/pod-security-reason: gpudirect-sidecars.",
-    Severity.HIGH, _gpudirect_bounded,
-)
 
 # slurm: slurmd runs privileged (Slinky's worker pods: BPF, NET_ADMIN, SYS_ADMIN) and no team pod runs there (it is
 # not a tenant namespace; people reach it only through Slurm's login and sbatch). logging: the log shipper (EKS) reads
@@ -356,7 +260,7 @@ def _privileged(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, A
         labels = get(args.props, "metadata", "labels", default={}) or {}
         level = labels.get("pod-security.kubernetes.io/enforce")
         # The one exception: a namespace whose GPU networking (GKE GPUDirect sidecars: host paths, NET_ADMIN) cannot
-        # run at baseline says so; kubernetes-gpudirect-namespaces-bounded checks that an admission policy bounds its
+        # run at baseline says so; kubernetes-team-admission-policies checks that an admission policy bounds its
         # containers, and the no-privileged-containers admission policy still covers it.
         gpudirect = labels.get(GPUDIRECT_REASON[0]) == GPUDIRECT_REASON[1]
         if name not in allowed and level not in ("baseline", "restricted") and not gpudirect:
@@ -570,6 +474,6 @@ gcs_public_access = resource_policy(
 )
 
 POLICIES = [eks_endpoint, eks_secrets, imdsv2, no_ssh, encryption_at_rest, bucket_encryption, bucket_public_access,
-            default_deny, privileged_pods, gpudirect_bounded,
+            privileged_pods,
             gke_private_nodes, gke_endpoint, gcp_cmek_production, gcp_cmek_elsewhere,
             gke_workload_identity, gke_shielded, gcs_public_access]

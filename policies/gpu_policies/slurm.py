@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from pulumi_policy import Severity, StackValidationArgs
+from pulumi_policy import EnforcementLevel, Severity, StackValidationArgs
 
 from gpu_policies.common import (
     Reporter,
@@ -58,7 +58,7 @@ accounting_in_production = stack_policy(
     "slurm-accounting-in-production", "data-safety",
     "A production Slurm cluster keeps accounting on a protected, backed-up managed database.",
     "Keep scheduler.slurm.accounting.enabled (required in prod) and deletionProtection: true.",
-    Severity.HIGH, _accounting,
+    Severity.HIGH, _accounting, enforcement=EnforcementLevel.MANDATORY,  # it judges prod controllers only
 )
 
 

@@ -116,7 +116,7 @@ FIELDS: dict[str, Expected] = {
     "open the endpoint to 0.0.0.0/0": ("vpcConfig.publicAccessCidrs[0]", CIDR),
     "stop encrypting secrets": ("encryptionConfig.resources", None),
     "allow IMDSv1": ("metadataOptions.httpTokens", "optional"),
-    "raise the IMDS hop limit to 3": ("metadataOptions.httpPutResponseHopLimit", 3),
+    "raise the IMDS hop limit to 2": ("metadataOptions.httpPutResponseHopLimit", 2),
     "open SSH to the world": ("cidrIpv4", CIDR),
     "give a node group SSH remote access": ("remoteAccess.sourceSecurityGroupIds", None),
     "leave the root volume unencrypted": ("blockDeviceMappings[0].ebs.encrypted", "false"),
@@ -265,7 +265,7 @@ def test_violation_messages_state_the_requirement() -> None:
     report = run_policies(MUTATIONS["allow IMDSv1"][0](prod()))
     (violation,) = [v for v in report.violations if v.policy == "aws-ec2-launch-template-requires-imdsv2"]
     assert violation.message == (
-        "Node launch templates require IMDSv2 with a hop limit of at most 2.\n"
+        "Node launch templates require IMDSv2 with a hop limit of 1, so pods cannot read the node role.\n"
         "Launch template prod-train-h100 must require IMDSv2 (httpTokens: required); IMDSv1 lets any SSRF read "
         "the node's credentials.")
     assert violation.type == LT and violation.urn.endswith("::nodegroup-h100-lt")
@@ -459,7 +459,7 @@ def test_text_and_json_carry_field_value_and_fix(tmp_path: Path, capsys: pytest.
         "            Launch template prod-train-h100 must require IMDSv2 (httpTokens: required); IMDSv1 lets any SSRF "
         "read the node's credentials.\n"
         "            field: metadataOptions.httpTokens = \"optional\"\n"
-        "            fix: Keep metadataOptions httpTokens: required and httpPutResponseHopLimit: 2 "
+        "            fix: Keep metadataOptions httpTokens: required and httpPutResponseHopLimit: 1 "
         "(components/aws/compute.py).\n") in out
     # no field: no field line, but the fix
     assert ("            (stack)\n"

@@ -107,7 +107,7 @@ def test_launch_templates_require_imdsv2_encrypt_and_open_no_ssh(stack_name: str
     assert templates
     for lt in templates:
         md = lt.inputs["metadataOptions"]
-        assert md["httpTokens"] == "required" and md["httpPutResponseHopLimit"] == 2, lt.name
+        assert md["httpTokens"] == "required" and md["httpPutResponseHopLimit"] == 1, lt.name
         for bdm in lt.inputs["blockDeviceMappings"]:
             assert bdm["ebs"]["encrypted"] == "true", lt.name
         assert "keyName" not in lt.inputs, lt.name
@@ -117,10 +117,10 @@ def test_launch_templates_require_imdsv2_encrypt_and_open_no_ssh(stack_name: str
         assert "remoteAccess" not in ng.inputs, ng.name
     for rule in graph.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"):
         assert rule.inputs.get("fromPort") != 22, rule.name
-        # the only CIDR-sourced rules are the deployer's: HTTPS to the API, DNS to the resolver endpoint
+        # the only CIDR-sourced rules are the deployer's: HTTPS to the API
         if "cidrIpv4" in rule.inputs:
-            assert rule.name.startswith(("control-plane-deployer-https-", "network-deployer-dns-")), rule.name
-            assert (rule.inputs["fromPort"], rule.inputs["toPort"]) in ((443, 443), (53, 53))
+            assert rule.name.startswith("control-plane-deployer-https-"), rule.name
+            assert (rule.inputs["fromPort"], rule.inputs["toPort"]) == (443, 443)
             runners = stack(stack_name).spec.aws_spec().control_plane.deployer.runner_cidrs
             assert rule.inputs["cidrIpv4"] in runners
 

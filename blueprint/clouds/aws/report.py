@@ -92,7 +92,7 @@ def _network(graph: ResourceGraph, spec: ClusterSpec | None) -> list[Node]:
     nats = len(graph.of_type("aws:ec2/natGateway:NatGateway"))
     extra = []
     if graph.of_type("aws:ec2transitgateway/vpcAttachment:VpcAttachment"):
-        extra.append("deployer: Transit Gateway attachment + Route 53 Resolver")
+        extra.append("deployer: Transit Gateway attachment")
     if any(r.name.endswith("efa-ingress-self") for r in
            graph.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")):
         extra.append("EFA security group: all traffic within itself")

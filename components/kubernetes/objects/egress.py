@@ -1,0 +1,109 @@
+"""Egress of the namespaces the platform creates: default deny, then what each component needs.
+
+Team namespaces have their own policies (tenancy.py). A platform namespace (monitoring, logging, kueue-system, the
+operators', gpu-acceptance, slurm) gets a default-deny egress policy and these allows:
+
+- DNS to the cluster's DNS pods;
+- every pod of the cluster, any port (Prometheus scrapes them, operators call their webhooks and each other,
+  slurmctld and slurmd talk, MPI launchers reach their workers);
+- HTTPS (443) anywhere: the Kubernetes API (its ClusterIP and the control plane's addresses), the cloud's APIs
+  (CloudWatch, S3, Cloud Storage, EC2 Auto Scaling), registries;
+- the cloud's credential agent (EKS Pod Identity agent, GKE metadata server), the one link-local address a pod needs;
+- per namespace (:data:`NAMESPACE_NEEDS`): monitoring reaches the nodes' host-network exporters and kubelets and the
+  SMTP servers of the stack's email receivers; slurm reaches its accounting database and the users' directory.
+
+What is refused is everything else leaving the cluster on other ports, and in particular the instance metadata
+service (169.254.169.254, port 80) on EKS, where the node role's credentials live: a pod in these namespaces that is
+not on the host network cannot read them, on top of the launch templates' hop limit of 1. Pods on the host network
+(node exporter, the CNI, the CSI node plugins) are not subject to NetworkPolicy at all (Kubernetes documentation,
+"Network Policies": "pods with hostNetwork: true ... the behavior is undefined"; every CNI in use here ignores them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from components.kubernetes.objects.common import EgressRule, Manifest, meta
+
+# The private address ranges (RFC 1918): where a managed database's private endpoint lives (RDS in the VPC, Cloud SQL
+# in the private services access range, whose CIDR Google allocates at apply time and the program cannot name).
+PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+# LDAP (389, StartTLS), LDAPS (636) and Active Directory's global catalog (3268, 3269 over TLS): what sssd on the Slurm
+# login and worker pods reaches (sssd-ldap(5), sssd-ad(5)). The directory is outside the stack and may be anywhere.
+DIRECTORY_PORTS = (389, 636, 3268, 3269)
+SLURM_DB_PORTS = (3306,)  # slurmdbd to MySQL (RDS for MySQL, Cloud SQL for MySQL)
+
+
+@dataclass(frozen=True)
+class PlatformEgress:
+    """What the cloud tells the platform namespaces' egress policies.
+
+    anywhere: what "any address" is (0.0.0.0/0, with ::/0 on an IPv6 cluster).
+    agents: the cloud's credential agent, as the team namespaces get it (EKS Pod Identity, GKE metadata server).
+    node_cidrs: the nodes' addresses (the VPC or node subnet), for the exporters Prometheus scrapes on the host network.
+    smtp_ports: the ports of the stack's email receivers' smarthosts (Alertmanager sends from monitoring).
+    """
+
+    anywhere: tuple[str, ...] = ("0.0.0.0/0",)
+    agents: tuple[EgressRule, ...] = ()
+    node_cidrs: tuple[Any, ...] = ()  # str, or the provider's Output for a block allocated at apply (IPv6)
+    smtp_ports: tuple[int, ...] = ()
+
+
+DEFAULT_DENY_EGRESS = "default-deny-egress"
+# Created by the MPI Operator's pinned manifest (components/catalog/acceptance.yaml).
+MPI_OPERATOR_NAMESPACE = "mpi-operator"
+
+
+def _policy(name: str, namespace: str, egress: list[Manifest] | None) -> Manifest:
+    spec: Manifest = {"podSelector": {}, "policyTypes": ["Egress"]}
+    if egress is not None:
+        spec["egress"] = egress
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": meta(name, namespace),
+            "spec": spec}
+
+
+def _tcp(ports: Sequence[int]) -> list[Manifest]:
+    return [{"protocol": "TCP", "port": p} for p in ports]
+
+
+def namespace_needs(namespace: str, egress: PlatformEgress) -> list[tuple[str, list[Manifest]]]:
+    """(policy name, egress rules) a namespace needs beyond the shared allows."""
+    if namespace == "monitoring":
+        needs = []
+        if egress.node_cidrs:
+            # Host-network exporters: kubelet/cAdvisor (10250), node exporter and the EFA exporter (their chart
+            # ports), each on the node's own address.
+            needs.append(("allow-node-exporters", [{"to": [{"ipBlock": {"cidr": c}} for c in egress.node_cidrs]}]))
+        if egress.smtp_ports:
+            needs.append(("allow-smtp", [{"to": [{"ipBlock": {"cidr": c}} for c in egress.anywhere],
+                                          "ports": _tcp(sorted(set(egress.smtp_ports)))}]))
+        return needs
+    if namespace == "slurm":
+        return [("allow-accounting-database", [{"to": [{"ipBlock": {"cidr": c}} for c in PRIVATE_RANGES],
+                                                "ports": _tcp(SLURM_DB_PORTS)}]),
+                ("allow-directory", [{"to": [{"ipBlock": {"cidr": c}} for c in egress.anywhere],
+                                      "ports": _tcp(DIRECTORY_PORTS)}])]
+    return []
+
+
+def platform_network_policies(namespace: str, egress: PlatformEgress) -> list[Manifest]:
+    """The egress policies of one platform namespace: default deny, then the shared allows and its own needs."""
+    out = [
+        _policy(DEFAULT_DENY_EGRESS, namespace, None),
+        _policy("allow-dns", namespace, [{
+            "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+            "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}]),
+        _policy("allow-cluster-pods", namespace, [{"to": [{"namespaceSelector": {}}]}]),
+        _policy("allow-https", namespace, [{"to": [{"ipBlock": {"cidr": c}} for c in egress.anywhere],
+                                            "ports": _tcp([443])}]),
+    ]
+    for rule in egress.agents:
+        out.append(_policy(rule.name, namespace, [{"to": [{"ipBlock": {"cidr": rule.cidr}}],
+                                                   "ports": [{"protocol": rule.protocol, "port": rule.port}]}]))
+    for name, rules in namespace_needs(namespace, egress):
+        out.append(_policy(name, namespace, rules))
+    return out
