@@ -88,7 +88,8 @@ def _spec(resource: PolicyResource) -> dict[str, Any]:
 
 
 def _labels(ns: PolicyResource) -> dict[str, Any]:
-    labels = plain(get(ns.props, "metadata", "labels", default={}) or {})
+    given = plain(get(ns.props, "metadata", "labels", default={}) or {})
+    labels: dict[str, Any] = dict(given) if isinstance(given, dict) else {}
     labels["kubernetes.io/metadata.name"] = k8s_name(ns.props)  # set by the API server on every namespace
     return labels
 
@@ -113,6 +114,9 @@ def _judges_pods(policy: PolicyResource) -> bool:
     spec = _spec(policy)
     if spec.get("failurePolicy", "Fail") != "Fail" or spec.get("matchConditions"):
         return False
+    if any(str(v.get("expression", "")).strip() == "true" for v in spec.get("validations") or []
+           if isinstance(v, dict)):
+        return False  # a check that always passes: the policy is hollow, whatever its messages say
     rules = get(spec, "matchConstraints", "resourceRules", default=[]) or []
     return any("pods" in (r.get("resources") or []) and {"CREATE", "UPDATE"} <= set(r.get("operations") or [])
                for r in rules)

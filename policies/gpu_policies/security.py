@@ -263,7 +263,9 @@ def _privileged(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, A
         # run at baseline says so; kubernetes-team-admission-policies checks that an admission policy bounds its
         # containers, and the no-privileged-containers admission policy still covers it.
         gpudirect = labels.get(GPUDIRECT_REASON[0]) == GPUDIRECT_REASON[1]
-        if name not in allowed and level not in ("baseline", "restricted") and not gpudirect:
+        # A team namespace's level is the mandatory guard's (kubernetes-team-namespaces-pod-security).
+        team = labels.get("gpu-cluster/tenant") == "true"
+        if name not in allowed and level not in ("baseline", "restricted") and not gpudirect and not team:
             # The enforce label, also when a missing GPUDirect exception label is what let it through.
             report(f"Namespace {name} must enforce the baseline or restricted Pod Security level "
                    f"(pod-security.kubernetes.io/enforce); privileged pods belong only in {', '.join(allowed)}.",

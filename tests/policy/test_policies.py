@@ -196,6 +196,10 @@ def assert_names(hits: list[Violation], expected: Expected) -> None:
 MANDATORY_AREAS = ("billing", "quotas", "telemetry")
 # Security policies made mandatory on AWS as on GKE (issue 20): an API endpoint open to the internet.
 MANDATORY_POLICIES = ("aws-eks-endpoint-not-open-to-internet",)
+# The guards (gpu_policies/guards.py) are mandatory in production, which prod-aws is.
+MANDATORY_POLICIES += ("kubernetes-team-admission-policies", "kubernetes-team-namespaces-pod-security",
+                       "kubernetes-team-namespaces-isolated", "kubernetes-platform-namespaces-deny-egress",
+                       "alerts-minimum-telemetry")
 
 
 def _mandatory(rule: Any) -> bool:

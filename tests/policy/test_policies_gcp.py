@@ -94,9 +94,9 @@ FIELDS: dict[str, Expected] = {
         "masterAuthorizedNetworksConfig.cidrBlocks[0].cidrBlock", CIDR),
     # The enforce label is what violates; the mutation removed the exception that let it through.
     "keep a GPUDirect tenant namespace privileged without saying why": (ENFORCE, "privileged"),
-    "claim the GPUDirect exception without the admission policy that bounds it": (REASON, "gpudirect-sidecars"),
-    "let the GPUDirect admission policy judge only new pods": (REASON, "gpudirect-sidecars"),
-    "let the GPUDirect admission policy only warn": (REASON, "gpudirect-sidecars"),
+    "claim the GPUDirect exception without the admission policy that bounds it": None,
+    "let the GPUDirect admission policy judge only new pods": None,
+    "let the GPUDirect admission policy only warn": None,
     "drop the authorized networks of a public endpoint": ("masterAuthorizedNetworksConfig.cidrBlocks", None),
     "open the public endpoint to every Google Cloud IP": (
         "masterAuthorizedNetworksConfig.gcpPublicCidrsAccessEnabled", True),
@@ -330,7 +330,8 @@ def _gpudirect_findings(change: Any) -> list[str]:
     from blueprint.policy.mutations import edit
 
     graph = edit(offline_run("prod-gcp").graph, change[0], "gpudirect-pod-limits", change[1])
-    return [v.message for v in run_policies(graph).violations if v.policy == "kubernetes-gpudirect-namespaces-bounded"]
+    return [v.message for v in run_policies(graph).violations
+            if v.policy == "kubernetes-team-admission-policies" and "GPUDirect" in v.message]
 
 
 def test_the_gpudirect_bound_reads_selectors_and_defaults_as_kubernetes_does() -> None:
@@ -352,6 +353,6 @@ def test_the_gpudirect_bound_reads_selectors_and_defaults_as_kubernetes_does() -
 
     assert _gpudirect_findings((binding, by_expression)) == []
     assert _gpudirect_findings((vap, lambda i: i["spec"].pop("failurePolicy"))) == []
-    assert [m.split("\n")[-1].split(" runs ")[0] for m in _gpudirect_findings((binding, excluding))] == [
+    assert [m.split("\n")[-1].split(" must ")[0] for m in _gpudirect_findings((binding, excluding))] == [
         "Namespace research"]
     assert len(_gpudirect_findings((vap, hollow))) == 4  # the three teams' namespaces and the acceptance one

@@ -194,11 +194,11 @@ AWS_MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] =
         "aws-s3-bucket-public-access-blocked"),
     "remove a team's default-deny policy": (
         lambda g: edit(g, k8s_type("NetworkPolicy"), "networkpolicy-pretraining-default-deny", remove=True),
-        "kubernetes-team-namespaces-default-deny"),
+        "kubernetes-team-namespaces-isolated"),
     "make a team namespace privileged": (
         lambda g: edit(g, k8s_type("Namespace"), "tenancy-ns-applied",
                        _set(["metadata", "labels", "pod-security.kubernetes.io/enforce"], "privileged")),
-        "kubernetes-privileged-pods-only-in-system-namespaces"),
+        "kubernetes-team-namespaces-pod-security"),
     "run a privileged pod in a team namespace": (
         _privileged_pod, "kubernetes-privileged-pods-only-in-system-namespaces"),
     "drop an EFA interface": (

@@ -103,20 +103,20 @@ GCP_MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
     "keep a GPUDirect tenant namespace privileged without saying why": (
         "prod-gcp", lambda g: edit(g, "kubernetes:core/v1:Namespace", "tenancy-ns-research", _delete(
             ["metadata", "labels", "gpu-cluster/pod-security-reason"])),
-        "kubernetes-privileged-pods-only-in-system-namespaces"),
+        "kubernetes-team-namespaces-pod-security"),
     "claim the GPUDirect exception without the admission policy that bounds it": (
         "prod-gcp", lambda g: edit(g, "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
                                    "gpudirect-pod-limits", remove=True),
-        "kubernetes-gpudirect-namespaces-bounded"),
+        "kubernetes-team-admission-policies"),
     "let the GPUDirect admission policy judge only new pods": (
         "prod-gcp", lambda g: edit(g, "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
                                    "gpudirect-pod-limits", _set(["spec", "matchConstraints", "resourceRules", 0,
                                                                  "operations"], ["CREATE"])),
-        "kubernetes-gpudirect-namespaces-bounded"),
+        "kubernetes-team-admission-policies"),
     "let the GPUDirect admission policy only warn": (
         "prod-gcp", lambda g: edit(g, "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
                                    "gpudirect-pod-limits", _set(["spec", "validationActions"], ["Warn"])),
-        "kubernetes-gpudirect-namespaces-bounded"),
+        "kubernetes-team-admission-policies"),
     "drop the authorized networks of a public endpoint": (
         "dev-gcp", lambda g: edit(g, GKE_CLUSTER, "control-plane-gke", _delete(["masterAuthorizedNetworksConfig"])),
         "gcp-gke-endpoint-not-open-to-internet"),
