@@ -24,6 +24,9 @@
     blueprint admit <stack | graph.json> WORKLOAD.yaml|JOB.sbatch... [--format text|json]
                                          would these jobs run on the cluster (Kueue, or Slurm for an sbatch
                                          script), and if not why; exit 1 if any not
+    blueprint deployer-policy <stack> [--format text|json] [-o FILE]
+                                         the IAM policy (AWS) or custom role (GCP) the deployer needs for exactly
+                                         the stack's resource types and invokes
     blueprint nccl parse LOG             an nccl-tests output as JSON
     blueprint nccl check LOG --instance-type T --nodes N [--format table|json|markdown]
                                          exit 1 below the acceptance threshold or on wrong values
@@ -57,6 +60,7 @@ from blueprint.cli import (
     checks,
     cost,
     cost_diff,
+    deployer_policy,
     graph,
     manifests,
     nccl,
@@ -72,7 +76,7 @@ from blueprint.cli.common import EXIT_INTERNAL, EXIT_INVALID, common_parser, emi
 # The program's layers (the engine, the spec with pydantic, the components, the renderers) are imported by the
 # handlers that run a stack, not at start: `blueprint policy graph.json` needs none of them.
 COMMANDS: tuple[ModuleType, ...] = (preview, graph, manifests, policy, cost, cost_diff, sizing, report, checks, admit,
-                                    nccl, schema, prices)  # in the order --help lists them
+                                    deployer_policy, nccl, schema, prices)  # in the order --help lists them
 MAX_ERROR_CHARS = 20_000
 
 

@@ -146,10 +146,11 @@ def invalid_input_errors() -> tuple[type[Exception], ...]:
     from blueprint.admit.workloads import WorkloadFileError
     from blueprint.cost.cloud import PriceRefreshError
     from blueprint.cost.usage import UsageError
+    from blueprint.deployer.table import DeployerTableError
     from blueprint.files.output import OutputError
     from blueprint.graph.stackfile import StackError
     from blueprint.policy.runner import PolicyConfigError
     from components.clock import ClockError
 
     return (StackError, PolicyConfigError, GraphFormatError, OutputError, ClockError, CommandError, UsageError,
-            AccountAccessError, WorkloadFileError, ToolMissingError, PriceRefreshError)
+            AccountAccessError, WorkloadFileError, ToolMissingError, PriceRefreshError, DeployerTableError)

@@ -23,6 +23,8 @@ examples    how each of the cloud's policies is broken on   :class:`blueprint.po
             a shipped stack (``policy --explain``)
 changes     what a change replaces (replacements.yaml),     :class:`blueprint.changes.cloud.CloudChanges`
             what holds data, how node groups roll, versions
+deployer    the deployer's least privilege: its table of     :class:`blueprint.deployer.cloud.CloudDeployer`
+            permissions and the IAM policy or custom role
 refresh     (optional) ``blueprint prices refresh``: the    :class:`blueprint.cost.cloud.CloudPriceRefresh`
             price catalog from the cloud's price API
 ==========  ==============================================  ===============================================
@@ -42,9 +44,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Literal
 
-FAMILIES = ("graph", "pricing", "checks", "admit", "preview", "report", "examples", "changes")
+FAMILIES = ("graph", "pricing", "checks", "admit", "preview", "report", "examples", "changes", "deployer")
 OPTIONAL = ("refresh",)  # modules a cloud may have: refresh (blueprint prices refresh)
-Family = Literal["graph", "pricing", "checks", "admit", "preview", "report", "examples", "changes", "refresh"]
+Family = Literal["graph", "pricing", "checks", "admit", "preview", "report", "examples", "changes", "deployer",
+                 "refresh"]
 PROVIDER_PREFIX = "pulumi:providers:"
 
 

@@ -81,6 +81,9 @@ class OfflineMocks(Mocks):
         # The URN being registered, per thread: the SDK registers from executor threads, and RecordingMonitor sets it
         # on the thread that then calls new_resource (MockResourceArgs has no URN).
         self.registering = threading.local()
+        # Every invoke token the program called (aws:index/getCallerIdentity:getCallerIdentity, ...): the graph keeps
+        # resources only, and the deployer's policy needs the invokes' permissions too.
+        self.invokes: set[str] = set()
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
         """Return a stable id and the state of one resource; a resource the previous run had keeps that run's id and
@@ -98,6 +101,7 @@ class OfflineMocks(Mocks):
 
     def call(self, args: MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         """Invokes, answered by the cloud whose package the token names (empty for any other)."""
+        self.invokes.add(args.token)
         cloud = clouds.of_type(args.token)
         answer = cloud_graph(cloud).call(args.token, args.args, self.region) if cloud is not None else None
         return answer or {}, []
@@ -168,6 +172,7 @@ class ProgramRun:
 
     graph: ResourceGraph
     outputs: dict[str, Any]
+    invokes: frozenset[str] = frozenset()  # the invoke tokens the program called
 
 
 def run_program(stack: str, config: dict[str, Any], region: str, program: Path | None = None,
@@ -210,7 +215,9 @@ def run_program(stack: str, config: dict[str, Any], region: str, program: Path |
         if root is not None:
             stack_outputs = getattr(root, "outputs", {}) or {}
             outputs = {k: _resolve(v) for k, v in stack_outputs.items()}
-        return ProgramRun(ResourceGraph(stack, monitor.records), outputs)
+        mocks = monitor.mocks
+        invokes = frozenset(mocks.invokes) if isinstance(mocks, OfflineMocks) else frozenset()
+        return ProgramRun(ResourceGraph(stack, monitor.records), outputs, invokes)
 
     return contextvars.Context().run(_run)
 

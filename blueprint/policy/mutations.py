@@ -67,7 +67,27 @@ def k8s_type(kind: str) -> str:
             "ResourceQuota": "kubernetes:core/v1:ResourceQuota",
             "NetworkPolicy": "kubernetes:networking.k8s.io/v1:NetworkPolicy",
             "ConfigMap": "kubernetes:core/v1:ConfigMap",
-            "Namespace": "kubernetes:core/v1:Namespace"}[kind]
+            "Namespace": "kubernetes:core/v1:Namespace",
+            "PrometheusRule": "kubernetes:monitoring.coreos.com/v1:PrometheusRule",
+            "ValidatingAdmissionPolicyBinding":
+                "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"}[kind]
+
+
+def remove_all(type_: str) -> Mutation:
+    """Every resource of one type removed (all admission policy bindings, say)."""
+    def mutate(graph: ResourceGraph) -> ResourceGraph:
+        kept = [r for r in graph.resources if r.type != type_]
+        assert len(kept) < len(graph.resources), type_
+        return ResourceGraph(graph.stack, kept)
+    return mutate
+
+
+def drop_alerts(metric: str) -> Change:
+    """Remove from a PrometheusRule every alert whose expression reads ``metric``."""
+    def change(inputs: dict[str, Any]) -> None:
+        for group in inputs["spec"]["groups"]:
+            group["rules"] = [r for r in group["rules"] if not ("alert" in r and metric in str(r.get("expr")))]
+    return change
 
 
 def drop_spend_alert(team: str) -> Change:

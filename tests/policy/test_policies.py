@@ -146,6 +146,9 @@ FIELDS: dict[str, Expected] = {
     "turn off the checkpoint bucket's request metrics": None,
     "stop shipping container logs": None,
     "leave the container log group unencrypted": ("kmsKeyId", None),
+    "unbind every admission policy": None,
+    "open the monitoring namespace's egress": None,
+    "drop the GPU XID alert": None,
 }
 _STEP = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
 

@@ -98,6 +98,11 @@ FIELDS: dict[str, Expected] = {
     "let the GPUDirect admission policy judge only new pods": None,
     "let the GPUDirect admission policy only warn": None,
     "drop the authorized networks of a public endpoint": ("masterAuthorizedNetworksConfig.cidrBlocks", None),
+    "dev: unbind every admission policy": None,
+    "dev: make a team namespace privileged": (ENFORCE, "privileged"),
+    "dev: remove a team's default-deny policy": None,
+    "dev: open the monitoring namespace's egress": None,
+    "dev: drop the GPU XID alert": None,
     "open the public endpoint to every Google Cloud IP": (
         "masterAuthorizedNetworksConfig.gcpPublicCidrsAccessEnabled", True),
     "stop encrypting prod secrets with KMS": ("databaseEncryption.state", "DECRYPTED"),

@@ -34,6 +34,7 @@ INTERFACES = {
     "report": ("blueprint.report.cloud", "CloudReport"),
     "examples": ("blueprint.policy.cloud", "CloudExamples"),
     "changes": ("blueprint.changes.cloud", "CloudChanges"),
+    "deployer": ("blueprint.deployer.cloud", "CloudDeployer"),
 }
 # The one module outside blueprint/clouds that names a cloud, and why: the benchmark builds its scale cases from
 # prod-aws's stack file (a measurement of that stack, not a tool a new cloud needs).

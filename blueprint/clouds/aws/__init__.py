@@ -8,8 +8,9 @@ if TYPE_CHECKING:  # each module meets its family's interface (checked by mypy, 
     from blueprint.acceptance.cloud import CloudChecks
     from blueprint.admit.cloud import CloudAdmit
     from blueprint.changes.cloud import CloudChanges
-    from blueprint.clouds.aws import admit, changes, checks, examples, graph, preview, pricing, report
+    from blueprint.clouds.aws import admit, changes, checks, deployer, examples, graph, preview, pricing, report
     from blueprint.cost.cloud import CloudPricing
+    from blueprint.deployer.cloud import CloudDeployer
     from blueprint.graph.cloud import CloudGraph
     from blueprint.policy.cloud import CloudExamples
     from blueprint.preview.cloud import CloudPreview
@@ -18,6 +19,7 @@ if TYPE_CHECKING:  # each module meets its family's interface (checked by mypy, 
     _admit: CloudAdmit = admit
     _changes: CloudChanges = changes
     _checks: CloudChecks = checks
+    _deployer: CloudDeployer = deployer
     _examples: CloudExamples = examples
     _graph: CloudGraph = graph
     _preview: CloudPreview = preview

@@ -13,10 +13,12 @@ from blueprint.policy.mutations import (
     RELEASE,
     Mutation,
     add,
+    drop_alerts,
     drop_spend_alert,
     edit,
     k8s_type,
     release_values,
+    remove_all,
 )
 from blueprint.policy.mutations import delete_path as _delete
 from blueprint.policy.mutations import set_path as _set
@@ -258,6 +260,16 @@ AWS_MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] =
     "leave the container log group unencrypted": (
         lambda g: edit(g, "aws:cloudwatch/logGroup:LogGroup", "telemetry-containers-logs", _delete(["kmsKeyId"])),
         "aws-container-logs-in-production"),
+    # issue 33: the guards, mandatory in production
+    "unbind every admission policy": (
+        remove_all(k8s_type("ValidatingAdmissionPolicyBinding")), "kubernetes-team-admission-policies"),
+    "open the monitoring namespace's egress": (
+        lambda g: edit(g, k8s_type("NetworkPolicy"), "egress-monitoring-default-deny-egress", remove=True),
+        "kubernetes-platform-namespaces-deny-egress"),
+    "drop the GPU XID alert": (
+        lambda g: edit(g, k8s_type("PrometheusRule"), "monitoring-rules",
+                       drop_alerts("DCGM_FI_DEV_XID_ERRORS")),
+        "alerts-minimum-telemetry"),
 }
 
 

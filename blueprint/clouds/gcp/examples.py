@@ -11,9 +11,12 @@ from blueprint.graph.model import ResourceGraph
 from blueprint.policy.mutations import (
     RELEASE,
     Mutation,
+    drop_alerts,
     drop_spend_alert,
     edit,
+    k8s_type,
     release_values,
+    remove_all,
 )
 from blueprint.policy.mutations import delete_path as _delete
 from blueprint.policy.mutations import set_path as _set
@@ -239,6 +242,24 @@ GCP_MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
     "add a compact placement to the reservation pool": (
         "prod-gcp", lambda g: edit(g, GKE_POOL, "nodepool-h100-pool", _set(["placementPolicy"], {"type": "COMPACT"})),
         "gcp-no-compact-placement-on-reservation"),
+    # issue 33: the guards outside production (advisory there; tests/policy/test_guards.py covers production)
+    "dev: unbind every admission policy": (
+        "dev-gcp", remove_all(k8s_type("ValidatingAdmissionPolicyBinding")),
+        "kubernetes-team-admission-policies-outside-production"),
+    "dev: make a team namespace privileged": (
+        "dev-gcp", lambda g: edit(g, k8s_type("Namespace"), "tenancy-ns-research",
+                                  _set(["metadata", "labels", "pod-security.kubernetes.io/enforce"], "privileged")),
+        "kubernetes-team-namespaces-pod-security-outside-production"),
+    "dev: remove a team's default-deny policy": (
+        "dev-gcp", lambda g: edit(g, k8s_type("NetworkPolicy"), "networkpolicy-research-default-deny", remove=True),
+        "kubernetes-team-namespaces-isolated-outside-production"),
+    "dev: open the monitoring namespace's egress": (
+        "dev-gcp", lambda g: edit(g, k8s_type("NetworkPolicy"), "egress-monitoring-default-deny-egress", remove=True),
+        "kubernetes-platform-namespaces-deny-egress-outside-production"),
+    "dev: drop the GPU XID alert": (
+        "dev-gcp", lambda g: edit(g, k8s_type("PrometheusRule"), "monitoring-rules",
+                                  drop_alerts("DCGM_FI_DEV_XID_ERRORS")),
+        "alerts-minimum-telemetry-outside-production"),
 }
 
 
