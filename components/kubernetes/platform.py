@@ -436,7 +436,8 @@ class Tenancy(pulumi.ComponentResource):
             apply(_object_name(name, m), m, child)
         allowed = [*inputs.platform.allowed_registries,
                    *(r for r in inputs.system_registries if r not in inputs.platform.allowed_registries)]
-        limits = obj.gpudirect_pod_policy(inputs.gpudirect_pod_rules) if inputs.gpudirect_pod_rules is not None \
+        limits = [*obj.gpudirect_pod_policy(inputs.gpudirect_pod_rules),
+                  *obj.gpudirect_exec_policy(inputs.gpudirect_pod_rules)] if inputs.gpudirect_pod_rules is not None \
             else []
         fs = inputs.shared_filesystem
         subpaths = obj.subpath_policy() if fs is not None and not fs.scoped else []
