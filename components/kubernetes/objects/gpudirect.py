@@ -5,8 +5,9 @@ Why an exception and not an injected sidecar: GKE's how-to ("Maximize GPU networ
 multi-networking") and container-engine-accelerators' TCPXO samples have the team write the ``tcpxo-daemon``
 container into its own pod, beside the trainer, with the GPU devices the NRI injector hands it by that container's
 name (``devices.gke.io/container.tcpxo-daemon``); a platform that injected it would need a mutating webhook or a
-MutatingAdmissionPolicy (beta and off by default up to Kubernetes 1.35, GA in 1.36: KEP-3962), which EKS and GKE do
-not offer at the versions these stacks run. So the exception stays in the team's pod, and this policy pins it: the
+MutatingAdmissionPolicy (alpha in 1.33, beta and off by default in 1.34 and 1.35, GA in 1.36: KEP-3962), which
+neither EKS (whose API server flags are not the cluster owner's) nor GKE (no feature gates: GKE "Feature gates") turns
+on at the versions these stacks run. So the exception stays in the team's pod, and this policy pins it: the
 container named ``sidecar_name`` may mount its host paths (``/sys``, ``/proc/sys``, and the NVIDIA libraries
 read-write) and add NET_ADMIN only when it runs one of the stack's accepted releases with that release's command,
 args and env exactly and exactly that release's host mounts (``components/catalog/gke_manifests.yaml``, rxdm, each

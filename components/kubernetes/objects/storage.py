@@ -228,8 +228,10 @@ def team_gid_policy() -> list[Manifest]:
     A ValidatingAdmissionPolicy, not a MutatingAdmissionPolicy that would add the group: that API is beta and off by
     default in Kubernetes 1.34 and 1.35 (feature gate MutatingAdmissionPolicy and
     --runtime-config=admissionregistration.k8s.io/v1beta1=true on the API server: Kubernetes docs, "Mutating Admission
-    Policy"; GA in 1.36, KEP-3962 kep.yaml), which neither EKS nor GKE lets a cluster's owner set, and the stacks run
-    1.33 to 1.35. Pods only: their security context cannot change after creation, so CREATE is where it is judged.
+    Policy"; GA in 1.36, KEP-3962 kep.yaml). The stacks run 1.35 on EKS, whose API server flags are not the
+    cluster owner's, and 1.33 or later on GKE (the oldest minor the REGULAR channel may run), where it is alpha; GKE
+    lets no one set feature gates (GKE "Feature gates": "You can't modify Kubernetes feature gates in GKE clusters").
+    Pods only: their security context cannot change after creation, so CREATE is where it is judged.
     """
     gid = f"namespaceObject.metadata.labels[{json.dumps(TEAM_GID_LABEL)}]"
     pod_sc = "object.spec.securityContext"
