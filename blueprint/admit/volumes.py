@@ -79,41 +79,7 @@ def _secret_refs(spec: dict[str, Any]) -> set[str]:
     return names
 
 
-TEAM_GID_LABEL = "gpu-cluster/gid"  # components/kubernetes/objects/storage.py
 SHARED_FS_CLAIM = "shared-fs"
-
-
-def _team_dir_writers(namespace: str, gid: str | None, pod_set: PodSet) -> list[tuple[str, str, str]]:
-    """Containers that mount the team's shared-fs as a non-root user outside the team's group: the team directory is
-    ``2770 root:<gid>`` (the platform's Job makes it so), so they can neither read nor write it (EACCES).
-    Root (uid 0, or no runAsUser: the image's user, root in NGC images) writes anyway."""
-    if gid is None:
-        return []
-    spec = pod_set.spec
-    shared = {str(as_mapping(v).get("name")) for v in as_list(spec.get("volumes"))
-              if as_mapping(as_mapping(v).get("persistentVolumeClaim")).get("claimName") == SHARED_FS_CLAIM}
-    pod_sc = as_mapping(spec.get("securityContext"))
-    problems = []
-    for field in ("initContainers", "containers"):
-        for c in as_list(spec.get(field)):
-            c = as_mapping(c)
-            writes = [m for m in as_list(c.get("volumeMounts")) if as_mapping(m).get("name") in shared]
-            if not writes:
-                continue
-            sc = as_mapping(c.get("securityContext"))
-            uid = sc.get("runAsUser", pod_sc.get("runAsUser"))
-            if not isinstance(uid, int) or uid == 0:
-                continue
-            groups = {sc.get("runAsGroup", pod_sc.get("runAsGroup")), pod_sc.get("fsGroup"),
-                      *as_list(pod_sc.get("supplementalGroups"))}
-            if int(gid) not in groups:
-                problems.append((f"Namespace/{namespace}", "shared-fs-group",
-                                 f"pod set {pod_set.name}: container {c.get('name')} runs as uid {uid} outside the "
-                                 f"team's group {gid} (label {TEAM_GID_LABEL} of namespace {namespace}): the team "
-                                 f"directory is mode 2770, owned by root:{gid}, so it can neither read nor write "
-                                 f"{as_mapping(writes[0]).get('mountPath')} (EACCES); add {gid} to "
-                                 "spec.securityContext.supplementalGroups"))
-    return problems
 
 
 def check_volumes(view: ClusterView, namespace: str, pod_sets: list[PodSet],
@@ -173,9 +139,6 @@ def check_volumes(view: ClusterView, namespace: str, pod_sets: list[PodSet],
             if view.get("Secret", name, namespace) is None and ("secret", name) not in seen:
                 seen.add(("secret", name))
                 notes.append(f"Secret {namespace}/{name} is not in the graph: create it before submitting")
-    gid = (view.namespace_labels(namespace) or {}).get(TEAM_GID_LABEL)
-    for pod_set in pod_sets:
-        problems += _team_dir_writers(namespace, gid, pod_set)
     volumes = list({pv.ref: pv for pv in claims.values() if pv is not None}.values())
     return problems, notes, volumes
 

@@ -251,3 +251,53 @@ def rxdm_image(flavour: str) -> str | None:
     """The receive-datapath-manager sidecar (tcpx-daemon/tcpxo-daemon) image a training pod runs beside NCCL for a
     GPUDirect flavour: the one that matches the pinned plugin installer. None for flavours without one (RDMA)."""
     return next((m.rxdm_image for m in gpudirect_manifests().get(flavour, ()) if m.rxdm_image), None)
+
+
+@dataclass(frozen=True)
+class RxdmMount:
+    """A host mount of the RxDM container: the host path, where the container sees it, and whether upstream mounts
+    it read-only (False: upstream leaves readOnly unset, so the pod may set it either way)."""
+
+    host_path: str
+    mount_path: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class RxdmRelease:
+    """A published RxDM (receive-datapath-manager) release and the container upstream runs it in
+    (``components/catalog/gke_manifests.yaml``, rxdm)."""
+
+    tag: str
+    plugin: str  # the NCCL plugin installer release it is coupled with
+    image: str
+    command: tuple[str, ...]
+    args: tuple[tuple[str, ...], ...]  # every argument list upstream published for the release
+    args_sources: tuple[str, ...]  # where each of those is read (commit and file)
+    env: tuple[tuple[str, str], ...]  # (name, value), in upstream's order
+    mounts: tuple[RxdmMount, ...]
+    capabilities: tuple[str, ...]
+    source: str
+
+
+@lru_cache(maxsize=1)
+def _rxdm_catalog() -> dict[str, tuple[RxdmRelease, ...]]:
+    data = yaml.safe_load(GKE_MANIFESTS_FILE.read_text(encoding="utf-8"))
+    return {flavour: tuple(RxdmRelease(
+        tag=r["tag"], plugin=r["plugin"], image=r["image"], command=tuple(r["command"]),
+        args=tuple(tuple(a["value"]) for a in r["args"]), args_sources=tuple(a["source"] for a in r["args"]),
+        env=tuple((e["name"], e["value"]) for e in r["env"]),
+        mounts=tuple(RxdmMount(m["hostPath"], m["mountPath"], bool(m.get("readOnly", False))) for m in r["mounts"]),
+        capabilities=tuple(r["capabilities"]), source=r["source"]) for r in items)
+        for flavour, items in data["rxdm"].items()}
+
+
+def rxdm_releases(flavour: str) -> tuple[RxdmRelease, ...]:
+    """Every RxDM release the catalog knows for a GPUDirect flavour, newest first (none for RDMA)."""
+    return _rxdm_catalog().get(flavour, ())
+
+
+def coupled_rxdm_releases(flavour: str) -> tuple[str, ...]:
+    """The release tags a stack accepts by default: the one the pinned installer couples (its rxdm_image's tag)."""
+    image = rxdm_image(flavour)
+    return tuple(r.tag for r in rxdm_releases(flavour) if r.image == image)

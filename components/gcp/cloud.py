@@ -19,7 +19,14 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.catalog.charts import recorder_image, tool_image
-from components.catalog.gcp_machines import gcp_storage_limits, gpudirect_manifests, load_gcp_catalog, rxdm_image
+from components.catalog.gcp_machines import (
+    coupled_rxdm_releases,
+    gcp_storage_limits,
+    gpudirect_manifests,
+    load_gcp_catalog,
+    rxdm_image,
+    rxdm_releases,
+)
 from components.catalog.prices import describe, load_prices, node_hour_price
 from components.gcp.cost import GcpBudgets
 from components.gcp.gke import GkeCluster, GkeNodePool, gke_kubeconfig
@@ -46,6 +53,8 @@ from components.kubernetes.objects import (
     Manifest,
     PodFabric,
     SharedFilesystem,
+    SidecarMount,
+    SidecarRelease,
     StorageSignals,
     slurm_cluster,
     volume_generation,
@@ -66,7 +75,7 @@ from components.spec.decisions import (
     slurm_node_groups,
     teams_billed_directly,
 )
-from components.spec.gcp import GcpNodePoolSpec
+from components.spec.gcp import GcpNodePoolSpec, RxdmImageSpec
 
 CHECKPOINT_SERVICE_ACCOUNT = "checkpoints"
 # Workload Identity tokens come from the GKE metadata server, which Dataplane V2 clusters (these) serve on
@@ -83,17 +92,18 @@ GKE_SYSTEM_REGISTRIES = ("gke.gcr.io/",)
 # GPUDirect-TCPXO and multi-networking" / "... GPUDirect-TCPX ...": the daemon sidecar's volumes and capabilities,
 # the workload container's; GKE "Run a workload with GPUDirect RDMA (A3 Ultra)"; container-engine-accelerators
 # gpudirect-tcpxo/nccl-test-unprivileged-without-hostnetwork.yaml). The receive-datapath daemon (RxDM) alone reads and
-# writes the node's /sys and /proc/sys and adds NET_ADMIN/NET_BIND_SERVICE; the workload reads the driver and NCCL
-# plugin libraries (read-only) and, on TCPXO, opens the aperture devices; RDMA has no daemon, its workload reads
-# the gIB plugin directory.
+# writes the node's /sys and /proc/sys and adds NET_ADMIN/NET_BIND_SERVICE, and only as the catalog's release runs it
+# (components/catalog/gke_manifests.yaml, rxdm: command, args, env and host mounts read in upstream's manifests); the
+# workload reads the driver and NCCL plugin libraries (read-only) and, on TCPXO, opens the aperture devices (read-write:
+# the NCCL plugin in the workload container opens them, NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY); RDMA has no daemon, its
+# workload reads the gIB plugin directory.
 NVIDIA_HOST_DIR = "/home/kubernetes/bin/nvidia"
 GIB_HOST_DIR = "/home/kubernetes/bin/gib"
-RXDM_PATHS = ("/sys", "/proc/sys")
-RXDM_CAPABILITIES = ("NET_ADMIN", "NET_BIND_SERVICE")
+APERTURE_DEVICES = "/dev/aperture_devices"
 
 
 # The receive-datapath daemon's container name per flavour, as GKE's how-to pages and the installer's examples run
-# it; its image is the one the catalog pins beside the flavour's NCCL plugin (gke_manifests.yaml rxdm_image).
+# it (the NRI injector gives it the GPU devices by this name: devices.gke.io/container.<name>).
 GPUDIRECT_SIDECAR_NAMES = {"TCPXO": "tcpxo-daemon", "TCPX": "tcpx-daemon"}
 
 
@@ -103,17 +113,28 @@ def gpudirect_sidecar(flavour: str) -> tuple[str, str] | None:
     return (name, image) if name and image else None
 
 
-def gpudirect_pod_rules(flavour: str) -> GpuDirectPodRules:
-    """The per-container bounds of a GPUDirect flavour's namespaces (the sidecar image pinned in the catalog)."""
-    sidecar = gpudirect_sidecar(flavour)
+def sidecar_releases(flavour: str, accepted: Sequence[str] | None = None,
+                     copies: Sequence[RxdmImageSpec] = ()) -> tuple[SidecarRelease, ...]:
+    """The RxDM releases a flavour's sidecar may run: ``accepted`` tags (default: the one the pinned installer
+    couples), each with Google's image and the stack's mirror or digest forms of it, and the container upstream runs
+    it in (components/catalog/gke_manifests.yaml, rxdm)."""
+    tags = coupled_rxdm_releases(flavour) if accepted is None else tuple(accepted)
+    return tuple(SidecarRelease(
+        tag=r.tag, images=(r.image, *(c.image for c in copies if c.release == r.tag)), command=r.command,
+        args=r.args, env=r.env, mounts=tuple(SidecarMount(m.host_path, m.mount_path, m.read_only) for m in r.mounts),
+        capabilities=r.capabilities, source=r.source) for r in rxdm_releases(flavour) if r.tag in tags)
+
+
+def gpudirect_pod_rules(flavour: str, accepted: Sequence[str] | None = None,
+                        copies: Sequence[RxdmImageSpec] = ()) -> GpuDirectPodRules:
+    """The per-container bounds of a GPUDirect flavour's namespaces (the sidecar held to the accepted releases)."""
     if flavour == "RDMA":
-        return GpuDirectPodRules(sidecar_name=None, sidecar_image=None, sidecar_host_paths=(),
-                                 sidecar_capabilities=(), shared_host_paths=(NVIDIA_HOST_DIR, GIB_HOST_DIR),
+        return GpuDirectPodRules(sidecar_name=None, sidecar_releases=(),
+                                 shared_host_paths=(NVIDIA_HOST_DIR, GIB_HOST_DIR),
                                  readonly_host_paths=(NVIDIA_HOST_DIR, GIB_HOST_DIR), source=GPUDIRECT_POD_SOURCE)
     return GpuDirectPodRules(
-        sidecar_name=sidecar[0] if sidecar else None, sidecar_image=sidecar[1] if sidecar else None,
-        sidecar_host_paths=RXDM_PATHS, sidecar_capabilities=RXDM_CAPABILITIES,
-        shared_host_paths=(NVIDIA_HOST_DIR, *(("/dev/aperture_devices",) if flavour == "TCPXO" else ())),
+        sidecar_name=GPUDIRECT_SIDECAR_NAMES.get(flavour), sidecar_releases=sidecar_releases(flavour, accepted, copies),
+        shared_host_paths=(NVIDIA_HOST_DIR, *((APERTURE_DEVICES,) if flavour == "TCPXO" else ())),
         readonly_host_paths=(NVIDIA_HOST_DIR,), source=GPUDIRECT_POD_SOURCE)
 
 
@@ -160,27 +181,25 @@ def gpudirect_pod_fabric(flavour: str, gpus: int, networks: Sequence[str]) -> Po
     devices = [f"/dev/nvidia{i}" for i in range(gpus)] + ["/dev/nvidiactl", "/dev/nvidia-uvm",
                                                           "/dev/dmabuf_import_helper"]
     annotations[f"devices.gke.io/container.{sidecar[0]}"] = "".join(f"- path: {d}\n" for d in devices)
-    nvidia = {"name": "nvidia", "hostPath": {"path": f"{NVIDIA_HOST_DIR}/lib64"}}
+    by_path = {f"{NVIDIA_HOST_DIR}/lib64": "nvidia", "/sys": "sys", "/proc/sys": "proc-sys"}
+    host_volumes: tuple[Manifest, ...] = tuple({"name": name, "hostPath": {"path": path}}
+                                               for path, name in by_path.items())
+    # The release the pinned installer couples, run exactly as upstream runs it (the admission policy accepts it so).
+    (release,) = sidecar_releases(flavour)
     daemon: Manifest = {
         "name": sidecar[0], "image": sidecar[1], "imagePullPolicy": "IfNotPresent", "restartPolicy": "Always",
-        "command": ["/bin/sh", "-c"],
-        # The release's flags (gpudirect-tcpxo/README.md: --num_nics, --uid and --alsologtostderr are retired).
-        "args": ["set -ex\nchmod 755 /fts/entrypoint_rxdm_container.sh\n"
-                 "/fts/entrypoint_rxdm_container.sh --num_hops=2\n"],
-        "securityContext": {"capabilities": {"add": list(RXDM_CAPABILITIES)}},
-        "env": [{"name": "LD_LIBRARY_PATH", "value": NVIDIA_LIB64}],
-        "volumeMounts": [{"name": "nvidia", "mountPath": NVIDIA_LIB64},
-                         {"name": "sys", "mountPath": "/hostsysfs"},
-                         {"name": "proc-sys", "mountPath": "/hostprocsysfs"}],
+        "command": list(release.command), "args": list(release.args[0]),
+        "securityContext": {"capabilities": {"add": list(release.capabilities)}},
+        "env": [{"name": n, "value": v} for n, v in release.env],
+        "volumeMounts": [{"name": by_path[m.host_path], "mountPath": m.mount_path,
+                          **({"readOnly": True} if m.read_only else {})} for m in release.mounts],
     }
     return PodFabric(
         annotations=annotations, sidecars=(daemon,),
-        volumes=(nvidia, {"name": "sys", "hostPath": {"path": "/sys"}},
-                 {"name": "proc-sys", "hostPath": {"path": "/proc/sys"}},
-                 {"name": "aperture-devices", "hostPath": {"path": "/dev/aperture_devices"}}),
+        volumes=(*host_volumes, {"name": "aperture-devices", "hostPath": {"path": APERTURE_DEVICES}}),
         mounts=({"name": "nvidia", "mountPath": NVIDIA_LIB64, "readOnly": True},
-                {"name": "aperture-devices", "mountPath": "/dev/aperture_devices"}),
-        env=(("NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", "/dev/aperture_devices"),),
+                {"name": "aperture-devices", "mountPath": APERTURE_DEVICES}),
+        env=(("NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", APERTURE_DEVICES),),
         rank_setup=(ld_path, f"export NCCL_LIB_DIR={NVIDIA_LIB64}", f"source {NVIDIA_LIB64}/nccl-env-profile.sh"),
         mpirun_args=MPI_ON_ETH0, single_node=True, source=ACCEPTANCE_FABRIC_SOURCE)
 
@@ -396,7 +415,8 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
         system_registries=GKE_SYSTEM_REGISTRIES,
         storage_class_name=STORAGE_CLASS_NAME,
         tenant_pod_security="privileged" if flavours else "baseline",
-        gpudirect_pod_rules=gpudirect_pod_rules(sorted(flavours)[0]) if flavours else None,
+        gpudirect_pod_rules=gpudirect_pod_rules(sorted(flavours)[0], gcp_spec.rxdm.releases, gcp_spec.rxdm.images)
+        if flavours else None,
         cloud_namespaces=GKE_MANAGED_NAMESPACES,
         gpu_node_dependencies=tuple(gpu_pools),
         shared_filesystem=shared_filesystem,

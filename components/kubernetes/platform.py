@@ -409,9 +409,11 @@ class Tenancy(pulumi.ComponentResource):
         self.namespaces = {}
         lendable = lendable_by_pool(list(inputs.teams), pools)
         for team in inputs.teams:
-            # With a shared filesystem the namespace says which POSIX group owns the team's directory, so a
-            # non-root job can add it (securityContext.supplementalGroups) and `blueprint admit` can check it does.
-            gid = {obj.TEAM_GID_LABEL: str(team.posix_gid)} if inputs.shared_filesystem is not None else {}
+            # The namespace says which POSIX group is the team's (it owns the team's directory on the shared
+            # filesystem), so every pod adds it (securityContext.supplementalGroups: the gpu-cluster-team-gid policy
+            # refuses one that does not) and `blueprint admit` can say so. Every stack labels it, with or without a
+            # filesystem today: a job written for one stack runs on the others, and on a filesystem added later.
+            gid = {obj.TEAM_GID_LABEL: str(team.posix_gid)}
             ns = apply(f"{name}-ns-{team.name}",
                        obj.namespace(team.name, {**obj.team_labels(team, inputs.labels), **gid},
                                      inputs.tenant_pod_security,
@@ -451,11 +453,13 @@ class Tenancy(pulumi.ComponentResource):
                       pulumi.ResourceOptions(parent=self, depends_on=[ns, volume]))
         allowed = [*inputs.platform.allowed_registries,
                    *(r for r in inputs.system_registries if r not in inputs.platform.allowed_registries)]
-        limits = obj.gpudirect_pod_policy(inputs.gpudirect_pod_rules) if inputs.gpudirect_pod_rules is not None \
+        limits = [*obj.gpudirect_pod_policy(inputs.gpudirect_pod_rules),
+                  *obj.gpudirect_exec_policy(inputs.gpudirect_pod_rules)] if inputs.gpudirect_pod_rules is not None \
             else []
         fs = inputs.shared_filesystem
         subpaths = obj.subpath_policy() if fs is not None and not fs.scoped else []
         for m in [*obj.registry_policy(allowed), *obj.privileged_policy(inputs.cloud_namespaces), *limits, *subpaths,
+                  *(obj.team_gid_policy() if inputs.teams else []),
                   *(obj.team_viewer_role(inputs.teams) if inputs.teams else [])]:
             apply(_object_name(name, m), m, child)
         self.register_outputs({})

@@ -388,6 +388,39 @@ class GcpTelemetrySpec(_Model):
         "Prometheus with the stackdriver exporter (read-only: Monitoring Viewer through Workload Identity).")
 
 
+# An image reference by digest (<repository>@sha256:<64 hex>) or by tag (<repository>:<tag>), as the acceptance image's
+# rule reads one (components/spec/rules/platform.py).
+_IMAGE_REF_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9._-]+)+"
+                           r"(@sha256:[0-9a-f]{64}|:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})$")
+
+
+class RxdmImageSpec(_Model):
+    """A copy of an accepted RxDM release the stack's pods may run instead of Google's image: a mirror in the
+    project's registry, or the release by digest."""
+
+    release: str = Field(pattern=r"^v[0-9][A-Za-z0-9._-]{0,63}$",
+                         description="The release it is a copy of (a tag of gcp.rxdm.releases, e.g. v1.0.21).")
+    image: str = Field(
+        max_length=512, pattern=_IMAGE_REF_RE.pattern,
+        description="The image: <repository>@sha256:<64 hex>, or <repository>:<release> (a mirror keeps the tag). "
+        "It must pass platform.allowedRegistries; the container runs the release's command, args and env.")
+
+
+class GcpRxdmSpec(_Model):
+    """Which RxDM (receive-datapath-manager) releases the GPUDirect sidecar of team pods may run
+    (components/catalog/gke_manifests.yaml, rxdm: each release with the command, args, env and host mounts upstream
+    runs it with, and their sources)."""
+
+    releases: list[str] | None = Field(
+        default=None, min_length=1, max_length=10,
+        description="Release tags of the catalog's rxdm list for the stack's GPUDirect flavour. Default: the release "
+        "the pinned NCCL plugin installer is coupled with (TCPXO: v1.0.21 with plugin v1.0.15). List the previous one "
+        "too while pods that name it still run through an installer upgrade.")
+    images: list[RxdmImageSpec] = Field(
+        default_factory=list, max_length=20,
+        description="Mirror or digest forms of listed releases, accepted beside Google's image.")
+
+
 class GcpSpec(_Model):
     """Everything specific to GCP."""
 
@@ -403,6 +436,8 @@ class GcpSpec(_Model):
     storage: GcpStorageSpec = Field(default_factory=GcpStorageSpec, description="Storage plane.")
     cluster: GkeSpec = Field(description="The GKE cluster.")
     telemetry: GcpTelemetrySpec = Field(default_factory=GcpTelemetrySpec, description="Storage metrics.")
+    rxdm: GcpRxdmSpec = Field(default_factory=GcpRxdmSpec,
+                              description="The RxDM releases (and mirrors) GPUDirect-TCPX/TCPXO team pods may run.")
 
     @property
     def node_groups(self) -> list[GcpNodePoolSpec]:

@@ -53,9 +53,10 @@ class TeamSpec(_Model):
     quotas: list[QuotaSpec] = Field(default_factory=list, description="GPU quotas, one per node group.")
     gid: StrictInt | None = Field(
         default=None, ge=1000, le=2**31 - 1,
-        description="POSIX group that owns the team's directory on the shared filesystem (mode 2770); its pods add "
-        "it to securityContext.supplementalGroups. Default: 20000 + a hash of the team name (stable when other teams "
-        "are added or renamed); set it to match an existing directory.",
+        description="POSIX group that owns the team's directory on the shared filesystem (mode 2770); every pod of "
+        "the team adds it to securityContext.supplementalGroups (the gpu-cluster-team-gid admission policy refuses one "
+        "without it). Default: 20000 + a hash of the team name (stable when other teams are added or renamed); set it "
+        "to match an existing directory.",
     )
     budget: BudgetSpec | None = Field(
         default=None, description="The team's monthly AWS Budget (required: every team has one)."

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from blueprint.cli import main
+from components.spec import TeamSpec
 from tests.conftest import ROOT, SHIPPED_STACKS, offline_run
 from tests.conftest import stack as stack_file
 
@@ -60,11 +61,18 @@ def reasons(report: dict[str, Any], rule: str) -> list[dict[str, str]]:
     return [r for w in report["workloads"] for r in w["reasons"] if r["rule"] == rule]
 
 
+def team_gid(namespace: str) -> int:
+    """The team's POSIX group on the stacks these tests use (no gid in their team specs: the default, a hash)."""
+    return TeamSpec.model_validate({"name": namespace, "costCenter": "cc-0000"}).posix_gid
+
+
 def job(namespace: str = "research", gpus: int = 8, pods: int = 1, **pod_spec: Any) -> Manifest:
-    """A team Job asking for ``gpus`` GPUs in each of ``pods`` pods, through the namespace's default queue."""
+    """A team Job asking for ``gpus`` GPUs in each of ``pods`` pods, through the namespace's default queue, with the
+    team's group in its pods (the gpu-cluster-team-gid policy refuses them without it)."""
     container: Manifest = {"name": "train", "image": "nvcr.io/nvidia/pytorch:25.01-py3",
                            "resources": {"limits": {GPU: gpus}}}
-    spec: Manifest = {"restartPolicy": "Never", "containers": [container], **pod_spec}
+    spec: Manifest = {"restartPolicy": "Never", "containers": [container],
+                      "securityContext": {"supplementalGroups": [team_gid(namespace)]}, **pod_spec}
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": "probe", "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "default"}},
             "spec": {"parallelism": pods, "completions": pods, "template": {"spec": spec}}}
@@ -365,6 +373,7 @@ def _with_data(namespace: str, read_only: bool) -> Manifest:
     doc = yaml.safe_load((EXAMPLES / "prod-gcp" / "finetune-single-node.yaml").read_text())
     doc["metadata"]["namespace"] = namespace
     pod = doc["spec"]["template"]
+    pod["spec"]["securityContext"]["supplementalGroups"] = [team_gid(namespace)]
     pod["metadata"]["annotations"] = {"gke-gcsfuse/volumes": "true"}
     container = pod["spec"]["containers"][0]
     container["volumeMounts"][0]["subPath"] = namespace
@@ -446,7 +455,11 @@ def test_a_trainjob_needs_its_runtime(graph_files: Callable[[str], Path], tmp_pa
                              "labels": {"kueue.x-k8s.io/queue-name": "default"}},
                 "spec": {"runtimeRef": {"name": "torch-distributed"},
                          "trainer": {"numNodes": 2, "image": "nvcr.io/nvidia/pytorch:25.01-py3",
-                                     "resourcesPerNode": {"limits": {GPU: 8}}}}}
+                                     "resourcesPerNode": {"limits": {GPU: 8}}},
+                         # The team's group reaches a TrainJob's pods only through a runtime patch.
+                         "runtimePatches": [{"manager": "ml.example.com/team", "trainingRuntimeSpec": {"template": {
+                             "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": {
+                                 "securityContext": {"supplementalGroups": [team_gid("research")]}}}}}}]}}}}]}}
 
     def runtimes(values: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
         def change(resource: dict[str, Any]) -> None:
@@ -568,6 +581,7 @@ def _trainjob(namespace: str, patch_spec: Manifest, manager: str = "ml.example.c
 
 SHARED_FS_PATCH: Manifest = {
     "serviceAccountName": "checkpoints",
+    "securityContext": {"supplementalGroups": [team_gid("applied")]},
     "containers": [{"name": "node", "volumeMounts": [{"name": "shared-fs", "mountPath": "/checkpoints"}]}],
     "volumes": [{"name": "shared-fs", "persistentVolumeClaim": {"claimName": "shared-fs"}}]}
 
@@ -618,8 +632,9 @@ def test_a_non_root_job_needs_the_team_group_to_write_its_directory(stack: str, 
     del context["supplementalGroups"]
     code, report = admit(graph_files(stack), tmp_path, doc, capsys=capsys)
     (reason,) = report["workloads"][0]["reasons"]
-    assert code == 1 and reason["rule"] == "shared-fs-group" and reason["object"] == "Namespace/applied"
-    assert f"owned by root:{gid}" in reason["message"] and f"add {gid} to" in reason["message"]
+    assert code == 1 and reason["rule"] == "admission-policy"
+    assert reason["object"] == "ValidatingAdmissionPolicy/gpu-cluster-team-gid"
+    assert f"(root:{gid}, mode 2770): add {gid} to spec.securityContext.supplementalGroups" in reason["message"]
     context["fsGroup"] = gid  # fsGroup is a supplementary group of every container too
     code, report = admit(graph_files(stack), tmp_path, doc, capsys=capsys)
     assert code == 0, report

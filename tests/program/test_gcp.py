@@ -638,7 +638,14 @@ def _tcpxo_pod(**changes: Any) -> dict[str, Any]:
     """A training pod shaped like GKE's TCPXO example: a tcpxo-daemon sidecar with NET_ADMIN and host paths."""
     pod: dict[str, Any] = {"spec": {
         "containers": [
-            {"name": "tcpxo-daemon", "image": _pinned_rxdm(),
+            # As container-engine-accelerators @abbe8ddf gpudirect-tcpxo/nccl-test-latest.yaml runs it.
+            {"name": "tcpxo-daemon", "image": _pinned_rxdm(), "command": ["/bin/sh", "-c"],
+             "args": ["set -ex\nchmod 755 /fts/entrypoint_rxdm_container.sh\n"
+                      "/fts/entrypoint_rxdm_container.sh --num_hops=2\n"],
+             "env": [{"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}],
+             "volumeMounts": [{"name": "libraries", "mountPath": "/usr/local/nvidia/lib64"},
+                              {"name": "sys", "mountPath": "/hostsysfs"},
+                              {"name": "proc-sys", "mountPath": "/hostprocsysfs"}],
              "securityContext": {"capabilities": {"add": ["NET_ADMIN", "NET_BIND_SERVICE"]}}},
             {"name": "trainer", "image": "nvcr.io/nvidia/pytorch:25.01-py3"}],
         "volumes": [{"name": "libraries", "hostPath": {"path": "/home/kubernetes/bin/nvidia/lib64"}},
@@ -659,15 +666,16 @@ def test_gpudirect_tenant_namespaces_admit_the_tcpxo_sidecar_and_nothing_wider()
     assert _cel(limits, _tcpxo_pod(hostNetwork=True), "research") == [
         "team pods do not use the node's Network namespace"]
     assert _cel(limits, _tcpxo_pod(hostPID=True), "research") == ["team pods do not use the node's PID namespace"]
-    root = _tcpxo_pod(volumes=[{"name": "root", "hostPath": {"path": "/"}}])
+    root = _tcpxo_pod()
+    root["spec"]["volumes"].append({"name": "root", "hostPath": {"path": "/"}})
     assert len(_cel(limits, root, "research")) == 1
-    sneaky = _tcpxo_pod(volumes=[{"name": "x", "hostPath": {"path": "/system"}}])  # a prefix of no allowed path
+    sneaky = _tcpxo_pod()
+    sneaky["spec"]["volumes"].append({"name": "x", "hostPath": {"path": "/system"}})  # a prefix of no allowed path
     assert len(_cel(limits, sneaky, "research")) == 1
     admin = _tcpxo_pod()
     admin["spec"]["containers"][1]["securityContext"] = {"capabilities": {"add": ["SYS_ADMIN"]}}
     assert _cel(limits, admin, "research") == [
-        "containers add only the capabilities Pod Security baseline allows; NET_ADMIN, NET_BIND_SERVICE only in the "
-        "GPUDirect sidecar"]
+        "containers add only the capabilities Pod Security baseline allows; NET_ADMIN only in the GPUDirect sidecar"]
     priv = _tcpxo_pod()
     priv["spec"]["containers"][0]["securityContext"] = {"privileged": True}
     assert len(_admits(privileged, priv)) == 1

@@ -616,3 +616,36 @@ def test_gke_team_groups_are_google_group_emails_passed_to_rbac(spec: dict[str, 
         "research-engineers@example.com, which GKE passes to RBAC only with Google Groups for RBAC: set "
         "rbacSecurityGroup to gke-security-groups@<your domain> and nest the team groups in it "
         "[rule: gke-groups-for-rbac]")
+
+
+DIGEST = "us-central1-docker.pkg.dev/acme-ml-prod/mirror/tcpgpudmarxd-dev@sha256:" + "ab" * 32
+
+
+def test_rxdm_releases_are_the_catalogs_and_their_copies_name_an_accepted_one(spec: dict[str, Any]) -> None:
+    spec["gcp"]["rxdm"] = {"releases": ["v1.0.21", "v1.0.20"], "images": [{"release": "v1.0.20", "image": DIGEST}]}
+    parse_spec(spec, FILE, provider_region="us-central1")
+    spec["gcp"]["rxdm"] = {
+        "releases": ["v1.0.21", "v1.0.99"],
+        "images": [{"release": "v1.0.20", "image": DIGEST},
+                   {"release": "v1.0.21", "image": "us-central1-docker.pkg.dev/acme-ml-prod/mirror/rxdm:v1.0.20"},
+                   {"release": "v1.0.21", "image": "ghcr.io/someone/tcpgpudmarxd-dev:v1.0.21"}]}
+    assert errors(spec) == [
+        f"{P}.gcp.rxdm.releases[1]: v1.0.99 is not an RxDM release the catalog knows for GPUDirect-TCPXO "
+        "(components/catalog/gke_manifests.yaml, rxdm: v1.0.21, v1.0.20): add it there with the command, args, env and "
+        "host mounts upstream's manifests run it with, and their commit [rule: rxdm-releases-known]",
+        f"{P}.gcp.rxdm.images[0].release: v1.0.20 is not an accepted release (v1.0.21, v1.0.99): list it in "
+        "gcp.rxdm.releases [rule: rxdm-image-of-release]",
+        f"{P}.gcp.rxdm.images[1].image: us-central1-docker.pkg.dev/acme-ml-prod/mirror/rxdm:v1.0.20 is tagged v1.0.20, "
+        "not v1.0.21: a mirror keeps the release's tag, or give the image by digest (<repository>@sha256:<64 hex>) "
+        "[rule: rxdm-image-of-release]",
+        f"{P}.gcp.rxdm.images[2].image: ghcr.io/someone/tcpgpudmarxd-dev:v1.0.21 is not under "
+        "platform.allowedRegistries, whose admission policy would refuse the pods that run it "
+        "[rule: rxdm-image-of-release]"]
+
+
+def test_rxdm_on_a_stack_without_a_sidecar_is_refused() -> None:
+    spec = copy.deepcopy(raw_stack_config("dev-gcp")["gpu-cluster:spec"])
+    spec["gcp"]["rxdm"] = {"releases": ["v1.0.21"]}
+    assert errors(spec) == [
+        "stacks/Pulumi.prod-gcp.yaml: gpu-cluster:spec.gcp.rxdm: no node pool runs GPUDirect-TCPX or -TCPXO, so no pod "
+        "runs an RxDM sidecar: remove gcp.rxdm [rule: rxdm-releases-known]"]

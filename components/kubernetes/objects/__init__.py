@@ -11,6 +11,7 @@ from components.kubernetes.objects.common import *  # noqa: F403
 from components.kubernetes.objects.controllers import *  # noqa: F403
 from components.kubernetes.objects.egress import *  # noqa: F403
 from components.kubernetes.objects.gpu_stack import *  # noqa: F403
+from components.kubernetes.objects.gpudirect import *  # noqa: F403
 from components.kubernetes.objects.jobs import *  # noqa: F403
 from components.kubernetes.objects.kueue import *  # noqa: F403
 from components.kubernetes.objects.slurm import *  # noqa: F403

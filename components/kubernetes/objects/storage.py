@@ -206,3 +206,73 @@ def subpath_policy() -> list[Manifest]:
          "spec": {"policyName": name, "validationActions": ["Deny"],
                   "matchResources": {"namespaceSelector": {"matchLabels": {TENANT_LABEL: "true"}}}}},
     ]
+
+
+TEAM_GID_POLICY = "gpu-cluster-team-gid"
+
+
+def team_gid_policy() -> list[Manifest]:
+    """Every container of a pod in a team namespace runs with the team's POSIX group (the namespace's label
+    ``gpu-cluster/gid``, read through ``namespaceObject``), or the pod is refused with the fix in the message.
+
+    The team's directory on the shared filesystem is ``root:<gid>`` mode 2770 (:func:`team_dirs_job`), and nothing
+    changes the ownership of these ReadWriteMany volumes for a pod (under a CSI driver's default fsGroupPolicy,
+    ReadWriteOnceWithFSType, the kubelet leaves volumes that are not ReadWriteOnce alone: kubernetes-csi docs, "CSI
+    Driver fsGroup Support"), so a non-root process reaches the directory only with the group among its own: its
+    primary group (``runAsGroup``, the pod's or the container's) or a supplementary one (``supplementalGroups``; and
+    ``fsGroup``, which the kubelet adds to every container's supplementary groups: Kubernetes docs, "Configure a
+    Security Context for a Pod or Container", "all processes of the container are also part of the supplementary
+    group ID 2000"). ``supplementalGroups`` is the fix the message gives: it reaches every container, injected ones
+    included (GKE's GCS FUSE sidecar sets its own runAsGroup), and changes no file.
+
+    A ValidatingAdmissionPolicy, not a MutatingAdmissionPolicy that would add the group: that API is beta and off by
+    default in Kubernetes 1.34 and 1.35 (feature gate MutatingAdmissionPolicy and
+    --runtime-config=admissionregistration.k8s.io/v1beta1=true on the API server: Kubernetes docs, "Mutating Admission
+    Policy"; GA in 1.36, KEP-3962 kep.yaml). The stacks run 1.35 on EKS, whose API server flags are not the
+    cluster owner's, and 1.33 or later on GKE (the oldest minor the REGULAR channel may run), where it is alpha; GKE
+    lets no one set feature gates (GKE "Feature gates": "You can't modify Kubernetes feature gates in GKE clusters").
+    Pods only: their security context cannot change after creation, so CREATE is where it is judged.
+    """
+    gid = f"namespaceObject.metadata.labels[{json.dumps(TEAM_GID_LABEL)}]"
+    pod_sc = "object.spec.securityContext"
+
+    def each(field: str) -> str:
+        check = (f"object.spec.{field}.all(c, variables.podGroups || (has(c.securityContext) && "
+                 "has(c.securityContext.runAsGroup) ? c.securityContext.runAsGroup == variables.gid : "
+                 "variables.podRunAsGroup))")
+        return check if field == "containers" else f"!has(object.spec.{field}) || {check}"
+
+    fix = ("add it to spec.securityContext.supplementalGroups (or make it the runAsGroup of every container, or the "
+           "fsGroup)")
+    return [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+         "metadata": meta(TEAM_GID_POLICY),
+         "spec": {"failurePolicy": "Fail",
+                  "matchConstraints": {"resourceRules": [
+                      {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]},
+                  "variables": [
+                      {"name": "gid", "expression": f"int({gid})"},
+                      {"name": "podGroups", "expression":
+                       f"has({pod_sc}) && ((has({pod_sc}.supplementalGroups) && "
+                       f"variables.gid in {pod_sc}.supplementalGroups) || "
+                       f"(has({pod_sc}.fsGroup) && {pod_sc}.fsGroup == variables.gid))"},
+                      {"name": "podRunAsGroup", "expression":
+                       f"has({pod_sc}) && has({pod_sc}.runAsGroup) && {pod_sc}.runAsGroup == variables.gid"}],
+                  "validations": [{
+                      "expression": f"{each('containers')} && ({each('initContainers')})", "reason": "Forbidden",
+                      "message": f"every container runs with the team's group (label {TEAM_GID_LABEL} of the "
+                                 f"namespace), which owns the team's directory on the shared filesystem (mode "
+                                 f"{TEAM_DIR_MODE}): {fix}",
+                      "messageExpression": f"'the pod runs outside the team\\'s group ' + {gid} + ' (label "
+                                           f"{TEAM_GID_LABEL} of namespace ' + request.namespace + '), which owns the "
+                                           f"team\\'s directory on the shared filesystem (root:' + {gid} + ', mode "
+                                           f"{TEAM_DIR_MODE}): add ' + {gid} + ' to "
+                                           "spec.securityContext.supplementalGroups (or make it the runAsGroup of "
+                                           "every container, or the fsGroup)'"}]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+         "metadata": meta(TEAM_GID_POLICY),
+         "spec": {"policyName": TEAM_GID_POLICY, "validationActions": ["Deny"],
+                  "matchResources": {"namespaceSelector": {"matchExpressions": [
+                      {"key": TENANT_LABEL, "operator": "In", "values": ["true"]},
+                      {"key": TEAM_GID_LABEL, "operator": "Exists"}]}}}},
+    ]

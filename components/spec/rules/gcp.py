@@ -33,6 +33,7 @@ from components.spec.gcp import GcpNodePoolSpec, GcpSpec
 from components.spec.model import ClusterSpec
 from components.spec.rules.network import _ipv4_cidr
 from components.spec.rules.node_groups import check_labels_and_taints
+from components.spec.rules.rxdm import check_rxdm
 
 # GKE: a Standard cluster's control-plane range for private nodes is a /28 (GKE "Creating a private cluster",
 # master_ipv4_cidr_block).
@@ -63,6 +64,7 @@ def check_gcp(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
     _check_cluster(spec, gcp, out)
     _check_gke_version(gcp, out)
     _check_node_versions(gcp, out)
+    check_rxdm(spec, gcp, out)
     for i, team in enumerate(spec.teams):
         if team.role_arns:
             out.add(f".teams[{i}].roleArns", "team-access-per-cloud",
