@@ -109,8 +109,9 @@ def selects(selector: Any, labels: Mapping[str, Any]) -> bool:
     return True
 
 
-def _judges_pods(policy: PolicyResource) -> bool:
-    """Fails closed and judges every pod created or updated (no match condition narrows it)."""
+def _judges(policy: PolicyResource, resources: frozenset[str], operations: frozenset[str]) -> bool:
+    """Fails closed and judges every request for these resources on these operations (no match condition narrows
+    it)."""
     spec = _spec(policy)
     if spec.get("failurePolicy", "Fail") != "Fail" or spec.get("matchConditions"):
         return False
@@ -118,12 +119,16 @@ def _judges_pods(policy: PolicyResource) -> bool:
            if isinstance(v, dict)):
         return False  # a check that always passes: the policy is hollow, whatever its messages say
     rules = get(spec, "matchConstraints", "resourceRules", default=[]) or []
-    return any("pods" in (r.get("resources") or []) and {"CREATE", "UPDATE"} <= set(r.get("operations") or [])
-               for r in rules)
+    judged = [(set(r.get("resources") or []), set(r.get("operations") or [])) for r in rules if isinstance(r, dict)]
+    return all(any(resource in res and (operations <= ops or "*" in ops) for res, ops in judged)
+               for resource in resources)
 
 
 def _expressions(policy: PolicyResource) -> list[str]:
-    return [str(v.get("expression", "")) for v in _spec(policy).get("validations") or [] if isinstance(v, dict)]
+    """The CEL a policy runs: its validations, then its variables (which the validations may read)."""
+    spec = _spec(policy)
+    return [str(v.get("expression", "")) for key in ("validations", "variables") for v in spec.get(key) or []
+            if isinstance(v, dict)]
 
 
 def _prefixes(expression: str) -> list[str] | None:
@@ -154,9 +159,10 @@ def _no_privileged(expressions: list[str]) -> bool:
 
 
 def _team_gid(expressions: list[str]) -> bool:
-    """A pod must carry its namespace's team GID (read from the namespace's label) as a group."""
-    return any("namespaceObject.metadata.labels" in e and "gpu-cluster/gid" in e
-               and ("supplementalGroups" in e or "runAsGroup" in e) for e in expressions)
+    """A pod must carry its namespace's team GID (read from the namespace's label) as a group of every container."""
+    return any("namespaceObject.metadata.labels" in e and "gpu-cluster/gid" in e for e in expressions) and \
+        any("supplementalGroups" in e for e in expressions) and \
+        any("object.spec.containers.all(" in e for e in expressions)
 
 
 def _gpudirect(expressions: list[str]) -> bool:
@@ -164,44 +170,64 @@ def _gpudirect(expressions: list[str]) -> bool:
     return any("hostPath" in e for e in expressions) and any("capabilities.add" in e for e in expressions)
 
 
-# (what the guard does, how to recognise it from its expressions, which namespaces need it: team namespaces by their
-# labels, and any namespace labelled for GPUDirect sidecars, such as the acceptance gate's, for the last)
-AdmissionGuard = tuple[str, Callable[[list[str]], bool], Callable[[Mapping[str, Any], bool], bool]]
+def _sidecar_exec(expressions: list[str]) -> bool:
+    """exec and attach must name a container, and not the GPUDirect sidecar."""
+    return any("object.container" in e and "!=" in e for e in expressions)
+
+
+PODS = frozenset({"pods"})
+EXEC = frozenset({"pods/exec", "pods/attach"})
+CREATE_UPDATE = frozenset({"CREATE", "UPDATE"})
+CREATE = frozenset({"CREATE"})  # a pod's security context cannot change after it is created
+CONNECT = frozenset({"CONNECT"})
+
+# (what the guard does, how to recognise it from its expressions, the operations it must judge, which namespaces need
+# it: team namespaces by their labels, and any namespace labelled for GPUDirect sidecars, such as the acceptance
+# gate's, for the last)
+# needed(labels, team namespace, the GPUDirect bounds name a sidecar)
+AdmissionGuard = tuple[str, Callable[[list[str]], bool], tuple[frozenset[str], frozenset[str]],
+                       Callable[[Mapping[str, Any], bool, bool], bool]]
 ADMISSION_GUARDS: list[AdmissionGuard] = [
-    ("admits images only from the allowed registries", _registries, lambda labels, team: team),
-    ("refuses privileged containers", _no_privileged, lambda labels, team: team),
+    ("admits images only from the allowed registries", _registries, (PODS, CREATE_UPDATE),
+     lambda labels, team, sidecar: team),
+    ("refuses privileged containers", _no_privileged, (PODS, CREATE_UPDATE), lambda labels, team, sidecar: team),
     ("requires the team's GID on every pod (its shared-filesystem directory is group-owned)", _team_gid,
-     lambda labels, team: team and "gpu-cluster/gid" in labels),
-    ("bounds the GPUDirect containers' host paths and capabilities", _gpudirect,
-     lambda labels, team: labels.get(GPUDIRECT_REASON[0]) == GPUDIRECT_REASON[1]),
+     (PODS, CREATE), lambda labels, team, sidecar: team and "gpu-cluster/gid" in labels),
+    ("bounds the GPUDirect containers' host paths and capabilities", _gpudirect, (PODS, CREATE_UPDATE),
+     lambda labels, team, sidecar: labels.get(GPUDIRECT_REASON[0]) == GPUDIRECT_REASON[1]),
+    # Where the bounds let one named container (GKE's receive-datapath sidecar) do more than the others.
+    ("refuses exec and attach into the GPUDirect sidecar", _sidecar_exec, (EXEC, CONNECT),
+     lambda labels, team, sidecar: sidecar and labels.get(GPUDIRECT_REASON[0]) == GPUDIRECT_REASON[1]),
 ]
 
 
 def _admission(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
-    policies = {k8s_name(p.props): p for p in of_type(args.resources, VAP) if _judges_pods(p)}
+    policies = {k8s_name(p.props): p for p in of_type(args.resources, VAP)}
     bindings = [(b, policies[str(get(b.props, "spec", "policyName"))]) for b in of_type(args.resources, VAP_BINDING)
                 if "Deny" in (get(b.props, "spec", "validationActions", default=[]) or [])
                 and get(b.props, "spec", "policyName") in policies]
     teams = {k8s_name(ns.props) for ns in team_namespaces(args.resources, cfg["systemNamespaces"])}
+    sidecar = any("c.name ==" in e for p in policies.values() if _gpudirect(_expressions(p)) for e in _expressions(p))
     for ns in of_type(args.resources, NAMESPACE):
         labels, name = _labels(ns), k8s_name(ns.props)
-        for does, recognise, needed in ADMISSION_GUARDS:
-            if not needed(labels, name in teams):
+        for does, recognise, (judged, operations), needed in ADMISSION_GUARDS:
+            if not needed(labels, name in teams, sidecar):
                 continue
-            if not any(recognise(_expressions(policy))
+            if not any(_judges(policy, judged, operations) and recognise(_expressions(policy))
                        and selects(get(_spec(b), "matchResources", "namespaceSelector"), labels)
                        and selects(get(_spec(policy), "matchConstraints", "namespaceSelector"), labels)
                        for b, policy in bindings):
                 # No field: what is missing is a policy and its binding, not an input of the namespace.
-                report(f"Namespace {name} must be bound (Deny) to a ValidatingAdmissionPolicy that fails closed on "
-                       f"every pod and {does}; none of the stack's admission policies does.", ns.urn)
+                report(f"Namespace {name} must be bound (Deny) to a ValidatingAdmissionPolicy that fails closed and "
+                       f"{does}; none of the stack's admission policies does.", ns.urn)
 
 
 admission_guards = guard(
     "kubernetes-team-admission-policies", "security",
     "every team namespace is bound, with Deny, to admission policies that fail closed and admit images only from "
-    "the allowed registries, refuse privileged containers, require the team's GID where the namespace has one and "
-    "bound GPUDirect containers where it runs them; each policy is recognised by the CEL it runs.",
+    "the allowed registries, refuse privileged containers, require the team's GID where the namespace has one and, "
+    "where GPUDirect sidecars run, bound each container and keep exec out of the sidecar; each policy is recognised "
+    "by the CEL it runs.",
     "Keep the Tenancy component's ValidatingAdmissionPolicies and their bindings (components/kubernetes/objects/"
     "tenancy.py) unchanged.", Severity.CRITICAL, _admission, [SYSTEM_NAMESPACES_KNOB],
 )
@@ -390,12 +416,14 @@ def _alerts(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) ->
     resources = list(args.resources)
     rules = _alert_rules(resources)
     production = environment(resources) in cfg["productionEnvironments"]
+    # The resource to edit: the stack's PrometheusRule (the platform writes one), or the stack when it has none.
+    rule_urn = [r.urn for r in of_type(resources, PROMETHEUS_RULE)][:1]
     for signal, pattern, triggers in ALERT_SIGNALS:
         if signal in PRODUCTION_ONLY_SIGNALS and not production:
             continue
         if _required(resources, triggers) and not any(re.search(pattern, str(r.get("expr", ""))) for r in rules):
             report(f"The stack must alert on {signal} (a PrometheusRule alert whose expression reads {pattern}): the "
-                   "seed's minimum telemetry; without it the failure is seen only when a job dies.")
+                   "seed's minimum telemetry; without it the failure is seen only when a job dies.", *rule_urn)
     if not production:
         return  # outside production nobody is paged (alerts-reach-a-receiver draws the same line)
     configs = of_type(resources, ALERTMANAGER_CONFIG)
@@ -411,7 +439,7 @@ def _alerts(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) ->
         if not delivered:
             report(f"Alerts of severity {severity} must reach a receiver that notifies someone: no "
                    "AlertmanagerConfig route delivers them (add a route or a default receiver under "
-                   "platform.monitoring.alerts).")
+                   "platform.monitoring.alerts).", *[c.urn for c in configs][:1])
 
 
 alerts_guard = guard(

@@ -139,6 +139,17 @@ GUARDS: dict[str, tuple[str, Mutation, tuple[str, ...] | None]] = {
         "kubernetes-team-admission-policies",
         _without(lambda r: r.type == VAP and r.inputs["metadata"]["name"] == "gpu-cluster-gpudirect-pod-limits"),
         ("prod-gcp",)),
+    "team GID policy deleted": (
+        "kubernetes-team-admission-policies",
+        _without(lambda r: r.type in (VAP, BINDING) and r.inputs["metadata"]["name"] == "gpu-cluster-team-gid"), None),
+    "team GID policy reads no namespace label": (
+        "kubernetes-team-admission-policies",
+        _editing(_named(VAP, "gpu-cluster-team-gid"), lambda i: i["spec"].update(
+            variables=[{"name": "gid", "expression": "0"}, *i["spec"]["variables"][1:]])), None),
+    "exec into the RxDM sidecar allowed": (
+        "kubernetes-team-admission-policies",
+        _without(lambda r: r.type == BINDING and r.inputs["metadata"]["name"] == "gpu-cluster-gpudirect-sidecar-exec"),
+        ("prod-gcp",)),
     "team namespaces at Pod Security privileged": ("kubernetes-team-namespaces-pod-security", _privileged_teams, None),
     "delete every team NetworkPolicy": ("kubernetes-team-namespaces-isolated", _team_policies_gone, None),
     "a team policy opens all egress": ("kubernetes-team-namespaces-isolated", _allow_all_egress, None),

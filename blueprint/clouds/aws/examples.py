@@ -172,8 +172,8 @@ AWS_MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] =
     "allow IMDSv1": (
         lambda g: edit(g, LT, "nodegroup-h100-lt", _set(["metadataOptions", "httpTokens"], "optional")),
         "aws-ec2-launch-template-requires-imdsv2"),
-    "raise the IMDS hop limit to 3": (
-        lambda g: edit(g, LT, "nodegroup-system-lt", _set(["metadataOptions", "httpPutResponseHopLimit"], 3)),
+    "raise the IMDS hop limit to 2": (
+        lambda g: edit(g, LT, "nodegroup-system-lt", _set(["metadataOptions", "httpPutResponseHopLimit"], 2)),
         "aws-ec2-launch-template-requires-imdsv2"),
     "open SSH to the world": (_ssh_rule, "aws-no-ssh-from-anywhere"),
     "give a node group SSH remote access": (
