@@ -316,9 +316,11 @@ class Monitoring(pulumi.ComponentResource):
                                                      checkpoint_allowed_s=inputs.checkpoint_allowed_s,
                                                      not_visible=tel.not_visible),
               after_prometheus)
-        notify = {t.name: [*t.budget.notify, *inputs.platform_budget_notify] for t in inputs.teams
-                  if t.budget is not None}
-        apply(f"{name}-alert-routing", obj.alertmanager_config(mon.alerts, notify), after_prometheus)
+        # One AlertmanagerConfig per receiver: a receiver whose Secret is missing loses only its own alerts.
+        notify = obj.budget_addresses(inputs.teams, inputs.platform_budget_notify)
+        for config in obj.alertmanager_configs(mon.alerts, notify):
+            receiver = config["metadata"]["labels"][obj.RECEIVER_LABEL]
+            apply(f"{name}-alert-routing-{receiver}", config, after_prometheus)
         apply(f"{name}-dashboard", obj.grafana_dashboard(), after_prometheus)
         apply(f"{name}-jobs-dashboard", obj.jobs_dashboard(tel.fabric is not None), after_prometheus)
         if inputs.checkpoint_metrics:

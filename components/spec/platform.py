@@ -55,7 +55,8 @@ class AlertRouteSpec(_Model):
 
 
 class AlertsSpec(_Model):
-    """Alert routing (Alertmanager through an AlertmanagerConfig) and the runbook every alert links to."""
+    """Alert routing (Alertmanager through one AlertmanagerConfig per receiver, so that a missing Secret silences only
+    the receivers that read it) and the runbook every alert links to."""
 
     runbook_url: str = Field(
         default="docs/runbooks.md", max_length=512,
@@ -64,7 +65,8 @@ class AlertsSpec(_Model):
     receivers: list[AlertReceiverSpec] = Field(default_factory=list, description="Receivers.")
     routes: list[AlertRouteSpec] = Field(default_factory=list, description="Routes, first match first; every "
                                          "matching route is notified.")
-    default_receiver: Optional[str] = Field(default=None, description="Receives what no route takes (default: none).")
+    default_receiver: Optional[str] = Field(default=None, description="Receives what no route takes, and every "
+                                            "critical alert besides (default: none).")
 
 
 class MonitoringSpec(_Model):
