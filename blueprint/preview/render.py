@@ -30,6 +30,7 @@ from blueprint.preview.platform import (
 )
 from components.clock import utcnow
 from components.kubernetes.objects.alerting import RECEIVES_ANNOTATION, SILENT_RECEIVER, secret_refs
+from components.kubernetes.objects.jobs import PUSHGATEWAY_RELEASE
 from components.spec import ClusterSpec
 
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
@@ -172,12 +173,15 @@ def _seed_telemetry_lines(graph: ResourceGraph, rules: list[GraphResource], clou
     if storage is not None:
         lines.append(storage)
     lines += cloud.log_lines(graph)
-    if release(graph, "pushgateway") is not None:
+    gateways = sorted(str(r.inputs.get("name")) for r in graph.of_type("kubernetes:helm.sh/v3:Release")
+                      if str(r.inputs.get("name", "")).startswith(f"{PUSHGATEWAY_RELEASE}-"))
+    if gateways:
         allowed = next((r.inputs["data"].get("CHECKPOINT_WRITE_ALLOWED_SECONDS") for r in graph.of_type(
             "kubernetes:core/v1:ConfigMap") if r.inputs["metadata"]["name"] == "checkpoint-policy"), "?")
-        lines.append(f"checkpoints: jobs push gpu_cluster_checkpoint_duration_seconds to the Pushgateway (each "
-                     f"team's checkpoint-policy ConfigMap says how); CheckpointTooSlow above {allowed} s, the longest "
-                     "write the goodput model allows")
+        lines.append(f"checkpoints: jobs push gpu_cluster_checkpoint_duration_seconds to their team's Pushgateway "
+                     f"({', '.join(gateways)}: only the team may push there, and its series carry the team's "
+                     "namespace whatever the push says; each team's checkpoint-policy ConfigMap says how); "
+                     f"CheckpointTooSlow above {allowed} s, the longest write the goodput model allows")
     groups = {g.get("name") for r in rules for g in r.inputs.get("spec", {}).get("groups", [])}
     if "gpu-cluster.jobs" in groups:
         lines.append("jobs: Kueue Workloads through kube-state-metrics (queue time, runtime, admissions, evictions, "

@@ -376,7 +376,7 @@ def prometheus_rules(runbook_url: str = "docs/runbooks.md", team_budgets: Mappin
         alerts.append(alert(name, expr, minutes, severity, summary))
     if checkpoint_allowed_s is not None:
         alerts.append(alert("CheckpointTooSlow", checkpoint_alert_expr(checkpoint_allowed_s), 0, "warning",
-                            "a checkpoint of {{ $labels.job }} in {{ $labels.namespace }} took {{ $value | "
+                            "a checkpoint of {{ $labels.exported_job }} in {{ $labels.namespace }} took {{ $value | "
                             f"humanizeDuration }}}}, more than the {checkpoint_allowed_s:.0f} s the goodput model "
                             "allows"))
     budget_rules: list[Manifest] = []
