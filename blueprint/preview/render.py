@@ -214,7 +214,7 @@ def _alert_lines(graph: ResourceGraph, rules: list[GraphResource]) -> list[str]:
             receives = (c.inputs["metadata"].get("annotations") or {}).get(RECEIVES_ANNOTATION, "?")
             lines.append(f"  {', '.join(receivers)}: {receives}")
         by_secret: dict[tuple[str, str, str], list[str]] = {}
-        for namespace, name, key, receiver in refs:
+        for namespace, name, key, receiver, _ in refs:
             by_secret.setdefault((namespace, name, key), []).append(receiver)
         namespaces = sorted({ns for ns, _, _ in by_secret})
         lines.append(f"  create these Secrets in {', '.join(namespaces)} before alerts flow (`blueprint audit` "

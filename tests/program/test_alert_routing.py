@@ -57,8 +57,8 @@ def test_a_missing_secret_silences_only_the_receivers_that_read_it(stack_name: s
     configs, strategy = _routing(stack_name)
     readers: dict[tuple[str, str], set[str]] = {}
     for c in configs:
-        for _, name, key, _receiver in secret_refs(c):
-            readers.setdefault((name, key), set()).add(c["metadata"]["name"])
+        for ref in secret_refs(c):
+            readers.setdefault((ref.secret, ref.key), set()).add(c["metadata"]["name"])
     assert len(readers) == 3
     for (secret, _key), rejected in readers.items():
         lost = {r for c in configs if c["metadata"]["name"] in rejected
@@ -82,7 +82,7 @@ def test_one_object_for_every_receiver_would_lose_them_all() -> None:
     merged["metadata"]["name"] = "gpu-cluster-alerts"
     merged["spec"]["receivers"] = [r for c in configs for r in c["spec"]["receivers"] if r["name"] != "none"] + [
         {"name": "none"}]
-    smtp = [name for _, name, _, _ in secret_refs(merged) if name == "alertmanager-smtp"]
+    smtp = [ref for ref in secret_refs(merged) if ref.secret == "alertmanager-smtp"]
     assert smtp
     assert notified([merged], {"alertname": "X", "severity": "critical"}, strategy, rejected={"gpu-cluster-alerts"}) \
         == []

@@ -37,7 +37,7 @@ A receiver no route or default names gets no object (its Secret is not needed).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from components.kubernetes.objects.common import MONITORING_NAMESPACE, Manifest, meta
 from components.spec.platform import AlertReceiverSpec, AlertRouteSpec, AlertsSpec
@@ -168,6 +168,17 @@ def alertmanager_configs(alerts: AlertsSpec, budget_notify: Mapping[str, Sequenc
     return configs
 
 
+class SecretRef(NamedTuple):
+    """One Secret key an AlertmanagerConfig's receiver reads: where, and for which receiver and notifier (the
+    receiver field: slackConfigs, pagerdutyConfigs, emailConfigs, webhookConfigs, ...)."""
+
+    namespace: str
+    secret: str
+    key: str
+    receiver: str
+    notifier: str
+
+
 def _selectors(value: Any) -> Iterator[tuple[str, str]]:
     """Every SecretKeySelector (a mapping of name and key, optionally ``optional``) under ``value``."""
     if isinstance(value, Mapping):
@@ -182,13 +193,14 @@ def _selectors(value: Any) -> Iterator[tuple[str, str]]:
             yield from _selectors(item)
 
 
-def secret_refs(config: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
-    """(namespace, Secret, key, receiver) of every Secret key an AlertmanagerConfig's receivers read; the operator
-    reads each in the object's own namespace (the CRD: "The secret needs to be in the same namespace as the
-    AlertmanagerConfig object")."""
+def secret_refs(config: Mapping[str, Any]) -> list[SecretRef]:
+    """Every Secret key an AlertmanagerConfig's receivers read; the operator reads each in the object's own namespace
+    (the CRD: "The secret needs to be in the same namespace as the AlertmanagerConfig object")."""
     namespace = str((config.get("metadata") or {}).get("namespace", ""))
     out = []
     for receiver in (config.get("spec") or {}).get("receivers") or []:
-        for name, key in _selectors({k: v for k, v in receiver.items() if k != "name"}):
-            out.append((namespace, name, key, str(receiver.get("name"))))
+        for notifier, value in receiver.items():
+            if notifier != "name":
+                out += [SecretRef(namespace, name, key, str(receiver.get("name")), notifier)
+                        for name, key in _selectors(value)]
     return out
