@@ -78,9 +78,10 @@ class MonitoringSpec(_Model):
                              description="Prometheus volume size (GiB, encrypted gp3).", json_schema_extra=unit("GiB"))
     alerts: AlertsSpec = Field(default_factory=AlertsSpec, description="Receivers, routes and the runbook.")
     checkpoint_metrics: StrictBool = Field(
-        default=True, description="A Prometheus Pushgateway in the monitoring namespace that team jobs push their "
-        "checkpoint durations to (named in each team's checkpoint-policy ConfigMap), and an alert when a checkpoint "
-        "takes longer than the goodput model allows; only with workload.goodput.")
+        default=True, description="A Prometheus Pushgateway per team (pushgateway-<team> in the monitoring namespace, "
+        "reachable from the team's namespace only) that its jobs push their checkpoint durations to (named in the "
+        "team's checkpoint-policy ConfigMap), and an alert when a checkpoint takes longer than the goodput model "
+        "allows; only with workload.goodput.")
 
 
 class PlatformSpec(_Model):
