@@ -1,5 +1,6 @@
 """What the acceptance family needs from a cloud (``blueprint/clouds/<cloud>/checks.py``): a session on the stack's
-account or project, and the checks of ``blueprint preflight`` (before ``pulumi up``) and ``blueprint audit`` (after)."""
+account or project, the checks of ``blueprint preflight`` (before ``pulumi up``) and ``blueprint audit`` (after), and
+how its CLI names the cluster in a kubeconfig (the audit's in-cluster checks)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any, Protocol, cast
 
 from blueprint import clouds
 from blueprint.acceptance.checks import Check
+from blueprint.acceptance.kube import KubeCluster
 from blueprint.graph.stackfile import StackFile
 from components.spec import ClusterSpec
 
@@ -24,6 +26,10 @@ class CloudChecks(Protocol):
 
     def audit(self, spec: ClusterSpec, session: Any) -> list[Check]:
         """After ``pulumi up``: the deployed account or project against the spec."""
+
+    def kube_cluster(self, spec: ClusterSpec) -> KubeCluster:
+        """How the cloud's CLI names the stack's cluster in a kubeconfig, and the command that writes it (``blueprint
+        audit`` reads the cluster's Secrets through it)."""
 
 
 def cloud_checks(cloud: str) -> CloudChecks:

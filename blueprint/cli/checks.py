@@ -1,5 +1,6 @@
 """``blueprint preflight <stack>`` and ``blueprint audit <stack>``: the account (project) before ``pulumi up`` and
-after it, through the stack's cloud's checks (:mod:`blueprint.acceptance.cloud`). Exit 0 (nothing failed), 1 (a check
+after it, through the stack's cloud's checks (:mod:`blueprint.acceptance.cloud`); the audit also reads the cluster's
+alert Secrets (:mod:`blueprint.acceptance.alert_secrets`). Exit 0 (nothing failed), 1 (a check
 failed), 2 (bad input, or the account cannot be read at all), 4 (nothing could be checked; with --strict: anything)."""
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                                "existing resources, the deployer")
     audit = sub.add_parser("audit", parents=[common], help="check the deployed account or project against the "
                            "spec after pulumi up: billing tags (labels), bucket protection, endpoint access, EFA "
-                           "interfaces (GPU networks), node pools on GCP")
+                           "interfaces (GPU networks), node pools on GCP; and, in the cluster (kubeconfig), the "
+                           "Secrets the alert receivers read")
+    audit.add_argument("--kube-context", default=None, help="the kubeconfig context of the stack's cluster (default: "
+                       "the one the cloud's CLI writes for it: aws eks update-kubeconfig, gcloud container clusters "
+                       "get-credentials)")
     for parser in (preflight, audit):
         parser.add_argument("stack", help=STACK_HELP)
         parser.add_argument("--format", choices=("table", "json"), default="table")
@@ -40,6 +45,12 @@ def run(args: argparse.Namespace) -> int:
     cloud = cloud_checks(stack.spec.cloud)
     session = cloud.session(stack)
     checks = (cloud.audit if args.command == "audit" else cloud.preflight)(stack.spec, session)
+    if args.command == "audit":
+        from blueprint.acceptance.alert_secrets import alert_secret_checks
+        from blueprint.acceptance.kube import secret_reader
+
+        cluster = cloud.kube_cluster(stack.spec)
+        checks += alert_secret_checks(stack.spec, lambda: secret_reader(cluster, args.kube_context))
     write(render_json(checks) if args.format == "json" else render_table(checks, args.command), args.output)
     if any(c.status == "fail" for c in checks):
         return EXIT_POLICY

@@ -29,6 +29,8 @@ from blueprint.preview.platform import (
     team_queues,
 )
 from components.clock import utcnow
+from components.kubernetes.objects.alerting import RECEIVES_ANNOTATION, SILENT_RECEIVER, secret_refs
+from components.kubernetes.objects.jobs import PUSHGATEWAY_RELEASE
 from components.spec import ClusterSpec
 
 MPIJOB = "kubernetes:kubeflow.org/v2beta1:MPIJob"
@@ -171,12 +173,15 @@ def _seed_telemetry_lines(graph: ResourceGraph, rules: list[GraphResource], clou
     if storage is not None:
         lines.append(storage)
     lines += cloud.log_lines(graph)
-    if release(graph, "pushgateway") is not None:
+    gateways = sorted(str(r.inputs.get("name")) for r in graph.of_type("kubernetes:helm.sh/v3:Release")
+                      if str(r.inputs.get("name", "")).startswith(f"{PUSHGATEWAY_RELEASE}-"))
+    if gateways:
         allowed = next((r.inputs["data"].get("CHECKPOINT_WRITE_ALLOWED_SECONDS") for r in graph.of_type(
             "kubernetes:core/v1:ConfigMap") if r.inputs["metadata"]["name"] == "checkpoint-policy"), "?")
-        lines.append(f"checkpoints: jobs push gpu_cluster_checkpoint_duration_seconds to the Pushgateway (each "
-                     f"team's checkpoint-policy ConfigMap says how); CheckpointTooSlow above {allowed} s, the longest "
-                     "write the goodput model allows")
+        lines.append(f"checkpoints: jobs push gpu_cluster_checkpoint_duration_seconds to their team's Pushgateway "
+                     f"({', '.join(gateways)}: only the team may push there, and its series carry the team's "
+                     "namespace whatever the push says; each team's checkpoint-policy ConfigMap says how); "
+                     f"CheckpointTooSlow above {allowed} s, the longest write the goodput model allows")
     groups = {g.get("name") for r in rules for g in r.inputs.get("spec", {}).get("groups", [])}
     if "gpu-cluster.jobs" in groups:
         lines.append("jobs: Kueue Workloads through kube-state-metrics (queue time, runtime, admissions, evictions, "
@@ -188,31 +193,32 @@ def _seed_telemetry_lines(graph: ResourceGraph, rules: list[GraphResource], clou
     return lines
 
 
-_CREDENTIALS = {"slackConfigs": "apiURL", "pagerdutyConfigs": "routingKey", "emailConfigs": "authPassword",
-                "webhookConfigs": "urlSecret"}
-
-
 def _alert_lines(graph: ResourceGraph, rules: list[GraphResource]) -> list[str]:
-    """Where alerts go, the Secrets the receivers read (to create before alerts flow), and the runbook."""
+    """Where alerts go (one AlertmanagerConfig per receiver, and what each gets), the Secrets the receivers read (to
+    create before alerts flow), and the runbook."""
     configs = graph.of_type("kubernetes:monitoring.coreos.com/v1alpha1:AlertmanagerConfig")
     runbooks = {str(rule.get("annotations", {}).get("runbook_url", "")).partition("#")[0]
                 for r in rules for g in r.inputs.get("spec", {}).get("groups", []) for rule in g.get("rules", [])
                 if "alert" in rule}
+    refs = [ref for c in configs for ref in secret_refs(c.inputs)]
     lines = []
-    for config in configs:
-        spec = config.inputs.get("spec", {})
-        receivers = [r for r in spec.get("receivers", []) if any(k in r for k in _CREDENTIALS)]
-        secrets = sorted({f"{c[field]['name']} (key {c[field]['key']})" for r in receivers
-                          for kind, field in _CREDENTIALS.items() for c in r.get(kind, []) if field in c})
-        routed = spec.get("route", {})
-        if not receivers:
-            lines.append("alert routing: NO RECEIVER: alerts fire in Prometheus and reach no one "
-                         "(platform.monitoring.alerts)")
-            continue
-        lines.append(f"alert routing: {len(receivers)} receiver(s) ({', '.join(r['name'] for r in receivers)}), "
-                     f"{len(routed.get('routes', []))} route(s), default {routed.get('receiver')}; create these "
-                     "Secrets "
-                     f"in {config.inputs['metadata']['namespace']} before alerts flow: {', '.join(secrets)}")
+    if not refs and release(graph, "kube-prometheus-stack") is not None:
+        lines.append("alert routing: NO RECEIVER: alerts fire in Prometheus and reach no one "
+                     "(platform.monitoring.alerts)")
+    elif refs:
+        lines.append(f"alert routing: {len(configs)} AlertmanagerConfig(s), one per receiver (a missing Secret "
+                     "silences only the receivers that read it):")
+        for c in configs:
+            receivers = [r["name"] for r in c.inputs.get("spec", {}).get("receivers", [])
+                         if r.get("name") != SILENT_RECEIVER]
+            receives = (c.inputs["metadata"].get("annotations") or {}).get(RECEIVES_ANNOTATION, "?")
+            lines.append(f"  {', '.join(receivers)}: {receives}")
+        by_secret: dict[tuple[str, str, str], list[str]] = {}
+        for namespace, name, key, receiver, _ in refs:
+            by_secret.setdefault((namespace, name, key), []).append(receiver)
+        namespaces = sorted({ns for ns, _, _ in by_secret})
+        lines.append(f"  create these Secrets in {', '.join(namespaces)} before alerts flow (`blueprint audit` "
+                     "checks them): " + ", ".join(f"{name} (key {key})" for _, name, key in sorted(by_secret)))
     if runbooks:
         lines.append(f"runbooks: {', '.join(sorted(runbooks))} (one section per alert)")
     return lines

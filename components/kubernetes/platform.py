@@ -337,14 +337,24 @@ class Monitoring(pulumi.ComponentResource):
                                                      checkpoint_allowed_s=inputs.checkpoint_allowed_s,
                                                      not_visible=tel.not_visible),
               after_prometheus)
-        notify = {t.name: [*t.budget.notify, *inputs.platform_budget_notify] for t in inputs.teams
-                  if t.budget is not None}
-        apply(f"{name}-alert-routing", obj.alertmanager_config(mon.alerts, notify), after_prometheus)
+        # One AlertmanagerConfig per receiver: a receiver whose Secret is missing loses only its own alerts.
+        notify = obj.budget_addresses(inputs.teams, inputs.platform_budget_notify)
+        for config in obj.alertmanager_configs(mon.alerts, notify):
+            receiver = config["metadata"]["labels"][obj.RECEIVER_LABEL]
+            apply(f"{name}-alert-routing-{receiver}", config, after_prometheus)
         apply(f"{name}-dashboard", obj.grafana_dashboard(), after_prometheus)
         apply(f"{name}-jobs-dashboard", obj.jobs_dashboard(tel.fabric is not None), after_prometheus)
         if inputs.checkpoint_metrics:
-            release(obj.PUSHGATEWAY_RELEASE, charts["pushgateway"], obj.MONITORING_NAMESPACE, obj.pushgateway_values(),
-                    after_prometheus)
+            # A Pushgateway per team, which only the team's pods may reach, its series labelled with the team's
+            # namespace by the scrape (objects/jobs.py): no team can write another's checkpoint durations. The
+            # release waits for the NetworkPolicy, so the gateway is never open to every namespace.
+            for team in inputs.teams:
+                fence = apply(f"{name}-networkpolicy-{obj.pushgateway_name(team.name)}",
+                              obj.pushgateway_network_policy(team.name),
+                              pulumi.ResourceOptions(parent=self, depends_on=[mon_ns]))
+                release(obj.pushgateway_name(team.name), charts["pushgateway"], obj.MONITORING_NAMESPACE,
+                        obj.pushgateway_values(team.name),
+                        pulumi.ResourceOptions(parent=self, depends_on=[self.prometheus, fence]))
         # The cloud's exporters and log shipper: each after Prometheus (its ServiceMonitor's CRD) and the identity it
         # reads the cloud with; a namespace other than monitoring is created for it (its DaemonSet reads host paths).
         spaces: dict[str, pulumi.Resource] = {obj.MONITORING_NAMESPACE: mon_ns}
@@ -437,7 +447,7 @@ class Tenancy(pulumi.ComponentResource):
                 *obj.network_policies(team, inputs.platform.allow_https_egress, inputs.extra_egress,
                                        inputs.anywhere, push_metrics=inputs.checkpoint_metrics),
                 *([obj.checkpoint_policy(team, inputs.labels, {
-                    **inputs.checkpoint_policy, **(obj.checkpoint_push_settings() if inputs.checkpoint_metrics
+                    **inputs.checkpoint_policy, **(obj.checkpoint_push_settings(team.name) if inputs.checkpoint_metrics
                                                    else {})})]
                   if inputs.checkpoint_policy is not None else []),
                 *(inputs.team_objects or {}).get(team.name, ()),

@@ -55,7 +55,8 @@ class AlertRouteSpec(_Model):
 
 
 class AlertsSpec(_Model):
-    """Alert routing (Alertmanager through an AlertmanagerConfig) and the runbook every alert links to."""
+    """Alert routing (Alertmanager through one AlertmanagerConfig per receiver, so that a missing Secret silences only
+    the receivers that read it) and the runbook every alert links to."""
 
     runbook_url: str = Field(
         default="docs/runbooks.md", max_length=512,
@@ -64,7 +65,8 @@ class AlertsSpec(_Model):
     receivers: list[AlertReceiverSpec] = Field(default_factory=list, description="Receivers.")
     routes: list[AlertRouteSpec] = Field(default_factory=list, description="Routes, first match first; every "
                                          "matching route is notified.")
-    default_receiver: Optional[str] = Field(default=None, description="Receives what no route takes (default: none).")
+    default_receiver: Optional[str] = Field(default=None, description="Receives what no route takes, and every "
+                                            "critical alert besides (default: none).")
 
 
 class MonitoringSpec(_Model):
@@ -76,9 +78,10 @@ class MonitoringSpec(_Model):
                              description="Prometheus volume size (GiB, encrypted gp3).", json_schema_extra=unit("GiB"))
     alerts: AlertsSpec = Field(default_factory=AlertsSpec, description="Receivers, routes and the runbook.")
     checkpoint_metrics: StrictBool = Field(
-        default=True, description="A Prometheus Pushgateway in the monitoring namespace that team jobs push their "
-        "checkpoint durations to (named in each team's checkpoint-policy ConfigMap), and an alert when a checkpoint "
-        "takes longer than the goodput model allows; only with workload.goodput.")
+        default=True, description="A Prometheus Pushgateway per team (pushgateway-<team> in the monitoring namespace, "
+        "reachable from the team's namespace only) that its jobs push their checkpoint durations to (named in the "
+        "team's checkpoint-policy ConfigMap), and an alert when a checkpoint takes longer than the goodput model "
+        "allows; only with workload.goodput.")
 
 
 class PlatformSpec(_Model):

@@ -4,6 +4,7 @@ leaves passes, and each drift fails its check."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -179,14 +180,17 @@ def test_nothing_deployed_is_cannot_check() -> None:
     assert all(c.detail.endswith("is the stack deployed in acme-ml-prod?") for c in checks)
 
 
-def test_cli_audit_exit_status(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_audit_exit_status(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                               tmp_path: Path) -> None:
     from blueprint.cli import main
     from blueprint.clouds.gcp import api as gcp_api
 
     api = recorded(PROD, deployed=True)
     monkeypatch.setattr(gcp_api, "gcp_session", lambda project: api)
+    # No kubeconfig: the alert Secrets in the cluster are skipped, and counted so (test_audit_alert_secrets.py).
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
     assert main(["audit", "prod-gcp"]) == 0
-    assert capsys.readouterr().out.endswith("audit: 6 pass, 0 fail, 0 cannot-check\n")
+    assert capsys.readouterr().out.endswith("audit: 6 pass, 0 fail, 1 cannot-check\n")
     api.edit(PROD_BUCKET, lambda b: b["iamConfiguration"].update(publicAccessPrevention="inherited"))
     assert main(["audit", "prod-gcp"]) == 1
     assert "FAIL          bucket-protection" in capsys.readouterr().out

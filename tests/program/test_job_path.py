@@ -327,33 +327,49 @@ def test_every_alert_links_a_runbook_section_that_exists(stack_name: str) -> Non
     assert {"GpuNvlinkErrors", "NodeNotReady", "KueueQuotaExhausted"} <= names
 
 
+def _alert_configs(stack_name: str = "prod-aws") -> dict[str, dict[str, object]]:
+    graph = offline_run(stack_name).graph
+    return {r.inputs["metadata"]["name"]: r.inputs for r in graph.resources if r.type.endswith(":AlertmanagerConfig")}
+
+
 def test_prod_alerts_are_routed_with_credentials_by_reference() -> None:
     from tests.k8s_checks import validate_crd_object
 
-    graph = offline_run("prod-aws").graph
-    (config,) = [r.inputs for r in graph.resources if r.type.endswith(":AlertmanagerConfig")]
-    validate_crd_object(config)
-    spec = config["spec"]
-    receivers = {r["name"]: r for r in spec["receivers"]}
+    configs = _alert_configs()
+    # One object per receiver: the operator rejects an object whole when one of its Secrets is missing.
+    assert set(configs) == {"gpu-cluster-alerts-platform-pager", "gpu-cluster-alerts-platform-slack",
+                            "gpu-cluster-alerts-research-leads", "gpu-cluster-alerts-budget-research",
+                            "gpu-cluster-alerts-budget-pretraining", "gpu-cluster-alerts-budget-applied"}
+    receivers = {}
+    for name, config in configs.items():
+        validate_crd_object(config)
+        spec = config["spec"]
+        notifying = [r for r in spec["receivers"] if r["name"] != "none"]
+        assert len(notifying) == 1 and {"name": "none"} in spec["receivers"], name
+        receivers[notifying[0]["name"]] = notifying[0]
+        assert spec["route"]["routes"][0] == {"receiver": "none", "continue": False, "matchers": [
+            {"name": "alertname", "matchType": "=~", "value": "Watchdog|InfoInhibitor"}]}
     assert receivers["platform-pager"]["pagerdutyConfigs"][0]["routingKey"] == {"name": "alertmanager-pagerduty",
                                                                                 "key": "routing-key"}
     assert receivers["platform-slack"]["slackConfigs"][0]["apiURL"] == {"name": "alertmanager-slack",
                                                                         "key": "webhook-url"}
     email = receivers["research-leads"]["emailConfigs"][0]
     assert email["authPassword"] == {"name": "alertmanager-smtp", "key": "password"} and "authPasswordFile" not in email
-    assert spec["route"]["receiver"] == "platform-slack"
-    routes = spec["route"]["routes"]
-    assert routes[0] == {"receiver": "none", "continue": False,
-                         "matchers": [{"name": "alertname", "matchType": "=~", "value": "Watchdog|InfoInhibitor"}]}
-    assert {"receiver": "platform-pager", "continue": True,
-            "matchers": [{"name": "severity", "matchType": "=~", "value": "critical"}]} in routes
-    team = [r for r in routes if r["receiver"] == "research-leads"]
+    # The default receiver's object is the catch-all; the others send what their routes do not take to none.
+    assert {n: c["spec"]["route"]["receiver"] for n, c in configs.items() if c["spec"]["route"]["receiver"] != "none"
+            } == {"gpu-cluster-alerts-platform-slack": "platform-slack"}
+    pager = configs["gpu-cluster-alerts-platform-pager"]["spec"]["route"]["routes"]
+    assert {"receiver": "platform-pager", "continue": False,
+            "matchers": [{"name": "severity", "matchType": "=~", "value": "critical"}]} in pager
+    team = [r for r in configs["gpu-cluster-alerts-research-leads"]["spec"]["route"]["routes"]
+            if r["receiver"] == "research-leads"]
     assert {m["name"] for r in team for m in r["matchers"]} == {"severity", "namespace", "cluster_queue"}
-    release = next(r.inputs for r in graph.of_type("kubernetes:helm.sh/v3:Release")
+    release = next(r.inputs for r in offline_run("prod-aws").graph.of_type("kubernetes:helm.sh/v3:Release")
                    if r.inputs["name"] == "kube-prometheus-stack")
     am = release["values"]["alertmanager"]["alertmanagerSpec"]
     assert am["alertmanagerConfigSelector"] == {"matchLabels": {"gpu-cluster/alerting": "true"}}
-    assert am["alertmanagerConfigMatcherStrategy"] == {"type": "None"}
+    assert am["alertmanagerConfigNamespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}
+    assert am["alertmanagerConfigMatcherStrategy"] == {"type": "OnNamespaceExceptForAlertmanagerNamespace"}
 
 
 def test_alert_rules_refuse_what_would_route_nowhere() -> None:
@@ -429,28 +445,29 @@ def test_a_team_budget_s_addresses_get_its_spend_alert() -> None:
     the stack's email receiver (its server and credential), and without an email receiver the preview warns."""
     import copy
 
-    from components.kubernetes.objects import alertmanager_config
+    from components.kubernetes.objects import alertmanager_configs
     from components.spec import parse_spec
     from components.spec.notes import budget_notes
     from tests.conftest import raw_stack_config, stack
+    from tests.program.alert_routing import notified
 
     spec = stack("prod-aws").spec
-    graph = offline_run("prod-aws").graph
-    (config,) = [r.inputs for r in graph.resources if r.type.endswith(":AlertmanagerConfig")]
-    receivers = {r["name"]: r for r in config["spec"]["receivers"]}
-    routes = config["spec"]["route"]["routes"]
+    configs = _alert_configs()
     for team in spec.teams:
         assert team.budget is not None
-        mail = receivers[f"budget-{team.name}"]["emailConfigs"][0]
+        config = configs[f"gpu-cluster-alerts-budget-{team.name}"]
+        (mail,) = [r for r in config["spec"]["receivers"] if r["name"] == f"budget-{team.name}"]
         # the people a cloud budget of the team would mail: its addresses and billing.notify
-        assert mail["to"] == ", ".join(dict.fromkeys([*team.budget.notify, *spec.billing.notify]))
-        assert mail["authPassword"] == {"name": "alertmanager-smtp", "key": "password"}
-        # taken by this route (once, once a day), not also by every route its namespace label matches
+        assert mail["emailConfigs"][0]["to"] == ", ".join(dict.fromkeys([*team.budget.notify, *spec.billing.notify]))
+        assert mail["emailConfigs"][0]["authPassword"] == {"name": "alertmanager-smtp", "key": "password"}
         assert {"receiver": f"budget-{team.name}", "continue": False, "repeatInterval": "24h", "matchers": [
             {"name": "alertname", "matchType": "=", "value": "TeamSpendOverBudget"},
-            {"name": "team", "matchType": "=", "value": team.name}]} in routes
-    first_team_route = min(i for i, r in enumerate(routes) if r["receiver"] == "research-leads")
-    assert max(i for i, r in enumerate(routes) if r["receiver"].startswith("budget-")) < first_team_route
+            {"name": "team", "matchType": "=", "value": team.name}]} in config["spec"]["route"]["routes"]
+        # taken by that receiver only (once, once a day), not also by every route its namespace label matches
+        labels = {"alertname": "TeamSpendOverBudget", "severity": "warning", "namespace": team.name,
+                  "team": team.name}
+        assert notified(list(configs.values()), labels, "OnNamespaceExceptForAlertmanagerNamespace") == [
+            f"budget-{team.name}"]
     assert budget_notes(spec) == []
     raw = copy.deepcopy(raw_stack_config("prod-aws")["gpu-cluster:spec"])
     alerts = raw["platform"]["monitoring"]["alerts"]
@@ -461,8 +478,8 @@ def test_a_team_budget_s_addresses_get_its_spend_alert() -> None:
     assert len(notes) == 3 and notes[0].startswith(
         "warning: gpu-cluster:spec.teams[research].budget.notify: team 'research' is on shared nodes, so no cloud "
         "budget mails research-leads@example.com")
-    assert not [r for r in alertmanager_config(no_mail.platform.monitoring.alerts, {"research": ["a@example.com"]})
-                ["spec"]["receivers"] if r["name"].startswith("budget-")]
+    assert not [c for c in alertmanager_configs(no_mail.platform.monitoring.alerts, {"research": ["a@example.com"]})
+                if c["metadata"]["name"].startswith("gpu-cluster-alerts-budget-")]
 
 
 def test_team_members_can_read_the_cluster_scoped_objects_their_jobs_name() -> None:
@@ -497,20 +514,16 @@ def test_every_rule_is_promql(stack_name: str) -> None:
 def test_a_team_route_reaches_its_receiver_once_per_alert() -> None:
     """A team route matches the team's namespace, or its queue for alerts with no namespace: an alert carrying both
     labels is not sent twice."""
-    graph = offline_run("prod-aws").graph
-    (config,) = [r.inputs for r in graph.resources if r.type.endswith(":AlertmanagerConfig")]
-    team = [r["matchers"] for r in config["spec"]["route"]["routes"] if r["receiver"] == "research-leads"]
+    from tests.program.alert_routing import notified
 
-    def matches(matchers: list[dict[str, str]], labels: dict[str, str]) -> bool:
-        return all(labels.get(m["name"], "") == m["value"] if m["matchType"] == "=" else
-                   re.fullmatch(m["value"], labels.get(m["name"], "")) is not None for m in matchers)
-    import re
+    configs = list(_alert_configs().values())
 
-    both = {"severity": "warning", "namespace": "research", "cluster_queue": "research"}
-    queue_only = {"severity": "warning", "cluster_queue": "research"}
-    assert sum(matches(m, both) for m in team) == 1
-    assert sum(matches(m, queue_only) for m in team) == 1
-    assert sum(matches(m, {"severity": "warning", "namespace": "applied"}) for m in team) == 0
+    def leads(labels: dict[str, str]) -> int:
+        return notified(configs, labels, "OnNamespaceExceptForAlertmanagerNamespace").count("research-leads")
+    assert leads({"alertname": "X", "severity": "warning", "namespace": "research", "cluster_queue": "research"}) == 1
+    assert leads({"alertname": "X", "severity": "warning", "cluster_queue": "research"}) == 1
+    assert leads({"alertname": "X", "severity": "warning", "namespace": "applied"}) == 0
+    assert leads({"alertname": "X", "severity": "info", "namespace": "research"}) == 0
 
 
 def test_the_spend_rule_counts_each_gpu_once() -> None:

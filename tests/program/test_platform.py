@@ -298,10 +298,11 @@ def test_network_policies_default_deny_with_training_allowances() -> None:
     assert set(policies) == {"default-deny", "allow-same-namespace", "allow-dns", "allow-metrics-scrape",
                              "allow-pod-identity-agent", "allow-https-egress", "allow-metrics-push"}
     assert policies["default-deny"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
-    # Jobs push checkpoint durations to the Pushgateway, and only there in the monitoring namespace.
+    # Jobs push checkpoint durations to the team's own Pushgateway, and only there in the monitoring namespace.
     (push,) = policies["allow-metrics-push"]["egress"]
     assert push["ports"] == [{"protocol": "TCP", "port": 9091}]
-    assert push["to"][0]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "prometheus-pushgateway"}}
+    assert push["to"][0]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "prometheus-pushgateway",
+                                                            "app.kubernetes.io/instance": "pushgateway-applied"}}
     cni = next(a.inputs for a in graph.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "vpc-cni")
     assert cni["configurationValues"] == '{"enableNetworkPolicy": "true"}'
 

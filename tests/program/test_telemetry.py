@@ -206,19 +206,88 @@ def test_jobs_learn_how_to_push_their_checkpoint_duration_and_the_alert_uses_the
                  if r.inputs["metadata"]["name"] == "checkpoint-policy" and r.inputs["metadata"]["namespace"] ==
                  "research"]
     assert policy["CHECKPOINT_METRIC"] == "gpu_cluster_checkpoint_duration_seconds"
-    assert policy["CHECKPOINT_PUSHGATEWAY_URL"] == (
-        "http://pushgateway-prometheus-pushgateway.monitoring.svc.cluster.local:9091")
-    assert policy["CHECKPOINT_PUSH_PATH"] == "/metrics/job/<job name>/namespace/<team>"
+    assert policy["CHECKPOINT_PUSHGATEWAY_URL"] == "http://pushgateway-research.monitoring.svc.cluster.local:9091"
+    assert policy["CHECKPOINT_PUSH_PATH"] == "/metrics/job/<job name>"
     assert float(policy["CHECKPOINT_WRITE_ALLOWED_SECONDS"]) > float(policy["CHECKPOINT_WRITE_SECONDS"])
     alert = rules(graph)["CheckpointTooSlow"]
-    assert f"> {policy['CHECKPOINT_WRITE_ALLOWED_SECONDS']} and on (namespace, job)" in alert["expr"]
-    pushgateway = release(graph, "pushgateway").inputs
-    assert pushgateway["values"]["serviceMonitor"]["honorLabels"] is True  # the pushed job and namespace labels stay
+    assert f"> {policy['CHECKPOINT_WRITE_ALLOWED_SECONDS']} and on (namespace, exported_job)" in alert["expr"]
+    assert "{{ $labels.exported_job }} in {{ $labels.namespace }}" in alert["annotations"]["summary"]
+
+
+# Prometheus' label handling at scrape time, to ask what a pushed series becomes: target labels after relabeling
+# (a replace rule without source labels writes its replacement; prometheus model/relabel/relabel.go), then each
+# target label set on the sample, a conflicting pushed label kept as exported_<name> unless honor_labels keeps the
+# pushed value (scrape/scrape.go mutateSampleLabels; docs/configuration/configuration.md, honor_labels). The target
+# labels of a ServiceMonitor endpoint: namespace, service, pod, container, endpoint, job (the Service's name) and
+# instance (prometheus-operator v0.88.1 pkg/prometheus/promcfg.go generateServiceMonitorConfig).
+def scraped(pushed: dict[str, str], service_monitor: dict[str, Any], service: str) -> dict[str, str]:
+    target = {"namespace": "monitoring", "service": service, "pod": f"{service}-7d9f8-abcde",
+              "container": "pushgateway", "endpoint": "http", "job": service, "instance": "10.40.70.12:9091"}
+    for rule in service_monitor.get("relabelings") or []:
+        assert rule["action"] == "replace" and not rule.get("sourceLabels")
+        target[rule["targetLabel"]] = rule["replacement"]
+    out = dict(pushed)
+    for name, value in target.items():
+        if out.get(name):
+            if service_monitor["honorLabels"]:
+                continue
+            out[f"exported_{name}"] = out[name]
+        out[name] = value
+    return out
+
+
+def test_a_team_cannot_write_another_team_s_checkpoint_series() -> None:
+    """Each team pushes to its own Pushgateway, which no other namespace can reach, and whatever namespace a push
+    claims, the series carry the gateway's team: a team cannot overwrite or fake another team's checkpoint
+    durations, nor make CheckpointTooSlow fire for (or hide it from) another team."""
+    from blueprint.admit.cluster import ClusterView
+    from blueprint.admit.network import Peer, allowed
+    spec = stack("prod-aws").spec
+    graph = offline_run("prod-aws").graph
+    view = ClusterView(graph)
+    teams = [t.name for t in spec.teams]
+    fences = {r.inputs["metadata"]["name"]: r.inputs for r in graph.of_type(
+        "kubernetes:networking.k8s.io/v1:NetworkPolicy") if r.inputs["metadata"]["namespace"] == "monitoring"}
+    for team in teams:
+        values = release(graph, f"pushgateway-{team}").inputs["values"]
+        assert values["fullnameOverride"] == f"pushgateway-{team}"
+        monitor = values["serviceMonitor"]
+        assert monitor["honorLabels"] is False
+        assert fences[f"pushgateway-{team}"]["spec"]["policyTypes"] == ["Ingress"]  # schema: test_platform.py
+        gateway = {"app.kubernetes.io/name": "prometheus-pushgateway",
+                   "app.kubernetes.io/instance": f"pushgateway-{team}"}
+        for other in teams:
+            peer = Peer(f"a pod of {other}", port=9091, namespace=other,
+                        namespace_labels={"kubernetes.io/metadata.name": other}, pod_labels={"job-name": "train"})
+            assert allowed(view, "monitoring", gateway, peer, "Ingress")[0] == (other == team), (team, other)
+        prometheus = Peer("Prometheus", port=9091, namespace="monitoring",
+                          namespace_labels={"kubernetes.io/metadata.name": "monitoring"},
+                          pod_labels={"app.kubernetes.io/name": "prometheus", "prometheus": "kube-prometheus-stack"})
+        assert allowed(view, "monitoring", gateway, prometheus, "Ingress")[0]
+        grafana = Peer("Grafana", port=9091, namespace="monitoring",
+                       namespace_labels={"kubernetes.io/metadata.name": "monitoring"},
+                       pod_labels={"app.kubernetes.io/name": "grafana"})
+        assert not allowed(view, "monitoring", gateway, grafana, "Ingress")[0]
+        # A forged push: another team's namespace in the grouping key. The series stays the pusher's.
+        forged = scraped({"__name__": "gpu_cluster_checkpoint_duration_seconds", "job": "train-7b",
+                          "namespace": "research" if team != "research" else "applied", "instance": ""},
+                         monitor, f"pushgateway-{team}")
+        assert forged["namespace"] == team and forged["exported_job"] == "train-7b", forged
+        assert forged["exported_namespace"] != team
+    # The rules read the pusher's namespace and the pushed job: exactly the labels a team cannot forge or lose.
+    expr = rules(graph)["CheckpointTooSlow"]["expr"]
+    assert re.findall(r"by \(([^)]*)\)", expr) == ["namespace, exported_job"] * 2
+    assert re.findall(r"on \(([^)]*)\)", expr) == ["namespace, exported_job"]
+    recorded = rules(graph)["gpu_cluster:checkpoint_duration_seconds:max_by_namespace"]["expr"]
+    assert "on (namespace, exported_job)" in recorded
+    # The old way, one shared gateway with honorLabels, let the push decide the namespace.
+    assert scraped({"job": "train-7b", "namespace": "research"}, {"honorLabels": True}, "pushgateway")[
+        "namespace"] == "research"
 
 
 def test_no_checkpoint_metric_without_a_goodput_model() -> None:
     graph = offline_run("dev-aws").graph  # no workload.goodput
-    assert not [r for r in graph.of_type(RELEASE) if r.inputs["name"] == "pushgateway"]
+    assert not [r for r in graph.of_type(RELEASE) if str(r.inputs["name"]).startswith("pushgateway")]
     assert "CheckpointTooSlow" not in rules(graph)
 
 

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 from blueprint.acceptance.checks import AccountAccessError, Check
+from blueprint.acceptance.kube import KubeCluster
 from blueprint.clouds.aws import audit as _audit
 from blueprint.clouds.aws import preflight as _preflight
 from blueprint.graph.stackfile import StackFile
@@ -47,3 +49,14 @@ def preflight(spec: ClusterSpec, session: Any) -> list[Check]:
 def audit(spec: ClusterSpec, session: Any) -> list[Check]:
     """The deployed account after ``pulumi up``."""
     return _audit.run_audit(spec, session)
+
+
+def kube_cluster(spec: ClusterSpec) -> KubeCluster:
+    """The EKS cluster in a kubeconfig: ``aws eks update-kubeconfig`` names the cluster entry and the context by the
+    cluster's ARN (AWS CLI reference, eks update-kubeconfig: ``--alias`` "Alias for the cluster context name.
+    Defaults to match cluster ARN."); eksctl names them ``<cluster>.<region>.eksctl.io`` and
+    ``<identity>@<cluster>.<region>.eksctl.io``."""
+    name, region = re.escape(spec.name), re.escape(spec.aws_spec().region)
+    return KubeCluster(spec.name, (rf"arn:aws[a-z-]*:eks:{region}:\d{{12}}:cluster/{name}",
+                                   rf"(.+@)?{name}\.{region}\.eksctl\.io"),
+                       f"aws eks update-kubeconfig --region {spec.aws_spec().region} --name {spec.name}")

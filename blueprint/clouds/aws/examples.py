@@ -23,6 +23,8 @@ from blueprint.policy.mutations import (
 from blueprint.policy.mutations import delete_path as _delete
 from blueprint.policy.mutations import set_path as _set
 
+ALERTMANAGER_CONFIG = "kubernetes:monitoring.coreos.com/v1alpha1:AlertmanagerConfig"
+
 
 def _without_default_tag(key: str) -> Callable[[ResourceGraph], ResourceGraph]:
     def mutate(graph: ResourceGraph) -> ResourceGraph:
@@ -31,6 +33,16 @@ def _without_default_tag(key: str) -> Callable[[ResourceGraph], ResourceGraph]:
             del tags["tags"][key]
             inputs["defaultTags"] = json.dumps(tags)
         return edit(graph, "pulumi:providers:aws", "aws", drop)
+    return mutate
+
+
+def _every_alert_config(change: Callable[[dict[str, Any]], None] | None,
+                        remove: bool = False) -> Callable[[ResourceGraph], ResourceGraph]:
+    """The same change to each AlertmanagerConfig (one per receiver): breaking one leaves the others routing."""
+    def mutate(graph: ResourceGraph) -> ResourceGraph:
+        for config in graph.of_type(ALERTMANAGER_CONFIG):
+            graph = edit(graph, ALERTMANAGER_CONFIG, config.name, change, remove=remove)
+        return graph
     return mutate
 
 
@@ -127,13 +139,8 @@ AWS_MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] =
         lambda g: edit(g, k8s_type("Namespace"), "tenancy-ns-research", _delete(["metadata", "labels", "cost-center"])),
         "kubernetes-namespaces-require-billing-labels"),
     "route every alert to a receiver that notifies no one": (
-        lambda g: edit(g, "kubernetes:monitoring.coreos.com/v1alpha1:AlertmanagerConfig", "monitoring-alert-routing",
-                       _set(["spec", "route"], {"receiver": "none"})),
-        "alerts-reach-a-receiver"),
-    "drop the alert routing": (
-        lambda g: edit(g, "kubernetes:monitoring.coreos.com/v1alpha1:AlertmanagerConfig", "monitoring-alert-routing",
-                       remove=True),
-        "alerts-reach-a-receiver"),
+        _every_alert_config(_set(["spec", "route"], {"receiver": "none"})), "alerts-reach-a-receiver"),
+    "drop the alert routing": (_every_alert_config(None, remove=True), "alerts-reach-a-receiver"),
     "drop the DCGM exporter": (
         release_values("gpu-operator", ["dcgmExporter", "enabled"], False), "gpu-telemetry-requires-dcgm-exporter"),
     "remove the Prometheus stack": (

@@ -7,6 +7,7 @@ Pure functions: the components turn these into Pulumi resources, the tests valid
 """
 
 from components.kubernetes.objects.acceptance import *  # noqa: F403
+from components.kubernetes.objects.alerting import *  # noqa: F403
 from components.kubernetes.objects.common import *  # noqa: F403
 from components.kubernetes.objects.controllers import *  # noqa: F403
 from components.kubernetes.objects.egress import *  # noqa: F403

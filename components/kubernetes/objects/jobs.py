@@ -10,8 +10,9 @@ docs/metrics/workload/job-metrics.md, pod-metrics.md (``kube_job_status_failed{r
 rbac.extraRules), the subchart of kube-prometheus-stack 81.4.x; the Workload CRD kueue.x-k8s.io/v1beta2 of Kueue
 v0.19.2 (blueprint/schemas/crds/kueue: status.conditions, status.admission.clusterQueue and podSetAssignments,
 status.requeueState.count, status.schedulingStats.evictions[] with reason and count); prometheus-pushgateway chart
-3.8.0 (serviceMonitor.honorLabels, port 9091) and the Pushgateway README (``push_time_seconds`` per group, the
-/metrics/job/<job>/<label>/<value> grouping key).
+3.8.0 (commit 4fa56e1c: fullnameOverride, serviceMonitor.honorLabels and relabelings, port 9091) and the Pushgateway
+v1.11.3 README (``push_time_seconds`` per group, the /metrics/job/<job>/<label>/<value> grouping key, "About the job
+and instance labels"); each team's own Pushgateway below.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def job_recording_rules() -> list[Manifest]:
          "expr": "sum by (namespace, reason) (max by (namespace, pod, container, reason) "
                  "(kube_pod_container_status_last_terminated_reason))"},
         {"record": "gpu_cluster:checkpoint_duration_seconds:max_by_namespace",
-         "expr": f"max by (namespace) ({CHECKPOINT_METRIC} and on (namespace, job) "
+         "expr": f"max by (namespace) ({CHECKPOINT_METRIC} and on (namespace, {PUSHED_JOB}) "
                  f"(time() - push_time_seconds < {CHECKPOINT_FRESH_SECONDS}))"},
     ]
 
@@ -208,36 +209,82 @@ def jobs_dashboard(fabric_visible: bool) -> Manifest:
             "data": {"gpu-cluster-jobs.json": json.dumps(dashboard, indent=1)}}
 
 
-PUSHGATEWAY_RELEASE = "pushgateway"
+# Each team pushes to a Pushgateway of its own, and the series it pushes carry its namespace whatever labels it
+# pushes. The Pushgateway authenticates no pusher and any client may write any group (Pushgateway v1.11.3 README,
+# "URL": the grouping key is whatever the path says), and with honor_labels a pushed namespace label would win
+# over the scrape's; so a shared gateway scraped with honorLabels let one team overwrite, or fake, another team's
+# checkpoint durations. Instead:
+# - one release per team (pushgateway-<team>, in the monitoring namespace, where teams create nothing), which a
+#   NetworkPolicy lets only pods of the team's namespace (kubernetes.io/metadata.name, a label the API server sets
+#   and nobody can change) and Prometheus reach;
+# - its ServiceMonitor with honorLabels false and the target's namespace label set to the team: on a conflict the
+#   scrape's labels win and the pushed ones are kept as exported_<name> (Prometheus docs/configuration/
+#   configuration.md, <scrape_config> honor_labels: "label conflicts are resolved by renaming conflicting labels in
+#   the scraped data to exported_<original-label>"), so the pushed job becomes exported_job, and a pushed namespace
+#   exported_namespace. The Pushgateway README's advice to set honor_labels true ("About the job and instance
+#   labels") is for keeping job and instance; here the team is the label that matters and the rules read
+#   exported_job. The user relabelings come after the operator's own namespace relabeling (prometheus-operator
+#   v0.88.1 pkg/prometheus/promcfg.go generateServiceMonitorConfig), so the team's name is the one kept.
+PUSHGATEWAY_RELEASE = "pushgateway"  # each team's is pushgateway-<team>
 PUSHGATEWAY_PORT = 9091
-PUSHGATEWAY_POD_LABELS = {"app.kubernetes.io/name": "prometheus-pushgateway"}
+PUSHGATEWAY_CHART_NAME = "prometheus-pushgateway"  # the chart's app.kubernetes.io/name on its pods
+# The Prometheus operator's label on the Prometheus server's pods (v0.88.1 pkg/prometheus/server/operator.go
+# applicationNameLabelValue), in the monitoring namespace.
+PROMETHEUS_POD_LABELS = {"app.kubernetes.io/name": "prometheus"}
+PUSHED_JOB = "exported_job"  # the job label a team pushed, as Prometheus keeps it
 
 
-def pushgateway_url() -> str:
-    """Where team jobs push their checkpoint durations (the chart's Service: <release>-prometheus-pushgateway)."""
-    return (f"http://{PUSHGATEWAY_RELEASE}-prometheus-pushgateway.{MONITORING_NAMESPACE}.svc.cluster.local:"
-            f"{PUSHGATEWAY_PORT}")
+def pushgateway_name(team: str) -> str:
+    """The team's Pushgateway: its Helm release, and the chart's full name (Service, ServiceMonitor)."""
+    return f"{PUSHGATEWAY_RELEASE}-{team}"
 
 
-def pushgateway_values() -> Manifest:
-    """The Pushgateway: one replica, its ServiceMonitor keeping the pushed job and namespace labels (honorLabels), and
-    the pod on nodes without GPUs (it tolerates no taint)."""
-    # PUSHGATEWAY_POD_LABELS is a label the chart already puts on its pod (team NetworkPolicies select it); not set
-    # again here (a duplicate key that Helm accepts and Flux and kustomize refuse).
-    return {"serviceMonitor": {"enabled": True, "namespace": MONITORING_NAMESPACE, "honorLabels": True},
+def pushgateway_pod_labels(team: str) -> dict[str, str]:
+    """The labels the chart puts on the team's Pushgateway pod (prometheus-pushgateway 3.8.0 _helpers.tpl
+    selectorLabels: app.kubernetes.io/name and app.kubernetes.io/instance, the release's name)."""
+    return {"app.kubernetes.io/name": PUSHGATEWAY_CHART_NAME, "app.kubernetes.io/instance": pushgateway_name(team)}
+
+
+def pushgateway_url(team: str) -> str:
+    """Where the team's jobs push their checkpoint durations (the chart's Service, named by fullnameOverride)."""
+    return f"http://{pushgateway_name(team)}.{MONITORING_NAMESPACE}.svc.cluster.local:{PUSHGATEWAY_PORT}"
+
+
+def pushgateway_values(team: str) -> Manifest:
+    """The team's Pushgateway: one replica on nodes without GPUs (it tolerates no taint), scraped with the scrape's
+    labels winning (honorLabels false) and the team's namespace as the series' namespace."""
+    # The chart's pod labels (pushgateway_pod_labels) are not set again here (a duplicate key that Helm accepts and
+    # Flux and kustomize refuse).
+    return {"fullnameOverride": pushgateway_name(team),
+            "serviceMonitor": {"enabled": True, "namespace": MONITORING_NAMESPACE, "honorLabels": False,
+                               "relabelings": [{"action": "replace", "targetLabel": "namespace",
+                                                "replacement": team}]},
             "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}}
 
 
-def checkpoint_push_settings() -> dict[str, str]:
+def pushgateway_network_policy(team: str) -> Manifest:
+    """Who may reach the team's Pushgateway: pods of the team's namespace (to push), and Prometheus (to scrape)."""
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": meta(pushgateway_name(team), MONITORING_NAMESPACE),
+            "spec": {"podSelector": {"matchLabels": pushgateway_pod_labels(team)}, "policyTypes": ["Ingress"],
+                     "ingress": [{"from": [
+                         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team}}},
+                         {"podSelector": {"matchLabels": dict(PROMETHEUS_POD_LABELS)}}],
+                         "ports": [{"protocol": "TCP", "port": PUSHGATEWAY_PORT}]}]}}
+
+
+def checkpoint_push_settings(team: str) -> dict[str, str]:
     """What a team's checkpoint-policy ConfigMap says about the metric (environment variables of its jobs)."""
     return {"CHECKPOINT_METRIC": CHECKPOINT_METRIC,
-            "CHECKPOINT_PUSHGATEWAY_URL": pushgateway_url(),
-            # One group per job and namespace: the alert and the dashboard read both labels.
-            "CHECKPOINT_PUSH_PATH": "/metrics/job/<job name>/namespace/<team>"}
+            "CHECKPOINT_PUSHGATEWAY_URL": pushgateway_url(team),
+            # One group per job; the namespace comes from the gateway (the team's), not from the push.
+            "CHECKPOINT_PUSH_PATH": "/metrics/job/<job name>"}
 
 
 def checkpoint_alert_expr(allowed_seconds: float) -> str:
-    """A job's last pushed checkpoint took longer than the goodput model allows (pushed in the last hours)."""
-    return (f"max by (namespace, job) ({CHECKPOINT_METRIC}) > {allowed_seconds:.0f} and on (namespace, job) "
-            f"(time() - max by (namespace, job) (push_time_seconds) < {CHECKPOINT_FRESH_SECONDS})")
+    """A job's last pushed checkpoint took longer than the goodput model allows (pushed in the last hours); by the
+    team's namespace (its Pushgateway's) and the job it pushed as."""
+    by = f"namespace, {PUSHED_JOB}"
+    return (f"max by ({by}) ({CHECKPOINT_METRIC}) > {allowed_seconds:.0f} and on ({by}) "
+            f"(time() - max by ({by}) (push_time_seconds) < {CHECKPOINT_FRESH_SECONDS})")
 

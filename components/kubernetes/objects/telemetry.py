@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from components.kubernetes.objects.alerting import ALERTING_LABEL
 from components.kubernetes.objects.common import (
     MONITORING_NAMESPACE,
     NODE_GROUP_LABEL,
@@ -17,7 +18,6 @@ from components.kubernetes.objects.common import (
     meta,
 )
 from components.kubernetes.objects.jobs import checkpoint_alert_expr, job_recording_rules, ksm_job_values
-from components.spec.platform import AlertReceiverSpec, AlertsSpec
 
 KUBE_STATE_METRICS_LABELS = [
     "namespaces=[team,cost-center,environment,owner]",
@@ -52,11 +52,18 @@ def prometheus_stack_values(retention_days: int, storage_gib: int, storage_class
         # DCGM's Hostname and kube-state-metrics' node (the jobs dashboard's I/O-pressure panel).
         "prometheus-node-exporter": {"prometheus": {"monitor": {"relabelings": [
             {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"}]}}},
-        # Routing comes from the stack's AlertmanagerConfig (objects/telemetry.py alertmanager_config); without a
-        # namespace matcher its routes see every alert (matcher strategy None).
+        # Routing comes from the stack's AlertmanagerConfigs (objects/alerting.py), one per receiver, all in the
+        # monitoring namespace, where the Alertmanager runs. Only that namespace's are selected (the chart's default
+        # {} selects every namespace's); OnNamespaceExceptForAlertmanagerNamespace adds no namespace matcher to the
+        # objects of the Alertmanager's own namespace, so their routes see the alerts of every team namespace, and
+        # would confine an object selected elsewhere to its namespace's alerts (prometheus-operator v0.88.1
+        # pkg/alertmanager/amcfg.go getEnforcer, otherNamespaceEnforcer.processRoute; operator.go
+        # selectAlertmanagerConfigs: the namespace selector, then the label selector).
         "alertmanager": {"enabled": True, "alertmanagerSpec": {
             "alertmanagerConfigSelector": {"matchLabels": {ALERTING_LABEL: "true"}},
-            "alertmanagerConfigMatcherStrategy": {"type": "None"}}},
+            "alertmanagerConfigNamespaceSelector": {"matchLabels": {
+                "kubernetes.io/metadata.name": MONITORING_NAMESPACE}},
+            "alertmanagerConfigMatcherStrategy": {"type": "OnNamespaceExceptForAlertmanagerNamespace"}}},
     }
 
 
@@ -369,7 +376,7 @@ def prometheus_rules(runbook_url: str = "docs/runbooks.md", team_budgets: Mappin
         alerts.append(alert(name, expr, minutes, severity, summary))
     if checkpoint_allowed_s is not None:
         alerts.append(alert("CheckpointTooSlow", checkpoint_alert_expr(checkpoint_allowed_s), 0, "warning",
-                            "a checkpoint of {{ $labels.job }} in {{ $labels.namespace }} took {{ $value | "
+                            "a checkpoint of {{ $labels.exported_job }} in {{ $labels.namespace }} took {{ $value | "
                             f"humanizeDuration }}}}, more than the {checkpoint_allowed_s:.0f} s the goodput model "
                             "allows"))
     budget_rules: list[Manifest] = []
@@ -434,75 +441,6 @@ def spend_watch_lines(rules: Sequence[Mapping[str, Any]]) -> list[str]:
     if notes.get("unpriced"):
         lines.append(f"  warning: {notes['unpriced']}")
     return lines
-
-
-ALERTING_LABEL = "gpu-cluster/alerting"
-ALERTING_CONFIG = "gpu-cluster-alerts"
-SILENT_RECEIVER = "none"
-
-
-def _receiver(r: AlertReceiverSpec) -> Manifest:
-    """An AlertmanagerConfig receiver (monitoring.coreos.com/v1alpha1) whose credential is a Secret key reference."""
-    ref = {"name": r.secret, "key": r.key}
-    if r.type == "slack":
-        return {"name": r.name, "slackConfigs": [{"apiURL": ref, "sendResolved": True,
-                                                  **({"channel": r.channel} if r.channel else {})}]}
-    if r.type == "pagerduty":
-        return {"name": r.name, "pagerdutyConfigs": [{"routingKey": ref, "sendResolved": True}]}
-    if r.type == "email":
-        return {"name": r.name, "emailConfigs": [{"to": ", ".join(r.to), "from": r.sender, "smarthost": r.smarthost,
-                                                  **({"authUsername": r.username} if r.username else {}),
-                                                  "authPassword": ref, "sendResolved": True}]}
-    return {"name": r.name, "webhookConfigs": [{"urlSecret": ref, "sendResolved": True}]}
-
-
-def alertmanager_config(alerts: AlertsSpec, budget_notify: Mapping[str, Sequence[str]] | None = None) -> Manifest:
-    """The stack's alert routing as an AlertmanagerConfig in the monitoring namespace, selected by the chart's
-    Alertmanager (matcher strategy None, so its routes see alerts of every namespace). The Prometheus operator makes its
-    routes first children of the root route with continue, and resolves the Secret references when it builds the
-    configuration: while a Secret is missing it rejects this object (an event, a warning in its log) and Alertmanager
-    keeps running (prometheus-operator v0.88.1 pkg/alertmanager/operator.go selectAlertmanagerConfigs). Team routes
-    match the alert's namespace or ClusterQueue (both are the team's name); a team's budget addresses get its spend
-    alert."""
-    # kube-prometheus-stack's always-firing Watchdog and its InfoInhibitor are plumbing, not news: stopped here (the
-    # chart's own routes still send them to its null receiver).
-    routes: list[Manifest] = [{"receiver": SILENT_RECEIVER, "continue": False, "matchers": [
-        {"name": "alertname", "matchType": "=~", "value": "Watchdog|InfoInhibitor"}]}]
-    for route in alerts.routes:
-        severity = [{"name": "severity", "matchType": "=~", "value": "|".join(route.severity)}] if route.severity \
-            else []
-        if not route.teams:
-            routes.append({"receiver": route.receiver, "matchers": severity, "continue": True})
-        for team in route.teams:
-            # The namespace's alerts, and the queue's alerts that carry no namespace: an alert with both labels
-            # reaches the receiver once.
-            routes.append({"receiver": route.receiver, "continue": True,
-                           "matchers": [*severity, {"name": "namespace", "matchType": "=", "value": team}]})
-            routes.append({"receiver": route.receiver, "continue": True,
-                           "matchers": [*severity, {"name": "namespace", "matchType": "=", "value": ""},
-                                        {"name": "cluster_queue", "matchType": "=", "value": team}]})
-    receivers = [_receiver(r) for r in alerts.receivers] + [{"name": SILENT_RECEIVER}]  # no config: sends nothing
-    # A team's budget addresses (teams[].budget.notify) get its spend alert, mailed through the first email receiver's
-    # server and credential; without an email receiver the preview warns (components/spec/notes.py budget_notes).
-    # The route takes the alert (no continue): the same people as the team's cloud budget (its addresses and
-    # billing.notify) get it once, once a day, not through every route its namespace label also matches.
-    mail = next((r for r in alerts.receivers if r.type == "email"), None)
-    for team, to in sorted((budget_notify or {}).items()):
-        if mail is None or not to:
-            continue
-        receiver = _receiver(mail.model_copy(update={"name": f"budget-{team}", "to": list(dict.fromkeys(to))}))
-        receivers.insert(-1, receiver)
-        routes.insert(1, {"receiver": receiver["name"], "continue": False, "repeatInterval": "24h", "matchers": [
-            {"name": "alertname", "matchType": "=", "value": "TeamSpendOverBudget"},
-            {"name": "team", "matchType": "=", "value": team}]})
-    root = alerts.default_receiver or SILENT_RECEIVER
-    return {
-        "apiVersion": "monitoring.coreos.com/v1alpha1", "kind": "AlertmanagerConfig",
-        "metadata": meta(ALERTING_CONFIG, MONITORING_NAMESPACE, {ALERTING_LABEL: "true"}),
-        "spec": {"route": {"receiver": root, "groupBy": ["alertname", "cluster_queue", "namespace"],
-                           "groupWait": "30s", "groupInterval": "5m", "repeatInterval": "4h", "routes": routes},
-                 "receivers": receivers},
-    }
 
 
 def _panel(panel_id: int, title: str, expr: str, legend: str, unit: str, x: int, y: int) -> Manifest:

@@ -14,7 +14,7 @@ from components.kubernetes.objects.common import (
     Manifest,
     meta,
 )
-from components.kubernetes.objects.jobs import PUSHGATEWAY_POD_LABELS, PUSHGATEWAY_PORT
+from components.kubernetes.objects.jobs import PUSHGATEWAY_PORT, pushgateway_pod_labels
 from components.kubernetes.quotas import GPU, GpuPool, Resources
 from components.spec import PRIVILEGED_NAMESPACES, TeamSpec
 
@@ -164,7 +164,8 @@ def network_policies(team: TeamSpec, allow_https_egress: bool,
                      anywhere: Sequence[str] = ("0.0.0.0/0",), push_metrics: bool = False) -> list[Manifest]:
     """Default deny, then what a distributed training job needs: its own namespace (NCCL bootstrap,
     MPI launchers), DNS, the metrics scraper, optionally HTTPS egress (S3 checkpoints) and, with ``push_metrics``,
-    the Pushgateway its jobs push checkpoint durations to.
+    the team's own Pushgateway its jobs push checkpoint durations to (whose NetworkPolicy admits this namespace
+    only: objects/jobs.py pushgateway_network_policy).
 
     EFA traffic bypasses the kernel network stack and is governed by the EFA security group instead.
     """
@@ -211,7 +212,7 @@ def network_policies(team: TeamSpec, allow_https_egress: bool,
             "policyTypes": ["Egress"],
             "egress": [{"to": [{"namespaceSelector": {"matchLabels": {
                 "kubernetes.io/metadata.name": MONITORING_NAMESPACE}},
-                "podSelector": {"matchLabels": dict(PUSHGATEWAY_POD_LABELS)}}],
+                "podSelector": {"matchLabels": pushgateway_pod_labels(ns)}}],
                 "ports": [{"protocol": "TCP", "port": PUSHGATEWAY_PORT}]}],
         }))
     if allow_https_egress:

@@ -150,3 +150,14 @@ def _check_alerts(spec: ClusterSpec, out: _Collector) -> None:
         out.add(f"{where}", "prod-alerts-routed",
                 "a prod stack's alerts must reach someone: add a receiver (slack, pagerduty, email or webhook, its "
                 "credential in a Secret) and a route or defaultReceiver")
+    elif spec.environment == "prod" and alerts.default_receiver is None:
+        # Routes alone: each severity needs a route for every team (no teams), or an alert of a team no route names
+        # (or of no team: a node, the fabric) reaches nobody.
+        covered = {s for route in alerts.routes if not route.teams
+                   for s in (route.severity or ("critical", "warning", "info"))}
+        missing = [s for s in ("critical", "warning", "info") if s not in covered]
+        if missing:
+            out.add(f"{where}.defaultReceiver", "prod-every-severity-routed",
+                    f"{', '.join(missing)} alerts of a team no route names, or of no team (nodes, fabric, storage), "
+                    "reach no receiver: set defaultReceiver, or add a route without teams for "
+                    f"{'them' if len(missing) > 1 else 'it'}")
