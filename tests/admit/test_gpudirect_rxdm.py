@@ -125,11 +125,18 @@ SHELL = "cp /tmp/libnccl-net.so /usr/local/nvidia/lib64/libnccl-net.so; /fts/ent
     (lambda c: c.update(livenessProbe={"exec": {"command": ["/bin/sh", "-c", SHELL]}}),
      "has no lifecycle hooks and no exec probes"),
     (lambda c: c.update(image=f"{RXDM}:v1.0.17"), "only running an RxDM release this stack accepts"),
+    # An emptyDir over the entrypoint's directory (an init container wrote the team's script there), or over /bin
+    (lambda c: c["volumeMounts"].append({"name": "scratch", "mountPath": "/fts"}),
+     "has exactly its release's host mounts and no other volume"),
+    (lambda c: c["volumeMounts"].append({"name": "scratch", "mountPath": "/bin"}),
+     "has exactly its release's host mounts and no other volume"),
+    (lambda c: c.update(workingDir="/tmp"), "has exactly its release's host mounts and no other volume"),
 ])
 def test_the_rxdm_image_runs_nothing_but_its_release(change: Callable[[dict[str, Any]], None], says: str) -> None:
     pod = fixed(sample())
     change(container(pod, "tcpxo-daemon"))
     pod["spec"]["volumes"].append({"name": "bin", "hostPath": {"path": "/home/kubernetes/bin/nvidia"}})
+    pod["spec"]["volumes"].append({"name": "scratch", "emptyDir": {}})
     refusals = sidecar_refusals(pod)
     assert any(m.startswith(f"containers: container tcpxo-daemon {says}") or says in m for m in refusals), refusals
 

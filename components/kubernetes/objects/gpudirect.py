@@ -144,8 +144,13 @@ def _release_pins(r: SidecarRelease) -> dict[str, str]:
            f"c.env.map(e, has(e.value) ? e.value : '') == {_cel_list(values)})")
     pairs = " || ".join(f"(v.hostPath.path == {json.dumps(m.host_path)} && m.mountPath == {json.dumps(m.mount_path)}"
                         + (" && has(m.readOnly) && m.readOnly" if m.read_only else "") + ")" for m in r.mounts)
-    mounts = (f"({_HOST_MOUNTS}.size() == {len(r.mounts)} && {_HOST_MOUNTS}.all(m, !has(m.subPath) && "
-              f"!has(m.subPathExpr) && variables.hostVolumes.exists(v, v.name == m.name && ({pairs or 'false'}))))")
+    # Exactly the release's mounts and nothing else: a volume of any kind mounted over the entrypoint's directory,
+    # /bin or /etc (an emptyDir an init container filled, say) would run the team's code with the sidecar's host
+    # mounts and capabilities; so no other mount, no block device and no working directory of its own.
+    mounts = (f"((has(c.volumeMounts) ? c.volumeMounts.size() : 0) == {len(r.mounts)} && "
+              f"{_HOST_MOUNTS}.size() == {len(r.mounts)} && {_HOST_MOUNTS}.all(m, !has(m.subPath) && "
+              f"!has(m.subPathExpr) && variables.hostVolumes.exists(v, v.name == m.name && ({pairs or 'false'}))) && "
+              "!has(c.volumeDevices) && !has(c.workingDir))")
     return {"image": images, "run": f"{_list_is('command', r.command)} && ({args})",
             "env": f"{env} && !has(c.envFrom)", "mounts": mounts}
 
@@ -266,7 +271,8 @@ def _sidecar_pins(rules: GpuDirectPodRules, field: str, exempt: str) -> list[Man
          "message": f"{field}: container {name} sets exactly its release's env and no envFrom ({envs})"},
         {"expression": each(field, f"{exempt} || !(c.image in {images}) || {per_release('mounts')}"),
          "reason": "Forbidden",
-         "message": f"{field}: container {name} has exactly its release's host mounts, no subPath ({mounts})"},
+         "message": f"{field}: container {name} has exactly its release's host mounts and no other volume, no "
+                    f"subPath, no volumeDevices and no workingDir ({mounts})"},
         {"expression": each(field, f"{exempt} || (!has(c.lifecycle) && {probes})"), "reason": "Forbidden",
          "message": f"{field}: container {name} has no lifecycle hooks and no exec probes (each runs a command in it)"},
     ]
