@@ -411,7 +411,7 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
         team_objects=team_objects,
         cloud_gpu_stack=GKE_GPU_STACK if gke_drivers else None,
         extra_egress=GKE_METADATA_EGRESS,
-        node_cidrs=(gcp_spec.network.node_cidr,),
+        node_cidrs=(),  # Dataplane V2 (Cilium) selects nodes by entity, not CIDR: the scrape rule names ports only
         system_registries=GKE_SYSTEM_REGISTRIES,
         storage_class_name=STORAGE_CLASS_NAME,
         tenant_pod_security="privileged" if flavours else "baseline",

@@ -16,7 +16,6 @@ from tests.conftest import AWS_STACKS, SHIPPED_STACKS, offline_run
 NETPOL = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 KUBERNETES_OWN = {"kube-system", "kube-public", "kube-node-lease", "default"}
 IMDS = ipaddress.ip_address("169.254.169.254")
-NODE_CIDR_PROD_GCP = "10.40.0.0/20"
 
 
 def _policies(graph: ResourceGraph) -> dict[str, dict[str, dict[str, Any]]]:
@@ -49,7 +48,7 @@ def test_every_platform_namespace_denies_egress_by_default(stack_name: str) -> N
         assert mine["allow-https"]["egress"][0]["ports"] == [{"protocol": "TCP", "port": 443}]
         for name, spec in mine.items():
             for rule in spec.get("egress", []):
-                assert rule.get("to"), (ns, name)  # never "to every address"
+                assert rule.get("to") or rule.get("ports"), (ns, name)  # never every address on every port
 
 
 @pytest.mark.parametrize("stack_name", AWS_STACKS)
@@ -78,15 +77,19 @@ def test_no_platform_or_team_pod_reaches_the_instance_metadata_service(stack_nam
 def test_monitoring_reaches_the_nodes_and_the_smtp_server_and_slurm_its_database() -> None:
     aws = _policies(offline_run("prod-aws-slurm").graph)
     # the VPC (stacks/Pulumi.prod-aws-slurm.yaml vpcCidr): the kubelets and the host-network exporters
-    assert aws["monitoring"]["allow-node-exporters"]["egress"] == [{"to": [{"ipBlock": {"cidr": "10.40.0.0/16"}}]}]
+    scrape = [{"protocol": "TCP", "port": p} for p in (9100, 9102, 10249, 10250)]
+    assert aws["monitoring"]["allow-node-exporters"]["egress"] == [
+        {"to": [{"ipBlock": {"cidr": "10.40.0.0/16"}}], "ports": scrape}]
     assert aws["monitoring"]["allow-smtp"]["egress"][0]["ports"] == [{"protocol": "TCP", "port": 587}]
     db = aws["slurm"]["allow-accounting-database"]["egress"][0]
     assert db["ports"] == [{"protocol": "TCP", "port": 3306}]
     assert {p["ipBlock"]["cidr"] for p in db["to"]} == {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"}
-    assert {p["port"] for p in aws["slurm"]["allow-directory"]["egress"][0]["ports"]} == {389, 636, 3268, 3269}
+    assert {(p["protocol"], p["port"]) for p in aws["slurm"]["allow-directory"]["egress"][0]["ports"]} == {
+        ("TCP", 389), ("TCP", 636), ("TCP", 3268), ("TCP", 3269), ("TCP", 88), ("TCP", 464),
+        ("UDP", 389), ("UDP", 88), ("UDP", 464)}
     gcp = _policies(offline_run("prod-gcp").graph)
-    node_cidr = NODE_CIDR_PROD_GCP  # stacks/Pulumi.prod-gcp.yaml nodeCidr
-    assert gcp["monitoring"]["allow-node-exporters"]["egress"] == [{"to": [{"ipBlock": {"cidr": node_cidr}}]}]
+    # Cilium does not match nodes by CIDR: the scrape ports to any destination, never every port
+    assert gcp["monitoring"]["allow-node-exporters"]["egress"] == [{"ports": scrape}]
     assert "allow-gke-metadata-server" in gcp["monitoring"]  # Workload Identity's tokens come from it
 
 
@@ -101,5 +104,5 @@ def test_the_egress_policies_follow_what_the_cloud_gives() -> None:
     assert mon["allow-agent"]["egress"][0]["to"] == [{"ipBlock": {"cidr": "169.254.170.23/32"}}]
     queue = {m["metadata"]["name"] for m in platform_network_policies("kueue-system", egress)}
     assert queue == {"default-deny-egress", "allow-dns", "allow-cluster-pods", "allow-https", "allow-agent"}
-    bare = {m["metadata"]["name"] for m in platform_network_policies("monitoring", PlatformEgress())}
-    assert "allow-node-exporters" not in bare and "allow-smtp" not in bare
+    bare = {m["metadata"]["name"]: m["spec"] for m in platform_network_policies("monitoring", PlatformEgress())}
+    assert "allow-smtp" not in bare and "to" not in bare["allow-node-exporters"]["egress"][0]

@@ -30,9 +30,14 @@ from components.kubernetes.objects.common import EgressRule, Manifest, meta
 # The private address ranges (RFC 1918): where a managed database's private endpoint lives (RDS in the VPC, Cloud SQL
 # in the private services access range, whose CIDR Google allocates at apply time and the program cannot name).
 PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
-# LDAP (389, StartTLS), LDAPS (636) and Active Directory's global catalog (3268, 3269 over TLS): what sssd on the Slurm
-# login and worker pods reaches (sssd-ldap(5), sssd-ad(5)). The directory is outside the stack and may be anywhere.
-DIRECTORY_PORTS = (389, 636, 3268, 3269)
+# LDAP (389, StartTLS), LDAPS (636), Active Directory's global catalog (3268, 3269 over TLS), Kerberos (88) and its
+# password change (464): what sssd on the Slurm login and worker pods reaches (sssd-ldap(5), sssd-ad(5), sssd-krb5(5));
+# AD's discovery also uses CLDAP (UDP 389) and Kerberos over UDP. The directory is outside the stack.
+DIRECTORY_PORTS = (389, 636, 3268, 3269, 88, 464)
+DIRECTORY_UDP_PORTS = (389, 88, 464)
+# What Prometheus scrapes on the nodes' own addresses (host-network pods and the kubelet): kubelet and cAdvisor (10250),
+# kube-proxy (10249), the node exporter (9100) and the EFA node exporter (9102; components/aws/telemetry.py).
+NODE_SCRAPE_PORTS = (9100, 9102, 10249, 10250)
 SLURM_DB_PORTS = (3306,)  # slurmdbd to MySQL (RDS for MySQL, Cloud SQL for MySQL)
 
 
@@ -42,7 +47,10 @@ class PlatformEgress:
 
     anywhere: what "any address" is (0.0.0.0/0, with ::/0 on an IPv6 cluster).
     agents: the cloud's credential agent, as the team namespaces get it (EKS Pod Identity, GKE metadata server).
-    node_cidrs: the nodes' addresses (the VPC or node subnet), for the exporters Prometheus scrapes on the host network.
+    node_cidrs: the nodes' addresses (the VPC), for the exporters Prometheus scrapes on the host network; empty where
+        the dataplane cannot select nodes by address (GKE Dataplane V2 is Cilium, whose CIDR rules do not match
+        cluster nodes, only its host and remote-node entities do: cilium/cilium-cli#1988, cilium/cilium#16308), and
+        the rule then names the ports alone.
     smtp_ports: the ports of the stack's email receivers' smarthosts (Alertmanager sends from monitoring).
     """
 
@@ -73,10 +81,11 @@ def namespace_needs(namespace: str, egress: PlatformEgress) -> list[tuple[str, l
     """(policy name, egress rules) a namespace needs beyond the shared allows."""
     if namespace == "monitoring":
         needs = []
+        # Host-network exporters and the kubelet, on the nodes' addresses where the dataplane can name them.
+        scrape: Manifest = {"ports": _tcp(NODE_SCRAPE_PORTS)}
         if egress.node_cidrs:
-            # Host-network exporters: kubelet/cAdvisor (10250), node exporter and the EFA exporter (their chart
-            # ports), each on the node's own address.
-            needs.append(("allow-node-exporters", [{"to": [{"ipBlock": {"cidr": c}} for c in egress.node_cidrs]}]))
+            scrape = {"to": [{"ipBlock": {"cidr": c}} for c in egress.node_cidrs], **scrape}
+        needs.append(("allow-node-exporters", [scrape]))
         if egress.smtp_ports:
             needs.append(("allow-smtp", [{"to": [{"ipBlock": {"cidr": c}} for c in egress.anywhere],
                                           "ports": _tcp(sorted(set(egress.smtp_ports)))}]))
@@ -85,7 +94,8 @@ def namespace_needs(namespace: str, egress: PlatformEgress) -> list[tuple[str, l
         return [("allow-accounting-database", [{"to": [{"ipBlock": {"cidr": c}} for c in PRIVATE_RANGES],
                                                 "ports": _tcp(SLURM_DB_PORTS)}]),
                 ("allow-directory", [{"to": [{"ipBlock": {"cidr": c}} for c in egress.anywhere],
-                                      "ports": _tcp(DIRECTORY_PORTS)}])]
+                                      "ports": [*_tcp(DIRECTORY_PORTS),
+                                                *({"protocol": "UDP", "port": p} for p in DIRECTORY_UDP_PORTS)]}])]
     return []
 
 
