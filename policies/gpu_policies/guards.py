@@ -9,13 +9,14 @@ run), NetworkPolicies in team and platform namespaces, and the alert rules and r
 
 from __future__ import annotations
 
-import json
+import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyResource, Severity, StackValidationArgs
 
+from gpu_policies.cel import refuses
 from gpu_policies.common import (
     NAMESPACE,
     STRING_LIST,
@@ -42,7 +43,6 @@ PROMETHEUS_RULE = "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
 ALERTMANAGER_CONFIG = "kubernetes:monitoring.coreos.com/v1alpha1:AlertmanagerConfig"
 ENFORCE = "pod-security.kubernetes.io/enforce"
 GPUDIRECT_REASON = ("gpu-cluster/pod-security-reason", "gpudirect-sidecars")
-OPEN = ("0.0.0.0/0", "::/0")
 NOTIFIERS = ("slackConfigs", "pagerdutyConfigs", "emailConfigs", "webhookConfigs", "opsgenieConfigs",
              "msteamsConfigs", "msteamsv2Configs", "snsConfigs", "telegramConfigs", "victoropsConfigs",
              "pushoverConfigs", "wechatConfigs", "discordConfigs", "webexConfigs")
@@ -109,70 +109,100 @@ def selects(selector: Any, labels: Mapping[str, Any]) -> bool:
     return True
 
 
-def _judges(policy: PolicyResource, resources: frozenset[str], operations: frozenset[str]) -> bool:
-    """Fails closed and judges every request for these resources on these operations (no match condition narrows
-    it)."""
-    spec = _spec(policy)
-    if spec.get("failurePolicy", "Fail") != "Fail" or spec.get("matchConditions"):
+def _covers(rules: Any, resource: str, operations: frozenset[str]) -> bool:
+    """Some rule of ``rules`` names the core API group, v1, the resource and every one of the operations."""
+    def has(rule: Mapping[str, Any], key: str, value: str) -> bool:
+        values = rule.get(key) or []
+        return value in values or "*" in values
+    return any(isinstance(r, dict) and has(r, "apiGroups", "") and has(r, "apiVersions", "v1")
+               and has(r, "resources", resource) and all(has(r, "operations", op) for op in operations)
+               for r in rules or [])
+
+
+def _judges(policy: Mapping[str, Any], binding: Mapping[str, Any], resources: frozenset[str],
+            operations: frozenset[str]) -> bool:
+    """The policy (``spec``) and its binding (``spec``) fail closed on every request for these resources and
+    operations: no match condition, object selector or exclude rule narrows them (a namespace selector is judged
+    against each namespace), and the binding denies."""
+    constraints = policy.get("matchConstraints") or {}
+    matched = binding.get("matchResources") or {}
+    if policy.get("failurePolicy", "Fail") != "Fail" or policy.get("matchConditions") or policy.get("paramKind"):
         return False
-    if any(str(v.get("expression", "")).strip() == "true" for v in spec.get("validations") or []
-           if isinstance(v, dict)):
-        return False  # a check that always passes: the policy is hollow, whatever its messages say
-    rules = get(spec, "matchConstraints", "resourceRules", default=[]) or []
-    judged = [(set(r.get("resources") or []), set(r.get("operations") or [])) for r in rules if isinstance(r, dict)]
-    return all(any(resource in res and (operations <= ops or "*" in ops) for res, ops in judged)
-               for resource in resources)
-
-
-def _expressions(policy: PolicyResource) -> list[str]:
-    """The CEL a policy runs: its validations, then its variables (which the validations may read)."""
-    spec = _spec(policy)
-    return [str(v.get("expression", "")) for key in ("validations", "variables") for v in spec.get(key) or []
-            if isinstance(v, dict)]
-
-
-def _prefixes(expression: str) -> list[str] | None:
-    """The registry prefixes a ``[...].exists(p, c.image.startsWith(p))`` expression allows (None: not that form)."""
-    found = re.search(r"(\[[^\]]*\])\.exists\(\s*(\w+)\s*,\s*c\.image\.startsWith\(\s*\2\s*\)\s*\)", expression)
-    if found is None:
-        return None
-    try:
-        values = json.loads(found.group(1))
-    except ValueError:
-        return None
-    return [str(v) for v in values] if isinstance(values, list) else None
-
-
-def _registries(expressions: list[str]) -> bool:
-    """Every kind of container is held to a non-empty list of registry prefixes, none of them empty."""
-    for field in ("containers", "initContainers", "ephemeralContainers"):
-        lists = [_prefixes(e) for e in expressions if f"object.spec.{field}.all(" in e]
-        if not any(p and all(p) for p in lists):
+    if "Deny" not in (binding.get("validationActions") or []):
+        return False
+    for narrowing in (constraints, matched):
+        if narrowing.get("objectSelector") or narrowing.get("excludeResourceRules"):
             return False
-    return True
+    return all(_covers(constraints.get("resourceRules"), r, operations)
+               and (not matched.get("resourceRules") or _covers(matched.get("resourceRules"), r, operations))
+               for r in resources)
 
 
-def _no_privileged(expressions: list[str]) -> bool:
-    """Containers and init containers are refused ``securityContext.privileged``."""
-    return all(any(f"object.spec.{field}.all(" in e and "!c.securityContext.privileged" in e for e in expressions)
-               for field in ("containers", "initContainers"))
+# Probe requests: what a policy must refuse to count as the guard, each beside its good twin (the same request with
+# the one property fixed) that the policy must admit, so that a policy refusing the probe for another reason (a
+# registry policy refusing every probe's image, say) does not count. (object, request) in the namespace.
+Probe = tuple[dict[str, Any], dict[str, Any]]
+Pair = tuple[Probe, Probe | None]
+FOREIGN_IMAGE = "registry.invalid/probe:1"  # a registry no stack allows (.invalid: RFC 2606)
 
 
-def _team_gid(expressions: list[str]) -> bool:
-    """A pod must carry its namespace's team GID (read from the namespace's label) as a group of every container."""
-    return any("namespaceObject.metadata.labels" in e and "gpu-cluster/gid" in e for e in expressions) and \
-        any("supplementalGroups" in e for e in expressions) and \
-        any("object.spec.containers.all(" in e for e in expressions)
+def _pod(namespace: str, gid: int | None, **spec: Any) -> Probe:
+    """A pod that breaks nothing but what ``spec`` changes: the team's group, one container, no host access."""
+    body: dict[str, Any] = {"containers": [{"name": "main", "image": FOREIGN_IMAGE}], **spec}
+    if gid is not None and "securityContext" not in spec:
+        body["securityContext"] = {"supplementalGroups": [gid]}
+    request = {"operation": "CREATE", "namespace": namespace, "name": "probe",
+               "kind": {"group": "", "version": "v1", "kind": "Pod"},
+               "resource": {"group": "", "version": "v1", "resource": "pods"}, "subResource": "",
+               "userInfo": {"username": "probe", "groups": []}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": namespace},
+            "spec": body}, request
 
 
-def _gpudirect(expressions: list[str]) -> bool:
-    """Host paths and added capabilities are bounded container by container."""
-    return any("hostPath" in e for e in expressions) and any("capabilities.add" in e for e in expressions)
+def _registry_probes(namespace: str, gid: int | None, sidecar: str | None) -> list[Pair]:
+    init = {"name": "init", "image": FOREIGN_IMAGE}
+    return [(_pod(namespace, gid), None),
+            (_pod(namespace, gid, initContainers=[init]), None),
+            (_pod(namespace, gid, ephemeralContainers=[{**init, "name": "debug"}]), None)]
 
 
-def _sidecar_exec(expressions: list[str]) -> bool:
-    """exec and attach must name a container, and not the GPUDirect sidecar."""
-    return any("object.container" in e and "!=" in e for e in expressions)
+def _privileged_probes(namespace: str, gid: int | None, sidecar: str | None) -> list[Pair]:
+    privileged = {"name": "main", "image": FOREIGN_IMAGE, "securityContext": {"privileged": True}}
+    good = _pod(namespace, gid)
+    return [(_pod(namespace, gid, containers=[privileged]), good),
+            (_pod(namespace, gid, initContainers=[{**privileged, "name": "init"}]), good)]
+
+
+def _gid_probes(namespace: str, gid: int | None, sidecar: str | None) -> list[Pair]:
+    other = (gid or 0) + 1
+    good = _pod(namespace, gid)
+    return [(_pod(namespace, gid, securityContext={}), good),
+            (_pod(namespace, gid, securityContext={"supplementalGroups": [other], "runAsGroup": other}), good)]
+
+
+def _gpudirect_probes(namespace: str, gid: int | None, sidecar: str | None) -> list[Pair]:
+    root = [{"name": "root", "hostPath": {"path": "/"}}]
+    mounted = {"name": "main", "image": FOREIGN_IMAGE, "volumeMounts": [{"name": "root", "mountPath": "/host"}]}
+    admin = {"name": "main", "image": FOREIGN_IMAGE, "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}
+    good = _pod(namespace, gid)
+    return [(_pod(namespace, gid, containers=[mounted], volumes=root), good),
+            (_pod(namespace, gid, containers=[admin]), good),
+            (_pod(namespace, gid, hostNetwork=True), good)]
+
+
+def _connect(namespace: str, subresource: str, kind: str, container: str | None) -> Probe:
+    obj = {"apiVersion": "v1", "kind": kind, "stdin": True, "tty": True,
+           **({"container": container} if container else {})}
+    return obj, {"operation": "CONNECT", "namespace": namespace, "name": "probe",
+                 "kind": {"group": "", "version": "v1", "kind": kind},
+                 "resource": {"group": "", "version": "v1", "resource": "pods"}, "subResource": subresource,
+                 "userInfo": {"username": "probe", "groups": []}}
+
+
+def _exec_probes(namespace: str, gid: int | None, sidecar: str | None) -> list[Pair]:
+    return [(_connect(namespace, sub, kind, container), _connect(namespace, sub, kind, "main"))
+            for sub, kind in (("exec", "PodExecOptions"), ("attach", "PodAttachOptions"))
+            for container in (sidecar, None)]
 
 
 PODS = frozenset({"pods"})
@@ -180,46 +210,60 @@ EXEC = frozenset({"pods/exec", "pods/attach"})
 CREATE_UPDATE = frozenset({"CREATE", "UPDATE"})
 CREATE = frozenset({"CREATE"})  # a pod's security context cannot change after it is created
 CONNECT = frozenset({"CONNECT"})
+SIDECAR_NAME = re.compile(r'c\.name == "([^"]+)"')
 
-# (what the guard does, how to recognise it from its expressions, the operations it must judge, which namespaces need
-# it: team namespaces by their labels, and any namespace labelled for GPUDirect sidecars, such as the acceptance
-# gate's, for the last)
-# needed(labels, team namespace, the GPUDirect bounds name a sidecar)
-AdmissionGuard = tuple[str, Callable[[list[str]], bool], tuple[frozenset[str], frozenset[str]],
+# (what the guard does, the requests it must judge (resources, operations), the probes it must refuse, which namespaces
+# need it: needed(labels, team namespace, the GPUDirect bounds name a sidecar))
+AdmissionGuard = tuple[str, tuple[frozenset[str], frozenset[str]], Callable[[str, int | None, str | None], list[Pair]],
                        Callable[[Mapping[str, Any], bool, bool], bool]]
 ADMISSION_GUARDS: list[AdmissionGuard] = [
-    ("admits images only from the allowed registries", _registries, (PODS, CREATE_UPDATE),
+    ("admits images only from the allowed registries", (PODS, CREATE_UPDATE), _registry_probes,
      lambda labels, team, sidecar: team),
-    ("refuses privileged containers", _no_privileged, (PODS, CREATE_UPDATE), lambda labels, team, sidecar: team),
-    ("requires the team's GID on every pod (its shared-filesystem directory is group-owned)", _team_gid,
-     (PODS, CREATE), lambda labels, team, sidecar: team and "gpu-cluster/gid" in labels),
-    ("bounds the GPUDirect containers' host paths and capabilities", _gpudirect, (PODS, CREATE_UPDATE),
+    ("refuses privileged containers", (PODS, CREATE_UPDATE), _privileged_probes, lambda labels, team, sidecar: team),
+    ("requires the team's GID on every pod (its shared-filesystem directory is group-owned)", (PODS, CREATE),
+     _gid_probes, lambda labels, team, sidecar: team and "gpu-cluster/gid" in labels),
+    ("bounds the GPUDirect containers' host paths and capabilities", (PODS, CREATE_UPDATE), _gpudirect_probes,
      lambda labels, team, sidecar: labels.get(GPUDIRECT_REASON[0]) == GPUDIRECT_REASON[1]),
     # Where the bounds let one named container (GKE's receive-datapath sidecar) do more than the others.
-    ("refuses exec and attach into the GPUDirect sidecar", _sidecar_exec, (EXEC, CONNECT),
+    ("refuses exec and attach into the GPUDirect sidecar", (EXEC, CONNECT), _exec_probes,
      lambda labels, team, sidecar: sidecar and labels.get(GPUDIRECT_REASON[0]) == GPUDIRECT_REASON[1]),
 ]
 
 
+def _gid(labels: Mapping[str, Any]) -> int | None:
+    try:
+        return int(str(labels.get("gpu-cluster/gid")))
+    except ValueError:
+        return None
+
+
 def _admission(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
-    policies = {k8s_name(p.props): p for p in of_type(args.resources, VAP)}
-    bindings = [(b, policies[str(get(b.props, "spec", "policyName"))]) for b in of_type(args.resources, VAP_BINDING)
-                if "Deny" in (get(b.props, "spec", "validationActions", default=[]) or [])
-                and get(b.props, "spec", "policyName") in policies]
+    policies = {k8s_name(p.props): _spec(p) for p in of_type(args.resources, VAP)}
+    bindings = [(spec, policies[str(spec.get("policyName"))]) for spec in map(_spec, of_type(args.resources,
+                                                                                             VAP_BINDING))
+                if str(spec.get("policyName")) in policies]
     teams = {k8s_name(ns.props) for ns in team_namespaces(args.resources, cfg["systemNamespaces"])}
-    sidecar = any("c.name ==" in e for p in policies.values() if _gpudirect(_expressions(p)) for e in _expressions(p))
+    # The sidecar the GPUDirect bounds single out (GKE's tcpxo-daemon), if any: exec into it must be refused.
+    named = [m for spec in policies.values() for v in spec.get("validations") or [] if isinstance(v, dict)
+             for m in SIDECAR_NAME.findall(str(v.get("expression", ""))) if "hostPath" in str(v.get("expression"))]
+    sidecar = named[0] if named else None
     for ns in of_type(args.resources, NAMESPACE):
         labels, name = _labels(ns), k8s_name(ns.props)
-        for does, recognise, (judged, operations), needed in ADMISSION_GUARDS:
-            if not needed(labels, name in teams, sidecar):
+        namespace_object = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+        for does, (judged, operations), probes, needed in ADMISSION_GUARDS:
+            if not needed(labels, name in teams, sidecar is not None):
                 continue
-            if not any(_judges(policy, judged, operations) and recognise(_expressions(policy))
-                       and selects(get(_spec(b), "matchResources", "namespaceSelector"), labels)
-                       and selects(get(_spec(policy), "matchConstraints", "namespaceSelector"), labels)
-                       for b, policy in bindings):
+            requests = probes(name, _gid(labels), sidecar)
+            if not any(_judges(policy, binding, judged, operations)
+                       and selects(get(binding, "matchResources", "namespaceSelector"), labels)
+                       and selects(get(policy, "matchConstraints", "namespaceSelector"), labels)
+                       and all(refuses(policy, *bad, namespace_object)
+                               and (good is None or not refuses(policy, *good, namespace_object))
+                               for bad, good in requests)
+                       for binding, policy in bindings):
                 # No field: what is missing is a policy and its binding, not an input of the namespace.
                 report(f"Namespace {name} must be bound (Deny) to a ValidatingAdmissionPolicy that fails closed and "
-                       f"{does}; none of the stack's admission policies does.", ns.urn)
+                       f"{does}; none of the stack's admission policies refuses its probe requests.", ns.urn)
 
 
 admission_guards = guard(
@@ -268,26 +312,124 @@ def _default_deny(policy: PolicyResource, kinds: set[str]) -> bool:
         not any(spec.get(k.lower()) for k in kinds)
 
 
-def _opens_everything(policy: PolicyResource, team: bool) -> str | None:
-    """Why a policy's rules let its pods reach (or be reached from) anything, or None: a rule without peers, or an
-    open CIDR on every port; in a team namespace also every namespace of the cluster."""
+# A port range at least this wide counts as every port (endPort 1-65535 is not a named port).
+WIDE_PORT_RANGE = 1024
+IMDS = ipaddress.ip_address("169.254.169.254")  # EC2's instance metadata service: the node role's credentials
+IMDS_PORT = 80
+
+
+def _every_port(rule: Mapping[str, Any]) -> bool:
+    """The rule's ports are all ports: none listed, an entry without a port, or a very wide range."""
+    ports = rule.get("ports") or []
+    if not ports:
+        return True
+    for entry in ports:
+        if not isinstance(entry, dict) or entry.get("port") is None:
+            return True
+        start, end = entry.get("port"), entry.get("endPort")
+        if isinstance(start, int) and isinstance(end, int) and end - start >= WIDE_PORT_RANGE:
+            return True
+    return False
+
+
+def _opens_port(rule: Mapping[str, Any], port: int, protocol: str = "TCP") -> bool:
+    """The rule's ports include this one (all ports do)."""
+    ports = rule.get("ports") or []
+    if not ports:
+        return True
+    for entry in ports:
+        if not isinstance(entry, dict) or entry.get("protocol", "TCP") != protocol:
+            continue
+        start = entry.get("port")
+        if start is None:
+            return True
+        end = entry.get("endPort", start)
+        if isinstance(start, int) and isinstance(end, int) and start <= port <= end:
+            return True
+    return False
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _without(part: Network, hole: Network) -> list[Network]:
+    """``part`` with ``hole`` taken out (an ipBlock's except)."""
+    if part.version != hole.version or not part.overlaps(hole):
+        return [part]
+    if part.subnet_of(hole):  # type: ignore[arg-type]
+        return []
+    return list(part.address_exclude(hole))  # type: ignore[arg-type]
+
+
+def _blocks(peers: list[Any]) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """The address ranges the peers' ipBlocks name, their exceptions taken out."""
+    nets: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+    for peer in peers:
+        block = peer.get("ipBlock") if isinstance(peer, dict) else None
+        if not isinstance(block, dict):
+            continue
+        try:
+            net = ipaddress.ip_network(str(block.get("cidr")), strict=False)
+            parts = [net]
+            for cut in block.get("except") or []:
+                hole = ipaddress.ip_network(str(cut), strict=False)
+                parts = [rest for part in parts for rest in _without(part, hole)]
+            nets += parts
+        except ValueError:
+            continue
+    return nets
+
+
+def _wide(nets: list[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> bool:
+    """Together the ranges hold at least half of the IPv4 or the IPv6 address space (0.0.0.0/1 + 128.0.0.0/1, ...)."""
+    v4 = ipaddress.collapse_addresses(n for n in nets if isinstance(n, ipaddress.IPv4Network))
+    v6 = ipaddress.collapse_addresses(n for n in nets if isinstance(n, ipaddress.IPv6Network))
+    return sum(n.num_addresses for n in v4) * 2 >= 2 ** 32 or sum(n.num_addresses for n in v6) * 2 >= 2 ** 128
+
+
+def _opens_everything(policy: PolicyResource, team: str | None, namespaces: list[dict[str, Any]],
+                      aws: bool) -> str | None:
+    """Why a policy's rules let its pods reach (or be reached from) too much, or None: every address on every port
+    (no peers, or ranges holding half the address space), on EKS the instance metadata service's port, and in a team
+    namespace (``team``) another team's namespace or several namespaces at once."""
     spec = _spec(policy)
+    teams = {str(n["metadata"]["name"]) for n in namespaces if n["metadata"]["labels"].get("gpu-cluster/tenant")
+             == "true"}
     for direction, peers_key in (("egress", "to"), ("ingress", "from")):
         for i, rule in enumerate(spec.get(direction) or []):
-            peers = rule.get(peers_key)
-            if not peers:
-                return f"{direction}[{i}] has no {peers_key}: every address"
-            if rule.get("ports"):
+            if not isinstance(rule, dict):
+                continue
+            peers = [p for p in rule.get(peers_key) or [] if isinstance(p, dict)]
+            nets = _blocks(peers)
+            everywhere = not peers or _wide(nets)
+            if everywhere and _every_port(rule):
+                return f"{direction}[{i}] reaches every address on every port"
+            if aws and direction == "egress" and (not peers or any(IMDS in n for n in nets)) and \
+                    _opens_port(rule, IMDS_PORT):
+                return f"{direction}[{i}] reaches {IMDS}:{IMDS_PORT}, the instance metadata service"
+            if team is None:
                 continue
             for peer in peers:
-                if get(peer, "ipBlock", "cidr") in OPEN:
-                    return f"{direction}[{i}] opens {get(peer, 'ipBlock', 'cidr')} on every port"
-                if team and peer.get("namespaceSelector") == {} and not peer.get("podSelector"):
-                    return f"{direction}[{i}] reaches every namespace of the cluster"
+                if "namespaceSelector" not in peer:
+                    continue
+                chosen = {str(n["metadata"]["name"]) for n in namespaces
+                          if selects(peer.get("namespaceSelector"), n["metadata"]["labels"])}
+                if len(chosen) > 1 or (chosen & teams) - {team}:
+                    return f"{direction}[{i}] reaches namespaces {', '.join(sorted(chosen))}"
     return None
 
 
+def _namespaces(resources: Iterable[PolicyResource]) -> list[dict[str, Any]]:
+    """Every namespace of the stack with its labels (and the name label the API server sets)."""
+    return [{"metadata": {"name": k8s_name(ns.props), "labels": _labels(ns)}} for ns in of_type(resources, NAMESPACE)]
+
+
+def _on_aws(resources: Iterable[PolicyResource]) -> bool:
+    return bool(of_type(resources, "aws:eks/cluster:Cluster"))
+
+
 def _team_isolation(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    namespaces, aws = _namespaces(args.resources), _on_aws(args.resources)
     by_ns: dict[str, list[PolicyResource]] = {}
     for p in of_type(args.resources, NETWORK_POLICY):
         by_ns.setdefault(k8s_namespace(p.props), []).append(p)
@@ -298,7 +440,7 @@ def _team_isolation(args: StackValidationArgs, report: Reporter, cfg: dict[str, 
             report(f"Team namespace {name} must have a default-deny NetworkPolicy (empty podSelector, Ingress and "
                    "Egress, no rules) under its named allows.", ns.urn)
         for p in policies:
-            why = _opens_everything(p, team=True)
+            why = _opens_everything(p, name, namespaces, aws)
             if why is not None:
                 report(f"NetworkPolicy {k8s_name(p.props)} in team namespace {name} must allow only named peers "
                        f"and ports; {why}.", p.urn, field="spec", value=seen(p.props, "spec"))
@@ -315,6 +457,7 @@ team_isolation_guard = guard(
 
 def _platform_egress(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
     teams = {k8s_name(ns.props) for ns in team_namespaces(args.resources, cfg["systemNamespaces"])}
+    namespaces, aws = _namespaces(args.resources), _on_aws(args.resources)
     by_ns: dict[str, list[PolicyResource]] = {}
     for p in of_type(args.resources, NETWORK_POLICY):
         by_ns.setdefault(k8s_namespace(p.props), []).append(p)
@@ -328,7 +471,7 @@ def _platform_egress(args: StackValidationArgs, report: Reporter, cfg: dict[str,
                    "an empty podSelector, policyType Egress and no egress rules) and allow only what its components "
                    "need: without it its pods reach the instance metadata service and the whole network.", ns.urn)
         for p in policies:
-            why = _opens_everything(p, team=False)
+            why = _opens_everything(p, None, namespaces, aws)
             if why is not None:
                 report(f"NetworkPolicy {k8s_name(p.props)} in {name} must allow only named peers and ports; {why}.",
                        p.urn, field="spec", value=seen(p.props, "spec"))

@@ -50,13 +50,19 @@ def test_a_pod_without_the_teams_group_is_refused_with_the_fix(graph_files: Call
     ({}, {"runAsGroup": "GID"}, True),  # every container's own primary group
     ({"runAsGroup": "GID"}, {"runAsGroup": 1000}, False),  # the container sets another primary group
     ({"runAsUser": 1000, "runAsGroup": 1000}, {}, False),
-    ({"supplementalGroups": [4242]}, {}, False),  # another team's group
+    ({"supplementalGroups": [4242]}, {}, False),  # not the team's group
+    # the team's group and another team's too (issue 33 review): the other team's directory would be writable
+    ({"supplementalGroups": ["GID", "OTHER"]}, {}, False),
+    ({"supplementalGroups": ["GID"], "fsGroup": "OTHER"}, {}, False),
+    ({"supplementalGroups": ["GID"]}, {"runAsGroup": "OTHER"}, False),
 ])
 def test_the_group_reaches_every_container_one_way_or_another(
         context: dict[str, Any], containers: dict[str, Any], admitted: bool) -> None:
     gid = team_gid("research")
 
     def put(value: Any) -> Any:
+        if value == "OTHER":
+            return team_gid("pretraining")
         return gid if value == "GID" else [put(v) for v in value] if isinstance(value, list) else value
 
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "research"},

@@ -97,6 +97,20 @@ def _allow_all_egress(graph: ResourceGraph) -> ResourceGraph:
     return ResourceGraph(graph.stack, [*graph.resources, opened])
 
 
+def _team_allow(rule: dict[str, Any]) -> Mutation:
+    """One more NetworkPolicy in a team namespace with this egress rule."""
+    def mutate(graph: ResourceGraph) -> ResourceGraph:
+        team = sorted(_teams(graph))[0]
+        base = next(r for r in graph.of_type(NETPOL) if r.inputs["metadata"].get("namespace") == team)
+        added = dataclasses.replace(
+            base, urn=base.urn.rsplit("::", 1)[0] + "::allow-more", name="allow-more",
+            inputs={"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                    "metadata": {"name": "allow-more", "namespace": team},
+                    "spec": {"podSelector": {}, "policyTypes": ["Egress"], "egress": [rule]}})
+        return ResourceGraph(graph.stack, [*graph.resources, added])
+    return mutate
+
+
 def _platform_deny_gone(graph: ResourceGraph) -> ResourceGraph:
     return _without(lambda r: r.type == NETPOL and r.inputs["metadata"]["name"] == "default-deny-egress"
                     and r.inputs["metadata"].get("namespace") == "monitoring")(graph)
@@ -150,6 +164,43 @@ GUARDS: dict[str, tuple[str, Mutation, tuple[str, ...] | None]] = {
         "kubernetes-team-admission-policies",
         _without(lambda r: r.type == BINDING and r.inputs["metadata"]["name"] == "gpu-cluster-gpudirect-sidecar-exec"),
         ("prod-gcp",)),
+    # Weakenings a reviewer tried (issue 33 review): each passed the first, text-matching version of the guard.
+    "registry binding lets pods opt out by a label": (
+        "kubernetes-team-admission-policies",
+        _editing(_named(BINDING, "gpu-cluster-allowed-registries"), lambda i: i["spec"]["matchResources"].update(
+            objectSelector={"matchLabels": {"registry-check": "on"}})), None),
+    "registry policy matches another API group": (
+        "kubernetes-team-admission-policies",
+        _editing(_named(VAP, "gpu-cluster-allowed-registries"), lambda i: [
+            r.update(apiGroups=["example.com"]) for r in i["spec"]["matchConstraints"]["resourceRules"]]), None),
+    "registry policy excludes pods": (
+        "kubernetes-team-admission-policies",
+        _editing(_named(VAP, "gpu-cluster-allowed-registries"), lambda i: i["spec"]["matchConstraints"].update(
+            excludeResourceRules=[{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                                   "resources": ["pods"]}])), None),
+    "registry checks made always true": (
+        "kubernetes-team-admission-policies",
+        _editing(_named(VAP, "gpu-cluster-allowed-registries"), lambda i: [
+            v.update(expression=f"({v['expression']}) || 1 == 1") for v in i["spec"]["validations"]]), None),
+    "registry checks moved into unused variables": (
+        "kubernetes-team-admission-policies",
+        _editing(_named(VAP, "gpu-cluster-allowed-registries"), lambda i: i["spec"].update(
+            variables=[{"name": f"v{n}", "expression": v["expression"]}
+                       for n, v in enumerate(i["spec"]["validations"])],
+            validations=[{"expression": "1 == 1"}])), None),
+    "a team policy opens every port by range": ("kubernetes-team-namespaces-isolated", _team_allow(
+        {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"protocol": "TCP", "port": 1, "endPort": 65535}]}),
+        None),
+    "a team policy opens every port by omitting it": ("kubernetes-team-namespaces-isolated", _team_allow(
+        {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"protocol": "TCP"}]}), None),
+    "a team policy opens two halves of the internet": ("kubernetes-team-namespaces-isolated", _team_allow(
+        {"to": [{"ipBlock": {"cidr": "0.0.0.0/1"}}, {"ipBlock": {"cidr": "128.0.0.0/1"}}]}), None),
+    "a team policy reaches every namespace by expression": ("kubernetes-team-namespaces-isolated", _team_allow(
+        {"to": [{"namespaceSelector": {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "Exists"}]}}]}), None),
+    "a team policy reaches the instance metadata service": ("kubernetes-team-namespaces-isolated", _team_allow(
+        {"to": [{"ipBlock": {"cidr": "169.254.0.0/16"}}], "ports": [{"protocol": "TCP", "port": 80}]}),
+        ("prod-aws", "prod-aws-slurm")),
     "team namespaces at Pod Security privileged": ("kubernetes-team-namespaces-pod-security", _privileged_teams, None),
     "delete every team NetworkPolicy": ("kubernetes-team-namespaces-isolated", _team_policies_gone, None),
     "a team policy opens all egress": ("kubernetes-team-namespaces-isolated", _allow_all_egress, None),

@@ -211,7 +211,7 @@ def subpath_policy() -> list[Manifest]:
 TEAM_GID_POLICY = "gpu-cluster-team-gid"
 
 
-def team_gid_policy() -> list[Manifest]:
+def team_gid_policy(team_gids: Sequence[int] = ()) -> list[Manifest]:
     """Every container of a pod in a team namespace runs with the team's POSIX group (the namespace's label
     ``gpu-cluster/gid``, read through ``namespaceObject``), or the pod is refused with the fix in the message.
 
@@ -231,7 +231,9 @@ def team_gid_policy() -> list[Manifest]:
     Policy"; GA in 1.36, KEP-3962 kep.yaml). The stacks run 1.35 on EKS, whose API server flags are not the
     cluster owner's, and 1.33 or later on GKE (the oldest minor the REGULAR channel may run), where it is alpha; GKE
     lets no one set feature gates (GKE "Feature gates": "You can't modify Kubernetes feature gates in GKE clusters").
-    Pods only: their security context cannot change after creation, so CREATE is where it is judged.
+    Pods only: their security context cannot change after creation, so CREATE is where it is judged. A pod also takes
+    no other team's GID (``team_gids``, every team's) as a group, primary or supplementary: with it, a pod that
+    mounted another team's directory could write there.
     """
     gid = f"namespaceObject.metadata.labels[{json.dumps(TEAM_GID_LABEL)}]"
     pod_sc = "object.spec.securityContext"
@@ -240,6 +242,11 @@ def team_gid_policy() -> list[Manifest]:
         check = (f"object.spec.{field}.all(c, variables.podGroups || (has(c.securityContext) && "
                  "has(c.securityContext.runAsGroup) ? c.securityContext.runAsGroup == variables.gid : "
                  "variables.podRunAsGroup))")
+        return check if field == "containers" else f"!has(object.spec.{field}) || {check}"
+
+    def others(field: str) -> str:
+        check = (f"object.spec.{field}.all(c, !has(c.securityContext) || !has(c.securityContext.runAsGroup) || "
+                 "!(c.securityContext.runAsGroup in variables.otherTeams))")
         return check if field == "containers" else f"!has(object.spec.{field}) || {check}"
 
     fix = ("add it to spec.securityContext.supplementalGroups (or make it the runAsGroup of every container, or the "
@@ -257,7 +264,9 @@ def team_gid_policy() -> list[Manifest]:
                        f"variables.gid in {pod_sc}.supplementalGroups) || "
                        f"(has({pod_sc}.fsGroup) && {pod_sc}.fsGroup == variables.gid))"},
                       {"name": "podRunAsGroup", "expression":
-                       f"has({pod_sc}) && has({pod_sc}.runAsGroup) && {pod_sc}.runAsGroup == variables.gid"}],
+                       f"has({pod_sc}) && has({pod_sc}.runAsGroup) && {pod_sc}.runAsGroup == variables.gid"},
+                      {"name": "otherTeams", "expression":
+                       f"{json.dumps(sorted(set(team_gids)))}.filter(g, g != variables.gid)"}],
                   "validations": [{
                       "expression": f"{each('containers')} && ({each('initContainers')})", "reason": "Forbidden",
                       "message": f"every container runs with the team's group (label {TEAM_GID_LABEL} of the "
@@ -268,7 +277,16 @@ def team_gid_policy() -> list[Manifest]:
                                            f"team\\'s directory on the shared filesystem (root:' + {gid} + ', mode "
                                            f"{TEAM_DIR_MODE}): add ' + {gid} + ' to "
                                            "spec.securityContext.supplementalGroups (or make it the runAsGroup of "
-                                           "every container, or the fsGroup)'"}]}},
+                                           "every container, or the fsGroup)'"},
+                      {"expression": f"(!has({pod_sc}) || ((!has({pod_sc}.supplementalGroups) || "
+                                     f"!{pod_sc}.supplementalGroups.exists(g, g in variables.otherTeams)) && "
+                                     f"(!has({pod_sc}.fsGroup) || !({pod_sc}.fsGroup in variables.otherTeams)) && "
+                                     f"(!has({pod_sc}.runAsGroup) || !({pod_sc}.runAsGroup in variables.otherTeams))))"
+                                     f" && {others('containers')} && ({others('initContainers')})",
+                       "reason": "Forbidden",
+                       "message": "a team's pod takes no other team's group (supplementalGroups, fsGroup or "
+                                  "runAsGroup): those groups own the other teams' directories on the shared "
+                                  "filesystem"}]}},
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
          "metadata": meta(TEAM_GID_POLICY),
          "spec": {"policyName": TEAM_GID_POLICY, "validationActions": ["Deny"],
