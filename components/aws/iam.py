@@ -213,16 +213,21 @@ def data_key_policy(partition: str, account: str, region: str, bucket_arn: str,
         # association is created, after this policy, and KMS refuses a policy whose principal does not
         # exist yet. aws:PrincipalArn is the role's ARN for its sessions; kms:CallerAccount keeps it in the
         # account (the FSx guide's account-wide variant uses Principal "*" the same way).
+        via = {"kms:ViaService": f"s3.{region}.amazonaws.com", "kms:CallerAccount": account}
+        role = {"aws:PrincipalArn": fsx_s3_access_role_arn(partition, account, fsx_file_system_id)}
         statements.append({
             "Sid": "FsxLustreS3DataRepository", "Effect": "Allow",
             "Principal": {"AWS": "*"},
-            "Action": ["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey"],
+            "Action": ["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"],
             "Resource": "*",
-            "Condition": {
-                "StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com", "kms:CallerAccount": account},
-                "ArnEquals": {"aws:PrincipalArn": fsx_s3_access_role_arn(partition, account, fsx_file_system_id)},
-                "StringLike": {"kms:EncryptionContext:aws:s3:arn": [bucket_arn, f"{bucket_arn}/*"]},
-            },
+            "Condition": {"StringEquals": via, "ArnEquals": role,
+                          "StringLike": {"kms:EncryptionContext:aws:s3:arn": [bucket_arn, f"{bucket_arn}/*"]}},
+        })
+        # DescribeKey carries no encryption context, so under the statement above it would never be allowed.
+        statements.append({
+            "Sid": "FsxLustreS3DataRepositoryDescribeKey", "Effect": "Allow", "Principal": {"AWS": "*"},
+            "Action": ["kms:DescribeKey"], "Resource": "*",
+            "Condition": {"StringEquals": via, "ArnEquals": role},
         })
     return document(*statements)
 

@@ -191,8 +191,11 @@ def test_data_key_lets_the_fsx_link_use_the_bucket(stack_name: str) -> None:
         "arn:aws:iam::123456789012:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/"
         f"AWSServiceRoleForFSxS3Access_{dra.inputs['fileSystemId']}")}
     assert dra.inputs["fileSystemId"].startswith("fs-")
-    assert sorted(fsx["Action"]) == ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey*",
-                                     "kms:ReEncrypt*"]
+    assert sorted(fsx["Action"]) == ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*"]
+    # DescribeKey has no encryption context: its own statement, with the same principal and service conditions
+    describe = statements["FsxLustreS3DataRepositoryDescribeKey"]
+    assert describe["Action"] == ["kms:DescribeKey"] and "StringLike" not in describe["Condition"]
+    assert describe["Condition"]["ArnEquals"] == fsx["Condition"]["ArnEquals"]
     region = "us-east-1" if stack_name == "prod-aws" else "us-west-2"
     assert fsx["Condition"]["StringEquals"] == {"kms:ViaService": f"s3.{region}.amazonaws.com",
                                                 "kms:CallerAccount": "123456789012"}
@@ -207,7 +210,8 @@ def test_data_key_lets_the_fsx_link_use_the_bucket(stack_name: str) -> None:
 
 def test_data_key_policy_names_the_filesystem_and_the_bucket() -> None:
     doc = data_key_policy("aws", "111122223333", "us-east-1", "arn:aws:s3:::ckpt", "fs-0123456789abcdef0")
-    (root, fsx) = doc["Statement"]
+    (root, fsx, describe) = doc["Statement"]
+    assert describe["Action"] == ["kms:DescribeKey"]
     assert root["Action"] == ["kms:*"] and root["Principal"] == {"AWS": "arn:aws:iam::111122223333:root"}
     assert fsx["Condition"]["ArnEquals"] == {"aws:PrincipalArn": (
         "arn:aws:iam::111122223333:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/"
