@@ -213,8 +213,10 @@ def data_key_policy(partition: str, account: str, region: str, bucket_arn: str,
         # association is created, after this policy, and KMS refuses a policy whose principal does not
         # exist yet. aws:PrincipalArn is the role's ARN for its sessions; kms:CallerAccount keeps it in the
         # account (the FSx guide's account-wide variant uses Principal "*" the same way).
-        via = {"kms:ViaService": f"s3.{region}.amazonaws.com", "kms:CallerAccount": account}
-        role = {"aws:PrincipalArn": fsx_s3_access_role_arn(partition, account, fsx_file_system_id)}
+        via: dict[str, str | list[str]] = {"kms:ViaService": f"s3.{region}.amazonaws.com",
+                                           "kms:CallerAccount": account}
+        role: dict[str, str | list[str]] = {
+            "aws:PrincipalArn": fsx_s3_access_role_arn(partition, account, fsx_file_system_id)}
         statements.append({
             "Sid": "FsxLustreS3DataRepository", "Effect": "Allow",
             "Principal": {"AWS": "*"},

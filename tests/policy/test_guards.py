@@ -86,17 +86,6 @@ def _team_policies_gone(graph: ResourceGraph) -> ResourceGraph:
     return _without(lambda r: r.type == NETPOL and r.inputs["metadata"].get("namespace") in teams)(graph)
 
 
-def _allow_all_egress(graph: ResourceGraph) -> ResourceGraph:
-    team = sorted(_teams(graph))[0]
-    base = next(r for r in graph.of_type(NETPOL) if r.inputs["metadata"].get("namespace") == team)
-    opened = dataclasses.replace(
-        base, urn=base.urn.rsplit("::", 1)[0] + "::allow-everything", name="allow-everything",
-        inputs={"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-                "metadata": {"name": "allow-everything", "namespace": team},
-                "spec": {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{}]}})
-    return ResourceGraph(graph.stack, [*graph.resources, opened])
-
-
 def _team_allow(rule: dict[str, Any]) -> Mutation:
     """One more NetworkPolicy in a team namespace with this egress rule."""
     def mutate(graph: ResourceGraph) -> ResourceGraph:
@@ -203,7 +192,7 @@ GUARDS: dict[str, tuple[str, Mutation, tuple[str, ...] | None]] = {
         ("prod-aws", "prod-aws-slurm")),
     "team namespaces at Pod Security privileged": ("kubernetes-team-namespaces-pod-security", _privileged_teams, None),
     "delete every team NetworkPolicy": ("kubernetes-team-namespaces-isolated", _team_policies_gone, None),
-    "a team policy opens all egress": ("kubernetes-team-namespaces-isolated", _allow_all_egress, None),
+    "a team policy opens all egress": ("kubernetes-team-namespaces-isolated", _team_allow({}), None),
     "monitoring loses its default-deny egress": ("kubernetes-platform-namespaces-deny-egress", _platform_deny_gone,
                                                  None),
     "a platform allow opens every port": ("kubernetes-platform-namespaces-deny-egress", _platform_open, None),

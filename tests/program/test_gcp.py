@@ -277,9 +277,11 @@ def test_teams_reach_only_their_prefix_through_workload_identity() -> None:
     checkpoints = checkpoint_bucket(graph).inputs["name"]
     bucket_roles = {(r.inputs["role"], r.inputs["member"].rsplit("/", 3)[-3]) for r in
                     graph.of_type("gcp:storage/bucketIAMMember:BucketIAMMember") if r.inputs["bucket"] == checkpoints}
-    # bucket-wide: object read only for the platform reader; teams get bucket metadata, no objects
-    assert ("roles/storage.objectViewer", "kube-system") in bucket_roles
-    assert not any(role in ("roles/storage.objectUser", "roles/storage.objectAdmin") for role, _ in bucket_roles)
+    # bucket-wide: teams get bucket metadata, no objects; and no identity reads every folder (the platform reader
+    # kube-system/checkpoint-reader had no consumer and was removed, issue 33)
+    assert not any(role in ("roles/storage.objectUser", "roles/storage.objectAdmin", "roles/storage.objectViewer")
+                   for role, _ in bucket_roles), bucket_roles
+    assert {ns for _, ns in bucket_roles} == {"applied", "pretraining", "research"}
     pvs = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type("kubernetes:core/v1:PersistentVolume")}
     assert pvs["checkpoints-research"]["csi"]["driver"] == "gcsfuse.csi.storage.gke.io"
     assert "only-dir=research" in pvs["checkpoints-research"]["mountOptions"]

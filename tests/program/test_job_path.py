@@ -36,7 +36,7 @@ def test_workload_identity_bindings_wait_for_the_cluster(stack_name: str) -> Non
     bindings = [r for r in graph.resources if r.type in ("gcp:storage/managedFolderIamMember:ManagedFolderIamMember",
                                                          "gcp:storage/bucketIAMMember:BucketIAMMember")
                 and str(r.inputs.get("member", "")).startswith("principal://")]
-    assert len(bindings) >= 3
+    assert len(bindings) >= 2  # a team's folder and its bucket metadata, at least (dev-gcp has one team)
     for binding in bindings:
         assert cluster.urn in binding.dependencies, f"{binding.name} does not wait for the Workload Identity pool"
 
