@@ -15,7 +15,7 @@ from typing import Any, Optional, Protocol
 
 import pulumi
 
-from components.kubernetes.platform import PlatformInputs
+from components.kubernetes.inputs import PlatformInputs
 
 
 @dataclass

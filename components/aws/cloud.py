@@ -44,6 +44,7 @@ from components.catalog import load_addon_pins, load_aws_catalog
 from components.catalog.charts import cluster_autoscaler_image, recorder_image, tool_image
 from components.catalog.prices import describe, load_prices, node_hour_price
 from components.clock import utcnow
+from components.kubernetes.inputs import STORAGE_CLASS, CloudRelease, CloudTelemetry, PlatformInputs
 from components.kubernetes.objects import (
     MONITORING_NAMESPACE,
     NODE_GROUP_LABEL,
@@ -55,7 +56,6 @@ from components.kubernetes.objects import (
     slurm_cluster,
     volume_generation,
 )
-from components.kubernetes.platform import STORAGE_CLASS, CloudRelease, CloudTelemetry, PlatformInputs
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
 from components.provenance import from_spec, spec_path, team_items

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from components.kubernetes.inputs import CloudFabric
 from components.kubernetes.objects import GPU_TOLERATION, EgressRule, Manifest, NetworkTopology
-from components.kubernetes.platform import CloudFabric
 from components.node_template import EFA_RESOURCE as EFA_RESOURCE
 
 # Network topology labels that AWS's cloud controller puts on nodes of supported instance types

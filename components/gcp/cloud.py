@@ -43,6 +43,7 @@ from components.gcp.security import GcpDataAccess, GcpIdentities, GcpKeys, GcpSe
 from components.gcp.slurm_db import SQL_SERVICE, SlurmAccountingDb
 from components.gcp.storage import LUSTRE_FILESYSTEM, GcpStorage, checkpoint_bucket_name, lustre_instance_id
 from components.gcp.telemetry import NOT_VISIBLE, STACKDRIVER_RELEASE, GcpTelemetry, stackdriver_values
+from components.kubernetes.inputs import CloudRelease, CloudTelemetry, PlatformInputs
 from components.kubernetes.objects import (
     MONITORING_NAMESPACE,
     RECORDER_SERVICE_ACCOUNT,
@@ -59,7 +60,6 @@ from components.kubernetes.objects import (
     slurm_cluster,
     volume_generation,
 )
-from components.kubernetes.platform import CloudRelease, CloudTelemetry, PlatformInputs
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
 from components.provenance import from_spec, spec_path, team_items

@@ -9,9 +9,7 @@ the tests validate and what ``blueprint manifests`` writes.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, Optional
 
 import pulumi
@@ -19,120 +17,22 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from components import provenance
-from components.catalog import ChartPin, load_charts
+from components.catalog import load_charts
 from components.catalog.acceptance import load_acceptance
 from components.catalog.charts import pytorch_image
 from components.kubernetes import objects as obj
-from components.kubernetes.objects import (
-    CloudGpuStack,
-    EgressRule,
-    GpuDirectPodRules,
-    Manifest,
-    NetworkTopology,
-    SharedFilesystem,
-)
+from components.kubernetes.apply import apply, object_name, release
+from components.kubernetes.inputs import CloudRelease, CloudTelemetry, PlatformInputs
 from components.kubernetes.quotas import (
-    GpuPool,
     lendable_by_pool,
     namespace_hard_limits,
     sidecar_headroom,
     team_flavor_quotas,
 )
 from components.provenance import from_spec, spec_path, team_items
-from components.spec import PRIVILEGED_NAMESPACES, PlatformSpec, TeamSpec
+from components.spec import PRIVILEGED_NAMESPACES
 
 GRAFANA_SECRET = "grafana-admin"
-STORAGE_CLASS = "gp3-encrypted"
-
-_TYPED: dict[tuple[str, str], Any] = {
-    ("v1", "Namespace"): k8s.core.v1.Namespace,
-    ("v1", "ResourceQuota"): k8s.core.v1.ResourceQuota,
-    ("v1", "LimitRange"): k8s.core.v1.LimitRange,
-    ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
-    ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
-    ("v1", "Secret"): k8s.core.v1.Secret,
-    ("v1", "PersistentVolume"): k8s.core.v1.PersistentVolume,
-    ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
-    ("batch/v1", "Job"): k8s.batch.v1.Job,
-    ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
-    ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
-    ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
-    ("storage.k8s.io/v1", "StorageClass"): k8s.storage.v1.StorageClass,
-    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"):
-        k8s.admissionregistration.v1.ValidatingAdmissionPolicy,
-    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"):
-        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding,
-}
-
-
-class CrdObject(pulumi.CustomResource):
-    """An object of a CRD kind, with every top-level field of its manifest.
-
-    ``kubernetes.apiextensions.CustomResource`` in Python takes only ``metadata`` and ``spec``, which
-    cannot express kinds such as Kueue's WorkloadPriorityClass (``value``, ``description`` at the top
-    level). The type token is the same (``kubernetes:<apiVersion>:<kind>``), so the provider treats it
-    exactly like a CustomResource.
-    """
-
-    def __init__(self, name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions) -> None:
-        api_version, kind = str(manifest["apiVersion"]), str(manifest["kind"])
-        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=k8s_version()))
-        super().__init__(f"kubernetes:{api_version}:{kind}", name, dict(manifest), opts)
-
-
-def k8s_version() -> str:
-    """The pulumi-kubernetes plugin version this SDK asks the engine for."""
-    from pulumi_kubernetes import _utilities
-
-    return str(_utilities.get_version())  # type: ignore[no-untyped-call]
-
-
-def _snake(key: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
-
-
-def apply(name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
-    """Create one Kubernetes object from its manifest: a typed resource for built-in kinds, a
-    ``CustomResource`` for CRD kinds. Nested keys stay camelCase, as the API expects."""
-    api_version, kind = str(manifest["apiVersion"]), str(manifest["kind"])
-    fields = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
-    cls = _TYPED.get((api_version, kind))
-    if cls is not None:
-        resource: pulumi.CustomResource = cls(name, opts=opts, **{_snake(k): v for k, v in fields.items()})
-        return resource
-    return CrdObject(name, manifest, opts)
-
-
-def _object_name(prefix: str, manifest: Mapping[str, Any]) -> str:
-    meta = manifest["metadata"]
-    parts = [prefix, str(manifest["kind"]).lower()]
-    if "namespace" in meta:
-        parts.append(str(meta["namespace"]))
-    parts.append(str(meta["name"]))
-    return "-".join(parts)
-
-
-def release(name: str, pin: ChartPin, namespace: str, values: Mapping[str, Any],
-            opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
-    """A Helm release of a pinned chart that waits until its workloads are ready (``skip_await`` off),
-    rolls back a failed upgrade (``atomic``) and keeps a bounded history."""
-    chart = f"{pin.repository}/{pin.chart}" if pin.is_oci else pin.chart
-    return k8s.helm.v3.Release(
-        name,
-        name=name,
-        chart=chart,
-        version=pin.version,
-        repository_opts=None if pin.is_oci else {"repo": pin.repository},
-        namespace=namespace,
-        create_namespace=False,
-        values=dict(values),
-        atomic=True,
-        cleanup_on_fail=True,
-        timeout=900,
-        max_history=10,
-        skip_await=False,
-        opts=opts,
-    )
 
 
 def _platform_egress(inputs: PlatformInputs) -> obj.PlatformEgress:
@@ -159,132 +59,6 @@ def _system_namespace(parent: pulumi.Resource, name: str, inputs: PlatformInputs
                opts or pulumi.ResourceOptions(parent=parent))
     _egress_policies(parent, name, ns, inputs)
     return ns
-
-
-@dataclass(frozen=True, kw_only=True)
-class CloudFabric:
-    """The cloud's high-speed fabric as pods see it: the extended resource its device plugin advertises
-    (``vpc.amazonaws.com/efa`` on AWS) and that plugin's pinned chart, namespace and values."""
-
-    resource_name: str
-    plugin_release: str
-    plugin_chart: str  # key in components/catalog/charts.yaml
-    plugin_namespace: str
-    plugin_values: Manifest
-
-
-@dataclass(frozen=True, kw_only=True)
-class CloudRelease:
-    """A controller the cloud runs on the cluster from a pinned chart (EKS: the Cluster Autoscaler): its release name,
-    chart (key in components/catalog/charts.yaml), namespace and values, what it waits for (its cloud identity), and
-    the stack-file key it comes from."""
-
-    release: str
-    chart: str
-    namespace: str
-    values: Manifest
-    ready: tuple[pulumi.Resource, ...] = ()
-    spec_path: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class CloudTelemetry:
-    """What the cloud adds to the platform's telemetry (issue 27): its exporters and log shipper from pinned charts
-    (installed after Prometheus, each after the identity it reads the cloud with), the signals the alerts and
-    dashboards read (fabric, storage, logs), and what its telemetry cannot see (said in the preview)."""
-
-    releases: tuple[CloudRelease, ...] = ()
-    fabric: obj.FabricSignals | None = None
-    storage: obj.StorageSignals | None = None
-    logs: obj.LogSignals | None = None
-    not_visible: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class PlatformInputs:
-    """What the platform needs from the cluster and the spec (no cloud types): each cloud module fills in
-    its fabric, network topology, storage class and the egress its node agents need."""
-
-    cluster_name: str
-    labels: Mapping[str, str]
-    teams: Sequence[TeamSpec]
-    platform: PlatformSpec
-    pools: Sequence[GpuPool]
-    driver_on_host: bool
-    storage_provisioner: str
-    storage_parameters: Mapping[str, str]
-    fabric: CloudFabric | None = None
-    topology: NetworkTopology | None = None  # for placed pools (topology-aware scheduling)
-    extra_egress: tuple[EgressRule, ...] = ()
-    anywhere: tuple[str, ...] = ("0.0.0.0/0",)  # what "any address" is for pods (with ::/0 on an IPv6 cluster)
-    # The nodes' addresses (VPC, node subnet): Prometheus in monitoring scrapes host-network exporters there.
-    node_cidrs: tuple[Any, ...] = ()
-    retain_data: bool = False  # deletion protection: metrics volumes retained, their namespace and release protected
-    checkpoint_service_account: str | None = None  # per team namespace: read/write of <team>/ in the bucket
-    checkpoint_policy: Mapping[str, str] | None = None  # the goodput model's figures, for each team's jobs
-    acceptance_image: str | None = None  # the nccl-tests image by digest: the acceptance MPIJobs are created
-    acceptance_tests_dir: str = obj.NCCL_TESTS_DIR  # where nccl-tests is built in that image
-    # Per GPU pool, how a benchmark pod reaches the cloud's GPU fabric when it is not the extended resource of
-    # ``fabric`` (GKE GPUDirect: the pod's networks, the receive-datapath sidecar, the NCCL plugin's profile).
-    acceptance_fabrics: Mapping[str, obj.PodFabric] | None = None
-    bucket_scheme: str = "s3"  # how the checkpoint bucket's URLs start (s3, gs), in descriptions
-    cloud_objects: tuple[Manifest, ...] = ()  # cluster objects the cloud needs (GKE: GPU networks, storage classes)
-    cloud_manifests: tuple[tuple[str, str], ...] = ()  # (name, pinned URL or file) of the cloud's node agents
-    team_objects: Mapping[str, tuple[Manifest, ...]] | None = None  # per team namespace (GKE: checkpoint volume)
-    gpu_operator_overrides: Manifest | None = None  # the cloud's GPU Operator values (GKE: driver and toolkit paths)
-    # A GPU stack the cloud runs itself (GKE-managed driver, device plugin and DCGM): no GPU Operator is installed.
-    cloud_gpu_stack: CloudGpuStack | None = None
-    system_registries: tuple[str, ...] = ()  # registries the cloud injects containers from (GKE: its CSI sidecars)
-    storage_class_name: str = STORAGE_CLASS  # the platform volumes' StorageClass
-    # Pod Security level of team namespaces: baseline, or privileged where the cloud's GPU networking needs host
-    # paths and NET_ADMIN in every training pod (GKE GPUDirect sidecars); the no-privileged-pods policy still applies.
-    tenant_pod_security: str = "baseline"
-    # With tenant_pod_security privileged: what each container of a GPUDirect pod may do (an admission policy).
-    gpudirect_pod_rules: GpuDirectPodRules | None = None
-    cloud_namespaces: tuple[str, ...] = ()  # namespaces the cloud manages (its agents may run privileged there)
-    # Resources the GPU agents wait for (GKE: the GPU pools), when the Kubernetes provider itself does not.
-    gpu_node_dependencies: tuple[pulumi.Resource, ...] = ()
-    # The shared filesystem as pods mount it (a shared-fs claim per team), or None when the stack has none or the
-    # cloud's CSI volume format for it is not known.
-    shared_filesystem: SharedFilesystem | None = None
-    # Requests of a container the cloud injects into team pods after Kueue admitted them (GKE's GCS FUSE sidecar):
-    # (millicores, MiB). Kueue does not count it and the ResourceQuota does, so each namespace's quota gets it once
-    # per node its queue can reach, or the quota would refuse pods Kueue admitted.
-    injected_sidecar: tuple[int, int] | None = None
-    # Who else gets every team's budget alert (billing.notify: platform and finance), as on the cloud budgets.
-    platform_budget_notify: tuple[str, ...] = ()
-    # The cloud's node autoscaler when it runs on the cluster (EKS: the Cluster Autoscaler, for the groups that are not
-    # reserved); None where the cloud scales nodes itself (GKE) or nothing autoscales.
-    node_autoscaler: CloudRelease | None = None
-    # Slurm (Slinky) beside Kueue: its objects' inputs, and the accounting database's password (a secret Input) when
-    # the cloud created one; None without scheduler.slurm.
-    slurm: obj.SlurmCluster | None = None
-    slurm_db_password: Any = None
-    # The cloud's fabric, storage and log telemetry (exporters, log shipper, what the alerts read); None: none.
-    telemetry: CloudTelemetry | None = None
-    # Where the acceptance gate's per-node runs write their records (the bucket, the cloud's CLI image).
-    acceptance_recorder: obj.AcceptanceRecorder | None = None
-    # Where in the stack file the shared filesystem and the cloud's cluster objects are configured (provenance).
-    filesystem_spec_path: str = ""
-    cloud_objects_spec_path: str = ""
-
-    @property
-    def pools_by_name(self) -> dict[str, GpuPool]:
-        """GPU pools by node group name."""
-        return {p.name: p for p in self.pools}
-
-    @property
-    def checkpoint_metrics(self) -> bool:
-        """Jobs push checkpoint durations to the Pushgateway: on in the spec, and a goodput model to judge them by."""
-        return self.platform.monitoring.checkpoint_metrics and self.checkpoint_policy is not None
-
-    @property
-    def checkpoint_allowed_s(self) -> float | None:
-        """The longest checkpoint write the goodput model allows (its ConfigMap's figure), when jobs push durations."""
-        if not self.checkpoint_metrics or self.checkpoint_policy is None:
-            return None
-        value = self.checkpoint_policy.get("CHECKPOINT_WRITE_ALLOWED_SECONDS")
-        return float(value) if value else None
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -453,7 +227,7 @@ class Tenancy(pulumi.ComponentResource):
                 *(inputs.team_objects or {}).get(team.name, ()),
             ]
             for m in manifests:
-                apply(_object_name(name, m), m, in_ns)
+                apply(object_name(name, m), m, in_ns)
             if inputs.shared_filesystem is not None:
                 pv, pvc = obj.team_shared_fs(inputs.shared_filesystem, team, obj.team_labels(team, inputs.labels))
                 # Named by role, not by the volume's name (which ends in the filesystem's generation); the claim
@@ -471,7 +245,7 @@ class Tenancy(pulumi.ComponentResource):
         for m in [*obj.registry_policy(allowed), *obj.privileged_policy(inputs.cloud_namespaces), *limits, *subpaths,
                   *(obj.team_gid_policy([t.posix_gid for t in inputs.teams]) if inputs.teams else []),
                   *(obj.team_viewer_role(inputs.teams) if inputs.teams else [])]:
-            apply(_object_name(name, m), m, child)
+            apply(object_name(name, m), m, child)
         self.register_outputs({})
 
 
@@ -528,10 +302,10 @@ class Queues(pulumi.ComponentResource):
             manifests += obj.provisioning_request_check(covered)
         manifests += [obj.cluster_queue(t, team_flavor_quotas(t, pools), cohort_name, covered) for t in inputs.teams]
         for m in manifests:
-            apply(_object_name(name, m), m, after)
+            apply(object_name(name, m), m, after)
         for team in inputs.teams:
             m = obj.local_queue(team)
-            apply(_object_name(name, m), m,
+            apply(object_name(name, m), m,
                   pulumi.ResourceOptions(parent=self, depends_on=[kueue, namespaces[team.name]]))
         self.register_outputs({})
 
@@ -649,7 +423,7 @@ class CloudObjects(pulumi.ComponentResource):
         for file_name, source in inputs.cloud_manifests:
             k8s.yaml.v2.ConfigFile(f"{name}-{file_name}", file=source, opts=after_gpu_nodes)
         for m in inputs.cloud_objects:
-            apply(_object_name(name, m), m, child)
+            apply(object_name(name, m), m, child)
         self.register_outputs({})
 
 
@@ -700,7 +474,7 @@ class Slurm(pulumi.ComponentResource):
         objects = obj.slurm_objects(cluster)
         for m in objects:
             if m["kind"] == "ConfigMap":
-                inputs_ready.append(apply(_object_name(name, m), m, in_ns))
+                inputs_ready.append(apply(object_name(name, m), m, in_ns))
         # Then Accounting, the Controller (its config names the Accounting), the rest, and the accounts Job last (it
         # waits for slurmdbd itself, up to 15 minutes; Pulumi waits up to 30 for the Job to complete).
         stage = [operator, *inputs_ready]
@@ -708,7 +482,7 @@ class Slurm(pulumi.ComponentResource):
             made = []
             for m in objects:
                 if m["kind"] in kinds:
-                    made.append(apply(_object_name(name, m), m, pulumi.ResourceOptions(
+                    made.append(apply(object_name(name, m), m, pulumi.ResourceOptions(
                         parent=self, depends_on=stage,
                         custom_timeouts=pulumi.CustomTimeouts(create="30m", update="30m")
                         if m["kind"] == "Job" else None)))
