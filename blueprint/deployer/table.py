@@ -6,7 +6,7 @@ an error naming the type and the file it belongs in: never dropped)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -73,6 +73,11 @@ class Used:
     entry: TypeEntry
     resources: tuple[GraphResource, ...]
     invoke: bool = False
+
+
+def needing(used: Sequence[Used]) -> tuple[list[Used], dict[str, str]]:
+    """The uses whose entries name cloud permissions, and each type that needs none with why (for both clouds)."""
+    return [u for u in used if not u.entry.none], {u.token: u.entry.none for u in used if u.entry.none}
 
 
 def _names(value: Any, where: str) -> tuple[str, ...]:

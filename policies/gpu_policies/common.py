@@ -36,6 +36,9 @@ AREA_ENFORCEMENT = {
     "sizing": EnforcementLevel.ADVISORY,
 }
 RELEASE = "kubernetes:helm.sh/v3:Release"
+# The label (and value) by which a namespace says its pods run GPUDirect sidecars (host paths, NET_ADMIN): it enforces
+# Pod Security privileged, and an admission policy bounds its containers instead.
+GPUDIRECT_REASON = ("gpu-cluster/pod-security-reason", "gpudirect-sidecars")
 NAMESPACE = "kubernetes:core/v1:Namespace"
 DEFAULT_SYSTEM_NAMESPACES = ["kube-system", "kube-public", "kube-node-lease", "default", "gpu-operator",
                              "kueue-system", "monitoring", "opencost", "mpi-operator", "gpu-acceptance",

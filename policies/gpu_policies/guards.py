@@ -18,6 +18,7 @@ from pulumi_policy import EnforcementLevel, PolicyResource, Severity, StackValid
 
 from gpu_policies.cel import refuses
 from gpu_policies.common import (
+    GPUDIRECT_REASON,
     NAMESPACE,
     STRING_LIST,
     SYSTEM_NAMESPACES_KNOB,
@@ -42,7 +43,6 @@ VAP_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPol
 PROMETHEUS_RULE = "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
 ALERTMANAGER_CONFIG = "kubernetes:monitoring.coreos.com/v1alpha1:AlertmanagerConfig"
 ENFORCE = "pod-security.kubernetes.io/enforce"
-GPUDIRECT_REASON = ("gpu-cluster/pod-security-reason", "gpudirect-sidecars")
 NOTIFIERS = ("slackConfigs", "pagerdutyConfigs", "emailConfigs", "webhookConfigs", "opsgenieConfigs",
              "msteamsConfigs", "msteamsv2Configs", "snsConfigs", "telegramConfigs", "victoropsConfigs",
              "pushoverConfigs", "wechatConfigs", "discordConfigs", "webexConfigs")

@@ -12,6 +12,7 @@ from gpu_policies.common import (
     GCS_BUCKET,
     GKE_CLUSTER,
     GKE_NODE_POOL,
+    GPUDIRECT_REASON,
     NAMESPACE,
     STRING_LIST,
     Knob,
@@ -238,7 +239,6 @@ bucket_public_access = stack_policy(
 )
 
 
-GPUDIRECT_REASON = ("gpu-cluster/pod-security-reason", "gpudirect-sidecars")
 
 # slurm: slurmd runs privileged (Slinky's worker pods: BPF, NET_ADMIN, SYS_ADMIN) and no team pod runs there (it is
 # not a tenant namespace; people reach it only through Slurm's login and sbatch). logging: the log shipper (EKS) reads

@@ -19,7 +19,7 @@ from typing import Any
 from blueprint.changes.cloud import inputs_at
 from blueprint.clouds.aws.graph import OFFLINE_ACCOUNT
 from blueprint.deployer.cloud import DeployerPolicy
-from blueprint.deployer.table import Table, Used, load_table, no_cloud_table
+from blueprint.deployer.table import Table, Used, load_table, needing, no_cloud_table
 from blueprint.graph.model import ResourceGraph
 
 TABLE = Path(__file__).with_name("deployer_permissions.yaml")
@@ -106,12 +106,9 @@ def deployer_policy(graph: ResourceGraph, used: Sequence[Used]) -> DeployerPolic
     passed: dict[str, set[str]] = {}  # the service a role is passed to ("" when not named) -> role ARNs
     linked: set[str] = set()
     permissions: dict[str, list[str]] = {}
-    none: dict[str, str] = {}
-    for use in used:
+    uses, none = needing(used)
+    for use in uses:
         entry = use.entry
-        if entry.none:
-            none[use.token] = entry.none
-            continue
         actions = entry.permissions(use.resources)
         scope = entry.extra.get("scope") or {}
         for action in actions:

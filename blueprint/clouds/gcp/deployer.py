@@ -15,7 +15,7 @@ from typing import Any
 
 from blueprint.changes.cloud import inputs_at
 from blueprint.deployer.cloud import DeployerPolicy
-from blueprint.deployer.table import Table, Used, load_table, no_cloud_table
+from blueprint.deployer.table import Table, Used, load_table, needing, no_cloud_table
 from blueprint.graph.model import ResourceGraph
 
 TABLE = Path(__file__).with_name("deployer_permissions.yaml")
@@ -47,12 +47,9 @@ def deployer_policy(graph: ResourceGraph, used: Sequence[Used]) -> DeployerPolic
     act_as: dict[str, set[str]] = {}  # service account -> the types that run as it
     billing: dict[str, set[str]] = {}  # billing account -> permissions
     permissions: dict[str, list[str]] = {}
-    none: dict[str, str] = {}
-    for use in used:
+    uses, none = needing(used)
+    for use in uses:
         entry = use.entry
-        if entry.none:
-            none[use.token] = entry.none
-            continue
         granted = entry.permissions(use.resources)
         account_key = entry.extra.get("on_billing_account")
         if account_key:

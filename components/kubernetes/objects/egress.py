@@ -65,16 +65,39 @@ DEFAULT_DENY_EGRESS = "default-deny-egress"
 MPI_OPERATOR_NAMESPACE = "mpi-operator"
 
 
-def _policy(name: str, namespace: str, egress: list[Manifest] | None) -> Manifest:
-    spec: Manifest = {"podSelector": {}, "policyTypes": ["Egress"]}
-    if egress is not None:
-        spec["egress"] = egress
+def network_policy(name: str, namespace: str, spec: Manifest) -> Manifest:
+    """A NetworkPolicy object (team namespaces' and platform namespaces' alike)."""
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": meta(name, namespace),
             "spec": spec}
 
 
+def _policy(name: str, namespace: str, egress: list[Manifest] | None) -> Manifest:
+    spec: Manifest = {"podSelector": {}, "policyTypes": ["Egress"]}
+    if egress is not None:
+        spec["egress"] = egress
+    return network_policy(name, namespace, spec)
+
+
 def _tcp(ports: Sequence[int]) -> list[Manifest]:
     return [{"protocol": "TCP", "port": p} for p in ports]
+
+
+# Egress rules the team namespaces (tenancy.py) and the platform's share; each call gives a fresh rule.
+def dns_egress() -> Manifest:
+    """DNS (UDP and TCP 53) to the cluster's DNS pods."""
+    return {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+            "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
+
+
+def agent_egress(rule: EgressRule) -> Manifest:
+    """The egress rule to one address and port (the cloud's credential agent)."""
+    return {"to": [{"ipBlock": {"cidr": rule.cidr}}], "ports": [{"protocol": rule.protocol, "port": rule.port}]}
+
+
+def https_egress(anywhere: Sequence[str]) -> Manifest:
+    """HTTPS (443) to any address (``anywhere``: 0.0.0.0/0, with ::/0 on an IPv6 cluster)."""
+    return {"to": [{"ipBlock": {"cidr": c}} for c in anywhere], "ports": _tcp([443])}
 
 
 def namespace_needs(namespace: str, egress: PlatformEgress) -> list[tuple[str, list[Manifest]]]:
@@ -103,17 +126,11 @@ def platform_network_policies(namespace: str, egress: PlatformEgress) -> list[Ma
     """The egress policies of one platform namespace: default deny, then the shared allows and its own needs."""
     out = [
         _policy(DEFAULT_DENY_EGRESS, namespace, None),
-        _policy("allow-dns", namespace, [{
-            "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-            "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}]),
+        _policy("allow-dns", namespace, [dns_egress()]),
         _policy("allow-cluster-pods", namespace, [{"to": [{"namespaceSelector": {}}]}]),
-        _policy("allow-https", namespace, [{"to": [{"ipBlock": {"cidr": c}} for c in egress.anywhere],
-                                            "ports": _tcp([443])}]),
+        _policy("allow-https", namespace, [https_egress(egress.anywhere)]),
     ]
-    for rule in egress.agents:
-        out.append(_policy(rule.name, namespace, [{"to": [{"ipBlock": {"cidr": rule.cidr}}],
-                                                   "ports": [{"protocol": rule.protocol, "port": rule.port}]}]))
+    out += [_policy(rule.name, namespace, [agent_egress(rule)]) for rule in egress.agents]
     for name, rules in namespace_needs(namespace, egress):
         out.append(_policy(name, namespace, rules))
     return out

@@ -14,6 +14,7 @@ from components.kubernetes.objects.common import (
     Manifest,
     meta,
 )
+from components.kubernetes.objects.egress import agent_egress, dns_egress, https_egress, network_policy
 from components.kubernetes.objects.jobs import PUSHGATEWAY_PORT, pushgateway_pod_labels
 from components.kubernetes.quotas import GPU, GpuPool, Resources
 from components.spec import PRIVILEGED_NAMESPACES, TeamSpec
@@ -172,8 +173,7 @@ def network_policies(team: TeamSpec, allow_https_egress: bool,
     ns = team.name
 
     def policy(name: str, spec: Manifest) -> Manifest:
-        return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": meta(name, ns),
-                "spec": spec}
+        return network_policy(name, ns, spec)
 
     out = [
         policy("default-deny", {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}),
@@ -183,15 +183,7 @@ def network_policies(team: TeamSpec, allow_https_egress: bool,
             "ingress": [{"from": [{"podSelector": {}}]}],
             "egress": [{"to": [{"podSelector": {}}]}],
         }),
-        policy("allow-dns", {
-            "podSelector": {},
-            "policyTypes": ["Egress"],
-            "egress": [{
-                "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-                "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
-            }],
-        }),
+        policy("allow-dns", {"podSelector": {}, "policyTypes": ["Egress"], "egress": [dns_egress()]}),
         policy("allow-metrics-scrape", {
             "podSelector": {},
             "policyTypes": ["Ingress"],
@@ -200,12 +192,7 @@ def network_policies(team: TeamSpec, allow_https_egress: bool,
         }),
     ]
     for rule in extra_egress:  # what the cloud's node agents need (e.g. the credentials agent)
-        out.append(policy(rule.name, {
-            "podSelector": {},
-            "policyTypes": ["Egress"],
-            "egress": [{"to": [{"ipBlock": {"cidr": rule.cidr}}],
-                        "ports": [{"protocol": rule.protocol, "port": rule.port}]}],
-        }))
+        out.append(policy(rule.name, {"podSelector": {}, "policyTypes": ["Egress"], "egress": [agent_egress(rule)]}))
     if push_metrics:
         out.append(policy("allow-metrics-push", {
             "podSelector": {},
@@ -216,13 +203,8 @@ def network_policies(team: TeamSpec, allow_https_egress: bool,
                 "ports": [{"protocol": "TCP", "port": PUSHGATEWAY_PORT}]}],
         }))
     if allow_https_egress:
-        out.append(policy("allow-https-egress", {
-            "podSelector": {},
-            "policyTypes": ["Egress"],
-            # ``anywhere``: 0.0.0.0/0, and ::/0 on an IPv6 cluster
-            "egress": [{"to": [{"ipBlock": {"cidr": c}} for c in anywhere], "ports": [{"protocol": "TCP",
-                                                                                         "port": 443}]}],
-        }))
+        out.append(policy("allow-https-egress", {"podSelector": {}, "policyTypes": ["Egress"],
+                                                 "egress": [https_egress(anywhere)]}))
     return out
 
 
