@@ -15,7 +15,7 @@ import yaml
 from components.catalog import InstanceFacts
 from components.catalog.charts import autoscaler_gpu_types
 from components.spec.aws import NodeGroupSpec
-from components.spec.base import GPU_TAINT_KEY
+from components.spec.base import GPU_TAINT_KEY, READINESS_TAINT_KEY
 from components.spec.decisions import derive_ami_type
 
 _BOUNDARY = "//GPU-CLUSTER-BOUNDARY"
@@ -281,6 +281,9 @@ def node_taints(group: NodeGroupSpec, facts: InstanceFacts) -> list[dict[str, st
     taints = [{"key": t.key, "value": t.value, "effect": TAINT_EFFECTS[t.effect]} for t in group.taints]
     if facts.gpu_count and group.gpu_taint and not any(t["key"] == GPU_TAINT_KEY for t in taints):
         taints.insert(0, {"key": GPU_TAINT_KEY, "value": "true", "effect": "NO_SCHEDULE"})
+    if facts.gpu_count and not any(t["key"] == READINESS_TAINT_KEY for t in taints):
+        # Held until the node's check passes (the Node Readiness Controller removes it; objects/node_check.py).
+        taints.append({"key": READINESS_TAINT_KEY, "value": "pending", "effect": "NO_SCHEDULE"})
     return taints
 
 

@@ -123,10 +123,17 @@ def gpu_sharing(view: ClusterView) -> GpuSharing:
     return GpuSharing()
 
 
+# Taints a GPU node registers with until the Node Readiness Controller removes them (its check passed, its health is
+# reported): they hold a new node, not a job, so a job is judged against the node it will get (components/kubernetes/
+# objects/node_check.py), as the Cluster Autoscaler judges it against its template.
+TRANSIENT_TAINT_PREFIX = "readiness.k8s.io/"
+
+
 def taints_of(raw: Any) -> list[dict[str, str]]:
     out = []
     for taint in as_list(raw):
-        if isinstance(taint, dict) and isinstance(taint.get("key"), str):
+        if isinstance(taint, dict) and isinstance(taint.get("key"), str) \
+                and not taint["key"].startswith(TRANSIENT_TAINT_PREFIX):
             effect = str(taint.get("effect", ""))
             out.append({"key": taint["key"], "value": str(taint.get("value") or ""),
                         "effect": _TAINT_EFFECTS.get(effect, effect)})

@@ -37,6 +37,7 @@ from components.catalog.charts import AutoscalerImage
 from components.node_template import AUTOSCALE_TAG as AUTOSCALE_TAG
 from components.node_template import NODE_TEMPLATE as NODE_TEMPLATE
 from components.node_template import node_template_tags as node_template_tags
+from components.spec import HEALTH_TAINT_KEY, READINESS_TAINT_KEY
 from components.tags import merge_tags
 
 # The tag EKS puts on a managed node group's Auto Scaling group, naming its cluster.
@@ -107,6 +108,12 @@ def autoscaler_values(cluster_name: str, region: str, image: AutoscalerImage,
                             "seccompProfile": {"type": "RuntimeDefault"}},
         "containerSecurityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
                                      "readOnlyRootFilesystem": True},
+        # GPU nodes register with the readiness taint and may carry the health taint (objects/node_check.py): CA
+        # leaves both out of its node templates, or a pending pod (which tolerates neither) would never scale a group
+        # up. The first is a startup taint (the node counts as unready until it goes); the second a status taint (a
+        # node that went unhealthy is not counted as unready). Flags from cluster-autoscaler's main.go
+        # (multiStringFlag startup-taint, status-taint); the chart renders extraArgs as --key=value.
+        "extraArgs": {"startup-taint": READINESS_TAINT_KEY, "status-taint": HEALTH_TAINT_KEY},
     }
     if system_groups:
         values["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {

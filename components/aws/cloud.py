@@ -56,6 +56,7 @@ from components.kubernetes.objects import (
     slurm_cluster,
     volume_generation,
 )
+from components.kubernetes.objects.node_check import per_node_expected
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
 from components.provenance import from_spec, spec_path, team_items
@@ -207,6 +208,9 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
             grows_after_admission=is_autoscaled(group, facts),
             node_hour_usd=price[0].usd if price is not None else None,
             price_basis=describe(*price) if price is not None else "",
+            gpu_model=facts.gpu_model,
+            fabric_kind="efa" if efa_interfaces(group, facts) else "none",
+            fabric_devices=efa_interfaces(group, facts),
         ))
     slurm_names = slurm_node_groups(spec)
     return PlatformInputs(
@@ -237,6 +241,7 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
         checkpoint_service_account=CHECKPOINT_SERVICE_ACCOUNT,
         checkpoint_policy=stack_checkpoint_policy(spec),
         acceptance_image=spec.acceptance.image if spec.acceptance.enabled else None,
+        node_check_expected=per_node_expected(spec),
         acceptance_recorder=AcceptanceRecorder(bucket=records_bucket, scheme="s3",
                                                image=spec.acceptance.recorder_image or recorder_image("aws"),
                                                ready=records_ready)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from components.kubernetes.inputs import CloudFabric
-from components.kubernetes.objects import GPU_TOLERATION, EgressRule, Manifest, NetworkTopology
+from components.kubernetes.objects import NODE_AGENT_TOLERATIONS, EgressRule, Manifest, NetworkTopology
 from components.node_template import EFA_RESOURCE as EFA_RESOURCE
 
 # Network topology labels that AWS's cloud controller puts on nodes of supported instance types
@@ -35,7 +35,7 @@ def efa_plugin_values(instance_types: Sequence[str]) -> Manifest:
     return {
         "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"],
                                     "values": sorted(set(instance_types))},
-        "tolerations": [GPU_TOLERATION],
+        "tolerations": list(NODE_AGENT_TOLERATIONS),
     }
 
 

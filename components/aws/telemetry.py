@@ -45,7 +45,7 @@ from components.aws.iam import (
     to_json,
 )
 from components.aws.stateful import rotating_kms_key, stateful_options
-from components.kubernetes.objects import GPU_TOLERATION, MONITORING_NAMESPACE, NODE_GROUP_LABEL
+from components.kubernetes.objects import MONITORING_NAMESPACE, NODE_AGENT_TOLERATIONS, NODE_GROUP_LABEL
 from components.tags import merge_tags
 
 EFA_EXPORTER_RELEASE = "efa-node-exporter"
@@ -84,7 +84,7 @@ def efa_exporter_values(image: str, node_groups: Sequence[str]) -> dict[str, Any
         "service": {"port": EFA_EXPORTER_PORT, "targetPort": EFA_EXPORTER_PORT, "portName": "metrics"},
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": NODE_GROUP_LABEL, "operator": "In", "values": sorted(node_groups)}]}]}}},
-        "tolerations": [GPU_TOLERATION],
+        "tolerations": list(NODE_AGENT_TOLERATIONS),
         # It reads /sys only (the amazonefa collector): the host's root filesystem is not mounted.
         "hostRootFsMount": {"enabled": False},
         "prometheus": {"monitor": {"enabled": True, "relabelings": [

@@ -94,6 +94,12 @@ def recorder_image(cloud: str) -> str:
     return str(_data()["images"]["aws-cli" if cloud == "aws" else "google-cloud-cli"]["image"])
 
 
+def node_check_images() -> tuple[str, str]:
+    """The per-node check's pinned images (``charts.yaml`` ``images``): DCGM and the readiness reporter."""
+    images = _data()["images"]
+    return str(images["dcgm"]["image"]), str(images["readiness-reporter"]["image"])
+
+
 def tool_image() -> str:
     """The small image of the platform's own Jobs (a shell with coreutils), pinned in ``charts.yaml`` ``images``."""
     return str(_data()["images"]["tools"]["image"])

@@ -60,6 +60,7 @@ from components.kubernetes.objects import (
     slurm_cluster,
     volume_generation,
 )
+from components.kubernetes.objects.node_check import per_node_expected
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
 from components.provenance import from_spec, spec_path, team_items
@@ -352,7 +353,10 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
             # admission, through the ProvisioningRequest.
             grows_after_admission=pool.min_size != pool.max_size and pool.capacity.type != "flex-start",
             node_hour_usd=price[0].usd if price is not None else None,
-            price_basis=describe(*price) if price is not None else ""))
+            price_basis=describe(*price) if price is not None else "",
+            # TCPX and TCPXO GPU NICs are gVNIC host interfaces; RDMA (A3 Ultra, A4) NICs are ConnectX devices.
+            gpu_model=facts.gpu_model, fabric_kind={"TCPX": "gpu-nic", "TCPXO": "gpu-nic", "RDMA": "rdma"}.get(
+                facts.gpudirect, "none"), fabric_devices=facts.gpu_nic_count if facts.gpudirect != "none" else 0))
     gke_drivers = gke_manages_drivers(spec)
     flavours = {catalog[p.machine_type].gpudirect for p in gcp_spec.node_pools} - {"none"}
     manifests = gpudirect_manifests()
@@ -403,6 +407,7 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
         checkpoint_service_account=CHECKPOINT_SERVICE_ACCOUNT,
         checkpoint_policy=stack_checkpoint_policy(spec),
         acceptance_image=spec.acceptance.image if spec.acceptance.enabled else None,
+        node_check_expected=per_node_expected(spec),
         acceptance_tests_dir=spec.acceptance.tests_dir,
         acceptance_fabrics=acceptance_fabrics,
         bucket_scheme="gs",

@@ -20,7 +20,8 @@ from components import provenance
 from components.catalog.gcp_machines import MachineFacts
 from components.gcp.platform import GpuNetwork
 from components.kubernetes.objects import NODE_GROUP_LABEL
-from components.spec import GPU_TAINT_KEY, GpuSharingSpec
+from components.kubernetes.objects.node_check import registers_with_taint
+from components.spec import GPU_TAINT_KEY, READINESS_TAINT_KEY, GpuSharingSpec
 from components.spec.decisions import PoolUpgrade, is_compact, pool_upgrade
 from components.spec.gcp import GcpNodePoolSpec, GcpSpec
 
@@ -216,6 +217,11 @@ class GkeNodePool(pulumi.ComponentResource):
             for t in pool.taints]
         if gpu and pool.gpu_taint and not any(t.key == GPU_TAINT_KEY for t in pool.taints):
             taints.append(gcp.container.NodePoolNodeConfigTaintArgs(key=GPU_TAINT_KEY, value="present",
+                                                                    effect="NO_SCHEDULE"))
+        if gpu and registers_with_taint(autoscaled or cap.type == "flex-start", "gcp"):
+            # A pool of fixed size registers with the readiness taint; an autoscaled one could not scale up from zero
+            # with it, so the Node Readiness Controller adds it when the node joins (objects/node_check.py).
+            taints.append(gcp.container.NodePoolNodeConfigTaintArgs(key=READINESS_TAINT_KEY, value="pending",
                                                                     effect="NO_SCHEDULE"))
         ssd = facts.local_ssd_count or 0
         use_ssd = pool.local_ssd != "none" and ssd > 0

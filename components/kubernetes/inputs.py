@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -125,6 +125,9 @@ class PlatformInputs:
     telemetry: CloudTelemetry | None = None
     # Where the acceptance gate's per-node runs write their records (the bucket, the cloud's CLI image).
     acceptance_recorder: obj.AcceptanceRecorder | None = None
+    # The per-node NVLink figure the stack gives where the catalog has none (acceptance.expected, nodes 1): per
+    # pool, (GB/s, source); each node's check judges its all_reduce against it.
+    node_check_expected: Mapping[str, tuple[float, str]] = field(default_factory=dict)
     # Where in the stack file the shared filesystem and the cloud's cluster objects are configured (provenance).
     filesystem_spec_path: str = ""
     cloud_objects_spec_path: str = ""

@@ -18,11 +18,12 @@ import pulumi_random as random
 
 from components import provenance
 from components.catalog import load_charts
-from components.catalog.acceptance import load_acceptance
-from components.catalog.charts import pytorch_image
+from components.catalog.acceptance import load_acceptance, load_per_node, load_thresholds
+from components.catalog.charts import node_check_images, pytorch_image, tool_image
 from components.kubernetes import objects as obj
 from components.kubernetes.apply import apply, object_name, release
 from components.kubernetes.inputs import CloudRelease, CloudTelemetry, PlatformInputs
+from components.kubernetes.objects import node_check as nc
 from components.kubernetes.quotas import (
     lendable_by_pool,
     namespace_hard_limits,
@@ -401,6 +402,48 @@ class Acceptance(pulumi.ComponentResource):
         self.register_outputs({})
 
 
+class NodeReadiness(pulumi.ComponentResource):
+    """Every GPU node proves itself before it takes a job (objects/node_check.py): the Node Readiness Controller from
+    its pinned chart, per GPU group its two NodeReadinessRules and the check DaemonSet with the controller's reporter,
+    the reporters' identity (their own node's status, two conditions: an admission policy), each node's record to the
+    acceptance bucket where the stack keeps one."""
+
+    def __init__(self, name: str, inputs: PlatformInputs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:platform:NodeReadiness", name, provenance.props(), opts)
+        child = pulumi.ResourceOptions(parent=self)
+        controller_ns = _system_namespace(self, nc.READINESS_NAMESPACE, inputs)
+        # The chart's default tolerations let its pod land on any tainted node; none keeps it on the system nodes
+        # (GPU nodes carry nvidia.com/gpu).
+        controller = release("node-readiness-controller", load_charts()["node-readiness-controller"],
+                             nc.READINESS_NAMESPACE, {**nc.controller_values(), "tolerations": []},
+                             pulumi.ResourceOptions(parent=self, depends_on=[controller_ns]))
+        checks = nc.node_checks(inputs.pools, inputs.node_check_expected, load_thresholds()[0], load_per_node())
+        check_ns = _system_namespace(self, nc.NODE_CHECK_NAMESPACE, inputs)
+        in_ns = pulumi.ResourceOptions(parent=self, depends_on=[check_ns])
+        account = apply(f"{name}-account",
+                        obj.service_account(nc.SERVICE_ACCOUNT, nc.NODE_CHECK_NAMESPACE, inputs.labels,
+                                            "report the GPU node check's conditions on the pod's own node"), in_ns)
+        granted = [account]
+        for m in [*nc.reporter_rbac(inputs.labels), *nc.reporter_node_policy()]:
+            granted.append(apply(object_name(name, m), m, child))
+        dcgm, reporter = node_check_images()
+        images = nc.NodeCheckImages(dcgm=dcgm, reporter=reporter, tools=tool_image(),
+                                    nccl_tests=inputs.acceptance_image, tests_dir=inputs.acceptance_tests_dir)
+        recorder = inputs.acceptance_recorder if inputs.acceptance_image is not None else None
+        ready = pulumi.ResourceOptions(parent=self, depends_on=[check_ns, *granted,
+                                                                *(recorder.ready if recorder else ())])
+        for check in checks:
+            # The rules after the DaemonSet exists: a rule created first would hold every matching node (existing
+            # ones too) with nothing to release it yet.
+            daemonset = apply(f"{name}-check-{check.pool}",
+                              nc.node_check_daemonset(check, images, inputs.labels, recorder,
+                                                      gke_driver=inputs.cloud_gpu_stack is not None), ready)
+            for rule in nc.readiness_rules(check):
+                apply(object_name(name, rule), rule,
+                      pulumi.ResourceOptions(parent=self, depends_on=[controller, daemonset]))
+        self.register_outputs({})
+
+
 class NodeAutoscaler(pulumi.ComponentResource):
     """The cloud's node autoscaler from its pinned chart, after the identity it calls the cloud with exists."""
 
@@ -503,6 +546,9 @@ def build_platform(inputs: PlatformInputs, opts: pulumi.ResourceOptions) -> None
         monitoring = Monitoring("monitoring", inputs, opts=opts)
     with from_spec(spec_path("platform")):
         GpuStack("gpu-stack", inputs, monitoring.prometheus, opts=opts)
+    if inputs.pools:
+        with from_spec(spec_path("platform")):
+            NodeReadiness("node-readiness", inputs, opts=opts)
     with from_spec(spec_path("teams"), teams):
         tenancy = Tenancy("tenancy", inputs, opts=opts)
     if inputs.shared_filesystem is not None:

@@ -39,6 +39,11 @@ class GpuPool:
     # (catalog key, status, date): the in-cluster spend alert charges each GPU its share of it.
     node_hour_usd: float | None = None
     price_basis: str = ""
+    # What each node's check expects (objects/node_check.py): the GPU model as the catalog names it, and the fabric
+    # devices that must be present and up (efa, rdma: InfiniBand-class devices; gpu-nic: host interfaces; none).
+    gpu_model: str | None = None
+    fabric_kind: str = "none"
+    fabric_devices: int = 0
 
     @property
     def gpu_unit_hour_usd(self) -> float | None:

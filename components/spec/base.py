@@ -17,6 +17,10 @@ LogType = Literal["api", "audit", "authenticator", "controllerManager", "schedul
 ALL_LOG_TYPES: tuple[LogType, ...] = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 PROD_REQUIRED_LOG_TYPES: tuple[str, ...] = ("api", "audit", "authenticator")
 GPU_TAINT_KEY = "nvidia.com/gpu"
+# GPU nodes register with this taint; the Node Readiness Controller removes it once the node's check passed
+# (components/kubernetes/objects/node_check.py). The controller's CRD accepts only readiness.k8s.io/ keys (v0.5.0).
+READINESS_TAINT_KEY = "readiness.k8s.io/gpu-node-check"
+HEALTH_TAINT_KEY = "readiness.k8s.io/gpu-health"
 MAX_PUBLIC_ACCESS_CIDRS = 40  # EKS API, VpcConfigRequest.publicAccessCidrs
 MAX_TAINTS = 50  # EKS API, CreateNodegroup taints
 MAX_TAGS = 50  # AWS: user tags per resource

@@ -42,7 +42,8 @@ GPUDIRECT_REASON = ("gpu-cluster/pod-security-reason", "gpudirect-sidecars")
 NAMESPACE = "kubernetes:core/v1:Namespace"
 DEFAULT_SYSTEM_NAMESPACES = ["kube-system", "kube-public", "kube-node-lease", "default", "gpu-operator",
                              "kueue-system", "monitoring", "opencost", "mpi-operator", "gpu-acceptance",
-                             "jobset-system", "kubeflow-system", "slurm", "logging", "slinky"]
+                             "jobset-system", "kubeflow-system", "slurm", "logging", "slinky", "nrr-system",
+                             "gpu-node-check"]
 
 
 # The schema of a knob that lists names (tags, types, namespaces): strings, none empty, none twice.

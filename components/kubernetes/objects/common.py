@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.spec import GPU_TAINT_KEY
+from components.spec import GPU_TAINT_KEY, HEALTH_TAINT_KEY, READINESS_TAINT_KEY
 
 Manifest = dict[str, Any]
 
@@ -38,6 +38,12 @@ KUEUE_NAMESPACE = "kueue-system"
 OPENCOST_NAMESPACE = "opencost"
 PROMETHEUS_RELEASE = "kube-prometheus-stack"
 GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+# What the node agents a GPU node needs before its check can pass (driver, device plugins, exporters) and the check
+# itself tolerate: the readiness taints the node registers with or gets when unhealthy (objects/node_check.py).
+# Workloads never tolerate them.
+READINESS_TOLERATIONS = [{"key": READINESS_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
+                         {"key": HEALTH_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+NODE_AGENT_TOLERATIONS = [GPU_TOLERATION, *READINESS_TOLERATIONS]
 # GKE taints nodes of a queued-provisioning (flex-start) pool with cloud.google.com/gke-queued (GKE "About GPU
 # obtainability with flex-start"; cluster-toolkit gke-node-pool enable_queued_provisioning).
 QUEUED_TOLERATION = {"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"}

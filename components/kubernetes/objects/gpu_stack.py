@@ -9,7 +9,13 @@ from typing import Any
 
 import yaml
 
-from components.kubernetes.objects.common import DCGM_METRICS, GPU_TOLERATION, MONITORING_NAMESPACE, Manifest, meta
+from components.kubernetes.objects.common import (
+    DCGM_METRICS,
+    MONITORING_NAMESPACE,
+    NODE_AGENT_TOLERATIONS,
+    Manifest,
+    meta,
+)
 from components.kubernetes.quotas import GPU
 from components.spec import GpuSharingSpec
 
@@ -44,7 +50,7 @@ def gpu_operator_values(sharing: GpuSharingSpec, driver_on_host: bool) -> Manife
         },
         "migManager": {"enabled": sharing.mode == "mig"},
         "mig": {"strategy": sharing.mig_strategy if sharing.mode == "mig" else "single"},
-        "daemonsets": {"tolerations": [GPU_TOLERATION], "priorityClassName": "system-node-critical"},
+        "daemonsets": {"tolerations": list(NODE_AGENT_TOLERATIONS), "priorityClassName": "system-node-critical"},
         "nfd": {"enabled": True},
     }
     if sharing.mode == "time-slicing":

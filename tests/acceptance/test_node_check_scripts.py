@@ -1,0 +1,140 @@
+"""The per-node check's shell, run for real against fake nvidia-smi, dcgmi, nv-hostengine and all_reduce_perf and a
+fake sysfs: the node.json it writes, and the verdict file the readiness reporter reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from components.kubernetes.objects.node_check import (
+    NodeCheck,
+    dcgm_script,
+    health_script,
+    nvlink_script,
+    verdict_script,
+)
+
+CHECK = NodeCheck(pool="h100", instance_type="p5.48xlarge", gpus=8, gpu_model="H100", fabric_kind="efa",
+                  fabric_devices=4, expected_busbw=460.0, pass_fraction=0.9)
+
+ROW = "  {size:>10}  {count:>10}  float  sum  -1  {t:>8}  {a:>7}  {b:>7}  0  {t:>8}  {a:>7}  {b:>7}  0"
+
+
+def _exe(path: Path, body: str) -> None:
+    path.write_text("#!/bin/sh\n" + body + "\n", encoding="utf-8")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+def _fakes(tmp: Path, *, gpus: int = 8, model: str = "NVIDIA H100 80GB HBM3", dcgm_fail: str | None = None,
+           busbw: float = 470.0, efa_up: int = 4, busy_once: bool = False) -> dict[str, str]:
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir(parents=True)
+    names = "\n".join([model] * gpus)
+    busy = tmp / "busy"
+    if busy_once:
+        busy.write_text("1", encoding="utf-8")
+    _exe(bin_dir / "nvidia-smi", f"""case "$*" in
+  *query-compute-apps*) [ -f {busy} ] && {{ rm {busy}; echo 1234; }}; exit 0;;
+  *query-gpu=name*) printf '%s\\n' "{names}";;
+  *driver_version*) echo 570.133.20;;
+  *) echo "| NVIDIA-SMI 570.133.20   Driver Version: 570.133.20   CUDA Version: 12.8 |";;
+esac""")
+    _exe(bin_dir / "nv-hostengine", "exit 0")
+    _exe(bin_dir / "sleep", "exit 0")
+    result = ('{"name": "memory", "results": [{"status": "Fail"}]}' if dcgm_fail else
+              '{"name": "memory", "results": [{"status": "Pass"}]}')
+    _exe(bin_dir / "dcgmi", f"echo '{{\"DCGM Diagnostic\": {{\"test_categories\": [{{\"tests\": [{result}]}}]}}}}'"
+                            f"; exit {1 if dcgm_fail else 0}")
+    rows = "\n".join(ROW.format(size=2 ** k, count=2 ** k // 4, t=10.0, a=busbw / 2, b=busbw if k == 34 else 1.0)
+                     for k in (3, 20, 34))
+    tests = tmp / "tests"
+    tests.mkdir()
+    _exe(tests / "all_reduce_perf", f"""echo "# nccl-tests version 2.17.1 nccl-headers=22703 nccl-library=22703"
+echo "NCCL INFO NCCL version 2.27.3+cuda12.9"
+echo "NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.16.0"
+cat <<'EOF'
+{rows}
+EOF
+echo "# Avg bus bandwidth    : 100.0" """)
+    sysfs = tmp / "sys" / "class" / "infiniband"
+    for i in range(CHECK.fabric_devices):
+        port = sysfs / f"rdmap{i}s0" / "ports" / "1"
+        port.mkdir(parents=True)
+        port.joinpath("state").write_text("4: ACTIVE\n" if i < efa_up else "1: DOWN\n", encoding="utf-8")
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "RECORDS_DIR": str(tmp / "records"),
+            "STATUS_DIR": str(tmp / "status"), "SYSFS_ROOT": str(tmp / "sys"), "NODE_NAME": "ip-10-0-0-1",
+            "POD_NAME": "gpu-node-check-h100-x", "NODE_GROUP": "h100", "INSTANCE_TYPE": "p5.48xlarge",
+            "TESTS": str(tests)}
+
+
+def _run(tmp: Path, **fakes: object) -> tuple[dict[str, object], bool]:
+    env = _fakes(tmp, **fakes)  # type: ignore[arg-type]
+    for script, shell in ((dcgm_script(CHECK), "bash"), (nvlink_script(CHECK, env["TESTS"]), "bash"),
+                          (verdict_script(CHECK, True), "sh")):
+        done = subprocess.run([shell, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+    record = json.loads((tmp / "records" / "node.json").read_text(encoding="utf-8"))
+    return record, (tmp / "status" / "passed").exists()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_a_good_node_passes_with_what_nvidia_smi_reports(tmp_path: Path) -> None:
+    record, passed = _run(tmp_path)
+    assert passed and record["passed"] is True
+    assert record["gpu_model"] == "NVIDIA H100 80GB HBM3" and record["gpu_count"] == 8
+    assert record["driver"] == "570.133.20" and record["cuda"] == "12.8"
+    assert record["nccl_version"] == "2.27.3+cuda12.9" and record["fabric_plugin"] == "aws-ofi-nccl 1.16.0"
+    assert record["busbw_gbps"] == 470.0
+    assert record["fabric"] == {"kind": "efa", "expected": 4, "present": 4, "up": 4,
+                                "devices": ["rdmap0s0", "rdmap1s0", "rdmap2s0", "rdmap3s0"]}
+    assert record["dcgm"]["result"] == "pass" and record["dcgm"]["level"] == 2
+    assert {c["name"] for c in record["checks"]} == {"gpu-count", "gpu-model", "dcgm", "fabric-devices",
+                                                     "nvlink-busbw"}
+
+
+@pytest.mark.parametrize(("fakes", "failed"), [
+    ({"efa_up": 3}, "fabric-devices"),
+    ({"gpus": 7}, "gpu-count"),
+    ({"model": "NVIDIA A100-SXM4-80GB"}, "gpu-model"),
+    ({"dcgm_fail": "memory"}, "dcgm"),
+    ({"busbw": 300.0}, "nvlink-busbw"),
+])
+def test_a_bad_node_is_held_and_says_why(tmp_path: Path, fakes: dict[str, object], failed: str) -> None:
+    record, passed = _run(tmp_path, **fakes)
+    assert not passed and record["passed"] is False
+    assert [c["name"] for c in record["checks"] if not c["passed"]] == [failed]
+    if failed == "dcgm":
+        assert record["dcgm"] == {"level": 2, "result": "fail", "seconds": record["dcgm"]["seconds"],
+                                  "failed": ["memory"]}
+
+
+def test_a_recheck_waits_for_the_gpus_to_be_idle(tmp_path: Path) -> None:
+    env = _fakes(tmp_path, busy_once=True)
+    done = subprocess.run(["bash", "-c", dcgm_script(CHECK)], env=env, capture_output=True, text=True, timeout=60)
+    assert "GPUs in use: waiting" in done.stdout
+
+
+def test_health_needs_the_passed_check_and_every_device(tmp_path: Path) -> None:
+    """One round of the health loop (its sleep is faked to end the loop through a counter)."""
+    env = _fakes(tmp_path, efa_up=3)
+    bin_dir = Path(env["PATH"].split(":")[0])
+    _exe(bin_dir / "sleep", '[ "$1" = 5 ] && exit 0; exit 99')  # the loop's sleep ends the test's round
+    script = health_script(CHECK).replace("  sleep 60", "  sleep 60 || break")
+    Path(env["STATUS_DIR"]).mkdir()
+    Path(env["STATUS_DIR"], "passed").write_text("x", encoding="utf-8")
+    done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert "fabric: 3 of 4 up" in done.stdout
+    assert not Path(env["STATUS_DIR"], "healthy").exists()
+    env2 = _fakes(tmp_path / "b")
+    Path(env2["STATUS_DIR"]).mkdir(parents=True)
+    Path(env2["STATUS_DIR"], "passed").write_text("x", encoding="utf-8")
+    bin2 = Path(env2["PATH"].split(":")[0])
+    _exe(bin2 / "sleep", '[ "$1" = 5 ] && exit 0; exit 99')
+    subprocess.run(["bash", "-c", script], env=env2, capture_output=True, text=True, timeout=60)
+    assert Path(env2["STATUS_DIR"], "healthy").exists()
