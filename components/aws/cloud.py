@@ -502,6 +502,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     # The per-node runs' pods get credentials only once the recorder's association exists.
     inputs = platform_inputs(spec, shared, node_autoscaler(spec, autoscaler_ready), slurm_db, telemetry_ready=ready,
                              records_bucket=storage.bucket_name,
-                             records_ready=(data_access.recorder,) if data_access.recorder is not None else (),
+                             records_ready=tuple(a for a in (data_access.recorder, data_access.node_check_recorder)
+                                                 if a is not None),
                              node_ipv6_cidr=network.ipv6_cidr_block)
     return CloudPlanes(kubernetes_provider=k8s_provider, platform=inputs, outputs=outputs)

@@ -31,6 +31,8 @@ CHECKPOINT_SERVICE_ACCOUNT = "checkpoints"
 RECORDER_NAMESPACE = "gpu-acceptance"
 RECORDER_SERVICE_ACCOUNT = "nccl-recorder"
 RECORDS_PREFIX = "acceptance"
+NODE_CHECK_NAMESPACE = "gpu-node-check"  # objects/node_check.py NODE_CHECK_NAMESPACE and SERVICE_ACCOUNT
+NODE_CHECK_SERVICE_ACCOUNT = "node-check"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,10 +57,12 @@ class AwsDataAccess(pulumi.ComponentResource):
     Attributes:
         team_role_arns: the IAM role of each team's ``checkpoints`` service account.
         recorder: the recorder's Pod Identity association (the acceptance jobs wait for it), or None.
+        node_check_recorder: the node checks' association (their DaemonSets wait for it), or None.
     """
 
     team_role_arns: dict[str, pulumi.Output[str]]
     recorder: Optional[aws.eks.PodIdentityAssociation]
+    node_check_recorder: Optional[aws.eks.PodIdentityAssociation]
 
     def __init__(self, name: str, args: DataAccessArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:storage:AwsDataAccess", name, provenance.props(), opts)
@@ -98,6 +102,7 @@ class AwsDataAccess(pulumi.ComponentResource):
             self.team_role_arns[team] = bind(
                 f"team-{team}", f"{args.physical_prefix}-{team}-ckpt", team, policy)
         self.recorder = None
+        self.node_check_recorder = None
         if args.acceptance_records:
             records = pulumi.Output.all(args.bucket_arn, args.data_key_arn or "").apply(
                 lambda a: to_json(acceptance_record_policy(str(a[0]), str(a[1]) or None, RECORDS_PREFIX,
@@ -105,4 +110,9 @@ class AwsDataAccess(pulumi.ComponentResource):
             bind("acceptance-recorder", f"{args.physical_prefix}-nccl-recorder", RECORDER_NAMESPACE, records,
                  RECORDER_SERVICE_ACCOUNT)
             self.recorder = associations["acceptance-recorder"]
+            # Each GPU node's check uploads its record the same way, from its own namespace and account
+            # (components/kubernetes/objects/node_check.py): a role of its own with the same write-only policy.
+            bind("node-check-recorder", f"{args.physical_prefix}-node-records", NODE_CHECK_NAMESPACE, records,
+                 NODE_CHECK_SERVICE_ACCOUNT)
+            self.node_check_recorder = associations["node-check-recorder"]
         self.register_outputs({"teamRoleArns": self.team_role_arns})

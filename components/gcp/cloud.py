@@ -60,7 +60,8 @@ from components.kubernetes.objects import (
     slurm_cluster,
     volume_generation,
 )
-from components.kubernetes.objects.node_check import per_node_expected
+from components.kubernetes.objects.node_check import NODE_CHECK_NAMESPACE, per_node_expected
+from components.kubernetes.objects.node_check import SERVICE_ACCOUNT as NODE_CHECK_ACCOUNT
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
 from components.provenance import from_spec, spec_path, team_items
@@ -519,7 +520,8 @@ def build(spec: ClusterSpec) -> CloudPlanes:
             teams=[t.name for t in spec.teams], team_account=CHECKPOINT_SERVICE_ACCOUNT,
             protect=protect, cluster=cluster.cluster,
             buckets={b.name: (storage.data_buckets[b.name], b.access) for b in g.storage.buckets},
-            recorder=("gpu-acceptance", RECORDER_SERVICE_ACCOUNT) if spec.acceptance.enabled else None, opts=opts)
+            recorders=[("gpu-acceptance", RECORDER_SERVICE_ACCOUNT), (NODE_CHECK_NAMESPACE, NODE_CHECK_ACCOUNT)]
+            if spec.acceptance.enabled else [], opts=opts)
     location = g.region if g.cluster.location == "regional" else g.gpu_zone
     pools: dict[str, GkeNodePool] = {}
     system_pools: list[pulumi.Resource] = []

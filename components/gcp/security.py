@@ -177,7 +177,7 @@ class GcpDataAccess(pulumi.ComponentResource):
                  teams: Sequence[str], team_account: str, protect: bool,
                  cluster: pulumi.Resource,
                  buckets: Mapping[str, tuple[pulumi.Input[str], Mapping[str, str]]] | None = None,
-                 recorder: tuple[str, str] | None = None,
+                 recorders: Sequence[tuple[str, str]] = (),
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:storage:GcpDataAccess", name, provenance.props(), opts)
         # The principals name the project's Workload Identity pool (<project>.svc.id.goog), which exists once a cluster
@@ -196,16 +196,19 @@ class GcpDataAccess(pulumi.ComponentResource):
             gcp.storage.BucketIAMMember(f"{name}-{team}-meta", bucket=bucket, role="roles/storage.bucketViewer",
                                         member=principal, opts=child)
         self.recorder: list[pulumi.Resource] = []
-        if recorder is not None:
-            # The acceptance gate's per-node pods create their records under acceptance/ and nothing else: Storage
-            # Object Creator (create only: no read, list, overwrite or delete) on a managed folder of that prefix.
+        if recorders:
+            # The acceptance gate's per-node pods (and each GPU node's check) create their records under acceptance/
+            # and nothing else: Storage Object Creator (create only: no read, list, overwrite or delete) on a managed
+            # folder of that prefix. The first keeps its resource name (acceptance-recorder).
             folder = gcp.storage.ManagedFolder(
                 f"{name}-acceptance-folder", bucket=bucket, name=f"{RECORDS_FOLDER}/", force_destroy=False,
                 opts=pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect))
-            self.recorder.append(gcp.storage.ManagedFolderIamMember(
-                f"{name}-acceptance-recorder", bucket=bucket, managed_folder=folder.name,
-                role="roles/storage.objectCreator",
-                member=wif_principal(project_number, project, recorder[0], recorder[1]), opts=child))
+            for i, (namespace, account) in enumerate(recorders):
+                suffix = "acceptance-recorder" if i == 0 else f"{namespace}-recorder"
+                self.recorder.append(gcp.storage.ManagedFolderIamMember(
+                    f"{name}-{suffix}", bucket=bucket, managed_folder=folder.name,
+                    role="roles/storage.objectCreator",
+                    member=wif_principal(project_number, project, namespace, account), opts=child))
         # gcp.storage.buckets: each team's access to the whole bucket, as the spec gives it, and the bucket metadata
         # GCS FUSE reads when it mounts. Named <purpose>.<team>: the dot, in neither name, keeps bucket data's grant
         # to team eng apart from the checkpoint grants of a team data-eng.

@@ -376,7 +376,6 @@ class Acceptance(pulumi.ComponentResource):
         after_kueue = pulumi.ResourceOptions(parent=self, depends_on=[kueue, ns])
         apply(f"{name}-clusterqueue", obj.acceptance_cluster_queue(tested, covered), after_kueue)
         queue = apply(f"{name}-localqueue", obj.acceptance_local_queue(), after_kueue)
-        jobs = pulumi.ResourceOptions(parent=self, depends_on=[operator, queue])
         recorder = inputs.acceptance_recorder
         assert recorder is not None, "the cloud names where acceptance records go"
         account = apply(f"{name}-recorder-account",
@@ -394,7 +393,8 @@ class Acceptance(pulumi.ComponentResource):
                 apply(f"{name}-allreduce-{pool.name}",
                       obj.nccl_mpijob(pool, inputs.acceptance_image, pool.max_nodes, fabrics[pool.name],
                                       inputs.labels, tests_dir=inputs.acceptance_tests_dir, hugepages=hugepages,
-                                      topology_level=level), jobs)
+                                      topology_level=level, recorder=recorder),
+                      pulumi.ResourceOptions(parent=self, depends_on=[operator, queue, account, *recorder.ready]))
             if pool.gpus_per_node > 1:
                 apply(f"{name}-nodes-{pool.name}",
                       obj.nccl_node_job(pool, inputs.acceptance_image, fabrics.get(pool.name), inputs.labels,

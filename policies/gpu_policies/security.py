@@ -242,9 +242,10 @@ bucket_public_access = stack_policy(
 
 # slurm: slurmd runs privileged (Slinky's worker pods: BPF, NET_ADMIN, SYS_ADMIN) and no team pod runs there (it is
 # not a tenant namespace; people reach it only through Slurm's login and sbatch). logging: the log shipper (EKS) reads
-# /var/log and the journal of every node.
+# /var/log and the journal of every node. gpu-node-check: each GPU node's check (DCGM diagnostics and health with
+# every GPU visible, the fabric devices) before and after the node takes jobs; no team pod runs there.
 PRIVILEGED_NAMESPACES = Knob("privilegedNamespaces", STRING_LIST,
-                             ["kube-system", "gpu-operator", "monitoring", "slurm", "logging"])
+                             ["kube-system", "gpu-operator", "monitoring", "slurm", "logging", "gpu-node-check"])
 WORKLOADS = {"Pod": ("spec",), "Deployment": ("spec", "template", "spec"), "StatefulSet": ("spec", "template", "spec"),
              "DaemonSet": ("spec", "template", "spec"), "ReplicaSet": ("spec", "template", "spec"),
              "Job": ("spec", "template", "spec"), "CronJob": ("spec", "jobTemplate", "spec", "template", "spec")}

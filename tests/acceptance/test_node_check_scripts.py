@@ -138,3 +138,43 @@ def test_health_needs_the_passed_check_and_every_device(tmp_path: Path) -> None:
     _exe(bin2 / "sleep", '[ "$1" = 5 ] && exit 0; exit 99')
     subprocess.run(["bash", "-c", script], env=env2, capture_output=True, text=True, timeout=60)
     assert Path(env2["STATUS_DIR"], "healthy").exists()
+
+
+def test_the_launcher_runs_both_pairings_and_keeps_the_group_run_with_its_nodes(tmp_path: Path) -> None:
+    """The MPIJob launcher's shell with a fake mpirun: every node meets two partners (round 1 neighbours, round 2
+    shifted), each pair's log and pair.json name the Kubernetes nodes, and the group run's nodes.json maps workers
+    to nodes."""
+    from components.kubernetes.objects.acceptance import launcher_script, pairings
+
+    assert pairings(4) == [[(0, 1), (2, 3)], [(1, 2), (3, 0)]]
+    assert pairings(3) == [[(0, 1), (2, 0)], [(1, 2)]]
+    assert pairings(1) == []
+    hosts = [f"job-worker-{i}.job.gpu-acceptance.svc" for i in range(4)]
+    (tmp_path / "hostfile").write_text("".join(f"{h} slots=8\n" for h in hosts), encoding="utf-8")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    _exe(bin_dir / "mpirun", f"""echo "$*" >> {calls}
+case "$*" in
+  *node-name*) h=$(printf '%s' "$*" | sed 's/.*-H \\([^ :]*\\):1.*/\\1/'); echo "node-${{h#job-worker-}}" | cut -d. -f1;;
+  *) echo "# nccl-tests version 2.17.1"; echo "  1073741824  268435456  float  sum  -1  1.0  1.0  400.0  0  1.0  1.0  400.0  0";;
+esac""")
+    script = launcher_script(["mpirun", "--allow-run-as-root"], ["all_reduce_perf", "-g", "1"], 8, 4)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "MPI_HOSTFILE": str(tmp_path / "hostfile"),
+           "NODE_GROUP": "h100", "INSTANCE_TYPE": "p5.48xlarge"}
+    done = subprocess.run(["bash", "-c", script.replace("R=/records", f"R={tmp_path / 'records'}")], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    records = tmp_path / "records"
+    pairs = sorted(p.name for p in (records / "pairs").iterdir())
+    assert pairs == ["1-node-0--node-1", "1-node-2--node-3", "2-node-1--node-2", "2-node-3--node-0"]
+    pair = json.loads((records / "pairs" / "2-node-3--node-0" / "pair.json").read_text(encoding="utf-8"))
+    assert pair["round"] == 2 and pair["nodes"] == ["node-3", "node-0"] and pair["exit_status"] == 0
+    assert "400.0" in (records / "pairs" / "1-node-0--node-1" / "nccl.log").read_text(encoding="utf-8")
+    group = json.loads((records / "multinode" / "nodes.json").read_text(encoding="utf-8"))
+    assert group["nodes"] == ["node-0", "node-1", "node-2", "node-3"]
+    assert group["workers"][hosts[2]] == "node-2" and group["instance_type"] == "p5.48xlarge"
+    assert (records / "done").exists()
+    pair_calls = [c for c in calls.read_text(encoding="utf-8").splitlines() if "-np 16" in c]
+    assert len(pair_calls) == 4 and all("-N 8" in c for c in pair_calls)
+    assert any("-np 32 -N 8" in c for c in calls.read_text(encoding="utf-8").splitlines())

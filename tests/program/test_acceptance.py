@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shlex
 from typing import Any
 
 import yaml
@@ -60,17 +61,22 @@ def test_the_allreduce_job_spans_every_node_with_every_device_and_waits_to_be_ru
     assert limits["nvidia.com/gpu"] == 8 and limits["vpc.amazonaws.com/efa"] == 32
     assert limits["hugepages-2Mi"] == "5120Mi" and container["resources"]["requests"] == limits
     assert limits["memory"] == "256Gi"  # room for the memory-backed /dev/shm (64Gi), which counts against it
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
     assert env == {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_DEBUG": "INFO"}
+    # the worker names its node for the launcher's pair and group records
+    assert {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in container["env"]
+    assert container["command"][2] == 'echo "$NODE_NAME" > /tmp/node-name; exec /usr/sbin/sshd -De'
     assert container["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
     assert worker["volumes"][0]["emptyDir"]["medium"] == "Memory"
     launcher = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
-    args = launcher["args"]
-    assert launcher["command"] == ["mpirun"]
-    assert args[args.index("-np") + 1] == "128" and args[args.index("-N") + 1] == "8"  # one rank per GPU
-    assert args[-9:] == ["/opt/nccl-tests/build/all_reduce_perf", "-b", "8", "-e", "16G", "-f", "2", "-g", "1"]
+    script = launcher["command"][2]
+    bench = "/opt/nccl-tests/build/all_reduce_perf -b 8 -e 16G -f 2 -g 1"
+    # the pairs (two nodes, every GPU of each over EFA), both rounds, then every node; one rank per GPU
+    assert script.count(f'-np 16 -N 8 -H "$a:8,$b:8" {bench}') == 1
+    assert "pair 1 0 1 &" in script and "pair 2 15 0 &" in script
+    assert f"-np $((N * 8)) -N 8 {bench} > $R/multinode/nccl.log" in script
     for name in env:
-        assert ["-x", name] == args[args.index(name) - 1:args.index(name) + 1]  # passed to every rank
+        assert f"-x {name} " in script  # passed to every rank
 
 
 def test_the_per_node_run_puts_one_pod_on_every_node_and_waits_to_be_run() -> None:
@@ -185,8 +191,15 @@ def _gke_worker(job: dict[str, Any]) -> dict[str, Any]:
     return template
 
 
+def _launcher_args(job: dict[str, Any]) -> list[str]:
+    """The group run's mpirun command line in the launcher's script (the pairs use the same options)."""
+    script: str = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"][2]
+    (line,) = [x for x in script.splitlines() if x.startswith("timeout") and "multinode/nccl.log" in x]
+    return shlex.split(line.split(" > ")[0])
+
+
 def _gke_rank_command(job: dict[str, Any]) -> list[str]:
-    args: list[str] = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["args"]
+    args = _launcher_args(job)
     return args[args.index("bash"):]
 
 
@@ -223,7 +236,7 @@ def test_prod_gcp_holds_a_tcpxo_allreduce_job_valid_against_its_crd() -> None:
     rank = _gke_rank_command(job)
     assert "source /usr/local/nvidia/lib64/nccl-env-profile.sh" in rank[2]
     assert rank[3:5] == ["/opt/nccl-tests/build/all_reduce_perf", "-b"]
-    args = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["args"]
+    args = _launcher_args(job)
     forwarded = args.index("NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY")
     assert args[forwarded - 1] == "-x"  # every rank gets it
     assert args[args.index("btl_tcp_if_include") + 1] == "eth0"  # MPI's own traffic stays off the GPU NICs

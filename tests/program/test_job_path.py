@@ -294,7 +294,7 @@ def test_acceptance_workers_run_the_ssh_server_mpirun_reaches() -> None:
     assert jobs
     for job in jobs:
         (worker,) = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
-        assert (worker["command"], worker["args"]) == (["/usr/sbin/sshd"], ["-De"])
+        assert worker["command"][:2] == ["bash", "-c"] and worker["command"][2].endswith("exec /usr/sbin/sshd -De")
         mpi = next(r for r in graph.of_type("kubernetes:kubeflow.org/v2beta1:MPIJob")
                if r.inputs["metadata"]["name"] == job["metadata"]["name"])
         assert any(d.endswith("::controllers-mpi-operator") for d in mpi.dependencies)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -218,9 +219,69 @@ def nccl_node_job(pool: GpuPool, image: str, fabric: PodFabric | None, labels: M
     }
 
 
+# The MPI Operator (v2beta1) writes the workers' names, one per line with their slots, to this file in the launcher
+# (kubeflow/mpi-operator pkg/controller/mpi_job_controller.go, hostfile in the ConfigMap mounted at /etc/mpi).
+MPI_HOSTFILE = "/etc/mpi/hostfile"
+PAIR_TIMEOUT_S = 1200  # the two-node sweep to 16 GB over the fabric; longer is a hang (as NODE_RUN_TIMEOUT_S)
+RUN_TIMEOUT_S = 3600  # the whole group's run
+
+
+def pairings(count: int) -> list[list[tuple[int, int]]]:
+    """The two rounds of node pairs (indexes): round 1 neighbours (0,1), (2,3)...; round 2 shifted by one (1,2),
+    (3,4)..., (last,0), so each node meets two partners and a node in two failing pairs is the suspect. An odd count
+    pairs the last node of round 1 with node 0. One node: no pairs."""
+    if count < 2:
+        return []
+    first = [(i, i + 1) for i in range(0, count - 1, 2)] + ([(count - 1, 0)] if count % 2 else [])
+    second = [(i, (i + 1) % count) for i in range(1, count, 2)]
+    return [first, [p for p in second if p[0] != p[1]]]
+
+
+def launcher_script(mpirun: Sequence[str], rank: Sequence[str], gpus: int, nodes: int) -> str:
+    """The launcher's shell (bash): each worker's node (its NODE_NAME, written at start), the pair runs of both
+    rounds (the pairs of a round at once: they share no node), then the run over every node; each log with what it
+    spanned under /records (pairs/<round>-<a>--<b>/ with pair.json, multinode/ with nodes.json), the layout
+    ``blueprint nccl nodes`` reads; ``done`` tells the uploader to copy them."""
+    base = " ".join(shlex.quote(a) for a in mpirun)
+    cmd = " ".join(shlex.quote(a) for a in rank)
+    return "\n".join([
+        "set -u", f"R={RECORDS_DIR}; mkdir -p $R/pairs $R/multinode; trap 'touch $R/done' EXIT",
+        f"mapfile -t HOSTS < <(awk 'NF {{print $1}}' ${{MPI_HOSTFILE:-{MPI_HOSTFILE}}})",
+        "N=${#HOSTS[@]}; declare -A NODE",
+        # (without --tag-output, which would prefix the name)
+        'for h in "${HOSTS[@]}"; do NODE[$h]=$(mpirun --allow-run-as-root -np 1 -H "$h:1" cat /tmp/node-name '
+        '2>/dev/null || echo "$h"); done',
+        # a worker's name as it goes into a path and JSON: DNS-1123 characters only
+        'for h in "${HOSTS[@]}"; do NODE[$h]=$(printf %s "${NODE[$h]}" | tr -cd "a-z0-9.-"); '
+        '[ -n "${NODE[$h]}" ] || NODE[$h]=$h; done',
+        "stamp() { date -u +%Y-%m-%dT%H:%M:%SZ; }",
+        "pair() {  # round, index a, index b",
+        '  local a=${HOSTS[$2]} b=${HOSTS[$3]}; local d="$R/pairs/$1-${NODE[$a]}--${NODE[$b]}"; mkdir -p "$d"',
+        '  local t0; t0=$(stamp)',
+        f'  timeout {PAIR_TIMEOUT_S} {base} -np {2 * gpus} -N {gpus} -H "$a:{gpus},$b:{gpus}" {cmd} > "$d/nccl.log" '
+        "2>&1; local rc=$?",
+        '  printf \'{"round": %s, "nodes": ["%s", "%s"], "node_group": "%s", "exit_status": %s, "started": "%s", '
+        '"finished": "%s"}\\n\' "$1" "${NODE[$a]}" "${NODE[$b]}" "$NODE_GROUP" "$rc" "$t0" "$(stamp)" > "$d/pair.json"',
+        "}",
+        # the rounds of :func:`pairings`, each round's pairs at once (they share no node)
+        *(" ".join(f"pair {r} {a} {b} &" for a, b in rnd) + " wait" for r, rnd in enumerate(pairings(nodes), start=1)),
+        "T0=$(stamp)",
+        f"timeout {RUN_TIMEOUT_S} {base} -np $((N * {gpus})) -N {gpus} {cmd} > $R/multinode/nccl.log 2>&1; RC=$?",
+        "cat $R/multinode/nccl.log",
+        "WORKERS=$(for h in \"${HOSTS[@]}\"; do printf '\"%s\": \"%s\"\\n' \"$h\" \"${NODE[$h]}\"; done | paste -sd ,)",
+        "NODES=$(for h in \"${HOSTS[@]}\"; do printf '\"%s\"\\n' \"${NODE[$h]}\"; done | paste -sd ,)",
+        "printf '{\"nodes\": [%s], \"workers\": {%s}, \"node_group\": \"%s\", \"instance_type\": \"%s\", "
+        "\"exit_status\": %s, \"started\": \"%s\", \"finished\": \"%s\"}\\n' \"$NODES\" \"$WORKERS\" "
+        "\"$NODE_GROUP\" \"$INSTANCE_TYPE\" \"$RC\" \"$T0\" \"$(stamp)\" > $R/multinode/nodes.json",
+        # The run's verdict is its record (blueprint nccl nodes judges it): a failed benchmark is not a failed pod,
+        # whose retry would run every pair again and leave its records behind.
+        "exit 0",
+    ])
+
+
 def nccl_mpijob(pool: GpuPool, image: str, nodes: int, fabric: PodFabric | None, labels: Mapping[str, str], *,
                 tests_dir: str = NCCL_TESTS_DIR, hugepages: bool = True,
-                topology_level: str | None = None) -> Manifest:
+                topology_level: str | None = None, recorder: AcceptanceRecorder | None = None) -> Manifest:
     """An MPIJob running all_reduce_perf on ``nodes`` nodes of the pool, one rank per GPU, with every GPU of each
     node and the pool's fabric (``fabric``: devices, sidecars, networks); created suspended (``runPolicy.suspend``),
     which Kueue lifts when its held queue admits it (README, "Before you commit capacity"). ``topology_level`` asks
@@ -236,18 +297,20 @@ def nccl_mpijob(pool: GpuPool, image: str, nodes: int, fabric: PodFabric | None,
     # Each rank is started by sshd on its worker, without the container's environment: what the fabric's plugin
     # needs is set there (its profile sourced on the worker's own node), the rest forwarded by mpirun -x.
     rank = ["bash", "-c", "; ".join([*fab.rank_setup, 'exec "$0" "$@"']), *binary] if fab.rank_setup else binary
-    mpirun = ["mpirun", "--allow-run-as-root", "--tag-output", "-np", str(ranks), "-N", str(pool.gpus_per_node),
-              "--bind-to", "none", *fab.mpirun_args, *[a for e in env for a in ("-x", e["name"])],
-              "-x", "LD_LIBRARY_PATH", *rank]
+    base = ["mpirun", "--allow-run-as-root", "--tag-output", "--bind-to", "none", *fab.mpirun_args,
+            *[a for e in env for a in ("-x", e["name"])], "-x", "LD_LIBRARY_PATH"]
+    del ranks
     # MPI Operator v2beta1 workers run an SSH server the launcher's mpirun connects to ("The workers run an SSH server
     # instead of sleep", kubeflow/mpi-operator proposals/scalable-robust-operator.md; examples/v2beta1/pi runs
     # /usr/sbin/sshd -De). As root the keys are mounted at /root/.ssh (sshAuthMountPath's default) and sshd listens on
     # 22: the image needs openssh-server, /var/run/sshd, StrictModes no in sshd_config and, in ssh_config,
     # StrictHostKeyChecking no with UserKnownHostsFile /dev/null (the operator's base image and the
     # awsome-distributed-training nccl-tests Dockerfile set these).
+    # Each worker first leaves its node's name where the launcher reads it (the pair and group records name nodes).
     worker: dict[str, Any] = {"tolerations": [GPU_TOLERATION], "containers": [{
-        "name": "worker", "image": image, "imagePullPolicy": "IfNotPresent", "env": env,
-        "command": ["/usr/sbin/sshd"], "args": ["-De"],
+        "name": "worker", "image": image, "imagePullPolicy": "IfNotPresent",
+        "env": [*env, {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+        "command": ["bash", "-c", 'echo "$NODE_NAME" > /tmp/node-name; exec /usr/sbin/sshd -De'],
         "resources": {"limits": limits, "requests": dict(limits)},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, *fab.mounts],
     }], "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}}, *fab.volumes]}
@@ -260,11 +323,34 @@ def nccl_mpijob(pool: GpuPool, image: str, nodes: int, fabric: PodFabric | None,
         # Kueue topology-aware scheduling: all workers within one domain of this level where capacity allows
         # (kueue.x-k8s.io/podset-preferred-topology, Kueue "Topology Aware Scheduling").
         worker_meta.setdefault("annotations", {})["kueue.x-k8s.io/podset-preferred-topology"] = topology_level
-    launcher = {"tolerations": [GPU_TOLERATION], "containers": [{
-        "name": "launcher", "image": image, "imagePullPolicy": "IfNotPresent", "command": mpirun[:1],
-        "args": mpirun[1:], "env": env,
+    records = {"name": "records", "mountPath": RECORDS_DIR}
+    launcher: dict[str, Any] = {"tolerations": [GPU_TOLERATION], "containers": [{
+        "name": "launcher", "image": image, "imagePullPolicy": "IfNotPresent",
+        "command": ["bash", "-c", launcher_script(base, rank, pool.gpus_per_node, nodes)],
+        "env": [*env, {"name": "NODE_GROUP", "value": pool.name},
+                {"name": "INSTANCE_TYPE", "value": pool.instance_type}],
         "resources": {"limits": {CPU: 1, MEMORY: "2Gi"}, "requests": {CPU: 1, MEMORY: "2Gi"}},
-    }]}
+        "volumeMounts": [records],
+    }], "volumes": [{"name": "records", "emptyDir": {"sizeLimit": "1Gi"}}]}
+    if recorder is not None:
+        # The pair and group records go to <bucket>/acceptance/<group>/<run>/ (pairs/, multinode/) beside the per-node
+        # records of the same run name, through the recorder's identity, once the launcher says they are done.
+        launcher["serviceAccountName"] = RECORDER_SERVICE_ACCOUNT
+        target = f'"{recorder.scheme}://$RECORDS_BUCKET/{RECORDS_PREFIX}/$NODE_GROUP/$RUN/"'
+        copy = (f"aws s3 cp --recursive --only-show-errors {RECORDS_DIR}/ {target} --exclude done"
+                if recorder.scheme == "s3" else
+                f"rm -f {RECORDS_DIR}/done; gcloud storage cp --recursive --no-clobber '{RECORDS_DIR}/*' {target}")
+        launcher["containers"].append({
+            "name": "record", "image": recorder.image, "imagePullPolicy": "IfNotPresent",
+            "env": [{"name": "RECORDS_BUCKET", "value": recorder.bucket}, {"name": "NODE_GROUP", "value": pool.name},
+                    {"name": "RUN", "valueFrom": {"fieldRef": {
+                        "fieldPath": f"metadata.annotations['{RUN_ANNOTATION}']"}}},
+                    {"name": "JOB_UID", "valueFrom": {"fieldRef": {
+                        "fieldPath": "metadata.labels['batch.kubernetes.io/controller-uid']"}}}],
+            "command": ["sh", "-c", f'RUN="${{RUN:-job-$JOB_UID}}"; until [ -f {RECORDS_DIR}/done ]; do sleep 10; '
+                        f"done; exec {copy}"],
+            "resources": {"limits": {CPU: 1, MEMORY: "512Mi"}, "requests": {CPU: "100m", MEMORY: "256Mi"}},
+            "volumeMounts": [records]})
     worker_template: dict[str, Any] = {"spec": worker}
     if worker_meta:
         worker_template = {"metadata": worker_meta, "spec": worker}
