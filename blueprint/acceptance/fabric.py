@@ -135,10 +135,10 @@ def render_pairs(record: dict[str, Any]) -> str:
     fails = sum(1 for p in pairs if not p["passed"])
     required = record["required_busbw_gbps"]
     basis = (f"required {required:.2f} GB/s" if required is not None else "no figure to judge against")
-    basis += (f" ({record['expected_source']})" if record["judged_against"] == "expected" and
-              record.get("expected_source") else
-              " (the pairs' median: no expected multi-node figure, give --expected-pair-busbw)"
-              if record["judged_against"] == "median" else "")
+    if record["judged_against"] == "expected":
+        basis += f" (of the expected {record['expected_busbw_gbps']:.2f} GB/s; its source in the JSON)"
+    else:
+        basis += " (the pairs' median: no expected multi-node figure, give --expected-pair-busbw)"
     lines = [f"pairs: {'PASS' if record['passed'] else 'FAIL'}: {len(pairs)} pair(s), {fails} failed; {basis}",
              f"{'round':>5}  {'nodes':<60} {'busbw GB/s':>10}  verdict"]
     for p in pairs:
