@@ -1,13 +1,12 @@
 """Acceptance records: one run's record (the log's figures, the nodes' facts from ``kubectl get nodes -o json``, the
-verdict), a group's per-node run as the recorder uploads it (``<group>/<run>/<node>/nccl.log`` and ``node.json``)
-judged node by node against the group's median and the expected figure, and what changed between two records."""
+verdict), a group's per-node run (``<group>/<run>/<node>/nccl.log`` and ``node.json``, read by
+:mod:`blueprint.acceptance.rundir`, which documents the layout) judged node by node against the group's median, the
+expected figure and the node's own check (GPUs, DCGM, fabric devices), and what changed between two records."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from blueprint.acceptance.nccl import NcclLogError, NcclRun, Verdict, parse_nccl
@@ -56,7 +55,7 @@ def _zone_and_instance(provider_id: str) -> tuple[str, str]:
     return (parts[-2], parts[-1]) if len(parts) >= 2 and parts[-1] else ("", "")
 
 
-def acceptance_record(run: NcclRun, log_text: str, stack: str, node_group: str, facts: dict[str, Any],
+def acceptance_record(run: NcclRun, log_text: str, stack: str | None, node_group: str, facts: dict[str, Any],
                       verdict: Verdict | None) -> dict[str, Any]:
     """One acceptance run, as kept beside the stack and compared with the next one."""
     return {
@@ -120,12 +119,58 @@ class NodeRun:
     facts: dict[str, Any]
 
 
-def _median(values: list[float]) -> float | None:
+def median(values: list[float]) -> float | None:
     if not values:
         return None
     ordered = sorted(values)
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def is_int(value: Any) -> bool:
+    """A JSON integer (not a boolean)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    """A JSON number (not a boolean)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def is_strings(value: Any) -> bool:
+    """A JSON list of strings."""
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def node_check_problems(facts: dict[str, Any]) -> list[str]:
+    """What the node's own check (node.json, issue 34) says is wrong with it: fewer GPUs than the stack expects, a
+    DCGM diagnostic that failed or could not run, fabric devices missing or down (a NIC the NVLink-only benchmark
+    never touches), any check that failed. Empty for an old record without these fields."""
+    problems: list[str] = []
+    covered: set[str] = set()
+    count, expected = facts.get("gpu_count"), facts.get("gpus")
+    if is_int(count) and is_int(expected) and count != expected:
+        problems.append(f"nvidia-smi lists {count} GPU(s), the stack expects {expected}")
+        covered.add("gpu-count")
+    dcgm = facts.get("dcgm")
+    if isinstance(dcgm, dict) and dcgm.get("result") in ("fail", "error"):
+        failed = dcgm.get("failed") or []
+        problems.append(f"DCGM diagnostic (level {dcgm.get('level', '?')}): {dcgm['result']}"
+                        + (f" ({', '.join(failed)})" if failed else ""))
+        covered.add("dcgm")
+    fabric = facts.get("fabric")
+    if isinstance(fabric, dict) and fabric.get("kind") != "none":
+        want, present, up = fabric.get("expected", 0), fabric.get("present", 0), fabric.get("up", 0)
+        if up < want or present < want:
+            problems.append(f"{fabric['kind']} devices: {up} of {want} up ({present} present)")
+            covered.add("fabric-devices")
+    for check in facts.get("checks") or []:
+        if not check["passed"] and check["name"] not in covered:
+            detail = check.get("detail") or ""
+            problems.append(f"check {check['name']} failed" + (f": {detail}" if detail else ""))
+    if facts.get("passed") is False and not problems:
+        problems.append("the node's own check failed (passed: false in node.json, no failed check named)")
+    return problems
 
 
 def node_records(nodes: list[NodeRun], *, instance_type: str, expected_busbw: float, expected_source: str,
@@ -153,17 +198,21 @@ def node_records(nodes: list[NodeRun], *, instance_type: str, expected_busbw: fl
             if parsed.wrong:
                 problems.append(f"{parsed.wrong} wrong value(s)")
             problems += [f"not a valid figure: {p}" for p in parsed.invalid]
+        problems += node_check_problems(item.facts)
         rows.append({
             "node": item.node, "pod": item.facts.get("pod"), "driver": item.facts.get("driver") or None,
-            "cuda": item.facts.get("cuda") or None,
+            "cuda": item.facts.get("cuda") or None, "gpu_model": item.facts.get("gpu_model") or None,
+            "gpu_count": item.facts.get("gpu_count"), "gpus_expected": item.facts.get("gpus"),
+            "dcgm": item.facts.get("dcgm"), "fabric": item.facts.get("fabric"),
+            "fabric_plugin": item.facts.get("fabric_plugin"), "node_passed": item.facts.get("passed"),
             "nccl_version": parsed.nccl_version if parsed else None,
             "nccl_tests_version": parsed.tests_version if parsed else None,
             "busbw_gbps": parsed.max_busbw if parsed else None,
             "latency_us": small_message_time_us(parsed) if parsed else None,
             "exit_status": status, "problems": problems,
         })
-    median_bw = _median([r["busbw_gbps"] for r in rows if r["busbw_gbps"] is not None and not r["problems"]])
-    median_lat = _median([r["latency_us"] for r in rows if r["latency_us"] is not None and not r["problems"]])
+    median_bw = median([r["busbw_gbps"] for r in rows if r["busbw_gbps"] is not None and not r["problems"]])
+    median_lat = median([r["latency_us"] for r in rows if r["latency_us"] is not None and not r["problems"]])
     required = expected_busbw * pass_fraction
     for r in rows:
         bw, lat = r["busbw_gbps"], r["latency_us"]
@@ -181,6 +230,7 @@ def node_records(nodes: list[NodeRun], *, instance_type: str, expected_busbw: fl
     def versions(key: str) -> list[str]:
         return sorted({str(r[key]) for r in rows if r[key]})
     return {
+        "gpu_models": versions("gpu_model"),
         "kind": "per-node", "stack": stack, "node_group": node_group, "run": run, "instance_type": instance_type,
         "expected_busbw_gbps": expected_busbw, "expected_source": expected_source, "pass_fraction": pass_fraction,
         "outlier_fraction": outlier_fraction, "latency_factor": latency_factor,
@@ -203,11 +253,29 @@ def require_nodes(record: dict[str, Any], runs: list[NodeRun], expected: int) ->
         record["passed"] = False
 
 
+def _node_check_summary(row: dict[str, Any]) -> str | None:
+    """One line of the node's own check (GPUs and model from nvidia-smi, DCGM, fabric devices), or None for an old
+    record without it."""
+    parts = []
+    if row.get("gpu_count") is not None or row.get("gpu_model"):
+        parts.append(f"{row.get('gpu_count', '?')} x {row.get('gpu_model') or '?'}")
+    dcgm = row.get("dcgm")
+    if isinstance(dcgm, dict):
+        parts.append(f"DCGM level {dcgm.get('level', '?')} {dcgm['result']}")
+    fabric = row.get("fabric")
+    if isinstance(fabric, dict):
+        parts.append(f"{fabric['kind']} {fabric['up']}/{fabric['expected']} up"
+                     + (f" ({row['fabric_plugin']})" if row.get("fabric_plugin") else ""))
+    return ", ".join(parts) if parts else None
+
+
 def render_node_table(record: dict[str, Any]) -> str:
     """The per-node record for a terminal: one line per node, outliers marked, then the versions."""
     median = record["median_busbw_gbps"] or 0.0
+    models = record.get("gpu_models") or []
+    shown = f"{record['instance_type']}, {models[0]}" if len(models) == 1 else record["instance_type"]
     head = (f"{'PASS' if record['passed'] else 'FAIL'}: {len(record['nodes'])} node(s) of "
-            f"{record.get('node_group') or '?'} ({record['instance_type']}), median {median:.2f} GB/s, expected "
+            f"{record.get('node_group') or '?'} ({shown}), median {median:.2f} GB/s, expected "
             f"{record['expected_busbw_gbps']:.2f} GB/s")
     lines = [head]
     if record.get("missing_nodes"):
@@ -221,39 +289,15 @@ def render_node_table(record: dict[str, Any]) -> str:
         lat = f"{r['latency_us']:.2f}" if r["latency_us"] is not None else "-"
         lines.append(f"{r['node']:<40} {bw:>10} {lat:>8}  {r['driver'] or '?'} / {r['cuda'] or '?'} / "
                      f"{r['nccl_version'] or '?'}{'  OUTLIER' if r['outlier'] else ''}")
+        if (check := _node_check_summary(r)) is not None:
+            lines.append(f"  {check}")
         lines += [f"  - {p}" for p in r["problems"]]
+    if len(models) > 1:
+        lines.append(f"warning: the nodes report {len(models)} GPU models (nvidia-smi): {', '.join(models)}")
     for key, values in record["versions"].items():
         if len(values) > 1:
             lines.append(f"warning: the group runs {len(values)} {key} versions: {', '.join(values)}")
     return "\n".join(lines) + "\n"
-
-
-def read_node_runs(root: Path) -> tuple[list[NodeRun], str | None]:
-    """The nodes of one run as downloaded from the bucket (``acceptance/<group>/<run>/<node>/nccl.log`` and
-    ``node.json``): ``root`` is the run's directory (its name is the run's). :class:`NcclLogError` for a directory
-    without node records or a node.json that is not an object."""
-    if not root.is_dir():
-        raise NcclLogError(f"{root} is not a directory of node records (<node>/nccl.log, <node>/node.json)")
-    out: list[NodeRun] = []
-    for node_dir in sorted(p for p in root.iterdir() if p.is_dir()):
-        log = node_dir / "nccl.log"
-        if not log.is_file():
-            continue
-        facts: dict[str, Any] = {}
-        meta = node_dir / "node.json"
-        if meta.is_file():
-            try:
-                loaded = json.loads(meta.read_text(encoding="utf-8"))
-            except ValueError as err:
-                raise NcclLogError(f"{meta}: not JSON: {err}") from None
-            if not isinstance(loaded, dict):
-                raise NcclLogError(f"{meta}: not a JSON object")
-            facts = loaded
-        out.append(NodeRun(node=str(facts.get("node") or node_dir.name),
-                           log=log.read_bytes().decode("utf-8", errors="replace"), facts=facts))
-    if not out:
-        raise NcclLogError(f"{root} holds no <node>/nccl.log")
-    return out, root.name
 
 
 def compare_node_records(a: dict[str, Any], b: dict[str, Any], tolerance: float) -> tuple[list[str], bool]:
@@ -272,7 +316,8 @@ def compare_node_records(a: dict[str, Any], b: dict[str, Any], tolerance: float)
     for name in sorted(set(nodes_a) & set(nodes_b)):
         before, after = nodes_a[name], nodes_b[name]
         changes = [f"{label} {before.get(key)} -> {after.get(key)}"
-                   for key, label in (("driver", "driver"), ("cuda", "CUDA"), ("nccl_version", "NCCL"))
+                   for key, label in (("gpu_model", "GPU"), ("driver", "driver"), ("cuda", "CUDA"),
+                                      ("nccl_version", "NCCL"))
                    if before.get(key) != after.get(key)]
         bw_a, bw_b = before.get("busbw_gbps"), after.get("busbw_gbps")
         if bw_a and bw_b and abs(bw_b - bw_a) / bw_a > tolerance:

@@ -39,13 +39,18 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                         help="kubectl get nodes -l gpu-cluster/node-group=<group> -o json > nodes.json")
     record.add_argument("--instance-type", help="judge the run against this type's threshold too")
     output_option(record, "the record")
-    nodes = nccl_sub.add_parser("nodes", parents=[common], help="the per-node run of a group (acceptance/<group>/"
-                                "<run>/ as downloaded from the bucket): each node's bus bandwidth, small-message time "
-                                "and versions; exit 1 when a node is an outlier")
-    nodes.add_argument("run_dir", type=Path, help="the run's directory: <node>/nccl.log and <node>/node.json")
+    nodes = nccl_sub.add_parser("nodes", parents=[common], help="a group's run (acceptance/<group>/<run>/ as "
+                                "downloaded from the bucket): each node's bus bandwidth, small-message time, versions "
+                                "and own check (GPUs, DCGM, fabric devices); the two-node pairs and the nodes they "
+                                "point at; the multi-node run; exit 1 when a node is an outlier or a pair fails")
+    nodes.add_argument("run_dir", type=Path, help="the run's directory: <node>/nccl.log and <node>/node.json, "
+                       "pairs/<round>-<a>--<b>/, multinode/ (any of them)")
     nodes.add_argument("--instance-type", help="the group's instance type (default: the nodes' node.json)")
     nodes.add_argument("--expected-busbw", type=float, help="expected per-node bus bandwidth (GB/s) when the catalog "
                        "has none for the type (the stack's acceptance.expected figure)")
+    nodes.add_argument("--expected-pair-busbw", type=float, help="expected multi-node bus bandwidth (GB/s) for the "
+                       "pairs and the multi-node run when the catalog has none for the type (without either, pairs "
+                       "are judged against their median)")
     nodes.add_argument("--stack", help="the stack the run tested (kept in the record; its group's maxSize is the "
                        "node count expected unless --expect-nodes)")
     nodes.add_argument("--expect-nodes", type=int, help="nodes the run was meant to cover: fewer records fail it")
@@ -54,8 +59,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     compare = nccl_sub.add_parser("compare", parents=[common], help="what changed between two records (nodes, "
                                   "driver, CUDA and NCCL versions, bandwidth); exit 1 when the later peak or median "
                                   "fell more than the tolerance, or a node became an outlier")
-    compare.add_argument("before", type=Path)
-    compare.add_argument("after", type=Path)
+    compare.add_argument("before", type=Path, help="a record (JSON), or a run directory with multinode/")
+    compare.add_argument("after", type=Path, help="a record (JSON), or a run directory with multinode/")
     compare.add_argument("--tolerance", type=float, default=0.1, help="allowed fall of the peak (default 0.1)")
 
 
@@ -135,49 +140,93 @@ def _verdict(parsed: Any, instance_type: str, nodes: int, expected_busbw: float 
     return Verdict(parsed, instance_type, nodes, expected, fraction, source)
 
 
+def _positive(value: float | None, flag: str) -> None:
+    """A figure given on the command line must be a finite positive number of GB/s."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise CommandError(f"{flag} must be a finite positive number of GB/s, got {value}")
+
+
 def _nodes(args: argparse.Namespace) -> int:
-    """``blueprint nccl nodes``: exit 0, 1 (a node is an outlier), 2 (no records, or no expected figure)."""
+    """``blueprint nccl nodes``: exit 0, 1 (a node is an outlier or failed its check, a pair or the multi-node run
+    failed), 2 (no records, a record of another shape, or no expected per-node figure)."""
+    from blueprint.acceptance.fabric import multinode_summary, pair_records
     from blueprint.acceptance.nccl import NcclLogError, render_json
-    from blueprint.acceptance.records import node_records, read_node_runs, render_node_table, require_nodes
+    from blueprint.acceptance.records import node_records, require_nodes
+    from blueprint.acceptance.rundir import read_run, render_run, run_record
     from components.catalog.acceptance import catalog_figure, latency_outlier_factor, load_thresholds, outlier_fraction
 
     if args.output is not None:
         check_output_file(args.output)
+    _positive(args.expected_busbw, "--expected-busbw")
+    _positive(args.expected_pair_busbw, "--expected-pair-busbw")
     try:
-        runs, run_name = read_node_runs(args.run_dir)
+        run_dir = read_run(args.run_dir)
     except (NcclLogError, OSError) as err:
         raise CommandError(f"{args.run_dir}: {err}") from None
+    runs, multi = run_dir.nodes, run_dir.multinode
     types = {str(r.facts["instance_type"]) for r in runs if r.facts.get("instance_type")}
-    instance_type = args.instance_type or (types.pop() if len(types) == 1 else None)
-    if instance_type is None:
+    if multi is not None and multi.facts.get("instance_type"):
+        types.add(str(multi.facts["instance_type"]))
+    instance_type = args.instance_type or (next(iter(types)) if len(types) == 1 else None)
+    if instance_type is None and (runs or len(types) > 1):
         raise CommandError(f"{args.run_dir}: the nodes name {len(types) or 'no'} instance type(s): give "
                            "--instance-type")
-    if args.expected_busbw is not None:
-        if not (math.isfinite(args.expected_busbw) and args.expected_busbw > 0):
-            raise CommandError("--expected-busbw must be a finite positive number of GB/s, got "
-                               f"{args.expected_busbw}")
-        expected, source = args.expected_busbw, "given with --expected-busbw"
-    else:
-        known = catalog_figure(instance_type, 1)
-        if known is None or known.expected_busbw_gbps is None:
-            raise CommandError(f"no per-node bus bandwidth for {instance_type} in components/catalog/"
-                               "acceptance.yaml: give --expected-busbw (the stack's acceptance.expected figure for "
-                               "nodes 1)")
-        expected, source = known.expected_busbw_gbps, f"{known.source} ({known.status})"
     groups = {str(r.facts["node_group"]) for r in runs if r.facts.get("node_group")}
-    record = node_records(runs, instance_type=instance_type, expected_busbw=expected, expected_source=source,
-                          pass_fraction=load_thresholds()[0], outlier_fraction=outlier_fraction(),
-                          latency_factor=latency_outlier_factor(), stack=args.stack,
-                          node_group=", ".join(sorted(groups)) or None, run=run_name)
-    expect = args.expect_nodes
-    if expect is None and args.stack and len(groups) == 1:
-        expect = _group_max_size(args.stack, next(iter(groups)))
-    if expect is not None:
-        if expect < 1:
-            raise CommandError(f"--expect-nodes must be at least 1, got {expect}")
-        require_nodes(record, runs, expect)
-    write(render_json(record) if args.format == "json" else render_node_table(record), args.output)
+    groups |= {str(p.facts["node_group"]) for p in run_dir.pairs if p.facts.get("node_group")}
+    if multi is not None and multi.facts.get("node_group"):
+        groups.add(str(multi.facts["node_group"]))
+    group = ", ".join(sorted(groups)) or None
+    pass_fraction = load_thresholds()[0]
+    per_node = None
+    if runs:
+        expected, source = _per_node_figure(args.expected_busbw, str(instance_type))
+        per_node = node_records(runs, instance_type=str(instance_type), expected_busbw=expected,
+                                expected_source=source, pass_fraction=pass_fraction,
+                                outlier_fraction=outlier_fraction(), latency_factor=latency_outlier_factor(),
+                                stack=args.stack, node_group=group, run=run_dir.name)
+        expect = args.expect_nodes
+        if expect is None and args.stack and len(groups) == 1:
+            expect = _group_max_size(args.stack, next(iter(groups)))
+        if expect is not None:
+            if expect < 1:
+                raise CommandError(f"--expect-nodes must be at least 1, got {expect}")
+            require_nodes(per_node, runs, expect)
+
+    def multi_figure(nodes: int) -> tuple[float | None, str | None]:
+        if args.expected_pair_busbw is not None:
+            return args.expected_pair_busbw, "given with --expected-pair-busbw"
+        known = catalog_figure(instance_type, max(nodes, 2)) if instance_type else None
+        if known is None or known.expected_busbw_gbps is None:
+            return None, None
+        return known.expected_busbw_gbps, f"{known.source} ({known.status})"
+    pairs = None
+    if run_dir.pairs:
+        expected_pair, pair_source = multi_figure(2)
+        pairs = pair_records(run_dir.pairs, expected_busbw=expected_pair, expected_source=pair_source,
+                             pass_fraction=pass_fraction, outlier_fraction=outlier_fraction())
+    summary = None
+    if multi is not None:
+        expected_multi, multi_source = multi_figure(len(multi.nodes))
+        summary = multinode_summary(multi, expected_busbw=expected_multi, expected_source=multi_source,
+                                    pass_fraction=pass_fraction)
+    record = run_record(run_dir, per_node, pairs, summary, stack=args.stack, node_group=group,
+                        instance_type=instance_type)
+    write(render_json(record) if args.format == "json" else render_run(record), args.output)
     return EXIT_OK if record["passed"] else EXIT_POLICY
+
+
+def _per_node_figure(given: float | None, instance_type: str) -> tuple[float, str]:
+    """The expected per-node (NVLink) bus bandwidth and its source: the one given, else the catalog's."""
+    from components.catalog.acceptance import catalog_figure
+
+    if given is not None:
+        return given, "given with --expected-busbw"
+    known = catalog_figure(instance_type, 1)
+    if known is None or known.expected_busbw_gbps is None:
+        raise CommandError(f"no per-node bus bandwidth for {instance_type} in components/catalog/"
+                           "acceptance.yaml: give --expected-busbw (the stack's acceptance.expected figure for "
+                           "nodes 1)")
+    return known.expected_busbw_gbps, f"{known.source} ({known.status})"
 
 
 def _group_max_size(stack_name: str, group: str) -> int | None:
@@ -194,6 +243,9 @@ def _compare(args: argparse.Namespace) -> int:
 
     docs = []
     for path in (args.before, args.after):
+        if path.is_dir():
+            docs.append(_multinode_record(path))
+            continue
         try:
             doc = strict_json(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
@@ -212,3 +264,20 @@ def _compare(args: argparse.Namespace) -> int:
         lines, fell = compare_records(docs[0], docs[1], args.tolerance)
     emit(sys.stdout, "\n".join(lines) + "\n")
     return EXIT_POLICY if fell else EXIT_OK
+
+
+def _multinode_record(path: Path) -> dict[str, Any]:
+    """A run directory's multi-node run as a record (multinode/nccl.log and nodes.json, with the run's node.json
+    files for the GPU model, driver and CUDA)."""
+    from blueprint.acceptance.fabric import multinode_record
+    from blueprint.acceptance.nccl import NcclLogError
+    from blueprint.acceptance.rundir import read_multinode, read_run
+
+    try:
+        multi = read_multinode(path)
+        if multi is None:
+            raise NcclLogError("a run directory without multinode/nccl.log (nccl compare reads a record, or a run's "
+                               "multinode/ run)")
+        return multinode_record(multi, read_run(path).nodes, path.name)
+    except (NcclLogError, OSError) as err:
+        raise CommandError(f"{path}: {err}") from None

@@ -443,3 +443,276 @@ def test_compare_names_the_nodes_and_versions_that_changed(tmp_path: Path, capsy
     multi.write_text(json.dumps({"max_busbw_gbps": 400.0}))
     assert main(["nccl", "compare", str(a), str(multi)]) == 2
     assert "one is a per-node record and the other is not" in capsys.readouterr().err
+
+
+# --- issue 34: the node check's facts, pairs over the fabric, the multi-node run kept -----------------------------
+
+P5_MODEL = "NVIDIA H100 80GB HBM3"
+
+
+def _fabric_log(busbw: float, hosts: list[str], *, complete: bool = True, wrong: int = 0) -> str:
+    """An all_reduce_perf log across ``hosts`` (8 GPUs each, mpirun --tag-output), the shape of the reference log
+    (header, device lines, rows, "Avg bus bandwidth"); the figures are made up for the tests."""
+    devices = "".join(f"#  Rank {8 * h + g:2d} Group  0 Pid {1000 + g:6d} on {host} device  {g} [0x{g + 10:02x}] "
+                      f"{P5_MODEL}\n" for h, host in enumerate(hosts) for g in range(8))
+    body = ("# nccl-tests version 2.13.11 nccl-headers=22105 nccl-library=22105\n"
+            "# Collective test starting: all_reduce_perf\n"
+            "# nThread 1 nGpus 1 minBytes 8 maxBytes 2147483648 step: 2(factor) warmup iters: 5 iters: 20\n"
+            f"{devices}"
+            f"{hosts[0]}:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+            f"{hosts[0]}:1:1 [0] NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.13.2\n"
+            "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "
+            "busbw #wrong\n"
+            "           8             2     float     sum      -1    60.10    0.00    0.00      0    60.20    0.00    "
+            "0.00      0\n"
+            f"  2147483648     536870912     float     sum      -1   9197.5  233.49  {busbw:.2f}  {wrong:5d}   "
+            f"9195.2  233.54  {busbw:.2f}      0\n")
+    tail = "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 52.9753\n" if complete else ""
+    return "".join(f"[1,0]<stdout>:{line}\n" for line in (body + tail).splitlines())
+
+
+def _write_pairs(root: Path, pairs: dict[tuple[int, str, str], float], status: int = 0) -> Path:
+    """<run>/pairs/<round>-<a>--<b>/ as the pair job uploads it: nccl.log and pair.json."""
+    for (round_, a, b), busbw in pairs.items():
+        where = root / "pairs" / f"{round_}-{a}--{b}"
+        where.mkdir(parents=True)
+        (where / "nccl.log").write_text(_fabric_log(busbw, [a, b]))
+        (where / "pair.json").write_text(json.dumps({
+            "round": round_, "nodes": [a, b], "node_group": "h100", "exit_status": status,
+            "started": "2027-01-04T12:10:00Z", "finished": "2027-01-04T12:12:00Z"}))
+    return root
+
+
+def _bad_nic_pairs(root: Path) -> Path:
+    """Four nodes, n3's NIC bad: both of n3's pairs are slow, the other two pass."""
+    return _write_pairs(root, {(1, "n0", "n1"): 430.0, (1, "n2", "n3"): 120.0,
+                               (2, "n1", "n2"): 428.0, (2, "n3", "n0"): 118.0})
+
+
+def _node_check(root: Path, node: str, **fields: object) -> None:
+    """Add the node check's facts (issue 34) to a node.json written by _write_run."""
+    meta = root / node / "node.json"
+    facts = json.loads(meta.read_text())
+    facts.update({"gpu_count": 8, "gpu_model": P5_MODEL, "nccl_version": "2.21.5", "fabric_plugin": "aws-ofi-nccl "
+                  "1.13.2", "dcgm": {"level": 2, "result": "pass", "seconds": 412.0, "failed": []},
+                  "fabric": {"kind": "efa", "expected": 32, "present": 32, "up": 32,
+                             "devices": [f"rdmap{i}s0" for i in range(32)]},
+                  "checks": [{"name": "gpu-count", "passed": True, "detail": "8 of 8"}], "passed": True})
+    facts.update(fields)
+    meta.write_text(json.dumps(facts))
+
+
+def _good_nodes(root: Path, names: list[str]) -> Path:
+    run = _write_run(root, {n: (470.0, 30.0, "570.133.20", "2.21.5+cuda12.4") for n in names})
+    for n in names:
+        _node_check(run, n)
+    return run
+
+
+def _suspects(record: dict[str, object]) -> dict[str, str]:
+    pairs = record["pairs"]
+    assert isinstance(pairs, dict)
+    return {s["node"]: s["verdict"] for s in pairs["suspects"]}
+
+
+def test_a_bad_nic_fails_both_of_its_pairs_and_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """n3 passes its NVLink-only run; its two pairs over EFA fail and name it; its partners are cleared by their
+    other pairs."""
+    run = _bad_nic_pairs(_good_nodes(tmp_path / "r", ["n0", "n1", "n2", "n3"]))
+    assert main(["nccl", "nodes", str(run), "--format", "json"]) == 1
+    record = json.loads(capsys.readouterr().out)
+    assert record["outliers"] == []  # the per-node (NVLink) run cannot see it
+    assert _suspects(record) == {"n3": "bad"}
+    pairs = record["pairs"]
+    assert pairs["judged_against"] == "expected" and pairs["expected_busbw_gbps"] == 437.89
+    assert {p["name"]: p["verdict"] for p in pairs["pairs"]} == {
+        "1-n0--n1": "pass", "1-n2--n3": "fail", "2-n1--n2": "pass", "2-n3--n0": "fail"}
+    assert pairs["inconclusive"] == [] and pairs["unpaired"] == []
+    assert main(["nccl", "nodes", str(run)]) == 1
+    table = capsys.readouterr().out
+    assert "suspect nodes:\n  n3: bad:" in table
+    assert "pairs: FAIL: 4 pair(s), 2 failed" in table
+
+
+def test_pairs_alone_are_judged_against_their_median_without_a_figure(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    run = _bad_nic_pairs(tmp_path / "r")  # no per-node records, no instance type anywhere
+    assert main(["nccl", "nodes", str(run), "--format", "json"]) == 1
+    record = json.loads(capsys.readouterr().out)
+    assert record["nodes"] == [] and record["pairs"]["judged_against"] == "median"
+    assert _suspects(record) == {"n3": "bad"}
+    assert main(["nccl", "nodes", str(run)]) == 1
+    assert "the pairs' median: no expected multi-node figure" in capsys.readouterr().out
+    # The figure given judges them all: 430 is below 90 % of 500.
+    assert main(["nccl", "nodes", str(run), "--expected-pair-busbw", "500", "--format", "json"]) == 1
+    record = json.loads(capsys.readouterr().out)
+    assert record["pairs"]["judged_against"] == "expected"
+    assert set(_suspects(record).values()) == {"bad"} and len(_suspects(record)) == 4
+    # Good pairs pass.
+    good = _write_pairs(tmp_path / "g", {(1, "n0", "n1"): 430.0, (1, "n2", "n3"): 431.0,
+                                         (2, "n1", "n2"): 428.0, (2, "n3", "n0"): 429.0})
+    assert main(["nccl", "nodes", str(good), "--instance-type", "p5.48xlarge"]) == 0
+    assert main(["nccl", "nodes", str(good), "--expected-pair-busbw", "nan"]) == 2
+
+
+def test_a_pair_that_fails_with_partners_that_pass_elsewhere_is_inconclusive(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _write_pairs(tmp_path / "r", {(1, "n0", "n1"): 200.0, (1, "n2", "n3"): 430.0,
+                                        (2, "n1", "n2"): 428.0, (2, "n3", "n0"): 429.0})
+    assert main(["nccl", "nodes", str(run), "--instance-type", "p5.48xlarge", "--format", "json"]) == 1
+    record = json.loads(capsys.readouterr().out)
+    assert _suspects(record) == {}
+    assert record["pairs"]["inconclusive"] == [["n0", "n1"]]
+    assert {p["name"]: p["verdict"] for p in record["pairs"]["pairs"]}["1-n0--n1"] == "inconclusive: rerun"
+
+
+def test_a_pair_that_exited_non_zero_or_was_cut_short_fails(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    run = _bad_nic_pairs(tmp_path / "r")
+    where = run / "pairs" / "1-n2--n3"
+    (where / "nccl.log").write_text(_fabric_log(430.0, ["n2", "n3"], complete=False))
+    other = run / "pairs" / "2-n3--n0"
+    (other / "nccl.log").write_text(_fabric_log(430.0, ["n3", "n0"], wrong=3))
+    facts = json.loads((other / "pair.json").read_text())
+    (other / "pair.json").write_text(json.dumps({**facts, "exit_status": 1}))
+    assert main(["nccl", "nodes", str(run), "--instance-type", "p5.48xlarge", "--format", "json"]) == 1
+    record = json.loads(capsys.readouterr().out)
+    problems = {p["name"]: p["problems"] for p in record["pairs"]["pairs"]}
+    assert problems["1-n2--n3"] == ["the run was cut short (no 'Avg bus bandwidth' line)"]
+    assert problems["2-n3--n0"] == ["all_reduce_perf exited 1", "3 wrong value(s)"]
+    assert _suspects(record) == {"n3": "bad"}
+
+
+def test_isolation_names_the_node_only_a_second_pairing_can_confirm() -> None:
+    from blueprint.acceptance.fabric import isolate
+
+    def verdicts(pairs: list[tuple[tuple[str, ...], bool]]) -> dict[str, str]:
+        return {s["node"]: s["verdict"] for s in isolate(pairs)[0]}
+    # Odd count: n4 met only n0 (its round-1 pair) and failed; n0 passed with n1: n4 is suspect, unconfirmed.
+    assert verdicts([(("n0", "n1"), True), (("n2", "n3"), True), (("n4", "n0"), False), (("n1", "n2"), True),
+                     (("n3", "n0"), True)]) == {"n4": "suspect, unconfirmed"}
+    # Two nodes that only met each other: either could be at fault.
+    assert verdicts([(("n0", "n1"), False), (("n1", "n0"), False)]) == {"n0": "suspect, unconfirmed",
+                                                                        "n1": "suspect, unconfirmed"}
+    # Two bad neighbours: each failed with both its partners.
+    assert verdicts([(("n0", "n1"), True), (("n2", "n3"), False), (("n1", "n2"), False),
+                     (("n3", "n0"), False)]) == {"n2": "bad", "n3": "bad"}
+    # A node whose only partner is bad is not cleared.
+    assert verdicts([(("n0", "n1"), False), (("n0", "n2"), False), (("n2", "n3"), True)]) == {
+        "n0": "bad", "n1": "suspect, unconfirmed"}
+    # All pass: nobody.
+    assert isolate([(("n0", "n1"), True), (("n1", "n0"), True)]) == ([], [])
+
+
+@pytest.mark.parametrize(("node", "fields", "problem"), [
+    ("n3", {"fabric": {"kind": "efa", "expected": 32, "present": 32, "up": 31, "devices": []}},
+     "efa devices: 31 of 32 up (32 present)"),
+    ("n1", {"dcgm": {"level": 2, "result": "fail", "seconds": 400.0, "failed": ["Memory", "PCIe"]}},
+     "DCGM diagnostic (level 2): fail (Memory, PCIe)"),
+    ("n1", {"dcgm": {"level": 2, "result": "error", "seconds": None, "failed": []}},
+     "DCGM diagnostic (level 2): error"),
+    ("n2", {"gpu_count": 7}, "nvidia-smi lists 7 GPU(s), the stack expects 8"),
+    ("n0", {"checks": [{"name": "gpus-idle", "passed": False, "detail": "pid 4242 holds GPU 3"}]},
+     "check gpus-idle failed: pid 4242 holds GPU 3"),
+    ("n0", {"passed": False, "checks": []},
+     "the node's own check failed (passed: false in node.json, no failed check named)"),
+])
+def test_the_node_check_fails_a_node_the_nvlink_run_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           node: str, fields: dict[str, object], problem: str) -> None:
+    run = _good_nodes(tmp_path / "r", ["n0", "n1", "n2", "n3"])
+    _node_check(run, node, **fields)
+    assert main(["nccl", "nodes", str(run), "--format", "json"]) == 1
+    record = json.loads(capsys.readouterr().out)
+    assert record["outliers"] == [node]
+    assert {n["node"]: n["problems"] for n in record["nodes"]}[node] == [problem]
+    assert main(["nccl", "nodes", str(run)]) == 1
+    assert f"  - {problem}" in capsys.readouterr().out
+
+
+def test_the_gpu_model_is_what_nvidia_smi_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _good_nodes(tmp_path / "r", ["n0", "n1"])
+    assert main(["nccl", "nodes", str(run)]) == 0
+    table = capsys.readouterr().out
+    assert table.startswith(f"PASS: 2 node(s) of h100 (p5.48xlarge, {P5_MODEL}), median 470.00 GB/s")
+    assert f"  8 x {P5_MODEL}, DCGM level 2 pass, efa 32/32 up (aws-ofi-nccl 1.13.2)" in table
+    _node_check(run, "n1", gpu_model="NVIDIA H100 PCIe")
+    assert main(["nccl", "nodes", str(run), "--format", "json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["gpu_models"] == [P5_MODEL, "NVIDIA H100 PCIe"]
+    assert main(["nccl", "nodes", str(run)]) == 0
+    assert f"warning: the nodes report 2 GPU models (nvidia-smi): {P5_MODEL}, NVIDIA H100 PCIe" in (
+        capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(("where", "content", "message"), [
+    ("n0/node.json", {"node": "n0", "gpu_count": "8"}, "n0/node.json: gpu_count is \"8\", not a count of GPUs"),
+    ("n0/node.json", {"node": "n0", "dcgm": {"result": "ok"}}, "n0/node.json: dcgm is {\"result\": \"ok\"}, not an "
+     "object whose result is one of pass, fail, skipped, error"),
+    ("n0/node.json", {"node": "n0", "fabric": {"kind": "efa", "expected": 32, "present": 32, "up": "31"}},
+     "n0/node.json: fabric is"),
+    ("n0/node.json", {"node": "n0", "checks": [{"name": "dcgm", "passed": "no"}]}, "n0/node.json: checks is"),
+    ("pairs/1-n0--n1/pair.json", {"round": 1, "nodes": ["n0"]}, "pairs/1-n0--n1/pair.json: nodes is [\"n0\"], not "
+     "two node names"),
+    ("pairs/1-n0--n1/pair.json", [1, 2], "pairs/1-n0--n1/pair.json: not a JSON object"),
+    ("multinode/nodes.json", {"nodes": "n0"}, "multinode/nodes.json: nodes is \"n0\", not a list of node names"),
+])
+def test_records_of_another_shape_are_named_not_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            where: str, content: object, message: str) -> None:
+    run = _bad_nic_pairs(_write_run(tmp_path / "r", {"n0": (470.0, 30.0, "570.1", "2.21.5")}))
+    (run / "multinode").mkdir()
+    (run / "multinode" / "nccl.log").write_text(_fabric_log(430.0, ["n0", "n1"]))
+    (run / where).write_text(json.dumps(content))
+    assert main(["nccl", "nodes", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_pair_and_multinode_directories_are_not_nodes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _bad_nic_pairs(_good_nodes(tmp_path / "r", ["n0", "n1", "n2", "n3", "n4"]))
+    (run / "multinode").mkdir()
+    (run / "multinode" / "nccl.log").write_text(_fabric_log(430.0, ["n0", "n1", "n2", "n3"]))
+    assert main(["nccl", "nodes", str(run), "--format", "json"]) == 1
+    record = json.loads(capsys.readouterr().out)
+    assert [n["node"] for n in record["nodes"]] == ["n0", "n1", "n2", "n3", "n4"]
+    assert record["pairs"]["unpaired"] == ["n4"]
+
+
+def _write_multinode(root: Path, busbw: float, nodes: list[str], status: int = 0) -> Path:
+    """<run>/multinode/ as the multi-node job uploads it: nccl.log and nodes.json."""
+    where = root / "multinode"
+    where.mkdir(parents=True)
+    (where / "nccl.log").write_text(_fabric_log(busbw, nodes))
+    (where / "nodes.json").write_text(json.dumps({
+        "nodes": nodes, "workers": {f"nccl-h100-worker-{i}": n for i, n in enumerate(nodes)}, "node_group": "h100",
+        "instance_type": "p5.48xlarge", "exit_status": status, "started": "2027-01-04T12:20:00Z",
+        "finished": "2027-01-04T12:25:00Z"}))
+    return root
+
+
+def test_the_multinode_run_is_kept_and_compared(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = _write_multinode(_good_nodes(tmp_path / "a", ["n0", "n1", "n2"]), 436.0, ["n0", "n1", "n2"])
+    after = _write_multinode(tmp_path / "b", 340.0, ["n0", "n1", "n3"])  # no per-node records: the log's model
+    assert main(["nccl", "compare", str(before), str(after)]) == 1  # -22 %
+    out = capsys.readouterr().out.splitlines()
+    assert "peak bus bandwidth: 436.00 -> 340.00 GB/s (-22.0%)" in out
+    assert "  gone: n2" in out and "  new: n3" in out
+    assert "driver: 570.133.20 -> None" in out and "cuda: 12.8 -> None" in out
+    assert not any(line.startswith("gpu_model") for line in out)  # nvidia-smi's and the log's names agree
+    # A record made with `nccl record` from the same log compares with the directory.
+    record_path = tmp_path / "a.json"
+    nodes_json = tmp_path / "nodes.json"
+    nodes_json.write_text(json.dumps({"items": [{"metadata": {"name": n}} for n in ("n0", "n1", "n2")]}))
+    assert main(["nccl", "record", str(before / "multinode" / "nccl.log"), "--stack", "prod-aws", "--node-group",
+                 "h100", "--nodes-json", str(nodes_json), "-o", str(record_path)]) == 0
+    assert main(["nccl", "compare", str(record_path), str(before)]) == 0
+    assert "peak bus bandwidth: 436.00 -> 436.00 GB/s (+0.0%)" in capsys.readouterr().out
+    # nccl nodes shows it beside the nodes, judged against the multi-node figure.
+    assert main(["nccl", "nodes", str(after), "--format", "json"]) == 1
+    summary = json.loads(capsys.readouterr().out)["multinode"]
+    assert summary["nodes"] == ["n0", "n1", "n3"] and summary["busbw_gbps"] == 340.0
+    assert summary["problems"] == ["bus bandwidth 340.00 GB/s is below 394.10 GB/s (90% of the expected 437.89 GB/s)"]
+    assert main(["nccl", "nodes", str(before)]) == 0
+    assert "multinode: PASS: 3 node(s), peak 436.00 GB/s, required 394.10 GB/s" in capsys.readouterr().out
+    # A directory without multinode/ is not a record.
+    assert main(["nccl", "compare", str(before), str(tmp_path)]) == 2
+    assert "a run directory without multinode/nccl.log" in capsys.readouterr().err
