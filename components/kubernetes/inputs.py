@@ -17,6 +17,7 @@ from components.kubernetes.objects import (
     NetworkTopology,
     SharedFilesystem,
 )
+from components.kubernetes.objects.storage_check import StorageCheck
 from components.kubernetes.quotas import GpuPool
 from components.spec import PlatformSpec, TeamSpec
 
@@ -125,6 +126,9 @@ class PlatformInputs:
     telemetry: CloudTelemetry | None = None
     # Where the acceptance gate's per-node runs write their records (the bucket, the cloud's CLI image).
     acceptance_recorder: obj.AcceptanceRecorder | None = None
+    # The storage acceptance check (objects/storage_check.py), from the spec's goodput model: filled in by
+    # components/cluster.py for every cloud, None without one.
+    storage_check: StorageCheck | None = None
     # Where in the stack file the shared filesystem and the cloud's cluster objects are configured (provenance).
     filesystem_spec_path: str = ""
     cloud_objects_spec_path: str = ""
