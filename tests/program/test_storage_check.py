@@ -136,7 +136,7 @@ def test_the_shell_writes_the_documented_record_and_cleans_up(tmp_path: Path) ->
         procs.append(subprocess.Popen(["sh", "-c", script.replace("OUT=/records", f"OUT={records}")], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE))
     for p in procs:
-        out, err = p.communicate(timeout=60)
+        _out, err = p.communicate(timeout=60)
         assert p.returncode == 0, err
     for index in range(2):
         record = json.loads((tmp_path / f"records{index}" / "storage.json").read_text())
