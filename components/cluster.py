@@ -3,10 +3,12 @@ planes, and builds the cloud-neutral Kubernetes platform on the provider the clo
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 
 import pulumi
 
+from components.kubernetes.objects.storage_check import storage_check
 from components.kubernetes.platform import build_platform
 from components.planes import CloudPlanes, ClusterOutputs
 from components.spec import ClusterSpec
@@ -20,5 +22,7 @@ def build_cluster(spec: ClusterSpec) -> ClusterOutputs:
     """
     cloud = importlib.import_module(f"components.{spec.cloud}")
     planes: CloudPlanes = cloud.build(spec)
-    build_platform(planes.platform, pulumi.ResourceOptions(providers={"kubernetes": planes.kubernetes_provider}))
+    # The storage acceptance check is cloud-neutral: it comes from the spec's goodput model, not from the cloud.
+    inputs = dataclasses.replace(planes.platform, storage_check=storage_check(spec))
+    build_platform(inputs, pulumi.ResourceOptions(providers={"kubernetes": planes.kubernetes_provider}))
     return planes.outputs

@@ -4,10 +4,15 @@ GPU-hours lost, the GPU capacity the work needs), what its losses cost, and the 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from blueprint.cli.common import EXIT_OK, STACK_HELP, CommandError, output_option, usage_for, write
+from blueprint.cli.common import EXIT_OK, EXIT_POLICY, STACK_HELP, CommandError, output_option, usage_for, write
 from blueprint.files.output import check_output_file
+
+if TYPE_CHECKING:
+    from components.sizing import GoodputModel
+    from components.spec import ClusterSpec
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -15,6 +20,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                             "times, optimal interval, goodput, GPU-hours lost, required GPU capacity, storage")
     parser.add_argument("stack", help=STACK_HELP)
     parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--measured", metavar="RECORD", default=None,
+                        help="a storage check's record (storage.json) or a run's directory downloaded from "
+                        "acceptance/storage/<run>/: its write and restore times against the model and the restore "
+                        "target, and the goodput they give; exit 1 when a target is missed (docs/sizing.md)")
     output_option(parser)
     parser.set_defaults(handler=run)
 
@@ -34,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
         model = goodput_model(stack.spec)
     except SizingError as err:
         raise CommandError(f"{stack.display_path}: {err}") from None
+    if args.measured is not None:
+        return _measured(args, stack.name, stack.spec, model)
     program = run_program(stack.name, stack.config, stack.region)
     usage, notes = usage_for(None, args.stack, (program.graph,))
     report = price_graph(program.graph, usage=usage, usage_notes=notes)
@@ -43,3 +54,17 @@ def run(args: argparse.Namespace) -> int:
             else render_sizing(model, gpu, options, stack.name))
     write(text, args.output)
     return EXIT_OK
+
+
+def _measured(args: argparse.Namespace, name: str, spec: ClusterSpec, model: GoodputModel) -> int:
+    """``--measured``: the storage check's records against the model; no graph is built (nothing is priced)."""
+    from blueprint.sizing.measured import RecordError, compare, load_records, render_measured, render_measured_json
+    from components.sizing.measured import restore_target
+
+    try:
+        records = load_records(Path(args.measured))
+    except RecordError as err:
+        raise CommandError(str(err)) from None
+    measured = compare(model, records, restore_target(spec))
+    write(render_measured_json(measured) if args.format == "json" else render_measured(measured, name), args.output)
+    return EXIT_OK if measured.passed else EXIT_POLICY

@@ -17,6 +17,7 @@ from components.kubernetes.objects import (
     NetworkTopology,
     SharedFilesystem,
 )
+from components.kubernetes.objects.storage_check import StorageCheck
 from components.kubernetes.quotas import GpuPool
 from components.spec import PlatformSpec, TeamSpec
 
@@ -128,6 +129,9 @@ class PlatformInputs:
     # The per-node NVLink figure the stack gives where the catalog has none (acceptance.expected, nodes 1): per
     # pool, (GB/s, source); each node's check judges its all_reduce against it.
     node_check_expected: Mapping[str, tuple[float, str]] = field(default_factory=dict)
+    # The storage acceptance check (objects/storage_check.py), from the spec's goodput model: filled in by
+    # components/cluster.py for every cloud, None without one.
+    storage_check: StorageCheck | None = None
     # Where in the stack file the shared filesystem and the cloud's cluster objects are configured (provenance).
     filesystem_spec_path: str = ""
     cloud_objects_spec_path: str = ""

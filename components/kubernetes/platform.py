@@ -399,6 +399,22 @@ class Acceptance(pulumi.ComponentResource):
                 apply(f"{name}-nodes-{pool.name}",
                       obj.nccl_node_job(pool, inputs.acceptance_image, fabrics.get(pool.name), inputs.labels,
                                         recorder, tests_dir=inputs.acceptance_tests_dir), node_jobs)
+        # The storage check (issue 34): a checkpoint of the model's size written and read back on the shared
+        # filesystem from the nodes the goodput model counts, recorded under acceptance/storage/ by the same
+        # recorder; on the largest tested group, behind the same held queue.
+        from components.kubernetes.objects.storage_check import (
+            storage_check_job,
+            storage_check_pool,
+            storage_check_volume,
+        )
+        check, fs, pool_for_check = inputs.storage_check, inputs.shared_filesystem, storage_check_pool(tested)
+        if check is not None and fs is not None and pool_for_check is not None:
+            pv, pvc = storage_check_volume(fs, inputs.labels)
+            volume = apply(f"{name}-storage-check-pv", pv, pulumi.ResourceOptions(parent=self))
+            claim = apply(f"{name}-storage-check-pvc", pvc,
+                          pulumi.ResourceOptions(parent=self, depends_on=[ns, volume]))
+            apply(f"{name}-storage-check", storage_check_job(check, pool_for_check, fs, recorder, inputs.labels),
+                  pulumi.ResourceOptions(parent=self, depends_on=[queue, account, claim, *recorder.ready]))
         self.register_outputs({})
 
 

@@ -144,3 +144,10 @@ class AcceptanceSpec(_Model):
         default=None, max_length=512,
         description="The image that uploads each node's record to the bucket (the AWS CLI on AWS, the Google Cloud "
         "CLI on GKE); default: the one components/catalog/charts.yaml pins. Give your mirror's copy by digest.")
+    storage_image: Optional[str] = Field(
+        default=None, max_length=512, pattern=r"^[^@\s]+@sha256:[0-9a-f]{64}$",
+        description="The fio image of the storage acceptance Job, by digest: <repository>@sha256:<64 hex>, with fio "
+        "3.x, a POSIX shell and GNU coreutils (date +%s.%N, timeout). With it, and a shared filesystem and "
+        "workload.goodput, a held Job writes and reads back a checkpoint of the model's size from the nodes the "
+        "goodput model counts and records the times under acceptance/storage/<run>/ (docs/sizing.md). No fio image "
+        "with a digest this blueprint could verify is pinned, so it is the stack's input.")

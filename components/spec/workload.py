@@ -51,6 +51,11 @@ class GoodputSpec(_Model):
     ideal_work_per_gpu_month: Optional[StrictFloat] = Field(
         default=None, gt=0, description="workUnit one GPU completes in a month with no failure, idle or retry.",
         json_schema_extra=unit("workUnit per GPU-month"))
+    restore_target_minutes: Optional[StrictFloat] = Field(
+        default=None, gt=0, le=1440,
+        description="The longest a restore (reading the whole checkpoint back) may take; `blueprint sizing "
+        "--measured` fails a storage record slower than this. Default: the figure of an acceptanceMetric such as "
+        "'a checkpoint restorable in under 15 minutes'.", json_schema_extra=unit("minutes"))
 
 
 class EconomicsSpec(_Model):

@@ -35,7 +35,8 @@ def _quantity(text: Any) -> float:
 
 def node_jobs(graph: Any) -> dict[str, dict[str, Any]]:
     return {j.inputs["metadata"]["name"]: j.inputs for j in graph.of_type(JOB)
-            if j.inputs["metadata"].get("namespace") == "gpu-acceptance"}
+            if j.inputs["metadata"].get("namespace") == "gpu-acceptance"
+            and j.inputs["metadata"]["labels"].get("gpu-cluster/acceptance") == "nodes"}
 
 
 def test_the_mpijobs_are_valid_against_the_crd() -> None:
