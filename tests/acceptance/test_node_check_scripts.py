@@ -94,6 +94,7 @@ def test_a_good_node_passes_with_what_nvidia_smi_reports(tmp_path: Path) -> None
     assert record["fabric"] == {"kind": "efa", "expected": 4, "present": 4, "up": 4,
                                 "devices": ["rdmap0s0", "rdmap1s0", "rdmap2s0", "rdmap3s0"]}
     assert record["dcgm"]["result"] == "pass" and record["dcgm"]["level"] == 2
+    assert record["exit_status"] == 0  # the benchmark's status, as the per-node Job records it
     assert {c["name"] for c in record["checks"]} == {"gpu-count", "gpu-model", "dcgm", "fabric-devices",
                                                      "nvlink-busbw"}
 
@@ -140,10 +141,27 @@ def test_health_needs_the_passed_check_and_every_device(tmp_path: Path) -> None:
     assert Path(env2["STATUS_DIR"], "healthy").exists()
 
 
+
+def _fake_mpirun(bin_dir: Path, calls: Path, slow_node: str) -> None:
+    """mpirun as the launcher meets it: the node-name lookup answers node-<i> for worker i; a pair or group run
+    prints an nccl-tests table whose bus bandwidth is low when the slow node is among its hosts."""
+    good = ROW.format(size=2 ** 30, count=2 ** 28, t=1.0, a=1.0, b=400.0)
+    slow = ROW.format(size=2 ** 30, count=2 ** 28, t=1.0, a=1.0, b=40.0)
+    lookup = "h=$(printf '%s' \"$*\" | sed 's/.*-H \\([^ :]*\\):1.*/\\1/'); h=${h#job-worker-}; echo node-${h%%.*}"
+    _exe(bin_dir / "mpirun", f"""echo "$*" >> {calls}
+case "$*" in
+  *node-name*) {lookup};;
+  *{slow_node.replace("node-", "job-worker-")}.*) echo "# nccl-tests version 2.17.1"; echo "{slow}"
+    echo "# Avg bus bandwidth    : 40.0";;
+  *) echo "# nccl-tests version 2.17.1"; echo "{good}"; echo "# Avg bus bandwidth    : 400.0";;
+esac""")
+
+
 def test_the_launcher_runs_both_pairings_and_keeps_the_group_run_with_its_nodes(tmp_path: Path) -> None:
     """The MPIJob launcher's shell with a fake mpirun: every node meets two partners (round 1 neighbours, round 2
-    shifted), each pair's log and pair.json name the Kubernetes nodes, and the group run's nodes.json maps workers
-    to nodes."""
+    shifted), each pair's log and pair.json name the Kubernetes nodes, the group run's nodes.json maps workers to
+    nodes, and ``blueprint nccl nodes`` on what it wrote names the node with the bad NIC."""
+    from blueprint.cli import main
     from components.kubernetes.objects.acceptance import launcher_script, pairings
 
     assert pairings(4) == [[(0, 1), (2, 3)], [(1, 2), (3, 0)]]
@@ -154,27 +172,51 @@ def test_the_launcher_runs_both_pairings_and_keeps_the_group_run_with_its_nodes(
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "calls"
-    _exe(bin_dir / "mpirun", f"""echo "$*" >> {calls}
-case "$*" in
-  *node-name*) h=$(printf '%s' "$*" | sed 's/.*-H \\([^ :]*\\):1.*/\\1/'); echo "node-${{h#job-worker-}}" | cut -d. -f1;;
-  *) echo "# nccl-tests version 2.17.1"; echo "  1073741824  268435456  float  sum  -1  1.0  1.0  400.0  0  1.0  1.0  400.0  0";;
-esac""")
+    _fake_mpirun(bin_dir, calls, slow_node="node-3")
     script = launcher_script(["mpirun", "--allow-run-as-root"], ["all_reduce_perf", "-g", "1"], 8, 4)
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "MPI_HOSTFILE": str(tmp_path / "hostfile"),
            "NODE_GROUP": "h100", "INSTANCE_TYPE": "p5.48xlarge"}
-    done = subprocess.run(["bash", "-c", script.replace("R=/records", f"R={tmp_path / 'records'}")], env=env,
+    records = tmp_path / "run"
+    done = subprocess.run(["bash", "-c", script.replace("R=/records", f"R={records}")], env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    records = tmp_path / "records"
     pairs = sorted(p.name for p in (records / "pairs").iterdir())
     assert pairs == ["1-node-0--node-1", "1-node-2--node-3", "2-node-1--node-2", "2-node-3--node-0"]
     pair = json.loads((records / "pairs" / "2-node-3--node-0" / "pair.json").read_text(encoding="utf-8"))
     assert pair["round"] == 2 and pair["nodes"] == ["node-3", "node-0"] and pair["exit_status"] == 0
-    assert "400.0" in (records / "pairs" / "1-node-0--node-1" / "nccl.log").read_text(encoding="utf-8")
     group = json.loads((records / "multinode" / "nodes.json").read_text(encoding="utf-8"))
     assert group["nodes"] == ["node-0", "node-1", "node-2", "node-3"]
     assert group["workers"][hosts[2]] == "node-2" and group["instance_type"] == "p5.48xlarge"
     assert (records / "done").exists()
-    pair_calls = [c for c in calls.read_text(encoding="utf-8").splitlines() if "-np 16" in c]
-    assert len(pair_calls) == 4 and all("-N 8" in c for c in pair_calls)
-    assert any("-np 32 -N 8" in c for c in calls.read_text(encoding="utf-8").splitlines())
+    lines = calls.read_text(encoding="utf-8").splitlines()
+    assert len([c for c in lines if "-np 16 -N 8" in c]) == 4 and any("-np 32 -N 8" in c for c in lines)
+    (records / "done").unlink()
+    out = tmp_path / "verdict.json"
+    assert main(["nccl", "nodes", str(records), "--format", "json", "-o", str(out)]) == 1
+    verdict = json.loads(out.read_text(encoding="utf-8"))
+    suspects = {x["node"]: x["verdict"] for x in verdict["pairs"]["suspects"]}
+    assert suspects == {"node-3": "bad"}  # its two pairs failed; each partner passed with its other partner
+    assert [p["passed"] for p in verdict["pairs"]["pairs"]].count(False) == 2
+    assert verdict["multinode"]["nodes"] == group["nodes"]
+
+
+def test_nccl_nodes_reads_what_the_node_check_writes_and_names_the_bad_node(tmp_path: Path) -> None:
+    """Two nodes' checks as the DaemonSet writes them (node-check-<day>/<node>/), one with an EFA device down:
+    ``blueprint nccl nodes`` fails the run and names that node, with nvidia-smi's model in the record."""
+    from blueprint.cli import main
+
+    run = tmp_path / "node-check-20261202"
+    for node, efa_up in (("ip-10-0-0-1", 4), ("ip-10-0-0-2", 3)):
+        work = tmp_path / node
+        record, _ = _run(work, efa_up=efa_up)
+        target = run / node
+        target.mkdir(parents=True)
+        for name in ("nccl.log", "node.json"):
+            text = (work / "records" / name).read_text(encoding="utf-8")
+            target.joinpath(name).write_text(text.replace("ip-10-0-0-1", node), encoding="utf-8")
+    out = tmp_path / "nodes.json"
+    assert main(["nccl", "nodes", str(run), "--format", "json", "-o", str(out)]) == 1
+    verdict = json.loads(out.read_text(encoding="utf-8"))
+    failed = {n["node"]: n["problems"] for n in verdict["nodes"] if n["outlier"]}
+    assert failed == {"ip-10-0-0-2": ["efa devices: 3 of 4 up (4 present)"]}
+    assert verdict["gpu_models"] == ["NVIDIA H100 80GB HBM3"]

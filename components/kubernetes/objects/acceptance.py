@@ -128,10 +128,15 @@ def _node_script(tests_dir: str, gpus: int, rank_setup: Sequence[str]) -> str:
         "SMI=$(command -v nvidia-smi || echo /usr/local/nvidia/bin/nvidia-smi)",
         'DRIVER=$($SMI --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1)',
         "CUDA=$($SMI 2>/dev/null | sed -n 's/.*CUDA Version: *\\([0-9.]*\\).*/\\1/p' | head -n1)",
+        # what the node's GPUs are, as nvidia-smi names them (not the stack's declared type)
+        "GPU_COUNT=$($SMI --query-gpu=name --format=csv,noheader 2>/dev/null | grep -c .)",
+        "GPU_MODEL=$($SMI --query-gpu=name --format=csv,noheader 2>/dev/null | sort -u | paste -sd ';' | tr -d '\"')",
         'printf \'{"node": "%s", "pod": "%s", "index": "%s", "node_group": "%s", "instance_type": "%s", '
-        '"gpus": %s, "driver": "%s", "cuda": "%s", "exit_status": %s, "started": "%s", "finished": "%s"}\\n\' '
+        '"gpus": %s, "gpu_count": %s, "gpu_model": "%s", "driver": "%s", "cuda": "%s", "exit_status": %s, '
+        '"started": "%s", "finished": "%s"}\\n\' '
         '"$NODE_NAME" "$POD_NAME" "${JOB_COMPLETION_INDEX:-}" "$NODE_GROUP" "$INSTANCE_TYPE" '
-        f'"{gpus}" "$DRIVER" "$CUDA" "$STATUS" "$START" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > {RECORDS_DIR}/node.json',
+        f'"{gpus}" "${{GPU_COUNT:-0}}" "$GPU_MODEL" "$DRIVER" "$CUDA" "$STATUS" "$START" '
+        f'"$(date -u +%Y-%m-%dT%H:%M:%SZ)" > {RECORDS_DIR}/node.json',
     ])
 
 

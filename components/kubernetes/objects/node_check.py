@@ -333,7 +333,7 @@ def verdict_script(check: NodeCheck, nvlink: bool) -> str:
         "\"present\": %s, \"up\": %s, \"devices\": [%s]}, ' \"$(n \"$FABRIC_PRESENT\")\" \"$(n \"$FABRIC_UP\")\" "
         "\"$DEVICES_JSON\"",
         "  printf '\"checks\": [%s], \"passed\": %s, \"exit_status\": %s, \"started\": %s, \"finished\": %s}\\n' "
-        "\"$CHECKS\" \"$PASSED\" \"$([ \"$PASSED\" = true ] && echo 0 || echo 1)\" \"$(q \"$START\")\" "
+        "\"$CHECKS\" \"$PASSED\" \"$(n \"$NCCL_EXIT\")\" \"$(q \"$START\")\" "
         "\"$(q \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\")\"; } > $R/node.json",
         "cat $R/node.json",
         '[ "$PASSED" = true ] && date -u +%Y-%m-%dT%H:%M:%SZ > $S/passed',
