@@ -62,15 +62,16 @@ def reason(report: Report, rule: str) -> dict[str, str]:
 def test_the_slurm_examples_run_on_prod_aws_slurm_as_research(graph_files: Callable[[str], Path],
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     files = sorted(EXAMPLES.glob("*.sbatch"))
-    assert [p.name for p in files] == ["nccl-allreduce.sbatch", "train.sbatch"]
+    assert [p.name for p in files] == ["nccl-allreduce.sbatch", "node-check.sbatch", "train.sbatch"]
     code = main(["admit", str(graph_files(SLURM)), *map(str, files)])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "FAIL" not in out and out.endswith(f"2 of 2 workloads admitted on {SLURM}\n")
+    assert "FAIL" not in out and out.endswith(f"3 of 3 workloads admitted on {SLURM}\n")
     code, report = admit(graph_files(SLURM), *files, capsys=capsys)
-    nccl, train = report["workloads"]
+    nccl, check, train = report["workloads"]
     assert nccl["account"] == "root" and train["account"] == "research"  # the acceptance run: every node, as root
-    for workload in (nccl, train):
+    assert check["account"] == "root" and (check["nodes"], check["gpus"]) == (16, 128)  # every node proves itself
+    for workload in (nccl, check, train):
         assert workload["scheduler"] == "slurm"
         assert workload["partition"] == "train" and workload["namespace"] == "slurm"
         assert list(workload["steps"]) == ["script", "slurm", "partition", "account", "time", "nodes", "gpus",

@@ -11,7 +11,10 @@ stable), and has no images without its defaults. What the operator does not do, 
 - partitions over several NodeSets, with limits, and accounts, fair share and GPU limits (no CRD holds them): a Job
   loads them into slurmdbd with ``sacctmgr load`` (sacctmgr(1), "Flat file dump and load");
 - the DCGM job mapping (prolog/epilog writing the job id per GPU, as Slinky's vendor files and Nebius's Soperator
-  do), so GPU metrics carry the Slurm job id (dcgm-exporter ``hpc_job``).
+  do), so GPU metrics carry the Slurm job id (dcgm-exporter ``hpc_job``);
+- the GPU node gate: slurmd tolerates only the taints its nodes carry for it, never the readiness taints, so it starts
+  on a node only once the node's check passed (objects/node_check.py), and a Slurm health check
+  (``HealthCheckProgram``) drains a node whose GPUs, fabric or DCGM health go bad, as the health taint does for pods.
 """
 
 from __future__ import annotations
@@ -23,12 +26,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.catalog.charts import slurm_images
-from components.kubernetes.objects.common import Manifest, meta
+from components.kubernetes.objects.common import GPU_TOLERATION, QUEUED_TOLERATION, Manifest, meta
+from components.kubernetes.objects.node_check import HEALTH_INTERVAL_S, NodeCheck, _fabric_script, node_checks
 from components.kubernetes.objects.storage import SHARED_FS_CLAIM
 from components.kubernetes.objects.storage import _volume as _fs_volume
 from components.kubernetes.objects.tenancy import namespace
 from components.kubernetes.quotas import GpuPool
-from components.spec import ClusterSpec, TeamSpec
+from components.spec import GPU_TAINT_KEY, HEALTH_TAINT_KEY, READINESS_TAINT_KEY, ClusterSpec, TeamSpec
 from components.spec.decisions import slurm_partition_teams
 from components.spec.slurm import SlurmPartitionSpec, SlurmSpec
 
@@ -51,6 +55,22 @@ SCHEDULER_LABEL = "gpu-cluster/scheduler"
 # slurmctld serves its metrics on its port (MetricsType=metrics/openmetrics, Slurm 25.11+ doc/html/metrics.shtml);
 # the jobs-users-accts endpoint is left out: one series per user and account, unbounded.
 METRICS_PATHS = ("/metrics/jobs", "/metrics/nodes", "/metrics/partitions", "/metrics/scheduler")
+# The health check in every slurmd container (each NodeSet mounts its group's ConfigMap there; slurm.conf(5)
+# HealthCheckProgram is one path for the cluster, "executed as user root periodically on all compute nodes").
+HEALTH_CHECK_DIR = "/etc/gpu-cluster/health"
+HEALTH_CHECK_PROGRAM = f"{HEALTH_CHECK_DIR}/gpu-health.sh"
+# slurm.conf(5) HealthCheckProgram: "killed if it does not terminate normally within 60 seconds"; each tool the script
+# calls gets a share of that.
+HEALTH_TOOL_TIMEOUT_S = 15
+HEALTH_DRAIN_REASON = "gpu-health:"  # the prefix of the reason it drains with; it resumes only nodes it drained
+# What the DaemonSet controller adds to a daemon pod so that a node that is briefly not ready or unreachable does not
+# evict it (Kubernetes "DaemonSet", Taints and tolerations). Slinky's NodeSet controller builds its pods itself, adding
+# only its own worker toleration (slurm-operator v1.2.1 internal/builder/workerbuilder/worker_app.go): without these,
+# slurmd and its jobs would be evicted 300 s after its node stopped answering (DefaultTolerationSeconds).
+NODE_LOSS_TOLERATIONS = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+                         {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}]
+# The taints slurmd must never tolerate: the node's check has not passed, or its health is bad (objects/node_check.py).
+GATE_TAINTS = (READINESS_TAINT_KEY, HEALTH_TAINT_KEY)
 
 
 @dataclass(frozen=True)
@@ -84,6 +104,7 @@ class SlurmNodePool:
     node_selector: Mapping[str, str]  # the label that picks the group's nodes
     gpu_type: str | None  # Slurm's GRES type name of the GPU (gres.conf AutoDetect's), None: count only
     fabric: Mapping[str, int] = field(default_factory=dict)  # extended resources of the fabric (vpc.amazonaws.com/efa)
+    taints: Sequence[Manifest] = ()  # the group's own taints from the stack (key, value, effect)
 
 
 @dataclass(frozen=True)
@@ -142,9 +163,12 @@ def slurm_cluster(spec: ClusterSpec, pools: Sequence[GpuPool], *, node_label: st
     if slurm is None:
         return None
     by_name = {p.name: p for p in pools}
+    groups = {g.name: g for g in (spec.aws_spec() if spec.cloud == "aws" else spec.gcp_spec()).node_groups}
     node_pools = [SlurmNodePool(pool=by_name[n], node_selector={node_label: n}, gpu_type=None,
                                 fabric={fabric_resource: by_name[n].fabric_per_node}
-                                if fabric_resource and by_name[n].fabric_per_node else {})
+                                if fabric_resource and by_name[n].fabric_per_node else {},
+                                taints=[{"key": t.key, "value": t.value, "effect": t.effect}
+                                        for t in (groups[n].taints if n in groups else [])])
                   for n in slurm.node_groups if n in by_name]
     return SlurmCluster(
         name=spec.name, spec=slurm, teams=list(spec.teams), pools=node_pools, images=SlurmImages(**slurm_images()),
@@ -219,6 +243,12 @@ def controller_extra_conf(c: SlurmCluster) -> str:
         "ProctrackType=proctrack/cgroup",
         "TaskPlugin=task/affinity,task/cgroup",
         "ReturnToService=2",
+        # the GPU health check (health_check_script), at the Kubernetes health loop's interval, on nodes in any state:
+        # a drained node keeps its running jobs and takes no new one (slurm.conf(5) HealthCheckProgram,
+        # HealthCheckInterval, HealthCheckNodeState; the program also runs when slurmd starts, before it registers)
+        f"HealthCheckProgram={HEALTH_CHECK_PROGRAM}",
+        f"HealthCheckInterval={HEALTH_INTERVAL_S}",
+        "HealthCheckNodeState=ANY",
         "MpiDefault=pmix",
         "PriorityType=priority/multifactor",
         "PriorityWeightFairshare=10000",
@@ -264,6 +294,92 @@ done
 """
 
 
+def group_check(p: SlurmNodePool) -> NodeCheck:
+    """What a node of the group must show, as the Kubernetes node check judges it (GPU count, the model word, the
+    fabric's kind and devices); the NVLink figure is not the health check's."""
+    (check,) = node_checks([p.pool], {}, 1.0, {})
+    return check
+
+
+def health_check_script(check: NodeCheck) -> str:
+    """slurmd's ``HealthCheckProgram`` for one group: the checks of the Kubernetes health loop that can run inside the
+    slurmd container (node_check.health_script), and on a failure ``scontrol update state=drain`` with the reason.
+
+    - the GPUs: ``nvidia-smi`` lists the group's count of one model (slurmd holds every GPU of the node; an absent
+      nvidia-smi is a failure: the GPUs cannot be seen);
+    - the fabric devices still up (node_check's own test: InfiniBand-class devices ACTIVE, or the host's GPU NICs up);
+    - DCGM's health watches, only where ``dcgmi`` is in the image and a host engine answers (``DCGM_HOST``, else
+      dcgmi's default localhost:5555): the slurmd images carry no DCGM, so this is usually skipped, and the log says
+      so; the GPU alerts still fire from the exporter.
+
+    The node check's DCGM diagnostics and NVLink benchmark are not repeated (too long for the 60 s Slurm allows): the
+    readiness gate ran them before slurmd could start. A node the script drained that is healthy again is resumed
+    (only when the drain reason is the script's own), as the Kubernetes health taint is lifted."""
+    script = _HEALTH_CHECK.replace("@FABRIC@", _fabric_script(check.fabric_kind))
+    for key, value in (("POOL", check.pool), ("TYPE", check.instance_type), ("GPUS", str(check.gpus)),
+                       ("MODEL", check.gpu_model), ("KIND", check.fabric_kind), ("DEVICES", str(check.fabric_devices)),
+                       ("TIMEOUT", str(HEALTH_TOOL_TIMEOUT_S)), ("REASON", HEALTH_DRAIN_REASON)):
+        script = script.replace(f"@{key}@", value)
+    return script
+
+
+# The health check's shell (bash: the slurmd images are Ubuntu); @NAME@ are filled in per group.
+_HEALTH_CHECK = r"""#!/usr/bin/env bash
+# Slurm HealthCheckProgram of node group @POOL@ (@TYPE@): @GPUS@ x @MODEL@ GPUs, @DEVICES@ @KIND@ fabric devices up,
+# DCGM health not Failure. On a failure the node is drained with reason "@REASON@ <what>"; a node it drained is resumed
+# once healthy. Skipped when absent: DCGM health (no dcgmi in the image, or no host engine answers; said in the log).
+# Generated by components/kubernetes/objects/slurm.py (health_check_script).
+set -u
+SYS=${SYSFS_ROOT:-/sys}
+NODE=${SLURMD_NODENAME:-$(hostname)}  # the operator's preStop names the Slurm node $(hostname) too
+T=@TIMEOUT@
+WHY=''
+SMI=$(command -v nvidia-smi || echo /usr/local/nvidia/bin/nvidia-smi)
+if [ -x "$SMI" ]; then
+  NAMES=$(timeout $T "$SMI" --query-gpu=name --format=csv,noheader 2>/dev/null)
+  COUNT=$(printf '%s' "$NAMES" | grep -c .)
+  MODEL=$(printf '%s\n' "$NAMES" | grep . | sort -u | paste -sd ';' | tr -d '"')
+  [ "$COUNT" = "@GPUS@" ] || WHY="$WHY nvidia-smi lists $COUNT of @GPUS@ GPUs;"
+  case "$MODEL" in
+    *";"*) WHY="$WHY GPU models $MODEL;";;
+    *"@MODEL@"*) ;;
+    *) WHY="$WHY GPU model '$MODEL', expected @MODEL@;";;
+  esac
+else
+  WHY="$WHY nvidia-smi not found;"
+fi
+@FABRIC@
+[ "$FABRIC_UP" -ge @DEVICES@ ] || WHY="$WHY @KIND@: $FABRIC_UP of @DEVICES@ up;"
+if command -v dcgmi >/dev/null 2>&1; then
+  H=$(timeout $T dcgmi health ${DCGM_HOST:+--host "$DCGM_HOST"} -c 2>&1)
+  if printf '%s' "$H" | grep -q 'Overall Health.*Failure'; then WHY="$WHY dcgm: Failure;"
+  elif ! printf '%s' "$H" | grep -q 'Overall Health'; then echo "gpu-health: DCGM skipped, no answer: $H"; fi
+else
+  echo "gpu-health: DCGM skipped, no dcgmi in the slurmd image"
+fi
+if [ -n "$WHY" ]; then
+  WHY=${WHY# }
+  REASON="@REASON@ ${WHY%;}"
+  echo "$REASON" >&2
+  timeout $T scontrol update nodename="$NODE" state=drain reason="$REASON"
+  exit 1
+fi
+# Healthy: resume the node only if this program drained it (an administrator's drain stays).
+SHOW=$(timeout $T scontrol show node "$NODE" 2>/dev/null)
+if printf '%s' "$SHOW" | grep -q 'State=[A-Z_+]*DRAIN' && printf '%s' "$SHOW" | grep -q 'Reason=@REASON@'; then
+  timeout $T scontrol update nodename="$NODE" state=resume
+fi
+exit 0
+"""
+
+
+def health_check_config_map(c: SlurmCluster, p: SlurmNodePool) -> Manifest:
+    """The group's health check as a ConfigMap its NodeSet mounts at :data:`HEALTH_CHECK_DIR`."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(f"slurm-health-{p.pool.name}", SLURM_NAMESPACE,
+                                                                       c.labels),
+            "data": {"gpu-health.sh": health_check_script(group_check(p))}}
+
+
 def config_maps(c: SlurmCluster) -> list[Manifest]:
     """The prolog and epilog scripts (DCGM job mapping) and the extra config files (pyxis's SPANK plugin)."""
     out: list[Manifest] = [{
@@ -279,7 +395,7 @@ def config_maps(c: SlurmCluster) -> list[Manifest]:
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("slurm-epilog", SLURM_NAMESPACE, c.labels),
              "data": {"epilog-90-dcgm-job-mapping.sh": epilog_script()}},
         ]
-    return out
+    return [*out, *(health_check_config_map(c, p) for p in c.pools)]
 
 
 def accounting(c: SlurmCluster) -> Manifest | None:
@@ -349,6 +465,17 @@ def _volumes(c: SlurmCluster) -> tuple[list[dict[str, Any]], list[dict[str, Any]
     return volumes, mounts
 
 
+def slurmd_tolerations(p: SlurmNodePool) -> list[Manifest]:
+    """What slurmd tolerates on its group's nodes: the GPU taint, GKE's queued-provisioning taint on a flex-start pool,
+    the group's own taints (the stack's ``taints``: a spot group's, if the stack gives it one; neither EKS managed node
+    groups nor this program's GKE pools taint spot nodes themselves: components/bootstrap.py node_taints,
+    components/gcp/gke.py), and a node briefly lost, as a DaemonSet's pod does. Never the readiness taints: slurmd
+    holds every GPU of the node, so it must start only on a node whose check passed."""
+    own = [{"key": t["key"], "operator": "Equal", "value": t["value"], "effect": t["effect"]} for t in p.taints
+           if t["key"] not in (GPU_TAINT_KEY, *GATE_TAINTS)]
+    return [GPU_TOLERATION, *([QUEUED_TOLERATION] if p.pool.queued else []), *own, *NODE_LOSS_TOLERATIONS]
+
+
 def nodeset(c: SlurmCluster, p: SlurmNodePool) -> Manifest:
     """One slurmd per node of the group (DaemonSet mode), holding the node's every GPU and fabric device, its GPUs
     as GRES (``Gres=gpu:<type>:<n>``), the group's name as its Slurm feature; scratch is the pod's emptyDir, which
@@ -364,6 +491,10 @@ def nodeset(c: SlurmCluster, p: SlurmNodePool) -> Manifest:
     if c.job_mapping:
         volumes.append({"name": "job-mapping", "hostPath": {"path": JOB_MAPPING_DIR, "type": "DirectoryOrCreate"}})
         mounts.append({"name": "job-mapping", "mountPath": JOB_MAPPING_DIR})
+    # 0555: slurmd runs the program as root (slurm.conf(5) HealthCheckProgram); nothing writes it
+    volumes.append({"name": "health-check", "configMap": {"name": f"slurm-health-{p.pool.name}",
+                                                          "defaultMode": 0o555}})
+    mounts.append({"name": "health-check", "mountPath": HEALTH_CHECK_DIR, "readOnly": True})
     return {
         "apiVersion": API, "kind": "NodeSet", "metadata": meta(p.pool.name, SLURM_NAMESPACE, c.labels),
         "spec": {
@@ -377,8 +508,8 @@ def nodeset(c: SlurmCluster, p: SlurmNodePool) -> Manifest:
             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
             "template": _pod(c, {
                 "nodeSelector": dict(p.node_selector),
-                # The group's nodes are Slurm's alone: slurmd tolerates their taints (GPU, spot, the group's own).
-                "tolerations": [{"operator": "Exists"}],
+                # The group's nodes are Slurm's alone: slurmd tolerates their taints, except the readiness gate's.
+                "tolerations": slurmd_tolerations(p),
                 "volumes": volumes,
             }),
         },
