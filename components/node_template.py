@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from components.bootstrap import KUBERNETES_EFFECTS, efa_interfaces, node_labels, node_taints, wants_raid0
 from components.catalog import InstanceFacts
 from components.spec.aws import NodeGroupSpec
+from components.spec.base import READINESS_TAINT_KEY
 from components.spec.decisions import is_autoscaled
 
 # The extended resource the EFA device plugin advertises.
@@ -71,5 +72,7 @@ def autoscaler_tags(group: NodeGroupSpec, facts: InstanceFacts, gpu_units_per_gp
     and the node group's labels, taints and :func:`template_resources` as node-template tags."""
     if not is_autoscaled(group, facts):
         return {}
-    taints = [{**t, "effect": KUBERNETES_EFFECTS[t["effect"]]} for t in node_taints(group, facts)]
+    # The readiness taint is a startup taint (CA's --startup-taint): CA drops it from templates, so it is not tagged.
+    taints = [{**t, "effect": KUBERNETES_EFFECTS[t["effect"]]} for t in node_taints(group, facts)
+              if t["key"] != READINESS_TAINT_KEY]
     return node_template_tags(node_labels(group, facts), taints, template_resources(group, facts, gpu_units_per_gpu))

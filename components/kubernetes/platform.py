@@ -428,12 +428,15 @@ class NodeReadiness(pulumi.ComponentResource):
         super().__init__("gpu-cluster:platform:NodeReadiness", name, provenance.props(), opts)
         child = pulumi.ResourceOptions(parent=self)
         controller_ns = _system_namespace(self, nc.READINESS_NAMESPACE, inputs)
-        # The chart's default tolerations let its pod land on any tainted node; none keeps it on the system nodes
-        # (GPU nodes carry nvidia.com/gpu).
         controller = release("node-readiness-controller", load_charts()["node-readiness-controller"],
-                             nc.READINESS_NAMESPACE, {**nc.controller_values(), "tolerations": []},
+                             nc.READINESS_NAMESPACE, nc.controller_values(),
                              pulumi.ResourceOptions(parent=self, depends_on=[controller_ns]))
-        checks = nc.node_checks(inputs.pools, inputs.node_check_expected, load_thresholds()[0], load_per_node())
+        # Kueue's GPU pools and Slurm's (slurmd, which holds a node's GPUs, waits for the same gate)
+        pools = {p.name: p for p in inputs.pools}
+        for slurm_pool in inputs.slurm.pools if inputs.slurm is not None else ():
+            pools.setdefault(slurm_pool.pool.name, slurm_pool.pool)
+        checks = nc.node_checks(list(pools.values()), inputs.node_check_expected, load_thresholds()[0],
+                                load_per_node())
         check_ns = _system_namespace(self, nc.NODE_CHECK_NAMESPACE, inputs)
         in_ns = pulumi.ResourceOptions(parent=self, depends_on=[check_ns])
         account = apply(f"{name}-account",
@@ -562,7 +565,7 @@ def build_platform(inputs: PlatformInputs, opts: pulumi.ResourceOptions) -> None
         monitoring = Monitoring("monitoring", inputs, opts=opts)
     with from_spec(spec_path("platform")):
         GpuStack("gpu-stack", inputs, monitoring.prometheus, opts=opts)
-    if inputs.pools:
+    if inputs.pools or inputs.slurm is not None:
         with from_spec(spec_path("platform")):
             NodeReadiness("node-readiness", inputs, opts=opts)
     with from_spec(spec_path("teams"), teams):

@@ -245,7 +245,7 @@ bucket_public_access = stack_policy(
 # /var/log and the journal of every node. gpu-node-check: each GPU node's check (DCGM diagnostics and health with
 # every GPU visible, the fabric devices) before and after the node takes jobs; no team pod runs there.
 PRIVILEGED_NAMESPACES = Knob("privilegedNamespaces", STRING_LIST,
-                             ["kube-system", "gpu-operator", "monitoring", "slurm", "logging", "gpu-node-check"])
+                             ["kube-system", "gpu-operator", "monitoring", "gpu-node-check", "slurm", "logging"])
 WORKLOADS = {"Pod": ("spec",), "Deployment": ("spec", "template", "spec"), "StatefulSet": ("spec", "template", "spec"),
              "DaemonSet": ("spec", "template", "spec"), "ReplicaSet": ("spec", "template", "spec"),
              "Job": ("spec", "template", "spec"), "CronJob": ("spec", "jobTemplate", "spec", "template", "spec")}

@@ -208,7 +208,7 @@ def test_nccl_nodes_reads_what_the_node_check_writes_and_names_the_bad_node(tmp_
     run = tmp_path / "node-check-20261202"
     for node, efa_up in (("ip-10-0-0-1", 4), ("ip-10-0-0-2", 3)):
         work = tmp_path / node
-        record, _ = _run(work, efa_up=efa_up)
+        _run(work, efa_up=efa_up)
         target = run / node
         target.mkdir(parents=True)
         for name in ("nccl.log", "node.json"):

@@ -130,7 +130,7 @@ def test_the_acceptance_jobs_wait_only_for_their_held_queue(graph_files: Callabl
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     jobs = [r.inputs for r in offline_run("prod-aws").graph.resources if r.type.endswith(":MPIJob") or (
         r.type.endswith(":Job") and r.inputs["metadata"].get("namespace") == "gpu-acceptance")]
-    assert len(jobs) == 2  # the all_reduce over every node and the per-node run
+    assert len(jobs) == 3  # the all_reduce over every node, the per-node run, the storage checkpoint check
     code, report = admit(graph_files("prod-aws"), tmp_path, *jobs, capsys=capsys)
     assert code == 1 and report["admitted"] is False
     for workload in report["workloads"]:

@@ -67,7 +67,10 @@ def test_the_release_runs_the_image_of_the_cluster_minor_on_the_system_group(dev
     assert values["autoDiscovery"] == {"clusterName": "dev-gpu", "tags": [
         "k8s.io/cluster-autoscaler/enabled", "k8s.io/cluster-autoscaler/dev-gpu", "gpu-cluster/autoscale=true"]}
     assert values["rbac"]["serviceAccount"] == {"create": True, "name": "cluster-autoscaler"}
-    assert "awsAccessKeyID" not in values and "extraArgs" not in values  # Pod Identity; CA's default flags
+    assert "awsAccessKeyID" not in values  # Pod Identity
+    # CA's default flags but the GPU nodes' readiness taints, which it leaves out of its node templates
+    assert values["extraArgs"] == {"startup-taint": "readiness.k8s.io/gpu-node-check",
+                                   "status-taint": "readiness.k8s.io/gpu-health"}
     (term,) = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"]
     assert term == {"matchExpressions": [{"key": "gpu-cluster/node-group", "operator": "In", "values": ["system"]}]}

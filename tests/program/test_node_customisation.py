@@ -95,7 +95,8 @@ def test_a_custom_ami_joins_the_cluster_with_its_labels_taints_and_kubelet_setti
         "memory.available": "90s"}
     flags = kubelet["flags"]
     assert any(f.startswith("--node-labels=") and "gpu-cluster/node-group=l4" in f for f in flags)
-    assert "--register-with-taints=nvidia.com/gpu=true:NoSchedule" in flags
+    assert "--register-with-taints=nvidia.com/gpu=true:NoSchedule,readiness.k8s.io/gpu-node-check=pending:NoSchedule" \
+        in flags
     assert len(raw.encode()) < 16384
 
 
@@ -219,7 +220,7 @@ def test_nothing_to_configure_writes_no_user_data() -> None:
      ".aws.nodeGroups[l4].efaInterfaces: g6.xlarge has no EFA interface (catalog: "
      f"{load_aws_catalog()['g6.xlarge'].efa_interfaces.source}) [rule: efa-interfaces-fit]"),
     (lambda s: group(s, "l4").update(preBootstrapCommands=["echo " + "x" * 4000] * 5),
-     ".aws.nodeGroups[l4]: the group's user data takes 24,125 bytes with the cluster's connection details, over "
+     ".aws.nodeGroups[l4]: the group's user data takes 24,176 bytes with the cluster's connection details, over "
      "EC2's 16,384-byte limit: shorten the bootstrap commands (fetch a script instead) [rule: user-data-size]"),
 ])
 def test_node_customisation_rules(change: Any, expected: str) -> None:

@@ -9,11 +9,12 @@ from typing import Any
 
 import celpy
 import pytest
+import yaml
 
 from components.kubernetes.objects import node_check as nc
 from components.spec import HEALTH_TAINT_KEY, READINESS_TAINT_KEY
 from tests.conftest import offline_run
-from tests.k8s_checks import crd_schemas, validate_builtin, validate_crd_object
+from tests.k8s_checks import CRD_ROOT, crd_schemas, validate_builtin, validate_crd_object
 
 RULE = "kubernetes:readiness.node.x-k8s.io/v1alpha1:NodeReadinessRule"
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
@@ -36,16 +37,18 @@ def _gpu_groups(graph: Any) -> dict[str, dict[str, Any]]:
 
 def _crd_cel(rule: dict[str, Any]) -> list[str]:
     """The NodeReadinessRule CRD's CEL rules on spec.taint (key prefix and shape) run on the object: broken ones."""
-    (crd,) = [d for d in __import__("yaml").safe_load_all(
-        (__import__("pathlib").Path(__file__).resolve().parents[2] / "blueprint" / "schemas" / "crds" /
-         "node-readiness-controller" / "readiness.node.x-k8s.io_nodereadinessrules.yaml").read_text()) if d]
+    (crd,) = [d for d in yaml.safe_load_all((CRD_ROOT / "node-readiness-controller" /
+                                            "readiness.node.x-k8s.io_nodereadinessrules.yaml").read_text()) if d]
     taint_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["taint"]
     env = celpy.Environment()
+    # Kubernetes' CEL string library (split), which cel-python lacks
+    functions = {"split": lambda text, sep: celpy.celtypes.ListType(
+        [celpy.celtypes.StringType(x) for x in str(text).split(str(sep))])}
     broken = []
     for check in taint_schema["x-kubernetes-validations"]:
         if "oldSelf" in check["rule"]:
             continue
-        program = env.program(env.compile(check["rule"]))
+        program = env.program(env.compile(check["rule"]), functions=functions)
         if not program.evaluate({"self": celpy.json_to_cel(rule["spec"]["taint"])}):
             broken.append(check["message"])
     return broken
@@ -119,18 +122,22 @@ def test_gke_pools_register_with_the_taint_unless_the_autoscaler_grows_them() ->
             grows = bool(autoscaling) and (autoscaling.get("totalMinNodeCount", autoscaling.get("minNodeCount"))
                                            != autoscaling.get("totalMaxNodeCount", autoscaling.get("maxNodeCount")))
             taints = {t["key"] for t in pool["nodeConfig"].get("taints") or []}
-            assert (READINESS_TAINT_KEY in taints) is (not grows and pool["nodeConfig"].get("spot") is not True
-                                                       or READINESS_TAINT_KEY in taints and not grows), (stack, group)
+            assert (READINESS_TAINT_KEY in taints) is ((not grows and pool["nodeConfig"].get("spot") is not True)
+                                                       or (READINESS_TAINT_KEY in taints and not grows)), (stack, group)
 
 
-def test_the_controller_is_pinned_and_stays_off_the_gpu_nodes() -> None:
+def test_the_controller_is_pinned_and_prefers_nodes_without_gpus() -> None:
     graph = offline_run("prod-aws").graph
     (release,) = [r.inputs for r in graph.of_type("kubernetes:helm.sh/v3:Release")
                   if r.inputs["name"] == "node-readiness-controller"]
     assert release["chart"] == "oci://registry.k8s.io/node-readiness-controller/charts/node-readiness-controller"
     assert release["version"] == "0.5.0" and release["namespace"] == "nrr-system"
     values = release["values"]
-    assert values["tolerations"] == [] and values["replicaCount"] == 2
+    assert {t["key"] for t in values["tolerations"]} == {"nvidia.com/gpu", READINESS_TAINT_KEY, HEALTH_TAINT_KEY}
+    assert values["replicaCount"] == 2
+    (prefer,) = values["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert {e["key"] for e in prefer["preference"]["matchExpressions"]} == {"k8s.amazonaws.com/accelerator",
+                                                                           "cloud.google.com/gke-accelerator"}
     assert values["podDisruptionBudget"] == {"enabled": True, "minAvailable": 1}
 
 

@@ -162,7 +162,13 @@ def test_gpu_only_cluster_without_the_gpu_taint(dev_spec: dict[str, Any]) -> Non
     del groups[0]
     groups[0].update(gpuTaint=False, minSize=1, desiredSize=1)
     graph = run_spec(dev_spec).graph  # no system node group needed when no GPU group is tainted
-    assert "taints" not in one(graph, "aws:eks/nodeGroup:NodeGroup", "nodegroup-l4-ng").inputs
+    # no GPU taint; only the readiness taint its check lifts, which the controller tolerates where no other node is
+    assert one(graph, "aws:eks/nodeGroup:NodeGroup", "nodegroup-l4-ng").inputs["taints"] == [
+        {"key": "readiness.k8s.io/gpu-node-check", "value": "pending", "effect": "NO_SCHEDULE"}]
+    (controller,) = [r.inputs for r in graph.of_type("kubernetes:helm.sh/v3:Release")
+                     if r.inputs["name"] == "node-readiness-controller"]
+    assert {"key": "readiness.k8s.io/gpu-node-check", "operator": "Exists", "effect": "NoSchedule"} in controller[
+        "values"]["tolerations"]
 
 
 # --- rules, relaxed and new ---------------------------------------------------------------------

@@ -87,10 +87,6 @@ def test_the_health_check_expects_what_the_node_check_expects() -> None:
     assert "@" not in script.replace("root@", "")  # every placeholder filled
 
 
-@pytest.mark.xfail(strict=True, reason="NodeReadiness (components/kubernetes/platform.py) builds checks only for "
-                   "Kueue's pools (inputs.pools leaves Slurm's out): Slurm's nodes register with the readiness taint "
-                   "and nothing releases them, so slurmd, which no longer tolerates it, never starts. Engineer 1's "
-                   "fix: node checks over Slurm's pools too.")
 @pytest.mark.parametrize("stack_name", STACKS)
 def test_every_slurm_group_has_a_node_check_to_release_it(stack_name: str) -> None:
     graph = offline_run(stack_name).graph

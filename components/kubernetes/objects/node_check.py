@@ -376,7 +376,9 @@ def _upload_script(recorder: AcceptanceRecorder) -> str:
               f'node-check-$(date -u +%Y%m%d)/$NODE_NAME/"')
     copy = (f"aws s3 cp --recursive --only-show-errors {RECORDS_DIR}/ {target}" if recorder.scheme == "s3" else
             f"gcloud storage cp --recursive --no-clobber '{RECORDS_DIR}/*' {target}")
-    return (f"until [ -f {RECORDS_DIR}/node.json ]; do sleep 10; done; {copy} || echo 'upload failed'; "
+    # retried: on a cluster of GPU nodes only, cluster DNS may start on this node only once the check released it
+    return (f"until [ -f {RECORDS_DIR}/node.json ]; do sleep 10; done; "
+            f"for i in $(seq 1 30); do {copy} && break; echo 'upload failed; retrying'; sleep 60; done; "
             "exec sleep 2147483647")
 
 
@@ -485,15 +487,20 @@ def node_check_daemonset(check: NodeCheck, images: NodeCheckImages, labels: Mapp
     }
 
 
-def controller_values(system_selector: Mapping[str, str] | None = None) -> Manifest:
+# Labels only GPU nodes carry (EKS: the one the blueprint sets for the Cluster Autoscaler; GKE: its own).
+GPU_NODE_LABELS = ("k8s.amazonaws.com/accelerator", "cloud.google.com/gke-accelerator")
+
+
+def controller_values() -> Manifest:
     """The Node Readiness Controller chart's values: two replicas with leader election and a PodDisruptionBudget (a
-    controller that is down leaves new nodes tainted), on the system nodes (its default tolerations let it land on any
-    tainted node, a GPU node included)."""
-    values: Manifest = {"replicaCount": 2, "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
-                        "leaderElection": {"enabled": True}}
-    if system_selector:
-        values["nodeSelector"] = dict(system_selector)
-    return values
+    controller that is down leaves new nodes tainted). It prefers nodes without GPUs; it tolerates the GPU and
+    readiness taints (not the chart's default of every taint) so that a cluster of GPU nodes only, all registering
+    with the readiness taint, still runs the controller that lifts it."""
+    return {"replicaCount": 2, "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
+            "leaderElection": {"enabled": True}, "tolerations": list(NODE_AGENT_TOLERATIONS),
+            "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "preference": {"matchExpressions": [
+                    {"key": k, "operator": "DoesNotExist"} for k in GPU_NODE_LABELS]}}]}}}
 
 
 def node_checks_summary(checks: Sequence[NodeCheck]) -> list[dict[str, Any]]:
