@@ -435,8 +435,10 @@ class NodeReadiness(pulumi.ComponentResource):
         pools = {p.name: p for p in inputs.pools}
         for slurm_pool in inputs.slurm.pools if inputs.slurm is not None else ():
             pools.setdefault(slurm_pool.pool.name, slurm_pool.pool)
+        settings = inputs.platform.node_checks
         checks = nc.node_checks(list(pools.values()), inputs.node_check_expected, load_thresholds()[0],
-                                load_per_node())
+                                load_per_node(), dcgm_level=settings.dcgm_level,
+                                unhealthy_effect=settings.unhealthy_effect)
         check_ns = _system_namespace(self, nc.NODE_CHECK_NAMESPACE, inputs)
         in_ns = pulumi.ResourceOptions(parent=self, depends_on=[check_ns])
         account = apply(f"{name}-account",
@@ -458,8 +460,13 @@ class NodeReadiness(pulumi.ComponentResource):
                               nc.node_check_daemonset(check, images, inputs.labels, recorder,
                                                       gke_driver=inputs.cloud_gpu_stack is not None), ready)
             for rule in nc.readiness_rules(check):
+                # The CRD refuses a change of the taint (its CEL rules compare with oldSelf): a new effect replaces
+                # the rule, the old one deleted first (one rule per taint key and node selector).
                 apply(object_name(name, rule), rule,
-                      pulumi.ResourceOptions(parent=self, depends_on=[controller, daemonset]))
+                      pulumi.ResourceOptions(parent=self, depends_on=[controller, daemonset],
+                                             replace_on_changes=["spec.taint", "spec.enforcementMode",
+                                                                 "spec.nodeSelector", "spec.conditions"],
+                                             delete_before_replace=True))
         self.register_outputs({})
 
 

@@ -84,6 +84,21 @@ class MonitoringSpec(_Model):
         "allows; only with workload.goodput.")
 
 
+class NodeChecksSpec(_Model):
+    """What each GPU node runs before it takes jobs, and what happens to one that goes bad
+    (components/kubernetes/objects/node_check.py; docs/capacity.md, "When every node proves itself")."""
+
+    dcgm_level: Literal[1, 2, 3] = Field(
+        default=2, description="The DCGM diagnostics level every GPU node runs before it takes a job (dcgmi diag -r): "
+        "1 deployment checks (seconds), 2 medium validation (about two minutes, the default), 3 long hardware "
+        "diagnostics (about 15 minutes) (NVIDIA dcgmi-diag reference).")
+    unhealthy_effect: Literal["NoSchedule", "NoExecute"] = Field(
+        default="NoSchedule", description="The health taint's effect on a node whose DCGM health, fabric devices or "
+        "re-check fail: NoSchedule keeps new pods away and lets running jobs finish; NoExecute also evicts the "
+        "running pods (their job restarts from its checkpoint elsewhere). A change replaces each group's health rule "
+        "(the controller's CRD makes the effect immutable).")
+
+
 class PlatformSpec(_Model):
     """The Kubernetes platform on top of the cluster: GPU stack, queues, tenancy and telemetry."""
 
@@ -100,6 +115,8 @@ class PlatformSpec(_Model):
         default=True, description="Let team pods reach HTTPS endpoints (S3 checkpoints, package mirrors)."
     )
     monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec, description="Prometheus settings.")
+    node_checks: NodeChecksSpec = Field(default_factory=NodeChecksSpec,
+                                        description="GPU node checks and health (the readiness gate).")
 
 
 class ExpectedBusbwSpec(_Model):

@@ -181,3 +181,24 @@ def test_a_reporter_may_write_only_its_own_nodes_two_conditions() -> None:
     assert _admit(policy, {"userInfo": no_node}, node("node-a", passed), node("node-a")) != []
     kubelet_user = {"username": "system:node:node-b", "extra": {}}
     assert _admit(policy, {"userInfo": kubelet_user}, node("node-a", passed), node("node-a")) == []  # not matched
+
+
+def test_the_stack_sets_the_dcgm_level_and_whether_a_bad_node_keeps_its_jobs() -> None:
+    from tests.conftest import raw_stack_config, run_spec
+
+    spec = raw_stack_config("dev-aws")["gpu-cluster:spec"]
+    spec.setdefault("platform", {})["nodeChecks"] = {"dcgmLevel": 3, "unhealthyEffect": "NoExecute"}
+    graph = run_spec(spec).graph
+    rules = {r.inputs["metadata"]["name"]: r.inputs for r in graph.of_type(RULE)}
+    (health,) = [r for n, r in rules.items() if n.startswith("gpu-health-")]
+    assert health["spec"]["taint"]["effect"] == "NoExecute"
+    (boot,) = [r for n, r in rules.items() if n.startswith("gpu-node-check-")]
+    assert boot["spec"]["taint"]["effect"] == "NoSchedule"  # the gate never evicts: nothing runs there yet
+    (daemonset,) = [r.inputs for r in graph.of_type(DAEMONSET)
+                    if r.inputs["metadata"].get("namespace") == nc.NODE_CHECK_NAMESPACE]
+    dcgm = daemonset["spec"]["template"]["spec"]["initContainers"][0]["command"][2]
+    assert "timeout 3600 dcgmi diag -r 3 -j" in dcgm
+    default = offline_run("dev-aws").graph
+    (daemonset,) = [r.inputs for r in default.of_type(DAEMONSET)
+                    if r.inputs["metadata"].get("namespace") == nc.NODE_CHECK_NAMESPACE]
+    assert "timeout 900 dcgmi diag -r 2 -j" in daemonset["spec"]["template"]["spec"]["initContainers"][0]["command"][2]

@@ -47,7 +47,9 @@ SERVICE_ACCOUNT = "node-check"
 # DCGM diagnostics level 2 ("medium validation, normally lasting approximately two minutes", NVIDIA dcgmi-diag
 # reference): level 1 is deployment checks only; level 3 takes about 15 minutes, too long for every node's boot.
 DCGM_LEVEL = 2
-DCGM_TIMEOUT_S = 900  # 7x the documented two minutes: a hang, not a slow node
+# Bounds of each level's run: several times what NVIDIA documents (seconds; about two minutes; about 15 minutes), so a
+# timeout is a hang, not a slow node.
+DCGM_TIMEOUT_S = {1: 300, 2: 900, 3: 3600}
 NVLINK_TIMEOUT_S = 1200  # the per-node sweep to 16 GB (objects/acceptance.py NODE_RUN_TIMEOUT_S)
 HEALTH_INTERVAL_S = 60
 # Localhost ports of the pod (its own network namespace, except where the GPU NICs are host interfaces: GKE TCPX/TCPXO,
@@ -76,6 +78,8 @@ class NodeCheck:
     pass_fraction: float
     busbw_source: str = ""
     queued: bool = False
+    dcgm_level: int = 2
+    unhealthy_effect: str = "NoSchedule"
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,8 @@ def per_node_expected(spec: ClusterSpec) -> dict[str, tuple[float, str]]:
 
 
 def node_checks(pools: Sequence[Any], expected: Mapping[str, tuple[float, str]], pass_fraction: float,
-                per_node: Mapping[str, Any]) -> list[NodeCheck]:
+                per_node: Mapping[str, Any], *, dcgm_level: int = DCGM_LEVEL,
+                unhealthy_effect: str = "NoSchedule") -> list[NodeCheck]:
     """One :class:`NodeCheck` per GPU pool: the stack's per-node figure, else the catalog's (``per_node``: instance
     type -> a threshold with ``expected_busbw_gbps`` and ``source``), else none (recorded, not judged). The GPU model
     word is the catalog's model without its vendor (``NVIDIA H100 80GB`` -> ``H100``), as nvidia-smi prints it."""
@@ -111,7 +116,7 @@ def node_checks(pools: Sequence[Any], expected: Mapping[str, tuple[float, str]],
         out.append(NodeCheck(pool=pool.name, instance_type=pool.instance_type, gpus=pool.gpus_per_node,
                              gpu_model=model, fabric_kind=pool.fabric_kind, fabric_devices=pool.fabric_devices,
                              expected_busbw=figure, pass_fraction=pass_fraction, busbw_source=source,
-                             queued=pool.queued))
+                             queued=pool.queued, dcgm_level=dcgm_level, unhealthy_effect=unhealthy_effect))
     return out
 
 
@@ -132,7 +137,7 @@ def readiness_rules(check: NodeCheck) -> list[Manifest]:
          "metadata": meta(f"gpu-health-{check.pool}", labels=labels),
          "spec": {"conditions": [{"type": HEALTH_CONDITION, "requiredStatus": "True"}],
                   "enforcementMode": "continuous", "nodeSelector": selector,
-                  "taint": {"key": HEALTH_TAINT, "value": "unhealthy", "effect": "NoSchedule"}}},
+                  "taint": {"key": HEALTH_TAINT, "value": "unhealthy", "effect": check.unhealthy_effect}}},
     ]
 
 
@@ -228,8 +233,8 @@ _SMI = "SMI=$(command -v nvidia-smi || echo /usr/local/nvidia/bin/nvidia-smi)"
 
 def dcgm_script(check: NodeCheck) -> str:
     """The first check (DCGM image): wait until no process holds a GPU, read the GPUs from nvidia-smi, count the fabric
-    devices, run DCGM diagnostics at :data:`DCGM_LEVEL` on a host engine of its own, and leave the facts in
-    ``facts.env`` for the verdict. It never fails the pod: what it found is the record."""
+    devices, run DCGM diagnostics at the stack's level (default :data:`DCGM_LEVEL`) on a host engine of its own, and
+    leave the facts in ``facts.env`` for the verdict. It never fails the pod: what it found is the record."""
     return "\n".join([
         "set -u", _DIRS, "mkdir -p $R", _SMI,
         # A re-check on a node in service waits for its jobs to end (the node is tainted by then, or its health is).
@@ -243,7 +248,8 @@ def dcgm_script(check: NodeCheck) -> str:
         _fabric_script(check.fabric_kind),
         "nv-hostengine -n >/dev/null 2>&1 & HE=$!; sleep 5",
         "T0=$(date +%s)",
-        f"timeout {DCGM_TIMEOUT_S} dcgmi diag -r {DCGM_LEVEL} -j > $R/dcgm.json 2> $R/dcgm.err; DCGM_EXIT=$?",
+        f"timeout {DCGM_TIMEOUT_S[check.dcgm_level]} dcgmi diag -r {check.dcgm_level} -j > $R/dcgm.json "
+        "2> $R/dcgm.err; DCGM_EXIT=$?",
         "DCGM_SECONDS=$(( $(date +%s) - T0 )); kill $HE 2>/dev/null",
         # The failed tests' names: each result's status follows its test's name in dcgmi's JSON.
         "DCGM_FAILED=$(grep -oE '\"name\" *: *\"[^\"]*\"|\"status\" *: *\"Fail\"' $R/dcgm.json | "
@@ -298,7 +304,7 @@ def verdict_script(check: NodeCheck, nvlink: bool) -> str:
         f'case "$GPU_MODEL" in *";"*) P=false;; *"{check.gpu_model}"*) P=true;; *) P=false;; esac; '
         f'check gpu-model $P "nvidia-smi: $GPU_MODEL; expected {check.gpu_model}"',
         '[ "$DCGM_RESULT" = pass ] && P=true || P=false; '
-        f'check dcgm $P "dcgmi diag -r {DCGM_LEVEL}: $DCGM_RESULT in ${{DCGM_SECONDS}}s'
+        f'check dcgm $P "dcgmi diag -r {check.dcgm_level}: $DCGM_RESULT in ${{DCGM_SECONDS}}s'
         '${DCGM_FAILED:+ (failed: $DCGM_FAILED)}"',
         f'[ "$FABRIC_UP" -ge {check.fabric_devices} ] 2>/dev/null && P=true || P=false; '
         f'check fabric-devices $P "{check.fabric_kind}: $FABRIC_UP of {check.fabric_devices} up, $FABRIC_PRESENT '
@@ -327,7 +333,7 @@ def verdict_script(check: NodeCheck, nvlink: bool) -> str:
         "\"$(n \"$GPU_COUNT\")\" \"$(q \"$GPU_MODEL\")\" \"$(q \"$DRIVER\")\" \"$(q \"$CUDA\")\"",
         "  printf '\"nccl_version\": %s, \"fabric_plugin\": %s, \"busbw_gbps\": %s, ' \"$(q \"$NCCL_VERSION\")\" "
         "\"$(q \"$FABRIC_PLUGIN\")\" \"$(n \"$BUSBW\")\"",
-        f"  printf '\"dcgm\": {{\"level\": {DCGM_LEVEL}, \"result\": %s, \"seconds\": %s, \"failed\": [%s]}}, ' "
+        f"  printf '\"dcgm\": {{\"level\": {check.dcgm_level}, \"result\": %s, \"seconds\": %s, \"failed\": [%s]}}, ' "
         "\"$(q \"$DCGM_RESULT\")\" \"$(n \"$DCGM_SECONDS\")\" \"$FAILED_JSON\"",
         f"  printf '\"fabric\": {{\"kind\": \"{check.fabric_kind}\", \"expected\": {check.fabric_devices}, "
         "\"present\": %s, \"up\": %s, \"devices\": [%s]}, ' \"$(n \"$FABRIC_PRESENT\")\" \"$(n \"$FABRIC_UP\")\" "
@@ -507,4 +513,4 @@ def node_checks_summary(checks: Sequence[NodeCheck]) -> list[dict[str, Any]]:
     """What the preview prints per group: the checks and the figures they judge."""
     return [{"group": c.pool, "gpus": c.gpus, "gpu_model": c.gpu_model, "fabric": f"{c.fabric_devices} {c.fabric_kind}",
              "nvlink_floor_gbps": None if c.expected_busbw is None else round(c.expected_busbw * c.pass_fraction, 2),
-             "dcgm_level": DCGM_LEVEL} for c in checks]
+             "dcgm_level": c.dcgm_level} for c in checks]
