@@ -78,6 +78,8 @@ def test_every_gpu_group_has_its_gate_its_health_rule_and_its_check(stack: str) 
         daemonset = checks[f"gpu-node-check-{group}"]
         spec = daemonset.inputs["spec"]["template"]["spec"]
         validate_builtin(daemonset.inputs, "1.35")
+        # an upgrade of the check does not re-check (and so hold) every node at once
+        assert daemonset.inputs["spec"]["updateStrategy"] == {"type": "OnDelete"}
         assert spec["nodeSelector"] == {"gpu-cluster/node-group": group}
         tolerated = {t["key"] for t in spec["tolerations"]}
         assert {READINESS_TAINT_KEY, HEALTH_TAINT_KEY, "nvidia.com/gpu"} <= tolerated

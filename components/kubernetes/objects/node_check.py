@@ -487,8 +487,10 @@ def node_check_daemonset(check: NodeCheck, images: NodeCheckImages, labels: Mapp
         "apiVersion": "apps/v1", "kind": "DaemonSet",
         "metadata": meta(name, NODE_CHECK_NAMESPACE, {**labels, **selector}),
         "spec": {"selector": {"matchLabels": selector},
-                 # a new check spec replaces pods one node at a time; each re-check waits for idle GPUs
-                 "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+                 # A new check pod re-checks its node: the node is held (health False) until its jobs end and it
+                 # passes again. A changed check (an upgrade) therefore applies to nodes that join, and to a node
+                 # only when its pod is deleted (docs/capacity.md), never as a rolling drain of the whole fleet.
+                 "updateStrategy": {"type": "OnDelete"},
                  "template": {"metadata": {"labels": dict(selector)}, "spec": spec}},
     }
 
