@@ -59,6 +59,7 @@ def _platform_lines(graph: ResourceGraph, cloud: CloudPreview) -> list[str]:
         lines.append(f"GPU stack: {chart(gpu_op)} ({driver}, {sharing}); {cloud.gpu_fabric(graph)}")
     elif (own := cloud.gpu_stack_without_operator(graph)) is not None:
         lines.append(own)
+    lines += _node_readiness_lines(graph)
     kueue = release(graph, "kueue")
     if kueue:
         cohorts = [c.inputs["metadata"]["name"] for c in graph.of_type(KUEUE + "Cohort")]
@@ -89,6 +90,42 @@ def _platform_lines(graph: ResourceGraph, cloud: CloudPreview) -> list[str]:
     return lines
 
 
+
+
+def _node_readiness_lines(graph: ResourceGraph) -> list[str]:
+    """The readiness gate: the controller, and per GPU group how its nodes are held and what releases them."""
+    controller = release(graph, "node-readiness-controller")
+    if not controller:
+        return []
+    rules = {str(r.inputs["metadata"]["name"]): r.inputs["spec"]
+             for r in graph.of_type("kubernetes:readiness.node.x-k8s.io/v1alpha1:NodeReadinessRule")}
+    registered: dict[str, set[str]] = {}  # group -> the taint keys its nodes register with
+    for r in graph.of_type("aws:eks/nodeGroup:NodeGroup"):
+        group = str((r.inputs.get("labels") or {}).get("gpu-cluster/node-group", ""))
+        registered[group] = {str(t.get("key")) for t in r.inputs.get("taints") or []}
+    for r in graph.of_type("gcp:container/nodePool:NodePool"):
+        config = r.inputs.get("nodeConfig") or {}
+        group = str((config.get("labels") or {}).get("gpu-cluster/node-group", ""))
+        registered[group] = {str(t.get("key")) for t in config.get("taints") or []}
+    lines = [f"node readiness: {chart(controller)} (GPU nodes take jobs once their check passed; "
+             "docs/capacity.md 'When every node proves itself')"]
+    for ds in graph.of_type("kubernetes:apps/v1:DaemonSet"):
+        meta = ds.inputs["metadata"]
+        if not str(meta["name"]).startswith("gpu-node-check-"):
+            continue
+        group = str(meta["name"]).removeprefix("gpu-node-check-")
+        boot, health = rules.get(f"gpu-node-check-{group}", {}), rules.get(f"gpu-health-{group}", {})
+        script = ds.inputs["spec"]["template"]["spec"]["initContainers"][0]["command"][2]
+        level = "dcgmi diag -r " + script.split("dcgmi diag -r ", 1)[1][:1] if "dcgmi diag -r " in script else "no DCGM"
+        inits = [c["name"] for c in ds.inputs["spec"]["template"]["spec"]["initContainers"]]
+        held = ("registers with " if boot.get("taint", {}).get("key") in registered.get(group, set())
+                else "tainted on join with ") + \
+            str(boot.get("taint", {}).get("key", "NO BOOT RULE"))
+        lines.append(f"  {group}: {held}; check: nvidia-smi, fabric devices, {level}"
+                     + (", NVLink all_reduce" if "nvlink" in inits else "")
+                     + f"; unhealthy: {health.get('taint', {}).get('key', 'NO HEALTH RULE')} "
+                       f"{health.get('taint', {}).get('effect', '')}")
+    return lines
 
 
 def _slurm_lines(graph: ResourceGraph, cloud: CloudPreview) -> list[str]:

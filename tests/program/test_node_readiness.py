@@ -204,3 +204,14 @@ def test_the_stack_sets_the_dcgm_level_and_whether_a_bad_node_keeps_its_jobs() -
     (daemonset,) = [r.inputs for r in default.of_type(DAEMONSET)
                     if r.inputs["metadata"].get("namespace") == nc.NODE_CHECK_NAMESPACE]
     assert "timeout 900 dcgmi diag -r 2 -j" in daemonset["spec"]["template"]["spec"]["initContainers"][0]["command"][2]
+
+
+def test_the_preview_says_how_each_group_is_held_and_released(capsys: pytest.CaptureFixture[str]) -> None:
+    from blueprint.cli import main
+
+    assert main(["preview", "dev-gcp-slurm"]) == 0
+    out = capsys.readouterr().out
+    assert "node readiness: node-readiness-controller 0.5.0" in out
+    assert "  l4: tainted on join with readiness.k8s.io/gpu-node-check" in out  # autoscaled GKE pool
+    assert "  slurm-l4: registers with readiness.k8s.io/gpu-node-check" in out
+    assert "dcgmi diag -r 2; unhealthy: readiness.k8s.io/gpu-health NoSchedule" in out
