@@ -97,8 +97,11 @@ def _node_readiness_lines(graph: ResourceGraph) -> list[str]:
     controller = release(graph, "node-readiness-controller")
     if not controller:
         return []
-    rules = {str(r.inputs["metadata"]["name"]): r.inputs["spec"]
-             for r in graph.of_type("kubernetes:readiness.node.x-k8s.io/v1alpha1:NodeReadinessRule")}
+    # group -> mode -> spec (the rules' names end with a digest of their spec)
+    rules: dict[str, dict[str, Any]] = {}
+    for r in graph.of_type("kubernetes:readiness.node.x-k8s.io/v1alpha1:NodeReadinessRule"):
+        group = str((r.inputs["metadata"].get("labels") or {}).get("gpu-cluster/node-check", ""))
+        rules.setdefault(group, {})[str(r.inputs["spec"].get("enforcementMode"))] = r.inputs["spec"]
     registered: dict[str, set[str]] = {}  # group -> the taint keys its nodes register with
     for r in graph.of_type("aws:eks/nodeGroup:NodeGroup"):
         group = str((r.inputs.get("labels") or {}).get("gpu-cluster/node-group", ""))
@@ -114,15 +117,16 @@ def _node_readiness_lines(graph: ResourceGraph) -> list[str]:
         if not str(meta["name"]).startswith("gpu-node-check-"):
             continue
         group = str(meta["name"]).removeprefix("gpu-node-check-")
-        boot, health = rules.get(f"gpu-node-check-{group}", {}), rules.get(f"gpu-health-{group}", {})
-        script = ds.inputs["spec"]["template"]["spec"]["initContainers"][0]["command"][2]
+        boot = rules.get(group, {}).get("bootstrap-only", {})
+        health = rules.get(group, {}).get("continuous", {})
+        inits = [c for c in ds.inputs["spec"]["template"]["spec"]["initContainers"]]
+        script = next((c["command"][2] for c in inits if c["name"] == "dcgm"), "")
         level = "dcgmi diag -r " + script.split("dcgmi diag -r ", 1)[1][:1] if "dcgmi diag -r " in script else "no DCGM"
-        inits = [c["name"] for c in ds.inputs["spec"]["template"]["spec"]["initContainers"]]
         held = ("registers with " if boot.get("taint", {}).get("key") in registered.get(group, set())
                 else "tainted on join with ") + \
             str(boot.get("taint", {}).get("key", "NO BOOT RULE"))
         lines.append(f"  {group}: {held}; check: nvidia-smi, fabric devices, {level}"
-                     + (", NVLink all_reduce" if "nvlink" in inits else "")
+                     + (", NVLink all_reduce" if any(c["name"] == "nvlink" for c in inits) else "")
                      + f"; unhealthy: {health.get('taint', {}).get('key', 'NO HEALTH RULE')} "
                        f"{health.get('taint', {}).get('effect', '')}")
     return lines

@@ -129,6 +129,9 @@ class PlatformInputs:
     # The per-node NVLink figure the stack gives where the catalog has none (acceptance.expected, nodes 1): per
     # pool, (GB/s, source); each node's check judges its all_reduce against it.
     node_check_expected: Mapping[str, tuple[float, str]] = field(default_factory=dict)
+    # Pods of the system-*-critical priority classes need a quota in their namespace (GKE: objects/tenancy.py
+    # critical_priority_quota).
+    critical_priority_quota: bool = False
     # The storage acceptance check (objects/storage_check.py), from the spec's goodput model: filled in by
     # components/cluster.py for every cloud, None without one.
     storage_check: StorageCheck | None = None

@@ -157,6 +157,12 @@ class GpuStack(pulumi.ComponentResource):
                   pulumi.ResourceOptions(parent=self, depends_on=[prometheus]))
         else:
             ns = _system_namespace(self, obj.GPU_OPERATOR_NAMESPACE, inputs)
+            if inputs.critical_priority_quota:
+                # its daemonsets run at system-node-critical; sized as NVIDIA/aicr sizes it: max(nodes x 32, 32)
+                nodes = sum(p.max_nodes for p in inputs.pools)
+                ns = apply(f"{name}-critical-pods",
+                           obj.critical_priority_quota(obj.GPU_OPERATOR_NAMESPACE, inputs.labels, max(nodes * 32, 32)),
+                           pulumi.ResourceOptions(parent=self, depends_on=[ns]))
             values = obj.gpu_operator_values(inputs.platform.gpu_sharing, inputs.driver_on_host)
             if inputs.slurm is not None and inputs.slurm.job_mapping:
                 # Slurm's prolog writes the job id per GPU there; dcgm-exporter adds it as the hpc_job label
@@ -428,9 +434,22 @@ class NodeReadiness(pulumi.ComponentResource):
         super().__init__("gpu-cluster:platform:NodeReadiness", name, provenance.props(), opts)
         child = pulumi.ResourceOptions(parent=self)
         controller_ns = _system_namespace(self, nc.READINESS_NAMESPACE, inputs)
-        controller = release("node-readiness-controller", load_charts()["node-readiness-controller"],
+        check_ns = _system_namespace(self, nc.NODE_CHECK_NAMESPACE, inputs)
+        quotas: list[pulumi.Resource] = []
+        if inputs.critical_priority_quota:
+            # The controller runs at system-cluster-critical (the chart's default), the checks at system-node-critical.
+            nodes = sum(p.max_nodes for p in inputs.pools) + sum(
+                p.pool.max_nodes for p in (inputs.slurm.pools if inputs.slurm is not None else ()))
+            for namespace, ns, pods in ((nc.READINESS_NAMESPACE, controller_ns, 8),
+                                        (nc.NODE_CHECK_NAMESPACE, check_ns, 2 * nodes + 8)):
+                quotas.append(apply(f"{name}-{namespace}-critical-pods",
+                                    obj.critical_priority_quota(namespace, inputs.labels, pods),
+                                    pulumi.ResourceOptions(parent=self, depends_on=[ns])))
+        controller = release(nc.CONTROLLER_RELEASE, load_charts()["node-readiness-controller"],
                              nc.READINESS_NAMESPACE, nc.controller_values(),
-                             pulumi.ResourceOptions(parent=self, depends_on=[controller_ns]))
+                             pulumi.ResourceOptions(parent=self, depends_on=[controller_ns, *quotas]))
+        apply(f"{name}-controller-pdb", nc.controller_disruption_budget(inputs.labels),
+              pulumi.ResourceOptions(parent=self, depends_on=[controller_ns]))
         # Kueue's GPU pools and Slurm's (slurmd, which holds a node's GPUs, waits for the same gate)
         pools = {p.name: p for p in inputs.pools}
         for slurm_pool in inputs.slurm.pools if inputs.slurm is not None else ():
@@ -439,7 +458,6 @@ class NodeReadiness(pulumi.ComponentResource):
         checks = nc.node_checks(list(pools.values()), inputs.node_check_expected, load_thresholds()[0],
                                 load_per_node(), dcgm_level=settings.dcgm_level,
                                 unhealthy_effect=settings.unhealthy_effect)
-        check_ns = _system_namespace(self, nc.NODE_CHECK_NAMESPACE, inputs)
         in_ns = pulumi.ResourceOptions(parent=self, depends_on=[check_ns])
         account = apply(f"{name}-account",
                         obj.service_account(nc.SERVICE_ACCOUNT, nc.NODE_CHECK_NAMESPACE, inputs.labels,
@@ -451,7 +469,7 @@ class NodeReadiness(pulumi.ComponentResource):
         images = nc.NodeCheckImages(dcgm=dcgm, reporter=reporter, tools=tool_image(),
                                     nccl_tests=inputs.acceptance_image, tests_dir=inputs.acceptance_tests_dir)
         recorder = inputs.acceptance_recorder if inputs.acceptance_image is not None else None
-        ready = pulumi.ResourceOptions(parent=self, depends_on=[check_ns, *granted,
+        ready = pulumi.ResourceOptions(parent=self, depends_on=[check_ns, *granted, *quotas,
                                                                 *(recorder.ready if recorder else ())])
         for check in checks:
             # The rules after the DaemonSet exists: a rule created first would hold every matching node (existing
@@ -459,14 +477,10 @@ class NodeReadiness(pulumi.ComponentResource):
             daemonset = apply(f"{name}-check-{check.pool}",
                               nc.node_check_daemonset(check, images, inputs.labels, recorder,
                                                       gke_driver=inputs.cloud_gpu_stack is not None), ready)
+            # A changed rule has a new name (nc.rule_name): created, then the old one deleted.
             for rule in nc.readiness_rules(check):
-                # The CRD refuses a change of the taint (its CEL rules compare with oldSelf): a new effect replaces
-                # the rule, the old one deleted first (one rule per taint key and node selector).
                 apply(object_name(name, rule), rule,
-                      pulumi.ResourceOptions(parent=self, depends_on=[controller, daemonset],
-                                             replace_on_changes=["spec.taint", "spec.enforcementMode",
-                                                                 "spec.nodeSelector", "spec.conditions"],
-                                             delete_before_replace=True))
+                      pulumi.ResourceOptions(parent=self, depends_on=[controller, daemonset]))
         self.register_outputs({})
 
 

@@ -35,6 +35,15 @@ def _gpu_groups(graph: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _rule_key(rule: dict[str, Any]) -> str:
+    """A rule's name without the digest of its spec (``gpu-health-h100-1a2b3c4d`` -> ``gpu-health-h100``)."""
+    name, _, digest = str(rule["metadata"]["name"]).rpartition("-")
+    assert len(digest) == 8 and nc.rule_name(name.split("-" + rule["metadata"]["labels"]["gpu-cluster/node-check"])[0],
+                                             rule["metadata"]["labels"]["gpu-cluster/node-check"],
+                                             rule["spec"]) == rule["metadata"]["name"]
+    return name
+
+
 def _crd_cel(rule: dict[str, Any]) -> list[str]:
     """The NodeReadinessRule CRD's CEL rules on spec.taint (key prefix and shape) run on the object: broken ones."""
     (crd,) = [d for d in yaml.safe_load_all((CRD_ROOT / "node-readiness-controller" /
@@ -59,7 +68,7 @@ def test_every_gpu_group_has_its_gate_its_health_rule_and_its_check(stack: str) 
     graph = offline_run(stack).graph
     groups = _gpu_groups(graph)
     assert groups
-    rules = {r.inputs["metadata"]["name"]: r.inputs for r in graph.of_type(RULE)}
+    rules = {_rule_key(r.inputs): r.inputs for r in graph.of_type(RULE)}
     checks = {r.inputs["metadata"]["name"]: r for r in graph.of_type(DAEMONSET)
               if r.inputs["metadata"].get("namespace") == nc.NODE_CHECK_NAMESPACE}
     assert ("readiness.node.x-k8s.io/v1alpha1", "NodeReadinessRule") in crd_schemas()
@@ -83,11 +92,18 @@ def test_every_gpu_group_has_its_gate_its_health_rule_and_its_check(stack: str) 
         assert spec["nodeSelector"] == {"gpu-cluster/node-group": group}
         tolerated = {t["key"] for t in spec["tolerations"]}
         assert {READINESS_TAINT_KEY, HEALTH_TAINT_KEY, "nvidia.com/gpu"} <= tolerated
-        reporters = {c["name"]: {e["name"]: e.get("value") for e in c["env"]} for c in spec["containers"]
+        # the verdict server and the reporters start first (native sidecars), so a checking node reports False
+        names = [c["name"] for c in spec["initContainers"]]
+        assert names[:3] == ["status", "report-check", "report-health"] and names[3] == "dcgm"
+        assert all(c.get("restartPolicy") == "Always" for c in spec["initContainers"][:3])
+        reporters = {c["name"]: {e["name"]: e.get("value") for e in c["env"]} for c in spec["initContainers"]
                      if c["image"].startswith("registry.k8s.io/node-readiness-controller/node-readiness-reporter:")}
         assert reporters["report-check"]["CONDITION_TYPE"] == nc.BOOT_CONDITION
         assert reporters["report-health"]["CONDITION_TYPE"] == nc.HEALTH_CONDITION
         assert reporters["report-check"]["CHECK_ENDPOINT"].endswith("/passed")
+        # no host network (Workload Identity would not apply to the uploader): the host's /sys read-only instead
+        assert "hostNetwork" not in spec
+        assert {"name": "host-sys", "hostPath": {"path": "/sys", "type": "Directory"}} in spec["volumes"]
         inits = {c["name"]: c for c in spec["initContainers"]}
         assert "dcgmi diag -r 2" in inits["dcgm"]["command"][2]
         assert inits["dcgm"]["image"] == "nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04"
@@ -96,7 +112,7 @@ def test_every_gpu_group_has_its_gate_its_health_rule_and_its_check(stack: str) 
         assert not any("nvidia.com/gpu" in (c.get("resources", {}).get("requests") or {})
                        for c in [*spec["initContainers"], *spec["containers"]])
         # the rules come after the DaemonSet that can release their nodes, and after the controller (its CRD)
-        (rule_resource,) = [r for r in graph.of_type(RULE) if r.inputs["metadata"]["name"] == f"gpu-node-check-{group}"]
+        (rule_resource,) = [r for r in graph.of_type(RULE) if _rule_key(r.inputs) == f"gpu-node-check-{group}"]
         assert daemonset.urn in rule_resource.dependencies
         assert any(d.endswith("::node-readiness-controller") for d in rule_resource.dependencies)
 
@@ -136,11 +152,14 @@ def test_the_controller_is_pinned_and_prefers_nodes_without_gpus() -> None:
     assert release["version"] == "0.5.0" and release["namespace"] == "nrr-system"
     values = release["values"]
     assert {t["key"] for t in values["tolerations"]} == {"nvidia.com/gpu", READINESS_TAINT_KEY, HEALTH_TAINT_KEY}
+    assert "podDisruptionBudget" not in values  # the chart at 0.5.0 has none: the program makes it
+    (pdb,) = [r.inputs for r in graph.of_type("kubernetes:policy/v1:PodDisruptionBudget")
+              if r.inputs["metadata"]["namespace"] == "nrr-system"]
+    assert pdb["spec"] == {"minAvailable": 1, "selector": {"matchLabels": nc.CONTROLLER_SELECTOR}}
     assert values["replicaCount"] == 2
     (prefer,) = values["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert {e["key"] for e in prefer["preference"]["matchExpressions"]} == {"k8s.amazonaws.com/accelerator",
                                                                            "cloud.google.com/gke-accelerator"}
-    assert values["podDisruptionBudget"] == {"enabled": True, "minAvailable": 1}
 
 
 def _admit(policy: dict[str, Any], request: dict[str, Any], node: dict[str, Any], old: dict[str, Any]) -> list[str]:
@@ -191,19 +210,32 @@ def test_the_stack_sets_the_dcgm_level_and_whether_a_bad_node_keeps_its_jobs() -
     spec = raw_stack_config("dev-aws")["gpu-cluster:spec"]
     spec.setdefault("platform", {})["nodeChecks"] = {"dcgmLevel": 3, "unhealthyEffect": "NoExecute"}
     graph = run_spec(spec).graph
-    rules = {r.inputs["metadata"]["name"]: r.inputs for r in graph.of_type(RULE)}
+    rules = {_rule_key(r.inputs): r.inputs for r in graph.of_type(RULE)}
     (health,) = [r for n, r in rules.items() if n.startswith("gpu-health-")]
     assert health["spec"]["taint"]["effect"] == "NoExecute"
     (boot,) = [r for n, r in rules.items() if n.startswith("gpu-node-check-")]
     assert boot["spec"]["taint"]["effect"] == "NoSchedule"  # the gate never evicts: nothing runs there yet
     (daemonset,) = [r.inputs for r in graph.of_type(DAEMONSET)
                     if r.inputs["metadata"].get("namespace") == nc.NODE_CHECK_NAMESPACE]
-    dcgm = daemonset["spec"]["template"]["spec"]["initContainers"][0]["command"][2]
+    pod = daemonset["spec"]["template"]["spec"]
+    dcgm = next(c for c in pod["initContainers"] if c["name"] == "dcgm")["command"][2]
     assert "timeout 3600 dcgmi diag -r 3 -j" in dcgm
+    # NoExecute would evict whatever does not tolerate it: the check and the node agents tolerate it, whatever the
+    # effect, or an unhealthy node could never be reported healthy again
+    assert {"key": HEALTH_TAINT_KEY, "operator": "Exists"} in pod["tolerations"]
+    gpu_operator = [r.inputs for r in graph.of_type("kubernetes:helm.sh/v3:Release")
+                    if r.inputs["name"] == "gpu-operator"]
+    for release in gpu_operator:
+        assert {"key": HEALTH_TAINT_KEY, "operator": "Exists"} in release["values"]["daemonsets"]["tolerations"]
+    # a new effect is a new rule (the CRD makes the taint immutable), created before the old one goes
+    assert health["metadata"]["name"] != next(
+        r.inputs["metadata"]["name"] for r in offline_run("dev-aws").graph.of_type(RULE)
+        if r.inputs["metadata"]["name"].startswith("gpu-health-"))
     default = offline_run("dev-aws").graph
     (daemonset,) = [r.inputs for r in default.of_type(DAEMONSET)
                     if r.inputs["metadata"].get("namespace") == nc.NODE_CHECK_NAMESPACE]
-    assert "timeout 900 dcgmi diag -r 2 -j" in daemonset["spec"]["template"]["spec"]["initContainers"][0]["command"][2]
+    assert "timeout 900 dcgmi diag -r 2 -j" in next(
+        c for c in daemonset["spec"]["template"]["spec"]["initContainers"] if c["name"] == "dcgm")["command"][2]
 
 
 def test_the_preview_says_how_each_group_is_held_and_released(capsys: pytest.CaptureFixture[str]) -> None:
@@ -215,3 +247,21 @@ def test_the_preview_says_how_each_group_is_held_and_released(capsys: pytest.Cap
     assert "  l4: tainted on join with readiness.k8s.io/gpu-node-check" in out  # autoscaled GKE pool
     assert "  slurm-l4: registers with readiness.k8s.io/gpu-node-check" in out
     assert "dcgmi diag -r 2; unhealthy: readiness.k8s.io/gpu-health NoSchedule" in out
+
+
+@pytest.mark.parametrize("stack", ("prod-gcp", "dev-gcp", "dev-gcp-slurm"))
+def test_gke_admits_the_critical_pods_through_a_quota_in_their_namespaces(stack: str) -> None:
+    """GKE admits system-*-critical pods only in namespaces with a quota scoped to those classes."""
+    graph = offline_run(stack).graph
+    quotas = {r.inputs["metadata"]["namespace"]: r.inputs for r in graph.of_type("kubernetes:core/v1:ResourceQuota")
+              if r.inputs["metadata"]["name"] == "critical-pods"}
+    for namespace in ("nrr-system", "gpu-node-check"):
+        scope = quotas[namespace]["spec"]["scopeSelector"]["matchExpressions"][0]
+        assert scope == {"scopeName": "PriorityClass", "operator": "In",
+                         "values": ["system-node-critical", "system-cluster-critical"]}
+    assert int(quotas["gpu-node-check"]["spec"]["hard"]["pods"]) >= 2 * len(_gpu_groups(graph))
+    (daemonset,) = [r for r in graph.of_type(DAEMONSET)
+                    if r.inputs["metadata"].get("namespace") == nc.NODE_CHECK_NAMESPACE][:1]
+    assert any(d.endswith("::node-readiness-gpu-node-check-critical-pods") for d in daemonset.dependencies)
+    assert "critical-pods" not in {r.inputs["metadata"]["name"] for r in offline_run("prod-aws").graph.of_type(
+        "kubernetes:core/v1:ResourceQuota")}

@@ -41,8 +41,10 @@ GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSched
 # What the node agents a GPU node needs before its check can pass (driver, device plugins, exporters) and the check
 # itself tolerate: the readiness taints the node registers with or gets when unhealthy (objects/node_check.py).
 # Workloads never tolerate them.
-READINESS_TOLERATIONS = [{"key": READINESS_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
-                         {"key": HEALTH_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+# Whatever the effect (the health taint may be NoExecute, platform.nodeChecks.unhealthyEffect): an agent evicted from
+# an unhealthy node could never report it healthy again.
+READINESS_TOLERATIONS = [{"key": READINESS_TAINT_KEY, "operator": "Exists"},
+                         {"key": HEALTH_TAINT_KEY, "operator": "Exists"}]
 NODE_AGENT_TOLERATIONS = [GPU_TOLERATION, *READINESS_TOLERATIONS]
 # GKE taints nodes of a queued-provisioning (flex-start) pool with cloud.google.com/gke-queued (GKE "About GPU
 # obtainability with flex-start"; cluster-toolkit gke-node-pool enable_queued_provisioning).

@@ -20,6 +20,8 @@ runs beside a job; a failed re-check turns the health condition False.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,11 +54,8 @@ DCGM_LEVEL = 2
 DCGM_TIMEOUT_S = {1: 300, 2: 900, 3: 3600}
 NVLINK_TIMEOUT_S = 1200  # the per-node sweep to 16 GB (objects/acceptance.py NODE_RUN_TIMEOUT_S)
 HEALTH_INTERVAL_S = 60
-# Localhost ports of the pod (its own network namespace, except where the GPU NICs are host interfaces: GKE TCPX/TCPXO,
-# then chosen away from the node agents' usual ports): the verdict server and the two reporters' metrics.
-STATUS_PORT = 9461
-BOOT_REPORTER_METRICS = 9462
-HEALTH_REPORTER_METRICS = 9463
+STATUS_PORT = 9461  # the verdict server, on the pod's own loopback
+HOST_SYS = "/host/sys"  # the host's /sys, read-only (the fabric devices and the host's network interfaces)
 RECORDS_DIR = "/records"
 STATUS_DIR = "/status"
 
@@ -126,19 +125,24 @@ def readiness_rules(check: NodeCheck) -> list[Manifest]:
     across groups: their node selectors do not overlap (the controller's webhook refuses only overlapping ones)."""
     selector = {"matchLabels": {NODE_GROUP_LABEL: check.pool}}
     labels = {"gpu-cluster/node-check": check.pool}
-    return [
-        {"apiVersion": READINESS_API, "kind": "NodeReadinessRule",
-         "metadata": meta(f"gpu-node-check-{check.pool}", labels=labels),
-         "spec": {"conditions": [{"type": BOOT_CONDITION, "requiredStatus": "True"}],
-                  "enforcementMode": "bootstrap-only", "nodeSelector": selector,
-                  "taint": {"key": BOOT_TAINT, "value": "pending", "effect": "NoSchedule"}}},
-        # Not default-allow: a node whose health is not reported (its check pod gone) takes no new job either.
-        {"apiVersion": READINESS_API, "kind": "NodeReadinessRule",
-         "metadata": meta(f"gpu-health-{check.pool}", labels=labels),
-         "spec": {"conditions": [{"type": HEALTH_CONDITION, "requiredStatus": "True"}],
-                  "enforcementMode": "continuous", "nodeSelector": selector,
-                  "taint": {"key": HEALTH_TAINT, "value": "unhealthy", "effect": check.unhealthy_effect}}},
-    ]
+    boot = {"conditions": [{"type": BOOT_CONDITION, "requiredStatus": "True"}],
+            "enforcementMode": "bootstrap-only", "nodeSelector": selector,
+            "taint": {"key": BOOT_TAINT, "value": "pending", "effect": "NoSchedule"}}
+    # Not default-allow: a node whose health has never been reported takes no job either.
+    health = {"conditions": [{"type": HEALTH_CONDITION, "requiredStatus": "True"}],
+              "enforcementMode": "continuous", "nodeSelector": selector,
+              "taint": {"key": HEALTH_TAINT, "value": "unhealthy", "effect": check.unhealthy_effect}}
+    return [{"apiVersion": READINESS_API, "kind": "NodeReadinessRule",
+             "metadata": meta(rule_name(prefix, check.pool, spec), labels=labels), "spec": spec}
+            for prefix, spec in (("gpu-node-check", boot), ("gpu-health", health))]
+
+
+def rule_name(prefix: str, pool: str, spec: Mapping[str, Any]) -> str:
+    """A rule's name, with a digest of its spec: the CRD makes the spec immutable (CEL ``self == oldSelf``), so a
+    changed rule is a new object under a new name, created before the old one is deleted (deleting a rule first would
+    lift its taint from every node of the group until the new one exists: the controller's finalizer cleans up)."""
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{prefix}-{pool}-{digest}"
 
 
 def registers_with_taint(autoscaled: bool, cloud: str) -> bool:
@@ -238,7 +242,8 @@ def dcgm_script(check: NodeCheck) -> str:
     return "\n".join([
         "set -u", _DIRS, "mkdir -p $R", _SMI,
         # A re-check on a node in service waits for its jobs to end (the node is tainted by then, or its health is).
-        'while [ -n "$($SMI --query-compute-apps=pid --format=csv,noheader 2>/dev/null)" ]; do '
+        # (only PIDs count: nvidia-smi prints its own errors on stdout, and a broken driver is the check's to judge)
+        'while $SMI --query-compute-apps=pid --format=csv,noheader 2>/dev/null | grep -qE "^ *[0-9]+ *$"; do '
         'echo "GPUs in use: waiting before the check"; sleep 60; done',
         "START=$(date -u +%Y-%m-%dT%H:%M:%SZ)",
         "GPU_COUNT=$($SMI --query-gpu=name --format=csv,noheader 2>/dev/null | grep -c .)",
@@ -388,15 +393,15 @@ def _upload_script(recorder: AcceptanceRecorder) -> str:
             "exec sleep 2147483647")
 
 
-def _reporter(name: str, condition: str, path: str, metrics_port: int, image: str) -> Manifest:
+def _reporter(name: str, condition: str, path: str, image: str) -> Manifest:
     """The Node Readiness Controller's readiness-condition-reporter: polls the verdict server and writes the node
-    condition (env per its reporter-configuration reference)."""
+    condition (the env v0.5.0's cmd/readiness-condition-reporter/main.go reads: NODE_NAME, CHECK_ENDPOINT,
+    CONDITION_TYPE, CHECK_INTERVAL; it serves no port)."""
     return {"name": name, "image": image, "imagePullPolicy": "IfNotPresent",
             "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
                     {"name": "CHECK_ENDPOINT", "value": f"http://127.0.0.1:{STATUS_PORT}/{path}"},
                     {"name": "CONDITION_TYPE", "value": condition},
-                    {"name": "CHECK_INTERVAL", "value": "30s"},
-                    {"name": "METRICS_BIND_ADDRESS", "value": f"127.0.0.1:{metrics_port}"}],
+                    {"name": "CHECK_INTERVAL", "value": "30s"}],
             "resources": {"requests": {CPU: "10m", MEMORY: "32Mi"}, "limits": {CPU: "100m", MEMORY: "64Mi"}},
             "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                 "runAsNonRoot": True, "runAsUser": 65532, "capabilities": {"drop": ["ALL"]}}}
@@ -415,11 +420,12 @@ def node_check_daemonset(check: NodeCheck, images: NodeCheckImages, labels: Mapp
     GPU from the scheduler once the node is released; the node is tainted while they run, so no job shares them."""
     name = f"gpu-node-check-{check.pool}"
     selector = {"gpu-cluster/node-check": check.pool}
-    host_network = check.fabric_kind == "gpu-nic"
     env = [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
            {"name": "NODE_GROUP", "value": check.pool},
            {"name": "INSTANCE_TYPE", "value": check.instance_type},
+           # the host's sysfs: its network class lists the host's interfaces (GKE's GPU NICs), not the pod's
+           {"name": "SYSFS_ROOT", "value": HOST_SYS},
            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
            {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}]
     if gke_driver:
@@ -427,13 +433,14 @@ def node_check_daemonset(check: NodeCheck, images: NodeCheckImages, labels: Mapp
                  "/sbin:/bin"}, {"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}]
     records = {"name": "records", "mountPath": RECORDS_DIR}
     status = {"name": "status", "mountPath": STATUS_DIR}
+    host_sys = {"name": "host-sys", "mountPath": HOST_SYS, "readOnly": True}
     gpu_mounts = [{"name": "nvidia", "mountPath": "/usr/local/nvidia", "readOnly": True}] if gke_driver else []
     privileged = {"privileged": True}
     heavy = {"requests": {CPU: "1", MEMORY: "2Gi"}, "limits": {CPU: "8", MEMORY: "16Gi"}}
     inits: list[Manifest] = [
         {"name": "dcgm", "image": images.dcgm, "imagePullPolicy": "IfNotPresent", "env": env,
          "command": ["bash", "-c", dcgm_script(check)], "securityContext": privileged, "resources": heavy,
-         "volumeMounts": [records, *gpu_mounts]},
+         "volumeMounts": [records, host_sys, *gpu_mounts]},
     ]
     if images.nccl_tests is not None:
         inits.append({"name": "nvlink", "image": images.nccl_tests, "imagePullPolicy": "IfNotPresent", "env": env,
@@ -444,20 +451,26 @@ def node_check_daemonset(check: NodeCheck, images: NodeCheckImages, labels: Mapp
     small = {"requests": {CPU: "10m", MEMORY: "16Mi"}, "limits": {CPU: "200m", MEMORY: "64Mi"}}
     unprivileged = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                     "capabilities": {"drop": ["ALL"]}}
-    inits.append({"name": "verdict", "image": images.tools, "imagePullPolicy": "IfNotPresent", "env": env,
+    inits.append({"name": "verdict", "image": images.tools, "imagePullPolicy": "IfNotPresent", "env": env[:4],
                   "command": ["sh", "-c", verdict_script(check, images.nccl_tests is not None)],
                   "securityContext": unprivileged, "resources": small, "volumeMounts": [records, status]})
-    containers: list[Manifest] = [
-        {"name": "status", "image": images.tools, "imagePullPolicy": "IfNotPresent",
+    # The verdict server and the reporters are native sidecars (restartPolicy Always in initContainers, Kubernetes
+    # 1.29+), listed first: they start before the checks, so while a new pod checks (first boot, a re-check, a reboot)
+    # both conditions are reported False and the node is held; a reporter that stopped would leave its last value.
+    sidecars: list[Manifest] = [
+        {"name": "status", "image": images.tools, "imagePullPolicy": "IfNotPresent", "restartPolicy": "Always",
          # busybox httpd serves /status: GET /passed and /healthy are 200 while the file exists, else 404
          "command": ["httpd", "-f", "-p", f"127.0.0.1:{STATUS_PORT}", "-h", STATUS_DIR],
          "securityContext": unprivileged, "resources": small, "volumeMounts": [status]},
+        {**_reporter("report-check", BOOT_CONDITION, "passed", images.reporter), "restartPolicy": "Always"},
+        {**_reporter("report-health", HEALTH_CONDITION, "healthy", images.reporter), "restartPolicy": "Always"},
+    ]
+    inits = [*sidecars, *inits]
+    containers: list[Manifest] = [
         {"name": "health", "image": images.dcgm, "imagePullPolicy": "IfNotPresent", "env": env,
          "command": ["bash", "-c", health_script(check)], "securityContext": privileged,
          "resources": {"requests": {CPU: "50m", MEMORY: "128Mi"}, "limits": {CPU: "1", MEMORY: "1Gi"}},
-         "volumeMounts": [status, *gpu_mounts]},
-        _reporter("report-check", BOOT_CONDITION, "passed", BOOT_REPORTER_METRICS, images.reporter),
-        _reporter("report-health", HEALTH_CONDITION, "healthy", HEALTH_REPORTER_METRICS, images.reporter),
+         "volumeMounts": [status, host_sys, *gpu_mounts]},
     ]
     if recorder is not None:
         containers.append({
@@ -468,7 +481,8 @@ def node_check_daemonset(check: NodeCheck, images: NodeCheckImages, labels: Mapp
             "volumeMounts": [records]})
     volumes: list[Manifest] = [{"name": "records", "emptyDir": {"sizeLimit": "1Gi"}},
                                {"name": "status", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
-                               {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}}]
+                               {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}},
+                               {"name": "host-sys", "hostPath": {"path": "/sys", "type": "Directory"}}]
     if gke_driver:
         volumes.append({"name": "nvidia", "hostPath": {"path": GKE_DRIVER_HOST_PATH, "type": "Directory"}})
     tolerations = [*NODE_AGENT_TOLERATIONS, *([QUEUED_TOLERATION] if check.queued else [])]
@@ -480,9 +494,6 @@ def node_check_daemonset(check: NodeCheck, images: NodeCheckImages, labels: Mapp
         "initContainers": inits, "containers": containers, "volumes": volumes,
         "terminationGracePeriodSeconds": 10,
     }
-    if host_network:
-        spec["hostNetwork"] = True
-        spec["dnsPolicy"] = "ClusterFirstWithHostNet"
     return {
         "apiVersion": "apps/v1", "kind": "DaemonSet",
         "metadata": meta(name, NODE_CHECK_NAMESPACE, {**labels, **selector}),
@@ -499,16 +510,34 @@ def node_check_daemonset(check: NodeCheck, images: NodeCheckImages, labels: Mapp
 GPU_NODE_LABELS = ("k8s.amazonaws.com/accelerator", "cloud.google.com/gke-accelerator")
 
 
+CONTROLLER_RELEASE = "node-readiness-controller"
+# The chart's pod labels (charts/node-readiness-controller/templates/_helpers.tpl selectorLabels at v0.5.0: the chart's
+# name, the release's name, control-plane: controller-manager).
+CONTROLLER_SELECTOR = {"app.kubernetes.io/name": "node-readiness-controller",
+                       "app.kubernetes.io/instance": CONTROLLER_RELEASE, "control-plane": "controller-manager"}
+
+
 def controller_values() -> Manifest:
-    """The Node Readiness Controller chart's values: two replicas with leader election and a PodDisruptionBudget (a
-    controller that is down leaves new nodes tainted). It prefers nodes without GPUs; it tolerates the GPU and
-    readiness taints (not the chart's default of every taint) so that a cluster of GPU nodes only, all registering
-    with the readiness taint, still runs the controller that lifts it."""
-    return {"replicaCount": 2, "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
-            "leaderElection": {"enabled": True}, "tolerations": list(NODE_AGENT_TOLERATIONS),
-            "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-                {"weight": 100, "preference": {"matchExpressions": [
-                    {"key": k, "operator": "DoesNotExist"} for k in GPU_NODE_LABELS]}}]}}}
+    """The Node Readiness Controller chart's values (v0.5.0's values.yaml keys only): two replicas with leader
+    election, on different nodes where it can, preferring nodes without GPUs. It tolerates the GPU and readiness
+    taints (not the chart's default of every taint) so that a cluster of GPU nodes only, all registering with the
+    readiness taint, still runs the controller that lifts it."""
+    return {"replicaCount": 2, "leaderElection": {"enabled": True}, "tolerations": list(NODE_AGENT_TOLERATIONS),
+            "affinity": {
+                "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 100, "preference": {"matchExpressions": [
+                        {"key": k, "operator": "DoesNotExist"} for k in GPU_NODE_LABELS]}}]},
+                "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": dict(CONTROLLER_SELECTOR)},
+                                                        "topologyKey": "kubernetes.io/hostname"}}]}}}
+
+
+def controller_disruption_budget(labels: Mapping[str, str]) -> Manifest:
+    """One controller replica always up through node drains (the chart at v0.5.0 has no PodDisruptionBudget): a
+    controller that is down leaves new nodes tainted."""
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": meta(CONTROLLER_RELEASE, READINESS_NAMESPACE, labels),
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": dict(CONTROLLER_SELECTOR)}}}
 
 
 def node_checks_summary(checks: Sequence[NodeCheck]) -> list[dict[str, Any]]:

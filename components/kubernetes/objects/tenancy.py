@@ -282,6 +282,20 @@ def privileged_policy(cloud_namespaces: Sequence[str] = ()) -> list[Manifest]:
     ]
 
 
+CRITICAL_PRIORITY_CLASSES = ("system-node-critical", "system-cluster-critical")
+
+
+def critical_priority_quota(namespace: str, labels: Mapping[str, str], pods: int) -> Manifest:
+    """A ResourceQuota that lets a namespace run pods of the system-*-critical priority classes. GKE Standard ships a
+    kube-system quota scoped to them, and once any quota scopes a priority class, pods of that class are admitted only
+    in namespaces with a matching quota (Kubernetes "Resource Quotas", "Limit Priority Class consumption by default";
+    the GPU Operator's GKE guidance and NVIDIA/aicr PR #921, which sizes it max(nodes x 32, 32))."""
+    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta("critical-pods", namespace, labels),
+            "spec": {"hard": {"pods": str(pods)},
+                     "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In",
+                                                             "values": list(CRITICAL_PRIORITY_CLASSES)}]}}}
+
+
 def storage_class(name: str, provisioner: str, parameters: Mapping[str, str], retain: bool) -> Manifest:
     """An encrypted block storage class for platform volumes (Prometheus). With ``retain`` (stacks with
     deletion protection) a deleted claim leaves its volume, and so the metrics history, in place."""
