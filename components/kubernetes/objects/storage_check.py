@@ -13,7 +13,8 @@ like the NCCL jobs. Each pod, in its ``fio`` init container:
 3. waits until every pod has written, then reads back the *next* pod's share (a restart lands on other nodes, and a
    node's own page cache would answer its own files) and times that; deletes what it read;
 4. writes ``storage.json`` (below) and fio's JSON output, which the uploader container copies to
-   ``<bucket>/acceptance/storage/<run>/<pod>/`` through the recorder service account, as the per-node NCCL run does.
+   ``<bucket>/acceptance/storage/<run>/<pod>/`` as the per-node NCCL run does (as the recorder, or as
+   ``storage-check`` when the bucket leg runs).
 
 Where the team's checkpoints reach the bucket (:func:`bucket_leg`), each pod then runs the same in its ``bucket``
 init container with the cloud's CLI (the recorder's image) as the ``storage-check`` service account, whose identity
