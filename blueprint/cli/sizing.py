@@ -21,9 +21,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("stack", help=STACK_HELP)
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.add_argument("--measured", metavar="RECORD", default=None,
-                        help="a storage check's record (storage.json) or a run's directory downloaded from "
-                        "acceptance/storage/<run>/: its write and restore times against the model and the restore "
-                        "target, and the goodput they give; exit 1 when a target is missed (docs/sizing.md)")
+                        help="a storage check's record (storage.json, storage-bucket.json) or a run's directory "
+                        "downloaded from acceptance/storage/<run>/: its write and restore times against the model "
+                        "and the restore target, and the goodput they give, judged on the storage the model's "
+                        "restore reads; exit 1 when a target is missed (docs/sizing.md)")
     output_option(parser)
     parser.set_defaults(handler=run)
 
@@ -58,13 +59,24 @@ def run(args: argparse.Namespace) -> int:
 
 def _measured(args: argparse.Namespace, name: str, spec: ClusterSpec, model: GoodputModel) -> int:
     """``--measured``: the storage check's records against the model; no graph is built (nothing is priced)."""
-    from blueprint.sizing.measured import RecordError, compare, load_records, render_measured, render_measured_json
+    from blueprint.sizing.measured import (
+        RecordError,
+        compare,
+        judged_target,
+        load_records,
+        render_measured,
+        render_measured_json,
+    )
     from components.sizing.measured import restore_target
 
     try:
-        records = load_records(Path(args.measured))
+        by_target = load_records(Path(args.measured))
     except RecordError as err:
         raise CommandError(str(err)) from None
-    measured = compare(model, records, restore_target(spec))
-    write(render_measured_json(measured) if args.format == "json" else render_measured(measured, name), args.output)
+    restore = restore_target(spec)
+    judged = judged_target(model, set(by_target))
+    measured = compare(model, by_target[judged], restore)
+    others = tuple(compare(model, by_target[t], restore) for t in sorted(by_target) if t != judged)
+    write(render_measured_json(measured, others) if args.format == "json"
+          else render_measured(measured, name, others), args.output)
     return EXIT_OK if measured.passed else EXIT_POLICY

@@ -1,11 +1,12 @@
 """``blueprint sizing <stack> --measured <record>``: the storage check's records (components/kubernetes/objects/
 storage_check.py) against the goodput model and the stack's restore target.
 
-A record is one pod's ``storage.json``; a run is the directory ``acceptance/storage/<run>/`` downloaded from the
-bucket (one ``<pod>/storage.json`` per writer, with fio's ``fio-write.json`` and ``fio-read.json`` beside each).
-The pods wrote at once and read at once, so the checkpoint's write time is the slowest pod's, and its throughput
-all the bytes over that time; the time for the model's checkpoint is its bytes at that throughput (the same when
-the run wrote the model's size).
+A record is one pod's ``storage.json`` (the filesystem) or ``storage-bucket.json`` (the bucket); a run is the
+directory ``acceptance/storage/<run>/`` downloaded from the bucket (per writer a ``<pod>/`` with its records, and
+fio's ``fio-write.json`` and ``fio-read.json``). The pods wrote at once and read at once, so the checkpoint's write
+time is the slowest pod's, and its throughput all the bytes over that time; the time for the model's checkpoint is
+its bytes at that throughput (the same when the run wrote the model's size). A run with both targets is judged on
+the one the model's restore reads (:func:`judged_target`); the other is shown beside it, not judged.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from components.sizing.measured import RestoreTarget, measured_plan, measured_ti
 from components.sizing.plan import MB, GoodputModel, finite
 
 RECORD_NAME = "storage.json"
+BUCKET_RECORD_NAME = "storage-bucket.json"  # components/kubernetes/objects/storage_check.py, BUCKET_RECORD
+RECORD_NAMES = (RECORD_NAME, BUCKET_RECORD_NAME)
 TARGETS = ("filesystem", "bucket")
 
 
@@ -111,19 +114,26 @@ def read_record(file: Path) -> StorageRecord:
         tool=str(doc.get("tool", "")), latency_ms=latency)
 
 
-def load_records(path: Path) -> list[StorageRecord]:
-    """The records of a file or of a run's directory (every ``storage.json`` below it); :class:`RecordError` when
-    there is none, or they mix targets."""
+def load_records(path: Path) -> dict[str, list[StorageRecord]]:
+    """The records of a file or of a run's directory (every ``storage.json`` and ``storage-bucket.json`` below it),
+    by target; :class:`RecordError` when there is none."""
     if not path.exists():
         raise RecordError(f"{path}: no such file or directory")
-    files = sorted(path.rglob(RECORD_NAME)) if path.is_dir() else [path]
+    files = sorted(f for n in RECORD_NAMES for f in path.rglob(n)) if path.is_dir() else [path]
     if not files:
-        raise RecordError(f"{path}: no {RECORD_NAME} below it (download acceptance/storage/<run>/ from the bucket)")
-    records = [read_record(f) for f in files]
-    targets = {r.target for r in records}
-    if len(targets) > 1:
-        raise RecordError(f"{path}: the records measure different targets ({', '.join(sorted(targets))}); give one")
-    return records
+        raise RecordError(f"{path}: no {' or '.join(RECORD_NAMES)} below it (download acceptance/storage/<run>/ "
+                          "from the bucket)")
+    by_target: dict[str, list[StorageRecord]] = {}
+    for record in (read_record(f) for f in files):
+        by_target.setdefault(record.target, []).append(record)
+    return by_target
+
+
+def judged_target(model: GoodputModel, targets: list[str] | set[str]) -> str:
+    """The target whose restore the model's path reads: the bucket on ``bucket``, the filesystem on ``filesystem``
+    and ``tiered``; the only one measured when that one was not."""
+    wanted = "bucket" if model.path == "bucket" else "filesystem"
+    return wanted if wanted in targets else sorted(targets)[0]
 
 
 @dataclass(frozen=True)
@@ -139,6 +149,7 @@ class Measured:
     model_read_s: float | None
     modelled_write_s: float | None  # what the model assumed (rated throughput)
     modelled_read_s: float | None
+    modelled_mbps: float | None  # the throughput the model assumed for this target (rated, or bucketWriteMbps)
     plan: CheckpointPlan | None
     restore: RestoreTarget | None
     model: GoodputModel
@@ -181,7 +192,7 @@ def compare(model: GoodputModel, records: list[StorageRecord], restore: RestoreT
         return None if seconds is None or not done else model.checkpoint_bytes / (done / max(seconds, 1e-9))
 
     model_write, model_read = scaled(write), scaled(read)
-    modelled = model.paths.get(target if target in model.paths else model.path)
+    modelled = model.paths.get(target)  # the target's own figure: the filesystem's rating, bucketWriteMbps
     times = (measured_times(model, target, model_write, model_read)
              if model_write is not None and model_read is not None else None)
     return Measured(
@@ -189,6 +200,7 @@ def compare(model: GoodputModel, records: list[StorageRecord], restore: RestoreT
         model_write_s=model_write, model_read_s=model_read,
         modelled_write_s=modelled.write_s if modelled is not None else None,
         modelled_read_s=modelled.read_s if modelled is not None else None,
+        modelled_mbps=_mbps(model.checkpoint_bytes, modelled.write_s) if modelled is not None else None,
         plan=measured_plan(model, times) if times is not None else None, restore=restore, model=model)
 
 
@@ -212,6 +224,7 @@ def measured_document(m: Measured) -> dict[str, Any]:
         "read_mbps": _mbps(sum(r.bytes for r in m.records if r.passed), m.read_s),
         "checkpoint_write_s": m.model_write_s, "checkpoint_read_s": m.model_read_s,
         "modelled_write_s": m.modelled_write_s, "modelled_read_s": m.modelled_read_s,
+        "modelled_mbps": m.modelled_mbps,
         "latency_ms_worst": latency or None,
         "failed": [{"file": str(r.file), "node": r.node, "write_status": r.write_status,
                     "read_status": r.read_status} for r in m.failed],
@@ -232,8 +245,16 @@ def _t(seconds: float | None) -> str:
     return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
-def render_measured(m: Measured, stack: str) -> str:
-    """The table form."""
+def _restore_label(m: Measured, judged: bool) -> str:
+    if judged:
+        return "restore target"
+    if m.target == "bucket":
+        return "restore from the bucket (after the filesystem is lost; not judged)"
+    return f"restore from the {m.target} (not judged)"
+
+
+def _lines(m: Measured, stack: str, judged: bool) -> list[str]:
+    """One target's lines; the restore verdict and goodput only count for the judged target."""
     doc = measured_document(m)
     tools = sorted({r.tool for r in m.records if r.tool})
     lines = [f"measured storage of {stack}: {m.target}, {m.writers} writers (the model counts {m.model.nodes} "
@@ -251,14 +272,22 @@ def render_measured(m: Measured, stack: str) -> str:
         f"restore read: {_t(m.read_s)}" + (f" ({rm:,.0f} MB/s)" if rm else "")
         + f"; the model's checkpoint: {_t(m.model_read_s)} measured, {_t(m.modelled_read_s)} modelled",
     ]
+    if m.modelled_mbps is not None:
+        source = "workload.goodput.bucketWriteMbps" if m.target == "bucket" else "the filesystem's rating"
+        lines.append(f"throughput the model assumes: {m.modelled_mbps:,.0f} MB/s ({source})")
+    elif m.target == "bucket":
+        lines.append("throughput the model assumes: none (set workload.goodput.bucketWriteMbps)")
     if doc["latency_ms_worst"]:
         lines.append("latency (worst pod, fio completion): " + "; ".join(
             f"{d} p50 {v['p50']:.1f} ms, p99 {v['p99']:.1f} ms" for d, v in sorted(doc["latency_ms_worst"].items())))
+    label = _restore_label(m, judged)
     if m.restore is not None:
         verdict = {True: "met", False: "MISSED", None: "not judged (no restore measured)"}[m.restore_met]
-        lines.append(f"restore target: {_t(m.restore.seconds)} from {m.restore.source}: {verdict}")
-    else:
+        lines.append(f"{label}: {_t(m.restore.seconds)} from {m.restore.source}: {verdict}")
+    elif judged:
         lines.append("restore target: none (set workload.goodput.restoreTargetMinutes)")
+    if not judged:
+        return lines
     if m.plan is not None:
         target = ""
         if m.model.target is not None:
@@ -268,9 +297,20 @@ def render_measured(m: Measured, stack: str) -> str:
     else:
         lines.append(f"goodput: not recomputed (checkpointPath {m.model.path} does not use the {m.target} as "
                      "measured, or nothing was measured)")
-    lines.append("result: " + ("PASS" if m.passed else "FAIL"))
+    return lines
+
+
+def render_measured(m: Measured, stack: str, others: tuple[Measured, ...] = ()) -> str:
+    """The table form: the judged target, then the others (``others``) unjudged, then the judged result."""
+    lines = _lines(m, stack, True)
+    for other in others:
+        lines += ["", *_lines(other, stack, False)]
+    lines.append("result: " + ("PASS" if m.passed else "FAIL") + f" (judged on the {m.target})")
     return "\n".join(lines) + "\n"
 
 
-def render_measured_json(m: Measured) -> str:
-    return json.dumps(measured_document(m), indent=2, sort_keys=True) + "\n"
+def render_measured_json(m: Measured, others: tuple[Measured, ...] = ()) -> str:
+    """The judged target's document, with the other targets' under ``others`` (by target)."""
+    doc = measured_document(m)
+    doc["others"] = {o.target: measured_document(o) for o in others}
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"

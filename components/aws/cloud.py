@@ -57,6 +57,7 @@ from components.kubernetes.objects import (
     volume_generation,
 )
 from components.kubernetes.objects.node_check import per_node_expected
+from components.kubernetes.objects.storage_check import storage_check
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
 from components.provenance import from_spec, spec_path, team_items
@@ -179,11 +180,12 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
                     autoscaler: CloudRelease | None = None, slurm_db: tuple[Any, Any] | None = None,
                     telemetry_ready: tuple[tuple[pulumi.Resource, ...], tuple[pulumi.Resource, ...]] = ((), ()),
                     records_bucket: Any = None, records_ready: tuple[pulumi.Resource, ...] = (),
-                    node_ipv6_cidr: Any = None) -> PlatformInputs:
+                    node_ipv6_cidr: Any = None,
+                    storage_check_ready: tuple[pulumi.Resource, ...] = ()) -> PlatformInputs:
     """The cloud-neutral description of the cluster that the Kubernetes platform is built from; ``telemetry_ready``
     (the log shipper's and the metrics reader's identities) and ``records_bucket`` (the checkpoint bucket's name,
-    where the acceptance gate's records go) and ``node_ipv6_cidr`` (the VPC's IPv6 block) come from the cloud
-    resources."""
+    where the acceptance gate's records go), ``node_ipv6_cidr`` (the VPC's IPv6 block) and ``storage_check_ready``
+    (the storage check's Pod Identity association) come from the cloud resources."""
     aws_spec = spec.aws_spec()
     catalog = load_aws_catalog()
     ipv6 = aws_spec.network.ip_family == "ipv6"
@@ -247,6 +249,7 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
                                                ready=records_ready)
         if spec.acceptance.enabled else None,
         shared_filesystem=shared_filesystem,
+        storage_check_ready=storage_check_ready,
         node_autoscaler=autoscaler,
         telemetry=cloud_telemetry(spec, pools, *telemetry_ready),
     )
@@ -354,6 +357,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
             teams=[t.name for t in spec.teams],
             labels=labels,
             acceptance_records=spec.acceptance.enabled,
+            storage_check_bucket=(check := storage_check(spec)) is not None and check.bucket,
         ), opts=opts)
     tel = aws_spec.telemetry
     with from_spec(spec_path("aws", "telemetry")):
@@ -504,5 +508,6 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                              records_bucket=storage.bucket_name,
                              records_ready=tuple(a for a in (data_access.recorder, data_access.node_check_recorder)
                                                  if a is not None),
-                             node_ipv6_cidr=network.ipv6_cidr_block)
+                             node_ipv6_cidr=network.ipv6_cidr_block,
+                             storage_check_ready=(data_access.storage_check,) if data_access.storage_check else ())
     return CloudPlanes(kubernetes_provider=k8s_provider, platform=inputs, outputs=outputs)

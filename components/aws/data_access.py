@@ -18,9 +18,11 @@ from components import provenance
 from components.aws.iam import (
     acceptance_record_policy,
     pod_identity_trust,
+    storage_check_policy,
     team_checkpoint_policy,
     to_json,
 )
+from components.kubernetes.objects.storage_check import STORAGE_CHECK_SERVICE_ACCOUNT, STORAGE_RECORDS_PREFIX
 from components.tags import merge_tags
 
 # The service account every team namespace gets for checkpoint access. There is no platform-wide reader: a role
@@ -48,21 +50,25 @@ class DataAccessArgs:
     teams: Sequence[str]
     labels: Mapping[str, str]
     acceptance_records: bool = False  # the acceptance gate writes per-node records: its recorder role
+    storage_check_bucket: bool = False  # the storage check measures the bucket: its role (acceptance/storage/)
 
 
 class AwsDataAccess(pulumi.ComponentResource):
     """Per-team checkpoint roles (``<team>/`` prefix, read and write) and, with the acceptance gate, the recorder's
-    role (``acceptance/`` prefix, write only).
+    role (``acceptance/`` prefix, write only) and, where the storage check measures the bucket, its role
+    (``acceptance/storage/`` prefix: write, read, delete).
 
     Attributes:
         team_role_arns: the IAM role of each team's ``checkpoints`` service account.
         recorder: the recorder's Pod Identity association (the acceptance jobs wait for it), or None.
         node_check_recorder: the node checks' association (their DaemonSets wait for it), or None.
+        storage_check: the storage check's association (its Job waits for it), or None.
     """
 
     team_role_arns: dict[str, pulumi.Output[str]]
     recorder: Optional[aws.eks.PodIdentityAssociation]
     node_check_recorder: Optional[aws.eks.PodIdentityAssociation]
+    storage_check: Optional[aws.eks.PodIdentityAssociation]
 
     def __init__(self, name: str, args: DataAccessArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:storage:AwsDataAccess", name, provenance.props(), opts)
@@ -115,4 +121,14 @@ class AwsDataAccess(pulumi.ComponentResource):
             bind("node-check-recorder", f"{args.physical_prefix}-node-records", NODE_CHECK_NAMESPACE, records,
                  NODE_CHECK_SERVICE_ACCOUNT)
             self.node_check_recorder = associations["node-check-recorder"]
+        self.storage_check = None
+        if args.storage_check_bucket:
+            # The storage check's pods stream a checkpoint to acceptance/storage/, read it back and delete it
+            # (components/kubernetes/objects/storage_check.py): a role of their own, that prefix only.
+            check = pulumi.Output.all(args.bucket_arn, args.data_key_arn or "").apply(
+                lambda a: to_json(storage_check_policy(str(a[0]), str(a[1]) or None, STORAGE_RECORDS_PREFIX,
+                                                       args.region)))
+            bind("storage-check", f"{args.physical_prefix}-storage-check", RECORDER_NAMESPACE, check,
+                 STORAGE_CHECK_SERVICE_ACCOUNT)
+            self.storage_check = associations["storage-check"]
         self.register_outputs({"teamRoleArns": self.team_role_arns})

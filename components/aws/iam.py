@@ -131,6 +131,37 @@ def acceptance_record_policy(bucket_arn: str, key_arn: str | None, prefix: str, 
     return document(*statements)
 
 
+# What the storage check's streams call (the AWS CLI's s3transfer): a stream over the multipart threshold is
+# CreateMultipartUpload, UploadPart and CompleteMultipartUpload, all authorised by s3:PutObject, and
+# AbortMultipartUpload (s3:AbortMultipartUpload) when it fails; a download is HeadObject and ranged GetObject, both
+# s3:GetObject; ``aws s3 rm`` is DeleteObject; ``aws s3 ls`` is ListObjectsV2, s3:ListBucket (S3 user guide,
+# "Multipart upload API and permissions"; Service Authorization Reference, Amazon S3 actions). ListParts
+# (s3:ListMultipartUploadParts) is never called by ``aws s3 cp``, so it is not granted.
+STORAGE_CHECK_OBJECT_ACTIONS = ("s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload")
+
+
+def storage_check_policy(bucket_arn: str, key_arn: str | None, prefix: str, region: str) -> PolicyDocument:
+    """Write, read back and delete the storage check's checkpoint under ``<prefix>/`` of the checkpoint bucket, and
+    list that prefix (its barriers; a missing object is then a 404, not a 403), nothing else. The data key only
+    through S3: GenerateDataKey to write, Decrypt to read and to complete a multipart upload of an SSE-KMS object
+    (S3 user guide, "Using server-side encryption with AWS KMS keys": multipart uploads need kms:Decrypt and
+    kms:GenerateDataKey). The bucket's key policy leaves its use to the account's IAM policies
+    (:func:`data_key_policy`, EnableIamPolicies), so this grant is enough. No s3:DeleteObjectVersion: on the
+    versioned bucket a deleted share stays as a noncurrent version until the bucket's retention removes it."""
+    top = prefix.rstrip("/") + "/"
+    statements: list[Statement] = [
+        {"Sid": "ListStorageCheckPrefix", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": bucket_arn,
+         "Condition": {"StringLike": {"s3:prefix": [top, f"{top}*"]}}},
+        {"Sid": "ReadWriteStorageCheckObjects", "Effect": "Allow", "Action": list(STORAGE_CHECK_OBJECT_ACTIONS),
+         "Resource": f"{bucket_arn}/{top}*"},
+    ]
+    if key_arn:
+        statements.append({"Sid": "UseDataKeyThroughS3", "Effect": "Allow",
+                           "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": key_arn,
+                           "Condition": _via_s3(region)})
+    return document(*statements)
+
+
 # What yet-another-cloudwatch-exporter needs for discovery and static jobs (YACE v0.67.0 README, "the bare minimum
 # permissions required to run Static and Discovery Jobs"); none of these actions supports a resource narrower than *
 # (Service Authorization Reference: CloudWatch GetMetricData, GetMetricStatistics, ListMetrics; Resource Groups

@@ -62,6 +62,7 @@ from components.kubernetes.objects import (
 )
 from components.kubernetes.objects.node_check import NODE_CHECK_NAMESPACE, per_node_expected
 from components.kubernetes.objects.node_check import SERVICE_ACCOUNT as NODE_CHECK_ACCOUNT
+from components.kubernetes.objects.storage_check import STORAGE_CHECK_SERVICE_ACCOUNT, storage_check
 from components.kubernetes.quotas import GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
 from components.provenance import from_spec, spec_path, team_items
@@ -328,10 +329,12 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
                     shared_filesystem: SharedFilesystem | None = None,
                     slurm_db: tuple[Any, Any] | None = None,
                     metrics_ready: tuple[pulumi.Resource, ...] = (),
-                    records_ready: tuple[pulumi.Resource, ...] = ()) -> PlatformInputs:
+                    records_ready: tuple[pulumi.Resource, ...] = (),
+                    storage_check_ready: tuple[pulumi.Resource, ...] = ()) -> PlatformInputs:
     """The cloud-neutral description of the cluster the Kubernetes platform is built from; ``slurm_db`` is Slurm's
-    accounting database (host, password) when the stack created one; ``metrics_ready`` and ``records_ready`` the
-    Workload Identity grants the storage exporter and the acceptance recorder wait for."""
+    accounting database (host, password) when the stack created one; ``metrics_ready``, ``records_ready`` and
+    ``storage_check_ready`` the Workload Identity grants the storage exporter, the acceptance recorder and the
+    storage check's bucket leg wait for."""
     gcp_spec = spec.gcp_spec()
     catalog = load_gcp_catalog()
     units = gpu_units_per_gpu(spec.platform.gpu_sharing)
@@ -432,6 +435,7 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
         acceptance_recorder=AcceptanceRecorder(bucket=bucket, scheme="gs",
                                                image=spec.acceptance.recorder_image or recorder_image("gcp"),
                                                ready=records_ready) if spec.acceptance.enabled else None,
+        storage_check_ready=storage_check_ready,
     )
 
 
@@ -522,7 +526,9 @@ def build(spec: ClusterSpec) -> CloudPlanes:
             protect=protect, cluster=cluster.cluster,
             buckets={b.name: (storage.data_buckets[b.name], b.access) for b in g.storage.buckets},
             recorders=[("gpu-acceptance", RECORDER_SERVICE_ACCOUNT), (NODE_CHECK_NAMESPACE, NODE_CHECK_ACCOUNT)]
-            if spec.acceptance.enabled else [], opts=opts)
+            if spec.acceptance.enabled else [],
+            storage_check=("gpu-acceptance", STORAGE_CHECK_SERVICE_ACCOUNT)
+            if (check := storage_check(spec)) is not None and check.bucket else None, opts=opts)
     location = g.region if g.cluster.location == "regional" else g.gpu_zone
     pools: dict[str, GkeNodePool] = {}
     system_pools: list[pulumi.Resource] = []
@@ -587,7 +593,8 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                                                cluster=cluster.cluster, after=services, opts=opts).grants)
     inputs = platform_inputs(spec, bucket=bucket, disk_key=disk_key, gpu_network_objects=gpu_objects,
                              gpu_pools=gpu_pools, shared_filesystem=lustre_volume(spec, storage.filesystem_address),
-                             slurm_db=slurm_db, metrics_ready=metrics_ready, records_ready=tuple(data_access.recorder))
+                             slurm_db=slurm_db, metrics_ready=metrics_ready, records_ready=tuple(data_access.recorder),
+                             storage_check_ready=(data_access.storage_check,) if data_access.storage_check else ())
     outputs = ClusterOutputs(
         cluster_name=cluster.name,
         endpoint=cluster.endpoint,

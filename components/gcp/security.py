@@ -37,6 +37,8 @@ ENCRYPTER = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
 # creates, overwrites and deletes them (Storage Object User, what the checkpoint folders grant).
 BUCKET_ACCESS = {"read": ("read", "roles/storage.objectViewer"), "read-write": ("rw", "roles/storage.objectUser")}
 RECORDS_FOLDER = "acceptance"  # the acceptance gate's records (components/kubernetes/objects/acceptance.py)
+# The storage check's checkpoint and records (components/kubernetes/objects/storage_check.py, STORAGE_RECORDS_PREFIX)
+STORAGE_CHECK_FOLDER = f"{RECORDS_FOLDER}/storage"
 # Keys rotate every 90 days (a new primary version; old versions keep decrypting).
 ROTATION = "7776000s"
 
@@ -171,6 +173,8 @@ class GcpDataAccess(pulumi.ComponentResource):
     folders": IAM on a managed folder applies to the objects under its prefix); no identity reads every team's
     prefix. Bucket metadata (``roles/storage.bucketViewer``, no object access) lets GCS FUSE mount. Each
     of ``buckets`` (gcp.storage.buckets) is granted whole to the teams its access names, read or read-write.
+    With ``recorders``, each may create objects under ``acceptance/``; with ``storage_check`` (namespace, account,
+    given only with recorders), that account may also read and delete them under ``acceptance/storage/``.
     """
 
     def __init__(self, name: str, *, project: str, project_number: pulumi.Output[str], bucket: pulumi.Input[str],
@@ -178,6 +182,7 @@ class GcpDataAccess(pulumi.ComponentResource):
                  cluster: pulumi.Resource,
                  buckets: Mapping[str, tuple[pulumi.Input[str], Mapping[str, str]]] | None = None,
                  recorders: Sequence[tuple[str, str]] = (),
+                 storage_check: tuple[str, str] | None = None,
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:storage:GcpDataAccess", name, provenance.props(), opts)
         # The principals name the project's Workload Identity pool (<project>.svc.id.goog), which exists once a cluster
@@ -196,6 +201,7 @@ class GcpDataAccess(pulumi.ComponentResource):
             gcp.storage.BucketIAMMember(f"{name}-{team}-meta", bucket=bucket, role="roles/storage.bucketViewer",
                                         member=principal, opts=child)
         self.recorder: list[pulumi.Resource] = []
+        self.storage_check: pulumi.Resource | None = None
         if recorders:
             # The acceptance gate's per-node pods (and each GPU node's check) create their records under acceptance/
             # and nothing else: Storage Object Creator (create only: no read, list, overwrite or delete) on a managed
@@ -209,6 +215,22 @@ class GcpDataAccess(pulumi.ComponentResource):
                     f"{name}-{suffix}", bucket=bucket, managed_folder=folder.name,
                     role="roles/storage.objectCreator",
                     member=wif_principal(project_number, project, namespace, account), opts=child))
+            if storage_check is not None:
+                # The storage check (namespace, account) streams a checkpoint to acceptance/storage/, reads it back and
+                # deletes it: Storage Object User on a managed folder of that prefix, nested in the records' folder
+                # (Cloud Storage "Managed folders": nested folders' grants add up, so the recorders may create there
+                # too, and this grant reaches nothing above it). No Cloud KMS grant: the bucket's default key is used
+                # by Cloud Storage's service agent (GcpKeys), not by the caller (Cloud Storage "Use customer-managed
+                # encryption keys").
+                check_folder = gcp.storage.ManagedFolder(
+                    f"{name}-storage-check-folder", bucket=bucket, name=f"{STORAGE_CHECK_FOLDER}/",
+                    force_destroy=False,
+                    opts=pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect,
+                                                depends_on=[folder]))
+                self.storage_check = gcp.storage.ManagedFolderIamMember(
+                    f"{name}-storage-check-rw", bucket=bucket, managed_folder=check_folder.name,
+                    role="roles/storage.objectUser", member=wif_principal(project_number, project, *storage_check),
+                    opts=child)
         # gcp.storage.buckets: each team's access to the whole bucket, as the spec gives it, and the bucket metadata
         # GCS FUSE reads when it mounts. Named <purpose>.<team>: the dot, in neither name, keeps bucket data's grant
         # to team eng apart from the checkpoint grants of a team data-eng.

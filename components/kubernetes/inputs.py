@@ -135,6 +135,9 @@ class PlatformInputs:
     # The storage acceptance check (objects/storage_check.py), from the spec's goodput model: filled in by
     # components/cluster.py for every cloud, None without one.
     storage_check: StorageCheck | None = None
+    # What the storage check's bucket leg waits for: the cloud's binding of its service account (EKS Pod Identity
+    # association, GCS managed-folder grant); empty where the stack has no bucket leg.
+    storage_check_ready: tuple[pulumi.Resource, ...] = ()
     # Where in the stack file the shared filesystem and the cloud's cluster objects are configured (provenance).
     filesystem_spec_path: str = ""
     cloud_objects_spec_path: str = ""

@@ -406,21 +406,34 @@ class Acceptance(pulumi.ComponentResource):
                       obj.nccl_node_job(pool, inputs.acceptance_image, fabrics.get(pool.name), inputs.labels,
                                         recorder, tests_dir=inputs.acceptance_tests_dir), node_jobs)
         # The storage check (issue 34): a checkpoint of the model's size written and read back on the shared
-        # filesystem from the nodes the goodput model counts, recorded under acceptance/storage/ by the same
-        # recorder; on the largest tested group, behind the same held queue.
+        # filesystem and, where the team's checkpoints reach it, the bucket, from the nodes the goodput model counts;
+        # recorded under acceptance/storage/; on the largest tested group, behind the same held queue.
         from components.kubernetes.objects.storage_check import (
+            STORAGE_CHECK_SERVICE_ACCOUNT,
             storage_check_job,
             storage_check_pool,
             storage_check_volume,
         )
         check, fs, pool_for_check = inputs.storage_check, inputs.shared_filesystem, storage_check_pool(tested)
-        if check is not None and fs is not None and pool_for_check is not None:
-            pv, pvc = storage_check_volume(fs, inputs.labels)
-            volume = apply(f"{name}-storage-check-pv", pv, pulumi.ResourceOptions(parent=self))
-            claim = apply(f"{name}-storage-check-pvc", pvc,
-                          pulumi.ResourceOptions(parent=self, depends_on=[ns, volume]))
-            apply(f"{name}-storage-check", storage_check_job(check, pool_for_check, fs, recorder, inputs.labels),
-                  pulumi.ResourceOptions(parent=self, depends_on=[queue, account, claim, *recorder.ready]))
+        if check is not None and (fs is not None or not check.filesystem) and pool_for_check is not None:
+            after: list[pulumi.Resource] = [queue, account, *recorder.ready]
+            if check.filesystem and fs is not None:
+                pv, pvc = storage_check_volume(fs, inputs.labels)
+                volume = apply(f"{name}-storage-check-pv", pv, pulumi.ResourceOptions(parent=self))
+                after.append(apply(f"{name}-storage-check-pvc", pvc,
+                                   pulumi.ResourceOptions(parent=self, depends_on=[ns, volume])))
+            if check.bucket:
+                assert inputs.storage_check_ready, "the cloud binds the storage check's identity"
+                after.append(apply(
+                    f"{name}-storage-check-account",
+                    obj.service_account(STORAGE_CHECK_SERVICE_ACCOUNT, obj.ACCEPTANCE_NAMESPACE, inputs.labels,
+                                        f"write, read and delete {recorder.scheme}://<checkpoint bucket>/"
+                                        f"{obj.RECORDS_PREFIX}/storage/ only (the storage check's bucket leg)"),
+                    pulumi.ResourceOptions(parent=self, depends_on=[ns])))
+                after.extend(inputs.storage_check_ready)
+            apply(f"{name}-storage-check",
+                  storage_check_job(check, pool_for_check, fs if check.filesystem else None, recorder, inputs.labels),
+                  pulumi.ResourceOptions(parent=self, depends_on=after))
         self.register_outputs({})
 
 

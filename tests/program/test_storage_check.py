@@ -1,7 +1,8 @@
 """The storage acceptance check in the program (issue 34): a held indexed Job per stack that writes and reads back
 a checkpoint of the model's size on the shared filesystem from the nodes the goodput model counts, mounting the
-filesystem where team pods do, and uploading its record to acceptance/storage/<run>/<pod>/; and its shell, run with
-a stand-in fio, writing the documented record."""
+filesystem where team pods do, and uploading its record to acceptance/storage/<run>/<pod>/; where the team's
+checkpoints reach the bucket, the same against the bucket through an identity limited to acceptance/storage/; and
+its shells, run with a stand-in fio and stand-in aws and gcloud CLIs, writing the documented records."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from components.kubernetes.objects.acceptance import AcceptanceRecorder
 from components.kubernetes.objects.storage_check import (
     FIO_BLOCK_BYTES,
+    storage_bucket_script,
     storage_check_script,
     storage_upload_script,
 )
@@ -53,8 +55,8 @@ def test_the_check_writes_the_models_checkpoint_from_its_nodes_and_waits_to_be_r
     pod = spec["template"]["spec"]
     (anti,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert anti["topologyKey"] == "kubernetes.io/hostname"
-    (fio,) = pod["initContainers"]
-    assert fio["resources"]["limits"]["nvidia.com/gpu"] == 8
+    fio = pod["initContainers"][0]
+    assert fio["name"] == "fio" and fio["resources"]["limits"]["nvidia.com/gpu"] == 8
     script = fio["command"][2]
     # 8 fio jobs (one per GPU) per pod, whole 4 MiB blocks, together at least the checkpoint and less than a block
     # per job more.
@@ -79,8 +81,7 @@ def test_the_check_writes_the_models_checkpoint_from_its_nodes_and_waits_to_be_r
     assert pv["spec"]["csi"]["volumeHandle"] == team_pvs[0]["spec"]["csi"]["volumeHandle"]
     assert pv["spec"].get("mountOptions") == team_pvs[0]["spec"].get("mountOptions")
     assert pv["spec"]["claimRef"] == {"namespace": "gpu-acceptance", "name": claim}
-    # The record goes where the NCCL records go, by the same identity.
-    assert pod["serviceAccountName"] == "nccl-recorder"
+    # The record goes where the NCCL records go.
     (uploader,) = pod["containers"]
     assert '/acceptance/storage/$RUN/$POD_NAME/"' in uploader["command"][2]
 
@@ -95,13 +96,109 @@ def test_the_check_is_on_the_held_queue_and_its_group() -> None:
     assert job["metadata"]["labels"]["gpu-cluster/node-group"] in flavors
 
 
-def test_no_check_without_its_image_or_for_a_bucket_path() -> None:
+def _storage_jobs(spec: dict[str, Any], stack: str = "test") -> tuple[Any, list[Any]]:
+    graph = run_spec(spec, stack).graph
+    return graph, [j for j in graph.of_type(JOB) if j.inputs["metadata"]["name"] == "storage-checkpoint"]
+
+
+def test_no_check_without_its_image_and_the_bucket_alone_on_a_bucket_path() -> None:
     spec = raw_stack_config("prod-aws")["gpu-cluster:spec"]
     del spec["acceptance"]["storageImage"]
-    assert not [j for j in run_spec(spec).graph.of_type(JOB) if j.inputs["metadata"]["name"] == "storage-checkpoint"]
+    assert not _storage_jobs(spec)[1]
+    # The bucket path: no filesystem leg (no fio image needed, no claim), the bucket leg alone.
     spec = raw_stack_config("prod-aws")["gpu-cluster:spec"]
+    del spec["acceptance"]["storageImage"]
     spec["workload"]["goodput"].update({"checkpointPath": "bucket", "bucketWriteMbps": 5000.0})
-    assert not [j for j in run_spec(spec).graph.of_type(JOB) if j.inputs["metadata"]["name"] == "storage-checkpoint"]
+    (job,) = _storage_jobs(spec)[1]
+    pod = job.inputs["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["initContainers"]] == ["bucket"]
+    assert [v["name"] for v in pod["volumes"]] == ["records"]
+    assert job.inputs["spec"]["activeDeadlineSeconds"] == 2 * 1800 + 2 * 7200 + 600
+
+
+def test_the_aws_bucket_leg_runs_as_its_own_role_on_acceptance_storage_only() -> None:
+    """prod-aws's filesystem is linked to the bucket, so the check also streams the checkpoint to the bucket: as
+    storage-check, whose role may put, get and delete objects under acceptance/storage/ (and list that prefix), use
+    the data key through S3, and nothing else; the Job waits for its Pod Identity association."""
+    graph = offline_run("prod-aws").graph
+    (job,) = [j for j in graph.of_type(JOB) if j.inputs["metadata"]["name"] == "storage-checkpoint"]
+    pod = job.inputs["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "storage-check"
+    fio, bucket = pod["initContainers"]
+    assert (fio["name"], bucket["name"]) == ("fio", "bucket")
+    assert bucket["image"].startswith("public.ecr.aws/aws-cli/aws-cli:") and "@sha256:" in bucket["image"]
+    assert bucket["resources"]["limits"]["nvidia.com/gpu"] == 8
+    assert "--expected-size" in bucket["command"][2] and "N=16;" in bucket["command"][2]
+    assert job.inputs["spec"]["activeDeadlineSeconds"] == 2 * (2 * 1800 + 2 * 7200) + 600
+    (account,) = [r.inputs for r in graph.of_type("kubernetes:core/v1:ServiceAccount")
+                  if r.inputs["metadata"]["name"] == "storage-check"]
+    assert account["metadata"]["namespace"] == "gpu-acceptance"
+    (role,) = [r for r in graph.of_type("aws:iam/role:Role") if r.inputs["name"] == "prod-train-storage-check"]
+    trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]["Condition"]["StringEquals"]
+    assert trust["aws:RequestTag/kubernetes-namespace"] == "gpu-acceptance"
+    assert trust["aws:RequestTag/kubernetes-service-account"] == "storage-check"
+    (policy,) = [r for r in graph.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.endswith("storage-check-policy")]
+    statements = {s["Sid"]: s for s in json.loads(policy.inputs["policy"])["Statement"]}
+    assert set(statements) == {"ListStorageCheckPrefix", "ReadWriteStorageCheckObjects", "UseDataKeyThroughS3"}
+    listing, objects, key = statements.values()
+    bucket_arn = listing["Resource"]
+    assert listing["Action"] == ["s3:ListBucket"] and bucket_arn.startswith("arn:aws:s3:::")
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["acceptance/storage/", "acceptance/storage/*"]}}
+    assert sorted(objects["Action"]) == ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject",
+                                         "s3:PutObject"]
+    assert objects["Resource"] == f"{bucket_arn}/acceptance/storage/*"
+    assert sorted(key["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey"] and key["Resource"].startswith(
+        "arn:aws:kms:")
+    assert key["Condition"] == {"StringEquals": {"kms:ViaService": "s3.us-east-1.amazonaws.com"}}
+    (association,) = [r for r in graph.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+                      if r.inputs["serviceAccount"] == "storage-check"]
+    assert association.inputs["namespace"] == "gpu-acceptance"
+    assert association.urn in job.dependencies
+    # The data key's policy leaves its use to IAM policies (EnableIamPolicies), so the role's grant reaches it.
+    (key_policy,) = [r for r in graph.of_type("aws:kms/keyPolicy:KeyPolicy") if r.name == "storage-data-key-policy"]
+    (enable,) = [s for s in json.loads(key_policy.inputs["policy"])["Statement"] if s["Sid"] == "EnableIamPolicies"]
+    assert enable["Action"] == ["kms:*"] and enable["Principal"]["AWS"].endswith(":root")
+
+
+def test_no_bucket_leg_or_identity_where_checkpoints_do_not_reach_the_bucket() -> None:
+    spec = raw_stack_config("prod-aws")["gpu-cluster:spec"]
+    spec["aws"]["storage"]["filesystem"]["linkCheckpointBucket"] = False
+    graph, (job,) = _storage_jobs(spec)
+    pod = job.inputs["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "nccl-recorder" and [c["name"] for c in pod["initContainers"]] == ["fio"]
+    assert not [r for r in graph.of_type("aws:iam/role:Role") if "storage-check" in r.inputs["name"]]
+    # prod-gcp: Managed Lustre is not linked to the bucket and the path is the filesystem.
+    graph = offline_run("prod-gcp").graph
+    assert not [r for r in graph.of_type("gcp:storage/managedFolder:ManagedFolder")
+                if r.inputs["name"] == "acceptance/storage/"]
+
+
+def test_the_gcp_bucket_leg_writes_through_a_nested_managed_folder() -> None:
+    """On the bucket path, GKE's storage-check principal is Storage Object User on acceptance/storage/, a managed
+    folder nested in the recorders' acceptance/ folder, and nothing else; no key grant (the bucket's CMEK is used
+    by Cloud Storage's service agent); the Job waits for the grant."""
+    spec = raw_stack_config("prod-gcp")["gpu-cluster:spec"]
+    spec["workload"]["goodput"].update({"checkpointPath": "bucket", "bucketWriteMbps": 5000.0})
+    graph, (job,) = _storage_jobs(spec, "prod-gcp")
+    pod = job.inputs["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "storage-check"
+    (bucket,) = pod["initContainers"]
+    assert bucket["image"].startswith("gcr.io/google.com/cloudsdktool/google-cloud-cli:")
+    assert "gcloud storage cp - " in bucket["command"][2]
+    folders = {r.inputs["name"]: r for r in graph.of_type("gcp:storage/managedFolder:ManagedFolder")}
+    nested = folders["acceptance/storage/"]
+    assert folders["acceptance/"].urn in nested.dependencies
+    grants = [r for r in graph.of_type("gcp:storage/managedFolderIamMember:ManagedFolderIamMember")
+              if str(r.inputs["member"]).endswith("/ns/gpu-acceptance/sa/storage-check")]
+    (grant,) = grants
+    assert grant.inputs["role"] == "roles/storage.objectUser"
+    assert grant.inputs["managedFolder"] == "acceptance/storage/"
+    assert grant.urn in job.dependencies
+    members = [str(r.inputs.get("member", "")) for t in ("gcp:storage/bucketIAMMember:BucketIAMMember",
+                                                           "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember",
+                                                           "gcp:projects/iAMMember:IAMMember")
+               for r in graph.of_type(t)]
+    assert not [m for m in members if m.endswith("/sa/storage-check")]
 
 
 FAKE_FIO = """#!/bin/sh
@@ -175,3 +272,83 @@ def test_the_uploader_writes_under_acceptance_storage() -> None:
         script = storage_upload_script(AcceptanceRecorder(bucket="b", scheme=scheme, image="i"))
         assert cli in script and f'"{scheme}://$RECORDS_BUCKET/acceptance/storage/$RUN/$POD_NAME/"' in script
         assert script.startswith('RUN="${RUN:-job-$JOB_UID}"')
+
+
+# Stand-ins for the two CLIs: <scheme>://<bucket>/<key> is $FAKE_ROOT/<bucket>/<key>; every call is logged; a put
+# whose destination contains $FAKE_FAIL_PUT fails (after reading its stream, as a failed upload does).
+FAKE_CLI = """#!/bin/sh
+echo "$*" >> "$FAKE_ROOT/calls"
+case "$1" in --version) echo "aws-cli/2.22.0 Python/3.12.6 Linux/6.1 exe/x86_64"; exit 0;;
+  version) echo "Google Cloud SDK 502.0.0"; echo "bq 2.1.9"; exit 0;; esac
+shift; op=$1; shift
+path() { u="${1#*://}"; echo "$FAKE_ROOT/${u%/}"; }
+case "$op" in
+  cp) if [ "$1" = - ]; then
+        case "$2" in *"${FAKE_FAIL_PUT:-@none@}"*) cat > /dev/null; exit 1;; esac
+        f=$(path "$2"); mkdir -p "$(dirname "$f")" "$FAKE_ROOT/.tmp"; t="$FAKE_ROOT/.tmp/$$"
+        cat > "$t" && mv "$t" "$f"
+      else cat "$(path "$1")"; fi;;
+  rm) rm "$(path "$1")";;
+  ls) d=$(path "$1"); [ -d "$d" ] || exit 1
+      for f in "$d"/*; do [ -f "$f" ] || continue
+        if [ "$SCHEME" = s3 ]; then echo "2026-01-01 00:00:00 $(wc -c < "$f") ${f##*/}"; else echo "${1%/}/${f##*/}"; fi
+      done;;
+esac
+"""
+
+
+def _fake_cli(tmp_path: Path, scheme: str) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    cli = bin_dir / ("aws" if scheme == "s3" else "gcloud")
+    cli.write_text(FAKE_CLI)
+    cli.chmod(0o755)
+    (tmp_path / "store").mkdir()
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_ROOT": str(tmp_path / "store"),
+            "SCHEME": scheme, "RUN": "run-1", "RECORDS_BUCKET": "ckpt"}
+
+
+def _run_bucket_pods(tmp_path: Path, scheme: str, pods: int, env: dict[str, str]) -> list[dict[str, Any]]:
+    script = storage_bucket_script(scheme, pods, 3, 4096, pods * 3 * 4096).replace(
+        "OUT=/records", f"OUT={tmp_path}/records$I")
+    procs = [subprocess.Popen(["sh", "-c", script], env={**env, "JOB_COMPLETION_INDEX": str(i),
+                                                          "NODE_NAME": f"node-{i}", "POD_NAME": f"pod-{i}"},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(pods)]
+    for p in procs:
+        _out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    return [json.loads((tmp_path / f"records{i}" / "storage-bucket.json").read_text()) for i in range(pods)]
+
+
+@pytest.mark.skipif(shutil.which("sh") is None or shutil.which("timeout") is None, reason="needs sh and coreutils")
+@pytest.mark.parametrize("scheme, tool", [("s3", "aws-cli/2.22.0"), ("gs", "Google Cloud SDK 502.0.0")])
+def test_the_bucket_shell_streams_reads_back_deletes_and_records(tmp_path: Path, scheme: str, tool: str) -> None:
+    """Two pods run the real bucket leg at once with a stand-in CLI: each streams one object per GPU under
+    acceptance/storage/<run>/shares/<index>/, reads the next pod's back, deletes them, and writes
+    storage-bucket.json with the documented fields; only the barrier markers stay."""
+    env = _fake_cli(tmp_path, scheme)
+    records = _run_bucket_pods(tmp_path, scheme, 2, env)
+    for index, record in enumerate(records):
+        assert record["target"] == "bucket" and record["bytes"] == 3 * 4096 and record["writers"] == 2
+        assert record["index"] == index and record["checkpoint_bytes"] == 2 * 3 * 4096
+        assert record["write_status"] == 0 and record["read_status"] == 0
+        assert record["write_seconds"] > 0 and record["read_seconds"] > 0 and record["read_mbps"] >= 0
+        assert record["latency_ms"] is None and record["tool"] == tool and record["node"] == f"node-{index}"
+        assert record["finished"].endswith("Z")
+    run = tmp_path / "store" / "ckpt" / "acceptance" / "storage" / "run-1"
+    assert sorted(p.name for p in (run / "barrier").iterdir()) == ["ready.0", "ready.1", "written.0", "written.1"]
+    assert not [p for p in (run / "shares").rglob("*") if p.is_file()]
+    calls = (tmp_path / "store" / "calls").read_text().splitlines()
+    puts = [c for c in calls if "/shares/" in c and (" cp - " in c)]
+    assert len(puts) == 6
+    if scheme == "s3":
+        assert all("--expected-size 4096" in c for c in puts)
+
+
+@pytest.mark.skipif(shutil.which("sh") is None or shutil.which("timeout") is None, reason="needs sh and coreutils")
+def test_a_failed_upload_is_recorded_and_its_reader_does_not_read(tmp_path: Path) -> None:
+    env = {**_fake_cli(tmp_path, "s3"), "FAKE_FAIL_PUT": "/shares/1/"}
+    first, second = _run_bucket_pods(tmp_path, "s3", 2, env)
+    assert second["write_status"] == 1 and second["write_seconds"] is None
+    assert first["write_status"] == 0 and first["read_status"] == 125 and first["read_seconds"] is None
+    assert second["read_status"] == 0  # pod 0's share was written: pod 1 reads it

@@ -111,3 +111,55 @@ def test_a_directory_without_a_record_is_refused(tmp_path: Path, capsys: pytest.
     (tmp_path / "empty").mkdir()
     assert main(["sizing", "prod-aws", "--measured", str(tmp_path / "empty")]) == 2
     assert "no storage.json" in capsys.readouterr().err
+
+
+def _bucket_run(run: Path, write_s: float, read_s: float, writers: int = 16) -> None:
+    """Each pod's storage-bucket.json beside its storage.json (the bucket leg of the same run)."""
+    for i, pod in enumerate(sorted(p for p in run.iterdir() if p.is_dir())[:writers]):
+        share = CHECKPOINT // writers
+        (pod / "storage-bucket.json").write_text(json.dumps({
+            "target": "bucket", "bytes": share, "checkpoint_bytes": CHECKPOINT, "writers": writers, "index": i,
+            "write_seconds": write_s, "read_seconds": read_s, "write_mbps": None, "read_mbps": None,
+            "latency_ms": None, "tool": "aws-cli/2.31.23", "node": f"ip-10-0-0-{i}", "pod": pod.name,
+            "write_status": 0, "read_status": 0}))
+
+
+def test_a_run_with_both_targets_is_judged_on_the_filesystem_and_shows_the_bucket(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """prod-aws restores from the filesystem: its records decide; the bucket's (a restore after the filesystem is
+    lost) are shown beside them, a slow one not failing the run."""
+    run = _run(tmp_path, 100.0, 120.0)
+    _bucket_run(run, 400.0, 30 * 60.0)  # restore from the bucket in 30 minutes: over the 15 allowed
+    code, doc = _doc(run, tmp_path / "out.json")
+    assert code == 0 and doc["target"] == "filesystem" and doc["passed"] is True
+    bucket = doc["others"]["bucket"]  # type: ignore[index]
+    assert bucket["target"] == "bucket" and bucket["writers"] == 16 and bucket["restore_met"] is False
+    assert bucket["write_mbps"] == pytest.approx(CHECKPOINT / 400.0 / 1e6)
+    assert bucket["modelled_mbps"] is None and bucket["goodput_measured"] is None  # prod-aws gives no bucketWriteMbps
+    assert main(["sizing", "prod-aws", "--measured", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "measured storage of prod-aws: bucket, 16 writers" in out and "aws-cli/2.31.23" in out
+    assert "restore from the bucket (after the filesystem is lost; not judged): 15.0 min" in out and "MISSED" in out
+    assert "set workload.goodput.bucketWriteMbps" in out
+    assert out.rstrip().endswith("result: PASS (judged on the filesystem)")
+
+
+def test_a_bucket_path_is_judged_on_the_bucket_beside_bucket_write_mbps(tmp_path: Path) -> None:
+    from blueprint.sizing.measured import compare, judged_target, load_records, measured_document
+
+    spec = stack("prod-aws").spec
+    goodput = spec.workload.goodput
+    assert goodput is not None
+    bucket_spec = spec.model_copy(update={"workload": spec.workload.model_copy(update={
+        "goodput": goodput.model_copy(update={"checkpoint_path": "bucket", "bucket_write_mbps": 5000.0})})})
+    model = goodput_model(bucket_spec)
+    run = _run(tmp_path, 100.0, 120.0)
+    _bucket_run(run, 150.0, 180.0)
+    by_target = load_records(run)
+    assert judged_target(model, set(by_target)) == "bucket"
+    doc = measured_document(compare(model, by_target["bucket"], restore_target(bucket_spec)))
+    assert doc["modelled_mbps"] == pytest.approx(5000.0) and doc["write_mbps"] == pytest.approx(CHECKPOINT / 150e6)
+    assert doc["checkpoint_read_s"] == pytest.approx(180.0) and doc["restore_met"] is True
+    assert doc["goodput_measured"] is not None  # the bucket path's plan with the measured times
+    # Only bucket records for a filesystem model: they are what there is to judge.
+    assert judged_target(goodput_model(spec), {"bucket"}) == "bucket"
