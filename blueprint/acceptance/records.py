@@ -185,13 +185,14 @@ def node_records(nodes: list[NodeRun], *, instance_type: str, expected_busbw: fl
     for item in sorted(nodes, key=lambda n: n.node):
         problems: list[str] = []
         parsed: NcclRun | None = None
-        try:
-            parsed = parse_nccl(item.log)
-        except NcclLogError as err:
-            problems.append(f"no result in its log: {err}")
         status = item.facts.get("exit_status")
-        if isinstance(status, int) and status != 0:
-            problems.append(f"all_reduce_perf exited {status}")
+        if item.log or not isinstance(item.facts.get("checks"), list):
+            try:
+                parsed = parse_nccl(item.log)
+            except NcclLogError as err:
+                problems.append(f"no result in its log: {err}")
+            if isinstance(status, int) and status != 0:
+                problems.append(f"all_reduce_perf exited {status}")
         if parsed is not None:
             if not parsed.complete:
                 problems.append("the run was cut short (no 'Avg bus bandwidth' line)")

@@ -121,9 +121,17 @@ def _node_runs(root: Path) -> list[NodeRun]:
     out: list[NodeRun] = []
     for node_dir in sorted(p for p in root.iterdir() if p.is_dir() and p.name not in RUN_SUBDIRS):
         log = node_dir / "nccl.log"
-        if not log.is_file():
-            continue
         meta = node_dir / "node.json"
+        if not log.is_file():
+            # a node check that ran no NCCL (GKE GPUDirect pools): its node.json alone, judged on its checks
+            if not meta.is_file():
+                continue
+            facts = read_facts(meta)
+            check_node_facts(facts, str(meta))
+            if not isinstance(facts.get("checks"), list):
+                continue
+            out.append(NodeRun(node=str(facts.get("node") or node_dir.name), log="", facts=facts))
+            continue
         facts = read_facts(meta) if meta.is_file() else {}
         check_node_facts(facts, str(meta))
         out.append(NodeRun(node=str(facts.get("node") or node_dir.name), log=read_text(log), facts=facts))

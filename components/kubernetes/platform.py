@@ -484,11 +484,19 @@ class NodeReadiness(pulumi.ComponentResource):
         recorder = inputs.acceptance_recorder if inputs.acceptance_image is not None else None
         ready = pulumi.ResourceOptions(parent=self, depends_on=[check_ns, *granted, *quotas,
                                                                 *(recorder.ready if recorder else ())])
+        fabrics = inputs.acceptance_fabrics or {}
         for check in checks:
+            # On GKE's GPUDirect pools the node's NCCL needs the pod's GPU networks and (TCPXO) its receive-datapath
+            # sidecar even on one node (objects/acceptance.py PodFabric.single_node); a DaemonSet pod that keeps such
+            # a sidecar for good would run beside the teams' own. There the check runs no NCCL: DCGM's level-2
+            # diagnostics exercise NVLink and PCIe, and the per-node acceptance Job measures NCCL.
+            fabric = fabrics.get(check.pool)
+            own_nccl = images if fabric is None or not fabric.single_node else \
+                nc.NodeCheckImages(dcgm=dcgm, reporter=reporter, tools=tool_image())
             # The rules after the DaemonSet exists: a rule created first would hold every matching node (existing
             # ones too) with nothing to release it yet.
             daemonset = apply(f"{name}-check-{check.pool}",
-                              nc.node_check_daemonset(check, images, inputs.labels, recorder,
+                              nc.node_check_daemonset(check, own_nccl, inputs.labels, recorder,
                                                       gke_driver=inputs.cloud_gpu_stack is not None), ready)
             # A changed rule has a new name (nc.rule_name): created, then the old one deleted.
             for rule in nc.readiness_rules(check):

@@ -220,3 +220,26 @@ def test_nccl_nodes_reads_what_the_node_check_writes_and_names_the_bad_node(tmp_
     failed = {n["node"]: n["problems"] for n in verdict["nodes"] if n["outlier"]}
     assert failed == {"ip-10-0-0-2": ["efa devices: 3 of 4 up (4 present)"]}
     assert verdict["gpu_models"] == ["NVIDIA H100 80GB HBM3"]
+
+
+def test_a_check_without_nccl_is_read_on_its_checks(tmp_path: Path) -> None:
+    """Where the check runs no NCCL (GKE GPUDirect pools), node.json alone: ``nccl nodes`` judges it on its checks."""
+    from blueprint.cli import main
+
+    run = tmp_path / "node-check-20261202"
+    for node, efa_up in (("gke-a", 4), ("gke-b", 3)):
+        work = tmp_path / node
+        env = _fakes(work, efa_up=efa_up)
+        for script, shell in ((dcgm_script(CHECK), "bash"), (verdict_script(CHECK, False), "sh")):
+            done = subprocess.run([shell, "-c", script], env={**env, "NODE_NAME": node}, capture_output=True,
+                                  text=True, timeout=60)
+            assert done.returncode == 0, done.stderr
+        record = json.loads((work / "records" / "node.json").read_text(encoding="utf-8"))
+        assert record["exit_status"] is None and "nvlink-busbw" not in {c["name"] for c in record["checks"]}
+        (run / node).mkdir(parents=True)
+        (run / node / "node.json").write_text(json.dumps(record), encoding="utf-8")
+    out = tmp_path / "nodes.json"
+    assert main(["nccl", "nodes", str(run), "--expected-busbw", "400", "--format", "json", "-o", str(out)]) == 1
+    verdict = json.loads(out.read_text(encoding="utf-8"))
+    assert {n["node"]: n["problems"] for n in verdict["nodes"]} == {
+        "gke-a": [], "gke-b": ["efa devices: 3 of 4 up (4 present)"]}
