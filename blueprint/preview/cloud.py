@@ -34,6 +34,9 @@ class CloudPreview(Protocol):
     def database_text(self, db: GraphResource) -> str:
         """The database as the accounting line says it (engine, size, availability, backups)."""
 
+    def registration_taints(self, graph: ResourceGraph) -> dict[str, set[str]]:
+        """Per node group (its ``gpu-cluster/node-group`` label), the taint keys its nodes register with."""
+
 
 def cloud_preview(cloud: str) -> CloudPreview:
     """The cloud's ``preview`` module."""

@@ -59,7 +59,7 @@ def _platform_lines(graph: ResourceGraph, cloud: CloudPreview) -> list[str]:
         lines.append(f"GPU stack: {chart(gpu_op)} ({driver}, {sharing}); {cloud.gpu_fabric(graph)}")
     elif (own := cloud.gpu_stack_without_operator(graph)) is not None:
         lines.append(own)
-    lines += _node_readiness_lines(graph)
+    lines += _node_readiness_lines(graph, cloud)
     kueue = release(graph, "kueue")
     if kueue:
         cohorts = [c.inputs["metadata"]["name"] for c in graph.of_type(KUEUE + "Cohort")]
@@ -92,7 +92,7 @@ def _platform_lines(graph: ResourceGraph, cloud: CloudPreview) -> list[str]:
 
 
 
-def _node_readiness_lines(graph: ResourceGraph) -> list[str]:
+def _node_readiness_lines(graph: ResourceGraph, cloud: CloudPreview) -> list[str]:
     """The readiness gate: the controller, and per GPU group how its nodes are held and what releases them."""
     controller = release(graph, "node-readiness-controller")
     if not controller:
@@ -102,14 +102,7 @@ def _node_readiness_lines(graph: ResourceGraph) -> list[str]:
     for r in graph.of_type("kubernetes:readiness.node.x-k8s.io/v1alpha1:NodeReadinessRule"):
         group = str((r.inputs["metadata"].get("labels") or {}).get("gpu-cluster/node-check", ""))
         rules.setdefault(group, {})[str(r.inputs["spec"].get("enforcementMode"))] = r.inputs["spec"]
-    registered: dict[str, set[str]] = {}  # group -> the taint keys its nodes register with
-    for r in graph.of_type("aws:eks/nodeGroup:NodeGroup"):
-        group = str((r.inputs.get("labels") or {}).get("gpu-cluster/node-group", ""))
-        registered[group] = {str(t.get("key")) for t in r.inputs.get("taints") or []}
-    for r in graph.of_type("gcp:container/nodePool:NodePool"):
-        config = r.inputs.get("nodeConfig") or {}
-        group = str((config.get("labels") or {}).get("gpu-cluster/node-group", ""))
-        registered[group] = {str(t.get("key")) for t in config.get("taints") or []}
+    registered = cloud.registration_taints(graph)  # group -> the taint keys its nodes register with
     lines = [f"node readiness: {chart(controller)} (GPU nodes take jobs once their check passed; "
              "docs/capacity.md 'When every node proves itself')"]
     for ds in graph.of_type("kubernetes:apps/v1:DaemonSet"):

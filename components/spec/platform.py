@@ -91,7 +91,7 @@ class NodeChecksSpec(_Model):
     dcgm_level: Literal[1, 2, 3] = Field(
         default=2, description="The DCGM diagnostics level every GPU node runs before it takes a job (dcgmi diag -r): "
         "1 deployment checks (seconds), 2 medium validation (about two minutes, the default), 3 long hardware "
-        "diagnostics (about 15 minutes) (NVIDIA dcgmi-diag reference).")
+        "diagnostics (about 15 minutes) (NVIDIA dcgmi-diag reference).", json_schema_extra=unit("DCGM run level"))
     unhealthy_effect: Literal["NoSchedule", "NoExecute"] = Field(
         default="NoSchedule", description="The health taint's effect on a node whose DCGM health, fabric devices or "
         "re-check fail: NoSchedule keeps new pods away and lets running jobs finish; NoExecute also evicts the "

@@ -72,3 +72,12 @@ def database_text(db: GraphResource) -> str:
     return (f"RDS {inputs.get('engine')} {inputs.get('engineVersion')} {inputs.get('instanceClass')}, "
             f"{'Multi-AZ' if inputs.get('multiAz') else 'single-AZ'}, backups {inputs.get('backupRetentionPeriod')} "
             f"days, deletion protection {'on' if inputs.get('deletionProtection') else 'off'}")
+
+
+def registration_taints(graph: ResourceGraph) -> dict[str, set[str]]:
+    """Per node group, the taint keys its nodes register with (the readiness gate's preview line)."""
+    out: dict[str, set[str]] = {}
+    for r in graph.of_type("aws:eks/nodeGroup:NodeGroup"):
+        group = str((r.inputs.get("labels") or {}).get("gpu-cluster/node-group", ""))
+        out[group] = {str(t.get("key")) for t in r.inputs.get("taints") or []}
+    return out

@@ -58,3 +58,13 @@ def database(graph: ResourceGraph) -> GraphResource | None:
 
 def database_text(db: GraphResource) -> str:
     return f"Cloud SQL {db.inputs.get('databaseVersion')}"
+
+
+def registration_taints(graph: ResourceGraph) -> dict[str, set[str]]:
+    """Per node group, the taint keys its nodes register with (the readiness gate's preview line)."""
+    out: dict[str, set[str]] = {}
+    for r in graph.of_type("gcp:container/nodePool:NodePool"):
+        config = r.inputs.get("nodeConfig") or {}
+        group = str((config.get("labels") or {}).get("gpu-cluster/node-group", ""))
+        out[group] = {str(t.get("key")) for t in config.get("taints") or []}
+    return out
