@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from blueprint.acceptance.nccl import NcclLogError, NcclRun, parse_nccl
-from blueprint.acceptance.records import NodeRun, acceptance_record, is_int, median
+from blueprint.acceptance.nccl import NcclLogError, parse_nccl
+from blueprint.acceptance.records import NodeRun, acceptance_record, log_problems, median
 
 
 @dataclass(frozen=True)
@@ -24,29 +24,6 @@ class PairRun:
     facts: dict[str, Any]
 
 
-def log_problems(log: str | None, exit_status: Any) -> tuple[NcclRun | None, list[str]]:
-    """A two-or-more-node log read: the run, and what makes it no result: no log, no table, a non-zero exit, a run
-    cut short, wrong or invalid values, a collective other than all_reduce."""
-    problems: list[str] = []
-    parsed: NcclRun | None = None
-    if log is None:
-        problems.append("no nccl.log")
-    else:
-        try:
-            parsed = parse_nccl(log)
-        except NcclLogError as err:
-            problems.append(f"no result in its log: {err}")
-    if is_int(exit_status) and exit_status != 0:
-        problems.append(f"all_reduce_perf exited {exit_status}")
-    if parsed is not None:
-        if not parsed.complete:
-            problems.append("the run was cut short (no 'Avg bus bandwidth' line)")
-        if parsed.wrong:
-            problems.append(f"{parsed.wrong} wrong value(s)")
-        problems += [f"not a valid figure: {p}" for p in parsed.invalid]
-        if parsed.collective not in (None, "all_reduce"):
-            problems.append(f"the log is {parsed.collective}, not all_reduce")
-    return parsed, problems
 
 
 def pair_records(pairs: list[PairRun], *, expected_busbw: float | None, expected_source: str | None,

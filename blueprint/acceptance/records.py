@@ -173,6 +173,31 @@ def node_check_problems(facts: dict[str, Any]) -> list[str]:
     return problems
 
 
+def log_problems(log: str | None, exit_status: Any) -> tuple[NcclRun | None, list[str]]:
+    """An all_reduce log read (a node's, a pair's, a group's): the run, and what makes it no result: no log, no
+    table, a non-zero exit, a run cut short, wrong or invalid values, a collective other than all_reduce."""
+    problems: list[str] = []
+    parsed: NcclRun | None = None
+    if log is None:
+        problems.append("no nccl.log")
+    else:
+        try:
+            parsed = parse_nccl(log)
+        except NcclLogError as err:
+            problems.append(f"no result in its log: {err}")
+    if is_int(exit_status) and exit_status != 0:
+        problems.append(f"all_reduce_perf exited {exit_status}")
+    if parsed is not None:
+        if not parsed.complete:
+            problems.append("the run was cut short (no 'Avg bus bandwidth' line)")
+        if parsed.wrong:
+            problems.append(f"{parsed.wrong} wrong value(s)")
+        problems += [f"not a valid figure: {p}" for p in parsed.invalid]
+        if parsed.collective not in (None, "all_reduce"):
+            problems.append(f"the log is {parsed.collective}, not all_reduce")
+    return parsed, problems
+
+
 def node_records(nodes: list[NodeRun], *, instance_type: str, expected_busbw: float, expected_source: str,
                  pass_fraction: float, outlier_fraction: float, latency_factor: float, stack: str | None = None,
                  node_group: str | None = None, run: str | None = None) -> dict[str, Any]:
@@ -183,22 +208,11 @@ def node_records(nodes: list[NodeRun], *, instance_type: str, expected_busbw: fl
     group's median. ``passed`` when no node has a problem."""
     rows: list[dict[str, Any]] = []
     for item in sorted(nodes, key=lambda n: n.node):
-        problems: list[str] = []
         parsed: NcclRun | None = None
+        problems: list[str] = []
         status = item.facts.get("exit_status")
-        if item.log or not isinstance(item.facts.get("checks"), list):
-            try:
-                parsed = parse_nccl(item.log)
-            except NcclLogError as err:
-                problems.append(f"no result in its log: {err}")
-            if isinstance(status, int) and status != 0:
-                problems.append(f"all_reduce_perf exited {status}")
-        if parsed is not None:
-            if not parsed.complete:
-                problems.append("the run was cut short (no 'Avg bus bandwidth' line)")
-            if parsed.wrong:
-                problems.append(f"{parsed.wrong} wrong value(s)")
-            problems += [f"not a valid figure: {p}" for p in parsed.invalid]
+        if item.log or not isinstance(item.facts.get("checks"), list):  # a node check without NCCL has no log
+            parsed, problems = log_problems(item.log, status)
         problems += node_check_problems(item.facts)
         rows.append({
             "node": item.node, "pod": item.facts.get("pod"), "driver": item.facts.get("driver") or None,

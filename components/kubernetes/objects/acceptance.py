@@ -151,6 +151,16 @@ def _upload_script(recorder: AcceptanceRecorder) -> str:
     return f'RUN="${{RUN:-job-$JOB_UID}}"; exec {copy}'
 
 
+def one_pod_per_node(selector: Mapping[str, str]) -> Manifest:
+    """Pod spec placement that puts each pod of a per-node Job on a node of its own: required anti-affinity by host
+    and a hard spread (the anti-affinity ignores finished pods, the spread keeps a Job's pods apart while they run)."""
+    match = {"matchLabels": dict(selector)}
+    return {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": match, "topologyKey": "kubernetes.io/hostname"}]}},
+            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                           "whenUnsatisfiable": "DoNotSchedule", "labelSelector": match}]}
+
+
 def nccl_node_job(pool: GpuPool, image: str, fabric: PodFabric | None, labels: Mapping[str, str],
                   recorder: AcceptanceRecorder, *, tests_dir: str = NCCL_TESTS_DIR) -> Manifest:
     """The per-node NVLink run: an indexed Job with one pod on every node of the pool (required anti-affinity and a
@@ -194,11 +204,7 @@ def nccl_node_job(pool: GpuPool, image: str, fabric: PodFabric | None, labels: M
         "serviceAccountName": RECORDER_SERVICE_ACCOUNT,
         "restartPolicy": "Never",
         "tolerations": [GPU_TOLERATION],
-        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": {"matchLabels": selector}, "topologyKey": "kubernetes.io/hostname"}]}},
-        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
-                                       "whenUnsatisfiable": "DoNotSchedule",
-                                       "labelSelector": {"matchLabels": selector}}],
+        **one_pod_per_node(selector),
         "initContainers": [*fab.sidecars, bench],
         "containers": [uploader],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},

@@ -28,8 +28,7 @@ from typing import Any
 from components.catalog.charts import slurm_images
 from components.kubernetes.objects.common import GPU_TOLERATION, QUEUED_TOLERATION, Manifest, meta
 from components.kubernetes.objects.node_check import HEALTH_INTERVAL_S, NodeCheck, _fabric_script, node_checks
-from components.kubernetes.objects.storage import SHARED_FS_CLAIM
-from components.kubernetes.objects.storage import _volume as _fs_volume
+from components.kubernetes.objects.storage import SHARED_FS_CLAIM, static_volume
 from components.kubernetes.objects.tenancy import namespace
 from components.kubernetes.quotas import GpuPool
 from components.spec import GPU_TAINT_KEY, HEALTH_TAINT_KEY, READINESS_TAINT_KEY, ClusterSpec, TeamSpec
@@ -149,7 +148,7 @@ def slurm_shared_fs(fs: Any, labels: Mapping[str, str]) -> tuple[Manifest, Manif
     user's group, as a team pod does by its supplementalGroups; on AWS the directory is linked to the checkpoint
     bucket (auto-export), so checkpoints written there reach <bucket>/<team>/ as a pod's do."""
     root = fs.team_root.strip("/") or None
-    return _fs_volume("shared-fs.slurm", fs, root if fs.scoped else None, SLURM_NAMESPACE, SHARED_FS_CLAIM, labels)
+    return static_volume("shared-fs.slurm", fs, root if fs.scoped else None, SLURM_NAMESPACE, SHARED_FS_CLAIM, labels)
 
 
 def slurm_cluster(spec: ClusterSpec, pools: Sequence[GpuPool], *, node_label: str, fabric_resource: str | None,

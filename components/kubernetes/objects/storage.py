@@ -79,8 +79,10 @@ def volume_generation(*identity: str) -> str:
     return hashlib.sha256("\0".join(identity).encode()).hexdigest()[:8]
 
 
-def _volume(base: str, fs: SharedFilesystem, path: str | None, namespace: str, claim: str,
-            labels: Mapping[str, str]) -> tuple[Manifest, Manifest]:
+def static_volume(base: str, fs: SharedFilesystem, path: str | None, namespace: str, claim: str,
+                  labels: Mapping[str, str]) -> tuple[Manifest, Manifest]:
+    """A static volume of the shared filesystem (``path`` inside it, or the whole of it) and the claim in ``namespace``
+    bound to it, both named with the filesystem's generation."""
     name = fs.volume_name(base)
     pv: Manifest = {
         "apiVersion": "v1", "kind": "PersistentVolume",
@@ -109,7 +111,7 @@ def team_shared_fs(fs: SharedFilesystem, team: TeamSpec, labels: Mapping[str, st
     """The team's ``shared-fs`` claim and its volume: the team's directory where the driver can mount one, else the
     filesystem (pods then mount it with ``subPath: <team>``)."""
     path = fs.team_dir(team.name) if fs.scoped else None
-    return _volume(f"shared-fs-{team.name}", fs, path, team.name, SHARED_FS_CLAIM, labels)
+    return static_volume(f"shared-fs-{team.name}", fs, path, team.name, SHARED_FS_CLAIM, labels)
 
 
 # The platform's volume of the whole filesystem: a dot, which no team name (a DNS label) has, keeps it apart from
@@ -121,7 +123,7 @@ def admin_shared_fs(fs: SharedFilesystem, labels: Mapping[str, str]) -> tuple[Ma
     """The whole filesystem, claimed in ``kube-system`` for the platform's own Job (teams cannot bind it). The claim's
     name, like the volume's, ends in the filesystem's generation: a replaced filesystem gets a new claim and a new
     Job beside the old ones (a claim that a finished pod still names would hold a same-named replacement forever)."""
-    pv, pvc = _volume(ADMIN_VOLUME, fs, None, ADMIN_NAMESPACE, ADMIN_CLAIM, labels)
+    pv, pvc = static_volume(ADMIN_VOLUME, fs, None, ADMIN_NAMESPACE, ADMIN_CLAIM, labels)
     claim = fs.volume_name(ADMIN_CLAIM)
     pvc["metadata"]["name"] = claim
     pv["spec"]["claimRef"]["name"] = claim

@@ -51,9 +51,10 @@ from components.kubernetes.objects.acceptance import (
     RECORDS_PREFIX,
     RUN_ANNOTATION,
     AcceptanceRecorder,
+    one_pod_per_node,
 )
 from components.kubernetes.objects.common import GPU_TOLERATION, Manifest, meta
-from components.kubernetes.objects.storage import SharedFilesystem
+from components.kubernetes.objects.storage import SharedFilesystem, static_volume
 from components.kubernetes.quotas import CPU, GPU, MEMORY, GpuPool
 from components.sizing import SizingError, goodput_model
 from components.spec import ClusterSpec
@@ -173,29 +174,8 @@ def storage_check_volume(fs: SharedFilesystem, labels: Mapping[str, str]) -> tup
     acceptance namespace; the Job mounts its own directory beside the teams' (``subPath``), which kubelet creates
     (pkg/kubelet/kubelet_pods.go, makeMounts: a missing subPath is created before the container starts). The
     names end in the filesystem's generation, like the admin claim's (objects/storage.py)."""
-    name = fs.volume_name(STORAGE_CHECK_VOLUME)
-    claim = fs.volume_name(STORAGE_CHECK_CLAIM)
-    pv: Manifest = {
-        "apiVersion": "v1", "kind": "PersistentVolume",
-        "metadata": meta(name, labels={**labels, "gpu-cluster/volume": "shared-fs"}),
-        "spec": {
-            "accessModes": ["ReadWriteMany"],
-            "capacity": {"storage": f"{fs.capacity_gib}Gi"},
-            "persistentVolumeReclaimPolicy": "Retain",
-            "storageClassName": "",
-            "claimRef": {"namespace": ACCEPTANCE_NAMESPACE, "name": claim},
-            "csi": {"driver": fs.driver, "volumeHandle": fs.volume_handle,
-                    "volumeAttributes": dict(fs.attributes(None))},
-            **({"mountOptions": list(fs.mount_options)} if fs.mount_options else {}),
-        },
-    }
-    pvc: Manifest = {
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": meta(claim, ACCEPTANCE_NAMESPACE, labels),
-        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}},
-                 "storageClassName": "", "volumeName": name},
-    }
-    return pv, pvc
+    return static_volume(STORAGE_CHECK_VOLUME, fs, None, ACCEPTANCE_NAMESPACE, fs.volume_name(STORAGE_CHECK_CLAIM),
+                         labels)
 
 
 def _fio(directory: str, rw: str, jobs: int, per_job: int, output: str) -> str:
@@ -409,11 +389,7 @@ def storage_check_job(check: StorageCheck, pool: GpuPool, fs: SharedFilesystem |
         "serviceAccountName": STORAGE_CHECK_SERVICE_ACCOUNT if check.bucket else RECORDER_SERVICE_ACCOUNT,
         "restartPolicy": "Never",
         "tolerations": [GPU_TOLERATION],
-        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": {"matchLabels": selector}, "topologyKey": "kubernetes.io/hostname"}]}},
-        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
-                                       "whenUnsatisfiable": "DoNotSchedule",
-                                       "labelSelector": {"matchLabels": selector}}],
+        **one_pod_per_node(selector),
         "initContainers": steps,
         "containers": [uploader],
         "volumes": volumes,
