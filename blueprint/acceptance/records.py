@@ -260,7 +260,8 @@ def require_nodes(record: dict[str, Any], runs: list[NodeRun], expected: int) ->
     """A run must cover every node it was meant to: fewer records than ``expected`` fails it (the missing nodes are
     the suspect ones), naming the Job indexes that left none."""
     record["expected_nodes"] = expected
-    seen = {int(str(r.facts.get("index"))) for r in runs if str(r.facts.get("index", "")).isdigit()}
+    # ASCII digits only: str.isdigit() also accepts "²", which int() refuses
+    seen = {int(str(r.facts.get("index"))) for r in runs if re.fullmatch(r"[0-9]{1,9}", str(r.facts.get("index", "")))}
     missing = max(expected - len(runs), 0)
     record["missing_nodes"] = missing
     record["missing_indexes"] = sorted(set(range(expected)) - seen) if seen and missing else []

@@ -30,6 +30,7 @@ import yaml
 
 from blueprint.admit.cluster import as_list, as_mapping, as_str_map, matches_selector, object_ref
 from blueprint.admit.sbatch import SbatchError, SbatchJob, is_sbatch_script, parse_sbatch
+from blueprint.files.input import InputTooLargeError, read_text_limited
 
 MAX_WORKLOAD_FILE_BYTES = 16 * 1024 * 1024
 MAX_YAML_DEPTH = 64
@@ -235,9 +236,9 @@ def load_workloads(paths: Sequence[Path]) -> list[Submitted | SbatchJob]:
     for path in paths:
         shown = str(path)
         try:
-            if path.stat().st_size > MAX_WORKLOAD_FILE_BYTES:
-                raise WorkloadFileError(f"{shown}: larger than {MAX_WORKLOAD_FILE_BYTES:,} bytes")
-            text = path.read_bytes().decode("utf-8")
+            text = read_text_limited(path, MAX_WORKLOAD_FILE_BYTES)
+        except InputTooLargeError as err:
+            raise WorkloadFileError(f"{shown}: {err}") from None
         except OSError as err:
             raise WorkloadFileError(f"{shown}: cannot be read: {err.strerror or err}") from None
         except UnicodeDecodeError:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from blueprint.cli.common import EXIT_OK, EXIT_POLICY, CommandError, emit, output_option, target_graph, usage_for, write
+from blueprint.files.input import read_text_limited
 from blueprint.files.output import check_output_file
 from blueprint.graph.load import GRAPH_SUFFIXES, load_graph
 from blueprint.graph.model import ResourceGraph
@@ -95,6 +96,10 @@ def _gate(diffs: list[Any], args: argparse.Namespace) -> int:
     return EXIT_POLICY if crossed else EXIT_OK
 
 
+# One stack's `cost diff --format json` report: what `--combine` reads at most of each (blueprint.files.input).
+MAX_REPORT_BYTES = 64 * 1024 * 1024
+
+
 def _combine(args: argparse.Namespace) -> int:
     """Per-stack JSON reports (``cost diff --format json`` of parallel jobs) as one comment."""
     from blueprint.cost.diff import load_documents, render_diff_markdown
@@ -104,8 +109,8 @@ def _combine(args: argparse.Namespace) -> int:
     texts = []
     for name in args.targets:
         try:
-            texts.append((name, Path(name).read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError) as err:
+            texts.append((name, read_text_limited(Path(name), MAX_REPORT_BYTES)))
+        except (OSError, UnicodeDecodeError, ValueError) as err:
             raise CommandError(f"{name}: cannot be read ({err})") from None
     try:
         docs = load_documents(texts)

@@ -10,8 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from blueprint.cli.common import EXIT_OK, EXIT_POLICY, CommandError, emit, output_option, write
+from blueprint.files.input import InputTooLargeError, read_limited, read_text_limited
 from blueprint.files.output import check_output_file
 from blueprint.graph.model import strict_json
+
+# What the command reads at most (blueprint.files.input): a log as large as a run's own (MAX_LOG_BYTES in
+# blueprint/acceptance/rundir.py), kubectl's node list of a large cluster, a record.
+MAX_LOG_BYTES = 256 * 1024 * 1024
+MAX_NODES_JSON_BYTES = 64 * 1024 * 1024
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+# More nodes than any group the stacks allow (EKS's and GKE's node group and pool limits are in the thousands).
+MAX_EXPECT_NODES = 100_000
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -75,7 +84,9 @@ def run(args: argparse.Namespace) -> int:
     if args.output is not None:
         check_output_file(args.output)
     try:
-        data = args.log.read_bytes()
+        data = read_limited(args.log, MAX_LOG_BYTES)
+    except InputTooLargeError as err:
+        raise CommandError(f"{args.log}: {err}") from None
     except OSError as err:
         raise CommandError(f"{args.log}: cannot be read: {err.strerror or err}") from None
     try:
@@ -89,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         from blueprint.acceptance.records import acceptance_record, node_facts
 
         try:
-            facts = node_facts(strict_json(args.nodes_json.read_text(encoding="utf-8")))
+            facts = node_facts(strict_json(read_text_limited(args.nodes_json, MAX_NODES_JSON_BYTES)))
         except (OSError, ValueError) as err:
             raise CommandError(f"{args.nodes_json}: {err}") from None
         verdict = _verdict(parsed, args.instance_type, len(facts["nodes"]), None) if args.instance_type else None
@@ -188,8 +199,8 @@ def _nodes(args: argparse.Namespace) -> int:
         if expect is None and args.stack and len(groups) == 1:
             expect = _group_max_size(args.stack, next(iter(groups)))
         if expect is not None:
-            if expect < 1:
-                raise CommandError(f"--expect-nodes must be at least 1, got {expect}")
+            if not 1 <= expect <= MAX_EXPECT_NODES:
+                raise CommandError(f"--expect-nodes must be between 1 and {MAX_EXPECT_NODES:,}, got {expect}")
             require_nodes(per_node, runs, expect)
 
     def multi_figure(nodes: int) -> tuple[float | None, str | None]:
@@ -247,7 +258,7 @@ def _compare(args: argparse.Namespace) -> int:
             docs.append(_multinode_record(path))
             continue
         try:
-            doc = strict_json(path.read_text(encoding="utf-8"))
+            doc = strict_json(read_text_limited(path, MAX_RECORD_BYTES))
         except (OSError, ValueError) as err:
             raise CommandError(f"{path}: not an acceptance record: {err}") from None
         if not isinstance(doc, dict) or ("max_busbw_gbps" not in doc and doc.get("kind") != "per-node"):

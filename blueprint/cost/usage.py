@@ -22,6 +22,7 @@ from pathlib import Path
 from blueprint import clouds
 from blueprint.cost.cloud import cloud_pricing
 from blueprint.cost.lines import Usage, UsageFields
+from blueprint.files.input import read_text_limited
 from blueprint.graph.stackfile import StackError, parse_stack_yaml
 
 MAX_QUANTITY = 1e15
@@ -80,12 +81,16 @@ def parse_usage(text: str, shown: str) -> dict[str, dict[str, float]]:
     return out
 
 
+# A usage file names quantities per resource: what `cost --usage` reads at most (blueprint.files.input).
+MAX_USAGE_FILE_BYTES = 16 * 1024 * 1024
+
+
 def load_usage(path: Path, shown: str | None = None) -> dict[str, dict[str, float]]:
     """Read and check a usage file."""
     shown = shown or str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
+        text = read_text_limited(path, MAX_USAGE_FILE_BYTES)
+    except (OSError, UnicodeDecodeError, ValueError) as err:
         raise UsageError(f"{shown}: cannot be read: {err} [rule: usage-file-readable]") from None
     return parse_usage(text, shown)
 

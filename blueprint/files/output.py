@@ -11,6 +11,11 @@ complete one is expected. Everything else is written *through*, never replaced:
 - a directory, a socket, an empty path or a file path ending in ``/`` is refused before any work.
 
 New files get the mode the user's umask gives (``0666 & ~umask``); a replaced regular file keeps its mode.
+
+A command that writes several files into a directory (``blueprint manifests -o DIR``) writes only inside it
+(:func:`write_inside`): the directory the user names may itself be a link, but nothing below it is followed. A link
+where a file goes is replaced by the file (the link's target is never written); a link or a non-directory where a
+directory goes is refused; a name that is not one plain path component (``..``, ``a/b``, empty, a NUL) is refused.
 """
 
 from __future__ import annotations
@@ -159,3 +164,46 @@ def write_atomic(path: Path, text: str | Iterable[str]) -> None:
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+
+
+def _component(part: str) -> str:
+    """One plain path component, or :class:`OutputError`: a name read from a graph must not climb out of the
+    directory it is written into."""
+    if part in ("", ".", "..") or "/" in part or os.sep in part or "\0" in part:
+        raise OutputError(f"{part!r} is not a file name (one path component, not '.' or '..')")
+    return part
+
+
+def write_inside(root: Path, relative: Iterable[str], text: str | Iterable[str]) -> Path:
+    """Write ``text`` to ``root/<relative...>`` without leaving ``root``: directories below it are created, never
+    followed if they are links (refused), and a link where the file goes is replaced by the file. Returns the path."""
+    parts = [_component(p) for p in relative]
+    if not parts:
+        raise OutputError(f"{root}: no file name to write")
+    if not root.exists():
+        try:
+            root.mkdir()
+        except OSError as err:
+            raise OutputError(f"{root}: cannot be created: {err.strerror or err}") from None
+    current = root
+    for part in parts[:-1]:
+        current = current / part
+        if current.is_symlink():
+            raise OutputError(f"{current}: is a link; files are written only inside {root} and links there are not "
+                              "followed: remove it")
+        if current.exists() and not current.is_dir():
+            raise OutputError(f"{current}: exists and is not a directory")
+        try:
+            current.mkdir(exist_ok=True)
+        except OSError as err:
+            raise OutputError(f"{current}: cannot be created: {err.strerror or err}") from None
+    path = current / parts[-1]
+    if path.is_symlink():
+        try:
+            path.unlink()  # replaced by the file: a link planted in the directory is never written through
+        except OSError as err:
+            raise OutputError(f"{path}: the link there cannot be replaced: {err.strerror or err}") from None
+    elif path.exists() and not path.is_file():
+        raise OutputError(f"{path}: exists and is not a regular file")
+    write_atomic(path, text)
+    return path

@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from blueprint.files.input import InputTooLargeError, read_text_limited
 from blueprint.graph.model import (
     MAX_DOCUMENT_BYTES,
     SECRET,
@@ -143,10 +144,10 @@ def is_event_log(text: str) -> bool:
 def load_event_log(path: Path) -> EventLogPreview:
     """Read an event log file; every problem is a :class:`GraphFormatError` that starts with the file's name."""
     try:
-        size = path.stat().st_size
-        if size > MAX_DOCUMENT_BYTES:
-            raise GraphFormatError(f"{path}: {size:,} bytes; an event log is at most {MAX_DOCUMENT_BYTES:,} bytes")
-        text = path.read_bytes().decode("utf-8")
+        text = read_text_limited(path, MAX_DOCUMENT_BYTES)
+    except InputTooLargeError:
+        raise GraphFormatError(f"{path}: more than {MAX_DOCUMENT_BYTES:,} bytes; an event log is at most "
+                               f"{MAX_DOCUMENT_BYTES:,} bytes") from None
     except OSError as err:
         raise GraphFormatError(f"{path}: cannot be read: {err.strerror or err}") from None
     except UnicodeDecodeError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from blueprint.files.input import InputTooLargeError, read_text_limited
 from blueprint.graph.eventlog import is_event_log, read_event_log
 from blueprint.graph.model import MAX_DOCUMENT_BYTES, GraphFormatError, ResourceGraph, strict_json
 
@@ -16,10 +17,10 @@ def load_graph(path: Path) -> ResourceGraph:
     """Read a graph file; every problem with the file or its content is a :class:`GraphFormatError` saying what is
     wrong."""
     try:
-        size = path.stat().st_size
-        if size > MAX_DOCUMENT_BYTES:
-            raise GraphFormatError(f"{size:,} bytes; a graph document is at most {MAX_DOCUMENT_BYTES:,} bytes")
-        text = path.read_bytes().decode("utf-8")
+        text = read_text_limited(path, MAX_DOCUMENT_BYTES)
+    except InputTooLargeError:
+        raise GraphFormatError(f"more than {MAX_DOCUMENT_BYTES:,} bytes; a graph document is at most "
+                               f"{MAX_DOCUMENT_BYTES:,} bytes") from None
     except OSError as err:
         raise GraphFormatError(f"cannot be read: {err.strerror or err}") from None
     except UnicodeDecodeError:

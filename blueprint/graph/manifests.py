@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from blueprint.files.output import OutputError, write_atomic
+from blueprint.files.output import write_inside
 from blueprint.graph.model import ResourceGraph
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -60,18 +60,14 @@ def write_manifests(graph: ResourceGraph, out_dir: Path) -> list[Path]:
             repo = (inputs.get("repositoryOpts") or {}).get("repo", "")
             header = (f"# chart: {inputs.get('chart')} {inputs.get('version')}"
                       + (f" from {repo}" if repo else "") + f"\n# namespace: {inputs.get('namespace')}\n")
-            path = out_dir / "helm" / f"{inputs.get('name', res.name)}.values.yaml"
+            parts = ("helm", f"{inputs.get('name', res.name)}.values.yaml")
             body = _dump(_sorted(inputs.get("values", {})))
             text = header + body
         else:
             meta = res.inputs.get("metadata", {})
             stem = f"{meta['namespace']}-{meta['name']}" if "namespace" in meta else str(meta.get("name", res.name))
-            path = out_dir / str(res.inputs.get("kind", "Object")).lower() / f"{stem}.yaml"
+            parts = (str(res.inputs.get("kind", "Object")).lower(), f"{stem}.yaml")
             text = _dump(_manifest(res.inputs))
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise OutputError(f"{path.parent}: cannot be created: {err.strerror or err}") from None
-        write_atomic(path, text)
-        written.append(path)
+        # only inside out_dir: links there are not followed, names from the graph are single components
+        written.append(write_inside(out_dir, parts, text))
     return sorted(written)

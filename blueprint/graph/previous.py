@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from blueprint import clouds
+from blueprint.files.input import read_text_limited
 from blueprint.graph.cloud import cloud_graph, stable_id
 from blueprint.graph.engine import plain
 from blueprint.graph.load import load_graph
-from blueprint.graph.model import GraphFormatError, ResourceGraph, strict_json
+from blueprint.graph.model import MAX_DOCUMENT_BYTES, GraphFormatError, ResourceGraph, strict_json
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def load_previous(path: Path, region: str) -> Previous:
         raise GraphFormatError("a preview or an event log plans a change, it is not a state: give the previous run's "
                                "offline graph (blueprint graph -o) or the deployed stack (pulumi stack export)")
     # load_graph has read and checked the whole document; an export's ids and outputs are read again from it.
-    doc = strict_json(path.read_text(encoding="utf-8"))
+    doc = strict_json(read_text_limited(path, MAX_DOCUMENT_BYTES))
     answers = _export_answers(doc) if isinstance(doc, dict) and "deployment" in doc else _offline_answers(graph,
                                                                                                          region)
     return Previous(graph, answers)

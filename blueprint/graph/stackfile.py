@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from blueprint.files.input import InputTooLargeError, read_limited
 from components.spec import SPEC_KEY, ClusterSpec, SpecError, parse_spec
 from components.spec.providers import PROVIDER_REGION_KEYS
 
@@ -232,12 +233,12 @@ def load_stack(stack: str, stacks_dir: Path | None = None) -> StackFile:
         known = ", ".join(available_stacks(stacks_dir)) or "none"
         raise StackError(f"{shown}: stack file not found (stacks in {_display(stacks_dir)}: {known})")
     try:
-        data = path.read_bytes()
+        data = read_limited(path, MAX_STACK_FILE_BYTES)
+    except InputTooLargeError:
+        raise StackError(f"{shown}: more than {MAX_STACK_FILE_BYTES:,} bytes; a stack file is at most "
+                         f"{MAX_STACK_FILE_BYTES:,} bytes [rule: stack-file-size]") from None
     except OSError as err:
         raise StackError(f"{shown}: cannot be read: {err.strerror or err} [rule: stack-file-readable]") from None
-    if len(data) > MAX_STACK_FILE_BYTES:
-        raise StackError(f"{shown}: {len(data):,} bytes; a stack file is at most {MAX_STACK_FILE_BYTES:,} bytes "
-                         "[rule: stack-file-size]")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -23,6 +23,7 @@ import jsonschema
 from google.protobuf import json_format, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2 as proto
 
+from blueprint.files.input import read_text_limited
 from blueprint.graph.model import GraphResource, ResourceGraph, strict_json
 
 PACK_DIR = Path(__file__).resolve().parents[2] / "policies"
@@ -172,10 +173,14 @@ def _check_knob(value: Any, schema: dict[str, Any], where: str) -> None:
         raise PolicyConfigError(f"{where}{at}: {err.message[:300]}") from None
 
 
+# A policy configuration is a few knobs: what `policy --config` reads at most (blueprint.files.input).
+MAX_POLICY_CONFIG_BYTES = 1024 * 1024
+
+
 def load_config_file(path: Path, policies: list[Any]) -> LevelConfig:
     """Read and normalize a pack config file."""
     try:
-        raw = strict_json(path.read_text(encoding="utf-8"))
+        raw = strict_json(read_text_limited(path, MAX_POLICY_CONFIG_BYTES))
     except (OSError, ValueError, RecursionError) as err:
         raise PolicyConfigError(f"{path}: not a readable JSON file: {str(err)[:200]}") from None
     return normalize_config(raw, policies, str(path))

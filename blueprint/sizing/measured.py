@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from blueprint.files.input import InputTooLargeError, read_text_limited
 from components.sizing.goodput import CheckpointPlan
 from components.sizing.measured import RestoreTarget, measured_plan, measured_times
 from components.sizing.plan import MB, GoodputModel, finite
@@ -64,11 +65,15 @@ def _number(doc: dict[str, Any], key: str, file: Path, *, nullable: bool = False
     return float(value)
 
 
+# A storage record or fio's JSON output: what `sizing --measured` reads at most of each (blueprint.files.input).
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+
+
 def _fio_latency(path: Path, direction: str) -> dict[str, float] | None:
     """p50 and p99 completion latency (ms) of fio's JSON output (``jobs[0].<rw>.clat_ns.percentile``, one job with
     group_reporting), or None when the file is missing or has no percentiles."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(read_text_limited(path, MAX_RECORD_BYTES))
         pct = doc["jobs"][0][direction]["clat_ns"]["percentile"]
         return {"p50": float(pct["50.000000"]) / 1e6, "p99": float(pct["99.000000"]) / 1e6}
     except (OSError, ValueError, KeyError, IndexError, TypeError):
@@ -78,7 +83,9 @@ def _fio_latency(path: Path, direction: str) -> dict[str, float] | None:
 def read_record(file: Path) -> StorageRecord:
     """One ``storage.json``; :class:`RecordError` naming the file when it is not JSON or lacks a field."""
     try:
-        doc = json.loads(file.read_text(encoding="utf-8"))
+        doc = json.loads(read_text_limited(file, MAX_RECORD_BYTES))
+    except InputTooLargeError as err:
+        raise RecordError(f"{file}: {err}") from None
     except (OSError, UnicodeDecodeError) as err:
         raise RecordError(f"{file}: cannot read: {err}") from None
     except json.JSONDecodeError as err:

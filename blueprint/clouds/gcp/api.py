@@ -15,12 +15,15 @@ and an endpoint that does not answer are :class:`AccountAccessError` (exit 2), a
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Protocol, cast
 
 from blueprint.acceptance.checks import AccountAccessError, Check
+from blueprint.files.input import InputTooLargeError, read_limited
 
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 TIMEOUT_S = 60.0  # each call; the libraries' default retries stay on
@@ -218,6 +221,29 @@ def library_clients(credentials: Any, project: str) -> Callable[[str], Any]:
     return make
 
 
+
+# A service account key or an external account configuration is a few KB; a device or a FIFO named by the variable
+# would be read by google.auth without end (blueprint.files.input).
+MAX_CREDENTIALS_BYTES = 1024 * 1024
+
+
+def _check_credentials_file() -> None:
+    """The file ``GOOGLE_APPLICATION_CREDENTIALS`` names, read once within :data:`MAX_CREDENTIALS_BYTES` before
+    google.auth reads it: a directory, an unreadable file or one past the limit is an :class:`AccountAccessError`
+    naming it."""
+    named = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+    if not named:
+        return
+    try:
+        read_limited(Path(named), MAX_CREDENTIALS_BYTES)
+    except FileNotFoundError:
+        return  # google.auth says so in its own words ("File ... was not found")
+    except InputTooLargeError as err:
+        raise AccountAccessError(f"GOOGLE_APPLICATION_CREDENTIALS={named}: {err}") from None
+    except OSError as err:
+        raise AccountAccessError(f"GOOGLE_APPLICATION_CREDENTIALS={named}: cannot be read: "
+                                 f"{err.strerror or err}") from None
+
 def adc_credentials(project: str) -> Any:
     """Application Default Credentials, refreshed once so that refused ones stop the run here (exit 2) and not
     as a cannot-check per call. End-user credentials get the stack's project as quota project (Service Usage
@@ -228,6 +254,7 @@ def adc_credentials(project: str) -> Any:
         import google.auth.transport.requests
         import google.oauth2.credentials
 
+    _check_credentials_file()
     try:
         credentials, _ = google.auth.default(scopes=list(SCOPES))
     except google.auth.exceptions.DefaultCredentialsError as err:
