@@ -56,7 +56,6 @@ from typing import Any
 from blueprint.files.input import InputTooLargeError, read_text_limited
 from blueprint.graph.model import (
     MAX_DOCUMENT_BYTES,
-    SECRET,
     STEP_OPS,
     GraphFormatError,
     GraphResource,
@@ -72,8 +71,6 @@ EVENT_KINDS = ("cancelEvent", "stdoutEvent", "diagnosticEvent", "preludeEvent", 
                "policyAnalyzeSummaryEvent", "policyRemediateSummaryEvent", "policyAnalyzeStackSummaryEvent",
                "startDebuggingEvent", "progressEvent", "errorEvent")
 STEP_EVENTS = ("resourcePreEvent", "resOutputsEvent", "resOpFailedEvent")
-SIG_KEY = "4dabf18193072939515e22adb298388d"  # sdk/go/common/resource/sig/sig.go Key
-SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"  # sig.Secret
 
 KEEPS_NEW = ("same", "create", "update", "replace", "create-replacement", "read", "read-replacement", "import",
              "import-replacement")
@@ -307,21 +304,9 @@ def _check_finished(summary: dict[str, Any] | None, canceled: bool, errors: list
                                "(summaryEvent.result), so its graph would lack resources")
 
 
-def _plain(value: Any) -> Any:
-    """Event inputs as a graph holds them: the engine's blinded secret objects become :data:`SECRET`."""
-    if isinstance(value, dict):
-        if value.get(SIG_KEY) == SECRET_SIG:
-            return SECRET
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _resource(state: dict[str, Any], where: str, op: str) -> GraphResource:
-    inputs = state.get("inputs")
-    plain = dict(state, inputs=_plain(inputs)) if isinstance(inputs, dict) else state
-    return from_state(plain, where, op=op)
+    """A step's state as a graph resource (its secrets redacted by :func:`from_state`)."""
+    return from_state(state, where, op=op)
 
 
 def _op_of(ops: list[str], urn: str, where: str) -> str:

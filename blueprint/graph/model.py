@@ -438,11 +438,29 @@ def _op(raw: dict[str, Any], where: str, required: bool = False) -> str | None:
     return str(op) if op is not None else None
 
 
+SIG_KEY = "4dabf18193072939515e22adb298388d"  # pulumi sdk/go/common/resource/sig/sig.go Key
+SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"  # sig.Secret
+
+
+def redact_secrets(value: Any) -> Any:
+    """Values as a graph holds them: the engine's secret objects (``{<sig.Key>: <sig.Secret>, "ciphertext": ...}``
+    in a stack export, ``"value"`` or a blinded ciphertext in previews and events) become :data:`SECRET`, so a
+    secret is read as a secret, never decrypted, printed or handed to a policy as its wire form."""
+    if isinstance(value, dict):
+        if value.get(SIG_KEY) == SECRET_SIG:
+            return SECRET
+        return {k: redact_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_secrets(v) for v in value]
+    return value
+
+
 def from_state(state: dict[str, Any], where: str, op: str | None = None) -> GraphResource:
     """A resource from a Pulumi state object (``ResourceV3``, or an event's ``StepEventStateMetadata``, which
-    has no ``dependencies`` nor ``ignoreChanges``), checked field by field; ``op`` is the step it takes."""
+    has no ``dependencies`` nor ``ignoreChanges``), checked field by field, its secrets redacted; ``op`` is the step
+    it takes."""
     urn = _text(state, "urn", where)
-    inputs = _field(state, "inputs", dict, where, nullable=True, default={})
+    inputs = redact_secrets(_field(state, "inputs", dict, where, nullable=True, default={}))
     _check_value(inputs, f"{where}.inputs")
     _check_quantities(str(state.get("type")), inputs, where)
     return GraphResource(
