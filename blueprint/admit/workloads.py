@@ -33,6 +33,7 @@ from blueprint.admit.sbatch import SbatchError, SbatchJob, is_sbatch_script, par
 from blueprint.files.input import InputTooLargeError, read_text_limited
 
 MAX_WORKLOAD_FILE_BYTES = 16 * 1024 * 1024
+MAX_INTEGER_DIGITS = 40  # as a graph's integers (blueprint/graph/model.py): more than any quantity has
 MAX_YAML_DEPTH = 64
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
@@ -177,9 +178,37 @@ class _Loader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """An integer of at most :data:`MAX_INTEGER_DIGITS` digits (Kubernetes quantities are int64; Python's own
+        limit on converting longer ones is an error, not a refusal)."""
+        if sum(c.isdigit() for c in str(node.value)) > MAX_INTEGER_DIGITS:
+            raise yaml.MarkedYAMLError(problem=f"an integer of more than {MAX_INTEGER_DIGITS} digits",
+                                       problem_mark=node.start_mark)
+        value: int = super().construct_yaml_int(node)
+        return value
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        """A finite number: NaN and infinity have no JSON form, so the API server never receives them."""
+        value: float = super().construct_yaml_float(node)
+        if value != value or value in (float("inf"), float("-inf")):
+            raise yaml.MarkedYAMLError(problem=f"{node.value!r} is not a finite number (JSON has no NaN or infinity)",
+                                       problem_mark=node.start_mark)
+        return value
+
+    def construct_yaml_str(self, node: yaml.ScalarNode) -> str:
+        """A string without NUL characters (no Kubernetes field holds one; they end C strings where they land)."""
+        value: str = super().construct_yaml_str(node)
+        if "\0" in value:
+            raise yaml.MarkedYAMLError(problem="a NUL character in a string", problem_mark=node.start_mark)
+        return value
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[object, object]:
         seen: set[object] = set()
         for key_node, _ in node.value:
+            if not (isinstance(key_node, yaml.ScalarNode) and key_node.tag == "tag:yaml.org,2002:str"):
+                raise yaml.MarkedYAMLError(
+                    problem=f"the key {str(key_node.value)[:60]!r} is not a string (a Kubernetes object's keys are "
+                    "JSON strings; quote it)", problem_mark=key_node.start_mark)
             key = key_node.value
             if key in seen:
                 raise yaml.MarkedYAMLError(problem=f"duplicate key {str(key)[:60]!r} (kubectl refuses it)",
@@ -188,6 +217,9 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+_Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)
+_Loader.add_constructor("tag:yaml.org,2002:str", _Loader.construct_yaml_str)
 _Loader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
