@@ -5,6 +5,7 @@ expected figure and the node's own check (GPUs, DCGM, fabric devices), and what 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -314,6 +315,44 @@ def render_node_table(record: dict[str, Any]) -> str:
         if len(values) > 1:
             lines.append(f"warning: the group runs {len(values)} {key} versions: {', '.join(values)}")
     return "\n".join(lines) + "\n"
+
+
+def record_shape_problem(doc: dict[str, Any]) -> str | None:
+    """What makes a record unfit for :func:`compare_records` or :func:`compare_node_records`: a field of another type
+    than the tool writes (a number where a figure goes, strings for versions, objects for nodes), or None."""
+    def number(key: str, where: dict[str, Any], label: str) -> str | None:
+        value = where.get(key)
+        if value is None or (is_number(value) and math.isfinite(value) and value >= 0):
+            return None
+        return f"{label}{key} must be a non-negative finite number or null, got {str(value)[:40]!r}"
+
+    def text(key: str, where: dict[str, Any], label: str) -> str | None:
+        value = where.get(key)
+        return None if value is None or isinstance(value, str) else f"{label}{key} must be a string or null"
+    if doc.get("kind") == "per-node":
+        problems = [number("median_busbw_gbps", doc, "")]
+        versions = doc.get("versions", {})
+        if not isinstance(versions, dict) or not all(is_strings(v) for v in versions.values()):
+            problems.append("versions must map names to lists of strings")
+        for i, node in enumerate(doc.get("nodes") or []):
+            if not isinstance(node, dict) or not isinstance(node.get("node"), str):
+                return f"nodes[{i}] must be an object with a node name"
+            problems += [number("busbw_gbps", node, f"nodes[{i}]."),
+                         *(text(k, node, f"nodes[{i}].") for k in ("gpu_model", "driver", "cuda", "nccl_version"))]
+            if not isinstance(node.get("outlier", False), bool):
+                problems.append(f"nodes[{i}].outlier must be true or false")
+        return next((p for p in problems if p), None)
+    problems = [number("max_busbw_gbps", doc, ""),
+                *(text(k, doc, "") for k in ("gpu_model", "driver", "cuda", "nccl_version", "aws_ofi_nccl_version",
+                                             "nccl_tests_version"))]
+    sizes = doc.get("busbw_by_size") or {}
+    if not isinstance(sizes, dict) or not all(re.fullmatch(r"[0-9]{1,20}", str(k)) and is_number(v)
+                                              and math.isfinite(v) for k, v in sizes.items()):
+        problems.append("busbw_by_size must map sizes (digits) to finite numbers")
+    nodes = doc.get("nodes") or []
+    if not isinstance(nodes, list) or not all(isinstance(n, dict) for n in nodes):
+        problems.append("nodes must be a list of objects")
+    return next((p for p in problems if p), None)
 
 
 def compare_node_records(a: dict[str, Any], b: dict[str, Any], tolerance: float) -> tuple[list[str], bool]:

@@ -250,7 +250,7 @@ def _group_max_size(stack_name: str, group: str) -> int | None:
 
 def _compare(args: argparse.Namespace) -> int:
     """What changed between two acceptance records; exit 1 when the bandwidth fell."""
-    from blueprint.acceptance.records import compare_node_records, compare_records
+    from blueprint.acceptance.records import compare_node_records, compare_records, record_shape_problem
 
     docs = []
     for path in (args.before, args.after):
@@ -259,12 +259,17 @@ def _compare(args: argparse.Namespace) -> int:
             continue
         try:
             doc = strict_json(read_text_limited(path, MAX_RECORD_BYTES))
+        except RecursionError:
+            raise CommandError(f"{path}: not an acceptance record: nested too deeply") from None
         except (OSError, ValueError) as err:
             raise CommandError(f"{path}: not an acceptance record: {err}") from None
         if not isinstance(doc, dict) or ("max_busbw_gbps" not in doc and doc.get("kind") != "per-node"):
             raise CommandError(f"{path}: not an acceptance record (no max_busbw_gbps, not a per-node record)")
         if doc.get("kind") == "per-node" and not isinstance(doc.get("nodes"), list):
             raise CommandError(f"{path}: a per-node record without its nodes list")
+        problem = record_shape_problem(doc)
+        if problem is not None:
+            raise CommandError(f"{path}: not an acceptance record as blueprint writes it: {problem}")
         docs.append(doc)
     kinds = {d.get("kind") == "per-node" for d in docs}
     if len(kinds) > 1:

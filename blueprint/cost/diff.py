@@ -29,7 +29,7 @@ from blueprint.cost.mermaid import render_mermaid
 from blueprint.cost.prices import Price
 from blueprint.cost.render import format_usd
 from blueprint.graph.eventlog import EventLogPreview
-from blueprint.graph.model import GraphResource, ResourceGraph
+from blueprint.graph.model import GraphResource, ResourceGraph, strict_json
 
 # A percentage needs a base of at least this share of the larger figure; below it the change is "new".
 MEANINGFUL_BASE_SHARE = 0.1
@@ -307,7 +307,9 @@ def load_documents(texts: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = []
     for shown, text in texts:
         try:
-            doc = json.loads(text)
+            doc = strict_json(text)  # NaN, Infinity and a key given twice are refused, not rendered
+        except RecursionError:
+            raise ValueError(f"{shown}: not JSON (nested too deeply)") from None
         except ValueError as err:
             raise ValueError(f"{shown}: not JSON ({err})") from None
         found = doc.get("stacks") if isinstance(doc, dict) and "stacks" in doc else [doc]

@@ -125,3 +125,27 @@ def test_expect_nodes_is_bounded_and_an_odd_index_is_no_crash(tmp_path: Path,
     code, _, err = run(capsys, "nccl", "nodes", str(run_dir), "--instance-type", "p5.48xlarge",
                        "--expect-nodes", "3")
     assert code == 1, err  # two nodes missing; the index "²" is not a Job index, and no crash
+
+
+# --- documents that are not what the tool writes: refused by name ---------------------------------------------------
+
+
+def test_deep_or_wrongly_typed_records_and_reports_are_refused_by_name(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text('{"max_busbw_gbps": "fast", "busbw_by_size": 5}')
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text('{"kind": "per-node", "nodes": [1, 2]}')
+    nan = tmp_path / "nan.json"
+    nan.write_text('{"stack": "a", "diff_monthly_usd": NaN, "diff_monthly_usd_at_max": 1, "resources": []}')
+    for argv, message in (
+            (["nccl", "compare", str(deep), str(deep)], f"{deep}: not an acceptance record: nested too deeply"),
+            (["nccl", "compare", str(wrong), str(wrong)], f"{wrong}: not an acceptance record as blueprint writes "
+                                                          "it: max_busbw_gbps must be a non-negative finite number"),
+            (["nccl", "compare", str(nodes), str(nodes)], "nodes[0] must be an object with a node name"),
+            (["cost", "diff", "--combine", str(deep)], f"{deep}: not JSON (nested too deeply)"),
+            (["cost", "diff", "--combine", str(nan)], f"{nan}: not JSON")):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and message in err, (argv, err)
