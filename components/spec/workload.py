@@ -69,11 +69,13 @@ class EconomicsSpec(_Model):
     useful_work_per_gpu_month: Optional[StrictFloat] = Field(
         default=None, gt=0, description="workUnit one GPU completes in a month after failures, idle time and "
         "retries (modelled instead with fromGoodput).", json_schema_extra=unit("workUnit per GPU-month"))
+    # At most a billion USD a month: beyond any cluster's support or operations bill, and far from where floating
+    # point sums of money lose their cents (issue 35: 1e300 was accepted and printed).
     support_usd_per_month: StrictFloat = Field(
-        ge=0, description="Vendor and cloud support contracts for the cluster, USD per month.",
+        ge=0, le=1e9, description="Vendor and cloud support contracts for the cluster, USD per month.",
         json_schema_extra=unit("USD per month"))
     operations_usd_per_month: StrictFloat = Field(
-        ge=0, description="People and tooling that run the cluster, USD per month.",
+        ge=0, le=1e9, description="People and tooling that run the cluster, USD per month.",
         json_schema_extra=unit("USD per month"))
     idle_fraction: StrictFloat = Field(
         ge=0, lt=1, description="Share of paid GPU time with no job running (0-1).",

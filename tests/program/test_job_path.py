@@ -407,6 +407,20 @@ def test_alert_rules_refuse_what_would_route_nowhere() -> None:
     assert errors(lambda a: a.update({"runbookUrl": "http://wiki/runbooks#x"})) == [
         f"{p}.runbookUrl: 'http://wiki/runbooks#x' is neither an https URL (without #) nor a path to a .md file; "
         "alerts link to it plus #<section> [rule: alert-runbook-url]"]
+    # issue 35: secrets only by reference, addresses and ports that exist
+    assert errors(lambda a: a.update({"runbookUrl": "https://bot:s3cret@wiki.example.com/runbooks"})) == [
+        f"{p}.runbookUrl: the runbook URL carries credentials (user:password@): every alert would show them; "
+        "publish the runbook where it can be read without them [rule: alert-secrets-by-reference]"]
+    assert errors(lambda a: a["receivers"][1].update(
+        {"channel": "https://hooks.slack.com/services/T000/B000/XXXX"})) == [
+        f"{p}.receivers[platform-slack].channel: not a Slack channel (#name: lowercase letters, digits, - and _, at "
+        "most 80 characters; the value is not repeated here, in case it is a credential); a webhook URL or token "
+        "belongs in the Secret that secret and key name [rule: alert-secrets-by-reference]"]
+    assert errors(lambda a: a["receivers"][2].update({"smarthost": "smtp.example.com:99999"})) == [
+        f"{p}.receivers[research-leads].smarthost: port 99999 is above 65535, the largest TCP port "
+        "[rule: alert-receiver-complete]"]
+    from_errors = errors(lambda a: a["receivers"][2].update({"from": "not an address"}))
+    assert len(from_errors) == 1 and from_errors[0].startswith(f"{p}.receivers[research-leads].from: ")
 
 
 def test_gke_namespace_quotas_leave_room_for_the_injected_gcs_fuse_sidecar() -> None:

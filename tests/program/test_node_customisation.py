@@ -206,6 +206,12 @@ def test_nothing_to_configure_writes_no_user_data() -> None:
     (lambda s: group(s, "l4")["kubelet"].pop("evictionSoft"),
      ".aws.nodeGroups[l4].kubelet.evictionSoftGracePeriod: a grace period for memory.available, which has no "
      "evictionSoft threshold [rule: kubelet-soft-eviction]"),
+    (lambda s: group(s, "l4")["kubelet"]["evictionHard"].update({"nodefs.available": "150%"}),
+     ".aws.nodeGroups[l4].kubelet.evictionHard.nodefs.available: 150% is above 100 % (kubelet refuses it and does "
+     "not start) [rule: kubelet-eviction-threshold]"),
+    (lambda s: group(s, "l4")["kubelet"]["evictionSoft"].update({"memory.available": "0Mi"}),
+     ".aws.nodeGroups[l4].kubelet.evictionSoft.memory.available: 0Mi: an amount of zero (kubelet refuses it and "
+     "does not start; 0% turns the threshold off) [rule: kubelet-eviction-threshold]"),
     (lambda s: group(s, "system")["kubelet"]["kubeReserved"].update(memory="32Gi"),
      ".aws.nodeGroups[system].kubelet: kubeReserved, systemReserved and evictionHard together hold back 32.9883 GiB "
      "of memory, and m6i.2xlarge has 32 GiB: nothing would be left for pods [rule: kubelet-reserved-fits]"),
@@ -347,3 +353,15 @@ def test_the_preview_says_what_changes_on_the_node(capsys: pytest.CaptureFixture
     assert "l4: custom AMI ami-0123456789abcdef0" in out and "SSH with key pair platform-bastion" in out
     assert "after nodeadm-run" in out and "maxPods 58" in out
     assert Path(ROOT / CUSTOM).is_file()
+
+
+def test_support_costs_beyond_any_cluster_are_refused() -> None:
+    """Issue 35: ``supportUsdPerMonth: 1e300`` was accepted and printed as money."""
+    from components.spec import SpecError, parse_spec
+    from tests.conftest import raw_stack_config
+
+    spec = raw_stack_config("prod-aws")["gpu-cluster:spec"]
+    spec["workload"]["economics"]["supportUsdPerMonth"] = 1e300
+    with pytest.raises(SpecError, match=r"economics\.supportUsdPerMonth: Input should be less than or equal to "
+                                        r"1000000000 \[rule: schema-type\]"):
+        parse_spec(spec, "stacks/Pulumi.prod-aws.yaml", provider_region="us-east-1")

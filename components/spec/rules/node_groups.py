@@ -243,6 +243,18 @@ def _check_customisation(ng: NodeGroupSpec, facts: InstanceFacts, where: str, ou
         for signal in sorted(grace - soft):
             out.add(f"{where}.kubelet.evictionSoftGracePeriod", "kubelet-soft-eviction",
                     f"a grace period for {signal}, which has no evictionSoft threshold")
+        # kubelet's ParseThresholdStatement (pkg/kubelet/eviction/api): a percentage above 100 % and an amount of
+        # zero are errors and the kubelet does not start; 0 % and 100 % only turn the threshold off.
+        for key, thresholds in (("evictionHard", kubelet.eviction_hard), ("evictionSoft", kubelet.eviction_soft)):
+            for signal, value in sorted(thresholds.items()):
+                number = float(value.rstrip("%").rstrip("kMGTKi") or 0) if value[-1:] != "%" else float(value[:-1])
+                if value.endswith("%") and number > 100:
+                    out.add(f"{where}.kubelet.{key}.{signal}", "kubelet-eviction-threshold",
+                            f"{value} is above 100 % (kubelet refuses it and does not start)")
+                elif not value.endswith("%") and number == 0:
+                    out.add(f"{where}.kubelet.{key}.{signal}", "kubelet-eviction-threshold",
+                            f"{value}: an amount of zero (kubelet refuses it and does not start; 0% turns the "
+                            "threshold off)")
         if kubelet.max_pods is not None and ng.ami_id is None and not bottlerocket:
             out.add(f"{where}.kubelet.maxPods", "kubelet-max-pods-custom-ami",
                     "on the EKS AL2023 AMI, EKS appends its own NodeConfig with maxPods after the launch template's "

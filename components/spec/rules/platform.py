@@ -100,6 +100,9 @@ def check_acceptance_figures(spec: ClusterSpec, out: _Collector) -> None:
 
 
 _RUNBOOK_URL = re.compile(r"^(https://[^\s#]+|[A-Za-z0-9_./-]+\.md)$")
+# A Slack channel name: lowercase letters, digits, hyphens and underscores, at most 80 characters (Slack Help Center,
+# "Create a channel": channel name guidelines), with its # (or @ for a user).
+_SLACK_CHANNEL = re.compile(r"^[#@][a-z0-9][a-z0-9._-]{0,79}$")
 
 
 def _check_alerts(spec: ClusterSpec, out: _Collector) -> None:
@@ -111,6 +114,11 @@ def _check_alerts(spec: ClusterSpec, out: _Collector) -> None:
         out.add(f"{where}.runbookUrl", "alert-runbook-url",
                 f"'{alerts.runbook_url}' is neither an https URL (without #) nor a path to a .md file; alerts link to "
                 "it plus #<section>")
+    elif alerts.runbook_url.startswith("https://") and "@" in alerts.runbook_url.split("/", 3)[2]:
+        # https://user:token@host/...: the credential would be copied into every alert's annotations
+        out.add(f"{where}.runbookUrl", "alert-secrets-by-reference",
+                "the runbook URL carries credentials (user:password@): every alert would show them; publish the "
+                "runbook where it can be read without them")
     names: dict[str, int] = {}
     for i, r in enumerate(alerts.receivers):
         rw = f"{where}.receivers[{i}]"
@@ -134,6 +142,17 @@ def _check_alerts(spec: ClusterSpec, out: _Collector) -> None:
         for j, address in enumerate(r.to):
             if (problem := email_problem(address)) is not None:
                 out.add(f"{rw}.to[{j}]", "budget-email", problem)
+        if r.sender is not None and (problem := email_problem(r.sender)) is not None:
+            out.add(f"{rw}.from", "budget-email", problem)
+        if r.smarthost is not None and int(r.smarthost.rsplit(":", 1)[1]) > 65535:
+            out.add(f"{rw}.smarthost", "alert-receiver-complete",
+                    f"port {r.smarthost.rsplit(':', 1)[1]} is above 65535, the largest TCP port")
+        if r.channel is not None and not _SLACK_CHANNEL.fullmatch(r.channel):
+            # a webhook URL or a token pasted here would be written in clear into the AlertmanagerConfig
+            out.add(f"{rw}.channel", "alert-secrets-by-reference",
+                    "not a Slack channel (#name: lowercase letters, digits, - and _, at most 80 characters; the "
+                    "value is not repeated here, in case it is a credential); a webhook URL or token belongs in the "
+                    "Secret that secret and key name")
     teams = {t.name for t in spec.teams}
     for i, route in enumerate(alerts.routes):
         if route.receiver not in names:
