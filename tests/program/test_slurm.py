@@ -128,6 +128,9 @@ RULES = [
     (lambda s: s["scheduler"]["slurm"]["partitions"][0].update(teams=["research", "ops"]),
      f"{G}.scheduler.slurm.partitions[train].teams[1]: 'ops' is not a team of the stack (research, pretraining, "
      "applied) [rule: slurm-partition-teams]"),
+    (lambda s: s["scheduler"]["slurm"]["partitions"][1].update(maxTimeHours=1, defaultTimeMinutes=90),
+     f"{G}.scheduler.slurm.partitions[debug].defaultTimeMinutes: 90 minutes is longer than maxTimeHours (1 h = 60 "
+     "minutes): a job that asks for no time limit would never run [rule: slurm-partition-time]"),
     (lambda s: s["scheduler"]["slurm"]["partitions"][1].update(maxNodesPerJob=32),
      f"{G}.scheduler.slurm.partitions[debug].maxNodesPerJob: 32 nodes per job, and partition 'debug' has at most 16 "
      "[rule: slurm-partition-limits]"),

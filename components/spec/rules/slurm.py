@@ -54,6 +54,12 @@ def _check_slurm(spec: ClusterSpec, out: _Collector) -> None:
             out.add(f"{where}.name", "unique-names", f"partition '{part.name}' is defined twice")
         names.add(part.name)
         defaults += part.default
+        if part.default_time_minutes > part.max_time_hours * 60:
+            # slurm.conf(5): a job given DefaultTime runs past MaxTime, so Slurm leaves it pending for ever
+            # (PartitionTimeLimit) or, with EnforcePartLimits, refuses it
+            out.add(f"{where}.defaultTimeMinutes", "slurm-partition-time",
+                    f"{part.default_time_minutes} minutes is longer than maxTimeHours ({part.max_time_hours} h = "
+                    f"{part.max_time_hours * 60} minutes): a job that asks for no time limit would never run")
         for j, g in enumerate(part.node_groups):
             if g not in owned:
                 out.add(f"{where}.nodeGroups[{j}]", "slurm-partition-groups",
