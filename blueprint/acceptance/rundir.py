@@ -32,11 +32,21 @@ from typing import Any
 
 from blueprint.acceptance.fabric import MultinodeRun, PairRun, render_multinode, render_pairs
 from blueprint.acceptance.nccl import NcclLogError
-from blueprint.acceptance.records import NodeRun, is_int, is_number, is_strings, render_node_table
+from blueprint.acceptance.records import (
+    NodeRun,
+    is_int,
+    is_number,
+    is_strings,
+    record_shape_problem,
+    render_node_table,
+)
+from blueprint.files.input import read_text_limited
 from blueprint.graph.model import strict_json
 
 MAX_LOG_BYTES = 256 * 1024 * 1024  # a 16-node run with NCCL_DEBUG=INFO is tens of MB
 MAX_FACTS_BYTES = 1024 * 1024  # node.json, pair.json, nodes.json: a few hundred bytes each
+MAX_NODES_JSON_BYTES = 64 * 1024 * 1024  # kubectl get nodes -o json of a large cluster (nccl record)
+MAX_RECORD_BYTES = 64 * 1024 * 1024  # a record nccl record or nccl nodes wrote (nccl compare)
 _PAIR_DIR = re.compile(r"(?P<round>\d+)-(?P<a>.+?)--(?P<b>.+)")
 RUN_SUBDIRS = ("pairs", "multinode")  # a run's directories that are not nodes
 
@@ -247,3 +257,22 @@ def render_run(record: dict[str, Any]) -> str:
     if record.get("multinode") is not None:
         parts.append(render_multinode(record["multinode"]))
     return "".join(parts)
+
+
+def read_record_file(path: Path) -> dict[str, Any]:
+    """A record ``nccl record`` or ``nccl nodes`` wrote, read within :data:`MAX_RECORD_BYTES` and checked to have the
+    shape they write; ValueError (or OSError) saying why not."""
+    try:
+        doc = strict_json(read_text_limited(path, MAX_RECORD_BYTES))
+    except RecursionError:
+        raise ValueError("not an acceptance record: nested too deeply") from None
+    except ValueError as err:
+        raise ValueError(f"not an acceptance record: {err}") from None
+    if not isinstance(doc, dict) or ("max_busbw_gbps" not in doc and doc.get("kind") != "per-node"):
+        raise ValueError("not an acceptance record (no max_busbw_gbps, not a per-node record)")
+    if doc.get("kind") == "per-node" and not isinstance(doc.get("nodes"), list):
+        raise ValueError("a per-node record without its nodes list")
+    problem = record_shape_problem(doc)
+    if problem is not None:
+        raise ValueError(f"not an acceptance record as blueprint writes it: {problem}")
+    return doc

@@ -5,6 +5,7 @@ input is invalid" (exit 2)."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -154,3 +155,29 @@ def invalid_input_errors() -> tuple[type[Exception], ...]:
 
     return (StackError, PolicyConfigError, GraphFormatError, OutputError, ClockError, CommandError, UsageError,
             AccountAccessError, WorkloadFileError, ToolMissingError, PriceRefreshError, DeployerTableError)
+
+
+# More nodes than any group the stacks allow (EKS's and GKE's node group and pool limits are in the thousands).
+MAX_EXPECT_NODES = 100_000
+
+
+def node_count(text: str) -> int:
+    """argparse ``type`` of a node count: 1 to :data:`MAX_EXPECT_NODES`."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of nodes") from None
+    if not 1 <= value <= MAX_EXPECT_NODES:
+        raise argparse.ArgumentTypeError(f"{value} nodes: give 1 to {MAX_EXPECT_NODES:,}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """argparse ``type`` of a tolerance: a finite fraction from 0 to 1 (NaN would make every comparison pass)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and 0 <= value <= 1):
+        raise argparse.ArgumentTypeError(f"{text}: give a fraction from 0 to 1 (0.1 allows a 10 % fall)")
+    return value

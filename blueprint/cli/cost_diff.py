@@ -106,6 +106,8 @@ def _combine(args: argparse.Namespace) -> int:
 
     if args.base is not None:
         raise CommandError("--combine reads finished reports: it takes no --base")
+    if not args.targets:
+        raise CommandError("--combine needs the per-stack reports to combine (cost diff --format json of each)")
     texts = []
     for name in args.targets:
         try:

@@ -9,18 +9,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from blueprint.cli.common import EXIT_OK, EXIT_POLICY, CommandError, emit, output_option, write
+from blueprint.cli.common import (
+    EXIT_OK,
+    EXIT_POLICY,
+    MAX_EXPECT_NODES,
+    CommandError,
+    emit,
+    fraction,
+    node_count,
+    output_option,
+    write,
+)
 from blueprint.files.input import InputTooLargeError, read_limited, read_text_limited
 from blueprint.files.output import check_output_file
 from blueprint.graph.model import strict_json
-
-# What the command reads at most (blueprint.files.input): a log as large as a run's own (MAX_LOG_BYTES in
-# blueprint/acceptance/rundir.py), kubectl's node list of a large cluster, a record.
-MAX_LOG_BYTES = 256 * 1024 * 1024
-MAX_NODES_JSON_BYTES = 64 * 1024 * 1024
-MAX_RECORD_BYTES = 64 * 1024 * 1024
-# More nodes than any group the stacks allow (EKS's and GKE's node group and pool limits are in the thousands).
-MAX_EXPECT_NODES = 100_000
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -34,7 +36,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                                 "exit 1 below it or on any wrong value")
     check.add_argument("log", type=Path)
     check.add_argument("--instance-type", required=True, help="the node group's instance type")
-    check.add_argument("--nodes", type=int, required=True, help="nodes the run spanned")
+    check.add_argument("--nodes", type=node_count, required=True, help="nodes the run spanned")
     check.add_argument("--expected-busbw", type=float, help="expected bus bandwidth (GB/s) when the catalog has "
                        "none for the type")
     check.add_argument("--format", choices=("table", "json", "markdown"), default="table")
@@ -70,12 +72,14 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                                   "fell more than the tolerance, or a node became an outlier")
     compare.add_argument("before", type=Path, help="a record (JSON), or a run directory with multinode/")
     compare.add_argument("after", type=Path, help="a record (JSON), or a run directory with multinode/")
-    compare.add_argument("--tolerance", type=float, default=0.1, help="allowed fall of the peak (default 0.1)")
+    compare.add_argument("--tolerance", type=fraction, default=0.1, help="allowed fall of the peak, a fraction "
+                         "from 0 to 1 (default 0.1)")
 
 
 def run(args: argparse.Namespace) -> int:
     """Exit 0, 1 (check failed, an outlier, a fall), 2 (not an nccl-tests log, or no threshold)."""
     from blueprint.acceptance.nccl import NcclLogError, parse_nccl, render_json
+    from blueprint.acceptance.rundir import MAX_LOG_BYTES, MAX_NODES_JSON_BYTES
 
     if args.nccl_command == "compare":
         return _compare(args)
@@ -250,27 +254,15 @@ def _group_max_size(stack_name: str, group: str) -> int | None:
 
 def _compare(args: argparse.Namespace) -> int:
     """What changed between two acceptance records; exit 1 when the bandwidth fell."""
-    from blueprint.acceptance.records import compare_node_records, compare_records, record_shape_problem
+    from blueprint.acceptance.records import compare_node_records, compare_records
+    from blueprint.acceptance.rundir import read_record_file
 
     docs = []
     for path in (args.before, args.after):
-        if path.is_dir():
-            docs.append(_multinode_record(path))
-            continue
         try:
-            doc = strict_json(read_text_limited(path, MAX_RECORD_BYTES))
-        except RecursionError:
-            raise CommandError(f"{path}: not an acceptance record: nested too deeply") from None
+            docs.append(_multinode_record(path) if path.is_dir() else read_record_file(path))
         except (OSError, ValueError) as err:
-            raise CommandError(f"{path}: not an acceptance record: {err}") from None
-        if not isinstance(doc, dict) or ("max_busbw_gbps" not in doc and doc.get("kind") != "per-node"):
-            raise CommandError(f"{path}: not an acceptance record (no max_busbw_gbps, not a per-node record)")
-        if doc.get("kind") == "per-node" and not isinstance(doc.get("nodes"), list):
-            raise CommandError(f"{path}: a per-node record without its nodes list")
-        problem = record_shape_problem(doc)
-        if problem is not None:
-            raise CommandError(f"{path}: not an acceptance record as blueprint writes it: {problem}")
-        docs.append(doc)
+            raise CommandError(f"{path}: {err}") from None
     kinds = {d.get("kind") == "per-node" for d in docs}
     if len(kinds) > 1:
         raise CommandError(f"{args.before} and {args.after}: one is a per-node record and the other is not")

@@ -139,6 +139,10 @@ def _check_json_scalars(root: yaml.Node, constructor: yaml.constructor.SafeConst
             stack += [(value, [*path, str(key.value)]) for key, value in node.value]
         elif isinstance(node, yaml.SequenceNode):
             stack += [(value, [*path, key]) for key, value in zip(_item_names(node.value), node.value, strict=True)]
+        elif node.tag == "tag:yaml.org,2002:str" and "\0" in str(node.value):
+            # no field holds one; it ends the string where a C library, a shell or a file name reads it
+            raise _YamlRuleError(node.start_mark, f"{_key_path(path)}: a NUL character in a string",
+                                 "yaml-json-values")
         elif node.tag == "tag:yaml.org,2002:int":
             text = str(node.value)
             value = None if len(text) > _MAX_INT_CHARS else constructor.construct_yaml_int(node)  # type: ignore[arg-type]

@@ -149,3 +149,32 @@ def test_deep_or_wrongly_typed_records_and_reports_are_refused_by_name(tmp_path:
             (["cost", "diff", "--combine", str(nan)], f"{nan}: not JSON")):
         code, _, err = run(capsys, *argv)
         assert code == 2 and message in err, (argv, err)
+
+
+def test_arguments_that_would_make_a_check_pass_or_run_for_ever_are_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = Path("tests/fixtures/nccl/all_reduce_p5x2_mpirun.log")
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text('{"items": []}')
+    record = tmp_path / "record.json"
+    assert main(["nccl", "record", str(log), "--stack", "prod-aws", "--node-group", "h100", "--nodes-json",
+                 str(nodes), "-o", str(record)]) == 0
+    for argv in (["nccl", "compare", str(record), str(record), "--tolerance", "nan"],
+                 ["nccl", "compare", str(record), str(record), "--tolerance", "-1"],
+                 ["nccl", "check", str(log), "--instance-type", "p5.48xlarge", "--nodes", "99999999999999999999"],
+                 ["nccl", "check", str(log), "--instance-type", "p5.48xlarge", "--nodes", "0"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2, argv  # argparse's usage error, before any work
+    capsys.readouterr()
+    code, _, err = run(capsys, "cost", "diff", "--combine")
+    assert code == 2 and "--combine needs the per-stack reports to combine" in err
+
+
+def test_a_malformed_endpoint_is_refused_by_name(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "ht!tp://[::bad")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
+    code, _, err = run(capsys, "prices", "refresh", "--region", "us-east-1", "-o", str(tmp_path / "p.yaml"))
+    assert code == 2 and "check AWS_ENDPOINT_URL" in err and "internal error" not in err

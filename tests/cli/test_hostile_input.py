@@ -55,12 +55,14 @@ def group(value: dict[str, Any], name: str) -> dict[str, Any]:
     ("labels: {workload: training}", "{where}config.gpu-cluster:spec.aws.nodeGroups[h100].labels: the tag "
      "!!set is not allowed: values are strings, numbers, booleans, null, lists and mappings, as in JSON "
      "[rule: yaml-json-values]"),
+    ("owner: ml-platform-oncall", "{where}config.gpu-cluster:spec.labels.owner: a NUL character in a string "
+     "[rule: yaml-json-values]"),
 ])
 def test_stack_files_hold_json_values_only(tmp_path: Path, capsys: pytest.CaptureFixture[str], replace: str,
                                            message: str) -> None:
     key = replace.split(":")[0]
     value = {"maxSize": "9" * 5000, "owner": "!!binary aGVsbG8=", "start": "!!timestamp 2027-01-04T11:30:00Z",
-             "labels": "!!set {workload}"}[key]
+             "labels": "!!set {workload}"}[key] if "NUL" not in message else '"ml\\0oncall"'
     text = Path(AWS_FILE).read_text()
     assert replace in text
     before = text[:text.index(replace)]

@@ -124,6 +124,11 @@ def refresh_catalog(region: str, out: Path, fetched: date) -> int:
     from components.catalog.instances import load_aws_catalog
 
     try:
-        return refresh(pricing_client(), sorted(load_aws_catalog()), region, out, fetched)
+        client = pricing_client()
+    except ValueError as err:  # botocore's "Invalid endpoint: ..." for a malformed AWS_ENDPOINT_URL
+        raise PriceRefreshError(f"prices refresh: the AWS client cannot be made ({err}); check AWS_ENDPOINT_URL "
+                                "and AWS_ENDPOINT_URL_PRICING") from None
+    try:
+        return refresh(client, sorted(load_aws_catalog()), region, out, fetched)
     except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError, RefreshError) as err:
         raise PriceRefreshError(f"prices refresh: the AWS Price List API could not be read: {err}") from None
