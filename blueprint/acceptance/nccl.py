@@ -200,11 +200,19 @@ def _clip(text: str) -> str:
     return text if len(text) <= 24 else f"{text[:20]}... ({len(text):,} characters)"
 
 
-def _number(text: str, what: str, invalid: list[str]) -> float | None:
-    """A printed figure as a float, or None (named in ``invalid``) when it is NaN or infinite."""
+# A bandwidth no fabric carries (GB/s): NVLink 5 gives one GPU 1,800 GB/s, so a figure above this is a corrupt or
+# forged log (1e308 once passed every threshold), not a fast run.
+MAX_PLAUSIBLE_GBPS = 100_000.0
+
+
+def _number(text: str, what: str, invalid: list[str], limit: float | None = None) -> float | None:
+    """A printed figure as a float, or None (named in ``invalid``) when it is NaN, infinite or above ``limit``."""
     value = float(text)
     if not math.isfinite(value):
         invalid.append(f"{what} is {_clip(text)}")
+        return None
+    if limit is not None and value > limit:
+        invalid.append(f"{what} is {_clip(text)} GB/s, beyond any fabric ({limit:,.0f} GB/s)")
         return None
     return value
 
@@ -233,8 +241,8 @@ def _pass(m: re.Match[str], side: str, old_table: bool, invalid: list[str]) -> d
     name = "out-of-place" if side == "oop" else "in-place"
     wrong, error = _wrong(m[f"{side}_wrong"], name, old_table, invalid)
     out: dict[str, Any] = {"time_us": _number(m[f"{side}_time"], f"{name} time", invalid),
-                           "algbw": _number(m[f"{side}_algbw"], f"{name} algbw", invalid),
-                           "busbw": _number(m[f"{side}_busbw"], f"{name} busbw", invalid)}
+                           "algbw": _number(m[f"{side}_algbw"], f"{name} algbw", invalid, MAX_PLAUSIBLE_GBPS),
+                           "busbw": _number(m[f"{side}_busbw"], f"{name} busbw", invalid, MAX_PLAUSIBLE_GBPS)}
     if old_table:
         out["max_error"] = error
     else:

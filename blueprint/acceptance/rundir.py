@@ -83,6 +83,10 @@ def check_node_facts(facts: dict[str, Any], where: str) -> None:
     :class:`NcclLogError` naming ``where`` and the key for one that has another type."""
     def bad(key: str, want: str) -> NcclLogError:
         return NcclLogError(f"{where}: {key} is {json.dumps(facts.get(key))[:60]}, not {want}")
+    if facts.get("exit_status") is not None and not is_int(facts["exit_status"]):
+        raise bad("exit_status", "an integer (a string or a number in quotes passes no check)")
+    if facts.get("node") is not None and not isinstance(facts["node"], str):
+        raise bad("node", "a string")
     for key in ("gpu_count",):
         if facts.get(key) is not None and not (is_int(facts[key]) and facts[key] >= 0):
             raise bad(key, "a count of GPUs")

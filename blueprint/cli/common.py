@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -49,8 +50,15 @@ def output_option(parser: argparse.ArgumentParser, what: str = "the report") -> 
                         help=f"write {what} here instead of standard output")
 
 
+# Control characters but newline and tab (C0, DEL, C1): written as \xNN, so that a name read from a file (a node's,
+# a resource's) cannot move the cursor, recolour or retitle the terminal the report is read in.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def emit(stream: TextIO, text: str) -> None:
-    """Write text that may carry undecodable bytes of a path (surrogate escapes) without failing."""
+    """Write text that may carry undecodable bytes of a path (surrogate escapes) without failing, its control
+    characters shown as escapes."""
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
     stream.write(text.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 

@@ -178,3 +178,22 @@ def test_a_malformed_endpoint_is_refused_by_name(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
     code, _, err = run(capsys, "prices", "refresh", "--region", "us-east-1", "-o", str(tmp_path / "p.yaml"))
     assert code == 2 and "check AWS_ENDPOINT_URL" in err and "internal error" not in err
+
+
+def test_a_forged_node_record_fails_and_its_name_cannot_drive_the_terminal(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = Path("tests/fixtures/nccl/all_reduce_p5x2_mpirun.log").read_text()
+    node = tmp_path / "run" / "n0"
+    node.mkdir(parents=True)
+    (node / "nccl.log").write_text(log)
+    args = ("nccl", "nodes", str(tmp_path / "run"), "--instance-type", "p5.48xlarge", "--expected-busbw", "400")
+    (node / "node.json").write_text('{"node": "n0", "exit_status": "0", "gpus": 8}')
+    code, _, err = run(capsys, *args)
+    assert code == 2 and 'exit_status is "0", not an integer' in err  # a string passes no check
+    (node / "node.json").write_text('{"node": "evil\\u001b[31mRED\\u001b[0m\\u0007", "gpus": 8}')
+    code, out, _ = run(capsys, *args)
+    assert code == 0 and "\x1b" not in out and "\x07" not in out and "evil\\x1b[31mRED" in out
+    (node / "node.json").write_text('{"node": "n0", "gpus": 8}')
+    (node / "nccl.log").write_text(log.replace("437.89", "1e308", 1))
+    code, out, _ = run(capsys, *args)
+    assert code == 1 and "in-place busbw is 1e308 GB/s, beyond any fabric (100,000 GB/s)" in out
