@@ -156,7 +156,13 @@ def kubelet_label_problem(key: str) -> str | None:
     prefix = key.partition("/")[0] if "/" in key else ""
     if not (_in_namespace(prefix, "kubernetes.io") or _in_namespace(prefix, "k8s.io")):
         return None
-    if key in KUBELET_LABELS or any(_in_namespace(prefix, ns) for ns in KUBELET_LABEL_NAMESPACES):
+    if key in KUBELET_LABELS:
+        # issue 35: accepted before; the node's own value (its name, zone, type) would become the group's, the same
+        # on every node, and whatever spreads or places pods by it would be misplaced
+        return ("the kubelet sets this label from the node itself (its name, OS, architecture, type or zone); a "
+                "group's value would give every node the same one: leave it out, or use a label of your own "
+                "(gpu-cluster/)")
+    if any(_in_namespace(prefix, ns) for ns in KUBELET_LABEL_NAMESPACES):
         return None
     return ("kubelet sets no kubernetes.io or k8s.io label but its own (kubernetes.io/hostname, os, arch, "
             "topology.kubernetes.io/*, node.kubernetes.io/*, kubelet.kubernetes.io/*), and the node would never join; "

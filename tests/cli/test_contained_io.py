@@ -173,9 +173,11 @@ def test_arguments_that_would_make_a_check_pass_or_run_for_ever_are_refused(
 
 def test_a_malformed_endpoint_is_refused_by_name(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    import boto3
+
+    # a session of its own: boto3's default one caches what it resolves, which would leak into later tests
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
     monkeypatch.setenv("AWS_ENDPOINT_URL", "ht!tp://[::bad")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
     code, _, err = run(capsys, "prices", "refresh", "--region", "us-east-1", "-o", str(tmp_path / "p.yaml"))
     assert code == 2 and "check AWS_ENDPOINT_URL" in err and "internal error" not in err
 

@@ -207,9 +207,9 @@ def test_nothing_to_configure_writes_no_user_data() -> None:
      ".aws.nodeGroups[l4].kubelet.evictionSoftGracePeriod: a grace period for memory.available, which has no "
      "evictionSoft threshold [rule: kubelet-soft-eviction]"),
     (lambda s: group(s, "l4").setdefault("labels", {}).update({"kubernetes.io/hostname": "gpu-1"}),
-     ".aws.nodeGroups[l4].labels[\"kubernetes.io/hostname\"]: 'kubernetes.io/hostname': the EKS node-group API "
-     "refuses label keys under kubernetes.io/ (\"Label cannot contain reserved prefixes\"; the kubelet sets its own, "
-     "such as kubernetes.io/hostname): use a prefix of your own [rule: eks-label-key]"),
+     ".aws.nodeGroups[l4].labels[\"kubernetes.io/hostname\"]: 'kubernetes.io/hostname': the kubelet sets this "
+     "label from the node itself (its name, OS, architecture, type or zone); a group's value would give every node "
+     "the same one: leave it out, or use a label of your own (gpu-cluster/) [rule: kubelet-node-label]"),
     (lambda s: group(s, "l4")["kubelet"]["evictionHard"].update({"nodefs.available": "150%"}),
      ".aws.nodeGroups[l4].kubelet.evictionHard.nodefs.available: 150% is above 100 % (kubelet refuses it and does "
      "not start) [rule: kubelet-eviction-threshold]"),

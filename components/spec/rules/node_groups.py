@@ -127,10 +127,6 @@ def _eks_key_problem(key: str, kind: str) -> str | None:
                 "(e.g. gpu-cluster/)")
     if reserved == "eks.amazonaws.com":
         return "EKS sets eks.amazonaws.com/ labels itself and refuses them in a node group's labels"
-    if reserved is not None:
-        # kubernetes.io/hostname and the like: set by the kubelet itself, and refused in a node group's labels
-        return (f"the EKS node-group API refuses {kind} keys under {reserved}/ (\"Label cannot contain reserved "
-                "prefixes\"; the kubelet sets its own, such as kubernetes.io/hostname): use a prefix of your own")
     if len(key) > EKS_MAX_KEY:
         return f"the EKS API takes {kind} keys of at most {EKS_MAX_KEY} characters, prefix included ({len(key)})"
     return None
