@@ -140,15 +140,23 @@ def _node_script(tests_dir: str, gpus: int, rank_setup: Sequence[str]) -> str:
     ])
 
 
+def records_copy(recorder: AcceptanceRecorder, target: str, skip: str | None = None) -> str:
+    """The cloud CLI command that copies :data:`RECORDS_DIR` to ``target`` (every uploader of the acceptance records:
+    per-node runs, pairs and groups, node checks, storage checks), leaving out the file ``skip``. On GCS
+    ``--no-clobber``: the recorder may create objects, not replace them (Storage Object Creator); a pod run again
+    keeps the first record rather than failing on a 403."""
+    if recorder.scheme == "s3":
+        return f"aws s3 cp --recursive --only-show-errors {RECORDS_DIR}/ {target}" + (f" --exclude {skip}" if skip
+                                                                                       else "")
+    return (f"rm -f {RECORDS_DIR}/{skip}; " if skip else "") + \
+        f"gcloud storage cp --recursive --no-clobber '{RECORDS_DIR}/*' {target}"
+
+
 def _upload_script(recorder: AcceptanceRecorder) -> str:
     """The uploader's shell: the node's records to <scheme>://<bucket>/acceptance/<group>/<run>/<node>/, the run named
     by the pod's annotation, else by the Job's uid (one Job object is one run)."""
     target = f'"{recorder.scheme}://$RECORDS_BUCKET/{RECORDS_PREFIX}/$NODE_GROUP/$RUN/$NODE_NAME/"'
-    copy = (f"aws s3 cp --recursive --only-show-errors {RECORDS_DIR}/ {target}" if recorder.scheme == "s3" else
-            # --no-clobber: the recorder may create objects, not replace them (Storage Object Creator); a pod run
-            # again on the same node keeps the first record rather than failing on a 403
-            f"gcloud storage cp --recursive --no-clobber '{RECORDS_DIR}/*' {target}")
-    return f'RUN="${{RUN:-job-$JOB_UID}}"; exec {copy}'
+    return f'RUN="${{RUN:-job-$JOB_UID}}"; exec {records_copy(recorder, target)}'
 
 
 def one_pod_per_node(selector: Mapping[str, str]) -> Manifest:
@@ -348,9 +356,7 @@ def nccl_mpijob(pool: GpuPool, image: str, nodes: int, fabric: PodFabric | None,
         # records of the same run name, through the recorder's identity, once the launcher says they are done.
         launcher["serviceAccountName"] = RECORDER_SERVICE_ACCOUNT
         target = f'"{recorder.scheme}://$RECORDS_BUCKET/{RECORDS_PREFIX}/$NODE_GROUP/$RUN/"'
-        copy = (f"aws s3 cp --recursive --only-show-errors {RECORDS_DIR}/ {target} --exclude done"
-                if recorder.scheme == "s3" else
-                f"rm -f {RECORDS_DIR}/done; gcloud storage cp --recursive --no-clobber '{RECORDS_DIR}/*' {target}")
+        copy = records_copy(recorder, target, skip="done")
         launcher["containers"].append({
             "name": "record", "image": recorder.image, "imagePullPolicy": "IfNotPresent",
             "env": [{"name": "RECORDS_BUCKET", "value": recorder.bucket}, {"name": "NODE_GROUP", "value": pool.name},

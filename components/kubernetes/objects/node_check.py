@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from components.kubernetes.objects.acceptance import RECORDS_PREFIX, AcceptanceRecorder
+from components.kubernetes.objects.acceptance import RECORDS_DIR, RECORDS_PREFIX, AcceptanceRecorder, records_copy
 from components.kubernetes.objects.common import (
     NODE_AGENT_TOLERATIONS,
     NODE_GROUP_LABEL,
@@ -56,7 +56,6 @@ NVLINK_TIMEOUT_S = 1200  # the per-node sweep to 16 GB (objects/acceptance.py NO
 HEALTH_INTERVAL_S = 60
 STATUS_PORT = 9461  # the verdict server, on the pod's own loopback
 HOST_SYS = "/host/sys"  # the host's /sys, read-only (the fabric devices and the host's network interfaces)
-RECORDS_DIR = "/records"
 STATUS_DIR = "/status"
 
 
@@ -154,11 +153,6 @@ def registers_with_taint(autoscaled: bool, cloud: str) -> bool:
     ``bootstrap-only`` rule taints a matching node that has not completed); no GPU pod can start first, because the
     GPUs are allocatable only after GKE's driver installer and device plugin have run."""
     return cloud == "aws" or not autoscaled
-
-
-def boot_taint() -> Manifest:
-    """The registration taint in Kubernetes form."""
-    return {"key": BOOT_TAINT, "value": "pending", "effect": "NoSchedule"}
 
 
 def reporter_rbac(labels: Mapping[str, str]) -> list[Manifest]:
@@ -385,8 +379,7 @@ def _upload_script(recorder: AcceptanceRecorder) -> str:
     then stay (a DaemonSet's containers run for ever; the record is written once per pod)."""
     target = (f'"{recorder.scheme}://$RECORDS_BUCKET/{RECORDS_PREFIX}/$NODE_GROUP/'
               f'node-check-$(date -u +%Y%m%d)/$NODE_NAME/"')
-    copy = (f"aws s3 cp --recursive --only-show-errors {RECORDS_DIR}/ {target}" if recorder.scheme == "s3" else
-            f"gcloud storage cp --recursive --no-clobber '{RECORDS_DIR}/*' {target}")
+    copy = records_copy(recorder, target)
     # retried: on a cluster of GPU nodes only, cluster DNS may start on this node only once the check released it
     return (f"until [ -f {RECORDS_DIR}/node.json ]; do sleep 10; done; "
             f"for i in $(seq 1 30); do {copy} && break; echo 'upload failed; retrying'; sleep 60; done; "
@@ -538,10 +531,3 @@ def controller_disruption_budget(labels: Mapping[str, str]) -> Manifest:
     return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
             "metadata": meta(CONTROLLER_RELEASE, READINESS_NAMESPACE, labels),
             "spec": {"minAvailable": 1, "selector": {"matchLabels": dict(CONTROLLER_SELECTOR)}}}
-
-
-def node_checks_summary(checks: Sequence[NodeCheck]) -> list[dict[str, Any]]:
-    """What the preview prints per group: the checks and the figures they judge."""
-    return [{"group": c.pool, "gpus": c.gpus, "gpu_model": c.gpu_model, "fabric": f"{c.fabric_devices} {c.fabric_kind}",
-             "nvlink_floor_gbps": None if c.expected_busbw is None else round(c.expected_busbw * c.pass_fraction, 2),
-             "dcgm_level": c.dcgm_level} for c in checks]

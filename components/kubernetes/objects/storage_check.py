@@ -52,6 +52,7 @@ from components.kubernetes.objects.acceptance import (
     RUN_ANNOTATION,
     AcceptanceRecorder,
     one_pod_per_node,
+    records_copy,
 )
 from components.kubernetes.objects.common import GPU_TOLERATION, Manifest, meta
 from components.kubernetes.objects.storage import SharedFilesystem, static_volume
@@ -329,8 +330,7 @@ def storage_upload_script(recorder: AcceptanceRecorder) -> str:
     """The uploader's shell: the pod's records to <scheme>://<bucket>/acceptance/storage/<run>/<pod>/, the run named
     as the NCCL runs' (the pod's annotation, else the Job's uid), with the same CLI and create-only rules."""
     target = f'"{recorder.scheme}://$RECORDS_BUCKET/{STORAGE_RECORDS_PREFIX}/$RUN/$POD_NAME/"'
-    copy = (f"aws s3 cp --recursive --only-show-errors {RECORDS_DIR}/ {target}" if recorder.scheme == "s3" else
-            f"gcloud storage cp --recursive --no-clobber '{RECORDS_DIR}/*' {target}")
+    copy = records_copy(recorder, target)
     return f'RUN="${{RUN:-job-$JOB_UID}}"; exec {copy}'
 
 
