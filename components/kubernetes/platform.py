@@ -18,48 +18,24 @@ import pulumi_random as random
 
 from components import provenance
 from components.catalog import load_charts
-from components.catalog.acceptance import load_acceptance, load_per_node, load_thresholds
-from components.catalog.charts import node_check_images, pytorch_image, tool_image
+from components.catalog.acceptance import load_acceptance
+from components.catalog.charts import pytorch_image
 from components.kubernetes import objects as obj
 from components.kubernetes.apply import apply, object_name, release
 from components.kubernetes.inputs import CloudRelease, CloudTelemetry, PlatformInputs
-from components.kubernetes.objects import node_check as nc
+from components.kubernetes.namespaces import egress_policies, system_namespace
 from components.kubernetes.quotas import (
     lendable_by_pool,
     namespace_hard_limits,
     sidecar_headroom,
     team_flavor_quotas,
 )
+from components.kubernetes.readiness import NodeReadiness
 from components.provenance import from_spec, spec_path, team_items
-from components.spec import PRIVILEGED_NAMESPACES
 
 GRAFANA_SECRET = "grafana-admin"
 
 
-def _platform_egress(inputs: PlatformInputs) -> obj.PlatformEgress:
-    """What the platform namespaces' egress policies need from the cloud and the spec."""
-    smtp = tuple(int(r.smarthost.rsplit(":", 1)[1]) for r in inputs.platform.monitoring.alerts.receivers
-                 if r.type == "email" and r.smarthost)
-    return obj.PlatformEgress(anywhere=inputs.anywhere, agents=inputs.extra_egress, node_cidrs=inputs.node_cidrs,
-                              smtp_ports=smtp)
-
-
-def _egress_policies(parent: pulumi.Resource, namespace: str, ns: pulumi.Resource, inputs: PlatformInputs) -> None:
-    """Default-deny egress in a namespace the platform creates, with what its components need (objects/egress.py)."""
-    in_ns = pulumi.ResourceOptions(parent=parent, depends_on=[ns])
-    for m in obj.platform_network_policies(namespace, _platform_egress(inputs)):
-        apply(f"egress-{namespace}-{m['metadata']['name']}", m, in_ns)
-
-
-def _system_namespace(parent: pulumi.Resource, name: str, inputs: PlatformInputs,
-                      opts: Optional[pulumi.ResourceOptions] = None) -> pulumi.CustomResource:
-    """A namespace the platform installs a component in, at the Pod Security level it needs, with default-deny
-    egress and the component's allows."""
-    security = "privileged" if name in PRIVILEGED_NAMESPACES else "baseline"
-    ns = apply(f"ns-{name}", obj.namespace(name, inputs.labels, security),
-               opts or pulumi.ResourceOptions(parent=parent))
-    _egress_policies(parent, name, ns, inputs)
-    return ns
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -78,8 +54,8 @@ class Monitoring(pulumi.ComponentResource):
         # The Prometheus volume holds the metrics history: with deletion protection its storage class
         # retains volumes and the namespace and release that own the claim are protected and retained.
         keep = pulumi.ResourceOptions(parent=self, protect=inputs.retain_data, retain_on_delete=inputs.retain_data)
-        mon_ns = _system_namespace(self, obj.MONITORING_NAMESPACE, inputs, keep)
-        cost_ns = _system_namespace(self, obj.OPENCOST_NAMESPACE, inputs)
+        mon_ns = system_namespace(self, obj.MONITORING_NAMESPACE, inputs, keep)
+        cost_ns = system_namespace(self, obj.OPENCOST_NAMESPACE, inputs)
         storage = apply(f"{name}-storageclass",
                         obj.storage_class(inputs.storage_class_name, inputs.storage_provisioner,
                                           inputs.storage_parameters,
@@ -135,7 +111,7 @@ class Monitoring(pulumi.ComponentResource):
         spaces: dict[str, pulumi.Resource] = {obj.MONITORING_NAMESPACE: mon_ns}
         for rel in tel.releases:
             if rel.namespace not in spaces:
-                spaces[rel.namespace] = _system_namespace(self, rel.namespace, inputs)
+                spaces[rel.namespace] = system_namespace(self, rel.namespace, inputs)
             release(rel.release, charts[rel.chart], rel.namespace, rel.values,
                     pulumi.ResourceOptions(parent=self, depends_on=[self.prometheus, spaces[rel.namespace],
                                                                     *rel.ready]))
@@ -156,7 +132,7 @@ class GpuStack(pulumi.ComponentResource):
             apply(f"{name}-cloud-dcgm", obj.cloud_dcgm_pod_monitor(inputs.cloud_gpu_stack),
                   pulumi.ResourceOptions(parent=self, depends_on=[prometheus]))
         else:
-            ns = _system_namespace(self, obj.GPU_OPERATOR_NAMESPACE, inputs)
+            ns = system_namespace(self, obj.GPU_OPERATOR_NAMESPACE, inputs)
             if inputs.critical_priority_quota:
                 # its daemonsets run at system-node-critical; sized as NVIDIA/aicr sizes it: max(nodes x 32, 32)
                 nodes = sum(p.max_nodes for p in inputs.pools)
@@ -286,7 +262,7 @@ class Queues(pulumi.ComponentResource):
                  namespaces: Mapping[str, pulumi.Resource], opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:control-plane:Queues", name, provenance.props(), opts)
         charts = load_charts()
-        ns = _system_namespace(self, obj.KUEUE_NAMESPACE, inputs)
+        ns = system_namespace(self, obj.KUEUE_NAMESPACE, inputs)
         kueue = release("kueue", charts["kueue"], obj.KUEUE_NAMESPACE, obj.kueue_values(inputs.pools),
                         pulumi.ResourceOptions(parent=self, depends_on=[ns, prometheus]))
         # Kueue's webhooks reject every queue object until its controller is ready ("failed calling
@@ -336,12 +312,12 @@ class Controllers(pulumi.ComponentResource):
         self.mpi_operator = k8s.yaml.v2.ConfigFile(
             f"{name}-mpi-operator", file=catalog.operator_manifest, opts=pulumi.ResourceOptions(parent=self))
         # The pinned manifest creates the operator's namespace (mpi-operator); its egress is closed like the others'.
-        _egress_policies(self, obj.MPI_OPERATOR_NAMESPACE, self.mpi_operator, inputs)
-        jobset_ns = _system_namespace(self, obj.JOBSET_NAMESPACE, inputs)
+        egress_policies(self, obj.MPI_OPERATOR_NAMESPACE, self.mpi_operator, inputs)
+        jobset_ns = system_namespace(self, obj.JOBSET_NAMESPACE, inputs)
         jobset = release("jobset", charts["jobset"], obj.JOBSET_NAMESPACE,
                          obj.jobset_values(f"v{charts['jobset'].version}"),
                          pulumi.ResourceOptions(parent=self, depends_on=[jobset_ns]))
-        trainer_ns = _system_namespace(self, obj.TRAINER_NAMESPACE, inputs)
+        trainer_ns = system_namespace(self, obj.TRAINER_NAMESPACE, inputs)
         # Trainer runs TrainJobs as JobSets: it waits for JobSet; Kueue suspends what it admits, so both wait for Kueue.
         trainer = release("kubeflow-trainer", charts["kubeflow-trainer"], obj.TRAINER_NAMESPACE, obj.trainer_values(),
                           pulumi.ResourceOptions(parent=self, depends_on=[trainer_ns, jobset, kueue]))
@@ -374,7 +350,7 @@ class Acceptance(pulumi.ComponentResource):
                    obj.namespace(obj.ACCEPTANCE_NAMESPACE, inputs.labels, "privileged" if host_paths else "baseline",
                                  gpudirect=host_paths),
                    pulumi.ResourceOptions(parent=self))
-        _egress_policies(self, obj.ACCEPTANCE_NAMESPACE, ns, inputs)
+        egress_policies(self, obj.ACCEPTANCE_NAMESPACE, ns, inputs)
         # The jobs name their queue (kueue.x-k8s.io/queue-name), so Kueue manages them like a team's: all-or-nothing
         # admission and waitForPodsReady.
         tested = [p for p in inputs.pools if p.gpus_per_node > 1 or (p.name in fabrics and p.max_nodes > 1)]
@@ -437,74 +413,6 @@ class Acceptance(pulumi.ComponentResource):
         self.register_outputs({})
 
 
-class NodeReadiness(pulumi.ComponentResource):
-    """Every GPU node proves itself before it takes a job (objects/node_check.py): the Node Readiness Controller from
-    its pinned chart, per GPU group its two NodeReadinessRules and the check DaemonSet with the controller's reporter,
-    the reporters' identity (their own node's status, two conditions: an admission policy), each node's record to the
-    acceptance bucket where the stack keeps one."""
-
-    def __init__(self, name: str, inputs: PlatformInputs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("gpu-cluster:platform:NodeReadiness", name, provenance.props(), opts)
-        child = pulumi.ResourceOptions(parent=self)
-        controller_ns = _system_namespace(self, nc.READINESS_NAMESPACE, inputs)
-        check_ns = _system_namespace(self, nc.NODE_CHECK_NAMESPACE, inputs)
-        quotas: list[pulumi.Resource] = []
-        if inputs.critical_priority_quota:
-            # The controller runs at system-cluster-critical (the chart's default), the checks at system-node-critical.
-            nodes = sum(p.max_nodes for p in inputs.pools) + sum(
-                p.pool.max_nodes for p in (inputs.slurm.pools if inputs.slurm is not None else ()))
-            for namespace, ns, pods in ((nc.READINESS_NAMESPACE, controller_ns, 8),
-                                        (nc.NODE_CHECK_NAMESPACE, check_ns, 2 * nodes + 8)):
-                quotas.append(apply(f"{name}-{namespace}-critical-pods",
-                                    obj.critical_priority_quota(namespace, inputs.labels, pods),
-                                    pulumi.ResourceOptions(parent=self, depends_on=[ns])))
-        controller = release(nc.CONTROLLER_RELEASE, load_charts()["node-readiness-controller"],
-                             nc.READINESS_NAMESPACE, nc.controller_values(),
-                             pulumi.ResourceOptions(parent=self, depends_on=[controller_ns, *quotas]))
-        apply(f"{name}-controller-pdb", nc.controller_disruption_budget(inputs.labels),
-              pulumi.ResourceOptions(parent=self, depends_on=[controller_ns]))
-        # Kueue's GPU pools and Slurm's (slurmd, which holds a node's GPUs, waits for the same gate)
-        pools = {p.name: p for p in inputs.pools}
-        for slurm_pool in inputs.slurm.pools if inputs.slurm is not None else ():
-            pools.setdefault(slurm_pool.pool.name, slurm_pool.pool)
-        settings = inputs.platform.node_checks
-        checks = nc.node_checks(list(pools.values()), inputs.node_check_expected, load_thresholds()[0],
-                                load_per_node(), dcgm_level=settings.dcgm_level,
-                                unhealthy_effect=settings.unhealthy_effect)
-        in_ns = pulumi.ResourceOptions(parent=self, depends_on=[check_ns])
-        account = apply(f"{name}-account",
-                        obj.service_account(nc.SERVICE_ACCOUNT, nc.NODE_CHECK_NAMESPACE, inputs.labels,
-                                            "report the GPU node check's conditions on the pod's own node"), in_ns)
-        granted = [account]
-        for m in [*nc.reporter_rbac(inputs.labels), *nc.reporter_node_policy()]:
-            granted.append(apply(object_name(name, m), m, child))
-        dcgm, reporter = node_check_images()
-        images = nc.NodeCheckImages(dcgm=dcgm, reporter=reporter, tools=tool_image(),
-                                    nccl_tests=inputs.acceptance_image, tests_dir=inputs.acceptance_tests_dir)
-        recorder = inputs.acceptance_recorder if inputs.acceptance_image is not None else None
-        ready = pulumi.ResourceOptions(parent=self, depends_on=[check_ns, *granted, *quotas,
-                                                                *(recorder.ready if recorder else ())])
-        fabrics = inputs.acceptance_fabrics or {}
-        for check in checks:
-            # On GKE's GPUDirect pools the node's NCCL needs the pod's GPU networks and (TCPXO) its receive-datapath
-            # sidecar even on one node (objects/acceptance.py PodFabric.single_node); a DaemonSet pod that keeps such
-            # a sidecar for good would run beside the teams' own. There the check runs no NCCL: DCGM's level-2
-            # diagnostics exercise NVLink and PCIe, and the per-node acceptance Job measures NCCL.
-            fabric = fabrics.get(check.pool)
-            own_nccl = images if fabric is None or not fabric.single_node else \
-                nc.NodeCheckImages(dcgm=dcgm, reporter=reporter, tools=tool_image())
-            # The rules after the DaemonSet exists: a rule created first would hold every matching node (existing
-            # ones too) with nothing to release it yet.
-            daemonset = apply(f"{name}-check-{check.pool}",
-                              nc.node_check_daemonset(check, own_nccl, inputs.labels, recorder,
-                                                      gke_driver=inputs.cloud_gpu_stack is not None), ready)
-            # A changed rule has a new name (nc.rule_name): created, then the old one deleted.
-            for rule in nc.readiness_rules(check):
-                apply(object_name(name, rule), rule,
-                      pulumi.ResourceOptions(parent=self, depends_on=[controller, daemonset]))
-        self.register_outputs({})
-
-
 class NodeAutoscaler(pulumi.ComponentResource):
     """The cloud's node autoscaler from its pinned chart, after the identity it calls the cloud with exists."""
 
@@ -543,11 +451,11 @@ class Slurm(pulumi.ComponentResource):
         charts = load_charts()
         child = pulumi.ResourceOptions(parent=self)
         ns = apply(f"{name}-ns", obj.slurm_namespace(inputs.labels), child)
-        _egress_policies(self, obj.SLURM_NAMESPACE, ns, inputs)
+        egress_policies(self, obj.SLURM_NAMESPACE, ns, inputs)
         in_ns = pulumi.ResourceOptions(parent=self, depends_on=[ns])
         # The operator in a namespace of its own (as its docs install it): its pods/binding webhook skips the
         # operator's namespace, so slurmd pods in that namespace would never get the node's topology annotation.
-        op_ns = _system_namespace(self, obj.SLINKY_NAMESPACE, inputs)
+        op_ns = system_namespace(self, obj.SLINKY_NAMESPACE, inputs)
         # The CRDs from their own release, kept if it is ever removed: uninstalling them would delete every Slurm
         # object (the operator chart's CRDs sit in its templates, slurm-operator docs/installation.md).
         crds = release("slurm-operator-crds", charts["slurm-operator-crds"], obj.SLINKY_NAMESPACE, {},
