@@ -54,8 +54,26 @@ class NodeBootstrap:
                     or self.admin_container)
 
 
-def _part(content_type: str, body: str) -> str:
-    return f"--{_BOUNDARY}\nContent-Type: {content_type}\n\n{body.rstrip()}\n\n"
+def unused_marker(base: str, texts: Sequence[str]) -> str:
+    """``base``, or ``base`` with the first numeric suffix that no text contains: a MIME boundary or heredoc
+    terminator that what the user writes cannot contain, so no content ends its container early (RFC 2046 5.1.1:
+    the boundary must not appear inside the encapsulated parts; bash: a heredoc ends at its word alone on a line)."""
+    candidate, n = base, 0
+    while any(candidate in text for text in texts):
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
+
+
+def _mime(parts: Sequence[tuple[str, str]]) -> str:
+    """The multipart/mixed document of ``(content type, body)`` parts, under a boundary no body contains."""
+    bodies = [body.rstrip() for _, body in parts]
+    boundary = unused_marker(_BOUNDARY, bodies)
+    return ("MIME-Version: 1.0\n"
+            f'Content-Type: multipart/mixed; boundary="{boundary}"\n\n'
+            + "".join(f"--{boundary}\nContent-Type: {ctype}\n\n{body}\n\n"
+                      for (ctype, _), body in zip(parts, bodies, strict=True))
+            + f"--{boundary}--\n")
 
 
 # After bootstrap: AL2023 has no hook once kubelet runs (nodeadm-run.service starts it after cloud-final), so a
@@ -66,11 +84,12 @@ _POST_UNIT = "gpu-cluster-post-bootstrap"
 
 def _post_bootstrap_script(commands: Sequence[str]) -> str:
     script = "#!/bin/bash\nset -euo pipefail\n" + "\n".join(commands) + "\n"
+    eof = unused_marker("GPU_CLUSTER_EOF", [script])
     unit = (f"[Unit]\nDescription=gpu-cluster post-bootstrap commands\nAfter=nodeadm-run.service\n"
             f"Requires=nodeadm-run.service\n\n[Service]\nType=oneshot\nExecStart=/usr/local/bin/{_POST_UNIT}.sh\n\n"
             "[Install]\nWantedBy=multi-user.target\n")
     return ("#!/bin/bash\nset -euo pipefail\n"
-            f"cat > /usr/local/bin/{_POST_UNIT}.sh <<'GPU_CLUSTER_EOF'\n{script}GPU_CLUSTER_EOF\n"
+            f"cat > /usr/local/bin/{_POST_UNIT}.sh <<'{eof}'\n{script}{eof}\n"
             f"chmod 0755 /usr/local/bin/{_POST_UNIT}.sh\n"
             f"cat > /etc/systemd/system/{_POST_UNIT}.service <<'GPU_CLUSTER_EOF'\n{unit}GPU_CLUSTER_EOF\n"
             "systemctl daemon-reload\n"
@@ -94,12 +113,12 @@ def al2023_user_data(boot: NodeBootstrap, cluster: ClusterConnection | None = No
     """
     if boot.empty and cluster is None:
         return None
-    parts: list[str] = []
+    parts: list[tuple[str, str]] = []
     if boot.pre_commands:
-        parts.append(_part('text/x-shellscript; charset="us-ascii"',
-                           "#!/bin/bash\nset -euo pipefail\n" + "\n".join(boot.pre_commands)))
+        parts.append(('text/x-shellscript; charset="us-ascii"',
+                      "#!/bin/bash\nset -euo pipefail\n" + "\n".join(boot.pre_commands)))
     if boot.post_commands:
-        parts.append(_part('text/x-shellscript; charset="us-ascii"', _post_bootstrap_script(boot.post_commands)))
+        parts.append(('text/x-shellscript; charset="us-ascii"', _post_bootstrap_script(boot.post_commands)))
     spec: dict[str, Any] = {}
     if cluster is not None:
         spec["cluster"] = {"name": cluster.name, "apiServerEndpoint": cluster.endpoint,
@@ -121,9 +140,8 @@ def al2023_user_data(boot: NodeBootstrap, cluster: ClusterConnection | None = No
         spec["instance"] = {"localStorage": {"strategy": "RAID0"}}
     if spec:
         node_config = {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec}
-        parts.append(_part("application/node.eks.aws", yaml.safe_dump(node_config, sort_keys=False)))
-    return ("MIME-Version: 1.0\n"
-            f'Content-Type: multipart/mixed; boundary="{_BOUNDARY}"\n\n' + "".join(parts) + f"--{_BOUNDARY}--\n")
+        parts.append(("application/node.eks.aws", yaml.safe_dump(node_config, sort_keys=False)))
+    return _mime(parts)
 
 
 # Bottlerocket settings (TOML, settings.kubernetes.*; Bottlerocket settings reference, kubernetes 1.50.x): the

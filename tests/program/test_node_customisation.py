@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import copy
+import email
+import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from blueprint.policy.mutations import edit
 from blueprint.policy.runner import run_policies
 from components.bootstrap import (
     ClusterConnection,
+    NodeBootstrap,
     al2023_user_data,
     bottlerocket_user_data,
     node_bootstrap,
@@ -369,3 +372,27 @@ def test_support_costs_beyond_any_cluster_are_refused() -> None:
     with pytest.raises(SpecError, match=r"economics\.supportUsdPerMonth: Input should be less than or equal to "
                                         r"1000000000 \[rule: schema-type\]"):
         parse_spec(spec, "stacks/Pulumi.prod-aws.yaml", provider_region="us-east-1")
+
+
+HOSTILE_LINES = ("--//GPU-CLUSTER-BOUNDARY", "--//GPU-CLUSTER-BOUNDARY--", "GPU_CLUSTER_EOF", "GPU_CLUSTER_EOF-1")
+
+
+def test_no_command_can_end_the_mime_part_or_the_heredoc_it_is_written_in(tmp_path: Path) -> None:
+    """A command holding the generator's MIME boundary or heredoc terminator stays inside its part and its file: a
+    MIME reader (Python's, as cloud-init uses) sees the same three parts, and bash writes the whole script."""
+    pre = ("echo before", *HOSTILE_LINES)
+    post = ("echo after", *HOSTILE_LINES, "echo last")
+    raw = al2023_user_data(NodeBootstrap(os="al2023", pre_commands=pre, post_commands=post), CLUSTER)
+    assert raw is not None
+    message = email.message_from_string(raw)
+    found = [(p.get_content_type(), p.get_payload()) for p in message.walk() if not p.is_multipart()]
+    assert [t for t, _ in found] == ["text/x-shellscript", "text/x-shellscript", "application/node.eks.aws"]
+    assert all(line in found[0][1].splitlines() for line in pre)
+    assert yaml.safe_load(found[2][1])["kind"] == "NodeConfig"
+    # Run the post-bootstrap part's writer with its paths moved under tmp_path; systemctl is left out.
+    writer = found[1][1].replace("/usr/local/bin/", f"{tmp_path}/").replace("/etc/systemd/system/", f"{tmp_path}/")
+    writer = writer.split("systemctl daemon-reload")[0]
+    subprocess.run(["bash", "-c", writer], check=True)
+    written = (tmp_path / "gpu-cluster-post-bootstrap.sh").read_text().splitlines()
+    assert written[2:] == list(post)
+    assert "ExecStart=" in (tmp_path / "gpu-cluster-post-bootstrap.service").read_text()
