@@ -385,7 +385,7 @@ def test_no_command_can_end_the_mime_part_or_the_heredoc_it_is_written_in(tmp_pa
     raw = al2023_user_data(NodeBootstrap(os="al2023", pre_commands=pre, post_commands=post), CLUSTER)
     assert raw is not None
     message = email.message_from_string(raw)
-    found = [(p.get_content_type(), p.get_payload()) for p in message.walk() if not p.is_multipart()]
+    found = [(p.get_content_type(), str(p.get_payload())) for p in message.walk() if not p.is_multipart()]
     assert [t for t, _ in found] == ["text/x-shellscript", "text/x-shellscript", "application/node.eks.aws"]
     assert all(line in found[0][1].splitlines() for line in pre)
     assert yaml.safe_load(found[2][1])["kind"] == "NodeConfig"
