@@ -34,7 +34,9 @@ from components.spec.slurm import SlurmDatabaseSpec
 # Cloud SQL's MySQL 8.4 (pulumi_gcp sql.DatabaseInstance database_version: MYSQL_5_6 ... MYSQL_8_0, MYSQL_8_4); a major
 # version: Cloud SQL applies minor versions in the maintenance window.
 DATABASE_VERSION = "MYSQL_8_4"
-DEFAULT_TIER = "db-custom-2-16384"  # 2 vCPU, 16 GiB
+# 4 vCPU, 16 GiB, as RDS's db.r7g.large has: Cloud SQL allows at most 6.5 GiB per vCPU, so 2 vCPU stop at 13 GiB
+# (components/spec/databases.py). Changing the tier restarts the instance in place; it replaces nothing.
+DEFAULT_TIER = "db-custom-4-16384"
 PORT = 3306
 DATABASE = "slurm_acct_db"
 USERNAME = "slurm"

@@ -62,12 +62,13 @@ class SlurmDatabaseSpec(_Model):
     """The accounting database: a managed MySQL the stack creates (RDS on AWS, Cloud SQL on GCP)."""
 
     instance_class: Optional[str] = Field(
-        default=None, pattern=r"^db\.[a-z0-9]+\.[a-z0-9]+$",
-        description="AWS: the RDS instance class. Default db.r7g.large (16 GiB, so InnoDB's buffer pool is the 4 GiB "
-        "or more Slurm's accounting guide asks for).")
+        default=None, max_length=64,
+        description="AWS: the RDS for MySQL instance class (db.<type>.<size>). Default db.r7g.large (16 GiB, so "
+        "InnoDB's buffer pool is the 4 GiB or more Slurm's accounting guide asks for).")
     tier: Optional[str] = Field(
-        default=None, pattern=r"^db-(custom-\d+-\d+|n1-(standard|highmem)-\d+|perf-optimized-N-\d+)$",
-        description="GCP: the Cloud SQL machine tier. Default db-custom-2-16384 (2 vCPU, 16 GiB).")
+        default=None, max_length=64,
+        description="GCP: the Cloud SQL machine tier (db-custom-<vCPU>-<MiB> with 0.9 to 6.5 GiB per vCPU, "
+        "db-perf-optimized-N-<vCPU>, db-n1-standard|highmem-<vCPU>). Default db-custom-4-16384 (4 vCPU, 16 GiB).")
     storage_gib: StrictInt = Field(default=50, alias="storageGiB", ge=20, le=16384,
                                    description="Allocated storage (GiB, encrypted).", json_schema_extra=unit("GiB"))
     backup_retention_days: StrictInt = Field(default=7, ge=1, le=35, description="Automated backups kept (days).",

@@ -146,9 +146,19 @@ RULES = [
     (lambda s: s["scheduler"]["slurm"]["accounting"].update(enabled=False),
      f"{G}.scheduler.slurm.accounting.enabled: a prod stack keeps Slurm accounting: job history, accounts, fair share "
      "and GPU limits live in it [rule: slurm-accounting-prod]"),
-    (lambda s: s["scheduler"]["slurm"]["accounting"]["database"].update(tier="db-custom-2-16384"),
+    (lambda s: s["scheduler"]["slurm"]["accounting"]["database"].update(tier="db-custom-4-16384"),
      f"{G}.scheduler.slurm.accounting.database.tier: tier is Cloud SQL's; on AWS set instanceClass "
      "[rule: slurm-database-cloud]"),
+    (lambda s: s["scheduler"]["slurm"]["accounting"]["database"].update(instanceClass="db.r7g.huge"),
+     f"{G}.scheduler.slurm.accounting.database.instanceClass: 'db.r7g.huge': RDS has no size 'huge' (sizes: micro, "
+     "small, medium, large, xlarge, 2xlarge, 3xlarge, 4xlarge, 6xlarge, 8xlarge, 9xlarge, 10xlarge, 12xlarge, "
+     "16xlarge, 18xlarge, 24xlarge, 32xlarge, 48xlarge; Amazon RDS User Guide, 'DB instance classes' and 'DB instance "
+     "class types') [rule: slurm-database-shape]"),
+    (lambda s: s["scheduler"]["slurm"]["accounting"]["database"].update(instanceClass="db.p5.48xlarge"),
+     f"{G}.scheduler.slurm.accounting.database.instanceClass: 'db.p5.48xlarge' is not an RDS for MySQL instance "
+     "class: db.<type>.<size> with a general-purpose (m), memory-optimized (r, x, z) or burstable (t) type, e.g. "
+     "db.r7g.large (Amazon RDS User Guide, 'DB instance classes' and 'DB instance class types') "
+     "[rule: slurm-database-shape]"),
     (lambda s: s["teams"][0].pop("gid"),
      f"{G}.teams[research].gid: team 'research' has Slurm users (ana, bruno): set gid to the group id your directory "
      "gives its members (as sssd resolves it), so their jobs can write the team's directory on /shared (root:gid, "

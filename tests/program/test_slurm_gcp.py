@@ -16,9 +16,10 @@ from blueprint.policy.mutations import edit
 from blueprint.policy.mutations import set_path as _set
 from blueprint.policy.runner import run_policies
 from components.gcp.cloud import GKE_NODEPOOL_LABEL, STORAGE_CLASS_NAME, required_services
-from components.gcp.slurm_db import edition, maintenance_window
+from components.gcp.slurm_db import DEFAULT_TIER, edition, maintenance_window
 from components.kubernetes.objects import DB_SECRET, JOB_MAPPING_DIR, SLURM_NAMESPACE
-from components.spec import parse_spec
+from components.spec import SpecError, parse_spec
+from components.spec.databases import cloud_sql_tier_problem
 from tests.conftest import offline_run, raw_stack_config, run_spec, stack
 
 STACK = "dev-gcp-slurm"
@@ -88,7 +89,7 @@ def test_the_accounting_database_is_mysql_84_on_a_private_ip_of_the_stacks_peeri
 def test_the_accounting_database_is_backed_up_sized_and_flagged_from_the_spec() -> None:
     db = one(dev(), SQL).inputs
     settings = db["settings"]
-    assert settings["tier"] == "db-custom-2-16384" and settings["edition"] == "ENTERPRISE"
+    assert settings["tier"] == "db-custom-2-13312" and settings["edition"] == "ENTERPRISE"
     assert settings["availabilityType"] == "ZONAL" and settings["locationPreference"] == {"zone": "us-central1-a"}
     assert settings["diskSize"] == 20 and settings["diskAutoresize"] is True and settings["diskAutoresizeLimit"] == 80
     backups = settings["backupConfiguration"]
@@ -160,7 +161,7 @@ def test_without_accounting_there_is_no_database_nor_its_api() -> None:
 
 
 def test_edition_and_maintenance_follow_the_tier_and_the_gke_window() -> None:
-    assert edition("db-custom-2-16384") == edition("db-n1-standard-4") == "ENTERPRISE"
+    assert edition("db-custom-4-16384") == edition("db-n1-standard-4") == "ENTERPRISE"
     assert edition("db-perf-optimized-N-4") == "ENTERPRISE_PLUS"
     assert maintenance_window(None) is None
 
@@ -264,3 +265,33 @@ def test_a_dev_instance_may_go_unprotected_and_only_hears_advice_without_cmek() 
     report = run_policies(edit(dev(), SQL, "slurm-accounting-instance", _delete(["encryptionKeyName"])))
     assert report.passed and [(v.policy, v.enforcement) for v in report.violations] == [
         ("gcp-cmek-outside-production", "advisory")]
+
+
+@pytest.mark.parametrize(("tier", "problem"), [
+    ("db-custom-2-13312", None), ("db-custom-1-3840", None), ("db-custom-96-638976", None),
+    ("db-perf-optimized-N-8", None), ("db-n1-standard-4", None), ("db-n1-highmem-96", None),
+    ("db-custom-2-16384", "2 vCPU take 3,840 to 13,312 MiB in multiples of 256"),  # 8 GiB per vCPU
+    ("db-custom-3-12288", "1 or an even number of vCPUs up to 96, not 3"),
+    ("db-custom-98-400000", "1 or an even number of vCPUs up to 96, not 98"),
+    ("db-custom-4-3000", "4 vCPU take 3,840 to 26,624 MiB"),
+    ("db-custom-4-16000", "not 16,000"),  # not a multiple of 256
+    ("db-perf-optimized-N-6", "Enterprise Plus's N2 tiers have 2, 4, 8"),
+    ("db-n1-highmem-1", "db-n1-highmem comes in 2, 4"),
+    ("db-f2-huge", "is not a Cloud SQL for MySQL tier"),
+])
+def test_cloud_sql_tiers_are_the_shapes_cloud_sql_offers(tier: str, problem: str | None) -> None:
+    found = cloud_sql_tier_problem(tier)
+    assert (found is None) if problem is None else (found is not None and problem in found), found
+
+
+def test_the_default_tier_is_one_cloud_sql_accepts_and_a_wrong_one_is_refused_at_load() -> None:
+    """The default had 8 GiB per vCPU (db-custom-2-16384), over Cloud SQL's 6.5: every apply would have failed."""
+    assert cloud_sql_tier_problem(DEFAULT_TIER) is None
+    assert one(prod(), SQL).inputs["settings"]["tier"] == DEFAULT_TIER == "db-custom-4-16384"
+    spec = prod_slurm_spec()
+    spec["scheduler"]["slurm"]["accounting"]["database"]["tier"] = "db-custom-2-16384"
+    with pytest.raises(SpecError) as info:
+        parse_spec(spec, "stacks/Pulumi.prod-gcp-slurm.yaml")
+    assert ("gpu-cluster:spec.scheduler.slurm.accounting.database.tier: 'db-custom-2-16384': 2 vCPU take 3,840 to "
+            "13,312 MiB in multiples of 256") in str(info.value)
+    assert "[rule: slurm-database-shape]" in str(info.value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 
+from components.spec.databases import cloud_sql_tier_problem, rds_class_problem
 from components.spec.decisions import cloud_node_groups, covers_everything, instance_catalog, slurm_partition_teams
 from components.spec.errors import _Collector
 from components.spec.model import ClusterSpec
@@ -122,3 +123,8 @@ def _check_slurm(spec: ClusterSpec, out: _Collector) -> None:
     if spec.cloud == "gcp" and db.instance_class is not None:
         out.add(f"{WHERE}.accounting.database.instanceClass", "slurm-database-cloud", "instanceClass is RDS's; on "
                 "GCP set tier")
+    problem = (rds_class_problem(db.instance_class) if spec.cloud == "aws" and db.instance_class is not None
+               else cloud_sql_tier_problem(db.tier) if spec.cloud == "gcp" and db.tier is not None else None)
+    if problem is not None:
+        key = "instanceClass" if spec.cloud == "aws" else "tier"
+        out.add(f"{WHERE}.accounting.database.{key}", "slurm-database-shape", problem)
