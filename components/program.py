@@ -19,8 +19,9 @@ def main() -> None:
     raw = pulumi.Config("gpu-cluster").get_object("spec")
     try:
         cloud = raw.get("cloud") if isinstance(raw, dict) else None
-        region = pulumi.Config("gcp" if cloud == "gcp" else "aws").get("region")
-        spec = parse_spec(raw, stack_file, provider_region=region)
+        provider = pulumi.Config("gcp" if cloud == "gcp" else "aws")
+        spec = parse_spec(raw, stack_file, provider_region=provider.get("region"),
+                          provider_project=provider.get("project") if cloud == "gcp" else None)
     except SpecError as err:
         # RunError prints the message alone (no traceback) and registers nothing.
         raise pulumi.RunError(f"invalid stack configuration:\n{err}") from None

@@ -16,7 +16,7 @@ import yaml
 
 from blueprint.files.input import InputTooLargeError, read_limited
 from components.spec import SPEC_KEY, ClusterSpec, SpecError, parse_spec
-from components.spec.providers import PROVIDER_REGION_KEYS
+from components.spec.providers import PROVIDER_PROJECT_KEYS, PROVIDER_REGION_KEYS
 
 # The source tree's stacks; an installed ``blueprint`` reads ``./stacks`` of the project it runs in.
 STACKS_DIR = Path(__file__).resolve().parents[2] / "stacks"
@@ -260,8 +260,12 @@ def load_stack(stack: str, stacks_dir: Path | None = None) -> StackFile:
     region = config.get(region_key) if region_key is not None else None
     if region is not None and not isinstance(region, str):
         raise StackError(f"{shown}: config.{region_key}: must be a string [rule: schema-type]")
+    project_key = PROVIDER_PROJECT_KEYS.get(str(raw_spec.get("cloud"))) if isinstance(raw_spec, dict) else None
+    project = config.get(project_key) if project_key is not None else None
+    if project is not None and not isinstance(project, str):
+        raise StackError(f"{shown}: config.{project_key}: must be a string [rule: schema-type]")
     try:
-        spec = parse_spec(config[SPEC_KEY], shown, provider_region=region)
+        spec = parse_spec(config[SPEC_KEY], shown, provider_region=region, provider_project=project)
     except SpecError as err:
         raise StackError(str(err)) from None
     return StackFile(name=name, path=path, display_path=shown, config=dict(config), spec=spec)

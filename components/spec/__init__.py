@@ -163,15 +163,17 @@ __all__ = [
 
 
 def parse_spec(
-    raw: Any, stack_file: str, provider_region: str | None = None, now: datetime | None = None
+    raw: Any, stack_file: str, provider_region: str | None = None, now: datetime | None = None,
+    provider_project: str | None = None,
 ) -> ClusterSpec:
     """Parse and validate the ``gpu-cluster:spec`` object of a stack file.
 
     Args:
         raw: the decoded YAML/JSON value of the key.
         stack_file: the file it came from, named in every error.
-        provider_region: the stack's ``aws:region`` when set, which must agree with the spec.
+        provider_region: the stack's ``aws:region`` or ``gcp:region`` when set, which must agree with the spec.
         now: the moment support windows are compared with (default: :func:`components.clock.utcnow`).
+        provider_project: the stack's ``gcp:project`` when set, which must be the spec's project.
 
     Raises:
         SpecError: listing every broken rule; nothing else escapes for any input.
@@ -183,7 +185,7 @@ def parse_spec(
         spec = ClusterSpec.model_validate(dict(raw))
     except ValidationError as err:
         raise SpecError(stack_file, _issues_from_validation(err, raw, ClusterSpec)) from None
-    found = validate(spec, provider_region, now or utcnow())
+    found = validate(spec, provider_region, now or utcnow(), provider_project)
     if found.issues:
         raise SpecError(stack_file, found.issues, found.totals)
     return spec

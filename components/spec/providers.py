@@ -10,6 +10,8 @@ from components.spec.gcp import _GCP_REGION_RE, _PROJECT_RE
 
 # The Pulumi provider's region setting of each cloud (the `<provider>:region` config key).
 PROVIDER_REGION_KEYS = {"aws": "aws:region", "gcp": "gcp:region"}
+# The provider's project setting, where the cloud has one (must be the spec's project).
+PROVIDER_PROJECT_KEYS = {"gcp": "gcp:project"}
 
 
 def provider_keys_schema() -> dict[str, dict[str, Any]]:

@@ -14,6 +14,7 @@ import pytest
 from blueprint.cli import main
 from components.spec import SpecError, parse_spec
 from components.spec.notes import spec_notes
+from components.spec.rules.arns import partition_of
 from tests.conftest import offline_run, raw_stack_config
 
 AWS_FILE = "stacks/Pulumi.prod-aws.yaml"
@@ -389,3 +390,30 @@ def test_a_group_created_at_zero_that_nothing_grows_is_warned_about() -> None:
     l4["placement"] = "none"
     parsed = parse_spec(value, AWS_FILE.replace("prod", "dev"), provider_region="us-west-2", now=NOW)
     assert not [n for n in spec_notes(parsed, NOW) if "nothing grows it" in n]
+
+
+def test_an_arn_of_another_partition_is_refused() -> None:
+    """A us-east-1 stack cannot map a GovCloud or China role into EKS, nor use their keys: every ARN it names is
+    checked, with the partition the region needs."""
+    value = spec("prod-aws")
+    value["aws"]["controlPlane"]["adminRoleArns"][0] = "arn:aws-us-gov:iam::111122223333:role/platform-admin"
+    value["aws"]["controlPlane"]["deployer"]["roleArn"] = "arn:aws-cn:iam::111122223333:role/pulumi-deployer"
+    value["teams"][1]["roleArns"] = ["arn:aws-us-gov:iam::111122223333:role/pretraining-engineers"]
+    value["aws"]["storage"]["checkpointBucket"] = {
+        "existingName": "acme-checkpoints",
+        "existingKmsKeyArn": "arn:aws-cn:kms:cn-north-1:111122223333:key/0f0e0d0c-0b0a-0908-0706-050403020100"}
+    lines = [line for line in errors(value) if "[rule: arn-partition]" in line]
+    assert lines == [
+        f"{A}.aws.controlPlane.adminRoleArns[0]: 'arn:aws-us-gov:iam::111122223333:role/platform-admin' is in "
+        "partition 'aws-us-gov', but region us-east-1 is in 'aws': an ARN is only usable in its own partition "
+        "(arn:aws:...) [rule: arn-partition]",
+        f"{A}.aws.controlPlane.deployer.roleArn: 'arn:aws-cn:iam::111122223333:role/pulumi-deployer' is in partition "
+        "'aws-cn', but region us-east-1 is in 'aws': an ARN is only usable in its own partition (arn:aws:...) "
+        "[rule: arn-partition]",
+        f"{A}.teams[pretraining].roleArns[0]: 'arn:aws-us-gov:iam::111122223333:role/pretraining-engineers' is in "
+        "partition 'aws-us-gov', but region us-east-1 is in 'aws': an ARN is only usable in its own partition "
+        "(arn:aws:...) [rule: arn-partition]",
+        f"{A}.aws.storage.checkpointBucket.existingKmsKeyArn: 'arn:aws-cn:kms:cn-north-1:111122223333:key/"
+        "0f0e0d0c-0b0a-0908-0706-050403020100' is in partition 'aws-cn', but region us-east-1 is in 'aws': an ARN is "
+        "only usable in its own partition (arn:aws:...) [rule: arn-partition]"]
+    assert partition_of("us-gov-west-1") == "aws-us-gov" and partition_of("cn-north-1") == "aws-cn"

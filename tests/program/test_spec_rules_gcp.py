@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
+from blueprint.graph.stackfile import StackError, load_stack
 from components.catalog.gcp_machines import gcp_storage_limits, gpudirect_manifests, load_gcp_catalog
 from components.catalog.gke_versions import GkeVersions, load_gke_versions
 from components.spec import SpecError, decisions, parse_spec
 from components.spec.rules import gcp as gcp_rules
-from tests.conftest import raw_stack_config
+from tests.conftest import ROOT, raw_stack_config
 
 FILE = "stacks/Pulumi.prod-gcp.yaml"
 P = f"{FILE}: gpu-cluster:spec"
@@ -53,6 +54,23 @@ def test_region_matches_the_provider(spec: dict[str, Any]) -> None:
     assert errors(spec, region="europe-west4") == [
         f"{P}.gcp.region: gcp.region 'us-central1' must equal the stack's gcp:region 'europe-west4' "
         "[rule: region-matches-provider]"]
+
+
+def test_project_matches_the_provider(spec: dict[str, Any], tmp_path: Any) -> None:
+    """The provider's gcp:project is where resources without a project of their own land: it is the spec's."""
+    with pytest.raises(SpecError) as info:
+        parse_spec(spec, FILE, provider_region="us-central1", provider_project="acme-ml-dev")
+    assert str(info.value).splitlines() == [
+        f"{P}.gcp.project: gcp.project 'acme-ml-prod' must equal the stack's gcp:project 'acme-ml-dev' "
+        "[rule: project-matches-provider]"]
+    # Read from the stack file, as `blueprint preview` and `blueprint graph` do.
+    text = (ROOT / FILE).read_text().replace("gcp:project: acme-ml-prod", "gcp:project: acme-ml-other")
+    assert "acme-ml-other" in text
+    path = tmp_path / "Pulumi.prod-gcp.yaml"
+    path.write_text(text)
+    with pytest.raises(StackError, match=r"gcp.project 'acme-ml-prod' must equal the stack's gcp:project "
+                                         r"'acme-ml-other' \[rule: project-matches-provider\]"):
+        load_stack(str(path))
 
 
 def test_zone_in_region(spec: dict[str, Any]) -> None:

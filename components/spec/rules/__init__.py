@@ -6,6 +6,7 @@ from datetime import datetime
 
 from components.spec.errors import _Collector
 from components.spec.model import ClusterSpec
+from components.spec.rules.arns import _check_arn_partitions
 from components.spec.rules.cloud import _check_cloud
 from components.spec.rules.control_plane import _check_control_plane
 from components.spec.rules.gcp import check_gcp
@@ -26,11 +27,13 @@ from components.spec.rules.versions import check_node_versions, check_pool_upgra
 from components.spec.rules.workload import _check_workload
 
 
-def validate(spec: ClusterSpec, provider_region: str | None, now: datetime) -> _Collector:
+def validate(spec: ClusterSpec, provider_region: str | None, now: datetime,
+             provider_project: str | None = None) -> _Collector:
     """Run every rule on a spec that pydantic accepted; the collector holds what broke."""
     out = _Collector(spec)
     _check_labels(spec, out)
-    _check_cloud(spec, provider_region, out)
+    _check_cloud(spec, provider_region, out, provider_project)
+    _check_arn_partitions(spec, out)
     _check_teams(spec, out)
     _check_billing(spec, out)
     _check_platform(spec, out)

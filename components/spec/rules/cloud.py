@@ -13,7 +13,8 @@ from components.spec.errors import _Collector
 from components.spec.model import ClusterSpec
 
 
-def _check_cloud(spec: ClusterSpec, provider_region: str | None, out: _Collector) -> None:
+def _check_cloud(spec: ClusterSpec, provider_region: str | None, out: _Collector,
+                 provider_project: str | None = None) -> None:
     if spec.cloud == "aws" and spec.aws is None:
         out.add(".aws", "cloud-settings-required", "cloud is aws, so the aws settings are required")
         return
@@ -29,6 +30,11 @@ def _check_cloud(spec: ClusterSpec, provider_region: str | None, out: _Collector
         if provider_region is not None and provider_region != spec.gcp.region:
             out.add(".gcp.region", "region-matches-provider",
                     f"gcp.region '{spec.gcp.region}' must equal the stack's gcp:region '{provider_region}'")
+        if provider_project is not None and provider_project != spec.gcp.project:
+            # The provider's project is where every resource without its own project lands (pulumi_gcp Provider
+            # `project`); two projects would split the cluster between them.
+            out.add(".gcp.project", "project-matches-provider",
+                    f"gcp.project '{spec.gcp.project}' must equal the stack's gcp:project '{provider_project}'")
         if spec.tags:
             out.add(".tags", "aws-tag-syntax", "tags are AWS tags; a GCP stack labels its resources with labels")
         return
