@@ -45,6 +45,7 @@ class MachineFacts:
     network_gbps: Fact
     zones: tuple[str, ...] | None  # None: not read from a primary source, so not checked
     zones_source: str
+    zones_recorded: tuple[str, ...]  # zones a source the catalog read lists it in (partial: warned, not enforced)
     provisioning: tuple[str, ...] | None  # models a source names (not necessarily all of them)
     not_offered: tuple[str, ...]  # models a source says the type is not sold as (A3 Ultra, A4: no on-demand)
     provisioning_source: str
@@ -119,6 +120,7 @@ def _parse(data: dict[str, Any]) -> dict[str, MachineFacts]:
             network_gbps=_fact(raw.get("network_gbps"), sources),
             zones=_strings(zones_raw),
             zones_source=str(sources.get(str(zones_raw.get("source", "")), zones_raw.get("source", ""))),
+            zones_recorded=tuple(str(z) for z in zones_raw.get("recorded") or ()),
             provisioning=_strings(raw.get("provisioning")),
             not_offered=tuple(str(v) for v in (raw.get("provisioning") or {}).get("not_offered", []) or []),
             provisioning_source=str((raw.get("provisioning") or {}).get("source", "")),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from components.catalog import load_aws_catalog
+from components.catalog.gcp_machines import load_gcp_catalog
 from components.spec.base import SPEC_KEY
 from components.spec.decisions import (
     cloud_node_groups,
@@ -110,6 +111,27 @@ def budget_notes(spec: ClusterSpec) -> list[str]:
             for i, team in enumerate(spec.teams) if team.budget is not None and team.name not in billed]
 
 
+def zone_notes(spec: ClusterSpec) -> list[str]:
+    """A GKE GPU pool in a zone where no source the catalog read lists its machine type: a typo or a zone that does
+    not exist (``us-central1-z``), or one the partial lists miss; refused only once zones are confirmed (rule
+    machine-type-in-zone)."""
+    if spec.gcp is None:
+        return []
+    zone, catalog, out = spec.gcp.gpu_zone, load_gcp_catalog(), []
+    for i, pool in enumerate(spec.gcp.node_pools):
+        facts = catalog.get(pool.machine_type)
+        if facts is None or not facts.gpu_count or facts.zones is not None or not facts.zones_recorded \
+                or zone in facts.zones_recorded:
+            continue
+        near = [z for z in facts.zones_recorded if z.startswith(f"{spec.gcp.region}-")]
+        out.append(f"warning: {named_path(spec, f'.gcp.nodePools[{i}].machineType')}: no source the catalog read "
+                   f"lists {pool.machine_type} in {zone} (in {spec.gcp.region}: {', '.join(near) or 'none'}; "
+                   f"{facts.zones_source}, partial): check the zone exists and offers it with `gcloud compute "
+                   f"accelerator-types list --filter=zone:{zone}` before the apply fails on it")
+    return out
+
+
 def spec_notes(spec: ClusterSpec, now: datetime) -> list[str]:
     """Every load-time warning and note of the spec, in the order the preview shows them."""
-    return capacity_block_notes(spec, now) + team_notes(spec) + scaling_notes(spec) + budget_notes(spec)
+    return (capacity_block_notes(spec, now) + team_notes(spec) + scaling_notes(spec) + budget_notes(spec)
+            + zone_notes(spec))

@@ -348,6 +348,22 @@ def test_a_gcp_region_that_does_not_exist() -> None:
     assert "; closest: us-central1, " in str(info.value).splitlines()[0]
 
 
+def test_a_gpu_zone_no_source_lists_is_warned_about() -> None:
+    """us-central1-z does not exist; the catalog's zone lists are partial, so the preview warns (naming the zones
+    it knows in the region and the command that checks) rather than refusing."""
+    value = spec("prod-gcp")
+    assert not [n for n in spec_notes(parse_spec(value, GCP_FILE, provider_region="us-central1", now=NOW), NOW)
+                if "no source the catalog read" in n]
+    value["gcp"]["gpuZone"] = "us-central1-z"
+    notes = [n for n in spec_notes(parse_spec(value, GCP_FILE, provider_region="us-central1", now=NOW), NOW)
+             if "no source the catalog read" in n]
+    assert len(notes) == 1, notes
+    assert notes[0].startswith("warning: gpu-cluster:spec.gcp.nodePools[h100].machineType: no source the catalog "
+                               "read lists a3-megagpu-8g in us-central1-z (in us-central1: us-central1-a, "
+                               "us-central1-b, us-central1-c")
+    assert "accelerator-types list --filter=zone:us-central1-z" in notes[0]
+
+
 # --- teams that cannot work ----------------------------------------------------------------------------------------
 
 
