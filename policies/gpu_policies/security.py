@@ -25,6 +25,7 @@ from gpu_policies.common import (
     of_type,
     open_entry,
     open_to_everyone,
+    open_to_internet,
     path,
     resource_policy,
     seen,
@@ -33,7 +34,6 @@ from gpu_policies.common import (
 
 BUCKET = "aws:s3/bucket:Bucket"
 MANDATORY = EnforcementLevel.MANDATORY
-OPEN = ("0.0.0.0/0", "::/0")
 
 
 def _endpoint(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
@@ -147,15 +147,21 @@ def _ssh(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) ->
                    field="remoteAccess.sourceSecurityGroupIds", value=seen(p, "remoteAccess", "sourceSecurityGroupIds"))
         return
     for low, high, protocol, cidrs in rules:
-        opened = [(where, c) for where, c in cidrs if c in OPEN]
-        if _covers_22(low, high, protocol) and opened:
-            report(f"{args.name} must not allow SSH (port 22) from anywhere ({', '.join(c for _, c in cidrs)}); "
-                   "reach nodes through Session Manager.", field=path(*opened[0][0]), value=opened[0][1])
+        why = open_to_internet([c for _, c in cidrs])
+        if not _covers_22(low, high, protocol) or why is None:
+            continue
+        # The entry that opens it alone; the rule's whole list when only its entries together do.
+        alone = [(where, c) for where, c in cidrs if open_to_internet([c]) is not None]
+        field, value = (path(*alone[0][0]), alone[0][1]) if alone else \
+            (path(*cidrs[0][0][:-1]), [c for _, c in cidrs])
+        report(f"{args.name} must not allow SSH (port 22) from anywhere ({why}); reach nodes through Session "
+               "Manager.", field=field, value=value)
 
 
 no_ssh = resource_policy(
     "aws-no-ssh-from-anywhere", "security",
-    "No security group rule or node group opens SSH to the internet.",
+    "No security group rule or node group opens SSH to the internet (0.0.0.0/0, ::/0, in pieces, or wide public "
+    "ranges).",
     "Remove the rule or remote access; nodes carry AmazonSSMManagedInstanceCore for Session Manager.",
     Severity.CRITICAL, _ssh,
 )

@@ -4,6 +4,7 @@ each with the exact message a user sees. Each test fails when its check is remov
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from blueprint.cli import main
+from blueprint.graph.model import ResourceGraph
 from components.spec import SpecError, parse_spec
 from components.spec.notes import spec_notes
 from tests.conftest import offline_run, raw_stack_config
@@ -145,6 +147,49 @@ def test_the_endpoint_policies_see_the_internet_in_pieces(tmp_path: Path, capsys
         assert main(["policy", str(path), "--format", "json"]) == 1, name  # mandatory on both clouds
         (hit,) = [v for v in json.loads(capsys.readouterr().out)["violations"] if v["policy"] == policy]
         assert hit["enforcement"] == "mandatory" and text in hit["message"]
+
+
+@pytest.mark.parametrize(("key", "cidr", "why"), [
+    ("cidrIpv4", "0.0.0.0/1", "0.0.0.0/1: 2,092,957,696 internet IPv4 addresses"),
+    ("cidrIpv4", "11.0.0.0/8", "11.0.0.0/8: 16,777,216 internet IPv4 addresses"),
+    ("cidrIpv4", "172.0.0.0/8", "172.0.0.0/8: 15,728,640 internet IPv4 addresses"),  # a private /12 inside
+    ("cidrIpv6", "::/0", "::/0"),
+    ("cidrIpv6", "::/1", "::/1: about 2^125 internet IPv6 addresses"),  # the half holding all of 2000::/3
+    ("cidrIpv6", "2000::/3", "2000::/3: about 2^125 internet IPv6 addresses"),
+])
+def test_ssh_from_wide_ranges_is_ssh_from_anywhere(key: str, cidr: str, why: str) -> None:
+    from blueprint.policy.runner import run_policies
+
+    graph = offline_run("prod-aws").graph
+    base = next(r for r in graph.resources if r.name.endswith("efa-ingress-self"))
+    inputs = {**base.inputs, "ipProtocol": "tcp", "fromPort": 22, "toPort": 22, key: cidr,
+              "referencedSecurityGroupId": None}
+    rule = dataclasses.replace(base, urn=base.urn + "-ssh", name="ssh", inputs=inputs)
+    report = run_policies(ResourceGraph(graph.stack, [*graph.resources, rule]))
+    hits = [v for v in report.violations if v.policy == "aws-no-ssh-from-anywhere"]
+    assert [(v.urn, v.field, v.value) for v in hits] == [(rule.urn, key, cidr)]
+    assert hits[0].message.endswith(f"ssh must not allow SSH (port 22) from anywhere ({why}); reach nodes through "
+                                    "Session Manager.")
+
+
+def test_ssh_from_private_or_narrow_ranges_is_allowed_and_pieces_count_together() -> None:
+    from blueprint.policy.runner import run_policies
+
+    graph = offline_run("prod-aws").graph
+    group = next(r for r in graph.resources if r.type == "aws:ec2/securityGroup:SecurityGroup")
+    quarters = [f"{q}.0.0.0/10" for q in (64, 128, 192)] + ["10.0.0.0/8", "100.0.0.0/10"]
+    narrow = ["10.0.0.0/8", "203.0.113.0/24"]
+    narrow_v6 = ["fd00::/8", "8000::/1"]  # 8000::/1 holds no global unicast address
+    halves = ["8000::/1", "::/1"]
+    for cidrs, key, expected in ((narrow, "cidrBlocks", []), (narrow_v6, "ipv6CidrBlocks", []),
+                                 (quarters, "cidrBlocks", [("ingress[0].cidrBlocks", quarters)]),
+                                 (halves, "ipv6CidrBlocks", [("ingress[0].ipv6CidrBlocks[1]", "::/1")])):
+        ingress = [{"protocol": "tcp", "fromPort": 22, "toPort": 22, key: cidrs}]
+        changed = dataclasses.replace(group, inputs={**group.inputs, "ingress": ingress})
+        resources = [changed if r.urn == group.urn else r for r in graph.resources]
+        report = run_policies(ResourceGraph(graph.stack, resources))
+        hits = [(v.field, v.value) for v in report.violations if v.policy == "aws-no-ssh-from-anywhere"]
+        assert hits == expected, cidrs
 
 
 # --- graph documents with sizes no cloud has ---------------------------------------------------------------------
