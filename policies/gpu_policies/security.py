@@ -31,6 +31,7 @@ from gpu_policies.common import (
     seen,
     stack_policy,
 )
+from gpu_policies.exposure import public_gcs_members, public_s3_acl
 
 BUCKET = "aws:s3/bucket:Bucket"
 MANDATORY = EnforcementLevel.MANDATORY
@@ -235,11 +236,16 @@ def _public_access(args: StackValidationArgs, report: Reporter, cfg: dict[str, A
             # The block to edit, at its first setting that is not true.
             key = next(k for k in keys if blocks[0].props.get(k) is not True)
             report(message, blocks[0].urn, field=key, value=seen(blocks[0].props, key))
+    for r in args.resources:
+        for field, value in public_s3_acl(r.resource_type, r.props):
+            report(f"{r.name} must not publish its bucket through an ACL: {value} grants every AWS user or account "
+                   "(keep the bucket private, owner-enforced object ownership; share through IAM).", r.urn,
+                   field=path(*field), value=value)
 
 
 bucket_public_access = stack_policy(
     "aws-s3-bucket-public-access-blocked", "security",
-    "Every bucket blocks all forms of public access.",
+    "Every bucket blocks all forms of public access and no ACL grants everyone.",
     "Keep the BucketPublicAccessBlock of the storage component with all four settings true.",
     Severity.CRITICAL, _public_access,
 )
@@ -461,6 +467,10 @@ gke_shielded = resource_policy(
 
 
 def _gcs_public(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    for field, value in public_gcs_members(args.resource_type, args.props):
+        report(f"{args.name} must not grant {args.props.get('role', 'a role')} on a bucket to allUsers or "
+               "allAuthenticatedUsers: that publishes its objects to the internet (grant the team's service "
+               "accounts or groups instead).", field=path(*field), value=value)
     if args.resource_type != GCS_BUCKET:
         return
     name = args.props.get("name", args.name)
@@ -476,7 +486,8 @@ def _gcs_public(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, A
 
 gcs_public_access = resource_policy(
     "gcp-storage-bucket-public-access-prevented", "security",
-    "Every Cloud Storage bucket enforces public access prevention and uniform bucket-level access.",
+    "Every Cloud Storage bucket enforces public access prevention and uniform bucket-level access, and no IAM grant "
+    "names allUsers or allAuthenticatedUsers.",
     "Keep publicAccessPrevention: enforced and uniformBucketLevelAccess: true on the bucket "
     "(components/gcp/storage.py).",
     Severity.CRITICAL, _gcs_public, enforcement=MANDATORY,
