@@ -48,6 +48,10 @@ DEFAULT_SYSTEM_NAMESPACES = ["kube-system", "kube-public", "kube-node-lease", "d
 
 # The schema of a knob that lists names (tags, types, namespaces): strings, none empty, none twice.
 STRING_LIST: dict[str, Any] = {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True}
+# The same for a knob whose list is what the policy checks for (tags to require, environments to protect): an empty
+# list would switch the policy off in effect, so the schema refuses it (the Pulumi CLI validates --policy-pack-config
+# against it too); a policy is switched off by saying so ("<policy>": "disabled"), which every report shows.
+REQUIRED_LIST: dict[str, Any] = {**STRING_LIST, "minItems": 1}
 
 
 @dataclass(frozen=True)

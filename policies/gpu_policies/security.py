@@ -14,6 +14,7 @@ from gpu_policies.common import (
     GKE_NODE_POOL,
     GPUDIRECT_REASON,
     NAMESPACE,
+    REQUIRED_LIST,
     STRING_LIST,
     Knob,
     Reporter,
@@ -366,7 +367,7 @@ gke_endpoint = resource_policy(
     Severity.CRITICAL, _gke_endpoint, enforcement=MANDATORY,
 )
 
-CMEK_PROTECTED_ENVS = Knob("protectedEnvironments", STRING_LIST, ["prod"])
+CMEK_PROTECTED_ENVS = Knob("protectedEnvironments", REQUIRED_LIST, ["prod"])
 
 
 def _cmek(production: bool) -> Callable[[ResourceValidationArgs, Reporter, dict[str, Any]], None]:

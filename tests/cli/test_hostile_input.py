@@ -241,6 +241,61 @@ def test_a_policy_config_with_a_key_twice_is_refused(tmp_path: Path, capsys: pyt
                                        "(the first value would be silently replaced)\n")
 
 
+# Every knob that could switch its policy off in effect, with such a value, and what follows its path in the refusal.
+NEUTRALISING_KNOBS = [
+    ("aws-resources-require-billing-tags", "requiredTags", [], ": [] should be non-empty"),
+    ("aws-resources-require-billing-tags", "taggableTypes", [], ": [] should be non-empty"),
+    ("gcp-resources-require-billing-labels", "requiredLabels", [], ": [] should be non-empty"),
+    ("kubernetes-namespaces-require-billing-labels", "requiredLabels", [], ": [] should be non-empty"),
+    ("aws-eks-gpu-nodegroup-require-owner", "ownerTags", [], ": [] should be non-empty"),
+    ("aws-eks-control-plane-logging", "requiredLogTypes", [], ": [] should be non-empty"),
+    ("gcp-gke-logging", "requiredLogComponents", [], ": [] should be non-empty"),
+    ("gcp-gke-logging", "productionLogComponents", [], ": [] should be non-empty"),
+    ("gcp-gke-logging", "protectedEnvironments", [], ": [] should be non-empty"),
+    ("alerts-reach-a-receiver", "alertedEnvironments", [], ": [] should be non-empty"),
+    ("aws-fabric-metrics-in-production", "productionEnvironments", [], ": [] should be non-empty"),
+    ("gcp-cmek-in-production", "protectedEnvironments", [], ": [] should be non-empty"),
+    ("stateful-resources-protected-in-production", "statefulTypes", [], ": [] should be non-empty"),
+    ("gcp-stateful-resources-protected-in-production", "protectedEnvironments", [], ": [] should be non-empty"),
+    ("stateful-names-ignore-changes", "nameInputs", {}, ": {} should be non-empty"),
+    ("kubernetes-team-namespaces-isolated", "productionEnvironments", [], ": [] should be non-empty"),
+    ("aws-eks-gpu-nodegroup-max-size-cap", "maxNodes", 1e12, ": 1000000000000.0 is greater than the maximum of 100000"),
+    ("aws-efa-node-groups-wire-all-interfaces", "efaInterfaces", {}, ": {} should be non-empty"),
+    ("aws-efa-node-groups-single-az-and-placed", "efaInterfaces", {"p5.48xlarge": 0},
+     "['p5.48xlarge']: 0 is less than the minimum of 1"),
+    ("gcp-gpudirect-node-pools-wire-all-networks", "gpuNetworks", {"a3-megagpu-8g": 0},
+     "['a3-megagpu-8g']: 0 is less than the minimum of 1"),
+    ("gcp-storage-bucket-recoverable", "minSoftDeleteDays", 0, ": 0 is less than the minimum of 1"),
+]
+
+
+@pytest.mark.parametrize(("policy", "knob", "value", "why"), NEUTRALISING_KNOBS,
+                         ids=[f"{p}.{k}" for p, k, _, _ in NEUTRALISING_KNOBS])
+def test_a_knob_that_switches_its_policy_off_is_refused_by_name(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], policy: str, knob: str, value: Any, why: str) -> None:
+    config = tmp_path / "pack.json"
+    config.write_text(json.dumps({policy: {knob: value}}))
+    assert main(["policy", "dev-aws", "--config", str(config)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {config}: {policy}.{knob}{why}; it would switch "
+        f'{policy} off in effect (to switch a policy off, set "{policy}": "disabled", which every report shows)\n')
+
+
+def test_knobs_within_their_bounds_and_an_explicit_disable_are_accepted(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "pack.json"
+    config.write_text(json.dumps({"aws-eks-gpu-nodegroup-max-size-cap": {"maxNodes": 100_000},
+                                  "aws-resources-require-billing-tags": {"requiredTags": ["team"]},
+                                  "gcp-storage-bucket-recoverable": {"minSoftDeleteDays": 90},
+                                  "aws-eks-control-plane-logging": "disabled"}))
+    assert main(["policy", "dev-aws", "--config", str(config)]) == 0
+    capsys.readouterr()
+    config.write_text(json.dumps({"aws-eks-gpu-nodegroup-max-size-cap": {"maxNodes": 0}}))
+    assert main(["policy", "dev-aws", "--config", str(config)]) == 2  # fails every group: refused, not "off"
+    assert capsys.readouterr().err == (f"error: {config}: aws-eks-gpu-nodegroup-max-size-cap.maxNodes: 0 is less than "
+                                       "the minimum of 1\n")
+
+
 def test_graph_documents_refuse_duplicate_keys_and_huge_integers(tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "g.json"
