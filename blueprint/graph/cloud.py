@@ -16,6 +16,9 @@ MAX_NODES = 100_000
 MAX_GIB = 10**9
 # (key path inside inputs, (what the number is, its maximum)) per resource type.
 Quantities = Mapping[str, tuple[tuple[tuple[str, ...], tuple[str, int]], ...]]
+# An input the cloud's API refuses: (key path inside inputs, what is wrong with its value and the rule's source, the
+# rule's name).
+Refusal = tuple[tuple[str, ...], str, str]
 
 
 class CloudGraph(Protocol):
@@ -28,6 +31,10 @@ class CloudGraph(Protocol):
     @property
     def NUMERIC_STRINGS(self) -> bool:  # noqa: N802 (a module constant)
         """Whether the provider sends int64 fields as decimal strings (GCP does)."""
+
+    def refused_values(self, typ: str, inputs: Mapping[str, Any]) -> list[Refusal]:
+        """The inputs of one resource that the cloud's API would refuse (a value it does not offer, a retention or
+        window out of its range), so that a graph read from a file cannot hold what no stack of the cloud holds."""
 
     def new_resource(self, typ: str, name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
         """The id and state (inputs plus the computed outputs later resources read) of one resource, as the

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from blueprint import clouds
-from blueprint.graph.cloud import cloud_graph
+from blueprint.graph.cloud import CloudGraph, cloud_graph
 
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 SECRET = "[secret]"
@@ -86,13 +86,22 @@ def _check_text(text: str, where: str) -> None:
 # would be priced at -$ or $3.4e21.
 
 
-def _check_quantities(type_: str, inputs: dict[str, Any], where: str) -> None:
+def _check_inputs(type_: str, inputs: dict[str, Any], where: str, urn: Any) -> None:
     """The quantities the type's cloud lists (its ``QUANTITIES``) are whole numbers from 0 to their maximum (as
-    decimal strings where the provider sends int64 fields so); unknown and secret values are left to the readers."""
+    decimal strings where the provider sends int64 fields so), and no input holds a value the cloud's API refuses
+    (its ``refused_values``); unknown and secret values are left to the readers."""
     cloud = clouds.of_type(type_)
     if cloud is None:
         return
     part = cloud_graph(cloud)
+    _check_quantities(part, type_, inputs, where)
+    for path, problem, rule in part.refused_values(type_, inputs)[:1]:
+        dotted = "".join(step if step.startswith("[") else f".{step}" for step in path)
+        raise GraphFormatError(f"{where}.inputs{dotted} of {urn}: {problem} [rule: {rule}]")
+
+
+def _check_quantities(part: CloudGraph, type_: str, inputs: dict[str, Any], where: str) -> None:
+    """The cloud's ``QUANTITIES`` of the type are whole numbers in range (see :func:`_check_inputs`)."""
     for path, (what, maximum) in part.QUANTITIES.get(type_, ()):
         value: Any = inputs
         for key in path:
@@ -323,15 +332,15 @@ class ResourceGraph:
             raise GraphFormatError("a graph is an object with 'stack' and a 'resources' list")
         stack = _field(doc, "stack", str, "graph", default="")
         unrecorded = _string_list(doc, "unrecorded", "graph") or []
-        out: list[GraphResource] = []
+        out: list[tuple[str, GraphResource]] = []
         for i, raw in enumerate(doc["resources"]):
             where = f"resources[{i}]"
             if not isinstance(raw, dict) or not {"urn", "type", "name"} <= raw.keys():
                 raise GraphFormatError(f"{where} needs at least urn, type and name")
             inputs = _field(raw, "inputs", dict, where, default={})
             _check_value(inputs, f"{where}.inputs")
-            _check_quantities(str(raw["type"]), inputs, where)
-            out.append(GraphResource(
+            _check_inputs(str(raw["type"]), inputs, where, raw["urn"])
+            out.append((where, GraphResource(
                 urn=_text(raw, "urn", where),
                 type=_text(raw, "type", where),
                 name=_text(raw, "name", where),
@@ -344,25 +353,26 @@ class ResourceGraph:
                 ignore_changes=_string_list(raw, "ignore_changes", where, nullable=True)
                 if "ignore_changes" in raw else [],
                 op=_op(raw, where),
-            ))
-        return cls(stack, out, tuple(unrecorded))
+            )))
+        return cls(stack, _unique_urns(out), tuple(unrecorded))
 
     @classmethod
     def from_preview_json(cls, doc: Any) -> ResourceGraph:
         """Build a graph from ``pulumi preview --json`` (resources being deleted are left out)."""
         if not isinstance(doc, dict) or not isinstance(doc.get("steps"), list):
             raise GraphFormatError("a preview document is an object with a 'steps' list")
-        out = []
+        out: list[tuple[str, GraphResource]] = []
         for i, step in enumerate(doc["steps"]):
             where = f"steps[{i}]"
             if not isinstance(step, dict):
                 raise GraphFormatError(f"{where}: a step is an object")
             op = _op(step, where, required=True)
-            if op == "delete":
-                continue  # only oldState: the resource is going away
+            if op in GOING_AWAY:
+                continue  # only oldState: the resource (or a replaced copy of it) is going away
             state = _field(step, "newState", dict, where, required=True)
-            out.append(from_state(state, f"{where}.newState", op=op))
-        return cls(stack_from_urns(out), out)
+            out.append((where, from_state(state, f"{where}.newState", op=op)))
+        resources = _unique_urns(out)
+        return cls(stack_from_urns(resources), resources)
 
     @classmethod
     def from_stack_export(cls, doc: Any) -> ResourceGraph:
@@ -370,12 +380,18 @@ class ResourceGraph:
         deployment = doc.get("deployment") if isinstance(doc, dict) else None
         if not isinstance(deployment, dict) or not isinstance(deployment.get("resources"), list):
             raise GraphFormatError("a stack export is an object with deployment.resources")
-        out = []
+        live: list[tuple[str, GraphResource]] = []
+        pending: list[tuple[str, GraphResource]] = []
         for i, state in enumerate(deployment["resources"]):
+            where = f"deployment.resources[{i}]"
             if not isinstance(state, dict):
-                raise GraphFormatError(f"deployment.resources[{i}]: a resource is an object")
-            out.append(from_state(state, f"deployment.resources[{i}]"))
-        return cls(stack_from_urns(out), out)
+                raise GraphFormatError(f"{where}: a resource is an object")
+            (pending if state.get("delete") is True else live).append((where, from_state(state, where)))
+        # A copy pending deletion (``"delete": true``, left by a replacement) shares its URN with the live copy, which
+        # the graph keeps; without a live copy it is still there until the engine deletes it.
+        urns = {r.urn for _, r in live}
+        resources = _unique_urns(live + [(w, r) for w, r in pending if r.urn not in urns])
+        return cls(stack_from_urns(resources), resources)
 
     @classmethod
     def from_document(cls, doc: Any) -> ResourceGraph:
@@ -385,6 +401,34 @@ class ResourceGraph:
         if isinstance(doc, dict) and "deployment" in doc:
             return cls.from_stack_export(doc)
         return cls.from_dict(doc)
+
+
+# Steps of a preview whose resource (or a replaced copy of it) is going away: they carry only oldState.
+GOING_AWAY = ("delete", "delete-replaced", "discard", "discard-replaced", "remove-pending-replace")
+# The steps one replacement lists under one URN (``--show-replacement-steps`` adds create-replacement to replace).
+REPLACING = ("replace", "create-replacement")
+
+
+def _unique_urns(located: list[tuple[str, GraphResource]]) -> list[GraphResource]:
+    """The resources, each URN once: the engine refuses a second resource of a URN ("Duplicate resource URN"), so a
+    document holding one was edited or joined from two stacks, and whichever copy a reader kept would hide the other.
+    A replacement's several steps of one URN are one resource (op ``replace``)."""
+    first: dict[str, tuple[int, str]] = {}
+    out: list[GraphResource] = []
+    for where, res in located:
+        if res.urn not in first:
+            first[res.urn] = (len(out), where)
+            out.append(res)
+            continue
+        index, seen_at = first[res.urn]
+        if res.op in REPLACING and out[index].op in REPLACING:
+            if res.op == "replace":
+                out[index] = res
+            continue
+        raise GraphFormatError(f"{where}.urn: {res.urn} is also the URN of {seen_at}; a stack holds one resource per "
+                               "URN (the engine refuses a duplicate), so one of the two would be silently hidden "
+                               "[rule: graph-urn-unique]")
+    return out
 
 
 def _text(raw: dict[str, Any], key: str, where: str) -> str:
@@ -462,7 +506,7 @@ def from_state(state: dict[str, Any], where: str, op: str | None = None) -> Grap
     urn = _text(state, "urn", where)
     inputs = redact_secrets(_field(state, "inputs", dict, where, nullable=True, default={}))
     _check_value(inputs, f"{where}.inputs")
-    _check_quantities(str(state.get("type")), inputs, where)
+    _check_inputs(str(state.get("type")), inputs, where, urn)
     return GraphResource(
         urn=urn,
         type=_text(state, "type", where),

@@ -152,7 +152,7 @@ def normalize_config(raw: Any, policies: list[Any], source: str = "policy config
                                         f"(known: {', '.join(sorted(knobs)) or 'none'})")
             schema = by_name[name].config_schema.properties if by_name[name].config_schema else {}
             for knob, setting in props.items():
-                _check_knob(setting, schema[knob], f"{source}: {name}.{knob}")
+                _check_knob(setting, schema[knob], f"{source}: {name}.{knob}", name)
             level = (_level_of(value["enforcementLevel"], f"{source}: {name}.enforcementLevel")
                      if "enforcementLevel" in value else default_level[name])
             out[name] = (level, props)
@@ -163,14 +163,26 @@ def normalize_config(raw: Any, policies: list[Any], source: str = "policy config
     return out
 
 
-def _check_knob(value: Any, schema: dict[str, Any], where: str) -> None:
-    """A knob's value against its JSON schema (the pack's configSchema), as the Pulumi CLI checks it."""
+# Schema rules by which the pack bounds a knob that, past them, would switch its policy off in effect: an empty list
+# of what to require, an empty table, a cap (a max* knob) above any real size, any other knob below its minimum
+# (minSoftDeleteDays 0, an EFA count of 0). Refused as Pulumi refuses a config its schema rejects, with the reason.
+NEUTRALISING = ("minItems", "minProperties", "maximum", "minimum")
+
+
+def _check_knob(value: Any, schema: dict[str, Any], where: str, policy: str) -> None:
+    """A knob's value against its JSON schema (the pack's configSchema), as the Pulumi CLI checks it; a value past a
+    bound that keeps the policy meaningful says that it would switch ``policy`` off."""
     rules = {k: v for k, v in schema.items() if k != "default"}
     try:
         jsonschema.validate(value, rules)
     except jsonschema.ValidationError as err:
         at = "".join(f"[{p!r}]" for p in err.absolute_path)
-        raise PolicyConfigError(f"{where}{at}: {err.message[:300]}") from None
+        why, cap = "", where.rsplit(".", 1)[-1].startswith("max")  # a cap (maxNodes) is neutral when too high
+        if err.validator in NEUTRALISING and (err.validator in ("minItems", "minProperties")
+                                              or (err.validator == "maximum") is cap):
+            why = (f"; it would switch {policy} off in effect (to switch a policy off, set \"{policy}\": "
+                   "\"disabled\", which every report shows)")
+        raise PolicyConfigError(f"{where}{at}: {err.message[:300]}{why}") from None
 
 
 # A policy configuration is a few knobs: what `policy --config` reads at most (blueprint.files.input).

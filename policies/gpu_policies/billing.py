@@ -11,7 +11,7 @@ from gpu_policies.common import (
     GCP_LABEL_FIELDS,
     GKE_CLUSTER,
     NAMESPACE,
-    STRING_LIST,
+    REQUIRED_LIST,
     SYSTEM_NAMESPACES_KNOB,
     Knob,
     Reporter,
@@ -32,12 +32,12 @@ from gpu_policies.common import (
     team_namespaces,
 )
 
-REQUIRED_TAGS = Knob("requiredTags", STRING_LIST,
+REQUIRED_TAGS = Knob("requiredTags", REQUIRED_LIST,
                      ["team", "cost-center", "environment", "owner"])
-REQUIRED_LABELS = Knob("requiredLabels", STRING_LIST,
+REQUIRED_LABELS = Knob("requiredLabels", REQUIRED_LIST,
                        ["team", "cost-center", "environment"])
 # AWS resource types of this blueprint that accept tags (a test keeps the list in step with the program).
-TAGGABLE = Knob("taggableTypes", STRING_LIST, [
+TAGGABLE = Knob("taggableTypes", REQUIRED_LIST, [
     "aws:bcmdata/export:Export",
     "aws:budgets/budget:Budget",
     "aws:cloudwatch/logGroup:LogGroup",
@@ -98,7 +98,7 @@ aws_billing_tags = resource_policy(
 )
 
 
-GCP_REQUIRED_LABELS = Knob("requiredLabels", STRING_LIST,
+GCP_REQUIRED_LABELS = Knob("requiredLabels", REQUIRED_LIST,
                            ["team", "cost-center", "environment", "owner"])
 
 
@@ -144,7 +144,7 @@ namespace_billing_labels = resource_policy(
     Severity.HIGH, _namespace_labels, [REQUIRED_LABELS],
 )
 
-OWNER_KEYS = Knob("ownerTags", STRING_LIST, ["owner", "cost-center"])
+OWNER_KEYS = Knob("ownerTags", REQUIRED_LIST, ["owner", "cost-center"])
 
 
 def _node_group_owner(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:

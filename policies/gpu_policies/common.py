@@ -48,6 +48,10 @@ DEFAULT_SYSTEM_NAMESPACES = ["kube-system", "kube-public", "kube-node-lease", "d
 
 # The schema of a knob that lists names (tags, types, namespaces): strings, none empty, none twice.
 STRING_LIST: dict[str, Any] = {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True}
+# The same for a knob whose list is what the policy checks for (tags to require, environments to protect): an empty
+# list would switch the policy off in effect, so the schema refuses it (the Pulumi CLI validates --policy-pack-config
+# against it too); a policy is switched off by saying so ("<policy>": "disabled"), which every report shows.
+REQUIRED_LIST: dict[str, Any] = {**STRING_LIST, "minItems": 1}
 
 
 @dataclass(frozen=True)
@@ -444,3 +448,62 @@ def open_entry(cidrs: Sequence[str]) -> int | None:
         except ValueError:
             return i
     return None
+
+
+# Addresses no one on the internet has (IANA IPv4 Special-Purpose Address Registry, RFC 6890: this network, private,
+# shared CGNAT, loopback, link-local, benchmarking, multicast and reserved); on IPv6 only 2000::/3 is global unicast.
+NOT_INTERNET_V4 = ("0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+                   "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4")
+GLOBAL_UNICAST_V6 = "2000::/3"
+# Ranges holding at least this many internet addresses are the internet for a firewall rule: half a /8 of IPv4 (8.4
+# million addresses, so a /8 with a private block inside still counts), half a /16 of IPv6 (wider than a regional
+# registry's blocks).
+WIDE_INTERNET = {4: 2**23, 6: 2**111}
+
+
+def internet_addresses(cidrs: Iterable[str]) -> dict[int, int]:
+    """How many internet (public) addresses the CIDRs hold together, per IP version; entries that are no CIDR count
+    for nothing."""
+    import ipaddress
+
+    nets: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+    for cidr in cidrs:
+        try:
+            nets.append(ipaddress.ip_network(str(cidr), strict=False))
+        except ValueError:
+            continue
+    out = {4: 0, 6: 0}
+    for version, public in ((4, None), (6, ipaddress.ip_network(GLOBAL_UNICAST_V6))):
+        family = list(ipaddress.collapse_addresses(n for n in nets if n.version == version))  # type: ignore[type-var]
+        for net in family:
+            if public is not None:  # IPv6: the part inside 2000::/3
+                out[6] += (net.num_addresses if net.subnet_of(public) else  # type: ignore[arg-type]
+                           public.num_addresses if public.subnet_of(net) else 0)  # type: ignore[arg-type]
+                continue
+            hidden = 0
+            for block in map(ipaddress.ip_network, NOT_INTERNET_V4):
+                if net.subnet_of(block):  # type: ignore[arg-type]
+                    hidden = net.num_addresses
+                    break
+                if block.subnet_of(net):  # type: ignore[arg-type]
+                    hidden += block.num_addresses
+            out[4] += net.num_addresses - hidden
+    return out
+
+
+def open_to_internet(cidrs: Sequence[str]) -> str | None:
+    """Why the CIDRs, alone or together, let the whole internet in, or None: a whole address family (0.0.0.0/0,
+    ::/0, also in pieces such as 0.0.0.0/1 + 128.0.0.0/1) or at least :data:`WIDE_INTERNET` public addresses of one
+    version (11.0.0.0/8, 2000::/3)."""
+    whole = [w for w in open_to_everyone(cidrs) if not w.endswith("(not a CIDR)")]
+    if whole:
+        return "; ".join(whole)
+    counts = internet_addresses(cidrs)
+    wide = [f"{_count(counts[v])} internet {name} addresses" for v, name in ((4, "IPv4"), (6, "IPv6"))
+            if counts[v] >= WIDE_INTERNET[v]]
+    return f"{', '.join(cidrs)}: {' and '.join(wide)}" if wide else None
+
+
+def _count(n: int) -> str:
+    """An address count as people read it: 16,777,216, or about 2^125 for IPv6 sizes."""
+    return f"{n:,}" if n < 10**12 else f"about 2^{n.bit_length() - 1}"

@@ -11,6 +11,7 @@ from gpu_policies.common import (
     GCS_BUCKET,
     GKE_CLUSTER,
     NAMESPACE,
+    REQUIRED_LIST,
     STRING_LIST,
     Knob,
     Reporter,
@@ -82,11 +83,11 @@ lifecycle_keeps_current = resource_policy(
     Severity.CRITICAL, _lifecycle, [RECORD_PREFIXES],
 )
 
-STATEFUL = Knob("statefulTypes", STRING_LIST, [
+STATEFUL = Knob("statefulTypes", REQUIRED_LIST, [
     "aws:s3/bucket:Bucket", "aws:fsx/lustreFileSystem:LustreFileSystem", "aws:kms/key:Key",
     "aws:eks/cluster:Cluster", "aws:cloudwatch/logGroup:LogGroup", "aws:rds/instance:Instance",
 ])
-PROTECTED_ENVS = Knob("protectedEnvironments", STRING_LIST, ["prod"])
+PROTECTED_ENVS = Knob("protectedEnvironments", REQUIRED_LIST, ["prod"])
 
 
 def _protected(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
@@ -113,7 +114,7 @@ stateful_protected = resource_policy(
 )
 
 NAME_INPUTS = Knob("nameInputs",
-                   {"type": "object", "additionalProperties": STRING_LIST},
+                   {"type": "object", "additionalProperties": REQUIRED_LIST, "minProperties": 1},
                    {
                        "aws:s3/bucket:Bucket": ["bucket", "bucketPrefix"],
                        "aws:eks/cluster:Cluster": ["name"],
@@ -197,7 +198,8 @@ metrics_retained = stack_policy(
 
 # --- GCP -----------------------------------------------------------------------------------------
 
-MIN_SOFT_DELETE_DAYS = Knob("minSoftDeleteDays", {"type": "integer", "minimum": 0}, 7)
+# Cloud Storage keeps soft-deleted objects 7 to 90 days (or not at all): 0 would accept no soft delete.
+MIN_SOFT_DELETE_DAYS = Knob("minSoftDeleteDays", {"type": "integer", "minimum": 1, "maximum": 90}, 7)
 
 
 def _gcs_recoverable(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
@@ -226,7 +228,7 @@ gcs_recoverable = resource_policy(
     Severity.HIGH, _gcs_recoverable, [MIN_SOFT_DELETE_DAYS], enforcement=EnforcementLevel.MANDATORY,
 )
 
-GCP_STATEFUL = Knob("statefulTypes", STRING_LIST, [
+GCP_STATEFUL = Knob("statefulTypes", REQUIRED_LIST, [
     GCS_BUCKET, "gcp:lustre/instance:Instance", "gcp:kms/cryptoKey:CryptoKey", "gcp:kms/keyRing:KeyRing",
     GKE_CLUSTER, CLOUD_SQL,
 ])

@@ -30,7 +30,9 @@ ASG_TAG = "aws:autoscaling/tag:Tag"
 AUTOSCALE_TAG = "gpu-cluster/autoscale"
 # EC2 MaximumEfaInterfaces per instance type (sources and dates in components/catalog/aws_instances.yaml;
 # the pack keeps its own copy because it runs standalone, and a test keeps the two equal).
-EFA_INTERFACES = Knob("efaInterfaces", {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}, {
+# A type without EFA is left out rather than listed at 0 (0 would exempt it), and an empty table would check nothing.
+EFA_INTERFACES = Knob("efaInterfaces", {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1},
+                                        "minProperties": 1}, {
     "p4d.24xlarge": 4, "p4de.24xlarge": 4, "p5.48xlarge": 32, "p5e.48xlarge": 32, "p5en.48xlarge": 16,
     "p6-b200.48xlarge": 8, "p5.4xlarge": 1, "g5.48xlarge": 1, "g6e.48xlarge": 4, "g6e.24xlarge": 2,
     "g4dn.8xlarge": 1, "g4dn.12xlarge": 1, "g4dn.metal": 1,
@@ -244,7 +246,8 @@ efa_security_group = stack_policy(
 # Additional node networks a GPUDirect machine type needs on GKE: its GPU NICs, plus the second gVNIC of the RDMA
 # types (A3 Ultra, A4: 1 gVNIC + 8 RDMA). Source: components/catalog/gcp_machines.yaml (gpu_nics, gpudirect); the
 # pack keeps its own copy because it runs standalone, and tests/policy/test_policies_gcp.py keeps the two equal.
-GPU_NETWORKS = Knob("gpuNetworks", {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}, {
+GPU_NETWORKS = Knob("gpuNetworks", {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1},
+                                     "minProperties": 1}, {
     "a3-highgpu-8g": 4, "a3-megagpu-8g": 8, "a3-ultragpu-8g": 9, "a4-highgpu-8g": 9,
 })
 

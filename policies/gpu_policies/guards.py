@@ -20,7 +20,7 @@ from gpu_policies.cel import refuses
 from gpu_policies.common import (
     GPUDIRECT_REASON,
     NAMESPACE,
-    STRING_LIST,
+    REQUIRED_LIST,
     SYSTEM_NAMESPACES_KNOB,
     Knob,
     Reporter,
@@ -35,7 +35,7 @@ from gpu_policies.common import (
     team_namespaces,
 )
 
-PRODUCTION = Knob("productionEnvironments", STRING_LIST, ["prod"])
+PRODUCTION = Knob("productionEnvironments", REQUIRED_LIST, ["prod"])
 KUBERNETES_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "default")
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"

@@ -95,7 +95,9 @@ team_namespace_quotas = stack_policy(
     Severity.HIGH, _team_objects, [SYSTEM_NAMESPACES_KNOB],
 )
 
-MAX_NODES = Knob("maxNodes", {"type": "integer", "minimum": 1}, 64)
+# At most the largest cluster EKS runs (100,000 nodes, "Amazon EKS enables ultra scale AI/ML workloads with support
+# for 100K nodes per cluster", 2025-07-16): a cap above it caps nothing.
+MAX_NODES = Knob("maxNodes", {"type": "integer", "minimum": 1, "maximum": 100_000}, 64)
 
 
 def _max_size(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from gpu_policies.common import (
     GKE_NODE_POOL,
     GPUDIRECT_REASON,
     NAMESPACE,
+    REQUIRED_LIST,
     STRING_LIST,
     Knob,
     Reporter,
@@ -25,15 +26,16 @@ from gpu_policies.common import (
     of_type,
     open_entry,
     open_to_everyone,
+    open_to_internet,
     path,
     resource_policy,
     seen,
     stack_policy,
 )
+from gpu_policies.exposure import public_gcs_members, public_s3_acl
 
 BUCKET = "aws:s3/bucket:Bucket"
 MANDATORY = EnforcementLevel.MANDATORY
-OPEN = ("0.0.0.0/0", "::/0")
 
 
 def _endpoint(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
@@ -147,15 +149,21 @@ def _ssh(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) ->
                    field="remoteAccess.sourceSecurityGroupIds", value=seen(p, "remoteAccess", "sourceSecurityGroupIds"))
         return
     for low, high, protocol, cidrs in rules:
-        opened = [(where, c) for where, c in cidrs if c in OPEN]
-        if _covers_22(low, high, protocol) and opened:
-            report(f"{args.name} must not allow SSH (port 22) from anywhere ({', '.join(c for _, c in cidrs)}); "
-                   "reach nodes through Session Manager.", field=path(*opened[0][0]), value=opened[0][1])
+        why = open_to_internet([c for _, c in cidrs])
+        if not _covers_22(low, high, protocol) or why is None:
+            continue
+        # The entry that opens it alone; the rule's whole list when only its entries together do.
+        alone = [(where, c) for where, c in cidrs if open_to_internet([c]) is not None]
+        field, value = (path(*alone[0][0]), alone[0][1]) if alone else \
+            (path(*cidrs[0][0][:-1]), [c for _, c in cidrs])
+        report(f"{args.name} must not allow SSH (port 22) from anywhere ({why}); reach nodes through Session "
+               "Manager.", field=field, value=value)
 
 
 no_ssh = resource_policy(
     "aws-no-ssh-from-anywhere", "security",
-    "No security group rule or node group opens SSH to the internet.",
+    "No security group rule or node group opens SSH to the internet (0.0.0.0/0, ::/0, in pieces, or wide public "
+    "ranges).",
     "Remove the rule or remote access; nodes carry AmazonSSMManagedInstanceCore for Session Manager.",
     Severity.CRITICAL, _ssh,
 )
@@ -229,11 +237,16 @@ def _public_access(args: StackValidationArgs, report: Reporter, cfg: dict[str, A
             # The block to edit, at its first setting that is not true.
             key = next(k for k in keys if blocks[0].props.get(k) is not True)
             report(message, blocks[0].urn, field=key, value=seen(blocks[0].props, key))
+    for r in args.resources:
+        for field, value in public_s3_acl(r.resource_type, r.props):
+            report(f"{r.name} must not publish its bucket through an ACL: {value} grants every AWS user or account "
+                   "(keep the bucket private, owner-enforced object ownership; share through IAM).", r.urn,
+                   field=path(*field), value=value)
 
 
 bucket_public_access = stack_policy(
     "aws-s3-bucket-public-access-blocked", "security",
-    "Every bucket blocks all forms of public access.",
+    "Every bucket blocks all forms of public access and no ACL grants everyone.",
     "Keep the BucketPublicAccessBlock of the storage component with all four settings true.",
     Severity.CRITICAL, _public_access,
 )
@@ -354,7 +367,7 @@ gke_endpoint = resource_policy(
     Severity.CRITICAL, _gke_endpoint, enforcement=MANDATORY,
 )
 
-CMEK_PROTECTED_ENVS = Knob("protectedEnvironments", STRING_LIST, ["prod"])
+CMEK_PROTECTED_ENVS = Knob("protectedEnvironments", REQUIRED_LIST, ["prod"])
 
 
 def _cmek(production: bool) -> Callable[[ResourceValidationArgs, Reporter, dict[str, Any]], None]:
@@ -455,6 +468,10 @@ gke_shielded = resource_policy(
 
 
 def _gcs_public(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    for field, value in public_gcs_members(args.resource_type, args.props):
+        report(f"{args.name} must not grant {args.props.get('role', 'a role')} on a bucket to allUsers or "
+               "allAuthenticatedUsers: that publishes its objects to the internet (grant the team's service "
+               "accounts or groups instead).", field=path(*field), value=value)
     if args.resource_type != GCS_BUCKET:
         return
     name = args.props.get("name", args.name)
@@ -470,7 +487,8 @@ def _gcs_public(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, A
 
 gcs_public_access = resource_policy(
     "gcp-storage-bucket-public-access-prevented", "security",
-    "Every Cloud Storage bucket enforces public access prevention and uniform bucket-level access.",
+    "Every Cloud Storage bucket enforces public access prevention and uniform bucket-level access, and no IAM grant "
+    "names allUsers or allAuthenticatedUsers.",
     "Keep publicAccessPrevention: enforced and uniformBucketLevelAccess: true on the bucket "
     "(components/gcp/storage.py).",
     Severity.CRITICAL, _gcs_public, enforcement=MANDATORY,

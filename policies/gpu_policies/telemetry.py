@@ -9,7 +9,7 @@ from pulumi_policy import PolicyResource, ResourceValidationArgs, Severity, Stac
 from gpu_policies.common import (
     GKE_CLUSTER,
     GKE_NODE_POOL,
-    STRING_LIST,
+    REQUIRED_LIST,
     Knob,
     Reporter,
     gcp_environment,
@@ -121,7 +121,7 @@ kueue_metrics = stack_policy(
     Severity.MEDIUM, _kueue_metrics,
 )
 
-LOG_TYPES = Knob("requiredLogTypes", STRING_LIST,
+LOG_TYPES = Knob("requiredLogTypes", REQUIRED_LIST,
                  ["api", "audit", "authenticator"])
 
 
@@ -158,9 +158,9 @@ cost_attribution = stack_policy(
 
 # --- GCP -----------------------------------------------------------------------------------------
 
-GKE_LOG_COMPONENTS = Knob("requiredLogComponents", STRING_LIST, ["SYSTEM_COMPONENTS", "WORKLOADS"])
-GKE_PROD_LOG_COMPONENTS = Knob("productionLogComponents", STRING_LIST, ["APISERVER"])
-PROTECTED_ENVS = Knob("protectedEnvironments", STRING_LIST, ["prod"])
+GKE_LOG_COMPONENTS = Knob("requiredLogComponents", REQUIRED_LIST, ["SYSTEM_COMPONENTS", "WORKLOADS"])
+GKE_PROD_LOG_COMPONENTS = Knob("productionLogComponents", REQUIRED_LIST, ["APISERVER"])
+PROTECTED_ENVS = Knob("protectedEnvironments", REQUIRED_LIST, ["prod"])
 
 
 def _gke_logging(args: ResourceValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
@@ -224,7 +224,7 @@ gke_gpu_monitoring = stack_policy(
     Severity.HIGH, _gke_gpu_monitoring,
 )
 
-ALERTING_ENVS = Knob("alertedEnvironments", STRING_LIST, ["prod"])
+ALERTING_ENVS = Knob("alertedEnvironments", REQUIRED_LIST, ["prod"])
 ALERTMANAGER_CONFIG = "kubernetes:monitoring.coreos.com/v1alpha1:AlertmanagerConfig"
 _NOTIFIERS = ("slackConfigs", "pagerdutyConfigs", "emailConfigs", "webhookConfigs", "opsgenieConfigs",
               "msteamsConfigs", "msteamsv2Configs", "snsConfigs", "telegramConfigs", "victoropsConfigs",
@@ -279,7 +279,7 @@ alerts_routed = stack_policy(
 
 # --- Fabric, storage and logs in production (issue 27) --------------------------------------------------------------
 
-PRODUCTION_ENVS = Knob("productionEnvironments", STRING_LIST, ["prod"])
+PRODUCTION_ENVS = Knob("productionEnvironments", REQUIRED_LIST, ["prod"])
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 EKS_CLUSTER = "aws:eks/cluster:Cluster"
 FSX_LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"

@@ -4,6 +4,7 @@ each with the exact message a user sees. Each test fails when its check is remov
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from blueprint.cli import main
+from blueprint.graph.model import ResourceGraph
 from components.spec import SpecError, parse_spec
 from components.spec.notes import spec_notes
 from components.spec.rules.arns import partition_of
@@ -148,6 +150,49 @@ def test_the_endpoint_policies_see_the_internet_in_pieces(tmp_path: Path, capsys
         assert hit["enforcement"] == "mandatory" and text in hit["message"]
 
 
+@pytest.mark.parametrize(("key", "cidr", "why"), [
+    ("cidrIpv4", "0.0.0.0/1", "0.0.0.0/1: 2,092,957,696 internet IPv4 addresses"),
+    ("cidrIpv4", "11.0.0.0/8", "11.0.0.0/8: 16,777,216 internet IPv4 addresses"),
+    ("cidrIpv4", "172.0.0.0/8", "172.0.0.0/8: 15,728,640 internet IPv4 addresses"),  # a private /12 inside
+    ("cidrIpv6", "::/0", "::/0"),
+    ("cidrIpv6", "::/1", "::/1: about 2^125 internet IPv6 addresses"),  # the half holding all of 2000::/3
+    ("cidrIpv6", "2000::/3", "2000::/3: about 2^125 internet IPv6 addresses"),
+])
+def test_ssh_from_wide_ranges_is_ssh_from_anywhere(key: str, cidr: str, why: str) -> None:
+    from blueprint.policy.runner import run_policies
+
+    graph = offline_run("prod-aws").graph
+    base = next(r for r in graph.resources if r.name.endswith("efa-ingress-self"))
+    inputs = {**base.inputs, "ipProtocol": "tcp", "fromPort": 22, "toPort": 22, key: cidr,
+              "referencedSecurityGroupId": None}
+    rule = dataclasses.replace(base, urn=base.urn + "-ssh", name="ssh", inputs=inputs)
+    report = run_policies(ResourceGraph(graph.stack, [*graph.resources, rule]))
+    hits = [v for v in report.violations if v.policy == "aws-no-ssh-from-anywhere"]
+    assert [(v.urn, v.field, v.value) for v in hits] == [(rule.urn, key, cidr)]
+    assert hits[0].message.endswith(f"ssh must not allow SSH (port 22) from anywhere ({why}); reach nodes through "
+                                    "Session Manager.")
+
+
+def test_ssh_from_private_or_narrow_ranges_is_allowed_and_pieces_count_together() -> None:
+    from blueprint.policy.runner import run_policies
+
+    graph = offline_run("prod-aws").graph
+    group = next(r for r in graph.resources if r.type == "aws:ec2/securityGroup:SecurityGroup")
+    quarters = [f"{q}.0.0.0/10" for q in (64, 128, 192)] + ["10.0.0.0/8", "100.0.0.0/10"]
+    narrow = ["10.0.0.0/8", "203.0.113.0/24"]
+    narrow_v6 = ["fd00::/8", "8000::/1"]  # 8000::/1 holds no global unicast address
+    halves = ["8000::/1", "::/1"]
+    for cidrs, key, expected in ((narrow, "cidrBlocks", []), (narrow_v6, "ipv6CidrBlocks", []),
+                                 (quarters, "cidrBlocks", [("ingress[0].cidrBlocks", quarters)]),
+                                 (halves, "ipv6CidrBlocks", [("ingress[0].ipv6CidrBlocks[1]", "::/1")])):
+        ingress = [{"protocol": "tcp", "fromPort": 22, "toPort": 22, key: cidrs}]
+        changed = dataclasses.replace(group, inputs={**group.inputs, "ingress": ingress})
+        resources = [changed if r.urn == group.urn else r for r in graph.resources]
+        report = run_policies(ResourceGraph(graph.stack, resources))
+        hits = [(v.field, v.value) for v in report.violations if v.policy == "aws-no-ssh-from-anywhere"]
+        assert hits == expected, cidrs
+
+
 # --- graph documents with sizes no cloud has ---------------------------------------------------------------------
 
 
@@ -195,6 +240,61 @@ def test_a_policy_config_with_a_key_twice_is_refused(tmp_path: Path, capsys: pyt
     assert main(["policy", "dev-aws", "--config", str(config)]) == 2
     assert capsys.readouterr().err == (f"error: {config}: not a readable JSON file: the key \"all\" is given twice "
                                        "(the first value would be silently replaced)\n")
+
+
+# Every knob that could switch its policy off in effect, with such a value, and what follows its path in the refusal.
+NEUTRALISING_KNOBS = [
+    ("aws-resources-require-billing-tags", "requiredTags", [], ": [] should be non-empty"),
+    ("aws-resources-require-billing-tags", "taggableTypes", [], ": [] should be non-empty"),
+    ("gcp-resources-require-billing-labels", "requiredLabels", [], ": [] should be non-empty"),
+    ("kubernetes-namespaces-require-billing-labels", "requiredLabels", [], ": [] should be non-empty"),
+    ("aws-eks-gpu-nodegroup-require-owner", "ownerTags", [], ": [] should be non-empty"),
+    ("aws-eks-control-plane-logging", "requiredLogTypes", [], ": [] should be non-empty"),
+    ("gcp-gke-logging", "requiredLogComponents", [], ": [] should be non-empty"),
+    ("gcp-gke-logging", "productionLogComponents", [], ": [] should be non-empty"),
+    ("gcp-gke-logging", "protectedEnvironments", [], ": [] should be non-empty"),
+    ("alerts-reach-a-receiver", "alertedEnvironments", [], ": [] should be non-empty"),
+    ("aws-fabric-metrics-in-production", "productionEnvironments", [], ": [] should be non-empty"),
+    ("gcp-cmek-in-production", "protectedEnvironments", [], ": [] should be non-empty"),
+    ("stateful-resources-protected-in-production", "statefulTypes", [], ": [] should be non-empty"),
+    ("gcp-stateful-resources-protected-in-production", "protectedEnvironments", [], ": [] should be non-empty"),
+    ("stateful-names-ignore-changes", "nameInputs", {}, ": {} should be non-empty"),
+    ("kubernetes-team-namespaces-isolated", "productionEnvironments", [], ": [] should be non-empty"),
+    ("aws-eks-gpu-nodegroup-max-size-cap", "maxNodes", 1e12, ": 1000000000000.0 is greater than the maximum of 100000"),
+    ("aws-efa-node-groups-wire-all-interfaces", "efaInterfaces", {}, ": {} should be non-empty"),
+    ("aws-efa-node-groups-single-az-and-placed", "efaInterfaces", {"p5.48xlarge": 0},
+     "['p5.48xlarge']: 0 is less than the minimum of 1"),
+    ("gcp-gpudirect-node-pools-wire-all-networks", "gpuNetworks", {"a3-megagpu-8g": 0},
+     "['a3-megagpu-8g']: 0 is less than the minimum of 1"),
+    ("gcp-storage-bucket-recoverable", "minSoftDeleteDays", 0, ": 0 is less than the minimum of 1"),
+]
+
+
+@pytest.mark.parametrize(("policy", "knob", "value", "why"), NEUTRALISING_KNOBS,
+                         ids=[f"{p}.{k}" for p, k, _, _ in NEUTRALISING_KNOBS])
+def test_a_knob_that_switches_its_policy_off_is_refused_by_name(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], policy: str, knob: str, value: Any, why: str) -> None:
+    config = tmp_path / "pack.json"
+    config.write_text(json.dumps({policy: {knob: value}}))
+    assert main(["policy", "dev-aws", "--config", str(config)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {config}: {policy}.{knob}{why}; it would switch "
+        f'{policy} off in effect (to switch a policy off, set "{policy}": "disabled", which every report shows)\n')
+
+
+def test_knobs_within_their_bounds_and_an_explicit_disable_are_accepted(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "pack.json"
+    config.write_text(json.dumps({"aws-eks-gpu-nodegroup-max-size-cap": {"maxNodes": 100_000},
+                                  "aws-resources-require-billing-tags": {"requiredTags": ["team"]},
+                                  "gcp-storage-bucket-recoverable": {"minSoftDeleteDays": 90},
+                                  "aws-eks-control-plane-logging": "disabled"}))
+    assert main(["policy", "dev-aws", "--config", str(config)]) == 0
+    capsys.readouterr()
+    config.write_text(json.dumps({"aws-eks-gpu-nodegroup-max-size-cap": {"maxNodes": 0}}))
+    assert main(["policy", "dev-aws", "--config", str(config)]) == 2  # fails every group: refused, not "off"
+    assert capsys.readouterr().err == (f"error: {config}: aws-eks-gpu-nodegroup-max-size-cap.maxNodes: 0 is less than "
+                                       "the minimum of 1\n")
 
 
 def test_graph_documents_refuse_duplicate_keys_and_huge_integers(tmp_path: Path,

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from blueprint.clouds.aws.values import refused_values as refused_values
 from blueprint.graph.cloud import MAX_GIB, MAX_NODES, Quantities, stable_id
 
 OFFLINE_ACCOUNT = "123456789012"  # placeholder account id in offline ARNs; never a real account

@@ -4,10 +4,13 @@ links, service account emails, addresses from the documentation ranges)."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from blueprint.graph.cloud import MAX_GIB, MAX_NODES, Quantities, stable_id
+from blueprint.graph.cloud import MAX_GIB, MAX_NODES, Quantities, Refusal, stable_id
+from blueprint.graph.model import SECRET, UNKNOWN
 
 OFFLINE_GCP_PROJECT = "offline-project"
 OFFLINE_GCP_PROJECT_NUMBER = "123456789012"
@@ -23,6 +26,38 @@ QUANTITIES: Quantities = {
     "gcp:parallelstore/instance:Instance": ((("capacityGib",), _GIB),),
 }
 NUMERIC_STRINGS = True  # the GCP provider sends int64 fields as decimal strings
+BUDGET = "gcp:billing/budget:Budget"
+INT64 = re.compile(r"-?[0-9]{1,19}")
+MAX_NANOS = 999_999_999
+
+
+def refused_values(typ: str, inputs: Mapping[str, Any]) -> list[Refusal]:
+    """A billing budget's specified amount that is not a google.type.Money (units a decimal int64, nanos within
+    +-999,999,999 of the units' sign; pulumi_gcp billing.Budget's docstring) or is below zero: a budget of a negative
+    amount has every threshold crossed from its first cent, so it is never the limit its owner meant."""
+    amount = inputs.get("amount") if typ == BUDGET else None
+    money = amount.get("specifiedAmount") if isinstance(amount, dict) else None
+    if not isinstance(money, dict):
+        return []
+    units, nanos = money.get("units", "0"), money.get("nanos", 0)
+    if units in (UNKNOWN, SECRET) or nanos in (UNKNOWN, SECRET):
+        return []
+    where = ("amount", "specifiedAmount")
+    rule, source = "budget-amount-valid", "(google.type.Money, pulumi_gcp billing.Budget amount.specifiedAmount)"
+    if not isinstance(units, str) or not INT64.fullmatch(units):
+        return [((*where, "units"), f"{json.dumps(units)[:60]} is not a whole number of currency units as a decimal "
+                 f"string {source}", rule)]
+    if isinstance(nanos, float) and nanos.is_integer():
+        nanos = int(nanos)
+    if isinstance(nanos, bool) or not isinstance(nanos, int) or abs(nanos) > MAX_NANOS \
+            or (int(units) > 0 and nanos < 0) or (int(units) < 0 and nanos > 0):
+        return [((*where, "nanos"), f"{json.dumps(nanos)[:60]} is not nanos of {units} units (a whole number from "
+                 f"-{MAX_NANOS:,} to {MAX_NANOS:,}, of the units' sign) {source}", rule)]
+    if int(units) < 0 or nanos < 0:
+        return [((*where, "units" if int(units) < 0 else "nanos"), f"a budget of {units} units and {nanos} nanos is "
+                 "below zero: every threshold is crossed from the first cent, so it limits nothing; give the "
+                 "amount the budget allows", rule)]
+    return []
 
 
 def new_resource(typ: str, name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
