@@ -65,7 +65,7 @@ def test_machine_type_in_catalog(spec: dict[str, Any]) -> None:
     h100(spec)["machineType"] = "a3-megagpu-16g"
     assert errors(spec) == [
         f"{P}.gcp.nodePools[h100].machineType: 'a3-megagpu-16g' is not in the machine catalog "
-        "(components/catalog/gcp_machines.yaml, 14 types); closest: a3-megagpu-8g, a3-highgpu-8g, a3-ultragpu-8g "
+        "(components/catalog/gcp_machines.yaml, 20 types); closest: a3-megagpu-8g, a3-highgpu-8g, a3-ultragpu-8g "
         "[rule: machine-type-in-catalog]"]
 
 
