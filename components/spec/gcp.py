@@ -132,6 +132,33 @@ class GkeUpgradeSpec(_Model):
         default=None, description="blue-green only: the rollout policy (required with strategy blue-green).")
 
 
+# A service account's ID: 6-30 characters, lowercase letters, digits and hyphens, starting with a letter (IAM "Create
+# service accounts": account_id; pulumi_gcp serviceaccount.Account account_id "must be 6-30 characters long, and match
+# the regular expression [a-z]([-a-z0-9]*[a-z0-9])").
+_ACCOUNT_ID_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+
+
+class GcpNodeServiceAccountSpec(_Model):
+    """The service account a node pool's VMs run as, instead of the stack's node account: one the stack creates with
+    the project roles listed (cluster-toolkit's A3 Mega and A3 Ultra blueprints give their pools such an account), or
+    an existing one."""
+
+    account_id: str | None = Field(
+        default=None, pattern=_ACCOUNT_ID_RE.pattern,
+        description="Create this service account (<accountId>@<project>.iam.gserviceaccount.com) and grant it "
+        "roles. Pools that name the same accountId share it (and must list the same roles). One of accountId and "
+        "existing.")
+    roles: list[str] = Field(
+        default_factory=list, max_length=50,
+        description="accountId only: the project roles the account is granted (roles/<service>.<role>, or a custom "
+        "role projects/<project>/roles/<id> or organizations/<number>/roles/<id>). GKE wants at least "
+        "roles/container.defaultNodeServiceAccount on a node account.")
+    existing: str | None = Field(
+        default=None, pattern=_SERVICE_ACCOUNT_RE.pattern,
+        description="An existing service account's email: the pool runs as it and the stack grants it nothing. One "
+        "of accountId and existing.")
+
+
 class GcpNodePoolSpec(_Model):
     """One GKE node pool, in the GPU zone for GPU machine types."""
 
@@ -175,6 +202,11 @@ class GcpNodePoolSpec(_Model):
         "none (lendingLimitGpus 0), so no other team's work is billed to it. Default: shared, billed to the stack.",
     )
     labels: dict[str, str] = Field(default_factory=dict, description="Extra Kubernetes node labels.")
+    service_account: GcpNodeServiceAccountSpec | None = Field(
+        default=None,
+        description="The pool's own service account (created with its roles, or existing). Default: the stack's node "
+        "account (roles/container.defaultNodeServiceAccount and roles/artifactregistry.reader). A change replaces the "
+        "pool's nodes.")
     upgrade: GkeUpgradeSpec | None = Field(
         default=None,
         description="How GKE rolls the pool's nodes (upgradeSettings). Default: surge, 1 node first, 0 drained "
