@@ -235,7 +235,8 @@ class GkeNodePool(pulumi.ComponentResource):
             service_account=node_account,
             oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
             # The GPU Operator's driver containers need Ubuntu nodes; GKE-managed drivers run on COS.
-            image_type="UBUNTU_CONTAINERD" if gpu and pool.gpu_driver == "operator" else "COS_CONTAINERD",
+            image_type=pool.image_type or ("UBUNTU_CONTAINERD" if gpu and pool.gpu_driver == "operator"
+                                           else "COS_CONTAINERD"),
             disk_type=pool.disk_type,
             disk_size_gb=pool.disk_size_gb,
             boot_disk_kms_key=disk_key,

@@ -191,6 +191,11 @@ class GcpNodePoolSpec(_Model):
     )
     disk_type: Literal["pd-balanced", "pd-ssd", "hyperdisk-balanced"] = Field(
         default="pd-balanced", description="Boot disk type (A3 Ultra, A4 take Hyperdisk only).")
+    image_type: str | None = Field(
+        default=None, max_length=64,
+        description="The node image (node_config image_type): COS_CONTAINERD or UBUNTU_CONTAINERD, the Linux images "
+        "GKE offers (GKE 'Node images'). Default: UBUNTU_CONTAINERD for GPU pools whose drivers the GPU Operator "
+        "installs, COS_CONTAINERD otherwise. A change replaces the pool's nodes.")
     disk_size_gb: StrictInt = Field(alias="diskSizeGb", default=200, ge=50, le=65536, description="Boot disk size.",
                                     json_schema_extra=unit("GB"))
     gpu_taint: StrictBool = Field(default=True, description="GPU pools get nvidia.com/gpu=present:NoSchedule.")

@@ -134,3 +134,4 @@ def test_an_account_id_iam_refuses_is_refused_by_the_schema(spec: dict[str, Any]
     h100(spec)["serviceAccount"] = {"accountId": "Np"}
     (line,) = errors(spec)
     assert line.startswith(f"{P}.gcp.nodePools[h100].serviceAccount.accountId: ")
+

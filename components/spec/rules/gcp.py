@@ -31,7 +31,7 @@ from components.spec.decisions import (
 from components.spec.errors import _Collector
 from components.spec.gcp import GcpNodePoolSpec, GcpSpec
 from components.spec.model import ClusterSpec
-from components.spec.rules.gcp_pools import check_pool_accounts
+from components.spec.rules.gcp_pools import check_pool_accounts, check_pool_images
 from components.spec.rules.network import _ipv4_cidr
 from components.spec.rules.node_groups import check_labels_and_taints
 from components.spec.rules.rxdm import check_rxdm
@@ -61,6 +61,7 @@ def check_gcp(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
     _check_ranges(gcp, out)
     _check_pools(spec, gcp, out)
     check_pool_accounts(spec.name, gcp, out)
+    check_pool_images(gcp, out)
     _check_storage(gcp, out)
     _check_buckets(spec, gcp, out)
     _check_cluster(spec, gcp, out)

@@ -71,3 +71,35 @@ def check_pool_accounts(stack_name: str, gcp: GcpSpec, out: _Collector) -> None:
                     f"another pool creates {account.account_id} with other roles "
                     f"({', '.join(defined[account.account_id]) or 'none'}); pools that share an account list the "
                     "same roles")
+
+
+# The node images GKE offers (GKE "Node images", docs.cloud.google.com/kubernetes-engine/docs/concepts/node-images,
+# read 2026-12-02: Container-Optimized OS with containerd cos_containerd, Ubuntu with containerd ubuntu_containerd,
+# Windows Server LTSC with containerd windows_ltsc_containerd; Docker-based images (cos, ubuntu) are not supported from
+# GKE 1.24, "About the Docker node image deprecation"). The API takes them upper-case (pulumi_gcp NodePoolNodeConfig
+# image_type). Windows nodes are GKE's but not this platform's: its node agents are Linux DaemonSets.
+GKE_IMAGE_TYPES = ("COS_CONTAINERD", "UBUNTU_CONTAINERD", "WINDOWS_LTSC_CONTAINERD")
+LINUX_IMAGE_TYPES = ("COS_CONTAINERD", "UBUNTU_CONTAINERD")
+IMAGE_SOURCE = "GKE 'Node images', docs.cloud.google.com/kubernetes-engine/docs/concepts/node-images"
+
+
+def check_pool_images(gcp: GcpSpec, out: _Collector) -> None:
+    """imageType: a node image GKE offers, Linux, and Ubuntu where the GPU Operator builds the driver."""
+    for i, pool in enumerate(gcp.node_pools):
+        image = pool.image_type
+        if image is None:
+            continue
+        where = f".gcp.nodePools[{i}].imageType"
+        if image not in GKE_IMAGE_TYPES:
+            docker = " (Docker-based images are not supported from GKE 1.24)" if image in ("COS", "UBUNTU") else ""
+            out.add(where, "gke-image-type",
+                    f"'{image}' is not a node image GKE offers{docker}: {' or '.join(LINUX_IMAGE_TYPES)} "
+                    f"({IMAGE_SOURCE})")
+        elif image not in LINUX_IMAGE_TYPES:
+            out.add(where, "gke-image-type",
+                    f"{image} is a Windows Server image; the platform's node agents (GPU stack, fabric, node checks) "
+                    f"are Linux DaemonSets: use {' or '.join(LINUX_IMAGE_TYPES)}")
+        elif pool.gpu_driver == "operator" and image != "UBUNTU_CONTAINERD":
+            out.add(where, "gke-image-type",
+                    "gpuDriver operator needs UBUNTU_CONTAINERD: the GPU Operator's driver containers run on Ubuntu "
+                    "nodes (GKE 'Manage the GPU stack with the NVIDIA GPU Operator')")
