@@ -161,11 +161,14 @@ class GkeCluster(pulumi.ComponentResource):
             maintenance_policy=gcp.container.ClusterMaintenancePolicyArgs(
                 recurring_window=gcp.container.ClusterMaintenancePolicyRecurringWindowArgs(
                     start_time=rfc3339(mw.start.timestamp()), end_time=rfc3339(end), recurrence=mw.recurrence),
+                # An exclusion until end of support gives GKE's end-time behavior instead of an end time (exactly
+                # one of the two: pulumi_gcp ClusterMaintenancePolicyMaintenanceExclusionArgs.end_time).
                 maintenance_exclusions=[gcp.container.ClusterMaintenancePolicyMaintenanceExclusionArgs(
                     exclusion_name=ex.name, start_time=rfc3339(ex.start.timestamp()),
-                    end_time=rfc3339(ex.end.timestamp()),
+                    end_time=rfc3339(ex.end.timestamp()) if ex.end is not None else None,
                     exclusion_options=gcp.container.ClusterMaintenancePolicyMaintenanceExclusionExclusionOptionsArgs(
-                        scope=ex.scope)) for ex in mw.exclusions] or None),
+                        scope=ex.scope, end_time_behavior="UNTIL_END_OF_SUPPORT" if ex.until_end_of_support else None))
+                    for ex in mw.exclusions] or None),
             resource_labels=dict(labels),
             opts=pulumi.ResourceOptions(
                 parent=self, protect=protect, retain_on_delete=protect, depends_on=[*key_grants, *after],

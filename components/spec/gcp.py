@@ -332,9 +332,18 @@ class GcpStorageSpec(_Model):
 class MaintenanceExclusionSpec(_Model):
     """A window in which GKE does not upgrade (a training run, a launch)."""
 
-    name: str = Field(pattern=_GROUP_NAME_RE.pattern, description="Exclusion name.")
+    name: str = Field(min_length=1, max_length=1024,
+                      description="Exclusion name, unique in the cluster (letters, digits, spaces, '.', '_', '-'; at "
+                      "most 63 characters), e.g. cluster-toolkit's no-minor-or-node-upgrades-indefinite.")
     start: datetime = Field(description="UTC start (ISO 8601 with Z).")
-    end: datetime = Field(description="UTC end.")
+    end: datetime | None = Field(
+        default=None, description="UTC end. NO_UPGRADES: at most 30 days after start; NO_MINOR_UPGRADES and "
+        "NO_MINOR_OR_NODE_UPGRADES: at most the end of support of the minor version. One of end and "
+        "untilEndOfSupport.")
+    until_end_of_support: StrictBool = Field(
+        default=False, description="End at the end of support of the cluster's minor version, however it moves "
+        "(GKE's exclusion end time behavior UNTIL_END_OF_SUPPORT, as cluster-toolkit's A3 Ultra blueprint holds "
+        "its nodes); NO_MINOR_UPGRADES and NO_MINOR_OR_NODE_UPGRADES only. One of end and untilEndOfSupport.")
     scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"] = Field(
         default="NO_MINOR_OR_NODE_UPGRADES", description="What is held back.")
 

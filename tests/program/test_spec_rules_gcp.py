@@ -256,8 +256,8 @@ def test_no_upgrades_exclusions_last_30_days_at_most(spec: dict[str, Any]) -> No
     spec["gcp"]["cluster"]["maintenance"]["exclusions"] = [
         {"name": "freeze", "start": "2027-01-01T00:00:00Z", "end": "2027-02-15T00:00:00Z", "scope": "NO_UPGRADES"}]
     assert errors(spec) == [
-        f"{P}.gcp.cluster.maintenance.exclusions[freeze].end: a NO_UPGRADES exclusion lasts at most 30 days (use "
-        "NO_MINOR_OR_NODE_UPGRADES for longer) [rule: maintenance-exclusion]"]
+        f"{P}.gcp.cluster.maintenance.exclusions[freeze].end: a NO_UPGRADES exclusion lasts at most 30 days (this one "
+        "45 days; use NO_MINOR_OR_NODE_UPGRADES for longer) [rule: maintenance-exclusion]"]
 
 
 def test_bucket_protection(spec: dict[str, Any]) -> None:

@@ -10,7 +10,6 @@ import difflib
 import ipaddress
 import json
 import re
-from datetime import timedelta
 
 from components.catalog.gcp_machines import MachineFacts, gcp_storage_limits, gpudirect_manifests, load_gcp_catalog
 from components.catalog.gke_versions import load_gke_versions, parse_gke_version
@@ -32,6 +31,7 @@ from components.spec.errors import _Collector
 from components.spec.gcp import GcpNodePoolSpec, GcpSpec
 from components.spec.model import ClusterSpec
 from components.spec.rules.gcp_pools import check_pool_accounts, check_pool_images
+from components.spec.rules.gke_maintenance import check_exclusions
 from components.spec.rules.network import _ipv4_cidr
 from components.spec.rules.node_groups import check_labels_and_taints
 from components.spec.rules.rxdm import check_rxdm
@@ -40,9 +40,8 @@ from components.spec.rules.rxdm import check_rxdm
 # master_ipv4_cidr_block).
 _CONTROL_PLANE_PREFIX = 28
 # GKE maintenance windows: "at least 48 hours of availability in a 32-day rolling window", each window at least
-# 4 hours (GKE "Maintenance windows and exclusions"); NO_UPGRADES exclusions last at most 30 days.
+# 4 hours (GKE "Maintenance windows and exclusions"); exclusions: components/spec/rules/gke_maintenance.py.
 _WINDOW_HOURS_PER_32_DAYS = 48
-_NO_UPGRADES_MAX = timedelta(days=30)
 # Budgets on a billing account send email through Cloud Monitoring notification channels: at most 5 per budget
 # (Cloud Billing Budget API, NotificationsRule.monitoringNotificationChannels).
 MAX_GCP_BUDGET_CHANNELS = 5
@@ -538,10 +537,4 @@ def _check_cluster(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
         out.add(f"{where}.maintenance", "maintenance-window-availability",
                 f"GKE needs at least {_WINDOW_HOURS_PER_32_DAYS} hours of maintenance windows in any 32 days; "
                 f"'{mw.recurrence}' for {mw.duration_hours} h gives as little as {per_32} h")
-    for k, ex in enumerate(mw.exclusions):
-        if ex.end <= ex.start:
-            out.add(f"{where}.maintenance.exclusions[{k}].end", "maintenance-exclusion",
-                    "an exclusion ends after it starts")
-        elif ex.scope == "NO_UPGRADES" and ex.end - ex.start > _NO_UPGRADES_MAX:
-            out.add(f"{where}.maintenance.exclusions[{k}].end", "maintenance-exclusion",
-                    "a NO_UPGRADES exclusion lasts at most 30 days (use NO_MINOR_OR_NODE_UPGRADES for longer)")
+    check_exclusions(gcp, out)
