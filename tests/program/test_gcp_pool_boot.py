@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.conftest import run_spec
 from tests.program.test_gcp_pool_accounts import POOL, P, errors, h100, spec
 
@@ -41,3 +43,20 @@ def test_the_gpu_operator_needs_ubuntu(spec: dict[str, Any]) -> None:
     assert f"{P}.gcp.nodePools[h100].imageType: gpuDriver operator needs UBUNTU_CONTAINERD: the GPU Operator's " \
         "driver containers run on Ubuntu nodes (GKE 'Manage the GPU stack with the NVIDIA GPU Operator') " \
         "[rule: gke-image-type]" in errors(spec)
+
+
+@pytest.mark.parametrize("machine", ["a3-ultragpu-8g", "a4-highgpu-8g"])
+def test_an_a3_ultra_or_a4_pool_boots_from_hyperdisk_only(spec: dict[str, Any], machine: str) -> None:
+    h100(spec).update(machineType=machine, capacity={"type": "spot"}, diskType="pd-balanced")
+    (line,) = [e for e in errors(spec) if "[rule: boot-disk-type-supported]" in e]
+    assert line.startswith(f"{P}.gcp.nodePools[h100].diskType: {machine} boots from hyperdisk-balanced only, not "
+                           "pd-balanced (catalog: GoogleCloudPlatform/cluster-toolkit @10470803")
+    h100(spec)["diskType"] = "hyperdisk-balanced"
+    assert not [e for e in _errors_or_none(spec) if "boot-disk-type-supported" in e]
+
+
+def _errors_or_none(spec: dict[str, Any]) -> list[str]:
+    try:
+        return errors(spec)
+    except pytest.fail.Exception:
+        return []

@@ -95,7 +95,7 @@ def test_flex_start_pools_start_empty(spec: dict[str, Any]) -> None:
 
 
 def test_a3_ultra_is_not_sold_on_demand(spec: dict[str, Any]) -> None:
-    h100(spec).update(machineType="a3-ultragpu-8g", capacity={"type": "on-demand"})
+    h100(spec).update(machineType="a3-ultragpu-8g", capacity={"type": "on-demand"}, diskType="hyperdisk-balanced")
     (line,) = errors(spec)
     assert line.startswith(f"{P}.gcp.nodePools[h100].capacity.type: a3-ultragpu-8g is not sold on-demand (catalog: ")
     assert line.endswith("); use reservation, spot, flex-start [rule: provisioning-model-offered]")

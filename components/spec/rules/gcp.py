@@ -152,6 +152,10 @@ def _check_pools(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
                     f"localSsd ephemeral needs the machine type's local SSDs, and the catalog "
                     f"{'has none' if facts.has_local_nvme is False else 'does not confirm them'} for "
                     f"{pool.machine_type}; use auto or none")
+        if facts.boot_disk_types is not None and pool.disk_type not in facts.boot_disk_types:
+            out.add(f"{where}.diskType", "boot-disk-type-supported",
+                    f"{pool.machine_type} boots from {' or '.join(facts.boot_disk_types)} only, not {pool.disk_type} "
+                    f"(catalog: {facts.boot_disk_source})")
         if not facts.gpu_count and pool.gpu_driver != "gke-latest":
             out.add(f"{where}.gpuDriver", "gpu-driver-gpu-only", "gpuDriver only applies to GPU machine types")
     known = [(p, catalog[p.machine_type]) for p in gcp.node_pools if p.machine_type in catalog]
