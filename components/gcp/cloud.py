@@ -276,7 +276,8 @@ def gpu_network_plan(spec: ClusterSpec) -> GpuNetworkPlan | None:
     # An MTU the catalog does not confirm is left at GCP's default rather than guessed.
     return GpuNetworkPlan(flavour=facts.gpudirect, nics=facts.gpu_nic_count,
                           mtu=facts.gpu_nic_mtu.value or DEFAULT_MTU, cidr=gcp_spec.network.gpu_networks_cidr,
-                          prefix=gpu_subnet_prefix(gcp_spec))
+                          prefix=gpu_subnet_prefix(gcp_spec),
+                          gvnic_prefix=gcp_spec.network.gvnic_subnet_prefix_length)
 
 
 # GKE injects the GCS FUSE sidecar into pods that mount a checkpoint volume, with 250m CPU and 256Mi memory requested

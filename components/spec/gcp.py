@@ -53,6 +53,16 @@ class GcpNetworkSpec(_Model):
         "before the first apply: a change moves the subnets, which replaces them and the GPU pools wired to them.",
         json_schema_extra=unit("bits"),
     )
+    gvnic_subnet_prefix_length: StrictInt | None = Field(
+        default=None,
+        description="RDMA machine types (A3 Ultra, A4) only: prefix length of the second gVNIC network's subnet, sized "
+        "apart from the RDMA subnets (cluster-toolkit's A3 Ultra blueprint gives it a /18 beside a /18 split into 8 "
+        "RDMA subnets). The gVNIC subnet then takes the first /N of gpuNetworksCidr and the 8 RDMA subnets of "
+        "gpuSubnetPrefixLength the first ranges after it. Default: none, the gVNIC subnet is the first of nine subnets "
+        "of gpuSubnetPrefixLength (the layout every stack had before this setting). Choose it before the first apply: "
+        "a change moves the subnets, which replaces them and the GPU pools wired to them.",
+        json_schema_extra=unit("bits"),
+    )
     nat_log: Literal["ERRORS_ONLY", "TRANSLATIONS_ONLY", "ALL", "OFF"] = Field(
         default="ERRORS_ONLY", description="Cloud NAT logging filter (OFF: no logging).")
 

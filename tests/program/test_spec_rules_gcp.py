@@ -12,6 +12,7 @@ from components.catalog.gcp_machines import gcp_storage_limits, gpudirect_manife
 from components.catalog.gke_versions import GkeVersions, load_gke_versions
 from components.spec import SpecError, decisions, parse_spec
 from components.spec.rules import gcp as gcp_rules
+from components.spec.rules import gcp_networks
 from tests.conftest import raw_stack_config
 
 FILE = "stacks/Pulumi.prod-gcp.yaml"
@@ -183,7 +184,7 @@ def test_a_pool_the_pinned_agents_do_not_select_is_refused(spec: dict[str, Any],
     pins = gpudirect_manifests()
     (gib,) = pins["RDMA"]
     h200_only = {**pins, "RDMA": (dataclasses.replace(gib, accelerators=("nvidia-h200-141gb",)),)}
-    monkeypatch.setattr(gcp_rules, "gpudirect_manifests", lambda: h200_only)
+    monkeypatch.setattr(gcp_networks, "gpudirect_manifests", lambda: h200_only)
     h100(spec).update(machineType="a4-highgpu-8g", diskType="hyperdisk-balanced")
     assert errors(spec) == [
         f"{P}.gcp.nodePools[h100].machineType: the pinned GPUDirect-RDMA node agents "
