@@ -30,7 +30,7 @@ from components.catalog.gcp_machines import (
 from components.catalog.prices import describe, load_prices, node_hour_price
 from components.gcp.cost import GcpBudgets
 from components.gcp.gke import GkeCluster, GkeNodePool, gke_kubeconfig
-from components.gcp.lustre import lustre_volume
+from components.gcp.lustre import lustre_filesystem_name, lustre_volume
 from components.gcp.network import DEFAULT_MTU, GcpNetwork, GpuNetworkPlan
 from components.gcp.node_accounts import GcpPoolAccounts
 from components.gcp.platform import (
@@ -43,7 +43,7 @@ from components.gcp.platform import (
 )
 from components.gcp.security import GcpDataAccess, GcpIdentities, GcpKeys, GcpServices, kms_key_id, wif_principal
 from components.gcp.slurm_db import SQL_SERVICE, SlurmAccountingDb
-from components.gcp.storage import LUSTRE_FILESYSTEM, GcpStorage, checkpoint_bucket_name
+from components.gcp.storage import GcpStorage, checkpoint_bucket_name
 from components.gcp.telemetry import NOT_VISIBLE, STACKDRIVER_RELEASE, GcpTelemetry, stackdriver_values
 from components.kubernetes.inputs import CloudRelease, CloudTelemetry, PlatformInputs
 from components.kubernetes.objects import (
@@ -588,8 +588,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         gpu_availability_zone=pulumi.Output.from_input(g.gpu_zone),
         checkpoint_bucket=storage.bucket_name,
         filesystem_dns_name=storage.filesystem_address,
-        filesystem_mount_name=pulumi.Output.from_input(LUSTRE_FILESYSTEM)
-        if fs is not None and fs.type == "managed-lustre" else None,
+        filesystem_mount_name=pulumi.Output.from_input(mount) if (mount := lustre_filesystem_name(spec)) else None,
         node_group_names={name: p.pool_name for name, p in pools.items()},
         checkpoint_role_arns={t.name: wif_principal(number, g.project, t.name, CHECKPOINT_SERVICE_ACCOUNT)
                               for t in spec.teams},

@@ -310,11 +310,39 @@ class GcsDataBucketSpec(_Model):
         return self.noncurrent_version_retention_days or DEFAULT_NONCURRENT_DAYS
 
 
+class ExistingLustreSpec(_Model):
+    """A Managed Lustre instance the stack does not create: GKE's Managed Lustre CSI driver mounts it through a static
+    PersistentVolume (volume handle <project>/<location>/<name>, volume attributes ip and filesystem). Nothing reads
+    the instance at preview, so its mount IP and filesystem name are given here (`gcloud lustre instances describe`:
+    mountPoint is <ip>@tcp:/<filesystem>). It must be connected to this stack's VPC (its network is the stack's,
+    reached over the private service access peering the stack makes) and serve LNet on port 988 (created without
+    gke-support-enabled)."""
+
+    name: str = Field(pattern=r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$",
+                      description="The instance's id (lowercase letters, digits and hyphens, 1 to 63, starting with a "
+                      "letter), in gcp.project.")
+    location: str = Field(pattern=r"^[a-z]+-[a-z]+[0-9]+-[a-z]$",
+                          description="The instance's zone, in gcp.region (Managed Lustre instances are zonal).")
+    ip: str = Field(min_length=1, max_length=64,
+                    description="The IPv4 address of its mount point (the part before @tcp): an address of the stack's "
+                    "private service access range.")
+    filesystem: str = Field(min_length=1, max_length=64,
+                            description="Its Lustre filesystem name (the part after @tcp:/): up to 8 letters and "
+                            "digits, starting with a letter.")
+
+
 class GcpFilesystemSpec(_Model):
     """The shared filesystem in the GPU zone: Managed Lustre, or Filestore or Parallelstore."""
 
     type: Literal["managed-lustre", "filestore", "parallelstore"] = Field(
         default="managed-lustre", description="Which service.")
+    existing: ExistingLustreSpec | None = Field(
+        default=None,
+        description="managed-lustre only: mount this existing instance instead of creating one; capacityGiB and "
+        "perUnitStorageThroughput describe it (the volume's size, the sizing model). It is not priced, protected or "
+        "labelled here. Switching a stack that created its instance to `existing` removes that instance from the "
+        "program: in prod it is protected, so the update stops, and `blueprint cost diff` fails on the removal; "
+        "to keep it, run `pulumi state delete` on it first (docs/gcp.md).")
     capacity_gib: StrictInt = Field(alias="capacityGiB", ge=1, description="Provisioned capacity in GiB.",
                                     json_schema_extra=unit("GiB"))
     per_unit_storage_throughput: StrictInt | None = Field(

@@ -28,6 +28,7 @@ from components.spec.decisions import (
 from components.spec.errors import _Collector
 from components.spec.gcp import GcpNodePoolSpec, GcpSpec
 from components.spec.model import ClusterSpec
+from components.spec.rules.gcp_lustre import check_existing_lustre
 from components.spec.rules.gcp_networks import check_gpu_networks
 from components.spec.rules.gcp_pools import check_pool_accounts, check_pool_images
 from components.spec.rules.gke_maintenance import check_exclusions
@@ -61,6 +62,7 @@ def check_gcp(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
     check_pool_accounts(spec.name, gcp, out)
     check_pool_images(gcp, out)
     _check_storage(gcp, out)
+    check_existing_lustre(gcp, out)
     _check_buckets(spec, gcp, out)
     _check_cluster(spec, gcp, out)
     _check_gke_version(gcp, out)
