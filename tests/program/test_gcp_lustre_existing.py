@@ -17,6 +17,7 @@ import yaml
 from blueprint.changes.replacements import replacements
 from blueprint.cli import main
 from blueprint.cost.engine import price_graph
+from blueprint.report.diagram import build_diagram
 from components.spec import SpecError, parse_spec
 from tests.conftest import ROOT, offline_run, raw_stack_config, run_spec
 
@@ -102,6 +103,15 @@ def test_the_preview_says_it_is_not_managed_here(tmp_path: Path, spec: dict[str,
             "protected by this stack): mounted as 10.90.0.4@tcp:/ckpt, described as 18,000 GiB at 500 MB/s per TiB"
             ) in out
     assert "Managed Lustre prod-train-gke-lustre" not in out
+
+
+def test_the_diagram_draws_the_existing_instance_from_the_spec(spec: dict[str, Any]) -> None:
+    parsed = parse_spec(spec, FILE, provider_region="us-central1")
+    diagram = build_diagram(run_spec(spec, "prod-gcp").graph, parsed)
+    (node,) = [n for n in diagram.nodes if n.kind == "filesystem"]
+    assert (node.id, node.title, node.keys) == ("n-lustre-shared-lustre", "shared-lustre", set())
+    assert node.lines == ["existing Managed Lustre in us-central1-a", "18,000 GiB x 500 MB/s/TiB",
+                          "10.90.0.4@tcp:/ckpt", "not managed by this stack"]
 
 
 @pytest.mark.parametrize(("key", "value", "message"), [
