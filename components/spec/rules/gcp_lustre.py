@@ -17,8 +17,9 @@ from components.spec.errors import _Collector
 from components.spec.gcp import GcpSpec
 
 _FSNAME = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,7}$")
-# GCP private service access allocates from private ranges (RFC 1918) or the shared range 100.64.0.0/10 (VPC
-# "Valid IPv4 ranges"); an address elsewhere cannot be the instance's.
+# The instance's address comes from the private service access range, which the stack allocates without an address
+# (GCP picks a private one); private (RFC 1918) and the shared range 100.64.0.0/10 are accepted, as the stack's own
+# ranges are (rules/gcp.py _check_ranges). Google's list of valid IPv4 ranges was not read for this rule.
 _SHARED = ipaddress.IPv4Network("100.64.0.0/10")
 _WHERE = ".gcp.storage.filesystem.existing"
 
