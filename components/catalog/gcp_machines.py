@@ -50,6 +50,8 @@ class MachineFacts:
     not_offered: tuple[str, ...]  # models a source says the type is not sold as (A3 Ultra, A4: no on-demand)
     provisioning_source: str
     mig: Fact
+    boot_disk_types: tuple[str, ...] | None = None  # None: not read, any the spec offers is taken
+    boot_disk_source: str = ""
 
     @property
     def instance_type(self) -> str:
@@ -125,6 +127,8 @@ def _parse(data: dict[str, Any]) -> dict[str, MachineFacts]:
             not_offered=tuple(str(v) for v in (raw.get("provisioning") or {}).get("not_offered", []) or []),
             provisioning_source=str((raw.get("provisioning") or {}).get("source", "")),
             mig=Fact(value=1 if mig else 0, status="confirmed", source=_MIG_SOURCE, as_of="2026-11-29"),
+            boot_disk_types=_strings(raw.get("boot_disk_types")),
+            boot_disk_source=str(sources.get(str((raw.get("boot_disk_types") or {}).get("source", "")), "")),
         )
     return out
 

@@ -18,7 +18,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.catalog.charts import recorder_image, tool_image
+from components.catalog.charts import recorder_image
 from components.catalog.gcp_machines import (
     coupled_rxdm_releases,
     gcp_storage_limits,
@@ -30,7 +30,9 @@ from components.catalog.gcp_machines import (
 from components.catalog.prices import describe, load_prices, node_hour_price
 from components.gcp.cost import GcpBudgets
 from components.gcp.gke import GkeCluster, GkeNodePool, gke_kubeconfig
+from components.gcp.lustre import lustre_filesystem_name, lustre_volume
 from components.gcp.network import DEFAULT_MTU, GcpNetwork, GpuNetworkPlan
+from components.gcp.node_accounts import GcpPoolAccounts
 from components.gcp.platform import (
     GKE_TOPOLOGY,
     PD_CSI,
@@ -41,7 +43,7 @@ from components.gcp.platform import (
 )
 from components.gcp.security import GcpDataAccess, GcpIdentities, GcpKeys, GcpServices, kms_key_id, wif_principal
 from components.gcp.slurm_db import SQL_SERVICE, SlurmAccountingDb
-from components.gcp.storage import LUSTRE_FILESYSTEM, GcpStorage, checkpoint_bucket_name, lustre_instance_id
+from components.gcp.storage import GcpStorage, checkpoint_bucket_name
 from components.gcp.telemetry import NOT_VISIBLE, STACKDRIVER_RELEASE, GcpTelemetry, stackdriver_values
 from components.kubernetes.inputs import CloudRelease, CloudTelemetry, PlatformInputs
 from components.kubernetes.objects import (
@@ -58,7 +60,6 @@ from components.kubernetes.objects import (
     SidecarRelease,
     StorageSignals,
     slurm_cluster,
-    volume_generation,
 )
 from components.kubernetes.objects.node_check import NODE_CHECK_NAMESPACE, per_node_expected
 from components.kubernetes.objects.node_check import SERVICE_ACCOUNT as NODE_CHECK_ACCOUNT
@@ -275,40 +276,14 @@ def gpu_network_plan(spec: ClusterSpec) -> GpuNetworkPlan | None:
     # An MTU the catalog does not confirm is left at GCP's default rather than guessed.
     return GpuNetworkPlan(flavour=facts.gpudirect, nics=facts.gpu_nic_count,
                           mtu=facts.gpu_nic_mtu.value or DEFAULT_MTU, cidr=gcp_spec.network.gpu_networks_cidr,
-                          prefix=gpu_subnet_prefix(gcp_spec))
+                          prefix=gpu_subnet_prefix(gcp_spec),
+                          gvnic_prefix=gcp_spec.network.gvnic_subnet_prefix_length)
 
 
-# Managed Lustre through GKE's CSI driver, statically provisioned (GKE "Access existing Managed Lustre instances on
-# GKE using the Managed Lustre CSI driver" and the driver reference: volumeHandle PROJECT_ID/LOCATION/INSTANCE_NAME,
-# volumeAttributes ip and filesystem, Retain). The driver mounts only whole filesystems (GoogleCloudPlatform/
-# lustre-csi-driver v0.6.11 pkg/csi_driver/node.go: "<ip>@tcp:/<fsname>" and nothing after it), so every team's
-# volume is the instance, and pods reach their directory with subPath <team> (an admission policy enforces it).
-LUSTRE_CSI = "lustre.csi.storage.gke.io"
 # GKE injects the GCS FUSE sidecar into pods that mount a checkpoint volume, with 250m CPU and 256Mi memory requested
 # unless the pod's annotations say otherwise (GKE, Cloud Storage FUSE CSI driver, "Configure resources for the sidecar
 # container", Standard clusters).
 GCSFUSE_SIDECAR_REQUESTS = (250, 256)
-LUSTRE_SOURCE = ("GKE, Access existing Managed Lustre instances with the Managed Lustre CSI driver; "
-                 "GoogleCloudPlatform/lustre-csi-driver v0.6.11")
-
-
-def lustre_volume(spec: ClusterSpec, mount_point: pulumi.Input[str] | None) -> SharedFilesystem | None:
-    """The Managed Lustre instance as pods mount it, or None (no filesystem, or Filestore/Parallelstore, whose
-    static volume formats this blueprint has not confirmed: no shared-fs claim is built for them)."""
-    g = spec.gcp_spec()
-    fs = g.storage.filesystem
-    if fs is None or fs.type != "managed-lustre" or mount_point is None:
-        return None
-    ip = pulumi.Output.from_input(mount_point).apply(lambda m: str(m or "").split("@", 1)[0])
-
-    def attributes(path: str | None) -> dict[str, Any]:
-        assert path is None  # the driver mounts the whole filesystem
-        return {"ip": ip, "filesystem": LUSTRE_FILESYSTEM}
-    handle = f"{g.project}/{g.gpu_zone}/{lustre_instance_id(spec.name)}"
-    return SharedFilesystem(
-        driver=LUSTRE_CSI, volume_handle=handle, attributes=attributes, capacity_gib=fs.capacity_gib, team_root="",
-        scoped=False, tool_image=tool_image(), source=LUSTRE_SOURCE,
-        generation=ip.apply(lambda address: volume_generation(handle, address, LUSTRE_FILESYSTEM)))
 
 
 # The platform's volumes on GKE: PD balanced with the stack's disk key (components/gcp/platform.py
@@ -490,6 +465,10 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         identities = GcpIdentities("identities", project=g.project, prefix=spec.name, admins=g.cluster.admin_members,
                                    team_groups={t.name: t.group for t in spec.teams if t.group},
                                    after=services, opts=opts)
+    own = [p for p in g.node_pools if p.service_account is not None]  # pools with their own account
+    with from_spec(spec_path("gcp", "nodePools")):
+        pool_accounts = GcpPoolAccounts("pool-accounts", project=g.project, pools=own, after=services, opts=opts) \
+            if own else None
     plan = gpu_network_plan(spec)
     fs = g.storage.filesystem
     with from_spec(spec_path("gcp", "network")):
@@ -543,7 +522,10 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                 f"nodepool-{pool.name}", spec=g, pool=pool, facts=facts,
                 sharing=GpuSharingSpec() if pool.name in slurm_node_groups(spec) else spec.platform.gpu_sharing,
                 cluster=cluster.name, location=location,
-                node_account=identities.node_service_account, disk_key=keys.disk_key, key_grants=keys.grants,
+                node_account=pool_accounts.emails[pool.name] if pool_accounts and pool.service_account
+                else identities.node_service_account, disk_key=keys.disk_key,
+                key_grants=[*keys.grants, *(pool_accounts.grants[pool.name] if pool_accounts and pool.service_account
+                                            else [])],
                 labels={**group_billing_labels(spec, pool.team), "cluster": spec.name}, gpu_networks=wired,
                 hugepages_2mi_gib=slurm_hugepages(spec, pool.name), depends_on=depends_on, opts=opts)
 
@@ -606,8 +588,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         gpu_availability_zone=pulumi.Output.from_input(g.gpu_zone),
         checkpoint_bucket=storage.bucket_name,
         filesystem_dns_name=storage.filesystem_address,
-        filesystem_mount_name=pulumi.Output.from_input(LUSTRE_FILESYSTEM)
-        if fs is not None and fs.type == "managed-lustre" else None,
+        filesystem_mount_name=pulumi.Output.from_input(mount) if (mount := lustre_filesystem_name(spec)) else None,
         node_group_names={name: p.pool_name for name, p in pools.items()},
         checkpoint_role_arns={t.name: wif_principal(number, g.project, t.name, CHECKPOINT_SERVICE_ACCOUNT)
                               for t in spec.teams},

@@ -161,11 +161,14 @@ class GkeCluster(pulumi.ComponentResource):
             maintenance_policy=gcp.container.ClusterMaintenancePolicyArgs(
                 recurring_window=gcp.container.ClusterMaintenancePolicyRecurringWindowArgs(
                     start_time=rfc3339(mw.start.timestamp()), end_time=rfc3339(end), recurrence=mw.recurrence),
+                # An exclusion until end of support gives GKE's end-time behavior instead of an end time (exactly
+                # one of the two: pulumi_gcp ClusterMaintenancePolicyMaintenanceExclusionArgs.end_time).
                 maintenance_exclusions=[gcp.container.ClusterMaintenancePolicyMaintenanceExclusionArgs(
                     exclusion_name=ex.name, start_time=rfc3339(ex.start.timestamp()),
-                    end_time=rfc3339(ex.end.timestamp()),
+                    end_time=rfc3339(ex.end.timestamp()) if ex.end is not None else None,
                     exclusion_options=gcp.container.ClusterMaintenancePolicyMaintenanceExclusionExclusionOptionsArgs(
-                        scope=ex.scope)) for ex in mw.exclusions] or None),
+                        scope=ex.scope, end_time_behavior="UNTIL_END_OF_SUPPORT" if ex.until_end_of_support else None))
+                    for ex in mw.exclusions] or None),
             resource_labels=dict(labels),
             opts=pulumi.ResourceOptions(
                 parent=self, protect=protect, retain_on_delete=protect, depends_on=[*key_grants, *after],
@@ -235,7 +238,8 @@ class GkeNodePool(pulumi.ComponentResource):
             service_account=node_account,
             oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
             # The GPU Operator's driver containers need Ubuntu nodes; GKE-managed drivers run on COS.
-            image_type="UBUNTU_CONTAINERD" if gpu and pool.gpu_driver == "operator" else "COS_CONTAINERD",
+            image_type=pool.image_type or ("UBUNTU_CONTAINERD" if gpu and pool.gpu_driver == "operator"
+                                           else "COS_CONTAINERD"),
             disk_type=pool.disk_type,
             disk_size_gb=pool.disk_size_gb,
             boot_disk_kms_key=disk_key,

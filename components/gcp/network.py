@@ -8,13 +8,13 @@ GPU networks, per flavour (cluster-toolkit examples gke-a3-highgpu, gke-a3-megag
 - TCPX (A3 High) and TCPXO (A3 Mega): one VPC per GPU NIC (4 or 8), one subnet each, MTU 8244, internal traffic
   allowed; the primary VPC gets the same MTU.
 - RDMA (A3 Ultra, A4): one more gVNIC VPC, and one VPC on the zone's RoCE network profile with one subnet per CX-7
-  NIC (8) and no firewall rules (a RoCE VPC refuses them), MTU 8896.
+  NIC (8) and no firewall rules (a RoCE VPC refuses them), MTU 8896. The gVNIC VPC's subnet may be sized apart from
+  the RDMA subnets (gcp.network.gvnicSubnetPrefixLength: cluster-toolkit gke-a3-ultragpu gives it a /18 beside a /18
+  split into the 8 RDMA subnets); the layout is decisions.gpu_subnet_layout.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional
@@ -24,7 +24,7 @@ import pulumi_gcp as gcp
 
 from components import provenance
 from components.gcp.platform import GpuNetwork
-from components.spec.decisions import DEFAULT_GPU_SUBNET_PREFIX, gpu_network_count
+from components.spec.decisions import DEFAULT_GPU_SUBNET_PREFIX, gpu_network_count, gpu_subnet_layout
 from components.spec.gcp import GcpSpec
 
 # GCP's default VPC MTU (VPC "Maximum transmission unit": 1460 bytes unless set).
@@ -40,13 +40,13 @@ class GpuNetworkPlan:
     mtu: int
     cidr: str
     prefix: int = DEFAULT_GPU_SUBNET_PREFIX
+    gvnic_prefix: int | None = None  # RDMA: the gVNIC network's subnet sized on its own (gvnicSubnetPrefixLength)
 
     def subnets(self) -> list[str]:
-        """One subnet of ``prefix`` per network, in order from the start of ``cidr`` (TCPX/TCPXO: one per VPC; RDMA:
-        the gVNIC VPC's, then 8 RoCE subnets)."""
-        base = ipaddress.ip_network(self.cidr)
-        count = gpu_network_count(self.flavour, self.nics)
-        return [str(n) for n in itertools.islice(base.subnets(new_prefix=self.prefix), count)]
+        """One subnet per network, in order from the start of ``cidr`` (TCPX/TCPXO: one per VPC; RDMA: the gVNIC
+        VPC's, then 8 RoCE subnets), each of ``prefix`` unless ``gvnic_prefix`` sizes the gVNIC one."""
+        return gpu_subnet_layout(self.cidr, gpu_network_count(self.flavour, self.nics), self.prefix,
+                                 self.gvnic_prefix if self.flavour == "RDMA" else None)
 
 
 class GcpNetwork(pulumi.ComponentResource):

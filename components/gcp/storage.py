@@ -82,7 +82,8 @@ class GcpStorage(pulumi.ComponentResource):
     Attributes:
         bucket_name: the checkpoint bucket.
         data_buckets: the names of gcp.storage.buckets, by spec name.
-        filesystem_address: how clients mount the filesystem (Lustre ``<ip>@tcp:/lustrefs``; Filestore IP), or None.
+        filesystem_address: how clients mount the filesystem (Lustre ``<ip>@tcp:/<fsname>``, an existing instance's
+            as the stack gives it; Filestore IP), or None.
     """
 
     bucket_name: pulumi.Output[str]
@@ -124,7 +125,12 @@ class GcpStorage(pulumi.ComponentResource):
         if fs is not None:
             after_psa = pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(
                 depends_on=[psa_connection] if psa_connection is not None else []))
-            if fs.type == "managed-lustre":
+            if fs.type == "managed-lustre" and fs.existing is not None:
+                # An instance the stack does not create (storage.filesystem.existing): nothing is registered for it,
+                # so it is neither priced nor protected here, and removing the key never deletes it.
+                self.filesystem_address = pulumi.Output.from_input(
+                    f"{fs.existing.ip}@tcp:/{fs.existing.filesystem}")
+            elif fs.type == "managed-lustre":
                 lustre = gcp.lustre.Instance(
                     f"{name}-lustre",
                     instance_id=lustre_instance_id(prefix),

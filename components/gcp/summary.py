@@ -199,6 +199,13 @@ def _storage_lines(graph: GraphView, spec: ClusterSpec) -> list[str]:
             lines.append("  encrypted with Google-managed keys, not CMEK: Managed Lustre documents that "
                          "CMEK-protected instances cannot be used from GKE (Managed Lustre 'Customer-managed "
                          "encryption keys', limitations); the checkpoint bucket and disks keep CMEK")
+    fs_spec = spec.gcp_spec().storage.filesystem
+    if fs_spec is not None and fs_spec.existing is not None:
+        ex, tier = fs_spec.existing, fs_spec.per_unit_storage_throughput or 0
+        lines.append(f"existing Managed Lustre {ex.name} in {ex.location}, not managed here (not created, priced or "
+                     f"protected by this stack): mounted as {ex.ip}@tcp:/{ex.filesystem}, described as "
+                     f"{fs_spec.capacity_gib:,} GiB at {tier} MB/s per TiB")
+        lines += checkpoint_lines(spec, fs_spec.capacity_gib / 1024 * tier)
     for fs in graph.of_type("gcp:filestore/instance:Instance"):
         lines.append(f"Filestore {fs.inputs.get('name')} ({fs.inputs.get('tier')})")
     for fs in graph.of_type("gcp:parallelstore/instance:Instance"):

@@ -157,7 +157,8 @@ def _filesystem(spec: ClusterSpec) -> tuple[StorageOption | None, bool]:
         if gfs is None:
             return None, False
         # Managed Lustre's tier is its throughput per TiB; Filestore and Parallelstore have no per-TiB figure here.
-        return StorageOption(gfs.type, gfs.capacity_gib, gfs.per_unit_storage_throughput or 0, 0.0), True
+        return (StorageOption(gfs.type, gfs.capacity_gib, gfs.per_unit_storage_throughput or 0, 0.0),
+                gfs.existing is None)
     fs = spec.aws_spec().storage.filesystem
     if fs is None:
         return None, False

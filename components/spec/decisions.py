@@ -5,6 +5,7 @@ and the syntax checks the rules and the program share."""
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -291,6 +292,25 @@ def gpu_subnet_prefix(gcp: GcpSpec) -> int:
 def gpu_network_count(flavour: str, nics: int) -> int:
     """How many GPU subnets a GPUDirect flavour takes: one per GPU NIC, and on RDMA one more for the second gVNIC."""
     return nics + (1 if flavour == "RDMA" else 0)
+
+
+def gpu_subnet_layout(cidr: str, count: int, prefix: int, gvnic_prefix: int | None = None) -> list[str]:
+    """The GPU networks' subnets in order from the start of ``cidr``: ``count`` subnets of ``prefix`` (TCPX/TCPXO:
+    one per VPC; RDMA: the second gVNIC network's, then the RDMA subnets). With ``gvnic_prefix`` (RDMA only) the first
+    subnet is a /gvnic_prefix of its own and the others are the first ``prefix`` subnets that do not overlap it, so the
+    two never overlap. Fewer than ``count`` when ``cidr`` cannot hold them (the rules refuse that)."""
+    base = ipaddress.ip_network(cidr)
+    if prefix < base.prefixlen or (gvnic_prefix is not None and gvnic_prefix < base.prefixlen):
+        return []
+    if gvnic_prefix is None:
+        return [str(n) for n in itertools.islice(base.subnets(new_prefix=prefix), count)]
+    gvnic = ipaddress.ip_network((base.network_address, gvnic_prefix))
+    size = 2 ** (base.max_prefixlen - prefix)
+    # The prefix-sized subnets inside the gVNIC one (or the one holding it) come first in cidr: skip them.
+    first = max(gvnic.num_addresses, size) // size
+    fits = min(count - 1, base.num_addresses // size - first)
+    start = int(base.network_address) + first * size
+    return [str(gvnic), *(str(ipaddress.ip_network((start + k * size, prefix))) for k in range(max(fits, 0)))]
 
 
 def gke_version_floors(gcp: GcpSpec) -> list[tuple[VersionFloor, list[str]]]:

@@ -53,6 +53,16 @@ class GcpNetworkSpec(_Model):
         "before the first apply: a change moves the subnets, which replaces them and the GPU pools wired to them.",
         json_schema_extra=unit("bits"),
     )
+    gvnic_subnet_prefix_length: StrictInt | None = Field(
+        default=None,
+        description="RDMA machine types (A3 Ultra, A4) only: prefix length of the second gVNIC network's subnet, sized "
+        "apart from the RDMA subnets (cluster-toolkit's A3 Ultra blueprint gives it a /18 beside a /18 split into 8 "
+        "RDMA subnets). The gVNIC subnet then takes the first /N of gpuNetworksCidr and the 8 RDMA subnets of "
+        "gpuSubnetPrefixLength the first ranges after it. Default: none, the gVNIC subnet is the first of nine subnets "
+        "of gpuSubnetPrefixLength (the layout every stack had before this setting). Choose it before the first apply: "
+        "a change moves the subnets, which replaces them and the GPU pools wired to them.",
+        json_schema_extra=unit("bits"),
+    )
     nat_log: Literal["ERRORS_ONLY", "TRANSLATIONS_ONLY", "ALL", "OFF"] = Field(
         default="ERRORS_ONLY", description="Cloud NAT logging filter (OFF: no logging).")
 
@@ -132,6 +142,33 @@ class GkeUpgradeSpec(_Model):
         default=None, description="blue-green only: the rollout policy (required with strategy blue-green).")
 
 
+# A service account's ID: 6-30 characters, lowercase letters, digits and hyphens, starting with a letter (IAM "Create
+# service accounts": account_id; pulumi_gcp serviceaccount.Account account_id "must be 6-30 characters long, and match
+# the regular expression [a-z]([-a-z0-9]*[a-z0-9])").
+_ACCOUNT_ID_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+
+
+class GcpNodeServiceAccountSpec(_Model):
+    """The service account a node pool's VMs run as, instead of the stack's node account: one the stack creates with
+    the project roles listed (cluster-toolkit's A3 Mega and A3 Ultra blueprints give their pools such an account), or
+    an existing one."""
+
+    account_id: str | None = Field(
+        default=None, pattern=_ACCOUNT_ID_RE.pattern,
+        description="Create this service account (<accountId>@<project>.iam.gserviceaccount.com) and grant it "
+        "roles. Pools that name the same accountId share it (and must list the same roles). One of accountId and "
+        "existing.")
+    roles: list[str] = Field(
+        default_factory=list, max_length=50,
+        description="accountId only: the project roles the account is granted (roles/<service>.<role>, or a custom "
+        "role projects/<project>/roles/<id> or organizations/<number>/roles/<id>). GKE wants at least "
+        "roles/container.defaultNodeServiceAccount on a node account.")
+    existing: str | None = Field(
+        default=None, pattern=_SERVICE_ACCOUNT_RE.pattern,
+        description="An existing service account's email: the pool runs as it and the stack grants it nothing. One "
+        "of accountId and existing.")
+
+
 class GcpNodePoolSpec(_Model):
     """One GKE node pool, in the GPU zone for GPU machine types."""
 
@@ -164,6 +201,11 @@ class GcpNodePoolSpec(_Model):
     )
     disk_type: Literal["pd-balanced", "pd-ssd", "hyperdisk-balanced"] = Field(
         default="pd-balanced", description="Boot disk type (A3 Ultra, A4 take Hyperdisk only).")
+    image_type: str | None = Field(
+        default=None, max_length=64,
+        description="The node image (node_config image_type): COS_CONTAINERD or UBUNTU_CONTAINERD, the Linux images "
+        "GKE offers (GKE 'Node images'). Default: UBUNTU_CONTAINERD for GPU pools whose drivers the GPU Operator "
+        "installs, COS_CONTAINERD otherwise. A change replaces the pool's nodes.")
     disk_size_gb: StrictInt = Field(alias="diskSizeGb", default=200, ge=50, le=65536, description="Boot disk size.",
                                     json_schema_extra=unit("GB"))
     gpu_taint: StrictBool = Field(default=True, description="GPU pools get nvidia.com/gpu=present:NoSchedule.")
@@ -175,6 +217,11 @@ class GcpNodePoolSpec(_Model):
         "none (lendingLimitGpus 0), so no other team's work is billed to it. Default: shared, billed to the stack.",
     )
     labels: dict[str, str] = Field(default_factory=dict, description="Extra Kubernetes node labels.")
+    service_account: GcpNodeServiceAccountSpec | None = Field(
+        default=None,
+        description="The pool's own service account (created with its roles, or existing). Default: the stack's node "
+        "account (roles/container.defaultNodeServiceAccount and roles/artifactregistry.reader). A change replaces the "
+        "pool's nodes.")
     upgrade: GkeUpgradeSpec | None = Field(
         default=None,
         description="How GKE rolls the pool's nodes (upgradeSettings). Default: surge, 1 node first, 0 drained "
@@ -263,11 +310,39 @@ class GcsDataBucketSpec(_Model):
         return self.noncurrent_version_retention_days or DEFAULT_NONCURRENT_DAYS
 
 
+class ExistingLustreSpec(_Model):
+    """A Managed Lustre instance the stack does not create: GKE's Managed Lustre CSI driver mounts it through a static
+    PersistentVolume (volume handle <project>/<location>/<name>, volume attributes ip and filesystem). Nothing reads
+    the instance at preview, so its mount IP and filesystem name are given here (`gcloud lustre instances describe`:
+    mountPoint is <ip>@tcp:/<filesystem>). It must be connected to this stack's VPC (its network is the stack's,
+    reached over the private service access peering the stack makes) and serve LNet on port 988 (created without
+    gke-support-enabled)."""
+
+    name: str = Field(pattern=r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$",
+                      description="The instance's id (lowercase letters, digits and hyphens, 1 to 63, starting with a "
+                      "letter), in gcp.project.")
+    location: str = Field(pattern=r"^[a-z]+-[a-z]+[0-9]+-[a-z]$",
+                          description="The instance's zone, in gcp.region (Managed Lustre instances are zonal).")
+    ip: str = Field(min_length=1, max_length=64,
+                    description="The IPv4 address of its mount point (the part before @tcp): an address of the stack's "
+                    "private service access range.")
+    filesystem: str = Field(min_length=1, max_length=64,
+                            description="Its Lustre filesystem name (the part after @tcp:/): up to 8 letters and "
+                            "digits, starting with a letter.")
+
+
 class GcpFilesystemSpec(_Model):
     """The shared filesystem in the GPU zone: Managed Lustre, or Filestore or Parallelstore."""
 
     type: Literal["managed-lustre", "filestore", "parallelstore"] = Field(
         default="managed-lustre", description="Which service.")
+    existing: ExistingLustreSpec | None = Field(
+        default=None,
+        description="managed-lustre only: mount this existing instance instead of creating one; capacityGiB and "
+        "perUnitStorageThroughput describe it (the volume's size, the sizing model). It is not priced, protected or "
+        "labelled here. Switching a stack that created its instance to `existing` removes that instance from the "
+        "program: in prod it is protected, so the update stops, and `blueprint cost diff` fails on the removal; "
+        "to keep it, run `pulumi state delete` on it first (docs/gcp.md).")
     capacity_gib: StrictInt = Field(alias="capacityGiB", ge=1, description="Provisioned capacity in GiB.",
                                     json_schema_extra=unit("GiB"))
     per_unit_storage_throughput: StrictInt | None = Field(
@@ -295,9 +370,18 @@ class GcpStorageSpec(_Model):
 class MaintenanceExclusionSpec(_Model):
     """A window in which GKE does not upgrade (a training run, a launch)."""
 
-    name: str = Field(pattern=_GROUP_NAME_RE.pattern, description="Exclusion name.")
+    name: str = Field(min_length=1, max_length=1024,
+                      description="Exclusion name, unique in the cluster (letters, digits, spaces, '.', '_', '-'; at "
+                      "most 63 characters), e.g. cluster-toolkit's no-minor-or-node-upgrades-indefinite.")
     start: datetime = Field(description="UTC start (ISO 8601 with Z).")
-    end: datetime = Field(description="UTC end.")
+    end: datetime | None = Field(
+        default=None, description="UTC end. NO_UPGRADES: at most 30 days after start; NO_MINOR_UPGRADES and "
+        "NO_MINOR_OR_NODE_UPGRADES: at most the end of support of the minor version. One of end and "
+        "untilEndOfSupport.")
+    until_end_of_support: StrictBool = Field(
+        default=False, description="End at the end of support of the cluster's minor version, however it moves "
+        "(GKE's exclusion end time behavior UNTIL_END_OF_SUPPORT, as cluster-toolkit's A3 Ultra blueprint holds "
+        "its nodes); NO_MINOR_UPGRADES and NO_MINOR_OR_NODE_UPGRADES only. One of end and untilEndOfSupport.")
     scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"] = Field(
         default="NO_MINOR_OR_NODE_UPGRADES", description="What is held back.")
 

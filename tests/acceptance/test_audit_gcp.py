@@ -86,6 +86,19 @@ def test_missing_billing_labels() -> None:
         Check("billing-labels", "Lustre prod-train-gke-lustre", "fail", "missing owner")]
 
 
+def test_an_existing_lustre_instance_s_labels_stay_its_owner_s() -> None:
+    """gcp.storage.filesystem.existing: the audit reads no instance the stack did not create (as for an existing
+    bucket), so its labels are not asked for."""
+    raw = raw_stack_config("prod-gcp")["gpu-cluster:spec"]
+    raw["gcp"]["storage"]["filesystem"]["existing"] = {"name": "shared-lustre", "location": "us-central1-a",
+                                                       "ip": "10.90.0.4", "filesystem": "ckpt"}
+    checks = run_gcp_audit(parse_spec(raw, "stacks/Pulumi.prod-gcp.yaml"), recorded(PROD, deployed=True))
+    assert by(checks, "billing-labels") == [Check(
+        "billing-labels", "prod-train-gke", "pass",
+        "4 resources carry every billing label (cluster prod-train-gke, node pool system, node pool h100, bucket "
+        "acme-ml-prod-prod-train-gke-checkpoints)")]
+
+
 def test_an_unprotected_bucket() -> None:
     def drift(bucket: dict[str, Any]) -> None:
         bucket["iamConfiguration"]["publicAccessPrevention"] = "inherited"

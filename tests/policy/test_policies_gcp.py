@@ -320,7 +320,8 @@ def test_policies_accept_program_variants(variant: str) -> None:
     if variant == "hierarchical-bucket":
         spec["gcp"]["storage"]["checkpointBucket"]["hierarchicalNamespace"] = True
     elif variant == "a3-ultra-spot-compact":
-        pool.update(machineType="a3-ultragpu-8g", capacity={"type": "spot"}, placement="auto")
+        pool.update(machineType="a3-ultragpu-8g", capacity={"type": "spot"}, placement="auto",
+                    diskType="hyperdisk-balanced")
     else:
         pool["gpuDriver"] = "operator"
     graph = run_spec(spec, "prod-gcp").graph

@@ -278,7 +278,8 @@ def test_an_a3_ultra_pool_gets_the_rdma_job() -> None:
     the driver and gIB directories read-only."""
     spec = dict(raw_stack_config("prod-gcp")["gpu-cluster:spec"])
     spec["gcp"] = copy.deepcopy(spec["gcp"])
-    spec["gcp"]["nodePools"][1].update(machineType="a3-ultragpu-8g", capacity={"type": "spot"}, placement="auto")
+    spec["gcp"]["nodePools"][1].update(machineType="a3-ultragpu-8g", capacity={"type": "spot"}, placement="auto",
+                                       diskType="hyperdisk-balanced")
     job = jobs(run_spec(spec, "prod-gcp").graph)["nccl-allreduce-h100"]
     validate_crd_object(job)
     template = _gke_worker(job)

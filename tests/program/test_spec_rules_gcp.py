@@ -13,6 +13,7 @@ from components.catalog.gcp_machines import gcp_storage_limits, gpudirect_manife
 from components.catalog.gke_versions import GkeVersions, load_gke_versions
 from components.spec import SpecError, decisions, parse_spec
 from components.spec.rules import gcp as gcp_rules
+from components.spec.rules import gcp_networks
 from tests.conftest import ROOT, raw_stack_config
 
 FILE = "stacks/Pulumi.prod-gcp.yaml"
@@ -83,7 +84,7 @@ def test_machine_type_in_catalog(spec: dict[str, Any]) -> None:
     h100(spec)["machineType"] = "a3-megagpu-16g"
     assert errors(spec) == [
         f"{P}.gcp.nodePools[h100].machineType: 'a3-megagpu-16g' is not in the machine catalog "
-        "(components/catalog/gcp_machines.yaml, 14 types); closest: a3-megagpu-8g, a3-highgpu-8g, a3-ultragpu-8g "
+        "(components/catalog/gcp_machines.yaml, 20 types); closest: a3-megagpu-8g, a3-highgpu-8g, a3-ultragpu-8g "
         "[rule: machine-type-in-catalog]"]
 
 
@@ -113,7 +114,7 @@ def test_flex_start_pools_start_empty(spec: dict[str, Any]) -> None:
 
 
 def test_a3_ultra_is_not_sold_on_demand(spec: dict[str, Any]) -> None:
-    h100(spec).update(machineType="a3-ultragpu-8g", capacity={"type": "on-demand"})
+    h100(spec).update(machineType="a3-ultragpu-8g", capacity={"type": "on-demand"}, diskType="hyperdisk-balanced")
     (line,) = errors(spec)
     assert line.startswith(f"{P}.gcp.nodePools[h100].capacity.type: a3-ultragpu-8g is not sold on-demand (catalog: ")
     assert line.endswith("); use reservation, spot, flex-start [rule: provisioning-model-offered]")
@@ -201,7 +202,7 @@ def test_a_pool_the_pinned_agents_do_not_select_is_refused(spec: dict[str, Any],
     pins = gpudirect_manifests()
     (gib,) = pins["RDMA"]
     h200_only = {**pins, "RDMA": (dataclasses.replace(gib, accelerators=("nvidia-h200-141gb",)),)}
-    monkeypatch.setattr(gcp_rules, "gpudirect_manifests", lambda: h200_only)
+    monkeypatch.setattr(gcp_networks, "gpudirect_manifests", lambda: h200_only)
     h100(spec).update(machineType="a4-highgpu-8g", diskType="hyperdisk-balanced")
     assert errors(spec) == [
         f"{P}.gcp.nodePools[h100].machineType: the pinned GPUDirect-RDMA node agents "
@@ -274,8 +275,8 @@ def test_no_upgrades_exclusions_last_30_days_at_most(spec: dict[str, Any]) -> No
     spec["gcp"]["cluster"]["maintenance"]["exclusions"] = [
         {"name": "freeze", "start": "2027-01-01T00:00:00Z", "end": "2027-02-15T00:00:00Z", "scope": "NO_UPGRADES"}]
     assert errors(spec) == [
-        f"{P}.gcp.cluster.maintenance.exclusions[freeze].end: a NO_UPGRADES exclusion lasts at most 30 days (use "
-        "NO_MINOR_OR_NODE_UPGRADES for longer) [rule: maintenance-exclusion]"]
+        f"{P}.gcp.cluster.maintenance.exclusions[freeze].end: a NO_UPGRADES exclusion lasts at most 30 days (this one "
+        "45 days; use NO_MINOR_OR_NODE_UPGRADES for longer) [rule: maintenance-exclusion]"]
 
 
 def test_bucket_protection(spec: dict[str, Any]) -> None:

@@ -101,7 +101,7 @@ def _billing_labels(d: _Deployed) -> list[Check]:
                 if missing else []
         out += d.guard("billing-labels", f"bucket {d.bucket_name()}", bucket)
     fs = g.storage.filesystem
-    if fs is not None and fs.type == "managed-lustre":
+    if fs is not None and fs.type == "managed-lustre" and fs.existing is None:  # an existing one's labels: its owner's
         instance = lustre_instance_id(d.spec.name)
 
         def lustre() -> list[Check]:

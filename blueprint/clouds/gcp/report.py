@@ -22,7 +22,7 @@ CLOUD_SQL = "gcp:sql/databaseInstance:DatabaseInstance"
 
 def planes(graph: ResourceGraph, spec: ClusterSpec | None) -> list[Node]:
     """Network, compute, storage and control plane, in that order."""
-    return _network(graph) + _compute(graph) + _storage(graph) + _control_plane(graph)
+    return _network(graph) + _compute(graph) + _storage(graph, spec) + _control_plane(graph)
 
 
 def node_group_label(res: GraphResource) -> str | None:
@@ -119,8 +119,14 @@ def _compute(graph: ResourceGraph) -> list[Node]:
     return nodes
 
 
-def _storage(graph: ResourceGraph) -> list[Node]:
+def _storage(graph: ResourceGraph, spec: ClusterSpec | None) -> list[Node]:
     nodes = []
+    fs_spec = spec.gcp.storage.filesystem if spec is not None and spec.gcp is not None else None
+    if fs_spec is not None and fs_spec.existing is not None:  # mounted, not registered: drawn from the spec
+        ex, tier = fs_spec.existing, fs_spec.per_unit_storage_throughput or 0
+        nodes.append(Node(f"n-lustre-{slug(ex.name)}", "storage", ex.name, [
+            f"existing Managed Lustre in {ex.location}", f"{fs_spec.capacity_gib:,} GiB x {tier} MB/s/TiB",
+            f"{ex.ip}@tcp:/{ex.filesystem}", "not managed by this stack"], "filesystem", set()))
     for fs in graph.of_type(GCP_LUSTRE):
         cap, tier = gib(fs.inputs.get("capacityGib")), gib(fs.inputs.get("perUnitStorageThroughput"))
         nodes.append(Node(f"n-{slug(fs.name)}", "storage", str(fs.inputs.get("instanceId") or fs.name), [

@@ -10,9 +10,8 @@ import difflib
 import ipaddress
 import json
 import re
-from datetime import timedelta
 
-from components.catalog.gcp_machines import MachineFacts, gcp_storage_limits, gpudirect_manifests, load_gcp_catalog
+from components.catalog.gcp_machines import MachineFacts, gcp_storage_limits, load_gcp_catalog
 from components.catalog.gke_versions import load_gke_versions, parse_gke_version
 from components.catalog.regions import known_gcp_regions
 from components.spec.base import GPU_TAINT_KEY
@@ -22,8 +21,6 @@ from components.spec.decisions import (
     gcs_checkpoint_bucket_name,
     gke_checked_version,
     gke_version_floors,
-    gpu_network_count,
-    gpu_subnet_prefix,
     gpudirect_pools,
     mount_path_problem,
     parse_cidr,
@@ -31,6 +28,10 @@ from components.spec.decisions import (
 from components.spec.errors import _Collector
 from components.spec.gcp import GcpNodePoolSpec, GcpSpec
 from components.spec.model import ClusterSpec
+from components.spec.rules.gcp_lustre import check_existing_lustre
+from components.spec.rules.gcp_networks import check_gpu_networks
+from components.spec.rules.gcp_pools import check_pool_accounts, check_pool_images
+from components.spec.rules.gke_maintenance import check_exclusions
 from components.spec.rules.network import _ipv4_cidr
 from components.spec.rules.node_groups import check_labels_and_taints
 from components.spec.rules.rxdm import check_rxdm
@@ -39,9 +40,8 @@ from components.spec.rules.rxdm import check_rxdm
 # master_ipv4_cidr_block).
 _CONTROL_PLANE_PREFIX = 28
 # GKE maintenance windows: "at least 48 hours of availability in a 32-day rolling window", each window at least
-# 4 hours (GKE "Maintenance windows and exclusions"); NO_UPGRADES exclusions last at most 30 days.
+# 4 hours (GKE "Maintenance windows and exclusions"); exclusions: components/spec/rules/gke_maintenance.py.
 _WINDOW_HOURS_PER_32_DAYS = 48
-_NO_UPGRADES_MAX = timedelta(days=30)
 # Budgets on a billing account send email through Cloud Monitoring notification channels: at most 5 per budget
 # (Cloud Billing Budget API, NotificationsRule.monitoringNotificationChannels).
 MAX_GCP_BUDGET_CHANNELS = 5
@@ -59,7 +59,10 @@ def check_gcp(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
         out.add(".gcp.gpuZone", "zone-in-region", f"zone '{gcp.gpu_zone}' is not in region '{gcp.region}'")
     _check_ranges(gcp, out)
     _check_pools(spec, gcp, out)
+    check_pool_accounts(spec.name, gcp, out)
+    check_pool_images(gcp, out)
     _check_storage(gcp, out)
+    check_existing_lustre(gcp, out)
     _check_buckets(spec, gcp, out)
     _check_cluster(spec, gcp, out)
     _check_gke_version(gcp, out)
@@ -150,6 +153,10 @@ def _check_pools(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
                     f"localSsd ephemeral needs the machine type's local SSDs, and the catalog "
                     f"{'has none' if facts.has_local_nvme is False else 'does not confirm them'} for "
                     f"{pool.machine_type}; use auto or none")
+        if facts.boot_disk_types is not None and pool.disk_type not in facts.boot_disk_types:
+            out.add(f"{where}.diskType", "boot-disk-type-supported",
+                    f"{pool.machine_type} boots from {' or '.join(facts.boot_disk_types)} only, not {pool.disk_type} "
+                    f"(catalog: {facts.boot_disk_source})")
         if not facts.gpu_count and pool.gpu_driver != "gke-latest":
             out.add(f"{where}.gpuDriver", "gpu-driver-gpu-only", "gpuDriver only applies to GPU machine types")
     known = [(p, catalog[p.machine_type]) for p in gcp.node_pools if p.machine_type in catalog]
@@ -170,7 +177,7 @@ def _check_pools(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
     if spec.workload.peak_gpus > max_gpus:
         out.add(".workload.peakGpus", "peak-gpus-fit",
                 f"peakGpus ({spec.workload.peak_gpus}) exceeds the {max_gpus} GPUs the node pools provide at maxSize")
-    _check_gpu_networks(gcp, gpu, out)
+    check_gpu_networks(gcp, gpu, out)
     if spec.acceptance.enabled:
         for pool, facts in gpudirect_pools(gpu):
             if facts.gpudirect == "TCPX":
@@ -217,75 +224,6 @@ def _check_capacity(pool: GcpNodePoolSpec, facts: MachineFacts, where: str, out:
         out.add(f"{where}.capacity.type", "provisioning-model-offered",
                 f"{pool.machine_type} is not sold {cap.type} (catalog: {facts.provisioning_source}); use "
                 + ", ".join(m for m in (facts.provisioning or ()) if m not in facts.not_offered))
-
-
-def _check_gpu_networks(gcp: GcpSpec, gpu: list[tuple[GcpNodePoolSpec, MachineFacts]], out: _Collector) -> None:
-    """The GPU NICs of GPUDirect machine types: one flavour per stack, a known NIC count, and subnets that GCP creates,
-    that gpuNetworksCidr holds and that hold the pools' nodes (each node takes one address of every GPU subnet)."""
-    net = gcp.network
-    direct = gpudirect_pools(gpu)
-    if not direct:
-        for key, value in (("gpuNetworksCidr", net.gpu_networks_cidr),
-                           ("gpuSubnetPrefixLength", net.gpu_subnet_prefix_length)):
-            if value is not None:
-                out.add(f".gcp.network.{key}", "gpu-networks-required",
-                        "no node pool has a GPUDirect machine type, so there are no GPU networks to address")
-        return
-    flavours = sorted({f"{f.gpudirect} ({f.gpu_nic_count} NICs)" for _, f in direct})
-    if len(flavours) > 1:
-        out.add(".gcp.nodePools", "gpudirect-one-flavour",
-                f"the GPUDirect pools need different GPU networks ({', '.join(flavours)}); one stack wires one set: "
-                "put the machine types in separate stacks")
-    manifests = gpudirect_manifests()
-    for pool, facts in direct:
-        uncovered = [m.name for m in manifests.get(facts.gpudirect, ()) if facts.accelerator not in m.accelerators]
-        if uncovered or facts.gpudirect not in manifests:
-            i = next(k for k, p in enumerate(gcp.node_pools) if p is pool)
-            out.add(f".gcp.nodePools[{i}].machineType", "gpudirect-plugin-pinned",
-                    f"the pinned GPUDirect-{facts.gpudirect} node agents (components/catalog/gke_manifests.yaml) do "
-                    f"not select {facts.accelerator} ({', '.join(uncovered) or 'none pinned'}): its pods would get no "
-                    "NCCL plugin; pin a manifest that covers it")
-        if not facts.gpu_nic_count:
-            i = next(k for k, p in enumerate(gcp.node_pools) if p is pool)
-            out.add(f".gcp.nodePools[{i}].machineType", "gpu-nic-count-known",
-                    f"{pool.machine_type} uses GPUDirect-{facts.gpudirect} but the catalog does not confirm how many "
-                    "GPU NICs it has, so its networks cannot be wired")
-    limits = gcp_storage_limits()
-    prefix = gpu_subnet_prefix(gcp)
-    if not limits.subnet_prefix_min <= prefix <= limits.subnet_prefix_max:
-        out.add(".gcp.network.gpuSubnetPrefixLength", "gpu-subnet-prefix-range",
-                f"GCP creates IPv4 subnets from /{limits.subnet_prefix_min} to /{limits.subnet_prefix_max} "
-                f"(components/catalog/gcp_storage.yaml: {limits.subnet_prefix_source}); got /{prefix}")
-        return
-    count = max(gpu_network_count(f.gpudirect, f.gpu_nic_count) for _, f in direct)
-    if net.gpu_networks_cidr is None:
-        out.add(".gcp.network.gpuNetworksCidr", "gpu-networks-required",
-                f"{direct[0][0].machine_type} needs {count} GPU networks "
-                f"(GPUDirect-{direct[0][1].gpudirect}): give their address space (one /{prefix} each), e.g. "
-                "192.168.0.0/16")
-        return
-    base = parse_cidr(net.gpu_networks_cidr)
-    if not isinstance(base, ipaddress.IPv4Network):
-        return  # reported by _check_ranges
-    fits = 2 ** (prefix - base.prefixlen) if prefix >= base.prefixlen else 0
-    if fits < count:
-        out.add(".gcp.network.gpuNetworksCidr", "gpu-networks-cidr-size",
-                f"{count} GPU networks take {count} /{prefix} subnets; '{base}' holds {fits}")
-    nodes = sum(p.max_size for p, _ in direct)
-    usable = 2 ** (32 - prefix) - limits.subnet_reserved_addresses
-    if nodes > usable:
-        needed = next(p for p in range(prefix, limits.subnet_prefix_min - 1, -1)
-                      if 2 ** (32 - p) - limits.subnet_reserved_addresses >= nodes)
-        room = 2 ** (32 - needed) - limits.subnet_reserved_addresses
-        if net.gpu_subnet_prefix_length is None:
-            out.add(".gcp.network.gpuSubnetPrefixLength", "gpu-network-subnet-size",
-                    f"the GPUDirect pools reach {nodes} nodes, and each GPU network's /{prefix} subnet (the default) "
-                    f"holds {usable} (four addresses of a subnet are reserved): set gpuSubnetPrefixLength to {needed} "
-                    f"(a /{needed} holds {room:,}) and a gpuNetworksCidr that holds {count} of them")
-        else:
-            out.add(".gcp.network.gpuSubnetPrefixLength", "gpu-network-subnet-size",
-                    f"the GPUDirect pools reach {nodes} nodes, and each GPU network's /{prefix} subnet holds {usable} "
-                    f"(four addresses of a subnet are reserved): use {needed} or less (a /{needed} holds {room:,})")
 
 
 def _check_soft_delete(where: str, days: int, hierarchical: bool, what: str, out: _Collector) -> None:
@@ -535,10 +473,4 @@ def _check_cluster(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
         out.add(f"{where}.maintenance", "maintenance-window-availability",
                 f"GKE needs at least {_WINDOW_HOURS_PER_32_DAYS} hours of maintenance windows in any 32 days; "
                 f"'{mw.recurrence}' for {mw.duration_hours} h gives as little as {per_32} h")
-    for k, ex in enumerate(mw.exclusions):
-        if ex.end <= ex.start:
-            out.add(f"{where}.maintenance.exclusions[{k}].end", "maintenance-exclusion",
-                    "an exclusion ends after it starts")
-        elif ex.scope == "NO_UPGRADES" and ex.end - ex.start > _NO_UPGRADES_MAX:
-            out.add(f"{where}.maintenance.exclusions[{k}].end", "maintenance-exclusion",
-                    "a NO_UPGRADES exclusion lasts at most 30 days (use NO_MINOR_OR_NODE_UPGRADES for longer)")
+    check_exclusions(gcp, out)

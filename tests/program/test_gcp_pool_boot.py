@@ -1,0 +1,62 @@
+"""What a GKE node pool boots: the node image it names (GKE's Linux images only, Ubuntu under the GPU Operator) and
+a boot disk type the machine type takes (A3 Ultra and A4: Hyperdisk), refused at load with the source."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.conftest import run_spec
+from tests.program.test_gcp_pool_accounts import POOL, P, errors, h100, spec
+
+__all__ = ["spec"]  # the fixture
+
+
+
+def test_a_pool_boots_the_image_it_names(spec: dict[str, Any]) -> None:
+    h100(spec)["imageType"] = "UBUNTU_CONTAINERD"
+    pools = {r.inputs["name"]: r for r in run_spec(spec, "prod-gcp").graph.of_type(POOL)}
+    assert pools["h100"].inputs["nodeConfig"]["imageType"] == "UBUNTU_CONTAINERD"
+    assert pools["system"].inputs["nodeConfig"]["imageType"] == "COS_CONTAINERD"  # the default, unchanged
+
+
+def test_an_image_gke_does_not_offer_is_refused(spec: dict[str, Any]) -> None:
+    source = "GKE 'Node images', docs.cloud.google.com/kubernetes-engine/docs/concepts/node-images"
+    h100(spec)["imageType"] = "COS"
+    assert errors(spec) == [
+        f"{P}.gcp.nodePools[h100].imageType: 'COS' is not a node image GKE offers (Docker-based images are not "
+        f"supported from GKE 1.24): COS_CONTAINERD or UBUNTU_CONTAINERD ({source}) [rule: gke-image-type]"]
+    h100(spec)["imageType"] = "ubuntu_containerd"
+    assert errors(spec) == [
+        f"{P}.gcp.nodePools[h100].imageType: 'ubuntu_containerd' is not a node image GKE offers: COS_CONTAINERD or "
+        f"UBUNTU_CONTAINERD ({source}) [rule: gke-image-type]"]
+    h100(spec)["imageType"] = "WINDOWS_LTSC_CONTAINERD"
+    assert errors(spec) == [
+        f"{P}.gcp.nodePools[h100].imageType: WINDOWS_LTSC_CONTAINERD is a Windows Server image; the platform's node "
+        "agents (GPU stack, fabric, node checks) are Linux DaemonSets: use COS_CONTAINERD or UBUNTU_CONTAINERD "
+        "[rule: gke-image-type]"]
+
+
+def test_the_gpu_operator_needs_ubuntu(spec: dict[str, Any]) -> None:
+    h100(spec).update(gpuDriver="operator", imageType="COS_CONTAINERD")
+    assert f"{P}.gcp.nodePools[h100].imageType: gpuDriver operator needs UBUNTU_CONTAINERD: the GPU Operator's " \
+        "driver containers run on Ubuntu nodes (GKE 'Manage the GPU stack with the NVIDIA GPU Operator') " \
+        "[rule: gke-image-type]" in errors(spec)
+
+
+@pytest.mark.parametrize("machine", ["a3-ultragpu-8g", "a4-highgpu-8g"])
+def test_an_a3_ultra_or_a4_pool_boots_from_hyperdisk_only(spec: dict[str, Any], machine: str) -> None:
+    h100(spec).update(machineType=machine, capacity={"type": "spot"}, diskType="pd-balanced")
+    (line,) = [e for e in errors(spec) if "[rule: boot-disk-type-supported]" in e]
+    assert line.startswith(f"{P}.gcp.nodePools[h100].diskType: {machine} boots from hyperdisk-balanced only, not "
+                           "pd-balanced (catalog: GoogleCloudPlatform/cluster-toolkit @10470803")
+    h100(spec)["diskType"] = "hyperdisk-balanced"
+    assert not [e for e in _errors_or_none(spec) if "boot-disk-type-supported" in e]
+
+
+def _errors_or_none(spec: dict[str, Any]) -> list[str]:
+    try:
+        return errors(spec)
+    except pytest.fail.Exception:
+        return []
