@@ -308,8 +308,6 @@ def load_documents(texts: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
     for shown, text in texts:
         try:
             doc = strict_json(text)  # NaN, Infinity and a key given twice are refused, not rendered
-        except RecursionError:
-            raise ValueError(f"{shown}: not JSON (nested too deeply)") from None
         except ValueError as err:
             raise ValueError(f"{shown}: not JSON ({err})") from None
         found = doc.get("stacks") if isinstance(doc, dict) and "stacks" in doc else [doc]

@@ -181,7 +181,7 @@ def load_config_file(path: Path, policies: list[Any]) -> LevelConfig:
     """Read and normalize a pack config file."""
     try:
         raw = strict_json(read_text_limited(path, MAX_POLICY_CONFIG_BYTES))
-    except (OSError, ValueError, RecursionError) as err:
+    except (OSError, ValueError) as err:
         raise PolicyConfigError(f"{path}: not a readable JSON file: {str(err)[:200]}") from None
     return normalize_config(raw, policies, str(path))
 
