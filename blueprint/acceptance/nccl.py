@@ -17,20 +17,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _PREFIXES = (
-    re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:"),  # mpirun --tag-output
-    re.compile(r"^\s*\d+:\s?"),  # srun -l
+    re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:", re.ASCII),  # mpirun --tag-output
+    re.compile(r"^\s*\d+:\s?", re.ASCII),  # srun -l
 )
+# Figures are ASCII (re.ASCII below): nccl-tests prints them with printf, and Python's \d and float() would read
+# fullwidth ("\uff12\uff16\uff18") or Arabic-Indic digits as numbers.
 _NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|(?i:nan|inf(?:inity)?))"
 _ROW = re.compile(
     rf"^\s*(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>[A-Za-z0-9_]+)\s+(?P<redop>[A-Za-z_]+)\s+"
     rf"(?:(?P<root>-?\d+)\s+)?"
     rf"(?P<oop_time>{_NUMBER})\s+(?P<oop_algbw>{_NUMBER})\s+(?P<oop_busbw>{_NUMBER})\s+(?P<oop_wrong>\S+)\s+"
-    rf"(?P<ip_time>{_NUMBER})\s+(?P<ip_algbw>{_NUMBER})\s+(?P<ip_busbw>{_NUMBER})\s+(?P<ip_wrong>\S+)\s*$")
-_AVG = re.compile(rf"^#?\s*Avg bus bandwidth\s*:\s*(?P<value>{_NUMBER})(?P<failed>.*FAILED)?")
-_OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(?P<count>\d+)\s+(?P<status>OK|FAILED)")
-_NGPUS = re.compile(r"^#?\s*nThread\s+(?P<threads>\d+)\s+nGpus\s+(?P<gpus>\d+)")
+    rf"(?P<ip_time>{_NUMBER})\s+(?P<ip_algbw>{_NUMBER})\s+(?P<ip_busbw>{_NUMBER})\s+(?P<ip_wrong>\S+)\s*$", re.ASCII)
+_AVG = re.compile(rf"^#?\s*Avg bus bandwidth\s*:\s*(?P<value>{_NUMBER})(?P<failed>.*FAILED)?", re.ASCII)
+_OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(?P<count>\d+)\s+(?P<status>OK|FAILED)", re.ASCII)
+_NGPUS = re.compile(r"^#?\s*nThread\s+(?P<threads>\d+)\s+nGpus\s+(?P<gpus>\d+)", re.ASCII)
 _DEVICE = re.compile(r"^#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<host>\S+)\s+device\s+"
-                     r"(?P<device>\d+)\s+\[(?P<bus>[^\]]+)\]\s+(?P<gpu>.+?)\s*$")
+                     r"(?P<device>\d+)\s+\[(?P<bus>[^\]]+)\]\s+(?P<gpu>.+?)\s*$", re.ASCII)
 _TESTS_VERSION = re.compile(r"nccl-tests version\s+(?P<version>\S+)")
 _NCCL_VERSION = re.compile(r"NCCL (?:INFO )?NCCL version\s+(?P<version>\S+)|NCCL version\s+(?P<v2>\d+\.\d+\.\d+\S*)")
 _COLLECTIVE = re.compile(r"Collective test (?P<phase>starting|concluded):\s*(?P<name>\S+)")
@@ -39,7 +41,7 @@ _HEADER = re.compile(r"^#?\s*size\s+count\s+type\s+redop\s+(?P<root>root\s+)?tim
                      r"(?P<wrong>#wrong|error)")
 
 
-_COUNT = re.compile(r"\+?\d+")
+_COUNT = re.compile(r"\+?\d+", re.ASCII)
 _MAX_COUNT_DIGITS = 20  # nccl-tests prints size_t and int64 values
 _TYPE_BYTES = {"int8": 1, "uint8": 1, "char": 1, "half": 2, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4,
                "int": 4, "float": 4, "float32": 4, "int64": 8, "uint64": 8, "double": 8, "float64": 8}

@@ -47,7 +47,7 @@ MAX_LOG_BYTES = 256 * 1024 * 1024  # a 16-node run with NCCL_DEBUG=INFO is tens 
 MAX_FACTS_BYTES = 1024 * 1024  # node.json, pair.json, nodes.json: a few hundred bytes each
 MAX_NODES_JSON_BYTES = 64 * 1024 * 1024  # kubectl get nodes -o json of a large cluster (nccl record)
 MAX_RECORD_BYTES = 64 * 1024 * 1024  # a record nccl record or nccl nodes wrote (nccl compare)
-_PAIR_DIR = re.compile(r"(?P<round>\d+)-(?P<a>.+?)--(?P<b>.+)")
+_PAIR_DIR = re.compile(r"(?P<round>[0-9]+)-(?P<a>.+?)--(?P<b>.+)")
 RUN_SUBDIRS = ("pairs", "multinode")  # a run's directories that are not nodes
 
 

@@ -57,3 +57,29 @@ def test_credentials_that_name_a_directory_are_refused(monkeypatch: pytest.Monke
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path))
     code, _, err = run(capsys, "preflight", "prod-gcp")
     assert code == 2 and err == f"error: GOOGLE_APPLICATION_CREDENTIALS={tmp_path}: cannot be read: Is a directory\n"
+
+
+# --- nccl-tests figures: what printf writes, nothing else ---------------------------------------------------------
+
+
+def test_a_figure_in_other_digits_is_not_read_as_a_number(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A fullwidth 437.89 is 437.89 to Python's float(); nccl-tests never writes it, so the row is no row and the
+    run's peak is what the ASCII rows say."""
+    lines = NCCL_LOG.read_text().splitlines(keepends=True)
+    (i,) = [n for n, line in enumerate(lines) if "  2147483648  " in line]
+    lines[i] = lines[i].translate({ord(d): 0xFF10 + int(d) for d in "0123456789"}).replace(
+        "[\uff11,\uff10]<stdout>", "[1,0]<stdout>")
+    log = tmp_path / "n.log"
+    log.write_text("".join(lines))
+    code, out, _ = run(capsys, "nccl", "check", str(log), "--instance-type", "p5.48xlarge", "--nodes", "2",
+                       "--expected-busbw", "400")
+    assert code == 1 and out.startswith("FAIL: peak busbw 313.29 GB/s"), out
+
+
+@pytest.mark.parametrize("figure", ["1e308", "12345678901234567890"])
+def test_an_absurd_busbw_in_a_failing_log_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                figure: str) -> None:
+    log = tmp_path / "n.log"
+    log.write_text(NCCL_LOG.read_text().replace("437.89      0", f"{figure}      3", 1))
+    code, out, _ = run(capsys, "nccl", "check", str(log), "--instance-type", "p5.48xlarge", "--nodes", "2")
+    assert code == 1 and f"in-place busbw is {figure} GB/s, beyond any fabric (100,000 GB/s)" in out, out
