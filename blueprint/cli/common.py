@@ -170,8 +170,11 @@ MAX_EXPECT_NODES = 100_000
 
 
 def node_count(text: str) -> int:
-    """argparse ``type`` of a node count: 1 to :data:`MAX_EXPECT_NODES`."""
+    """argparse ``type`` of a node count: 1 to :data:`MAX_EXPECT_NODES`, in ASCII digits (``int`` would read a
+    fullwidth or Arabic-Indic number too)."""
     try:
+        if not text.isascii():
+            raise ValueError(text)
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of nodes") from None
@@ -183,6 +186,8 @@ def node_count(text: str) -> int:
 def fraction(text: str) -> float:
     """argparse ``type`` of a tolerance: a finite fraction from 0 to 1 (NaN would make every comparison pass)."""
     try:
+        if not text.isascii():
+            raise ValueError(text)
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None

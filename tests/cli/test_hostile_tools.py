@@ -4,7 +4,10 @@ an internal error. Each test fails when its check is removed."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,3 +86,62 @@ def test_an_absurd_busbw_in_a_failing_log_fails(tmp_path: Path, capsys: pytest.C
     log.write_text(NCCL_LOG.read_text().replace("437.89      0", f"{figure}      3", 1))
     code, out, _ = run(capsys, "nccl", "check", str(log), "--instance-type", "p5.48xlarge", "--nodes", "2")
     assert code == 1 and f"in-place busbw is {figure} GB/s, beyond any fabric (100,000 GB/s)" in out, out
+
+
+# --- a run directory as downloaded: files and directories only --------------------------------------------------
+
+
+def _run_dir(root: Path) -> Path:
+    for node in ("n0", "n1"):
+        (root / node).mkdir(parents=True)
+        (root / node / "nccl.log").write_text(NCCL_LOG.read_text())
+        (root / node / "node.json").write_text(f'{{"node": "{node}", "gpus": 8}}')
+    return root
+
+
+@pytest.mark.parametrize(("plant", "what"), [
+    (lambda p: os.mkfifo(p / "n1" / "nccl.log"), "n1/nccl.log: is a FIFO"),
+    (lambda p: os.mkfifo(p / "n1" / "node.json"), "n1/node.json: is a FIFO"),
+    (lambda p: (p / "n1" / "nccl.log").symlink_to("/etc/hostname"), "n1/nccl.log: is a link"),
+    (lambda p: (p / "n1" / "node.json").symlink_to(p / "n0" / "node.json"), "n1/node.json: is a link"),
+    (lambda p: (p / "n1" / "nccl.log").mkdir(), "n1/nccl.log: is a directory, not a file"),
+    (lambda p: (p / "n2").symlink_to(p / "n0", target_is_directory=True), "n2: is a link"),
+    (lambda p: ((p / "pairs" / "1-n0--n1").mkdir(parents=True), os.mkfifo(p / "pairs" / "1-n0--n1" / "nccl.log")),
+     "pairs/1-n0--n1/nccl.log: is a FIFO"),
+    (lambda p: (p / "multinode" / "nodes.json").mkdir(parents=True), "multinode/nodes.json: is a directory"),
+])
+def test_a_run_with_links_or_special_files_is_refused_without_blocking(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], plant: Callable[[Path], Any], what: str) -> None:
+    root = _run_dir(tmp_path / "run")
+    for name in ("nccl.log", "node.json"):
+        if "n1/" + name in what:
+            (root / "n1" / name).unlink()
+    plant(root)
+    code, _, err = run(capsys, "nccl", "nodes", str(root), "--instance-type", "p5.48xlarge")
+    assert code == 2 and f"{root}/{what}" in err, err
+
+
+def test_stray_special_files_beside_the_nodes_are_passed_over(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    root = _run_dir(tmp_path / "run")
+    os.mkfifo(root / "stray")
+    code, out, err = run(capsys, "nccl", "nodes", str(root), "--instance-type", "p5.48xlarge")
+    assert code == 0 and "n1" in out, err
+
+
+@pytest.mark.parametrize("argv", [
+    ["nccl", "check", str(NCCL_LOG), "--instance-type", "p5.48xlarge", "--nodes", "\uff12"],
+    ["nccl", "check", str(NCCL_LOG), "--instance-type", "p5.48xlarge", "--nodes", "\u00b2"],
+    ["nccl", "check", str(NCCL_LOG), "--instance-type", "p5.48xlarge", "--nodes", "99999999999999999999"],
+    ["nccl", "compare", str(NCCL_LOG), str(NCCL_LOG), "--tolerance", "inf"],
+    ["nccl", "compare", str(NCCL_LOG), str(NCCL_LOG), "--tolerance", "-0.1"],
+    ["nccl", "compare", str(NCCL_LOG), str(NCCL_LOG), "--tolerance", "nan"],
+    ["nccl", "compare", str(NCCL_LOG), str(NCCL_LOG), "--tolerance", "0.\u0661"],
+])
+def test_counts_and_tolerances_outside_their_range_are_usage_errors(
+        capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert ("--nodes" in err or "--tolerance" in err) and "Traceback" not in err
