@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from blueprint.markdown import md_text
+
 _PREFIXES = (
     re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:", re.ASCII),  # mpirun --tag-output
     re.compile(r"^\s*\d+:\s?", re.ASCII),  # srun -l
@@ -359,11 +361,13 @@ class Verdict:
                 "wrong": self.run.wrong, "complete": self.run.complete, "problems": self.problems}
 
     def to_markdown(self) -> str:
+        """The verdict as a pull-request comment; what the log says (versions, problems) escaped."""
         head = "PASS" if self.passed else "FAIL"
         lines = [f"### NCCL acceptance: {head}", "",
-                 f"{self.run.collective or 'collective unknown'} on {self.nodes} x {self.instance_type}"
+                 f"{md_text(self.run.collective or 'collective unknown')} on {self.nodes} x "
+                 f"{md_text(self.instance_type)}"
                  + (f", {self.run.ranks} ranks" if self.run.ranks else "")
-                 + (f", NCCL {self.run.nccl_version}" if self.run.nccl_version else ""), "",
+                 + (f", NCCL {md_text(self.run.nccl_version)}" if self.run.nccl_version else ""), "",
                  "| figure | value |", "| --- | --- |",
                  f"| peak bus bandwidth | {self.run.max_busbw or 0:.2f} GB/s |",
                  f"| average bus bandwidth | {self.run.avg_busbw:.2f} GB/s |" if self.run.avg_busbw is not None
@@ -371,8 +375,8 @@ class Verdict:
                  f"| required | {self.required_busbw:.2f} GB/s ({self.pass_fraction:.0%} of "
                  f"{self.expected_busbw:.2f}) |",
                  f"| wrong values | {self.run.wrong_summary} |", "",
-                 f"Threshold source: {self.source}"]
-        lines += [f"- {p}" for p in self.problems]
+                 f"Threshold source: {md_text(self.source)}"]
+        lines += [f"- {md_text(p)}" for p in self.problems]
         return "\n".join(lines) + "\n"
 
 

@@ -145,3 +145,31 @@ def test_counts_and_tolerances_outside_their_range_are_usage_errors(
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert ("--nodes" in err or "--tolerance" in err) and "Traceback" not in err
+
+
+# --- Markdown the other commands print: names escaped there too ---------------------------------------------------
+
+
+def test_policy_and_nccl_markdown_escape_what_they_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from tests.conftest import offline_run
+
+    doc = json.loads(offline_run("dev-aws").graph.to_json())
+    doc["stack"] = "x` <img src=y> `@everyone"
+    bucket = next(r for r in doc["resources"] if r["type"] == "aws:s3/bucket:Bucket")
+    bucket["inputs"].pop("serverSideEncryptionConfiguration", None)
+    bucket["urn"] = bucket["urn"].rsplit("::", 1)[0] + "::a|b`<img>"
+    graph = tmp_path / "g.json"
+    graph.write_text(json.dumps(doc))
+    main(["policy", str(graph), "--format", "markdown"])
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].endswith("Policy check for ``x` <img src=y> `@everyone``")
+    rows = [line for line in out.splitlines() if "<img>" in line]
+    assert rows and all("``a\\|b`<img>``" in line for line in rows), rows
+
+    log = tmp_path / "n.log"
+    log.write_text("NCCL INFO NCCL version <img>[x](y)2.21.5\n" + NCCL_LOG.read_text())
+    main(["nccl", "check", str(log), "--instance-type", "p5.48xlarge", "--nodes", "2", "--format", "markdown"])
+    out = capsys.readouterr().out
+    assert "NCCL \\<img\\>\\[x\\](y)2." in out and "<img>" not in out
