@@ -16,21 +16,25 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from blueprint.markdown import md_text
+
 _PREFIXES = (
-    re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:"),  # mpirun --tag-output
-    re.compile(r"^\s*\d+:\s?"),  # srun -l
+    re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:", re.ASCII),  # mpirun --tag-output
+    re.compile(r"^\s*\d+:\s?", re.ASCII),  # srun -l
 )
+# Figures are ASCII (re.ASCII below): nccl-tests prints them with printf, and Python's \d and float() would read
+# fullwidth ("\uff12\uff16\uff18") or Arabic-Indic digits as numbers.
 _NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|(?i:nan|inf(?:inity)?))"
 _ROW = re.compile(
     rf"^\s*(?P<size>\d+)\s+(?P<count>\d+)\s+(?P<type>[A-Za-z0-9_]+)\s+(?P<redop>[A-Za-z_]+)\s+"
     rf"(?:(?P<root>-?\d+)\s+)?"
     rf"(?P<oop_time>{_NUMBER})\s+(?P<oop_algbw>{_NUMBER})\s+(?P<oop_busbw>{_NUMBER})\s+(?P<oop_wrong>\S+)\s+"
-    rf"(?P<ip_time>{_NUMBER})\s+(?P<ip_algbw>{_NUMBER})\s+(?P<ip_busbw>{_NUMBER})\s+(?P<ip_wrong>\S+)\s*$")
-_AVG = re.compile(rf"^#?\s*Avg bus bandwidth\s*:\s*(?P<value>{_NUMBER})(?P<failed>.*FAILED)?")
-_OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(?P<count>\d+)\s+(?P<status>OK|FAILED)")
-_NGPUS = re.compile(r"^#?\s*nThread\s+(?P<threads>\d+)\s+nGpus\s+(?P<gpus>\d+)")
+    rf"(?P<ip_time>{_NUMBER})\s+(?P<ip_algbw>{_NUMBER})\s+(?P<ip_busbw>{_NUMBER})\s+(?P<ip_wrong>\S+)\s*$", re.ASCII)
+_AVG = re.compile(rf"^#?\s*Avg bus bandwidth\s*:\s*(?P<value>{_NUMBER})(?P<failed>.*FAILED)?", re.ASCII)
+_OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(?P<count>\d+)\s+(?P<status>OK|FAILED)", re.ASCII)
+_NGPUS = re.compile(r"^#?\s*nThread\s+(?P<threads>\d+)\s+nGpus\s+(?P<gpus>\d+)", re.ASCII)
 _DEVICE = re.compile(r"^#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<host>\S+)\s+device\s+"
-                     r"(?P<device>\d+)\s+\[(?P<bus>[^\]]+)\]\s+(?P<gpu>.+?)\s*$")
+                     r"(?P<device>\d+)\s+\[(?P<bus>[^\]]+)\]\s+(?P<gpu>.+?)\s*$", re.ASCII)
 _TESTS_VERSION = re.compile(r"nccl-tests version\s+(?P<version>\S+)")
 _NCCL_VERSION = re.compile(r"NCCL (?:INFO )?NCCL version\s+(?P<version>\S+)|NCCL version\s+(?P<v2>\d+\.\d+\.\d+\S*)")
 _COLLECTIVE = re.compile(r"Collective test (?P<phase>starting|concluded):\s*(?P<name>\S+)")
@@ -39,7 +43,7 @@ _HEADER = re.compile(r"^#?\s*size\s+count\s+type\s+redop\s+(?P<root>root\s+)?tim
                      r"(?P<wrong>#wrong|error)")
 
 
-_COUNT = re.compile(r"\+?\d+")
+_COUNT = re.compile(r"\+?\d+", re.ASCII)
 _MAX_COUNT_DIGITS = 20  # nccl-tests prints size_t and int64 values
 _TYPE_BYTES = {"int8": 1, "uint8": 1, "char": 1, "half": 2, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4,
                "int": 4, "float": 4, "float32": 4, "int64": 8, "uint64": 8, "double": 8, "float64": 8}
@@ -357,11 +361,13 @@ class Verdict:
                 "wrong": self.run.wrong, "complete": self.run.complete, "problems": self.problems}
 
     def to_markdown(self) -> str:
+        """The verdict as a pull-request comment; what the log says (versions, problems) escaped."""
         head = "PASS" if self.passed else "FAIL"
         lines = [f"### NCCL acceptance: {head}", "",
-                 f"{self.run.collective or 'collective unknown'} on {self.nodes} x {self.instance_type}"
+                 f"{md_text(self.run.collective or 'collective unknown')} on {self.nodes} x "
+                 f"{md_text(self.instance_type)}"
                  + (f", {self.run.ranks} ranks" if self.run.ranks else "")
-                 + (f", NCCL {self.run.nccl_version}" if self.run.nccl_version else ""), "",
+                 + (f", NCCL {md_text(self.run.nccl_version)}" if self.run.nccl_version else ""), "",
                  "| figure | value |", "| --- | --- |",
                  f"| peak bus bandwidth | {self.run.max_busbw or 0:.2f} GB/s |",
                  f"| average bus bandwidth | {self.run.avg_busbw:.2f} GB/s |" if self.run.avg_busbw is not None
@@ -369,8 +375,8 @@ class Verdict:
                  f"| required | {self.required_busbw:.2f} GB/s ({self.pass_fraction:.0%} of "
                  f"{self.expected_busbw:.2f}) |",
                  f"| wrong values | {self.run.wrong_summary} |", "",
-                 f"Threshold source: {self.source}"]
-        lines += [f"- {p}" for p in self.problems]
+                 f"Threshold source: {md_text(self.source)}"]
+        lines += [f"- {md_text(p)}" for p in self.problems]
         return "\n".join(lines) + "\n"
 
 

@@ -40,24 +40,63 @@ from blueprint.acceptance.records import (
     record_shape_problem,
     render_node_table,
 )
-from blueprint.files.input import read_text_limited
+from blueprint.files.input import (
+    InputTooLargeError,
+    NotAFileError,
+    kind_in_tree,
+    read_regular_limited,
+    read_text_limited,
+)
 from blueprint.graph.model import strict_json
 
 MAX_LOG_BYTES = 256 * 1024 * 1024  # a 16-node run with NCCL_DEBUG=INFO is tens of MB
 MAX_FACTS_BYTES = 1024 * 1024  # node.json, pair.json, nodes.json: a few hundred bytes each
 MAX_NODES_JSON_BYTES = 64 * 1024 * 1024  # kubectl get nodes -o json of a large cluster (nccl record)
 MAX_RECORD_BYTES = 64 * 1024 * 1024  # a record nccl record or nccl nodes wrote (nccl compare)
-_PAIR_DIR = re.compile(r"(?P<round>\d+)-(?P<a>.+?)--(?P<b>.+)")
+_PAIR_DIR = re.compile(r"(?P<round>[0-9]+)-(?P<a>.+?)--(?P<b>.+)")
 RUN_SUBDIRS = ("pairs", "multinode")  # a run's directories that are not nodes
 
 
 def read_text(path: Path, limit: int = MAX_LOG_BYTES) -> str:
-    """A log as text (undecodable bytes replaced), read up to ``limit`` bytes: :class:`NcclLogError` beyond it."""
-    with path.open("rb") as fh:
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise NcclLogError(f"{path}: more than {limit:,} bytes")
+    """A log as text (undecodable bytes replaced), read up to ``limit`` bytes from a regular file:
+    :class:`NcclLogError` beyond it, or for a link, a FIFO or a device (never followed, never blocked on)."""
+    try:
+        data = read_regular_limited(path, limit)
+    except InputTooLargeError:
+        raise NcclLogError(f"{path}: more than {limit:,} bytes") from None
+    except NotAFileError as err:
+        raise NcclLogError(f"{path}: {err}") from None
+    except OSError as err:
+        raise NcclLogError(f"{path}: cannot be read: {err.strerror or err}") from None
     return data.decode("utf-8", errors="replace")
+
+
+def _is(path: Path, kind: str) -> bool:
+    """Whether ``path`` is a regular file (``kind`` "file") or a directory ("dir") of the run, links not followed;
+    :class:`NcclLogError` for a link, a FIFO or a device there, or a directory where a file goes (and the reverse),
+    so that nothing is skipped as if it were absent."""
+    try:
+        found = kind_in_tree(path)
+    except NotAFileError as err:
+        raise NcclLogError(f"{path}: {err}") from None
+    if found is not None and found != kind:
+        raise NcclLogError(f"{path}: is a {'directory' if found == 'dir' else 'file'}, not a "
+                           f"{'file' if kind == 'file' else 'directory'} as the run's layout has it")
+    return found is not None
+
+
+def _subdirs(root: Path) -> list[Path]:
+    """The directories in ``root``, sorted; a link there is refused (it could point out of the run), other files
+    are not the run's and are passed over."""
+    out = []
+    for entry in sorted(root.iterdir()):
+        try:
+            if kind_in_tree(entry) == "dir":
+                out.append(entry)
+        except NotAFileError as err:
+            if entry.is_symlink():
+                raise NcclLogError(f"{entry}: {err}") from None
+    return out
 
 
 def read_facts(path: Path) -> dict[str, Any]:
@@ -133,12 +172,12 @@ def _node_runs(root: Path) -> list[NodeRun]:
     if not root.is_dir():
         raise NcclLogError(f"{root} is not a directory of node records (<node>/nccl.log, <node>/node.json)")
     out: list[NodeRun] = []
-    for node_dir in sorted(p for p in root.iterdir() if p.is_dir() and p.name not in RUN_SUBDIRS):
+    for node_dir in (p for p in _subdirs(root) if p.name not in RUN_SUBDIRS):
         log = node_dir / "nccl.log"
         meta = node_dir / "node.json"
-        if not log.is_file():
+        if not _is(log, "file"):
             # a node check that ran no NCCL (GKE GPUDirect pools): its node.json alone, judged on its checks
-            if not meta.is_file():
+            if not _is(meta, "file"):
                 continue
             facts = read_facts(meta)
             check_node_facts(facts, str(meta))
@@ -146,7 +185,7 @@ def _node_runs(root: Path) -> list[NodeRun]:
                 continue
             out.append(NodeRun(node=str(facts.get("node") or node_dir.name), log="", facts=facts))
             continue
-        facts = read_facts(meta) if meta.is_file() else {}
+        facts = read_facts(meta) if _is(meta, "file") else {}
         check_node_facts(facts, str(meta))
         out.append(NodeRun(node=str(facts.get("node") or node_dir.name), log=read_text(log), facts=facts))
     return out
@@ -156,18 +195,19 @@ def read_pair_runs(root: Path) -> list[PairRun]:
     """The pairs of a run (``<run>/pairs/*/``), possibly none; the round and nodes come from pair.json, else from
     the directory's name. :class:`NcclLogError` naming the file for a pair.json of another shape."""
     pairs_dir = root / "pairs"
-    if not pairs_dir.is_dir():
+    if not _is(pairs_dir, "dir"):
         return []
     out: list[PairRun] = []
-    for pair_dir in sorted(p for p in pairs_dir.iterdir() if p.is_dir()):
+    for pair_dir in _subdirs(pairs_dir):
         log, meta = pair_dir / "nccl.log", pair_dir / "pair.json"
-        if not log.is_file() and not meta.is_file():
+        has_log, has_meta = _is(log, "file"), _is(meta, "file")
+        if not has_log and not has_meta:
             continue
-        facts = read_facts(meta) if meta.is_file() else {}
+        facts = read_facts(meta) if has_meta else {}
         named = _PAIR_DIR.fullmatch(pair_dir.name)
         round_: Any = facts.get("round")
         nodes: Any = facts.get("nodes")
-        if meta.is_file():
+        if has_meta:
             if not (is_int(round_) and round_ >= 1):
                 raise NcclLogError(f"{meta}: round is {json.dumps(round_)[:60]}, not a round number (1, 2)")
             if not (is_strings(nodes) and len(nodes) == 2 and nodes[0] != nodes[1]):
@@ -179,7 +219,7 @@ def read_pair_runs(root: Path) -> list[PairRun]:
         else:
             raise NcclLogError(f"{pair_dir}: no pair.json, and its name is not <round>-<nodeA>--<nodeB>")
         out.append(PairRun(name=pair_dir.name, round=int(round_), nodes=(str(nodes[0]), str(nodes[1])),
-                           log=read_text(log) if log.is_file() else None, facts=facts))
+                           log=read_text(log) if has_log else None, facts=facts))
     return out
 
 
@@ -187,13 +227,14 @@ def read_multinode(root: Path) -> MultinodeRun | None:
     """``<run>/multinode/nccl.log`` and ``nodes.json``, or None when the run has no multinode directory.
     :class:`NcclLogError` naming the file for a nodes.json of another shape."""
     where = root / "multinode"
-    if not where.is_dir():
+    if not _is(where, "dir"):
         return None
     log, meta = where / "nccl.log", where / "nodes.json"
-    if not log.is_file() and not meta.is_file():
+    has_log, has_meta = _is(log, "file"), _is(meta, "file")
+    if not has_log and not has_meta:
         return None
-    facts = read_facts(meta) if meta.is_file() else {}
-    if meta.is_file():
+    facts = read_facts(meta) if has_meta else {}
+    if has_meta:
         if not is_strings(facts.get("nodes")) or not facts["nodes"]:
             raise NcclLogError(f"{meta}: nodes is {json.dumps(facts.get('nodes'))[:80]}, not a list of node names")
         workers = facts.get("workers")
@@ -205,7 +246,7 @@ def read_multinode(root: Path) -> MultinodeRun | None:
                 raise NcclLogError(f"{meta}: {key} is {json.dumps(facts[key])[:60]}, not a string")
         if facts.get("exit_status") is not None and not is_int(facts["exit_status"]):
             raise NcclLogError(f"{meta}: exit_status is {json.dumps(facts['exit_status'])[:60]}, not an integer")
-    return MultinodeRun(log=read_text(log) if log.is_file() else None, facts=facts, where=where)
+    return MultinodeRun(log=read_text(log) if has_log else None, facts=facts, where=where)
 
 
 @dataclass(frozen=True)
@@ -268,8 +309,6 @@ def read_record_file(path: Path) -> dict[str, Any]:
     shape they write; ValueError (or OSError) saying why not."""
     try:
         doc = strict_json(read_text_limited(path, MAX_RECORD_BYTES))
-    except RecursionError:
-        raise ValueError("not an acceptance record: nested too deeply") from None
     except ValueError as err:
         raise ValueError(f"not an acceptance record: {err}") from None
     if not isinstance(doc, dict) or ("max_busbw_gbps" not in doc and doc.get("kind") != "per-node"):

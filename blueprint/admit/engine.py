@@ -29,6 +29,7 @@ from blueprint.admit.sbatch import SbatchJob
 from blueprint.admit.scheduling import schedule
 from blueprint.admit.schema import is_builtin, pod_spec_problems, schema_problems
 from blueprint.admit.slurmjob import admit_sbatch
+from blueprint.admit.validation import count_problems
 from blueprint.admit.volumes import check_volumes
 from blueprint.admit.workloads import PodSet, Submitted
 from blueprint.graph.model import ResourceGraph
@@ -51,6 +52,9 @@ def _schema(view: ClusterView, item: Submitted, result: WorkloadResult) -> list[
     for problem in problems:
         step.fail(item.ref, "schema", f"{problem}: the API server refuses the object (Kubernetes "
                   f"{kubernetes_version(view)}); fix the field")
+    for problem in count_problems(item.kind, item.manifest):
+        step.fail(item.ref, "count-validation", f"{problem}: the API server (or, for a custom kind, its controller) "
+                  "refuses it; fix the field")
     info = item.info
     if info is None:
         step.fail(item.ref, "not-a-workload", f"{item.kind} is not a workload admit walks (Pod, Job, Deployment, "

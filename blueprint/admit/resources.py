@@ -42,9 +42,14 @@ def _amounts(raw: Any, where: str, problems: list[tuple[str, str]]) -> Amounts:
     out: Amounts = {}
     for name, value in as_mapping(raw).items():
         try:
-            out[str(name)] = parse_quantity(value)
+            amount = parse_quantity(value)
         except QuantityError as err:
             problems.append(("", f"{where}.{name}: {err}"))
+            continue
+        if amount < 0:  # the API server: "must be greater than or equal to 0" (ValidateResourceQuantityValue)
+            problems.append(("", f"{where}.{name}: {value!r} is negative: must be greater than or equal to 0"))
+            continue
+        out[str(name)] = amount
     return out
 
 

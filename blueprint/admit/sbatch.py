@@ -44,15 +44,17 @@ QUIET = {"output", "error", "input", "open-mode", "mail-type", "mail-user", "com
          "dependency", "hold", "no-kill", "wckey", "test-only", "ignore-pbs"}
 
 _TIME_FORMATS = (
-    (re.compile(r"^(\d+)$"), ("m",)),
-    (re.compile(r"^(\d+):(\d+)$"), ("m", "s")),
-    (re.compile(r"^(\d+):(\d+):(\d+)$"), ("h", "m", "s")),
-    (re.compile(r"^(\d+)-(\d+)$"), ("d", "h")),
-    (re.compile(r"^(\d+)-(\d+):(\d+)$"), ("d", "h", "m")),
-    (re.compile(r"^(\d+)-(\d+):(\d+):(\d+)$"), ("d", "h", "m", "s")),
+    (re.compile(r"^([0-9]+)$"), ("m",)),
+    (re.compile(r"^([0-9]+):([0-9]+)$"), ("m", "s")),
+    (re.compile(r"^([0-9]+):([0-9]+):([0-9]+)$"), ("h", "m", "s")),
+    (re.compile(r"^([0-9]+)-([0-9]+)$"), ("d", "h")),
+    (re.compile(r"^([0-9]+)-([0-9]+):([0-9]+)$"), ("d", "h", "m")),
+    (re.compile(r"^([0-9]+)-([0-9]+):([0-9]+):([0-9]+)$"), ("d", "h", "m", "s")),
 )
+# Digits are ASCII 0-9 only: Slurm reads numbers with strtol, which stops at a fullwidth "\uff12", an Arabic-Indic
+# "\u0663" or a superscript, where Python's \d and int() would read the first two as 2 and 3.
 _SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-_COUNT = re.compile(r"^(\d+)([kKmM]?)$")
+_COUNT = re.compile(r"^([0-9]+)([kKmM]?)$")
 
 
 class SbatchError(ValueError):
@@ -217,7 +219,7 @@ def parse_time(text: str, at: str) -> float:
     if text.upper() in ("-1", "INFINITE", "UNLIMITED"):
         return INFINITE
     for pattern, units in _TIME_FORMATS:
-        match = pattern.match(text)
+        match = pattern.fullmatch(text)
         if match:
             seconds = sum(int(v) * _SECONDS[u] for v, u in zip(match.groups(), units, strict=True))
             minutes = math.ceil(seconds / 60)
@@ -228,9 +230,10 @@ def parse_time(text: str, at: str) -> float:
 
 
 def _count(text: str, what: str, at: str) -> int:
-    match = _COUNT.match(text)
+    match = _COUNT.fullmatch(text)
     if not match:
-        raise SbatchError(f"{at}: {what}={text}: not a count")
+        raise SbatchError(f"{at}: {what}={text}: not a count (digits 0-9, then optionally k or m, as sbatch reads "
+                          "it)")
     return int(match.group(1)) * {"": 1, "k": 1024, "m": 1024 ** 2}[match.group(2).lower()]
 
 
@@ -240,6 +243,8 @@ def _nodes(text: str, at: str) -> tuple[int, int]:
         counts = [_count(part, "--nodes", at) for part in text.split(",")]
         return min(counts), max(counts)
     low, dash, high = text.partition("-")
+    if not low:
+        raise SbatchError(f"{at}: --nodes={text}: not a node count (min[-max], at least 1)")
     first = _count(low, "--nodes", at)
     last = _count(high, "--nodes", at) if dash else first
     if first < 1 or last < first:
@@ -263,7 +268,7 @@ def _gres_gpus(text: str, at: str) -> Gpus | None:
         if len(parts) == 1:
             found = Gpus(1)
         elif len(parts) == 2:
-            found = Gpus(_count(parts[1], "--gres", at)) if parts[1][:1].isdigit() else Gpus(1, parts[1])
+            found = Gpus(_count(parts[1], "--gres", at)) if parts[1][:1].isnumeric() else Gpus(1, parts[1])
         elif len(parts) == 3:
             found = Gpus(_count(parts[2], "--gres", at), parts[1])
         else:

@@ -12,6 +12,7 @@ from blueprint.changes.replacements import Replacement, replaced_urns, replaceme
 from blueprint.changes.rolls import NodeRoll, describe, node_rolls
 from blueprint.changes.steps import VersionProblem, step_problems
 from blueprint.graph.model import ResourceGraph
+from blueprint.markdown import md_code, md_text
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,8 @@ def markdown(doc: dict[str, Any]) -> list[str]:
         for r in rolls:
             risk = "-" if not r["interrupts_jobs"] else (
                 f"{r['gpu_hours_at_risk']:,.1f}" if r.get("gpu_hours_at_risk") is not None else "not modelled")
-            how = r["how"] + (f"; {r['when']}" if r.get("when") else "")
-            out.append(f"| {r['order']} | `{r['node_group']}` | {r['nodes']} | {r['reason']} | {how} | "
+            how = md_text(r["how"]) + (f"; {md_text(r['when'])}" if r.get("when") else "")
+            out.append(f"| {r['order']} | {md_code(r['node_group'])} | {r['nodes']} | {md_text(r['reason'])} | {how} | "
                        f"{'yes' if r['interrupts_jobs'] else 'no'} | {risk} |")
     found: Sequence[dict[str, Any]] = doc.get("replacements") or []
     if found:
@@ -75,18 +76,20 @@ def markdown(doc: dict[str, Any]) -> list[str]:
                 "over):", ""]
         for r in found:
             what = "removed" if r["fields"] == ["(removed)"] else (
-                f"replaced by {', '.join(f'`{f}`' for f in r['fields'])}" if r["fields"] else "may be replaced")
-            line = f"- `{r['name']}` ({r['type']}): {what}"
+                f"replaced by {', '.join(md_code(f, table=False) for f in r['fields'])}" if r["fields"] else
+                "may be replaced")
+            line = f"- {md_code(r['name'], table=False)} ({md_text(r['type'])}): {what}"
             if r.get("holds_data"):
-                line += f"; holds {r['holds']}" + (f"; allowed: {r['allowed']}" if r.get("allowed") else
-                                                    " **(fails the check)**")
+                line += f"; holds {md_text(r['holds'])}" + (f"; allowed: {md_text(r['allowed'])}" if r.get("allowed")
+                                                             else " **(fails the check)**")
             if r.get("unknown_fields"):
-                line += (f"; whether {', '.join(f'`{f}`' for f in r['unknown_fields'])} replaces it is not known "
+                line += (f"; whether {', '.join(md_code(f, table=False) for f in r['unknown_fields'])} replaces it "
+                         "is not known "
                          "(the field was not read upstream)")
             out.append(line)
     problems: Sequence[dict[str, Any]] = doc.get("version_problems") or []
     if problems:
-        out += ["", "**Version changes the service refuses:**", "", *(f"- {p['message']}" for p in problems)]
+        out += ["", "**Version changes the service refuses:**", "", *(f"- {md_text(p['message'])}" for p in problems)]
     return out
 
 

@@ -170,8 +170,11 @@ MAX_EXPECT_NODES = 100_000
 
 
 def node_count(text: str) -> int:
-    """argparse ``type`` of a node count: 1 to :data:`MAX_EXPECT_NODES`."""
+    """argparse ``type`` of a node count: 1 to :data:`MAX_EXPECT_NODES`, in ASCII digits (``int`` would read a
+    fullwidth or Arabic-Indic number too)."""
     try:
+        if not text.isascii():
+            raise ValueError(text)
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of nodes") from None
@@ -183,9 +186,25 @@ def node_count(text: str) -> int:
 def fraction(text: str) -> float:
     """argparse ``type`` of a tolerance: a finite fraction from 0 to 1 (NaN would make every comparison pass)."""
     try:
+        if not text.isascii():
+            raise ValueError(text)
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not (math.isfinite(value) and 0 <= value <= 1):
         raise argparse.ArgumentTypeError(f"{text}: give a fraction from 0 to 1 (0.1 allows a 10 % fall)")
+    return value
+
+
+def non_negative(text: str) -> float:
+    """argparse ``type`` of a guardrail (``--fail-above-usd``, ``--fail-above-percent``): a finite number of at least
+    0 in ASCII digits (NaN would let every increase through: no comparison with it is true)."""
+    try:
+        if not text.isascii():
+            raise ValueError(text)
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text}: give a finite number of at least 0")
     return value

@@ -11,7 +11,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from blueprint.cli.common import EXIT_OK, EXIT_POLICY, CommandError, emit, output_option, target_graph, usage_for, write
+from blueprint.cli.common import (
+    EXIT_OK,
+    EXIT_POLICY,
+    CommandError,
+    emit,
+    non_negative,
+    output_option,
+    target_graph,
+    usage_for,
+    write,
+)
 from blueprint.files.input import read_text_limited
 from blueprint.files.output import check_output_file
 from blueprint.graph.load import GRAPH_SUFFIXES, load_graph
@@ -32,8 +42,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--combine", action="store_true", help="render one comment from per-stack JSON reports "
                         "(`cost diff --format json`, e.g. from parallel CI jobs)")
     parser.add_argument("--format", choices=("markdown", "json"), default="markdown")
-    parser.add_argument("--fail-above-usd", type=float, help="exit 1 if the monthly cost rises by more than this")
-    parser.add_argument("--fail-above-percent", type=float, help="exit 1 if it rises by more than this percent")
+    parser.add_argument("--fail-above-usd", type=non_negative,
+                        help="exit 1 if the monthly cost rises by more than this (with --combine: all stacks together)")
+    parser.add_argument("--fail-above-percent", type=non_negative, help="exit 1 if it rises by more than this percent")
     output_option(parser)
     parser.add_argument("--usage", type=Path, help="usage estimates for both sides (default: the stack's usage file)")
     parser.set_defaults(handler=run)
@@ -102,7 +113,8 @@ MAX_REPORT_BYTES = 64 * 1024 * 1024
 
 def _combine(args: argparse.Namespace) -> int:
     """Per-stack JSON reports (``cost diff --format json`` of parallel jobs) as one comment."""
-    from blueprint.cost.diff import load_documents, render_diff_markdown
+    from blueprint.cost.combine import combined_breaches, load_documents
+    from blueprint.cost.diff import render_diff_markdown
 
     if args.base is not None:
         raise CommandError("--combine reads finished reports: it takes no --base")
@@ -119,9 +131,11 @@ def _combine(args: argparse.Namespace) -> int:
     except ValueError as err:
         raise CommandError(str(err)) from None
     write(render_diff_markdown(docs), args.output)
-    # The per-stack jobs already failed on their own gates; the combined comment shows the reasons (no exit 1 here,
-    # so the comment is posted).
-    return EXIT_OK
+    # The comment is written first, so a workflow posts it and then fails on the guardrails of the sum.
+    crossed = combined_breaches(docs, args.fail_above_usd, args.fail_above_percent)
+    for line in crossed:
+        emit(sys.stderr, f"cost guardrail: {line}\n")
+    return EXIT_POLICY if crossed else EXIT_OK
 
 
 def _event_log(args: argparse.Namespace) -> int:

@@ -29,7 +29,8 @@ from blueprint.cost.mermaid import render_mermaid
 from blueprint.cost.prices import Price
 from blueprint.cost.render import format_usd
 from blueprint.graph.eventlog import EventLogPreview
-from blueprint.graph.model import GraphResource, ResourceGraph, strict_json
+from blueprint.graph.model import GraphResource, ResourceGraph
+from blueprint.markdown import html_name, md_code, md_name, md_text
 
 # A percentage needs a base of at least this share of the larger figure; below it the change is "new".
 MEANINGFUL_BASE_SHARE = 0.1
@@ -302,25 +303,6 @@ def _totals(docs: Sequence[dict[str, Any]]) -> dict[str, float]:
     return {k: sum(float(d.get(k) or 0.0) for d in docs) for k in keys}
 
 
-def load_documents(texts: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
-    """Per-stack JSON reports (``cost diff --format json``), checked enough to render; ValueError names the file."""
-    docs: list[dict[str, Any]] = []
-    for shown, text in texts:
-        try:
-            doc = strict_json(text)  # NaN, Infinity and a key given twice are refused, not rendered
-        except RecursionError:
-            raise ValueError(f"{shown}: not JSON (nested too deeply)") from None
-        except ValueError as err:
-            raise ValueError(f"{shown}: not JSON ({err})") from None
-        found = doc.get("stacks") if isinstance(doc, dict) and "stacks" in doc else [doc]
-        for d in found if isinstance(found, list) else []:
-            if not isinstance(d, dict) or not {"stack", "diff_monthly_usd", "diff_monthly_usd_at_max",
-                                                "resources"} <= d.keys():
-                raise ValueError(f"{shown}: not a `blueprint cost diff --format json` report")
-            docs.append(d)
-    return docs
-
-
 # --- the comment ----------------------------------------------------------------------------------------------------
 
 
@@ -367,13 +349,15 @@ def _qty(value: float) -> str:
 
 
 def _stack_section(doc: dict[str, Any]) -> list[str]:
-    out = [f"<details><summary><b>{doc['stack']}</b>: {_signed(doc['diff_monthly_usd'])}/month at desired size, "
+    out = [f"<details><summary><b>{html_name(doc['stack'])}</b>: {_signed(doc['diff_monthly_usd'])}/month at desired "
+           "size, "
            f"{_signed(doc['diff_monthly_usd_at_max'])} at max size</summary>", "", headline(doc), "",
            "| resource | change | previous / month | new / month | at max: previous | at max: new | one-time |",
            "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in doc["resources"]:
         once = float(r["new_one_time_usd"]) - float(r["previous_one_time_usd"])
-        out.append(f"| `{r['name']}` | {r['change']}{'' if r['priced_fully'] else ' (some lines unpriced)'} | "
+        out.append(f"| {md_code(r['name'])} | {md_name(r['change'])}"
+                   f"{'' if r['priced_fully'] else ' (some lines unpriced)'} | "
                    f"{format_usd(r['previous_monthly_usd'])} | {format_usd(r['new_monthly_usd'])} | "
                    f"{format_usd(r['previous_monthly_usd_at_max'])} | {format_usd(r['new_monthly_usd_at_max'])} | "
                    f"{_signed(once) if once else '-'} |")
@@ -382,16 +366,16 @@ def _stack_section(doc: dict[str, Any]) -> list[str]:
         out += ["", "| resource | line | quantity | unit price | previous | new |",
                 "| --- | --- | ---: | ---: | ---: | ---: |"]
         for name, x in lines:
-            price = "no price" if x["unit_price_usd"] is None else f"${x['unit_price_usd']:g}/{x['unit']}"
+            price = "no price" if x["unit_price_usd"] is None else f"${x['unit_price_usd']:g}/{md_text(x['unit'])}"
             where = " (at max size)" if x["at_max"] else (" (one-time)" if x["one_time"] else "")
-            out.append(f"| `{name}` | {x['name']}{where} | {_qty(x['previous_quantity'])} -> "
-                       f"{_qty(x['new_quantity'])} {x['unit']} | {price} | {format_usd(x['previous_usd'])} | "
+            out.append(f"| {md_code(name)} | {md_text(x['name'])}{where} | {_qty(x['previous_quantity'])} -> "
+                       f"{_qty(x['new_quantity'])} {md_text(x['unit'])} | {price} | {format_usd(x['previous_usd'])} | "
                        f"{format_usd(x['new_usd'])} |")
     if doc.get("replaced"):
         out += ["", f"**Replaced** (deleted and created again: the monthly cost carries over, what the resource holds "
-                f"does not): {', '.join(f'`{name}`' for name in doc['replaced'])}"]
+                f"does not): {', '.join(md_code(name, table=False) for name in doc['replaced'])}"]
     if doc.get("notes"):
-        out += ["", *(f"Note: {n}" for n in doc["notes"])]  # a blank line first, or they join the table
+        out += ["", *(f"Note: {md_text(n)}" for n in doc["notes"])]  # a blank line first, or they join the table
     return [*out, "", "</details>", ""]
 
 
@@ -404,7 +388,7 @@ def render_diff_markdown(docs: Sequence[dict[str, Any]]) -> str:
                                                 total["new_monthly_usd_at_max"]),
                  "unpriced_changes": [u for d in docs for u in d.get("unpriced_changes", [])]}
     changed = [d for d in docs if _changed(d)]
-    title = f"### Cost preview: {docs[0]['stack']}" if len(docs) == 1 else \
+    title = f"### Cost preview: {md_name(docs[0]['stack'], table=False)}" if len(docs) == 1 else \
         f"### Cost preview: {len(changed)} of {len(docs)} stacks change"
     out = [title, "", f"**{headline(total_doc)}**", "",
            "| stack | previous / month | new / month | change | at max size: new | at max: change | one-time |",
@@ -412,12 +396,13 @@ def render_diff_markdown(docs: Sequence[dict[str, Any]]) -> str:
     ordered = sorted(docs, key=lambda d: (not _changed(d), -abs(float(d["diff_monthly_usd_at_max"])), d["stack"]))
     for d in ordered:
         if not _changed(d):
-            out.append(f"| {d['stack']} | {format_usd(d['previous_monthly_usd'])} | {format_usd(d['new_monthly_usd'])}"
-                       " | no change | | | |")
+            out.append(f"| {md_name(d['stack'])} | {format_usd(d['previous_monthly_usd'])} | "
+                       f"{format_usd(d['new_monthly_usd'])} | no change | | | |")
             continue
         once = float(d.get("diff_one_time_usd") or 0.0)
         reach_pct = _pct(d.get("diff_percent_at_max"), d["diff_monthly_usd_at_max"], d["previous_monthly_usd_at_max"])
-        out.append(f"| {d['stack']} | {format_usd(d['previous_monthly_usd'])} | {format_usd(d['new_monthly_usd'])} | "
+        out.append(f"| {md_name(d['stack'])} | {format_usd(d['previous_monthly_usd'])} | "
+                   f"{format_usd(d['new_monthly_usd'])} | "
                    f"{_signed(d['diff_monthly_usd'])}"
                    f"{_pct(d.get('diff_percent'), d['diff_monthly_usd'], d['previous_monthly_usd'])} | "
                    f"{format_usd(d['new_monthly_usd_at_max'])} | "
@@ -435,16 +420,17 @@ def render_diff_markdown(docs: Sequence[dict[str, Any]]) -> str:
         out += ["#### What this change does to the running cluster", ""]
         for stack, lines in day_two_parts:
             if lines:
-                out += [f"**{stack}**", *lines, ""]
+                out += [f"**{md_name(stack, table=False)}**", *lines, ""]
     for d in ordered:  # the sections in the table's order
         if _changed(d):
             out += _stack_section(d)
     stale = sorted({k for d in docs for k in d.get("stale_prices", [])})
     unpriced = sorted({k for d in docs for k in d.get("unpriced", [])})
     if stale:
-        out.append(f"Stale prices (may have changed since they were read): {', '.join(f'`{k}`' for k in stale)}")
+        out.append(f"Stale prices (may have changed since they were read): "
+                   f"{', '.join(md_code(k, table=False) for k in stale)}")
     if unpriced:
-        out.append(f"Not in the totals (no price read): {', '.join(f'`{k}`' for k in unpriced)}")
+        out.append(f"Not in the totals (no price read): {', '.join(md_code(k, table=False) for k in unpriced)}")
     out.append("Totals: a month of running resources at desired size, and at max size (what node groups may reach); "
                "Capacity Blocks are one-time, shown apart. A percentage is shown against a meaningful base only.")
     return "\n".join(out) + "\n"

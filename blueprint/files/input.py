@@ -7,6 +7,9 @@ more than its limit and refuses the file when that byte is there.
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from pathlib import Path
 
 
@@ -27,3 +30,56 @@ def read_limited(path: Path, limit: int) -> bytes:
 def read_text_limited(path: Path, limit: int) -> str:
     """:func:`read_limited` decoded as UTF-8 (``UnicodeDecodeError`` for other bytes)."""
     return read_limited(path, limit).decode("utf-8")
+
+
+class NotAFileError(ValueError):
+    """Something other than a regular file where a file of a downloaded tree is expected: a link, a directory, a
+    FIFO (which would block a read for ever), a device or a socket. The message says what it is."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISLNK, "a link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _refusal(mode: int) -> NotAFileError:
+    return NotAFileError(f"is {_kind(mode)}: a downloaded tree holds regular files and directories only (links are "
+                         "not followed, special files not opened)")
+
+
+def kind_in_tree(path: Path) -> str | None:
+    """What is at ``path``, its links not followed: ``"file"``, ``"dir"``, or None when nothing is;
+    :class:`NotAFileError` for a link or a special file. For trees read as downloaded (an acceptance run), where a
+    link could point out of the tree and a FIFO would block."""
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    raise _refusal(mode)
+
+
+def read_regular_limited(path: Path, limit: int) -> bytes:
+    """:func:`read_limited` for a regular file only: a link is not followed and a FIFO or device is refused
+    (:class:`NotAFileError`) without blocking on it (opened non-blocking, checked with ``fstat``)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        if err.errno == errno.ELOOP:  # O_NOFOLLOW met a link
+            raise _refusal(stat.S_IFLNK) from None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _refusal(mode)
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise InputTooLargeError(f"more than {limit:,} bytes (the most this tool reads from such a file)")
+    return data

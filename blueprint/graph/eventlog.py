@@ -59,6 +59,7 @@ from blueprint.graph.model import (
     STEP_OPS,
     GraphFormatError,
     GraphResource,
+    JsonTooDeepError,
     ResourceGraph,
     from_state,
     stack_from_urns,
@@ -223,8 +224,8 @@ def read_event_log(text: str) -> EventLogPreview:
 def _parse(line: str, where: str, cut: bool) -> dict[str, Any]:
     try:
         event = strict_json(line)
-    except RecursionError:
-        raise GraphFormatError(f"{where}: nested too deeply") from None
+    except JsonTooDeepError as err:
+        raise GraphFormatError(f"{where}: {err}") from None
     except ValueError as err:
         if cut:
             raise GraphFormatError(f"{where} is cut off (the file does not end with a newline): the CLI stopped "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from blueprint.files.input import InputTooLargeError, read_text_limited
 from blueprint.graph.eventlog import is_event_log, read_event_log
-from blueprint.graph.model import MAX_DOCUMENT_BYTES, GraphFormatError, ResourceGraph, strict_json
+from blueprint.graph.model import MAX_DOCUMENT_BYTES, GraphFormatError, JsonTooDeepError, ResourceGraph, strict_json
 
 GRAPH_SUFFIXES = (".json", ".jsonl", ".ndjson")  # a target with one of these is a graph file, not a stack
 
@@ -29,8 +29,8 @@ def load_graph(path: Path) -> ResourceGraph:
         return read_event_log(text).new
     try:
         doc = strict_json(text)
-    except RecursionError:
-        raise GraphFormatError("nested too deeply") from None
+    except JsonTooDeepError as err:
+        raise GraphFormatError(str(err)) from None
     except ValueError as err:
         raise GraphFormatError(f"not JSON: {str(err)[:200]}") from None
     return ResourceGraph.from_document(doc)

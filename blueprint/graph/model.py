@@ -468,11 +468,20 @@ def _strict_constant(name: str) -> Any:
     raise StrictJsonError(f"{name} is not a JSON number")
 
 
+class JsonTooDeepError(StrictJsonError):
+    """JSON nested deeper than the parser's recursion allows (``[[[[...`` 100,000 times): refused, not a
+    RecursionError that would end the tool as an internal error."""
+
+
 def strict_json(text: str) -> Any:
     """``json.loads`` for documents people hand to the tool (graphs, pack configs, records): duplicate keys,
-    NaN/Infinity and integers of more than :data:`MAX_INTEGER_DIGITS` digits are :class:`StrictJsonError`."""
-    return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_strict_constant,
-                      parse_int=_bounded_int)
+    NaN/Infinity and integers of more than :data:`MAX_INTEGER_DIGITS` digits are :class:`StrictJsonError`, a
+    document nested too deeply to parse :class:`JsonTooDeepError`."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_strict_constant,
+                          parse_int=_bounded_int)
+    except RecursionError:
+        raise JsonTooDeepError("nested too deeply") from None
 
 
 def _op(raw: dict[str, Any], where: str, required: bool = False) -> str | None:

@@ -25,6 +25,7 @@ from pulumi.runtime.proto import analyzer_pb2 as proto
 
 from blueprint.files.input import read_text_limited
 from blueprint.graph.model import GraphResource, ResourceGraph, strict_json
+from blueprint.markdown import md_code, md_text
 
 PACK_DIR = Path(__file__).resolve().parents[2] / "policies"
 LEVELS: dict[str, int] = {"advisory": proto.ADVISORY, "mandatory": proto.MANDATORY, "remediate": proto.REMEDIATE,
@@ -193,7 +194,7 @@ def load_config_file(path: Path, policies: list[Any]) -> LevelConfig:
     """Read and normalize a pack config file."""
     try:
         raw = strict_json(read_text_limited(path, MAX_POLICY_CONFIG_BYTES))
-    except (OSError, ValueError, RecursionError) as err:
+    except (OSError, ValueError) as err:
         raise PolicyConfigError(f"{path}: not a readable JSON file: {str(err)[:200]}") from None
     return normalize_config(raw, policies, str(path))
 
@@ -419,28 +420,21 @@ def verdict_line(report: PolicyReport) -> str:
 def render_markdown(report: PolicyReport, stack: str) -> str:
     """A pull-request comment."""
     icon = "✅" if report.passed else "❌"
-    out = [f"### {icon} Policy check for `{stack}`", "", verdict_line(report), ""]
+    out = [f"### {icon} Policy check for {md_code(stack, table=False)}", "", verdict_line(report), ""]
     if report.violations:
         out += ["| enforcement | severity | policy | resource | field | requirement |",
                 "| --- | --- | --- | --- | --- | --- |"]
         for v in report.violations:
             name = v.urn.rsplit("::", 1)[-1] if v.urn else "(stack)"
-            text = _short(v.message).replace("|", "\\|").replace("\n", " ")
-            out.append(f"| {v.enforcement} | {v.severity} | `{v.policy}` | `{name}` | {_md_code(v.field)} | {text} |")
+            text = md_text(_short(v.message))
+            field = md_code(v.field) if v.field else ""
+            out.append(f"| {v.enforcement} | {v.severity} | `{v.policy}` | {md_code(name)} | {field} | {text} |")
         by_name = {r.name: r for r in report.rules}
         fixes = sorted({v.policy for v in report.violations})
         out += ["", "<details><summary>How to fix</summary>", ""]
         out += [f"- `{p}`: {by_name[p].remediation}" for p in fixes if p in by_name]
         out += ["", "</details>"]
     return "\n".join(out) + "\n\n"  # a blank line after the last block, so the next section renders
-
-
-def _md_code(text: str) -> str:
-    """``text`` as inline code in a Markdown table cell (empty for no text)."""
-    if not text:
-        return ""
-    text = text.replace("|", "\\|").replace("\n", " ")
-    return f"`` {text} ``" if "`" in text else f"`{text}`"
 
 
 def render_json(report: PolicyReport) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from blueprint.files.input import InputTooLargeError, read_text_limited
+from blueprint.graph.model import StrictJsonError, strict_json
 from components.sizing.goodput import CheckpointPlan
 from components.sizing.measured import RestoreTarget, measured_plan, measured_times
 from components.sizing.plan import MB, GoodputModel, finite
@@ -73,7 +74,7 @@ def _fio_latency(path: Path, direction: str) -> dict[str, float] | None:
     """p50 and p99 completion latency (ms) of fio's JSON output (``jobs[0].<rw>.clat_ns.percentile``, one job with
     group_reporting), or None when the file is missing or has no percentiles."""
     try:
-        doc = json.loads(read_text_limited(path, MAX_RECORD_BYTES))
+        doc = strict_json(read_text_limited(path, MAX_RECORD_BYTES))
         pct = doc["jobs"][0][direction]["clat_ns"]["percentile"]
         return {"p50": float(pct["50.000000"]) / 1e6, "p99": float(pct["99.000000"]) / 1e6}
     except (OSError, ValueError, KeyError, IndexError, TypeError):
@@ -83,13 +84,15 @@ def _fio_latency(path: Path, direction: str) -> dict[str, float] | None:
 def read_record(file: Path) -> StorageRecord:
     """One ``storage.json``; :class:`RecordError` naming the file when it is not JSON or lacks a field."""
     try:
-        doc = json.loads(read_text_limited(file, MAX_RECORD_BYTES))
+        doc = strict_json(read_text_limited(file, MAX_RECORD_BYTES))
     except InputTooLargeError as err:
         raise RecordError(f"{file}: {err}") from None
     except (OSError, UnicodeDecodeError) as err:
         raise RecordError(f"{file}: cannot read: {err}") from None
     except json.JSONDecodeError as err:
         raise RecordError(f"{file}: not JSON ({err.msg}, line {err.lineno})") from None
+    except StrictJsonError as err:  # NaN, a key given twice, nested too deeply
+        raise RecordError(f"{file}: not JSON ({err})") from None
     if not isinstance(doc, dict):
         raise RecordError(f"{file}: a storage record is a JSON object")
     target = doc.get("target")
