@@ -183,14 +183,19 @@ def node_count(text: str) -> int:
     return value
 
 
-def fraction(text: str) -> float:
-    """argparse ``type`` of a tolerance: a finite fraction from 0 to 1 (NaN would make every comparison pass)."""
+def _ascii_number(text: str) -> float:
+    """``text`` as a number written in ASCII (``float`` would read fullwidth digits too), else a usage error."""
     try:
         if not text.isascii():
             raise ValueError(text)
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def fraction(text: str) -> float:
+    """argparse ``type`` of a tolerance: a finite fraction from 0 to 1 (NaN would make every comparison pass)."""
+    value = _ascii_number(text)
     if not (math.isfinite(value) and 0 <= value <= 1):
         raise argparse.ArgumentTypeError(f"{text}: give a fraction from 0 to 1 (0.1 allows a 10 % fall)")
     return value
@@ -199,12 +204,7 @@ def fraction(text: str) -> float:
 def non_negative(text: str) -> float:
     """argparse ``type`` of a guardrail (``--fail-above-usd``, ``--fail-above-percent``): a finite number of at least
     0 in ASCII digits (NaN would let every increase through: no comparison with it is true)."""
-    try:
-        if not text.isascii():
-            raise ValueError(text)
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = _ascii_number(text)
     if not (math.isfinite(value) and value >= 0):
         raise argparse.ArgumentTypeError(f"{text}: give a finite number of at least 0")
     return value

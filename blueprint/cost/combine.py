@@ -14,8 +14,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from blueprint.cost.diff import percent
-from blueprint.cost.render import format_usd
+from blueprint.cost.diff import guardrail_breaches
 from blueprint.graph.model import strict_json
 
 Check = Callable[[Any], bool]
@@ -142,16 +141,7 @@ def combined_breaches(docs: Sequence[dict[str, Any]], fail_above_usd: float | No
                       fail_above_percent: float | None) -> list[str]:
     """The guardrails the combined increase crosses (the sum of every stack), at desired and at max size, as
     :func:`blueprint.cost.diff.breaches` says them for one stack."""
-    out = []
-    for where, suffix in (("at desired size", ""), ("at max size", "_at_max")):
-        delta = sum(float(d[f"diff_monthly_usd{suffix}"]) for d in docs)
-        base = sum(float(d[f"previous_monthly_usd{suffix}"]) for d in docs)
-        if fail_above_usd is not None and delta > fail_above_usd:
-            out.append(f"all stacks: the monthly cost {where} rises by {format_usd(delta)}, above --fail-above-usd "
-                       f"{format_usd(fail_above_usd)}")
-        pct = percent(base, base + delta)
-        if fail_above_percent is not None and delta > 0 and (pct is None or pct > fail_above_percent):
-            shown = f"from a base of {format_usd(base)}" if pct is None else f"{pct:.1f}%"
-            out.append(f"all stacks: the monthly cost {where} rises by {shown}, above --fail-above-percent "
-                       f"{fail_above_percent:g}%")
-    return out
+    sides = [(where, sum(float(d[f"diff_monthly_usd{suffix}"]) for d in docs),
+              sum(float(d[f"previous_monthly_usd{suffix}"]) for d in docs))
+             for where, suffix in (("at desired size", ""), ("at max size", "_at_max"))]
+    return guardrail_breaches("all stacks", sides, fail_above_usd, fail_above_percent)

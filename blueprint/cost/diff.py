@@ -439,16 +439,22 @@ def render_diff_markdown(docs: Sequence[dict[str, Any]]) -> str:
 def breaches(diff: CostDiff, fail_above_usd: float | None, fail_above_percent: float | None) -> list[str]:
     """The guardrails the increase crosses, at desired size (what runs) or at max size (what the node groups may
     reach: a maxSize change moves only this); empty when none (or none were set)."""
-    out = []
     sides = (("at desired size", diff.diff_monthly_usd, diff.previous.total_monthly_usd),
              ("at max size", diff.diff_monthly_usd_at_max, diff.previous.total_monthly_usd_at_max))
+    return guardrail_breaches(diff.stack, sides, fail_above_usd, fail_above_percent)
+
+
+def guardrail_breaches(who: str, sides: Sequence[tuple[str, float, float]], fail_above_usd: float | None,
+                       fail_above_percent: float | None) -> list[str]:
+    """The guardrails each ``(where, increase, base)`` crosses, said for ``who`` (a stack, or all stacks)."""
+    out = []
     for where, delta, base in sides:
         if fail_above_usd is not None and delta > fail_above_usd:
-            out.append(f"{diff.stack}: the monthly cost {where} rises by {format_usd(delta)}, above "
+            out.append(f"{who}: the monthly cost {where} rises by {format_usd(delta)}, above "
                        f"--fail-above-usd {format_usd(fail_above_usd)}")
         pct = percent(base, base + delta)
         if fail_above_percent is not None and delta > 0 and (pct is None or pct > fail_above_percent):
             shown = f"from a base of {format_usd(base)}" if pct is None else f"{pct:.1f}%"
-            out.append(f"{diff.stack}: the monthly cost {where} rises by {shown}, above --fail-above-percent "
+            out.append(f"{who}: the monthly cost {where} rises by {shown}, above --fail-above-percent "
                        f"{fail_above_percent:g}%")
     return out
