@@ -21,9 +21,9 @@ S3_ACL_TYPES = ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2", "aws:s3/buck
 PUBLIC_MEMBERS = ("allUsers", "allAuthenticatedUsers")
 GCS_IAM_TYPES = ("gcp:storage/bucketIAMMember:BucketIAMMember", "gcp:storage/bucketIAMBinding:BucketIAMBinding",
                  "gcp:storage/bucketIAMPolicy:BucketIAMPolicy",
-                 "gcp:storage/managedFolderIAMMember:ManagedFolderIAMMember",
-                 "gcp:storage/managedFolderIAMBinding:ManagedFolderIAMBinding",
-                 "gcp:storage/managedFolderIAMPolicy:ManagedFolderIAMPolicy")
+                 "gcp:storage/managedFolderIamMember:ManagedFolderIamMember",
+                 "gcp:storage/managedFolderIamBinding:ManagedFolderIamBinding",
+                 "gcp:storage/managedFolderIamPolicy:ManagedFolderIamPolicy")
 
 
 def public_s3_acl(resource_type: str, props: Mapping[str, Any]) -> Iterator[tuple[tuple[str | int, ...], Any]]:

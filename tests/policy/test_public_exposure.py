@@ -62,7 +62,7 @@ GCS = [
     ("gcp:storage/bucketIAMBinding:BucketIAMBinding", {"members": ["group:ml@example.com", "allAuthenticatedUsers"]},
      "members[1]", "allAuthenticatedUsers"),
     ("gcp:storage/bucketIAMPolicy:BucketIAMPolicy", {"policyData": POLICY_DATA}, "policyData", POLICY_DATA),
-    ("gcp:storage/managedFolderIAMMember:ManagedFolderIAMMember", {"member": "allUsers"}, "member", "allUsers"),
+    ("gcp:storage/managedFolderIamMember:ManagedFolderIamMember", {"member": "allUsers"}, "member", "allUsers"),
 ]
 
 
@@ -84,3 +84,20 @@ def test_gcs_grants_to_named_principals_pass() -> None:
                      {"bucket": "b", "role": "roles/storage.objectViewer", "member": "group:ml@example.com"},
                      "gcp:storage/bucket:Bucket")
     assert run_policies(graph).passed
+
+
+def test_every_type_the_exposure_checks_name_is_a_type_the_sdks_register() -> None:
+    """A misspelt type token never matches a resource (managedFolderIAMMember for the SDK's managedFolderIamMember
+    made the check blind): every token is read back from the installed pulumi_aws and pulumi_gcp sources."""
+    import importlib.util
+    from pathlib import Path
+
+    from gpu_policies.exposure import GCS_IAM_TYPES, S3_ACL_TYPES
+
+    for token in (*S3_ACL_TYPES, *GCS_IAM_TYPES):
+        package = "pulumi_aws" if token.startswith("aws:") else "pulumi_gcp"
+        spec = importlib.util.find_spec(package)
+        assert spec is not None and spec.origin is not None
+        module = token.split(":")[1].split("/")[0]
+        sources = Path(spec.origin).parent / module
+        assert any(f"'{token}'" in path.read_text() for path in sources.glob("*.py")), token
