@@ -22,7 +22,7 @@ from components.gcp.platform import GpuNetwork
 from components.kubernetes.objects import NODE_GROUP_LABEL
 from components.kubernetes.objects.node_check import registers_with_taint
 from components.spec import GPU_TAINT_KEY, READINESS_TAINT_KEY, GpuSharingSpec
-from components.spec.decisions import PoolUpgrade, is_compact, pool_upgrade
+from components.spec.decisions import PoolUpgrade, is_compact, pool_image_type, pool_upgrade
 from components.spec.gcp import GcpNodePoolSpec, GcpSpec
 
 # Managed Prometheus components, plus DCGM when GKE manages the drivers (GKE "Collect and view DCGM metrics":
@@ -238,8 +238,7 @@ class GkeNodePool(pulumi.ComponentResource):
             service_account=node_account,
             oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
             # The GPU Operator's driver containers need Ubuntu nodes; GKE-managed drivers run on COS.
-            image_type=pool.image_type or ("UBUNTU_CONTAINERD" if gpu and pool.gpu_driver == "operator"
-                                           else "COS_CONTAINERD"),
+            image_type=pool_image_type(pool, gpu),
             disk_type=pool.disk_type,
             disk_size_gb=pool.disk_size_gb,
             boot_disk_kms_key=disk_key,

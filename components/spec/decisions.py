@@ -430,3 +430,9 @@ def slurm_partition_teams(teams: Sequence[TeamSpec], partition: SlurmPartitionSp
         return sorted(partition.teams)
     groups = set(partition.node_groups)
     return sorted(t.name for t in teams if any(q.node_group in groups and q.gpus > 0 for q in t.quotas))
+
+
+def pool_image_type(pool: GcpNodePoolSpec, gpu: bool) -> str:
+    """The image a pool's nodes run: its imageType, else Ubuntu where the GPU Operator builds the driver (a GPU pool
+    with gpuDriver operator), else Container-Optimized OS, GKE's default."""
+    return pool.image_type or ("UBUNTU_CONTAINERD" if gpu and pool.gpu_driver == "operator" else "COS_CONTAINERD")

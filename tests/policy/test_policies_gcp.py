@@ -324,6 +324,9 @@ def test_policies_accept_program_variants(variant: str) -> None:
                     diskType="hyperdisk-balanced")
     else:
         pool["gpuDriver"] = "operator"
+        # Ubuntu nodes cannot mount Managed Lustre (rule lustre-cos-only): the operator variant shares Filestore.
+        spec["gcp"]["storage"] = {**spec["gcp"]["storage"], "filesystem": {
+            "type": "filestore", "capacityGiB": 10240, "filestoreTier": "ZONAL", "mountPath": "/checkpoints"}}
     graph = run_spec(spec, "prod-gcp").graph
     assert run_policies(graph).violations == []
     pools = [r for r in graph.resources if r.type == POOL and r.inputs.get("name") == "h100"]

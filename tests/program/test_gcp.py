@@ -546,6 +546,9 @@ def test_a_pinned_pool_is_created_at_its_version_and_held_there(capsys: pytest.C
 def test_gpu_operator_managed_drivers_turn_gke_drivers_and_dcgm_off() -> None:
     spec = gcp_spec()
     spec["gcp"]["nodePools"][1]["gpuDriver"] = "operator"
+    # Ubuntu nodes cannot mount Managed Lustre (rule lustre-cos-only): the operator variant shares Filestore.
+    spec["gcp"]["storage"]["filesystem"] = {"type": "filestore", "capacityGiB": 10240, "filestoreTier": "ZONAL",
+                                            "mountPath": "/checkpoints"}
     graph = run_spec(spec, "prod-gcp").graph
     cfg = pool(graph, "h100").inputs["nodeConfig"]
     assert cfg["guestAccelerators"][0]["gpuDriverInstallationConfig"] == {"gpuDriverVersion": "INSTALLATION_DISABLED"}

@@ -11,11 +11,33 @@ from tests.conftest import run_spec
 from tests.program.test_gcp_pool_accounts import POOL, P, errors, h100, spec
 
 __all__ = ["spec"]  # the fixture
+FILESTORE = {"type": "filestore", "capacityGiB": 10240, "filestoreTier": "ZONAL", "mountPath": "/checkpoints"}
+LUSTRE = "GKE 'About the Managed Lustre CSI driver', Limitations: only Container-Optimized OS nodes"
+
+
+def test_ubuntu_nodes_cannot_mount_managed_lustre(spec: dict[str, Any]) -> None:
+    """GKE's Managed Lustre CSI driver mounts on COS nodes only: an Ubuntu pool, asked for or following from the GPU
+    Operator, is refused while the filesystem is Managed Lustre, and accepted beside Filestore."""
+    h100(spec)["imageType"] = "UBUNTU_CONTAINERD"
+    assert errors(spec) == [
+        f"{P}.gcp.nodePools[h100].imageType: pool 'h100' runs UBUNTU_CONTAINERD (imageType UBUNTU_CONTAINERD), but "
+        f"the stack's Managed Lustre filesystem mounts on Container-Optimized OS nodes only ({LUSTRE}): its pods "
+        "could never mount it; use COS_CONTAINERD (gpuDriver gke-latest or gke-default) [rule: lustre-cos-only]"]
+    del h100(spec)["imageType"]
+    h100(spec)["gpuDriver"] = "operator"
+    assert errors(spec) == [
+        f"{P}.gcp.nodePools[h100].gpuDriver: pool 'h100' runs UBUNTU_CONTAINERD (gpuDriver operator (the GPU Operator "
+        f"needs Ubuntu nodes)), but the stack's Managed Lustre filesystem mounts on Container-Optimized OS nodes only "
+        f"({LUSTRE}): its pods could never mount it; use COS_CONTAINERD (gpuDriver gke-latest or gke-default) "
+        "[rule: lustre-cos-only]"]
+    spec["gcp"]["storage"]["filesystem"] = FILESTORE
+    run_spec(spec, "prod-gcp")
 
 
 
 def test_a_pool_boots_the_image_it_names(spec: dict[str, Any]) -> None:
     h100(spec)["imageType"] = "UBUNTU_CONTAINERD"
+    spec["gcp"]["storage"]["filesystem"] = FILESTORE  # Ubuntu nodes cannot mount Managed Lustre
     pools = {r.inputs["name"]: r for r in run_spec(spec, "prod-gcp").graph.of_type(POOL)}
     assert pools["h100"].inputs["nodeConfig"]["imageType"] == "UBUNTU_CONTAINERD"
     assert pools["system"].inputs["nodeConfig"]["imageType"] == "COS_CONTAINERD"  # the default, unchanged

@@ -107,6 +107,9 @@ def test_the_gpu_operator_stays_an_explicit_option_with_its_known_issues_named()
     for pool in spec["gcp"]["nodePools"]:
         if pool["name"] == "h100":
             pool["gpuDriver"] = "operator"
+    # Ubuntu nodes cannot mount Managed Lustre (rule lustre-cos-only): the operator variant shares Filestore.
+    spec["gcp"]["storage"]["filesystem"] = {"type": "filestore", "capacityGiB": 10240, "filestoreTier": "ZONAL",
+                                            "mountPath": "/checkpoints"}
     run = run_spec(spec, "prod-gcp")
     releases = {r.inputs["name"] for r in run.graph.of_type("kubernetes:helm.sh/v3:Release")}
     assert "gpu-operator" in releases

@@ -30,7 +30,7 @@ from components.spec.gcp import GcpNodePoolSpec, GcpSpec
 from components.spec.model import ClusterSpec
 from components.spec.rules.gcp_lustre import check_existing_lustre
 from components.spec.rules.gcp_networks import check_gpu_networks
-from components.spec.rules.gcp_pools import check_pool_accounts, check_pool_images
+from components.spec.rules.gcp_pools import check_lustre_images, check_pool_accounts, check_pool_images
 from components.spec.rules.gke_maintenance import check_exclusions
 from components.spec.rules.network import _ipv4_cidr
 from components.spec.rules.node_groups import check_labels_and_taints
@@ -61,6 +61,7 @@ def check_gcp(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
     _check_pools(spec, gcp, out)
     check_pool_accounts(spec.name, gcp, out)
     check_pool_images(gcp, out)
+    check_lustre_images(gcp, load_gcp_catalog(), out)
     _check_storage(gcp, out)
     check_existing_lustre(gcp, out)
     _check_buckets(spec, gcp, out)

@@ -7,7 +7,10 @@ twice; the source is named beside it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
+from components.catalog.gcp_machines import MachineFacts
+from components.spec.decisions import pool_image_type
 from components.spec.errors import _Collector
 from components.spec.gcp import GcpSpec
 
@@ -81,6 +84,30 @@ def check_pool_accounts(stack_name: str, gcp: GcpSpec, out: _Collector) -> None:
 GKE_IMAGE_TYPES = ("COS_CONTAINERD", "UBUNTU_CONTAINERD", "WINDOWS_LTSC_CONTAINERD")
 LINUX_IMAGE_TYPES = ("COS_CONTAINERD", "UBUNTU_CONTAINERD")
 IMAGE_SOURCE = "GKE 'Node images', docs.cloud.google.com/kubernetes-engine/docs/concepts/node-images"
+
+
+# GKE "About the Managed Lustre CSI driver", Limitations (read 2026-12-02): "Only Container-Optimized OS (COS) nodes
+# are supported"; Managed Lustre "Connect to an existing instance from GKE" says Ubuntu images are not.
+LUSTRE_SOURCE = "GKE 'About the Managed Lustre CSI driver', Limitations: only Container-Optimized OS nodes"
+
+
+def check_lustre_images(gcp: GcpSpec, catalog: Mapping[str, MachineFacts], out: _Collector) -> None:
+    """Managed Lustre is mounted by GKE's CSI driver on COS nodes only: a pool on Ubuntu could never mount the stack's
+    filesystem (its pods stay ContainerCreating), whether the image is asked for or follows from gpuDriver operator."""
+    fs = gcp.storage.filesystem
+    if fs is None or fs.type != "managed-lustre":
+        return
+    for i, pool in enumerate(gcp.node_pools):
+        facts = catalog.get(pool.machine_type)
+        image = pool_image_type(pool, bool(facts and facts.gpu_count))
+        if image != "UBUNTU_CONTAINERD":  # COS mounts it; other images are refused by gke-image-type
+            continue
+        key, why = (("imageType", f"imageType {image}") if pool.image_type is not None
+                    else ("gpuDriver", "gpuDriver operator (the GPU Operator needs Ubuntu nodes)"))
+        out.add(f".gcp.nodePools[{i}].{key}", "lustre-cos-only",
+                f"pool '{pool.name}' runs {image} ({why}), but the stack's Managed Lustre filesystem mounts on "
+                f"Container-Optimized OS nodes only ({LUSTRE_SOURCE}): its pods could never mount it; use "
+                "COS_CONTAINERD (gpuDriver gke-latest or gke-default)")
 
 
 def check_pool_images(gcp: GcpSpec, out: _Collector) -> None:
