@@ -8,6 +8,7 @@ name) loses it; so does one removed. Both fail the pull-request check unless the
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -83,6 +84,12 @@ def _conditional(when: str, old: Any, new: Any) -> bool:
     if when == "decrease":
         a, b = _number(old), _number(new)
         return a is not None and b is not None and b < a
+    if when == "not-containing":  # a CIDR: replaced unless the new range holds the old one (expansion is in place)
+        try:
+            before, after = ipaddress.ip_network(str(old), strict=False), ipaddress.ip_network(str(new), strict=False)
+        except ValueError:
+            return False
+        return before.version != after.version or not before.subnet_of(after)  # type: ignore[arg-type]
     if when == "removal":
         return bool(old) and not new
     if when == "region":

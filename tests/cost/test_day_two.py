@@ -296,3 +296,22 @@ def test_a_gke_control_plane_two_minors_up_is_refused() -> None:
     (problem,) = step_problems(before, run_spec(spec, "prod-gcp").graph)
     assert problem.rule == "one-minor-per-update" and problem.key == "gcp.cluster.minMasterVersion"
     assert "1.35 -> 1.37 skips 1.36: GKE moves the control plane one minor per update" in problem.message
+
+
+@pytest.mark.parametrize(("new", "replaced"), [
+    ("10.0.0.0/19", False),  # grows around the old range: expanded in place
+    ("10.0.0.0/21", True),   # shrinks
+    ("10.8.0.0/20", True),   # moves (an independently sized gVNIC subnet moves the RDMA ones this way)
+])
+def test_a_subnet_range_that_does_not_hold_the_old_one_replaces_the_subnet(new: str, replaced: bool) -> None:
+    """GCP expands a subnetwork's range in place and replaces it otherwise (ForceNewIfChange(IsShrinkageIpCidr)); a
+    CIDR is not a number, so the old 'decrease' reading never saw a move or a shrink."""
+    graph = offline_run("prod-gcp").graph
+    subnet = next(r for r in graph.of_type("gcp:compute/subnetwork:Subnetwork"))
+    before = ResourceGraph(graph.stack, [replace(r, inputs={**r.inputs, "ipCidrRange": "10.0.0.0/20"})
+                                         if r.urn == subnet.urn else r for r in graph.resources])
+    after = _edited(before, subnet.name, ipCidrRange=new)
+    found = [r for r in replacements(before, after) if r.name == subnet.name]
+    assert bool(found) == replaced, found
+    if replaced:
+        assert found[0].fields == ("ipCidrRange",)
