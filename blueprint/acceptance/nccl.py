@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from blueprint.markdown import md_text
+from blueprint.files.markdown import md_text
 
 _PREFIXES = (
     re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:", re.ASCII),  # mpirun --tag-output

@@ -11,8 +11,8 @@ from typing import Any
 from blueprint.changes.replacements import Replacement, replaced_urns, replacements
 from blueprint.changes.rolls import NodeRoll, describe, node_rolls
 from blueprint.changes.steps import VersionProblem, step_problems
+from blueprint.files.markdown import md_code, md_text
 from blueprint.graph.model import ResourceGraph
-from blueprint.markdown import md_code, md_text
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,9 @@ from blueprint.cost.lines import CostLine, CostReport, Usage
 from blueprint.cost.mermaid import render_mermaid
 from blueprint.cost.prices import Price
 from blueprint.cost.render import format_usd
+from blueprint.files.markdown import html_name, md_code, md_name, md_text
 from blueprint.graph.eventlog import EventLogPreview
 from blueprint.graph.model import GraphResource, ResourceGraph
-from blueprint.markdown import html_name, md_code, md_name, md_text
 
 # A percentage needs a base of at least this share of the larger figure; below it the change is "new".
 MEANINGFUL_BASE_SHARE = 0.1

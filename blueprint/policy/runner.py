@@ -24,8 +24,8 @@ from google.protobuf import json_format, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2 as proto
 
 from blueprint.files.input import read_text_limited
+from blueprint.files.markdown import md_code, md_text
 from blueprint.graph.model import GraphResource, ResourceGraph, strict_json
-from blueprint.markdown import md_code, md_text
 
 PACK_DIR = Path(__file__).resolve().parents[2] / "policies"
 LEVELS: dict[str, int] = {"advisory": proto.ADVISORY, "mandatory": proto.MANDATORY, "remediate": proto.REMEDIATE,

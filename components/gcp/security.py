@@ -17,16 +17,14 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components import provenance
+from components.spec.gcp import NODE_MINIMUM_ROLES
 
 # Least-privilege node service account: GKE's own role for it (GKE "Configure node service accounts": "at a minimum,
 # these node service accounts must have the Kubernetes Engine Default Node Service Account role"; six permissions:
 # log entries, metric descriptors and time series, autoscaler metrics), in place of the five legacy roles
 # cluster-toolkit still grants, plus image pulls. Not storage.objectViewer: workloads read data through Workload
 # Identity, never through the node's account.
-NODE_ROLES = (
-    "roles/container.defaultNodeServiceAccount",
-    "roles/artifactregistry.reader",
-)
+NODE_ROLES = NODE_MINIMUM_ROLES
 # What a team's Google group needs to reach the cluster: `gcloud container clusters get-credentials`
 # (container.clusters.get) and the control plane's DNS endpoint (container.clusters.connect). Kubernetes Engine
 # Cluster Viewer holds exactly those, with clusters.list and the project's get/list (IAM role permissions, dump of

@@ -148,6 +148,11 @@ class GkeUpgradeSpec(_Model):
 _ACCOUNT_ID_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 
 
+# What a node's own service account needs (components/gcp/security.py, GKE "Configure node service accounts"): GKE's
+# node role (logs, metrics, autoscaler metrics) and image pulls from the project's Artifact Registry.
+NODE_MINIMUM_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
+
+
 class GcpNodeServiceAccountSpec(_Model):
     """The service account a node pool's VMs run as, instead of the stack's node account: one the stack creates with
     the project roles listed (cluster-toolkit's A3 Mega and A3 Ultra blueprints give their pools such an account), or

@@ -20,6 +20,7 @@ from components.spec.decisions import (
     teams_billed_directly,
 )
 from components.spec.errors import named_path
+from components.spec.gcp import NODE_MINIMUM_ROLES
 from components.spec.model import ClusterSpec
 
 
@@ -111,6 +112,34 @@ def budget_notes(spec: ClusterSpec) -> list[str]:
             for i, team in enumerate(spec.teams) if team.budget is not None and team.name not in billed]
 
 
+LEGACY_NODE_ROLES = frozenset({"roles/logging.logWriter", "roles/monitoring.metricWriter"})
+
+
+def node_account_notes(spec: ClusterSpec) -> list[str]:
+    """A pool account the stack creates without the roles a node needs: without GKE's node role its logs and metrics
+    are dropped; without Artifact Registry reader it cannot pull the platform's and the acceptance gate's images from
+    the project's registry (GKE "Configure node service accounts")."""
+    if spec.gcp is None:
+        return []
+    out = []
+    for i, pool in enumerate(spec.gcp.node_pools):
+        account = pool.service_account
+        if account is None or account.account_id is None:
+            continue
+        roles = set(account.roles)
+        node_role, reader = NODE_MINIMUM_ROLES
+        # The node role, or the legacy pair cluster-toolkit grants for the same logs and metrics.
+        missing = ([] if node_role in roles or roles >= LEGACY_NODE_ROLES else [node_role]) \
+            + ([] if reader in roles else [reader])
+        if missing:
+            out.append(f"warning: {named_path(spec, f'.gcp.nodePools[{i}].serviceAccount.roles')}: pool "
+                       f"'{pool.name}' runs as {account.account_id} without {' and '.join(missing)}: a node account "
+                       f"needs {node_role} (or {' and '.join(sorted(LEGACY_NODE_ROLES))}) for its logs and metrics, "
+                       f"and {reader} to pull images from the project's registry (GKE 'Configure node service "
+                       "accounts')")
+    return out
+
+
 def zone_notes(spec: ClusterSpec) -> list[str]:
     """A GKE GPU pool in a zone where no source the catalog read lists its machine type: a typo or a zone that does
     not exist (``us-central1-z``), or one the partial lists miss; refused only once zones are confirmed (rule
@@ -134,4 +163,4 @@ def zone_notes(spec: ClusterSpec) -> list[str]:
 def spec_notes(spec: ClusterSpec, now: datetime) -> list[str]:
     """Every load-time warning and note of the spec, in the order the preview shows them."""
     return (capacity_block_notes(spec, now) + team_notes(spec) + scaling_notes(spec) + budget_notes(spec)
-            + zone_notes(spec))
+            + zone_notes(spec) + node_account_notes(spec))

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from blueprint.cli import main
-from blueprint.markdown import html_name, md_code, md_name, md_text
+from blueprint.files.markdown import html_name, md_code, md_name, md_text
 
 LINE = {"name": "h100 instance hours", "unit": "hour", "price_key": "ec2.p5.48xlarge", "previous_quantity": 730,
         "new_quantity": 1460, "unit_price_usd": 55.04, "previous_usd": 40179.2, "new_usd": 80358.4, "at_max": False,

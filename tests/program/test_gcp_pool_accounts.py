@@ -135,3 +135,27 @@ def test_an_account_id_iam_refuses_is_refused_by_the_schema(spec: dict[str, Any]
     (line,) = errors(spec)
     assert line.startswith(f"{P}.gcp.nodePools[h100].serviceAccount.accountId: ")
 
+
+
+def test_a_created_account_without_the_roles_a_node_needs_is_warned_about(spec: dict[str, Any]) -> None:
+    """No error (the roles are the user's), but a warning: without GKE's node role (or the legacy log and metric
+    writers cluster-toolkit grants) the nodes' logs and metrics are dropped, and without Artifact Registry reader the
+    nodes cannot pull the platform's images from the project's registry."""
+    from datetime import UTC, datetime
+
+    from components.spec import parse_spec
+    from components.spec.notes import spec_notes
+
+    def notes(roles: list[str]) -> list[str]:
+        h100(spec)["serviceAccount"] = {"accountId": "gke-np-sa", "roles": roles}
+        parsed = parse_spec(spec, "stacks/Pulumi.prod-gcp.yaml")
+        return [n for n in spec_notes(parsed, datetime(2026, 12, 2, tzinfo=UTC)) if ".serviceAccount.roles" in n]
+
+    assert notes(TOOLKIT_ROLES) == []
+    assert notes(["roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader"]) == []
+    (only_logs,) = notes(["roles/logging.logWriter"])
+    assert only_logs.startswith(
+        "warning: gpu-cluster:spec.gcp.nodePools[h100].serviceAccount.roles: pool 'h100' runs as gke-np-sa without "
+        "roles/container.defaultNodeServiceAccount and roles/artifactregistry.reader: a node account needs")
+    (no_reader,) = notes(["roles/container.defaultNodeServiceAccount"])
+    assert "without roles/artifactregistry.reader:" in no_reader
