@@ -99,13 +99,19 @@ def node_rolls(old: ResourceGraph, new: ResourceGraph) -> list[NodeRoll]:
                                 0.0 if costs is not None else None, group.how, group.held))
             continue
         interrupts = group.gpus_per_node > 0 and group.nodes > 0
+        # A replaced group is not rolled by its surge or batch settings: the provider deletes the old group (before
+        # the new one, as its name is fixed: pulumi-terraform-bridge deletes an explicitly named resource first), so
+        # every node goes in one wave and nothing runs on the group until the new one is up.
+        waves, how, when = (1, f"the whole group is deleted and created again: all {group.nodes} node(s) go at once "
+                            "(a fixed name: the old group is deleted first), so nothing runs on it until the new one "
+                            "is up; roll it between runs", "") if replaced else (group.waves, group.how, group.when)
         at_risk = None
         if costs is not None:
             interval, restart = costs
-            at_risk = round(group.waves * group.nodes * group.gpus_per_node * (restart + interval / 2) / 3600, 1) \
+            at_risk = round(waves * group.nodes * group.gpus_per_node * (restart + interval / 2) / 3600, 1) \
                 if interrupts else 0.0
-        out.append(NodeRoll(group.name, group.nodes, "; ".join(reasons), order[group.urn], interrupts, at_risk,
-                            group.how, group.when))
+        out.append(NodeRoll(group.name, group.nodes, "; ".join(reasons), order[group.urn], interrupts or
+                            (bool(replaced) and group.nodes > 0), at_risk, how, when))
     return sorted(out, key=lambda r: (r.order, r.node_group))
 
 

@@ -226,7 +226,7 @@ class GcpNodePoolSpec(_Model):
         default=None,
         description="The pool's own service account (created with its roles, or existing). Default: the stack's node "
         "account (roles/container.defaultNodeServiceAccount and roles/artifactregistry.reader). A change replaces the "
-        "pool's nodes.")
+        "pool: it is deleted and created again, so all its nodes go at once (roll it between runs).")
     upgrade: GkeUpgradeSpec | None = Field(
         default=None,
         description="How GKE rolls the pool's nodes (upgradeSettings). Default: surge, 1 node first, 0 drained "

@@ -315,3 +315,23 @@ def test_a_subnet_range_that_does_not_hold_the_old_one_replaces_the_subnet(new: 
     assert bool(found) == replaced, found
     if replaced:
         assert found[0].fields == ("ipCidrRange",)
+
+
+def test_a_replaced_pool_goes_in_one_wave_not_by_its_surge_settings() -> None:
+    """Giving a GKE pool its own service account replaces the pool (nodeConfig.serviceAccount): the provider deletes
+    it and creates it again, so all its nodes go at once, even the system pool's, whatever its surge settings say."""
+    from tests.conftest import raw_stack_config, run_spec
+
+    spec = copy.deepcopy(raw_stack_config("prod-gcp")["gpu-cluster:spec"])
+    before = run_spec(copy.deepcopy(spec), "prod-gcp").graph
+    for pool in spec["gcp"]["nodePools"]:
+        pool["serviceAccount"] = {"accountId": "gke-np-sa", "roles": ["roles/container.defaultNodeServiceAccount",
+                                                                      "roles/artifactregistry.reader"]}
+    changes = day_two(before, run_spec(spec, "prod-gcp").graph, {})
+    rolls = {r.node_group: r for r in changes.node_rolls}
+    assert set(rolls) == {"system", "h100"}
+    for roll in rolls.values():
+        assert roll.reason.startswith("the node group is replaced (nodeConfig.serviceAccount changed)")
+        assert roll.how.startswith(f"the whole group is deleted and created again: all {roll.nodes} node(s) go at "
+                                   "once")
+        assert "surge" not in roll.how and roll.interrupts_jobs
