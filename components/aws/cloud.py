@@ -98,7 +98,7 @@ def fsx_volume(spec: ClusterSpec, file_system_id: pulumi.Input[str], dns_name: p
     return SharedFilesystem(
         driver=FSX_CSI, volume_handle=file_system_id, attributes=attributes, capacity_gib=fs.capacity_gib,
         mount_options=("flock",), team_root=team_root, scoped=True, tool_image=tool_image(), source=FSX_SOURCE,
-        generation=generation, ready=ready)
+        generation=generation, ready=ready, owned=fs.existing is None)
 
 
 def node_autoscaler(spec: ClusterSpec, ready: tuple[pulumi.Resource, ...] = ()) -> CloudRelease | None:

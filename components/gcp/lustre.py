@@ -44,7 +44,7 @@ def lustre_volume(spec: ClusterSpec, mount_point: pulumi.Input[str] | None) -> S
         f"{g.project}/{g.gpu_zone}/{lustre_instance_id(spec.name)}"
     return SharedFilesystem(
         driver=LUSTRE_CSI, volume_handle=handle, attributes=attributes, capacity_gib=fs.capacity_gib, team_root="",
-        scoped=False, tool_image=tool_image(), source=LUSTRE_SOURCE,
+        scoped=False, tool_image=tool_image(), source=LUSTRE_SOURCE, owned=existing is None,
         generation=ip.apply(lambda address: volume_generation(handle, address, name)))
 
 

@@ -168,3 +168,34 @@ def test_a_stack_file_with_a_bad_instance_exits_2_before_anything_is_registered(
     assert err == (f"error: {path}: gpu-cluster:spec.gcp.storage.filesystem.existing.filesystem: 'lustre_fs' is not a "
                    "Lustre filesystem name: up to 8 letters and digits, starting with a letter "
                    "[rule: lustre-existing-filesystem]\n")
+
+
+def _team_dirs_script(graph: Any) -> str:
+    (job,) = [r for r in graph.of_type("kubernetes:batch/v1:Job") if "-team-dirs" in r.inputs["metadata"]["name"]]
+    return str(job.inputs["spec"]["template"]["spec"]["containers"][0]["command"][2])
+
+
+def test_the_owners_directories_on_an_existing_instance_are_not_re_owned(spec: dict[str, Any],
+                                                                            tmp_path: Path) -> None:
+    """On an instance the stack does not own, the team-dirs Job makes a team's directory only when it is missing: a
+    /research the owner already made keeps its group and mode. On the stack's own instance it still sets them."""
+    import os
+    import stat
+    import subprocess
+
+    script = _team_dirs_script(run_spec(spec, "prod-gcp").graph)
+    fs, bin_dir = tmp_path / "fs", tmp_path / "bin"
+    (fs / "research").mkdir(parents=True)
+    (fs / "research").chmod(0o755)
+    bin_dir.mkdir()
+    for tool in ("chown", "chmod"):  # log the calls instead of needing root
+        (bin_dir / tool).write_text(f"#!/bin/sh\necho {tool} \"$@\" >> {tmp_path}/calls\n")
+        (bin_dir / tool).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    local = script.replace("/fs/", f"{fs}/").replace("ls -ln /fs", f"ls -ln {fs}")
+    subprocess.run(["sh", "-c", local], check=True, env=env, capture_output=True)
+    calls = (tmp_path / "calls").read_text()
+    assert f"{fs}/research" not in calls and stat.S_IMODE((fs / "research").stat().st_mode) == 0o755
+    assert f"chmod 2770 {fs}/pretraining" in calls and (fs / "pretraining").is_dir()
+    owned = _team_dirs_script(offline_run("prod-gcp").graph)
+    assert "mkdir -p /fs/research && chown " in owned and "if [ -e" not in owned

@@ -54,6 +54,9 @@ class SharedFilesystem:
     # What must exist before the team directories are made (AWS: the association that links the directory to the
     # bucket, so the directories are created inside the linked path and exported); pulumi Resources in the program.
     ready: tuple[Any, ...] = ()
+    # False for a filesystem the stack uses but does not create (an existing FSx or Managed Lustre instance): its
+    # owner's directories are not re-owned.
+    owned: bool = True
 
     def volume_name(self, base: str) -> Any:
         """``base-<generation>`` (a str, or a pulumi Output in the program), ``base`` without a generation."""
@@ -133,11 +136,13 @@ def admin_shared_fs(fs: SharedFilesystem, labels: Mapping[str, str]) -> tuple[Ma
 def team_dirs_job(fs: SharedFilesystem, teams: Sequence[TeamSpec], labels: Mapping[str, str]) -> Manifest:
     """A Job that creates each team's directory, owned by root and the team's group, mode 2770: idempotent (mkdir -p,
     chown, chmod), so a new team's directory appears on the next apply, which replaces the Job. Named after the
-    filesystem's generation, so a new filesystem gets its directories from a new Job."""
+    filesystem's generation, so a new filesystem gets its directories from a new Job. On a filesystem the stack does
+    not own, a directory that already exists is left as its owner made it (the Job's log shows its owner and mode)."""
     lines = ["set -eu"]
     for team in sorted(teams, key=lambda t: t.name):
         path = shlex.quote(f"/fs/{fs.team_dir(team.name)}")
-        lines.append(f"mkdir -p {path} && chown 0:{team.posix_gid} {path} && chmod {TEAM_DIR_MODE} {path}")
+        make = f"mkdir -p {path} && chown 0:{team.posix_gid} {path} && chmod {TEAM_DIR_MODE} {path}"
+        lines.append(make if fs.owned else f"if [ -e {path} ]; then ls -ldn {path}; else {make}; fi")
     lines.append("ls -ln " + shlex.quote(f"/fs/{fs.team_root.strip('/')}" if fs.team_root.strip("/") else "/fs"))
     return {
         "apiVersion": "batch/v1", "kind": "Job",
