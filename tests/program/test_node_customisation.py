@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import copy
 import email
+import ipaddress
 import subprocess
 import tomllib
 from pathlib import Path
@@ -307,6 +308,20 @@ def test_an_ipv6_cluster_is_dual_stack_with_egress_only_routes_and_ipv6_grants()
     # an IPv4 stack is untouched
     ipv4 = offline_run("dev-aws").graph
     assert "assignGeneratedIpv6CidrBlock" not in ipv4.of_type("aws:ec2/vpc:Vpc")[0].inputs
+
+
+def test_an_ipv6_cluster_with_a_custom_bottlerocket_ami_gets_the_cluster_dns_of_its_ipv6_service_block() -> None:
+    """EKS chooses an IPv6 cluster's service block; a custom AMI's node reads the cluster DNS address from it (::a).
+    This stack stopped with an internal error: the offline engine returned no block."""
+    spec = spec_of(IPV6)
+    system = group(spec, "system")
+    system.update(amiId="ami-0123456789abcdef0", amiType="BOTTLEROCKET_x86_64", amiKubernetesVersion="1.35")
+    graph = run_spec(spec, "ipv6-aws").graph
+    (lt,) = [r for r in graph.of_type(LT) if r.name == "nodegroup-system-lt"]
+    settings = tomllib.loads(base64.b64decode(lt.inputs["userData"]).decode())["settings"]["kubernetes"]
+    dns = ipaddress.ip_address(settings["cluster-dns-ip"])
+    # The tenth address of a /108 (20 host bits) of the unique local range.
+    assert dns in ipaddress.ip_network("fc00::/7") and int(dns) % 2**20 == 10
 
 
 def test_a_subnet_added_at_the_front_moves_no_other_subnets_ipv6_block() -> None:

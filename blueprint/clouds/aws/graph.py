@@ -53,6 +53,14 @@ def new_resource(typ: str, name: str, inputs: dict[str, Any], region: str) -> tu
             vpcConfig={**inputs.get("vpcConfig", {}), "clusterSecurityGroupId": "sg-" + stable_id("eks-sg", name)},
             arn=f"arn:aws:eks:{region}:{OFFLINE_ACCOUNT}:cluster/{inputs.get('name', name)}",
         )
+        network = dict(inputs.get("kubernetesNetworkConfig") or {})
+        if network.get("ipFamily") == "ipv6":
+            # EKS picks an IPv6 cluster's service block itself, a /108 of the unique local range fc00::/7 (EKS user
+            # guide, "IPv6 addresses to clusters, Pods, and services"); the program reads it for a custom AMI's
+            # cluster DNS address.
+            word = stable_id("svc6", name, length=8)
+            network["serviceIpv6Cidr"] = f"fd{word[:2]}:{word[2:6]}:{word[6:8]}00::/108"
+            state["kubernetesNetworkConfig"] = network
         rid = str(inputs.get("name", name))
     elif typ == "aws:s3/bucket:Bucket":
         bucket = inputs.get("bucket") or f"{inputs.get('bucketPrefix', name)}{stable_id('bucket', name, length=26)}"
