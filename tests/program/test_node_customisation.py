@@ -411,3 +411,20 @@ def test_no_command_can_end_the_mime_part_or_the_heredoc_it_is_written_in(tmp_pa
     written = (tmp_path / "gpu-cluster-post-bootstrap.sh").read_text().splitlines()
     assert written[2:] == list(post)
     assert "ExecStart=" in (tmp_path / "gpu-cluster-post-bootstrap.service").read_text()
+
+
+def test_raid0_of_the_local_nvme_is_accepted_on_p5en() -> None:
+    """p5en.48xlarge has 8 NVMe disks of 3,800 GB (catalog, secondary): localNvme raid0 was refused because the
+    catalog did not know its disks."""
+    spec = spec_of("stacks/Pulumi.prod-aws.yaml")
+    h100 = group(spec, "h100")
+    h100["instanceType"] = "p5en.48xlarge"
+    assert h100["localNvme"] == "raid0"
+    # The acceptance catalog publishes no p5en figure: the gate takes the team's own baseline.
+    spec["acceptance"]["expected"] = [{"nodeGroup": "h100", "nodes": n, "busbwGbps": 300, "source": "our baseline"}
+                                      for n in (1, 16)]
+    parsed = parse_spec(spec, "stacks/Pulumi.prod-aws.yaml", provider_region="us-east-1")
+    g = next(g for g in parsed.aws_spec().node_groups if g.name == "h100")
+    facts = load_aws_catalog()["p5en.48xlarge"]
+    assert (facts.nvme_disks, facts.nvme_disk_gb) == (8, 3800)
+    assert node_bootstrap(g, facts).raid0_local_nvme
