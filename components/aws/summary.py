@@ -156,8 +156,10 @@ def _node_group_line(f: NodeGroupFigures) -> str:
         placement = "cluster placement group" if f.placement_group else "no placement group"
         if f.existing_placement_group:
             placement = f"existing placement group {f.existing_placement_group} (not created here)"
-        if not f.placement_group and f.reservation_id:
-            placement += " (reserved capacity is already placed)"
+        if not f.placement_group and f.capacity_type == "CAPACITY_BLOCK":
+            placement += " (a Capacity Block is placed by AWS, in an UltraCluster)"
+        elif not f.placement_group and f.reservation_id:
+            placement += " (an ODCR is placed only if it was created in a cluster placement group: name that one)"
         parts.append(placement)
         parts.append(f"GPUs at max {f.gpus_per_node * f.max_size}")
     if f.raid0:

@@ -85,8 +85,8 @@ def default_subnets(aws: AwsSpec, facts: InstanceFacts) -> list[str]:
 
 
 def is_reserved(group: NodeGroupSpec) -> bool:
-    """Whether the group runs on capacity bought ahead (a Capacity Block or an ODCR): bound to one zone,
-    already placed by AWS, and needing a reservation id (or, for ODCRs, a reservation group)."""
+    """Whether the group runs on capacity bought ahead (a Capacity Block or an ODCR): bound to one zone and needing a
+    reservation id (or, for ODCRs, a reservation group). Placed only as :func:`is_placed` says."""
     return group.capacity.type in ("capacity-block", "reserved")
 
 
@@ -100,10 +100,14 @@ def uses_placement_group(group: NodeGroupSpec, facts: InstanceFacts) -> bool:
 
 
 def is_placed(group: NodeGroupSpec, facts: InstanceFacts) -> bool:
-    """Whether a multi-node EFA group's nodes sit close together (its placement group, an existing one, or a
-    reservation AWS already placed), so Kueue's topology-aware scheduling applies to it."""
+    """Whether a multi-node EFA group's nodes sit close together (its placement group, an existing one, or a Capacity
+    Block), so Kueue's topology-aware scheduling applies to it. AWS places a Capacity Block ("colocated in EC2
+    UltraClusters", EC2 User Guide, "Capacity Blocks for ML"); an ODCR is placed only when it was created in a cluster
+    placement group, which the group then names in placementGroupName (EC2 User Guide, "Capacity Reservations in
+    cluster placement groups")."""
     return facts.efa_capable and group.max_size > 1 and (
-        is_reserved(group) or uses_placement_group(group, facts) or group.placement_group_name is not None)
+        group.capacity.type == "capacity-block" or uses_placement_group(group, facts)
+        or group.placement_group_name is not None)
 
 
 def is_autoscaled(group: NodeGroupSpec, facts: InstanceFacts) -> bool:

@@ -99,6 +99,27 @@ def scaling_notes(spec: ClusterSpec) -> list[str]:
     return out
 
 
+def odcr_placement_notes(spec: ClusterSpec) -> list[str]:
+    """A multi-node EFA group on ODCRs that names no placement group: an ODCR is placed only when it was created in a
+    cluster placement group (EC2 User Guide, "Capacity Reservations in cluster placement groups"), so its nodes may
+    sit far apart and its Kueue flavor is not topology-aware."""
+    if spec.aws is None:
+        return []
+    catalog = load_aws_catalog()
+    out = []
+    for i, group in enumerate(spec.aws.node_groups):
+        facts = catalog.get(group.instance_type)
+        if facts is None or group.capacity.type != "reserved" or is_placed(group, facts):
+            continue
+        if facts.efa_capable and group.max_size > 1 and group.placement != "none":
+            out.append(f"warning: {named_path(spec, f'.aws.nodeGroups[{i}].placementGroupName')}: node group "
+                       f"'{group.name}' runs {group.instance_type} on ODCRs with no placement group: an ODCR is "
+                       "placed only if it was created in a cluster placement group, so its nodes may sit far apart "
+                       "for NCCL and Kueue does not schedule it by topology; if the reservations are in one, name it "
+                       "here (or set placement: none to say the spread is intended)")
+    return out
+
+
 def budget_notes(spec: ClusterSpec) -> list[str]:
     """Budget addresses nothing sends to: a team's ``budget.notify`` gets its in-cluster spend alert through the
     stack's first email receiver; without one, only a cloud budget (a team with a node group of its own) mails it."""
@@ -162,5 +183,5 @@ def zone_notes(spec: ClusterSpec) -> list[str]:
 
 def spec_notes(spec: ClusterSpec, now: datetime) -> list[str]:
     """Every load-time warning and note of the spec, in the order the preview shows them."""
-    return (capacity_block_notes(spec, now) + team_notes(spec) + scaling_notes(spec) + budget_notes(spec)
-            + zone_notes(spec) + node_account_notes(spec))
+    return (capacity_block_notes(spec, now) + team_notes(spec) + scaling_notes(spec) + odcr_placement_notes(spec)
+            + budget_notes(spec) + zone_notes(spec) + node_account_notes(spec))

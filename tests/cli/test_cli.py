@@ -28,8 +28,8 @@ def test_preview_prints_the_production_stack_by_plane(capsys: pytest.CaptureFixt
     assert "GPU stack: gpu-operator" in platform and "- Queues  queues" in platform and "- Tenancy  tenancy" in platform
     assert "GPU stack" not in out.split("== control plane", 1)[1].split("\n== ", 1)[0]
     assert ("prod-train-h100: p5.48xlarge (8 x NVIDIA H100 80GB), nodes 0/0/16 (min/desired/max); capacity "
-            "CAPACITY_BLOCK cr-0a1b2c3d4e5f60718; EFA 32 of 32 interfaces per node; no placement group (reserved "
-            "capacity is already placed); GPUs at max 128; local NVMe RAID0") in out
+            "CAPACITY_BLOCK cr-0a1b2c3d4e5f60718; EFA 32 of 32 interfaces per node; no placement group (a Capacity "
+            "Block is placed by AWS, in an UltraCluster); GPUs at max 128; local NVMe RAID0") in out
     assert "FSx for Lustre PERSISTENT_2 9600 GiB x 500 MB/s/TiB = 4,688 MB/s, protected" in out
     assert ("checkpoint of the 70B model: 0.98 TB, filesystem path: blocks 3.5 min, every 6.74 h of compute (Daly); "
             "fleet MTBF 396 h; goodput 98.24% (target 97.0%) (`blueprint sizing`)") in out
@@ -168,7 +168,7 @@ def test_rule_violation_lists_every_issue(tmp_path: Path, capsys: pytest.Capture
     lines = err.splitlines()
     assert lines[0] == (f"error: {path}: gpu-cluster:spec.deletionProtection: prod stacks cannot turn off "
                         "deletion protection of stateful resources [rule: prod-deletion-protection]")
-    assert lines[1].startswith(f"{path}: gpu-cluster:spec.aws.nodeGroups[h100].placement: a cluster placement "
+    assert lines[1].startswith(f"{path}: gpu-cluster:spec.aws.nodeGroups[h100].placement: a new cluster placement "
                                "group must not be forced onto capacity-block capacity")
 
 

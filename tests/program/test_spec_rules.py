@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from components.spec import SpecError, parse_spec
-from tests.conftest import ROOT, CatalogEdit
+from components.aws.summary import _node_group_line, node_group_figures
+from components.catalog import load_aws_catalog
+from components.spec import SpecError, is_placed, parse_spec
+from components.spec.notes import spec_notes
+from tests.conftest import ROOT, CatalogEdit, run_spec
 
 FILE = "stacks/Pulumi.prod-aws.yaml"
 P = f"{FILE}: gpu-cluster:spec"
+NOW = datetime(2026, 12, 2, tzinfo=UTC)
 # The shipped block's window (Pulumi.prod-aws.yaml), for capacity-block mutations.
 WINDOW = {"start": "2027-01-04T11:30:00Z", "end": "2027-01-18T11:30:00Z", "instanceCount": 16}
 
@@ -71,10 +76,14 @@ def test_placement_group_never_forced_onto_reserved_capacity(
 ) -> None:
     g = group(prod_spec, "h100")
     g.update(capacity=capacity, placement="cluster")
+    why = ("the block is already placed by AWS" if capacity["type"] == "capacity-block" else
+           "an ODCR is placed only in the cluster placement group it was created in (name that one in "
+           "placementGroupName)")
     assert errors(prod_spec) == [
-        f"{P}.aws.nodeGroups[h100].placement: a cluster placement group must not be forced onto {capacity['type']} "
-        "capacity: the reservation is already placed and a placement group causes InsufficientInstanceCapacity "
-        "(terraform-aws-eks PR #3730); use auto or none [rule: no-placement-group-on-reserved-capacity]"
+        f"{P}.aws.nodeGroups[h100].placement: a new cluster placement group must not be forced onto "
+        f"{capacity['type']} capacity: {why}, and a placement group the reservation is not in causes "
+        "InsufficientInstanceCapacity (terraform-aws-eks PR #3730); use auto or none "
+        "[rule: no-placement-group-on-reserved-capacity]"
     ]
 
 
@@ -842,3 +851,27 @@ def test_the_acceptance_image_is_pinned_and_allowed(prod_spec: dict[str, Any]) -
     assert errors(prod_spec)[0].endswith("acceptance.image is required: give the nccl-tests image as "
                                          "<repository>@sha256:<64 hex> (the catalog has no verified digest) "
                                          "[rule: acceptance-image-digest]")
+
+
+def test_an_odcr_is_placed_only_in_its_placement_group(prod_spec: dict[str, Any]) -> None:
+    """A Capacity Block is placed by AWS; an ODCR only when created in a cluster placement group, which the group
+    names. Without one the group is not topology-aware, the preview says why, and a warning asks for the group."""
+    facts = load_aws_catalog()["p5.48xlarge"]
+    g = group(prod_spec, "h100")
+    g["capacity"] = {"type": "reserved", "reservationId": "cr-0a1b2c3d4e5f60718"}
+    g["desiredSize"] = g["minSize"] = 16
+    parsed = parse_spec(prod_spec, FILE, provider_region="us-east-1")
+    h100 = next(x for x in parsed.aws_spec().node_groups if x.name == "h100")
+    assert not is_placed(h100, facts)
+    warnings = [n for n in spec_notes(parsed, NOW) if "ODCRs with no placement group" in n]
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "warning: gpu-cluster:spec.aws.nodeGroups[h100].placementGroupName: node group 'h100' runs p5.48xlarge on "
+        "ODCRs with no placement group: an ODCR is placed only if it was created in a cluster placement group")
+    lines = [_node_group_line(f) for f in node_group_figures(run_spec(prod_spec, "prod-aws").graph)]
+    assert any("(an ODCR is placed only if it was created in a cluster placement group: name that one)" in line
+               for line in lines), lines
+    g["placementGroupName"] = "h100-odcr-pg"
+    parsed = parse_spec(prod_spec, FILE, provider_region="us-east-1")
+    h100 = next(x for x in parsed.aws_spec().node_groups if x.name == "h100")
+    assert is_placed(h100, facts)
+    assert not [n for n in spec_notes(parsed, NOW) if "ODCRs with no placement group" in n]

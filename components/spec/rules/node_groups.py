@@ -387,10 +387,13 @@ def _check_node_groups(spec: ClusterSpec, aws: AwsSpec, now: datetime, out: _Col
                     f"'{cap.reservation_id}' is not a Capacity Reservation id (cr- and 8-17 hex digits)")
         _check_capacity_block(ng, where, now, out)
         if reserved and ng.placement == "cluster":
+            why = ("the block is already placed by AWS" if cap.type == "capacity-block" else
+                   "an ODCR is placed only in the cluster placement group it was created in (name that one in "
+                   "placementGroupName)")
             out.add(f"{where}.placement", "no-placement-group-on-reserved-capacity",
-                    f"a cluster placement group must not be forced onto {cap.type} capacity: the "
-                    "reservation is already placed and a placement group causes "
-                    "InsufficientInstanceCapacity (terraform-aws-eks PR #3730); use auto or none")
+                    f"a new cluster placement group must not be forced onto {cap.type} capacity: {why}, and a "
+                    "placement group the reservation is not in causes InsufficientInstanceCapacity "
+                    "(terraform-aws-eks PR #3730); use auto or none")
         if ng.placement_group_name is not None:
             if cap.type == "capacity-block":
                 out.add(f"{where}.placementGroupName", "no-placement-group-on-reserved-capacity",
