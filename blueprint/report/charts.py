@@ -257,6 +257,12 @@ def goodput_chart(curves: Sequence[GoodputCurve], young_s: float, daly_s: float,
         if target is not None:
             ax.axhline(100 * target, color=MUTED, linestyle="-.", linewidth=1, label=f"target {target:.1%}")
         ax.set_xscale("log")
+        # Plain hours on the log axis: its default ticks are mathematics ("$10^{0}$"), which text.parse_math off
+        # (dollar amounts elsewhere) prints as raw TeX.
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g} h"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
         best = max(100 * c.goodput for c in curves)
         floor = min([100 * c.goodput for c in curves] + ([100 * target] if target is not None else []))
         span = max(best - floor, 0.5)

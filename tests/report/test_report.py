@@ -170,6 +170,10 @@ def test_the_goodput_is_blueprint_sizings(name: str) -> None:
     assert f"chosen: every {model['optimal_interval_s'] / 3600:.2f} h" in text
     for option in model["storage_options"]:
         assert option["description"] in text
+    # The log axis is labelled in plain hours, never in the TeX matplotlib writes by default.
+    assert "mathdefault" not in section and "10^{" not in section
+    ticks = re.findall(r">([0-9.]+ h)<", section)
+    assert ticks and all(float(t.removesuffix(" h")) > 0 for t in ticks), ticks
 
 
 @pytest.mark.parametrize("name", ["prod-aws", "prod-aws-slurm"])
