@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from blueprint.admit.cloud import cloud_admit, cluster_cloud, every_cloud, kubernetes_version, node_groups
-from blueprint.admit.cluster import ClusterView, K8sObject, as_mapping
+from blueprint.admit.cluster import NAMESPACE_NAME_LABEL, ClusterView, K8sObject, as_mapping
 from blueprint.admit.identity import check_identity, service_account
 from blueprint.admit.kueue import admit_with_kueue, slurm_owns_gpus_short
 from blueprint.admit.network import check_network
@@ -34,6 +34,7 @@ from blueprint.admit.volumes import check_volumes
 from blueprint.admit.workloads import PodSet, Submitted
 from blueprint.graph.model import ResourceGraph
 
+TENANT_LABEL = "gpu-cluster/tenant"  # components/kubernetes/objects/common.py
 # Kueue refusals after which no flavor is known, so where the pods would go cannot be said (a held queue, a missing
 # priority class or topology level still leave the flavor Kueue would give).
 KUEUE_BLOCKS_SCHEDULING = {"kueue-framework", "queue-exists", "queue-namespace", "quota", "resource-not-covered"}
@@ -97,17 +98,34 @@ def _schema(view: ClusterView, item: Submitted, result: WorkloadResult) -> list[
     return derived.pod_sets
 
 
+# Namespaces every cluster has (Kubernetes "Namespaces", Initial namespaces): the graph need not create them.
+INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
 def _namespace(view: ClusterView, item: Submitted, result: WorkloadResult) -> dict[str, str] | None:
     step = result.steps["namespace"]
     labels = view.namespace_labels(item.namespace)
     step.detail = item.namespace
+    if labels is None and item.namespace in INITIAL_NAMESPACES:
+        labels = {NAMESPACE_NAME_LABEL: item.namespace}  # as the API server labels it; the stack labels it not
+        step.detail += " (every cluster has it)"
+    if labels is not None and labels.get(TENANT_LABEL) != "true":
+        teams = _team_namespaces(view)
+        step.notes.append(f"{item.namespace} is not a team namespace: the stack gives it no team queue, quota or "
+                          f"shared storage, and team members' Roles do not reach it; team work goes to "
+                          f"{', '.join(teams) or 'a team namespace (none in this stack)'}")
     if labels is None:
-        teams = sorted(n.name for n in view.of_kind("Namespace") if n.labels.get("gpu-cluster/tenant") == "true")
+        teams = _team_namespaces(view)
         step.fail(f"Namespace/{item.namespace}", "namespace-exists",
                   f"namespace {item.namespace} is not in the cluster: set metadata.namespace to a team namespace "
                   f"({', '.join(teams) or 'none in this stack'})")
         result.skip_rest("namespace", f"namespace {item.namespace} missing")
     return labels
+
+
+def _team_namespaces(view: ClusterView) -> list[str]:
+    """The namespaces the stack creates for teams."""
+    return sorted(n.name for n in view.of_kind("Namespace") if n.labels.get(TENANT_LABEL) == "true")
 
 
 def _pod_security(item: Submitted, labels: dict[str, str], pod_sets: list[PodSet], result: WorkloadResult) -> None:
