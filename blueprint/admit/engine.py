@@ -23,6 +23,7 @@ from blueprint.admit.podsecurity import enforced_level, pod_security_problems
 from blueprint.admit.podsets import derive_pod_sets
 from blueprint.admit.policies import evaluate_policies
 from blueprint.admit.quantity import show
+from blueprint.admit.references import admission_problems, scheduling_problems
 from blueprint.admit.resources import PodResources, pod_resources, quota_problems, with_extra
 from blueprint.admit.results import STEPS, AdmitReport, WorkloadResult
 from blueprint.admit.sbatch import SbatchJob
@@ -91,6 +92,10 @@ def _schema(view: ClusterView, item: Submitted, result: WorkloadResult) -> list[
         for problem in pod_spec_problems(pod_set.spec):
             step.fail(item.ref, "pod-validation", f"pod set {pod_set.name}, {problem}: the API server refuses "
                       f"{refused}; fix the pod template")
+    pods = "the pod" if item.kind == "Pod" else "the pods its controller creates"
+    for pod_set in derived.pod_sets:
+        for obj, rule, message in admission_problems(view, item.namespace, pod_set, pods):
+            step.fail(obj, rule, message)
     if not derived.pod_sets:
         result.skip_rest("schema", "no pods could be derived")
         return None
@@ -228,6 +233,9 @@ def admit_one(view: ClusterView, groups: list[NodeGroup], item: Submitted) -> Wo
                                 f"({p.nodes} node{'s' if p.nodes != 1 else ''})" for p in placed.placements)
     else:
         result.steps["scheduling"].skipped = "Kueue admits it to no flavor"
+    for pod_set in pod_sets:
+        for obj, rule, message in scheduling_problems(view, item.namespace, pod_set):
+            result.steps["scheduling"].fail(obj, rule, message)
     nodes_used = sum(p.nodes for p in result.placements) if result.placements else sum(p.count for p in pod_sets)
     problems, notes, volumes = check_volumes(view, item.namespace, pod_sets, nodes_used)
     step = result.steps["volumes"]

@@ -35,6 +35,14 @@ GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
 GKE_SCHEMA_VERSION = "1.33"
 PER_NODE_LABEL_PREFIXES = ("cloud.google.com/gce-topology-", "topology.gke.io/")
 CREDENTIALS_AGENT = ("169.254.169.254", "the GKE metadata server")  # Workload Identity tokens
+# GKE Standard ships a ResourceQuota in kube-system scoped to the system-*-critical classes, so pods of those classes
+# elsewhere need a quota of their own (components/kubernetes/objects/tenancy.py, critical_priority_quota).
+LIMITS_CRITICAL_PRIORITY = True
+# GKE Sandbox: GKE creates the RuntimeClass gvisor when a node pool runs with sandbox_config type gvisor (GKE,
+# "Harden workload isolation with GKE Sandbox": pods opt in with runtimeClassName: gvisor).
+GVISOR = "gvisor"
+RUNTIME_CLASS_NOTES = {GVISOR: "GKE creates gvisor only for a cluster with a GKE Sandbox node pool (sandbox_config "
+                               "type gvisor), which this stack has not"}
 # GKE taints GPU nodes itself when the cluster has other pools (GKE, "About GPUs in GKE": nvidia.com/gpu=present).
 GKE_GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
 CHECKPOINT_CLAIM = "checkpoints"  # GKE: the team's claim of its checkpoint prefix (components/gcp/platform.py)
@@ -57,6 +65,20 @@ ADDON_DRIVERS = {"gcePersistentDiskCsiDriverConfig": "pd.csi.storage.gke.io",
                  "lustreCsiDriverConfig": "lustre.csi.storage.gke.io",
                  "gcpFilestoreCsiDriverConfig": "filestore.csi.storage.gke.io",
                  "parallelstoreCsiDriverConfig": "parallelstore.csi.storage.gke.io"}
+
+
+def provided_priority_classes(view: ClusterView) -> dict[str, str]:
+    """None that admit knows of beyond Kubernetes' two."""
+    return {}
+
+
+def provided_runtime_classes(view: ClusterView) -> dict[str, str]:
+    """gvisor, where a node pool of the graph runs GKE Sandbox."""
+    for pool in view.resources_of(GKE_NODE_POOL):
+        sandbox = as_mapping(as_mapping(pool.inputs.get("nodeConfig")).get("sandboxConfig"))
+        if str(sandbox.get("type") or sandbox.get("sandboxType") or "").lower() == GVISOR:
+            return {GVISOR: f"GKE Sandbox on node pool {pool.inputs.get('name') or pool.name}"}
+    return {}
 
 
 def kubernetes_version(view: ClusterView) -> str | None:
