@@ -27,7 +27,7 @@ from blueprint.admit.references import admission_problems, scheduling_problems
 from blueprint.admit.resources import PodResources, pod_resources, quota_problems, with_extra
 from blueprint.admit.results import STEPS, AdmitReport, WorkloadResult
 from blueprint.admit.sbatch import SbatchJob
-from blueprint.admit.scheduling import schedule
+from blueprint.admit.scheduling import larger_than_any_node, schedule
 from blueprint.admit.schema import is_builtin, pod_spec_problems, schema_problems
 from blueprint.admit.slurmjob import admit_sbatch
 from blueprint.admit.validation import count_problems
@@ -164,8 +164,10 @@ def _policies(view: ClusterView, item: Submitted, labels: dict[str, str], pod_se
         "no policy applies"
 
 
-def _limits(view: ClusterView, item: Submitted, pod_sets: list[PodSet], result: WorkloadResult) -> \
-        dict[str, PodResources]:
+def _limits(view: ClusterView, item: Submitted, pod_sets: list[PodSet], result: WorkloadResult,
+            groups: list[NodeGroup]) -> tuple[dict[str, PodResources], frozenset[str]]:
+    """The pods' resources after defaulting, and the pod sets one of whose pods is larger than any node (the
+    namespace's quota is not what refuses those: scheduling says why)."""
     step = result.steps["limits"]
     limit_ranges = view.of_kind("LimitRange", item.namespace)
     resources = {p.name: pod_resources(p.pod, limit_ranges) for p in pod_sets}
@@ -176,7 +178,10 @@ def _limits(view: ClusterView, item: Submitted, pod_sets: list[PodSet], result: 
             step.notes.append(f"pod set {pod_set.name} gets {'; '.join(resources[pod_set.name].defaulted)}")
     notes: list[str] = []
     counted = []
+    oversize = frozenset(p.name for p in pod_sets if larger_than_any_node(resources[p.name].requests, groups))
     for pod_set in pod_sets:
+        if pod_set.name in oversize:
+            continue
         cloud = cluster_cloud(view)
         what, extra = cloud_admit(cloud).injected_requests(pod_set.pod) if cloud is not None else ("", {})
         if extra:
@@ -190,7 +195,7 @@ def _limits(view: ClusterView, item: Submitted, pod_sets: list[PodSet], result: 
     step.notes += notes
     names = [o.name for o in limit_ranges] + [o.name for o in view.of_kind("ResourceQuota", item.namespace)]
     step.detail = ", ".join(names) if names else "no LimitRange or ResourceQuota"
-    return resources
+    return resources, oversize
 
 
 def _identity_used(pod_sets: list[PodSet], bucket_users: set[str], volumes: list[K8sObject]) -> bool:
@@ -212,8 +217,8 @@ def admit_one(view: ClusterView, groups: list[NodeGroup], item: Submitted) -> Wo
     if labels is None:
         return result
     _pod_security(item, labels, pod_sets, result)
-    resources = _limits(view, item, pod_sets, result)
-    kueue = admit_with_kueue(view, item, labels, pod_sets, resources)
+    resources, oversize = _limits(view, item, pod_sets, result, groups)
+    kueue = admit_with_kueue(view, item, labels, pod_sets, resources, oversize)
     step = result.steps["kueue"]
     step.detail, step.notes = kueue.detail, kueue.notes
     for obj, rule, message in kueue.problems:
