@@ -12,13 +12,14 @@ when no step reports a problem.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
 
 from blueprint.admit.cloud import cloud_admit, cluster_cloud, every_cloud, kubernetes_version, node_groups
 from blueprint.admit.cluster import NAMESPACE_NAME_LABEL, ClusterView, K8sObject, as_mapping
 from blueprint.admit.identity import check_identity, service_account
 from blueprint.admit.kueue import admit_with_kueue, slurm_owns_gpus_short
 from blueprint.admit.network import check_network
-from blueprint.admit.nodes import NodeGroup
+from blueprint.admit.nodes import GPU, NodeGroup
 from blueprint.admit.podsecurity import enforced_level, pod_security_problems
 from blueprint.admit.podsets import derive_pod_sets
 from blueprint.admit.policies import evaluate_policies
@@ -27,7 +28,7 @@ from blueprint.admit.references import admission_problems, scheduling_problems
 from blueprint.admit.resources import PodResources, pod_resources, quota_problems, with_extra
 from blueprint.admit.results import STEPS, AdmitReport, WorkloadResult
 from blueprint.admit.sbatch import SbatchJob
-from blueprint.admit.scheduling import larger_than_any_node, schedule
+from blueprint.admit.scheduling import Placement, larger_than_any_node, schedule
 from blueprint.admit.schema import is_builtin, pod_spec_problems, schema_problems
 from blueprint.admit.slurmjob import admit_sbatch
 from blueprint.admit.validation import count_problems
@@ -198,6 +199,26 @@ def _limits(view: ClusterView, item: Submitted, pod_sets: list[PodSet], result: 
     return resources, oversize
 
 
+def _cpu_only_on_gpu_nodes(pod_sets: list[PodSet], resources: dict[str, PodResources], placements: list[Placement],
+                           groups: list[NodeGroup], flavors: dict[str, str]) -> list[str]:
+    """Where a pod set that asks for no GPU lands on GPU nodes, say so and why: it holds the CPU and memory of a GPU
+    node (issue 36; docs/limits.md, "CPU-only work")."""
+    by_name = {g.name: g for g in groups}
+    notes = []
+    for placement in placements:
+        group = by_name.get(placement.node_group)
+        res = resources.get(placement.pod_set)
+        if group is None or res is None or res.requests.get(GPU, Fraction(0)) > 0 \
+                or group.allocatable.get(GPU, Fraction(0)) <= 0:
+            continue
+        flavor = flavors.get(placement.pod_set)
+        why = (f"Kueue's flavor {flavor} places it there (the team's queue has no CPU flavor)" if flavor else
+               "its node selection lets it run there")
+        notes.append(f"pod set {placement.pod_set} asks for no GPU but lands on {group.ref} ({group.instance_type}, "
+                     f"a GPU node group): {why}; it holds a GPU node's CPU and memory while it runs")
+    return notes
+
+
 def _identity_used(pod_sets: list[PodSet], bucket_users: set[str], volumes: list[K8sObject]) -> bool:
     """Whether the pods use a cloud identity: they write the bucket, or mount it with GCS FUSE (whose sidecar runs
     in the pod)."""
@@ -234,6 +255,7 @@ def admit_one(view: ClusterView, groups: list[NodeGroup], item: Submitted) -> Wo
             step.fail(obj, rule, message)
         step.notes += placed.notes
         result.placements = placed.placements
+        step.notes += _cpu_only_on_gpu_nodes(pod_sets, resources, placed.placements, groups, kueue.flavors)
         step.detail = "; ".join(f"{p.pod_set}: {p.pods} pod{'s' if p.pods != 1 else ''} on {p.node_group} "
                                 f"({p.nodes} node{'s' if p.nodes != 1 else ''})" for p in placed.placements)
     else:
