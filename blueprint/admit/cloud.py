@@ -35,6 +35,20 @@ class CloudAdmit(Protocol):
     def IDENTITY_DRIVERS(self) -> frozenset[str]:  # noqa: N802 (a module constant)
         """CSI drivers whose volumes run in the pod with its cloud identity (GCS FUSE's sidecar)."""
 
+    @property
+    def LIMITS_CRITICAL_PRIORITY(self) -> bool:  # noqa: N802 (a module constant)
+        """Whether pods of the system-*-critical priority classes need a quota scoped to them outside kube-system."""
+
+    @property
+    def RUNTIME_CLASS_NOTES(self) -> dict[str, str]:  # noqa: N802 (a module constant)
+        """When the cloud creates a RuntimeClass people name, by name (GKE: gvisor with GKE Sandbox)."""
+
+    def provided_priority_classes(self, view: ClusterView) -> dict[str, str]:
+        """PriorityClasses the cloud puts in every cluster of its, by name, with the source that says so."""
+
+    def provided_runtime_classes(self, view: ClusterView) -> dict[str, str]:
+        """RuntimeClasses the cloud creates for the graph's cluster, by name, with the source that says so."""
+
     def kubernetes_version(self, view: ClusterView) -> str | None:
         """The minor the cloud's cluster runs (or is checked against), or None without one in the graph."""
 

@@ -12,21 +12,23 @@ when no step reports a problem.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
 
 from blueprint.admit.cloud import cloud_admit, cluster_cloud, every_cloud, kubernetes_version, node_groups
-from blueprint.admit.cluster import ClusterView, K8sObject, as_mapping
+from blueprint.admit.cluster import NAMESPACE_NAME_LABEL, ClusterView, K8sObject, as_mapping
 from blueprint.admit.identity import check_identity, service_account
 from blueprint.admit.kueue import admit_with_kueue, slurm_owns_gpus_short
 from blueprint.admit.network import check_network
-from blueprint.admit.nodes import NodeGroup
+from blueprint.admit.nodes import GPU, NodeGroup
 from blueprint.admit.podsecurity import enforced_level, pod_security_problems
 from blueprint.admit.podsets import derive_pod_sets
 from blueprint.admit.policies import evaluate_policies
 from blueprint.admit.quantity import show
+from blueprint.admit.references import admission_problems, scheduling_problems
 from blueprint.admit.resources import PodResources, pod_resources, quota_problems, with_extra
 from blueprint.admit.results import STEPS, AdmitReport, WorkloadResult
 from blueprint.admit.sbatch import SbatchJob
-from blueprint.admit.scheduling import schedule
+from blueprint.admit.scheduling import Placement, larger_than_any_node, schedule
 from blueprint.admit.schema import is_builtin, pod_spec_problems, schema_problems
 from blueprint.admit.slurmjob import admit_sbatch
 from blueprint.admit.validation import count_problems
@@ -34,6 +36,7 @@ from blueprint.admit.volumes import check_volumes
 from blueprint.admit.workloads import PodSet, Submitted
 from blueprint.graph.model import ResourceGraph
 
+TENANT_LABEL = "gpu-cluster/tenant"  # components/kubernetes/objects/common.py
 # Kueue refusals after which no flavor is known, so where the pods would go cannot be said (a held queue, a missing
 # priority class or topology level still leave the flavor Kueue would give).
 KUEUE_BLOCKS_SCHEDULING = {"kueue-framework", "queue-exists", "queue-namespace", "quota", "resource-not-covered"}
@@ -90,6 +93,10 @@ def _schema(view: ClusterView, item: Submitted, result: WorkloadResult) -> list[
         for problem in pod_spec_problems(pod_set.spec):
             step.fail(item.ref, "pod-validation", f"pod set {pod_set.name}, {problem}: the API server refuses "
                       f"{refused}; fix the pod template")
+    pods = "the pod" if item.kind == "Pod" else "the pods its controller creates"
+    for pod_set in derived.pod_sets:
+        for obj, rule, message in admission_problems(view, item.namespace, pod_set, pods):
+            step.fail(obj, rule, message)
     if not derived.pod_sets:
         result.skip_rest("schema", "no pods could be derived")
         return None
@@ -97,17 +104,34 @@ def _schema(view: ClusterView, item: Submitted, result: WorkloadResult) -> list[
     return derived.pod_sets
 
 
+# Namespaces every cluster has (Kubernetes "Namespaces", Initial namespaces): the graph need not create them.
+INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
 def _namespace(view: ClusterView, item: Submitted, result: WorkloadResult) -> dict[str, str] | None:
     step = result.steps["namespace"]
     labels = view.namespace_labels(item.namespace)
     step.detail = item.namespace
+    if labels is None and item.namespace in INITIAL_NAMESPACES:
+        labels = {NAMESPACE_NAME_LABEL: item.namespace}  # as the API server labels it; the stack labels it not
+        step.detail += " (every cluster has it)"
+    if labels is not None and labels.get(TENANT_LABEL) != "true":
+        teams = _team_namespaces(view)
+        step.notes.append(f"{item.namespace} is not a team namespace: the stack gives it no team queue, quota or "
+                          f"shared storage, and team members' Roles do not reach it; team work goes to "
+                          f"{', '.join(teams) or 'a team namespace (none in this stack)'}")
     if labels is None:
-        teams = sorted(n.name for n in view.of_kind("Namespace") if n.labels.get("gpu-cluster/tenant") == "true")
+        teams = _team_namespaces(view)
         step.fail(f"Namespace/{item.namespace}", "namespace-exists",
                   f"namespace {item.namespace} is not in the cluster: set metadata.namespace to a team namespace "
                   f"({', '.join(teams) or 'none in this stack'})")
         result.skip_rest("namespace", f"namespace {item.namespace} missing")
     return labels
+
+
+def _team_namespaces(view: ClusterView) -> list[str]:
+    """The namespaces the stack creates for teams."""
+    return sorted(n.name for n in view.of_kind("Namespace") if n.labels.get(TENANT_LABEL) == "true")
 
 
 def _pod_security(item: Submitted, labels: dict[str, str], pod_sets: list[PodSet], result: WorkloadResult) -> None:
@@ -141,8 +165,10 @@ def _policies(view: ClusterView, item: Submitted, labels: dict[str, str], pod_se
         "no policy applies"
 
 
-def _limits(view: ClusterView, item: Submitted, pod_sets: list[PodSet], result: WorkloadResult) -> \
-        dict[str, PodResources]:
+def _limits(view: ClusterView, item: Submitted, pod_sets: list[PodSet], result: WorkloadResult,
+            groups: list[NodeGroup]) -> tuple[dict[str, PodResources], frozenset[str]]:
+    """The pods' resources after defaulting, and the pod sets one of whose pods is larger than any node (the
+    namespace's quota is not what refuses those: scheduling says why)."""
     step = result.steps["limits"]
     limit_ranges = view.of_kind("LimitRange", item.namespace)
     resources = {p.name: pod_resources(p.pod, limit_ranges) for p in pod_sets}
@@ -153,7 +179,10 @@ def _limits(view: ClusterView, item: Submitted, pod_sets: list[PodSet], result: 
             step.notes.append(f"pod set {pod_set.name} gets {'; '.join(resources[pod_set.name].defaulted)}")
     notes: list[str] = []
     counted = []
+    oversize = frozenset(p.name for p in pod_sets if larger_than_any_node(resources[p.name].requests, groups))
     for pod_set in pod_sets:
+        if pod_set.name in oversize:
+            continue
         cloud = cluster_cloud(view)
         what, extra = cloud_admit(cloud).injected_requests(pod_set.pod) if cloud is not None else ("", {})
         if extra:
@@ -167,7 +196,27 @@ def _limits(view: ClusterView, item: Submitted, pod_sets: list[PodSet], result: 
     step.notes += notes
     names = [o.name for o in limit_ranges] + [o.name for o in view.of_kind("ResourceQuota", item.namespace)]
     step.detail = ", ".join(names) if names else "no LimitRange or ResourceQuota"
-    return resources
+    return resources, oversize
+
+
+def _cpu_only_on_gpu_nodes(pod_sets: list[PodSet], resources: dict[str, PodResources], placements: list[Placement],
+                           groups: list[NodeGroup], flavors: dict[str, str]) -> list[str]:
+    """Where a pod set that asks for no GPU lands on GPU nodes, say so and why: it holds the CPU and memory of a GPU
+    node (issue 36; docs/limits.md, "CPU-only work")."""
+    by_name = {g.name: g for g in groups}
+    notes = []
+    for placement in placements:
+        group = by_name.get(placement.node_group)
+        res = resources.get(placement.pod_set)
+        if group is None or res is None or res.requests.get(GPU, Fraction(0)) > 0 \
+                or group.allocatable.get(GPU, Fraction(0)) <= 0:
+            continue
+        flavor = flavors.get(placement.pod_set)
+        why = (f"Kueue's flavor {flavor} places it there (the team's queue has no CPU flavor)" if flavor else
+               "its node selection lets it run there")
+        notes.append(f"pod set {placement.pod_set} asks for no GPU but lands on {group.ref} ({group.instance_type}, "
+                     f"a GPU node group): {why}; it holds a GPU node's CPU and memory while it runs")
+    return notes
 
 
 def _identity_used(pod_sets: list[PodSet], bucket_users: set[str], volumes: list[K8sObject]) -> bool:
@@ -189,8 +238,8 @@ def admit_one(view: ClusterView, groups: list[NodeGroup], item: Submitted) -> Wo
     if labels is None:
         return result
     _pod_security(item, labels, pod_sets, result)
-    resources = _limits(view, item, pod_sets, result)
-    kueue = admit_with_kueue(view, item, labels, pod_sets, resources)
+    resources, oversize = _limits(view, item, pod_sets, result, groups)
+    kueue = admit_with_kueue(view, item, labels, pod_sets, resources, oversize)
     step = result.steps["kueue"]
     step.detail, step.notes = kueue.detail, kueue.notes
     for obj, rule, message in kueue.problems:
@@ -206,10 +255,14 @@ def admit_one(view: ClusterView, groups: list[NodeGroup], item: Submitted) -> Wo
             step.fail(obj, rule, message)
         step.notes += placed.notes
         result.placements = placed.placements
+        step.notes += _cpu_only_on_gpu_nodes(pod_sets, resources, placed.placements, groups, kueue.flavors)
         step.detail = "; ".join(f"{p.pod_set}: {p.pods} pod{'s' if p.pods != 1 else ''} on {p.node_group} "
                                 f"({p.nodes} node{'s' if p.nodes != 1 else ''})" for p in placed.placements)
     else:
         result.steps["scheduling"].skipped = "Kueue admits it to no flavor"
+    for pod_set in pod_sets:
+        for obj, rule, message in scheduling_problems(view, item.namespace, pod_set):
+            result.steps["scheduling"].fail(obj, rule, message)
     nodes_used = sum(p.nodes for p in result.placements) if result.placements else sum(p.count for p in pod_sets)
     problems, notes, volumes = check_volumes(view, item.namespace, pod_sets, nodes_used)
     step = result.steps["volumes"]

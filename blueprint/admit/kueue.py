@@ -145,9 +145,10 @@ def _flavor_fits_pods(flavor: K8sObject, pod_set: PodSet) -> str | None:
 
 
 def admit_with_kueue(view: ClusterView, item: Submitted, ns_labels: dict[str, str], pod_sets: list[PodSet],
-                     resources: dict[str, PodResources]) -> KueueResult:
+                     resources: dict[str, PodResources], oversize: frozenset[str] = frozenset()) -> KueueResult:
     """Walk the workload through Kueue; on success the pod sets carry their flavor's node labels and
-    tolerations."""
+    tolerations. Pod sets in ``oversize`` (a pod larger than any node: scheduling says so) are not counted against
+    the quota, whose fix (more quota) would not place them."""
     out = KueueResult()
     managed, problem = is_managed(view, item, ns_labels)
     if problem is not None:
@@ -203,7 +204,7 @@ def admit_with_kueue(view: ClusterView, item: Submitted, ns_labels: dict[str, st
                 "admissionChecks"))]:
         if check:
             out.notes.append(f"{cq.ref} waits for admission check {check} before it starts the workload")
-    _assign_flavors(view, cq, pod_sets, resources, out)
+    _assign_flavors(view, cq, pod_sets, resources, out, oversize)
     if out.flavors and not any(rule == "quota" for _, rule, _ in out.problems):
         for pod_set in pod_sets:
             flavor = view.get("ResourceFlavor", out.flavors.get(pod_set.name, ""))
@@ -224,7 +225,7 @@ def _covered(cq: K8sObject) -> list[tuple[list[str], list[str]]]:
 
 
 def _assign_flavors(view: ClusterView, cq: K8sObject, pod_sets: list[PodSet], resources: dict[str, PodResources],
-                    out: KueueResult) -> None:
+                    out: KueueResult, oversize: frozenset[str] = frozenset()) -> None:
     config = view.kueue
     excluded = config.excluded_resource_prefixes if config else ()
     groups = _covered(cq)
@@ -285,6 +286,10 @@ def _assign_flavors(view: ClusterView, cq: K8sObject, pod_sets: list[PodSet], re
                                          f"{', '.join(sorted(wanted))}, and {cq.ref} has no flavor for them: Kueue has "
                                          f"no quota for team {pod_set_namespace(pod_set)} on this stack"
                                          f"{_no_flavor_hint(view, pod_set_namespace(pod_set))}"))
+                    continue
+                if pod_set.name in oversize:  # more quota would not place it: scheduling says why
+                    out.notes.append(f"pod set {pod_set.name} fits no flavor of {cq.ref} ({'; '.join(refusals)}), "
+                                     "but one of its pods is larger than any node (see scheduling)")
                     continue
                 out.problems.append((cq.ref, "quota", f"pod set {pod_set.name} ({pod_set.count} pods) fits no "
                                      f"flavor of {cq.ref}: {'; '.join(refusals)}. Ask for fewer pods or less per pod, "

@@ -8,6 +8,7 @@ compared exactly, as the scheduler and the quota controllers do, so fractions ar
 from __future__ import annotations
 
 import re
+from decimal import Decimal, localcontext
 from fractions import Fraction
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -15,6 +16,7 @@ _DECIMAL = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1
             "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),
             "P": Fraction(10**15), "E": Fraction(10**18)}
 _PATTERN = re.compile(r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))((?:[KMGTPE]i)|[numkMGTPE]?|[eE][+-]?[0-9]{1,3})$")
+INT64_MAX = 2**63 - 1
 # Resources measured in bytes: shown in binary units.
 _BYTES = ("memory", "ephemeral-storage", "storage")
 
@@ -51,7 +53,13 @@ def is_byte_resource(resource: str) -> bool:
 
 def show(resource: str, amount: Fraction) -> str:
     """An amount as a person reads it: bytes in the largest binary unit that keeps it whole (or Gi to two
-    decimals), CPU in cores (or millicores below one core), counts as integers."""
+    decimals), CPU in cores (or millicores below one core), counts as integers; an amount beyond what any node
+    reports (above 2^63 - 1, the int64 the scheduler and the kubelet count in) in scientific notation, as its digits
+    would fill the message."""
+    if amount > INT64_MAX:
+        with localcontext() as ctx:
+            ctx.prec = 3
+            return f"{Decimal(amount.numerator) / Decimal(amount.denominator):.2e}"
     if is_byte_resource(resource):
         for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
             if amount >= size and (amount / size).denominator == 1:

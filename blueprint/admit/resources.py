@@ -96,7 +96,6 @@ def pod_resources(pod: dict[str, Any], limit_ranges: list[K8sObject]) -> PodReso
             limits = _amounts(resources.get("limits"), f"{who} resources.limits", out.problems)
             for name, value in limits.items():
                 requests.setdefault(name, value)  # API defaulting: the request is the limit
-            _check_extended(who, requests, limits, out)
             limit_from: dict[str, str] = {}
             for lr, item in items:
                 default, default_request = _item_defaults(item)
@@ -110,8 +109,9 @@ def pod_resources(pod: dict[str, Any], limit_ranges: list[K8sObject]) -> PodReso
                         requests[name] = value
                         out.defaulted.append(f"{who} request {name} {show(name, value)} from {lr.ref}")
                 _check_item(lr, item, who, requests, limits, out)
+            _check_not_overcommitted(who, requests, limits, out)  # validation runs after the LimitRanger's defaults
             for name, value in requests.items():
-                if name in limits and value > limits[name]:
+                if name in limits and value > limits[name] and not (is_hugepages(name) or is_extended(name)):
                     source = limit_from.get(name, "")
                     given = f" (the default limit of {source}, since the container sets none)" if source else ""
                     out.problems.append((source, f"{who} requests {show(name, value)} {name}, above its limit "
@@ -144,19 +144,70 @@ def with_extra(res: PodResources, extra: Amounts) -> PodResources:
     return PodResources(requests, dict(res.limits), set(res.unset_requests), set(res.unset_limits), [], [])
 
 
-def _check_extended(who: str, requests: Amounts, limits: Amounts, out: PodResources) -> None:
-    """Extended resources (``vendor/name``: GPUs, EFA) are whole numbers, and a container asks as many as it
-    limits (the API refuses overcommit of them)."""
+def is_hugepages(name: str) -> bool:
+    """``hugepages-<size>``: pre-allocated huge pages of one page size."""
+    return name.startswith("hugepages-")
+
+
+def is_extended(name: str) -> bool:
+    """An extended resource: a name with a domain outside ``kubernetes.io`` (``nvidia.com/gpu``,
+    ``vpc.amazonaws.com/efa``)."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def _check_not_overcommitted(who: str, requests: Amounts, limits: Amounts, out: PodResources) -> None:
+    """The API server's rules for resources that cannot be overcommitted, hugepages and extended resources
+    (kubernetes pkg/apis/core/validation ``validateResourceRequirements``; ``IsOvercommitAllowed`` is false for
+    them). Validation sees the container after defaulting (a limit copied into a missing request) and after the
+    LimitRanger admission plugin's defaults, so these are checked last:
+
+    - a request needs a limit ("Limit must be set for non overcommitable resources"), and equals it when both are
+      given ("must be equal to <resource> limit");
+    - extended resources are whole numbers ("must be an integer");
+    - hugepages are a whole number of pages ("is not positive integer multiple of <page size>"), and a container
+      asking for them also asks for cpu or memory ("HugePages require cpu or memory").
+    """
     for name in sorted(set(requests) | set(limits)):
-        if "/" not in name or name.startswith(("kubernetes.io/", "requests.")):
+        if not (is_hugepages(name) or is_extended(name)):
             continue
-        for what, amounts in (("request", requests), ("limit", limits)):
-            if name in amounts and amounts[name].denominator != 1:
-                out.problems.append(("", f"{who} {what}s {show(name, amounts[name])} {name}: extended resources are "
-                                     "whole numbers"))
-        if name in requests and name in limits and requests[name] != limits[name]:
+        kind = "a hugepages resource" if is_hugepages(name) else "an extended resource"
+        if name in requests and name not in limits:
+            out.problems.append(("", f"{who} requests {show(name, requests[name])} {name} with no limit: {name} is "
+                                 f"{kind}, which cannot be overcommitted, and the API server refuses a request "
+                                 "without a limit (\"Limit must be set for non overcommitable resources\"); set "
+                                 f"resources.limits.{name} (the request is copied from it)"))
+        elif name in requests and requests[name] != limits[name]:
             out.problems.append(("", f"{who} requests {show(name, requests[name])} {name} but limits "
-                                 f"{show(name, limits[name])}: an extended resource's request equals its limit"))
+                                 f"{show(name, limits[name])}: {name} is {kind}, which cannot be overcommitted, so "
+                                 f"its request must equal its limit (\"must be equal to {name} limit\"); set only the "
+                                 "limit"))
+        for what, amounts in (("limit", limits), ("request", requests)):
+            amount = amounts.get(name)
+            if amount is None or (what == "request" and limits.get(name) == amount):
+                continue  # a request copied from its limit is the limit's problem
+            if is_extended(name) and amount.denominator != 1:
+                out.problems.append(("", f"{who} {what}s {show(name, amount)} {name}: extended resources are whole "
+                                     "numbers (\"must be an integer\")"))
+            page = _page_size(name)
+            if page is not None and (amount / page).denominator != 1:
+                out.problems.append(("", f"{who} {what}s {show(name, amount)} {name}: not a whole number of "
+                                     f"{show(name, page)} pages (\"is not positive integer multiple of\" the page "
+                                     "size)"))
+    if any(is_hugepages(n) for n in (*requests, *limits)) and \
+            not any(n in ("cpu", "memory") for n in (*requests, *limits)):
+        out.problems.append(("", f"{who} asks for hugepages but neither cpu nor memory (\"HugePages require cpu or "
+                             "memory\"): add a memory request and limit"))
+
+
+def _page_size(name: str) -> Fraction | None:
+    """The page size of a ``hugepages-<size>`` resource; None for other names or a size that is not a quantity."""
+    if not is_hugepages(name):
+        return None
+    try:
+        size = parse_quantity(name.removeprefix("hugepages-"))
+    except QuantityError:
+        return None
+    return size if size > 0 else None
 
 
 def _check_item(lr: K8sObject, item: dict[str, Any], who: str, requests: Amounts, limits: Amounts,

@@ -142,6 +142,25 @@ def room_problem(requests: dict[str, Fraction], group: NodeGroup, notes: set[str
     return None
 
 
+def larger_than_any_node(requests: dict[str, Fraction], groups: list[NodeGroup]) -> tuple[str, str] | None:
+    """(group ref, what) when one pod asks more of a resource than the biggest node of any group has: no quota,
+    queue or group size can place it. Resources no group offers, or whose capacity admit does not guess, are left to
+    the per-group checks."""
+    for resource, amount in sorted(requests.items()):
+        if amount <= 0 or unknown_capacity(resource):
+            continue
+        offering = [g for g in groups if g.allocatable.get(resource, Fraction(0)) > 0]
+        if not offering:
+            continue
+        biggest = max(offering, key=lambda g: (g.allocatable[resource], g.name))
+        have = biggest.allocatable[resource]
+        if amount > have:
+            return biggest.ref, (f"asks {show(resource, amount)} {resource} per pod, more than any node of the cluster "
+                                 f"has: the biggest, a {biggest.instance_type} node of {biggest.name}, has "
+                                 f"{show(resource, have)} allocatable")
+    return None
+
+
 def _candidate(pod_set: PodSet, requests: dict[str, Fraction], group: NodeGroup,
                notes: set[str]) -> tuple[int, bool, list[tuple[str, str]]]:
     """(unmet conditions, has the resources asked, [(rule, message)]) of a group for a pod set."""
@@ -188,6 +207,12 @@ def schedule(pod_sets: list[PodSet], resources: dict[str, PodResources], groups:
     chosen: dict[str, NodeGroup] = {}
     for pod_set in pod_sets:
         requests = resources[pod_set.name].requests
+        oversize = larger_than_any_node(requests, groups)
+        if oversize is not None:
+            out.problems.append((oversize[0], "larger-than-any-node", f"pod set {pod_set.name} {oversize[1]}: ask for "
+                                 "at most that per pod (split the work over more pods); no quota or queue makes a "
+                                 "node larger"))
+            continue
         fit = [g for g in groups if _candidate(pod_set, requests, g, notes)[0] == 0]
         if not fit:
             out.problems.append(_no_group(pod_set, requests, groups, notes))

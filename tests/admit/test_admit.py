@@ -269,8 +269,9 @@ def test_nine_gpus_do_not_fit_an_eight_gpu_node(graph_files: Callable[[str], Pat
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     code, report = admit(graph_files("prod-aws"), tmp_path, job(gpus=9), capsys=capsys)
     (reason,) = report["workloads"][0]["reasons"]
-    assert code == 1 and reason["rule"] == "node-capacity" and reason["object"] == "NodeGroup/h100"
-    assert "asks 9 nvidia.com/gpu per pod; a p5.48xlarge node of h100 has 8 allocatable" in reason["message"]
+    assert code == 1 and reason["rule"] == "larger-than-any-node" and reason["object"] == "NodeGroup/h100"
+    assert ("asks 9 nvidia.com/gpu per pod, more than any node of the cluster has: the biggest, a p5.48xlarge node of "
+            "h100, has 8 allocatable") in reason["message"]
 
 
 def test_time_sliced_gpus_give_a_container_one_unit(graph_files: Callable[[str], Path], tmp_path: Path,
@@ -521,7 +522,7 @@ def test_the_text_report_names_the_first_blocking_step(graph_files: Callable[[st
     assert lines[0] == f"Job/research/probe  ({path})"
     assert "  ok   namespace  research" in lines and "  ok   kueue  queue research, flavor h100" in lines
     assert any(line.startswith("  FAIL scheduling: NodeGroup/h100: pod set main asks 9") for line in lines)
-    assert "  => NOT ADMITTED: first blocked at scheduling by NodeGroup/h100 [node-capacity]" in lines
+    assert "  => NOT ADMITTED: first blocked at scheduling by NodeGroup/h100 [larger-than-any-node]" in lines
     assert lines[-1] == "0 of 1 workload admitted on prod-aws"
 
 

@@ -273,3 +273,27 @@ def test_every_accepted_release_says_where_its_container_comes_from() -> None:
     # The fixture's sidecar is one of the catalog's forms, read independently of it.
     daemon = container(sample(), "tcpxo-daemon")
     assert tuple(daemon["args"]) in releases[0].args and tuple(daemon["command"]) == releases[0].command
+
+
+# --- the sidecar left out (issue 36) -----------------------------------------------------------------------------
+
+
+def test_gpu_networks_without_the_rxdm_sidecar_are_named(graph_files: Callable[[str], Path], tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Google's sample with its tcpxo-daemon container removed: the pod still attaches the eight GPU networks, and
+    without the receive-datapath manager the NCCL plugin has no GPUDirect path. Said, not admitted silently."""
+    pod = fixed(sample())
+    pod["spec"]["containers"].remove(container(pod, "tcpxo-daemon"))
+    del pod["metadata"]["annotations"]["devices.gke.io/container.tcpxo-daemon"]
+    code, report = admit(graph_files("prod-gcp"), tmp_path, pod, capsys=capsys)
+    (reason,) = report["workloads"][0]["reasons"]
+    assert code == 1 and reason == {
+        "object": "Pod/main", "rule": "gpudirect-sidecar",
+        "message": "pod set main attaches the GPU networks vpc1, vpc2, vpc3, vpc4, vpc5, vpc6, vpc7, vpc8 of h100 "
+                   "(GPUDirect-TCPXO) but runs no RxDM sidecar (no container of the tcpgpudmarxd image): the NCCL "
+                   "plugin moves data through it, so the job gets no GPUDirect path; add the tcpxo-daemon container "
+                   "as the stack's examples and Google's NCCL test pods run it, or drop the networks annotation to run "
+                   "without the fabric"}
+    del pod["metadata"]["annotations"]["networking.gke.io/interfaces"]
+    code, report = admit(graph_files("prod-gcp"), tmp_path, pod, capsys=capsys)
+    assert code == 0, report  # no GPU networks: no sidecar needed (and no fabric)

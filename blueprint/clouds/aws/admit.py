@@ -38,6 +38,20 @@ EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 ASG_TAG = "aws:autoscaling/tag:Tag"
 EFA = "vpc.amazonaws.com/efa"
 PER_NODE_LABEL_PREFIXES = ("topology.k8s.aws/",)
+# EKS adds no quota on the system-*-critical classes, nor PriorityClasses or RuntimeClasses of its own that admit
+# knows of (a class an EKS add-on creates would be in the graph only as the add-on).
+LIMITS_CRITICAL_PRIORITY = False
+RUNTIME_CLASS_NOTES: dict[str, str] = {}
+
+
+def provided_priority_classes(view: ClusterView) -> dict[str, str]:
+    """None that admit knows of on EKS."""
+    return {}
+
+
+def provided_runtime_classes(view: ClusterView) -> dict[str, str]:
+    """None that admit knows of on EKS."""
+    return {}
 CREDENTIALS_AGENT = ("169.254.170.23", "the EKS Pod Identity agent")  # EKS user guide, "EKS Pod Identity"
 IDENTITY_DRIVERS: frozenset[str] = frozenset()
 POD_IDENTITY = "aws:eks/podIdentityAssociation:PodIdentityAssociation"

@@ -35,6 +35,14 @@ GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
 GKE_SCHEMA_VERSION = "1.33"
 PER_NODE_LABEL_PREFIXES = ("cloud.google.com/gce-topology-", "topology.gke.io/")
 CREDENTIALS_AGENT = ("169.254.169.254", "the GKE metadata server")  # Workload Identity tokens
+# GKE Standard ships a ResourceQuota in kube-system scoped to the system-*-critical classes, so pods of those classes
+# elsewhere need a quota of their own (components/kubernetes/objects/tenancy.py, critical_priority_quota).
+LIMITS_CRITICAL_PRIORITY = True
+# GKE Sandbox: GKE creates the RuntimeClass gvisor when a node pool runs with sandbox_config type gvisor (GKE,
+# "Harden workload isolation with GKE Sandbox": pods opt in with runtimeClassName: gvisor).
+GVISOR = "gvisor"
+RUNTIME_CLASS_NOTES = {GVISOR: "GKE creates gvisor only for a cluster with a GKE Sandbox node pool (sandbox_config "
+                               "type gvisor), which this stack has not"}
 # GKE taints GPU nodes itself when the cluster has other pools (GKE, "About GPUs in GKE": nvidia.com/gpu=present).
 GKE_GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
 CHECKPOINT_CLAIM = "checkpoints"  # GKE: the team's claim of its checkpoint prefix (components/gcp/platform.py)
@@ -57,6 +65,20 @@ ADDON_DRIVERS = {"gcePersistentDiskCsiDriverConfig": "pd.csi.storage.gke.io",
                  "lustreCsiDriverConfig": "lustre.csi.storage.gke.io",
                  "gcpFilestoreCsiDriverConfig": "filestore.csi.storage.gke.io",
                  "parallelstoreCsiDriverConfig": "parallelstore.csi.storage.gke.io"}
+
+
+def provided_priority_classes(view: ClusterView) -> dict[str, str]:
+    """None that admit knows of beyond Kubernetes' two."""
+    return {}
+
+
+def provided_runtime_classes(view: ClusterView) -> dict[str, str]:
+    """gvisor, where a node pool of the graph runs GKE Sandbox."""
+    for pool in view.resources_of(GKE_NODE_POOL):
+        sandbox = as_mapping(as_mapping(pool.inputs.get("nodeConfig")).get("sandboxConfig"))
+        if str(sandbox.get("type") or sandbox.get("sandboxType") or "").lower() == GVISOR:
+            return {GVISOR: f"GKE Sandbox on node pool {pool.inputs.get('name') or pool.name}"}
+    return {}
 
 
 def kubernetes_version(view: ClusterView) -> str | None:
@@ -232,14 +254,48 @@ def pod_network_problems(view: ClusterView, pod_set: PodSet) -> list[Problem]:
     except ValueError:
         return [(f"Pod/{pod_set.name}", "pod-network", f"pod set {pod_set.name}: annotation {GKE_INTERFACES} is not "
                  "JSON: write it as a JSON list of {interfaceName, network}")]
+    problems = _rxdm_problems(view, pod_set, interfaces)
     missing = sorted({str(as_mapping(i).get("network")) for i in as_list(interfaces)
                       if as_mapping(i).get("network") not in (None, "default")
                       and view.get("Network", str(as_mapping(i).get("network"))) is None})
     if not missing:
-        return []
+        return problems
     present = ", ".join(sorted(n.name for n in view.of_kind("Network"))) or "none"
-    return [(f"Network/{missing[0]}", "pod-network", f"pod set {pod_set.name} attaches networks {', '.join(missing)}, "
-             f"which the cluster does not define (its Networks: {present}): name those in {GKE_INTERFACES}")]
+    return [*problems, (f"Network/{missing[0]}", "pod-network", f"pod set {pod_set.name} attaches networks "
+                        f"{', '.join(missing)}, which the cluster does not define (its Networks: {present}): name "
+                        f"those in {GKE_INTERFACES}")]
+
+
+# The receive-datapath manager's image (GPUDirect-TCPX and TCPXO): Google's tcpgpudmarxd[-dev], or a mirror of it the
+# stack names (gcp.rxdm.images keeps the repository's name).
+RXDM_IMAGE_NAME = "tcpgpudmarxd"
+RXDM_FLAVOURS = ("TCPX", "TCPXO")
+
+
+def _rxdm_problems(view: ClusterView, pod_set: PodSet, interfaces: Any) -> list[Problem]:
+    """A pod that attaches the GPU networks of a GPUDirect-TCPXO (or TCPX) pool needs the RxDM sidecar beside it: the
+    NCCL plugin moves data through the receive-datapath manager, which every such pod runs as the tcpxo-daemon
+    container (GKE, "Maximize GPU network bandwidth in Standard mode clusters"; Google's NCCL test pods,
+    tests/fixtures/gke-tcpxo). Without it NCCL has no GPUDirect path: the job fails at NCCL init or runs without
+    the fabric."""
+    networks = sorted({str(as_mapping(i).get("network")) for i in as_list(interfaces)
+                       if as_mapping(i).get("network") not in (None, "default")
+                       and view.get("Network", str(as_mapping(i).get("network"))) is not None})
+    if not networks or any(RXDM_IMAGE_NAME in str(c.get("image", "")) for c in pod_set.containers()):
+        return []
+    catalog = load_gcp_catalog()
+    pools = sorted((str(pool.inputs.get("name") or pool.name), catalog[machine].gpudirect)
+                   for pool in view.resources_of(GKE_NODE_POOL)
+                   if (machine := str(as_mapping(pool.inputs.get("nodeConfig")).get("machineType"))) in catalog
+                   and catalog[machine].gpudirect in RXDM_FLAVOURS)
+    if not pools:
+        return []
+    where = ", ".join(f"{name} (GPUDirect-{flavour})" for name, flavour in pools)
+    return [(f"Pod/{pod_set.name}", "gpudirect-sidecar",
+             f"pod set {pod_set.name} attaches the GPU networks {', '.join(networks)} of {where} but runs no RxDM "
+             f"sidecar (no container of the {RXDM_IMAGE_NAME} image): the NCCL plugin moves data through it, so the "
+             "job gets no GPUDirect path; add the tcpxo-daemon container as the stack's examples and Google's NCCL "
+             "test pods run it, or drop the networks annotation to run without the fabric")]
 
 
 # GKE injects the GCS FUSE sidecar into pods annotated gke-gcsfuse/volumes: "true" after Kueue admitted them, with
