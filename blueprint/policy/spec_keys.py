@@ -2,16 +2,18 @@
 
 A finding names a resource and, mostly, a field of that resource's inputs (``scalingConfig.maxSize``); the resource
 traces to the stack-file key it was built from (:func:`blueprint.graph.provenance.spec_path_of`, a node group's item
-``gpu-cluster:spec.aws.nodeGroups[1]``). The tables below say which key of the stack file sets such a field, so a
-finding lands on the line a pull request changes (``maxSize: 80``), not on the item four lines above it: GitHub
-annotates a pull request only on lines inside its diff.
+``gpu-cluster:spec.aws.nodeGroups[1]``). The rules say which key of the stack file sets such a field, so a finding
+lands on the line a pull request changes (``maxSize: 80``), not on the item four lines above it: GitHub annotates a
+pull request only on lines inside its diff.
 
-A key template is absolute (``gpu-cluster:spec.deletionProtection``) or relative to the resource's own key
-(``.maxSize`` after ``gpu-cluster:spec.aws.nodeGroups[1]``); ``{1}``, ``{2}`` are the field pattern's groups and
-``{cloud}`` the stack's cloud (``aws`` or ``gcp``). Only fields a stack-file key sets are listed: a finding on a field
-the program always writes (IMDSv2, a bucket's encryption) stays on the resource's own key, where a person would look
-for it. tests/policy/test_sarif_keys.py checks that every key is one the stack-file schema has, and that a one-line
-change per policy family (or, for fabric and Slurm, a broken graph) is reported on exactly its line.
+A rule's key is absolute (``gpu-cluster:spec.deletionProtection``) or relative to the resource's own key (``.maxSize``
+after ``gpu-cluster:spec.aws.nodeGroups[1]``); ``{1}``, ``{2}`` are the field pattern's groups and ``{name}`` a named
+group of the message pattern. A cloud's resources have the cloud's rules (``SPEC_KEYS`` of
+``blueprint/clouds/<cloud>/examples.py``); the rules here are of no cloud in particular. Only fields a stack-file key
+sets are listed: a finding on a field the program always writes (IMDSv2, a bucket's encryption) stays on the
+resource's own key, where a person would look for it. tests/policy/test_sarif_keys.py checks that every key is one the
+stack-file schema has, and that a one-line change per policy family (or, for fabric and Slurm, a broken graph) is
+reported on exactly its line.
 """
 
 from __future__ import annotations
@@ -19,9 +21,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from blueprint import clouds
 from blueprint.graph.model import ResourceGraph
 from blueprint.graph.provenance import SPEC_KEY, spec_path_of
+from blueprint.policy.cloud import cloud_examples
 from blueprint.policy.runner import Violation
+
+__all__ = ["ANY", "DELETION_PROTECTION", "INDEX", "LABEL", "LABELS", "RULES", "SPEC_KEY", "KeyRule", "finding_key",
+           "rules_for"]
 
 ANY = ""  # a resource type that matches every one
 
@@ -38,71 +45,36 @@ class KeyRule:
     message: str = ""
 
 
-_EKS = "aws:eks/cluster:Cluster"
-_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
-_LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
-_GKE = "gcp:container/cluster:Cluster"
-_NODE_POOL = "gcp:container/nodePool:NodePool"
-_GCS = "gcp:storage/bucket:Bucket"
 _NAMESPACE = "kubernetes:core/v1:Namespace"
 _SLINKY = "kubernetes:slinky.slurm.net/v1beta1:"
-_INDEX = r"(\[\d+\])?"
-_BILLING_TAGS = ("aws-resources-require-billing-tags", "gcp-resources-require-billing-labels",
-                 "kubernetes-namespaces-require-billing-labels", "aws-eks-gpu-nodegroup-require-owner")
-# A billing tag or label as a finding names it: ``tags.owner`` (group 1) or ``tags["cost-center"]`` (group 2).
-_LABEL = r'(?:tags|labels|userLabels|nodeConfig\.resourceLabels|metadata\.labels)(?:\.([A-Za-z_]\w*)|\["([^"]+)"\])'
+INDEX = r"(\[\d+\])?"  # a list field's index, when the finding names one: ``publicAccessCidrs[0]``
+# A billing tag or label as a finding names it: ``tags.owner`` (group 1) or ``tags["cost-center"]`` (group 2); a
+# cloud's billing policies point it at the stack's labels with ``LABELS``.
+LABEL = r'(?:tags|labels|userLabels|nodeConfig\.resourceLabels|metadata\.labels)(?:\.([A-Za-z_]\w*)|\["([^"]+)"\])'
+LABELS = SPEC_KEY + ".labels.{1}{2}"
+DELETION_PROTECTION = SPEC_KEY + ".deletionProtection"
+_NAMESPACE_LABELS = ("kubernetes-namespaces-require-billing-labels",)
 
+# The rules of no cloud in particular (a cloud's own come first: its examples module's SPEC_KEYS).
 RULES: tuple[KeyRule, ...] = (
-    # node groups and pools: their own item's keys
-    KeyRule(".{1}", _NODE_GROUP, r"scalingConfig\.(maxSize|minSize|desiredSize)"),
-    KeyRule(".ssh", _NODE_GROUP, r"remoteAccess(\..*)?"),
-    KeyRule(".efaInterfaces", _LAUNCH_TEMPLATE, r"networkInterfaces(\[\d+\])?"),
-    KeyRule(".placement", _LAUNCH_TEMPLATE, r"placement\.groupName"),
-    KeyRule(".placement", _NODE_POOL, r"placementPolicy\.type"),
-    # the control plane
-    KeyRule(".publicAccessCidrs{1}", _EKS, r"vpcConfig\.publicAccessCidrs" + _INDEX),
-    KeyRule(".endpointAccess", _EKS, r"vpcConfig\.endpointPublicAccess"),
-    KeyRule(".secretsEncryption", _EKS, r"encryptionConfig(\..*)?"),
-    KeyRule(".logTypes", _EKS, r"enabledClusterLogTypes(\[\d+\])?"),
-    KeyRule(".authorizedNetworks{1}", _GKE, r"masterAuthorizedNetworksConfig\.cidrBlocks" + _INDEX + r"(\.cidrBlock)?"),
-    KeyRule(".databaseEncryption", _GKE, r"databaseEncryption(\..*)?"),
-    KeyRule(".logComponents", _GKE, r"loggingConfig\.enableComponents(\[\d+\])?"),
-    KeyRule(".rbacSecurityGroup", _GKE, r"authenticatorGroupsConfig(\..*)?"),
     # deletion protection of every stateful resource is one stack-wide key
-    KeyRule(SPEC_KEY + ".deletionProtection", ANY,
-            r"deletionProtection|forceDestroy|settings\.deletionProtectionEnabled"),
-    KeyRule(SPEC_KEY + ".deletionProtection", "kubernetes:storage.k8s.io/v1:StorageClass", r"reclaimPolicy"),
-    KeyRule(SPEC_KEY + ".deletionProtection",
-            policies=("stateful-resources-protected-in-production", "gcp-stateful-resources-protected-in-production")),
-    # storage
-    KeyRule(".checkpointBucket.softDeleteDays", _GCS, r"softDeletePolicy\.retentionDurationSeconds"),
-    KeyRule(".database.backupRetentionDays", "aws:rds/instance:Instance", r"backupRetentionPeriod"),
-    # telemetry
-    KeyRule(".containerLogs.retentionDays", "aws:cloudwatch/logGroup:LogGroup", r"retentionInDays"),
-    KeyRule(SPEC_KEY + ".aws.telemetry.storageMetrics", policies=("aws-storage-metrics-in-production",)),
-    KeyRule(SPEC_KEY + ".gcp.telemetry.storageMetrics", policies=("gcp-storage-metrics-in-production",)),
-    KeyRule(SPEC_KEY + ".aws.telemetry.containerLogs.enabled", _EKS, policies=("aws-container-logs-in-production",)),
-    KeyRule(SPEC_KEY + ".aws.telemetry.efaExporterImage", policies=("aws-fabric-metrics-in-production",)),
-    # the seed's minimum alerts a stack turned off: the telemetry they read; alerts no receiver takes
-    KeyRule(SPEC_KEY + ".{cloud}.telemetry.storageMetrics", policies=("alerts-minimum-telemetry",),
-            message="must alert on storage"),
-    KeyRule(SPEC_KEY + ".aws.telemetry.efaExporterImage", policies=("alerts-minimum-telemetry",),
-            message="must alert on fabric"),
+    KeyRule(DELETION_PROTECTION, ANY, r"deletionProtection|forceDestroy|settings\.deletionProtectionEnabled"),
+    KeyRule(DELETION_PROTECTION, "kubernetes:storage.k8s.io/v1:StorageClass", r"reclaimPolicy"),
+    KeyRule(DELETION_PROTECTION, policies=("stateful-resources-protected-in-production",)),
+    # alerts no receiver takes
     KeyRule(SPEC_KEY + ".platform.monitoring.alerts.defaultReceiver",
             policies=("alerts-minimum-telemetry", "alerts-reach-a-receiver"), message="receiver"),
-    # quotas, budgets and goodput
+    # quotas and goodput
     KeyRule(".quotas", "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", r"spec\.resourceGroups.*\.nominalQuota"),
-    KeyRule(".budget", _NAMESPACE, policies=("aws-every-team-has-a-budget", "gcp-every-team-has-a-budget")),
-    KeyRule(SPEC_KEY + ".billing", policies=("aws-cluster-has-a-budget", "gcp-cluster-has-a-budget")),
     KeyRule(SPEC_KEY + ".workload.goodput.target", "kubernetes:core/v1:ConfigMap", r"data\.GOODPUT_MODELLED"),
     # Slurm: a partition's limits are the partition's keys (named on the finding's line of slurm.conf)
-    KeyRule(".login.sourceCidrs{1}", _SLINKY + "LoginSet", r"spec\.service\.spec\.loadBalancerSourceRanges" + _INDEX),
+    KeyRule(".login.sourceCidrs{1}", _SLINKY + "LoginSet", r"spec\.service\.spec\.loadBalancerSourceRanges" + INDEX),
     KeyRule(".accounting.enabled", _SLINKY + "Controller", r"spec\.accountingRef(\..*)?"),
     KeyRule(".partitions[{name}]", _SLINKY + "Controller", r"spec\.extraConf",
             message=r"^Partition (?P<name>[a-z][a-z0-9-]*) must limit"),
-    # billing: a team namespace's cost center is the team's; every other billing tag or label is the stack's
-    KeyRule(".costCenter", _NAMESPACE, r'metadata\.labels\["cost-center"\]', policies=_BILLING_TAGS),
-    KeyRule(SPEC_KEY + ".labels.{1}{2}", ANY, _LABEL, policies=_BILLING_TAGS),
+    # billing: a team namespace's cost center is the team's; every other billing label is the stack's
+    KeyRule(".costCenter", _NAMESPACE, r'metadata\.labels\["cost-center"\]', policies=_NAMESPACE_LABELS),
+    KeyRule(LABELS, ANY, LABEL, policies=_NAMESPACE_LABELS),
     KeyRule(SPEC_KEY + ".labels", _SLINKY, r"spec\.template\.metadata\.labels",
             policies=("slurm-pods-carry-billing-labels",)),
 )
@@ -113,8 +85,10 @@ def _requirement(message: str) -> str:
     return message.split("\n", 1)[1] if "\n" in message else message
 
 
-def _cloud(graph: ResourceGraph) -> str:
-    return "gcp" if any(r.type.startswith("gcp:") for r in graph.resources) else "aws"
+def rules_for(graph: ResourceGraph) -> tuple[KeyRule, ...]:
+    """The graph's cloud's rules (its examples module's ``SPEC_KEYS``), then those of no cloud in particular."""
+    cloud = clouds.of_types(r.type for r in graph.resources)
+    return (*(cloud_examples(cloud).SPEC_KEYS if cloud is not None else ()), *RULES)
 
 
 def _groups(rule: KeyRule, v: Violation) -> dict[str, str] | None:
@@ -146,10 +120,10 @@ def finding_key(graph: ResourceGraph, v: Violation) -> str:
     """The stack-file key path ``v``'s fix changes: the key setting its field, or the one its policy is about; the
     resource's own key (its node group, team, plane) when no stack-file key sets what the finding names."""
     base = spec_path_of(graph, graph.get(v.urn) if v.urn else None)
-    for rule in RULES:
+    for rule in rules_for(graph):
         groups = _groups(rule, v)
         if groups is not None:
-            key = _fill(rule.key, {**groups, "cloud": _cloud(graph)})
+            key = _fill(rule.key, groups)
             if key.startswith(SPEC_KEY):
                 return key
             return base + key if base != SPEC_KEY else base  # relative to a resource's key, and none traced

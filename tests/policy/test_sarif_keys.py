@@ -167,6 +167,8 @@ def _schema_node(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]
 def test_every_key_a_finding_can_point_at_is_a_key_of_the_stack_file() -> None:
     """Each key of the table (its groups filled with a sample) names a key of the stack-file schema, so no finding is
     sent to a key that cannot exist (a relative key is checked under each resource key it is used with)."""
+    from blueprint import clouds
+    from blueprint.policy.cloud import cloud_examples
     from blueprint.policy.spec_keys import RULES, _fill
     from blueprint.schema.stack_file import stack_file_schema
 
@@ -180,12 +182,12 @@ def test_every_key_a_finding_can_point_at_is_a_key_of_the_stack_file() -> None:
              ".login.sourceCidrs{1}": "gpu-cluster:spec.scheduler.slurm",
              ".accounting.enabled": "gpu-cluster:spec.scheduler.slurm",
              ".partitions[{name}]": "gpu-cluster:spec.scheduler.slurm"}
-    for rule in RULES:
+    for rule in [*RULES, *(r for cloud in clouds.names() for r in cloud_examples(cloud).SPEC_KEYS)]:
         base = {"aws:eks/cluster:Cluster": "gpu-cluster:spec.aws.controlPlane",
                 "gcp:container/cluster:Cluster": "gpu-cluster:spec.gcp.cluster",
                 "gcp:container/nodePool:NodePool": "gpu-cluster:spec.gcp.nodePools[0]"}.get(rule.type, "")
         key = rule.key if rule.key.startswith("gpu-cluster:spec") else (base or under[rule.key]) + rule.key
-        key = _fill(key, {"1": "maxSize" if rule.key == ".{1}" else "", "name": "0", "cloud": "aws"})
+        key = _fill(key, {"1": "maxSize" if rule.key == ".{1}" else "", "name": "0"})
         node = _schema_node(schema, schema["properties"]["config"]["properties"]["gpu-cluster:spec"])
         for step in re.findall(r"\.([^.\[\]]+)|\[([^\]]+)\]", key.removeprefix("gpu-cluster:spec")):
             node = _schema_node(schema, node["properties"][step[0]] if step[0] else node["items"]) \
