@@ -20,7 +20,8 @@ preview     the preview's platform and telemetry lines      :class:`blueprint.pr
 report      the report's diagram of the cloud's planes and  :class:`blueprint.report.cloud.CloudReport`
             its reserved-capacity timeline
 examples    how each of the cloud's policies is broken on   :class:`blueprint.policy.cloud.CloudExamples`
-            a shipped stack (``policy --explain``)
+            a shipped stack (``policy --explain``); the
+            stack-file key of its findings (SARIF lines)
 changes     what a change replaces (replacements.yaml),     :class:`blueprint.changes.cloud.CloudChanges`
             what holds data, how node groups roll, versions
 deployer    the deployer's least privilege: its table of     :class:`blueprint.deployer.cloud.CloudDeployer`

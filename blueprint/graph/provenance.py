@@ -73,23 +73,39 @@ def _child(node: yaml.Node, token: str) -> yaml.Node | None:
     return None
 
 
-def _key_line(node: yaml.MappingNode, token: str) -> int | None:
-    return next((key.start_mark.line + 1 for key, _ in node.value
-                 if isinstance(key, yaml.ScalarNode) and key.value == token), None)
+def _key_node(node: yaml.MappingNode, token: str) -> yaml.Node | None:
+    return next((key for key, _ in node.value if isinstance(key, yaml.ScalarNode) and key.value == token), None)
 
 
 @dataclass(frozen=True)
 class Located:
-    """A key path and the line it was found at (the deepest part of it the file has; 1 when none)."""
+    """Where a key path is in a stack file: the deepest part of it the file writes (``found``; ``exact`` when that is
+    the whole path), its 1-based line and column (the key's, or a list item's first), and where that region ends (the
+    value's end for a scalar or a one-line collection, else the key's own end). Line 1 when nothing is found."""
 
     path: str
     line: int
     exact: bool  # the whole path was found (not only an ancestor of it)
+    found: str = ""
+    column: int = 1
+    end_line: int = 1
+    end_column: int = 1
+
+
+def _located(path: str, found: str, exact: bool, start: yaml.Node, value: yaml.Node) -> Located:
+    """From ``start`` (a key, or a list item) to the end of ``value`` when that is a scalar or a flow collection;
+    else to the key's end (a block item: its start alone)."""
+    if isinstance(value, yaml.ScalarNode) or getattr(value, "flow_style", False):
+        end = value.end_mark
+    else:
+        end = start.end_mark if isinstance(start, yaml.ScalarNode) and start is not value else start.start_mark
+    return Located(path, start.start_mark.line + 1, exact, found, start.start_mark.column + 1, end.line + 1,
+                   end.column + 1)
 
 
 def locate(text: str, path: str) -> Located:
-    """The line of ``path`` in a stack file's text: the key's line for a mapping key, the item's first line for a
-    list item; the deepest ancestor found when the file lacks the rest (a default the file does not write)."""
+    """Where ``path`` is in a stack file's text: the key for a mapping key, the item for a list item; the deepest
+    ancestor found when the file lacks the rest (a default the file does not write)."""
     parsed = _tokens(path)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -101,15 +117,16 @@ def locate(text: str, path: str) -> Located:
     if not isinstance(config, yaml.MappingNode):
         return Located(path, 1, False)
     key, tokens = parsed
-    line = _key_line(config, key)
+    start = _key_node(config, key)
     node = _child(config, key)
-    if line is None or node is None:
+    if start is None or node is None:
         return Located(path, 1, False)
+    found = key
     for token in tokens:
         child = _child(node, token)
         if child is None:
-            return Located(path, line, False)
-        line = (_key_line(node, token) if isinstance(node, yaml.MappingNode) else None) \
-            or child.start_mark.line + 1
+            return _located(path, found, False, start, node)
+        start = (_key_node(node, token) if isinstance(node, yaml.MappingNode) else None) or child
+        found += token if token.startswith("[") else f".{token}"
         node = child
-    return Located(path, line, True)
+    return _located(path, found, True, start, node)

@@ -1,7 +1,10 @@
 """SARIF 2.1.0 of one stack's policy verdict, for GitHub code scanning.
 
-Each finding points at the stack file and the line of the key that built the resource (blueprint/provenance.py),
-so code scanning annotates the line a person edits; the resource's URN is a logical location. One run per stack,
+Each finding points at the stack file's key its fix changes (``maxSize: 80``, :mod:`blueprint.policy.spec_keys`), or
+the key that built the resource when no key sets what it names (:mod:`blueprint.graph.provenance`), so code scanning
+annotates the line a pull request changes (GitHub annotates only lines inside the diff); a key the file does not write
+(a default) points at its nearest enclosing key, and the message says which key to add. The resource's URN is a
+logical location. One run per stack,
 with its own ``automationDetails.id`` (``gpu-cluster-policies/<stack>/``): GitHub keeps one analysis per category
 and refuses several runs of one tool and category in one upload. Rules carry ``security-severity`` (GitHub's 0-10
 scale from the pack's severity) and the fix as help text.
@@ -15,8 +18,9 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from blueprint.graph.model import ResourceGraph
-from blueprint.graph.provenance import SPEC_KEY, locate, spec_path_of
+from blueprint.graph.provenance import Located, locate
 from blueprint.policy.runner import PolicyReport, Violation
+from blueprint.policy.spec_keys import finding_key
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 PACK_DOCS = "policies/README.md"
@@ -67,6 +71,23 @@ def _message(v: Violation, fix: str) -> str:
     return text + (f"\nFix: {fix}" if fix else "")
 
 
+def _region(found: Located) -> dict[str, int]:
+    """A SARIF region (1-based lines and columns, the end column one past the last character)."""
+    region = {"startLine": found.line, "startColumn": found.column}
+    if (found.end_line, found.end_column) != (found.line, found.column):
+        region |= {"endLine": found.end_line, "endColumn": found.end_column}
+    return region
+
+
+def _where(found: Located) -> str:
+    """The message's line on the stack file: the key to change, or the key to add where the file leaves it to its
+    default."""
+    if found.exact:
+        return f"\nStack file: {found.path}"
+    return (f"\nStack file: {found.path} is not in the file (its default applies): add it"
+            + (f" under {found.found}" if found.found else ""))
+
+
 def render_sarif(report: PolicyReport, stack: str, graph: ResourceGraph, stack_file: str | None,
                  stack_text: str | None) -> str:
     """The SARIF log of one stack's run: ``stack_file`` is the stack file's path as the repository names it
@@ -77,23 +98,22 @@ def render_sarif(report: PolicyReport, stack: str, graph: ResourceGraph, stack_f
     fixes = {r.name: r.remediation for r in rules}
     results = []
     for v in report.violations:
-        res = graph.get(v.urn) if v.urn else None
         field = str(getattr(v, "field", "") or "")
-        path = spec_path_of(graph, res) if res is not None else SPEC_KEY
+        path = finding_key(graph, v)
+        found = locate(stack_text, path) if stack_file is not None and stack_text is not None else None
         result: dict[str, Any] = {
             "ruleId": v.policy,
             "level": "error" if v.enforcement in ("mandatory", "remediate") else "warning",
-            "message": {"text": _message(v, fixes.get(v.policy, ""))},
+            "message": {"text": _message(v, fixes.get(v.policy, "")) + (_where(found) if found else "")},
             "locations": [{"logicalLocations": [{"fullyQualifiedName": v.urn or stack, "kind": "resource"}]}],
             "partialFingerprints": {"gpuClusterFinding/v1": hashlib.sha256(
                 "\0".join((v.policy, v.urn, field)).encode()).hexdigest()},
             "properties": {"specPath": path, "urn": v.urn, "resourceType": v.type, "enforcement": v.enforcement,
                            **({"field": field} if field else {})},
         }
-        if stack_file is not None and stack_text is not None:
-            found = locate(stack_text, path)
+        if stack_file is not None and found is not None:
             result["locations"][0]["physicalLocation"] = {
-                "artifactLocation": _artifact(stack_file), "region": {"startLine": found.line}}
+                "artifactLocation": _artifact(stack_file), "region": _region(found)}
         if v.policy in index:
             result["ruleIndex"] = index[v.policy]
         results.append(result)

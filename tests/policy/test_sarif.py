@@ -85,7 +85,10 @@ def test_sarif_points_at_the_stack_file_line_and_validates(tmp_path: Path) -> No
     where = {r["ruleId"]: (r["locations"][0]["physicalLocation"], r["properties"]["specPath"]) for r in run["results"]}
     imds, imds_path = where["aws-ec2-launch-template-requires-imdsv2"]
     assert imds["artifactLocation"] == {"uri": "stacks/Pulumi.prod-aws.yaml", "uriBaseId": "%SRCROOT%"}
-    assert imds["region"] == {"startLine": _line_of(text, r"^\s*- name: h100\b")}
+    # IMDSv2 is no key of the stack file (the program always sets it): the finding stays on its node group's item,
+    # from the item's first key (the region has a column since issue 36)
+    h100 = _line_of(text, r"^\s*- name: h100\b")
+    assert imds["region"] == {"startLine": h100, "startColumn": text.splitlines()[h100 - 1].index("name") + 1}
     assert imds_path == "gpu-cluster:spec.aws.nodeGroups[1]"
     queue, queue_path = where["team-namespaces-require-queue-and-quotas"]
     assert queue_path == "gpu-cluster:spec.teams[2]" and queue["region"]["startLine"] == _line_of(

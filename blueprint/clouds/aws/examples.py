@@ -22,6 +22,7 @@ from blueprint.policy.mutations import (
 )
 from blueprint.policy.mutations import delete_path as _delete
 from blueprint.policy.mutations import set_path as _set
+from blueprint.policy.spec_keys import INDEX, LABEL, LABELS, SPEC_KEY, KeyRule
 
 ALERTMANAGER_CONFIG = "kubernetes:monitoring.coreos.com/v1alpha1:AlertmanagerConfig"
 
@@ -317,3 +318,35 @@ SLURM_MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
 # Every mutation as (stack, mutation, policy), for --explain.
 MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
     **{how: ("prod-aws", mutate, policy) for how, (mutate, policy) in AWS_MUTATIONS.items()}, **SLURM_MUTATIONS}
+
+
+_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+_AWS_SPEC = SPEC_KEY + ".aws"
+
+# The stack-file key each AWS finding is about (blueprint.policy.spec_keys): relative keys are under the resource's own
+# (a node group's item, the control plane, the telemetry section).
+SPEC_KEYS: tuple[KeyRule, ...] = (
+    KeyRule(".{1}", _NODE_GROUP, r"scalingConfig\.(maxSize|minSize|desiredSize)"),
+    KeyRule(".ssh", _NODE_GROUP, r"remoteAccess(\..*)?"),
+    KeyRule(".efaInterfaces", LT, r"networkInterfaces(\[\d+\])?"),
+    KeyRule(".placement", LT, r"placement\.groupName"),
+    KeyRule(".publicAccessCidrs{1}", EKS_CLUSTER, r"vpcConfig\.publicAccessCidrs" + INDEX),
+    KeyRule(".endpointAccess", EKS_CLUSTER, r"vpcConfig\.endpointPublicAccess"),
+    KeyRule(".secretsEncryption", EKS_CLUSTER, r"encryptionConfig(\..*)?"),
+    KeyRule(".logTypes", EKS_CLUSTER, r"enabledClusterLogTypes(\[\d+\])?"),
+    KeyRule(".database.backupRetentionDays", "aws:rds/instance:Instance", r"backupRetentionPeriod"),
+    KeyRule(".containerLogs.retentionDays", "aws:cloudwatch/logGroup:LogGroup", r"retentionInDays"),
+    KeyRule(_AWS_SPEC + ".telemetry.storageMetrics", policies=("aws-storage-metrics-in-production",)),
+    KeyRule(_AWS_SPEC + ".telemetry.containerLogs.enabled", EKS_CLUSTER,
+            policies=("aws-container-logs-in-production",)),
+    KeyRule(_AWS_SPEC + ".telemetry.efaExporterImage", policies=("aws-fabric-metrics-in-production",)),
+    # the seed's minimum alerts on storage and the fabric go with the metrics they read
+    KeyRule(_AWS_SPEC + ".telemetry.storageMetrics", policies=("alerts-minimum-telemetry",),
+            message="must alert on storage"),
+    KeyRule(_AWS_SPEC + ".telemetry.efaExporterImage", policies=("alerts-minimum-telemetry",),
+            message="must alert on fabric"),
+    KeyRule(".budget", "kubernetes:core/v1:Namespace", policies=("aws-every-team-has-a-budget",)),
+    KeyRule(SPEC_KEY + ".billing", policies=("aws-cluster-has-a-budget",)),
+    KeyRule(LABELS, field=LABEL,
+            policies=("aws-resources-require-billing-tags", "aws-eks-gpu-nodegroup-require-owner")),
+)

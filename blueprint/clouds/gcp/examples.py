@@ -20,6 +20,7 @@ from blueprint.policy.mutations import (
 )
 from blueprint.policy.mutations import delete_path as _delete
 from blueprint.policy.mutations import set_path as _set
+from blueprint.policy.spec_keys import DELETION_PROTECTION, INDEX, LABEL, LABELS, SPEC_KEY, KeyRule
 
 GKE_CLUSTER = "gcp:container/cluster:Cluster"
 
@@ -267,3 +268,26 @@ GCP_MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
 
 
 MUTATIONS = GCP_MUTATIONS  # (stack, mutation, policy), for --explain
+
+
+_GKE = "gcp:container/cluster:Cluster"
+_GCP_SPEC = SPEC_KEY + ".gcp"
+
+# The stack-file key each GCP finding is about (blueprint.policy.spec_keys): relative keys are under the resource's own
+# (a node pool's item, the cluster, the storage section).
+SPEC_KEYS: tuple[KeyRule, ...] = (
+    KeyRule(".placement", "gcp:container/nodePool:NodePool", r"placementPolicy\.type"),
+    KeyRule(".authorizedNetworks{1}", _GKE, r"masterAuthorizedNetworksConfig\.cidrBlocks" + INDEX + r"(\.cidrBlock)?"),
+    KeyRule(".databaseEncryption", _GKE, r"databaseEncryption(\..*)?"),
+    KeyRule(".logComponents", _GKE, r"loggingConfig\.enableComponents(\[\d+\])?"),
+    KeyRule(".rbacSecurityGroup", _GKE, r"authenticatorGroupsConfig(\..*)?"),
+    KeyRule(".checkpointBucket.softDeleteDays", "gcp:storage/bucket:Bucket",
+            r"softDeletePolicy\.retentionDurationSeconds"),
+    KeyRule(DELETION_PROTECTION, policies=("gcp-stateful-resources-protected-in-production",)),
+    KeyRule(_GCP_SPEC + ".telemetry.storageMetrics", policies=("gcp-storage-metrics-in-production",)),
+    KeyRule(_GCP_SPEC + ".telemetry.storageMetrics", policies=("alerts-minimum-telemetry",),
+            message="must alert on storage"),
+    KeyRule(".budget", "kubernetes:core/v1:Namespace", policies=("gcp-every-team-has-a-budget",)),
+    KeyRule(SPEC_KEY + ".billing", policies=("gcp-cluster-has-a-budget",)),
+    KeyRule(LABELS, field=LABEL, policies=("gcp-resources-require-billing-labels",)),
+)
