@@ -151,6 +151,29 @@ def test_the_cost_figures_are_blueprint_costs(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", SHIPPED_STACKS)
+def test_the_header_card_says_at_least_when_anything_is_unpriced(name: str) -> None:
+    """Issue 36 item 5: the header's totals are "at least" exactly when the cost leaves something out (a line without a
+    price, a usage-priced resource without an estimate), and the cost section lists every line without a price."""
+    page = html.unescape(_page(name))
+    doc = cost_json(name)
+    header = page[page.index('<div class="glance">'):page.index("</header>")]
+    least = "at least " if doc["lower_bound"] else ""
+    assert f"a month at desired size<b>{least}${doc['total_monthly_usd']:,.2f}</b>" in header
+    assert f"at max size<b>{least}${doc['total_monthly_usd_at_max']:,.2f}</b>" in header
+    assert doc["lower_bound"] == bool(doc["unpriced"] or doc["usage_not_priced"])
+    for item in doc["unpriced_lines"]:
+        assert item in page
+
+
+def test_prod_aws_header_says_at_least_and_lists_the_filesystem_line() -> None:
+    page = html.unescape(_page("prod-aws"))
+    doc = cost_json("prod-aws")
+    assert doc["lower_bound"] and "fsx_lustre.PERSISTENT_2_500" in doc["unpriced"]
+    assert f"a month at desired size<b>at least ${doc['total_monthly_usd']:,.2f}</b>" in page
+    assert "storage-lustre: PERSISTENT_2_500 storage, 9,600 GB-month of fsx_lustre.PERSISTENT_2_500" in page
+
+
+@pytest.mark.parametrize("name", SHIPPED_STACKS)
 def test_the_goodput_is_blueprint_sizings(name: str) -> None:
     page = _page(name)
     code, out, err = run_cli("sizing", name)
