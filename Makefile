@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup preview preview-dev preview-gcp policy graph report screenshot docs test lint lint-workflows unit \
+.PHONY: setup preview preview-dev preview-gcp policy graph report screenshot docs docs-check test lint lint-workflows unit \
 	test-tools system-packages golden bench bench-compare clean
 
 setup: $(STAMP)
@@ -43,18 +43,29 @@ report: setup
 	$(BIN)/blueprint report prod-aws -o report.html
 
 ## The picture of that report in the docs (docs/img/report-prod-aws.png), taken by headless Chromium at the tests'
-## pinned clock; run after a change that shows in the report, and commit the picture.
+## pinned clock, and the text it shows (docs/img/report-prod-aws.txt, tools/report_picture.py); run after a change
+## that shows in the report, and commit both: `make docs-check` (CI) fails while the text differs from the report's.
 CHROMIUM ?= chromium
+PICTURE_NOW := 2026-11-29T00:00:00Z
 screenshot: setup
 	mkdir -p build docs/img
-	GPU_CLUSTER_NOW=2026-11-29T00:00:00Z $(BIN)/blueprint report prod-aws -o build/report-prod-aws.html
+	GPU_CLUSTER_NOW=$(PICTURE_NOW) $(BIN)/blueprint report prod-aws -o build/report-prod-aws.html
 	$(CHROMIUM) --headless=new --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,2200 \
 	  --screenshot=$(CURDIR)/docs/img/report-prod-aws.png file://$(CURDIR)/build/report-prod-aws.html
+	$(BIN)/python tools/report_picture.py write build/report-prod-aws.html docs/img/report-prod-aws.txt
 
 ## The documentation site from docs/ (mkdocs.yml), offline, into site/; fails on a broken link or a page left out
 ## (not --quiet: MkDocs then drops the warnings that --strict counts).
 docs: setup
 	$(BIN)/mkdocs build --strict --site-dir site
+
+## CI's docs check: the site builds strictly, and the README's picture shows the report as it is now (the report is
+## built again at the picture's clock and its text compared with docs/img/report-prod-aws.txt; no browser needed,
+## pixels differ between Chromium and font builds). On drift: `make screenshot`, then commit docs/img/.
+docs-check: docs
+	mkdir -p build
+	GPU_CLUSTER_NOW=$(PICTURE_NOW) $(BIN)/blueprint report prod-aws -o build/report-prod-aws.check.html
+	$(BIN)/python tools/report_picture.py check build/report-prod-aws.check.html docs/img/report-prod-aws.txt
 
 ## Lint, type-check, then run every test offline.
 test: lint unit
@@ -106,4 +117,4 @@ bench-compare: setup
 	$(BIN)/python -m blueprint.bench compare $(BASE) bench/latest.json
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache graph.json report.html site
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache graph.json report.html site build

@@ -36,6 +36,15 @@ def _strings(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
+def _pair(value: Any) -> bool:
+    return isinstance(value, list) and len(value) == 2 and all(_number(v) for v in value)
+
+
+def _moves(value: Any) -> bool:
+    return isinstance(value, dict) and set(value) <= {"desired", "max"} and all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value.values())
+
+
 def _or_null(check: Check) -> Check:
     return lambda value: value is None or check(value)
 
@@ -43,17 +52,19 @@ def _or_null(check: Check) -> Check:
 _NUMBER, _STRING, _BOOL, _STRINGS = ("a finite number", _number), ("a string", _string), ("true or false", _boolean), \
     ("a list of strings", _strings)
 _NUMBER_OR_NULL = ("a finite number or null", _or_null(_number))
+_BOOL_OR_NULL = ("true, false or null", _or_null(_boolean))
 _STRING_OR_NULL = ("a string or null", _or_null(_string))
 # key -> (what it must be, check, required)
 Fields = dict[str, tuple[str, Check, bool]]
 _LINE: Fields = {k: (*_STRING, True) for k in ("name", "unit", "price_key")} | {
     k: (*_NUMBER, True) for k in ("previous_quantity", "new_quantity")} | {
     k: (*_NUMBER_OR_NULL, True) for k in ("unit_price_usd", "previous_usd", "new_usd")} | {
-    k: (*_BOOL, True) for k in ("at_max", "one_time")}
+    k: (*_BOOL, True) for k in ("at_max", "one_time")} | {"bound": (*_STRING, False)}
 _RESOURCE: Fields = {k: (*_STRING, True) for k in ("urn", "name", "change")} | {
     k: (*_NUMBER, True) for k in ("previous_monthly_usd", "new_monthly_usd", "previous_monthly_usd_at_max",
                                   "new_monthly_usd_at_max", "previous_one_time_usd", "new_one_time_usd")} | {
-    "priced_fully": (*_BOOL, True), "plane": (*_STRING, False)}
+    "priced_fully": (*_BOOL, True), "plane": (*_STRING, False), "autoscaled": (*_BOOL_OR_NULL, False),
+    "nodes": ("null or [desired, max]", _or_null(_pair), False)}
 _CHANGE: Fields = {k: (*_STRING, True) for k in ("urn", "name", "type", "change")} | {"plane": (*_STRING, False)}
 _ROLL: Fields = {"node_group": (*_STRING, True), "nodes": (*_NUMBER, True), "reason": (*_STRING, True),
                  "order": (*_NUMBER, True), "interrupts_jobs": (*_BOOL, True),
@@ -69,7 +80,10 @@ _REPORT: Fields = {"stack": (*_STRING, True), "currency": (*_STRING_OR_NULL, Fal
                                   "diff_monthly_usd_at_max")} | {
     k: (*_NUMBER, False) for k in ("previous_one_time_usd", "new_one_time_usd", "diff_one_time_usd")} | {
     k: (*_NUMBER_OR_NULL, False) for k in ("diff_percent", "diff_percent_at_max")} | {
-    k: (*_STRINGS, False) for k in ("unpriced_changes", "stale_prices", "unpriced", "notes", "replaced")}
+    k: (*_STRINGS, False) for k in ("unpriced_changes", "stale_prices", "unpriced", "notes", "replaced",
+                                   "unpriced_lines", "bounded")} | {
+    k: (*_BOOL, False) for k in ("previous_lower_bound", "new_lower_bound")} | {
+    k: ("an object of desired and max counts", _moves, False) for k in ("unpriced_rises", "unpriced_falls")}
 # Lists of objects: key -> (the object's fields, required).
 _LISTS: dict[str, tuple[Fields, bool]] = {"resources": (_RESOURCE, True), "changes": (_CHANGE, False),
                                           "node_rolls": (_ROLL, False), "replacements": (_REPLACEMENT, False),

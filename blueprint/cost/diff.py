@@ -27,7 +27,7 @@ from blueprint.cost.engine import price_graph
 from blueprint.cost.lines import CostLine, CostReport, Usage
 from blueprint.cost.mermaid import render_mermaid
 from blueprint.cost.prices import Price
-from blueprint.cost.render import format_usd
+from blueprint.cost.render import bounded_items, format_usd, unpriced_line_items
 from blueprint.files.markdown import html_name, md_code, md_name, md_text
 from blueprint.graph.eventlog import EventLogPreview
 from blueprint.graph.model import GraphResource, ResourceGraph
@@ -50,13 +50,14 @@ class LineChange:
     new_usd: float | None
     at_max: bool
     one_time: bool
+    bound: str = ""  # the unit price is an upper bound (CostLine.bound)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form."""
         return {"name": self.name, "unit": self.unit, "price_key": self.price_key,
                 "previous_quantity": self.previous_quantity, "new_quantity": self.new_quantity,
                 "unit_price_usd": self.unit_price_usd, "previous_usd": self.previous_usd, "new_usd": self.new_usd,
-                "at_max": self.at_max, "one_time": self.one_time}
+                "at_max": self.at_max, "one_time": self.one_time, "bound": self.bound}
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,11 @@ class ResourceChange:
     new_at_max_usd: float = 0.0
     lines: tuple[LineChange, ...] = ()
     plane: str = ""
+    autoscaled: bool | None = None  # node groups: whether the autoscaler manages it (ResourceCost.autoscaled)
+    nodes: tuple[int, int] | None = None  # node groups: (desired, max) nodes on the new side
+    # Lines without a price whose quantity rises / falls: (rises at desired size, falls at desired, rises at max,
+    # falls at max); the figures leave them out.
+    unpriced_moves: tuple[int, int, int, int] = (0, 0, 0, 0)
 
 
 @dataclass(frozen=True)
@@ -159,10 +165,17 @@ def _pair_lines(old: tuple[CostLine, ...], new: tuple[CostLine, ...], at_max: bo
             continue
         out.append(LineChange(line.name, line.unit, line.price_key, match.quantity if match else 0.0, line.quantity,
                               line.unit_price_usd, match.cost_usd if match else 0.0, line.cost_usd, at_max,
-                              line.one_time))
+                              line.one_time, line.bound))
     out += [LineChange(o.name, o.unit, o.price_key, o.quantity, 0.0, o.unit_price_usd, o.cost_usd, 0.0, at_max,
-                       o.one_time) for o in pending]
+                       o.one_time, o.bound) for o in pending]
     return out
+
+
+def _moves(lines: Sequence[LineChange]) -> tuple[int, int]:
+    """(lines without a price whose quantity rises, those whose quantity falls)."""
+    unpriced = [x for x in lines if x.unit_price_usd is None]
+    return (sum(1 for x in unpriced if x.new_quantity > x.previous_quantity),
+            sum(1 for x in unpriced if x.new_quantity < x.previous_quantity))
 
 
 def diff_reports(previous: CostReport, new: CostReport, notes: Sequence[str] = (),
@@ -187,6 +200,7 @@ def diff_reports(previous: CostReport, new: CostReport, notes: Sequence[str] = (
         fully = all(r.priced_fully for r in (old, cur) if r is not None)
         lines = _pair_lines(old.components if old else (), cur.components if cur else (), False)
         at_max = _pair_lines(old.components_at_max if old else (), cur.components_at_max if cur else (), True)
+        moves = (*_moves(lines), *_moves(at_max))
         desired_keys = {(x.price_key, x.previous_quantity, x.new_quantity) for x in lines}
         lines += [x for x in at_max if (x.price_key, x.previous_quantity, x.new_quantity) not in desired_keys]
         either = cur if cur is not None else old
@@ -194,7 +208,8 @@ def diff_reports(previous: CostReport, new: CostReport, notes: Sequence[str] = (
             urn, name, kind, old.monthly_usd if old else 0.0, cur.monthly_usd if cur else 0.0,
             old.one_time_usd if old else 0.0, cur.one_time_usd if cur else 0.0, fully,
             old.monthly_usd_at_max if old else 0.0, cur.monthly_usd_at_max if cur else 0.0, tuple(lines),
-            either.plane if either is not None else ""))
+            either.plane if either is not None else "", either.autoscaled if either is not None else None,
+            cur.nodes if cur is not None else None, moves))
     return CostDiff(stack=new.stack or previous.stack, previous=previous, new=new, resources=tuple(changes),
                     notes=tuple(notes))
 
@@ -273,12 +288,19 @@ def diff_document(diff: CostDiff) -> dict[str, Any]:
         "new_one_time_usd": diff.new.total_one_time_usd,
         "diff_one_time_usd": diff.diff_one_time_usd,
         "unpriced_changes": diff.unpriced_changes,
+        "unpriced_rises": _unpriced_moves(diff, rising=True),
+        "unpriced_falls": _unpriced_moves(diff, rising=False),
+        "previous_lower_bound": diff.previous.lower_bound,
+        "new_lower_bound": diff.new.lower_bound,
+        "unpriced_lines": unpriced_line_items(diff.new),
+        "bounded": bounded_items(diff.new),
         "resources": [{"urn": r.urn, "name": r.name, "change": r.change,
                        "previous_monthly_usd": r.previous_monthly_usd, "new_monthly_usd": r.new_monthly_usd,
                        "previous_monthly_usd_at_max": r.previous_at_max_usd,
                        "new_monthly_usd_at_max": r.new_at_max_usd,
                        "previous_one_time_usd": r.previous_one_time_usd, "new_one_time_usd": r.new_one_time_usd,
-                       "priced_fully": r.priced_fully, "lines": [x.to_dict() for x in r.lines], "plane": r.plane}
+                       "priced_fully": r.priced_fully, "lines": [x.to_dict() for x in r.lines], "plane": r.plane,
+                       "autoscaled": r.autoscaled, "nodes": list(r.nodes) if r.nodes is not None else None}
                       for r in diff.resources],
         "changes": [c.to_dict() for c in diff.changes],
         "stale_prices": diff.stale_prices,
@@ -287,6 +309,14 @@ def diff_document(diff: CostDiff) -> dict[str, Any]:
         "replaced": list(diff.replaced),
         **diff.day_two.document(),
     }
+
+
+def _unpriced_moves(diff: CostDiff, rising: bool) -> dict[str, int]:
+    """How many changed lines without a price rise (or fall) in quantity, at desired size and at max size: the
+    changes' figures leave them out, so a rise makes an increase "at least" its figure."""
+    first = 0 if rising else 1
+    return {"desired": sum(r.unpriced_moves[first] for r in diff.resources),
+            "max": sum(r.unpriced_moves[first + 2] for r in diff.resources)}
 
 
 def render_diff_json(diffs: Sequence[CostDiff]) -> str:
@@ -331,17 +361,56 @@ def headline(doc: dict[str, Any]) -> str:
     bound = (f" Not counted: {len(doc['unpriced_changes'])} changed resource(s) with lines that have no price."
              if doc.get("unpriced_changes") else "")
 
-    def part(delta: float, pct: float | None) -> str:
-        if delta == 0:
+    def part(delta: float, pct: float | None, side: str) -> str:
+        rises = int(_dict(doc.get("unpriced_rises")).get(side) or 0)
+        falls = int(_dict(doc.get("unpriced_falls")).get(side) or 0)
+        if delta == 0 and not (rises or falls):
             return "will not change"
-        base = float(doc.get("previous_monthly_usd" if delta is now else "previous_monthly_usd_at_max") or 0.0)
-        return f"will {'increase' if delta > 0 else 'decrease'} by {format_usd(abs(delta))}{_pct(pct, delta, base)}"
-    text = f"Monthly cost at desired size {part(now, doc.get('diff_percent'))}"
-    text += f"; at max size (what the node groups may reach) it {part(reach, doc.get('diff_percent_at_max'))}."
+        if delta == 0:
+            return "changes only by lines without a price (listed below)"
+        least = (delta > 0 and rises and not falls) or (delta < 0 and falls and not rises)
+        rest = "" if least or not (rises or falls) else ", not counting lines without a price (listed below)"
+        base = float(doc.get("previous_monthly_usd" if side == "desired" else "previous_monthly_usd_at_max") or 0.0)
+        return (f"will {'increase' if delta > 0 else 'decrease'} by {'at least ' if least else ''}"
+                f"{format_usd(abs(delta))}{_pct(pct, delta, base)}{rest}")
+    text = f"Monthly cost at desired size {part(now, doc.get('diff_percent'), 'desired')}"
+    text += f"; at max size (what the node groups may reach) it {part(reach, doc.get('diff_percent_at_max'), 'max')}."
     once = float(doc.get("diff_one_time_usd") or 0.0)
     if once:
         text += f" One-time (Capacity Blocks, prepaid): {_signed(once)}."
     return text + bound
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _total(doc: dict[str, Any], key: str) -> str:
+    """A stack's total, "at least" when that side leaves lines without a price or usage without an estimate out."""
+    side = "previous" if key.startswith("previous") else "new"
+    least = "at least " if doc.get(f"{side}_lower_bound") else ""
+    return least + format_usd(float(doc[key]))
+
+
+def _autoscaler_notes(doc: dict[str, Any]) -> list[str]:
+    """A new node group the autoscaler will not manage: it runs (and is billed) at its desired size from the first
+    apply, whatever the queue holds."""
+    out = []
+    for r in doc["resources"]:
+        if r.get("change") != "added" or r.get("autoscaled") is not False:
+            continue
+        name = md_code(r["name"], table=False)
+        if float(r.get("new_one_time_usd") or 0.0) > 0:
+            out.append(f"New node group {name} is not managed by the autoscaler: a Capacity Block, sized by its "
+                       "window's schedule and prepaid whether nodes run or not.")
+            continue
+        nodes = r.get("nodes") or ["?", "?"]
+        out.append(f"New node group {name} is not managed by the autoscaler (fixed size): it stays at its desired "
+                   f"{_qty(float(nodes[0])) if nodes[0] != '?' else '?'} node(s), used or not, and nothing grows it "
+                   f"toward its max of {_qty(float(nodes[1])) if nodes[1] != '?' else '?'} "
+                   f"({format_usd(float(r['new_monthly_usd']))} a month at desired size, "
+                   f"{format_usd(float(r['new_monthly_usd_at_max']))} at max size).")
+    return out
 
 
 def _qty(value: float) -> str:
@@ -367,6 +436,8 @@ def _stack_section(doc: dict[str, Any]) -> list[str]:
                 "| --- | --- | ---: | ---: | ---: | ---: |"]
         for name, x in lines:
             price = "no price" if x["unit_price_usd"] is None else f"${x['unit_price_usd']:g}/{md_text(x['unit'])}"
+            if x.get("bound"):
+                price += f" (upper bound: {md_text(x['bound'])})"
             where = " (at max size)" if x["at_max"] else (" (one-time)" if x["one_time"] else "")
             out.append(f"| {md_code(name)} | {md_text(x['name'])}{where} | {_qty(x['previous_quantity'])} -> "
                        f"{_qty(x['new_quantity'])} {md_text(x['unit'])} | {price} | {format_usd(x['previous_usd'])} | "
@@ -374,6 +445,15 @@ def _stack_section(doc: dict[str, Any]) -> list[str]:
     if doc.get("replaced"):
         out += ["", f"**Replaced** (deleted and created again: the monthly cost carries over, what the resource holds "
                 f"does not): {', '.join(md_code(name, table=False) for name in doc['replaced'])}"]
+    autoscaler = _autoscaler_notes(doc)
+    if autoscaler:
+        out += ["", *autoscaler]
+    if doc.get("unpriced_lines"):
+        out += ["", "Not in the figures (no price read), every line:", "",
+                *(f"- {md_text(item)}" for item in doc["unpriced_lines"])]
+    if doc.get("bounded"):
+        out += ["", "Priced at an upper bound (the price was not read; the real figure is at most this):", "",
+                *(f"- {md_text(item)}" for item in doc["bounded"])]
     if doc.get("notes"):
         out += ["", *(f"Note: {md_text(n)}" for n in doc["notes"])]  # a blank line first, or they join the table
     return [*out, "", "</details>", ""]
@@ -386,7 +466,9 @@ def render_diff_markdown(docs: Sequence[dict[str, Any]]) -> str:
     total_doc = {**total, "diff_percent": percent(total["previous_monthly_usd"], total["new_monthly_usd"]),
                  "diff_percent_at_max": percent(total["previous_monthly_usd_at_max"],
                                                 total["new_monthly_usd_at_max"]),
-                 "unpriced_changes": [u for d in docs for u in d.get("unpriced_changes", [])]}
+                 "unpriced_changes": [u for d in docs for u in d.get("unpriced_changes", [])],
+                 **{f"unpriced_{way}": {side: sum(int(_dict(d.get(f"unpriced_{way}")).get(side) or 0) for d in docs)
+                                        for side in ("desired", "max")} for way in ("rises", "falls")}}
     changed = [d for d in docs if _changed(d)]
     title = f"### Cost preview: {md_name(docs[0]['stack'], table=False)}" if len(docs) == 1 else \
         f"### Cost preview: {len(changed)} of {len(docs)} stacks change"
@@ -396,16 +478,16 @@ def render_diff_markdown(docs: Sequence[dict[str, Any]]) -> str:
     ordered = sorted(docs, key=lambda d: (not _changed(d), -abs(float(d["diff_monthly_usd_at_max"])), d["stack"]))
     for d in ordered:
         if not _changed(d):
-            out.append(f"| {md_name(d['stack'])} | {format_usd(d['previous_monthly_usd'])} | "
-                       f"{format_usd(d['new_monthly_usd'])} | no change | | | |")
+            out.append(f"| {md_name(d['stack'])} | {_total(d, 'previous_monthly_usd')} | "
+                       f"{_total(d, 'new_monthly_usd')} | no change | | | |")
             continue
         once = float(d.get("diff_one_time_usd") or 0.0)
         reach_pct = _pct(d.get("diff_percent_at_max"), d["diff_monthly_usd_at_max"], d["previous_monthly_usd_at_max"])
-        out.append(f"| {md_name(d['stack'])} | {format_usd(d['previous_monthly_usd'])} | "
-                   f"{format_usd(d['new_monthly_usd'])} | "
+        out.append(f"| {md_name(d['stack'])} | {_total(d, 'previous_monthly_usd')} | "
+                   f"{_total(d, 'new_monthly_usd')} | "
                    f"{_signed(d['diff_monthly_usd'])}"
                    f"{_pct(d.get('diff_percent'), d['diff_monthly_usd'], d['previous_monthly_usd'])} | "
-                   f"{format_usd(d['new_monthly_usd_at_max'])} | "
+                   f"{_total(d, 'new_monthly_usd_at_max')} | "
                    f"{_signed(d['diff_monthly_usd_at_max'])}"
                    f"{reach_pct} | "
                    f"{_signed(once) if once else '-'} |")

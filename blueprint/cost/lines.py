@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from blueprint.cost.prices import Price
+from blueprint.cost.prices import DISCOUNTED, Price
 from blueprint.graph.model import GraphResource
 
 HOURS_PER_MONTH = 730  # the convention of AWS's pricing calculator and Infracost: 8,760 h / 12
@@ -28,6 +28,9 @@ class CostLine:
     price_source: str
     price_as_of: str
     one_time: bool = False  # prepaid once (a Capacity Block's window), not a monthly charge
+    # Set when the unit price is not the line's own but an upper bound for it: "spot price not read: bounded by
+    # on-demand $10.4926/h" (a discounted market's price is never above on-demand).
+    bound: str = ""
 
     @property
     def cost_usd(self) -> float | None:
@@ -42,6 +45,11 @@ class CostLine:
     @property
     def stale(self) -> bool:
         return self.price_status == "stale"
+
+    @property
+    def bounded(self) -> bool:
+        """The unit price is an upper bound (the on-demand price of a discounted market whose figure was not read)."""
+        return bool(self.bound)
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,9 @@ class ResourceCost:
     gpus_per_node: int = 0
     paid_regardless: bool = False
     min_nodes: int = 0  # what the group never scales below
+    # Node groups and pools: whether the cluster's autoscaler manages the group (None for other resources); a group
+    # it does not manage runs its desired size from the first apply, used or not.
+    autoscaled: bool | None = None
 
     @property
     def monthly_usd(self) -> float:
@@ -135,6 +146,29 @@ class CostReport:
     def stale_prices(self) -> list[str]:
         return sorted({c.price_key for c in self.lines() if c.stale})
 
+    @property
+    def bounded(self) -> list[str]:
+        """Price keys not read whose lines are priced at an upper bound (on-demand for spot or flex-start)."""
+        return sorted({c.price_key for c in self.lines() if c.bounded})
+
+    @property
+    def lower_bound(self) -> bool:
+        """The totals leave something out: a line without a price, or a usage-priced resource without an estimate."""
+        return bool(self.unpriced or self.usage_not_priced)
+
+    def unpriced_lines(self) -> list[tuple[ResourceCost, CostLine, CostLine | None]]:
+        """Every line without a price, once per resource and price key: (resource, the line at desired size, the
+        same line at max size or None), in resource order."""
+        out: list[tuple[ResourceCost, CostLine, CostLine | None]] = []
+        for res in self.resources:
+            at_max = {c.price_key: c for c in res.components_at_max if c.unit_price_usd is None}
+            seen = set()
+            for c in (*res.components, *res.components_at_max):
+                if c.unit_price_usd is None and c.price_key not in seen:
+                    seen.add(c.price_key)
+                    out.append((res, c, at_max.get(c.price_key)))
+        return out
+
 
 @dataclass(frozen=True)
 class UsageField:
@@ -149,12 +183,29 @@ Usage = Mapping[str, Mapping[str, float]]  # a usage file: logical name -> quant
 UsageFields = Mapping[str, Mapping[str, UsageField]]  # resource type -> quantity name -> its field
 
 
+# How a discounted market is named when its price was not read ("spot price not read: ...").
+_MARKET_NAMES = {"ec2_spot": "spot", "compute_spot": "Spot", "compute_flex_start": "flex-start"}
+_PER = {"hour": "h"}
+
+
 def line(name: str, quantity: float, prices: Mapping[str, Price], key: str, unit: str) -> CostLine:
-    """``quantity`` of the price ``key`` (unpriced when the catalog has no figure for it)."""
+    """``quantity`` of the price ``key``; unpriced when the catalog has no figure for it, except in a discounted
+    market (spot, flex-start: :data:`DISCOUNTED`), whose price never exceeds on-demand: there the on-demand figure
+    bounds it, and the line says so (``bound``), so money at risk is never $0 by omission."""
     price = prices.get(key)
+    if price is not None and price.known:
+        return CostLine(name, quantity, price.unit, price.usd, price.status, key, price.source, price.as_of)
+    section, _, item = key.partition(".")
+    ceiling = prices.get(f"{DISCOUNTED.get(section, '')}.{item}")
+    if ceiling is not None and ceiling.usd is not None:
+        per = _PER.get(ceiling.unit, ceiling.unit)
+        bound = (f"{_MARKET_NAMES.get(section, section)} price not read: bounded by on-demand "
+                 f"${ceiling.usd:g}/{per}")
+        return CostLine(name, quantity, ceiling.unit, ceiling.usd, ceiling.status, key, ceiling.source,
+                        ceiling.as_of, bound=bound)
     if price is None:
         return CostLine(name, quantity, unit, None, "unconfirmed", key, "", "")
-    return CostLine(name, quantity, price.unit, price.usd, price.status, key, price.source, price.as_of)
+    return CostLine(name, quantity, price.unit, None, price.status, key, price.source, price.as_of)
 
 
 def int_input(value: Any) -> int:

@@ -7,6 +7,7 @@ from functools import cache
 
 from blueprint.graph.stackfile import StackError, parse_stack_yaml
 from components.catalog.prices import (
+    DISCOUNTED,
     INCLUDES,
     STATUSES,
     UNITS,
@@ -16,7 +17,7 @@ from components.catalog.prices import (
     price_entries,
 )
 
-__all__ = ["INCLUDES", "STATUSES", "UNITS", "Price", "PriceCatalogError", "parse_prices", "prices_for"]
+__all__ = ["DISCOUNTED", "INCLUDES", "STATUSES", "UNITS", "Price", "PriceCatalogError", "parse_prices", "prices_for"]
 
 
 def _strict(text: str, shown: str) -> object:

@@ -17,7 +17,29 @@ def _flag(line: CostLine) -> str:
     once = "  [one-time, prepaid]" if line.one_time else ""
     if line.unit_price_usd is None:
         return once + "  [no price: unconfirmed]"
-    return once + ("  [stale price]" if line.stale else "")
+    bound = f"  [upper bound: {line.bound}]" if line.bounded else ""
+    return once + bound + ("  [stale price]" if line.stale else "")
+
+
+def bounded_items(report: CostReport) -> list[str]:
+    """Lines priced at an upper bound, as "<price key> (<resource>): <why>", once per resource and key."""
+    seen: dict[tuple[str, str], str] = {}
+    for res in report.resources:
+        for c in (*res.components, *res.components_at_max):
+            if c.bounded:
+                seen.setdefault((res.name, c.price_key), c.bound)
+    return [f"{key} ({name}): {why}" for (name, key), why in seen.items()]
+
+
+def unpriced_line_items(report: CostReport) -> list[str]:
+    """Every line without a price: "<resource>: <line>, <quantity> <unit> (<quantity at max> at max size) of
+    <price key>"."""
+    out = []
+    for res, c, at_max in report.unpriced_lines():
+        reach = f" ({at_max.quantity:,.6g} at max size)" if at_max is not None and at_max.quantity != c.quantity \
+            else ""
+        out.append(f"{res.name}: {c.name}, {c.quantity:,.6g} {c.unit}{reach} of {c.price_key}")
+    return out
 
 
 def unpriced_items(report: CostReport, limit: int = 3) -> list[str]:
@@ -31,7 +53,7 @@ def unpriced_items(report: CostReport, limit: int = 3) -> list[str]:
 
 def amount_text(report: CostReport, value: float) -> str:
     """``$X``, or ``at least $X`` when a line of the stack has no price or a usage-priced resource no estimate."""
-    return f"at least {format_usd(value)}" if report.unpriced or report.usage_not_priced else format_usd(value)
+    return f"at least {format_usd(value)}" if report.lower_bound else format_usd(value)
 
 
 def render_cost_table(report: CostReport) -> str:
@@ -70,6 +92,9 @@ def render_cost_table(report: CostReport) -> str:
     if report.unpriced:
         out.append("not in the total (no price read): " + ", ".join(report.unpriced))
         out.append("  the largest of them: " + "; ".join(unpriced_items(report)))
+    if report.bounded:
+        out.append("priced at an upper bound (the price was not read; the real figure is at most this): "
+                   + "; ".join(bounded_items(report)))
     if report.stale_prices:
         out.append("stale prices (may have changed since they were read; refresh before relying on them): "
                    + ", ".join(report.stale_prices))
@@ -91,6 +116,8 @@ def render_cost_summary(report: CostReport) -> str:
         items = unpriced_items(report, limit=10_000)
         out.append(f"  not in the total (no price read), the largest first: {'; '.join(items[:3])}"
                    + (f" (and {len(items) - 3} more)" if len(items) > 3 else ""))
+    if report.bounded:
+        out.append(f"  at an upper bound: {'; '.join(bounded_items(report))}")
     if report.stale_prices:
         out.append(f"  stale prices: {', '.join(report.stale_prices)}")
     if report.usage_not_priced:
@@ -104,7 +131,7 @@ def _component(line: CostLine) -> dict[str, Any]:
             "unit_price_usd": line.unit_price_usd, "cost_usd": line.cost_usd, "one_time": line.one_time,
             "monthly_usd": line.monthly_usd,
             "price_status": line.price_status, "price_key": line.price_key, "price_source": line.price_source,
-            "price_as_of": line.price_as_of}
+            "price_as_of": line.price_as_of, "bound": line.bound}
 
 
 def cost_document(report: CostReport) -> dict[str, Any]:
@@ -129,8 +156,10 @@ def cost_document(report: CostReport) -> dict[str, Any]:
         "by_team_monthly_usd": report.by_team(),
         "by_team_basis": "GPU node groups by nominal Kueue GPU quota share; other resources by their team tag",
         "unpriced": report.unpriced,
-        "lower_bound": bool(report.unpriced),
+        "lower_bound": report.lower_bound,
         "unpriced_items": unpriced_items(report, limit=50),
+        "unpriced_lines": unpriced_line_items(report),
+        "bounded": bounded_items(report),
         "stale_prices": report.stale_prices,
         "usage_not_priced": [{"urn": urn, "depends_on": what} for urn, what in report.usage_not_priced],
         "notes": list(report.notes),

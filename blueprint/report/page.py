@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from blueprint.cost.lines import CostReport
-from blueprint.cost.render import format_usd
+from blueprint.cost.render import amount_text, bounded_items, format_usd, unpriced_line_items
 from blueprint.graph.model import ResourceGraph
 from blueprint.policy.runner import PolicyReport, verdict_line
 from blueprint.preview.platform import PLANE_TITLES
@@ -120,7 +120,12 @@ def _cost_section(inputs: ReportInputs) -> str:
              f"<td class=num>{format_usd(b.one_time) if b.one_time else '-'}</td></tr>" for b in figures.teams]
     notes = []
     if figures.unpriced:
-        notes.append(f"Not in the totals (no price read): {', '.join(figures.unpriced)}.")
+        notes.append(f"Not in the totals (no price read): {', '.join(figures.unpriced)}; every line: "
+                     f"{'; '.join(unpriced_line_items(inputs.cost))}.")
+    bounded = bounded_items(inputs.cost)
+    if bounded:
+        notes.append(f"Priced at an upper bound (the price was not read; the real figure is at most this): "
+                     f"{'; '.join(bounded)}.")
     if figures.stale:
         notes.append(f"Stale prices (may have changed since they were read): {', '.join(figures.stale)}.")
     if figures.usage_not_priced:
@@ -259,8 +264,8 @@ def render_report(inputs: ReportInputs) -> str:
     gpus_max = sum(f.gpus_per_node * f.nodes[1] for f in inputs.cost.resources if f.nodes)
     verdict = "PASS" if inputs.policy.passed else "FAIL"
     glance = (f'<div class="glance"><div>GPUs<b>{gpus_desired} desired / {gpus_max} max</b></div>'
-              f"<div>a month at desired size<b>{format_usd(inputs.cost.total_monthly_usd)}</b></div>"
-              f"<div>at max size<b>{format_usd(inputs.cost.total_monthly_usd_at_max)}</b></div>"
+              f"<div>a month at desired size<b>{amount_text(inputs.cost, inputs.cost.total_monthly_usd)}</b></div>"
+              f"<div>at max size<b>{amount_text(inputs.cost, inputs.cost.total_monthly_usd_at_max)}</b></div>"
               + (f"<div>one-time<b>{format_usd(inputs.cost.total_one_time_usd)}</b></div>"
                  if inputs.cost.total_one_time_usd else "")
               + f'<div>policy<b class="{verdict.lower()}">{verdict}</b></div></div>')

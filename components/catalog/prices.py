@@ -26,7 +26,7 @@ GCP_PRICES_FILE = Path(__file__).with_name("prices_gcp.yaml")
 AWS_REFRESHED_FILE = Path(__file__).with_name("prices_aws_refreshed.yaml")
 
 STATUSES = ("confirmed", "secondary", "stale", "unconfirmed")
-UNITS = ("hour", "GB-month", "GB", "key-month", "1k-requests", "budget-day")
+UNITS = ("hour", "GB-month", "GB", "key-month", "1k-requests", "budget-day", "GB-hour")
 _FIELDS = {"usd", "unit", "region", "status", "source", "as_of", "note", "includes"}
 # What a price may say it already covers, so the engine does not add it again (GCP: a machine price read with its
 # bundled Local SSD).

@@ -402,9 +402,12 @@ def test_scaling_an_unpriced_group_is_a_change_the_diff_does_not_hide(prod_graph
     counted = 2 * 200 * GP3  # the two added nodes' root volumes; their hours have no price
     pct = percent(diff.previous.total_monthly_usd, diff.new.total_monthly_usd)
     assert pct == pytest.approx(100 * counted / before.total_monthly_usd)
-    assert headline(diff_document(diff)) == (
-        f"Monthly cost at desired size will increase by ${counted:,.2f} ({pct:+.1f}%); at max size (what the node "
-        "groups may reach) it will not change. Not counted: 1 changed resource(s) with lines that have no price.")
+    # Issue 36: the two added nodes' hours rise without a price, so the increase is "at least" its figure.
+    doc = diff_document(diff)
+    assert headline(doc) == (
+        f"Monthly cost at desired size will increase by at least ${counted:,.2f} ({pct:+.1f}%); at max size (what the "
+        "node groups may reach) it will not change. Not counted: 1 changed resource(s) with lines that have no price.")
+    assert doc["unpriced_rises"] == {"desired": 1, "max": 0} and doc["unpriced_falls"] == {"desired": 0, "max": 0}
 
 
 def test_odd_graph_inputs_are_priced_as_far_as_they_go_never_a_crash(prod_graph: ResourceGraph) -> None:

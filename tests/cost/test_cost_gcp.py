@@ -135,27 +135,38 @@ def test_dev_gcp_spot_pool_at_zero_desired_and_two_max(dev: ResourceGraph) -> No
     assert "free tier" in resource(report, "control-plane-gke").note
 
 
-def test_a_flex_start_pool_is_unpriced_never_zero_or_on_demand(tmp_path: Path) -> None:
+def test_a_flex_start_pool_is_bounded_by_on_demand_never_zero(tmp_path: Path) -> None:
+    """Issue 36: no flex-start figure was read (prices_gcp.yaml says what was looked for), and Google discounts
+    flex-start from on-demand, so the VM hours are priced at the on-demand rate as an upper bound and say so, instead
+    of counting $0 of a 16-node pool's reach."""
+    from blueprint.cost.prices import prices_for
+
     spec = copy.deepcopy(raw_stack_config("prod-gcp")["gpu-cluster:spec"])
     spec["gcp"]["nodePools"][1].update(minSize=0, desiredSize=0, capacity={"type": "flex-start", "maxRunHours": 72})
     graph = run_spec(spec, "prod-gcp").graph
     report = price_graph(graph)
     cost = resource(report, "nodepool-h100-pool")
     hours = cost.components_at_max[0]
-    assert (hours.quantity, hours.price_key) == (16 * H, "compute_flex_start.a3-megagpu-8g")
-    assert hours.unit_price_usd is None and hours.cost_usd is None and hours.price_status == "unconfirmed"
-    assert hours.price_source  # the doc saying flex-start is discounted, with no figure
-    assert "compute_flex_start.a3-megagpu-8g" in report.unpriced and not cost.priced_fully
-    # only the boot disks and the Local SSD the a3-megagpu-8g machines carry have a price
-    assert cost.monthly_usd_at_max == pytest.approx(16 * 200 * PD_BALANCED + 16 * 16 * 375 * LOCAL_SSD)
-    assert all(c.price_key != "compute_on_demand.a3-megagpu-8g" for c in report.lines())
+    on_demand = prices_for("gcp")["compute_on_demand.a3-megagpu-8g"].usd
+    assert on_demand == 92.21427 and not prices_for("gcp")["compute_flex_start.a3-megagpu-8g"].known
+    assert (hours.quantity, hours.price_key, hours.unit_price_usd) == (
+        16 * H, "compute_flex_start.a3-megagpu-8g", on_demand)
+    assert hours.cost_usd == pytest.approx(16 * H * 92.21427)
+    assert hours.bound == "flex-start price not read: bounded by on-demand $92.2143/h"
+    assert report.bounded == ["compute_flex_start.a3-megagpu-8g"] and cost.priced_fully
+    assert "compute_flex_start.a3-megagpu-8g" not in report.unpriced
+    assert cost.monthly_usd_at_max == pytest.approx(16 * H * 92.21427 + 16 * 200 * PD_BALANCED
+                                                    + 16 * 16 * 375 * LOCAL_SSD)
     path = tmp_path / "g.json"
     path.write_text(graph.to_json())
     out = tmp_path / "c.json"
     assert main(["cost", str(path), "--format", "json", "-o", str(out)]) == 0
     doc = json.loads(out.read_text())
     pool = next(r for r in doc["resources"] if r["urn"].endswith("::nodepool-h100-pool"))
-    assert pool["components_at_max"][0]["monthly_usd"] is None and pool["priced_fully"] is False
+    assert pool["components_at_max"][0]["monthly_usd"] == pytest.approx(16 * H * 92.21427)
+    assert pool["components_at_max"][0]["bound"] == hours.bound
+    assert doc["bounded"] == [f"compute_flex_start.a3-megagpu-8g (nodepool-h100-pool): {hours.bound}"]
+    assert main(["cost", str(path)]) == 0
 
 
 def test_a_price_that_includes_the_bundled_local_ssd_gets_no_local_ssd_line() -> None:

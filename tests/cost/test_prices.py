@@ -113,7 +113,7 @@ def test_a_good_price_file_parses() -> None:
      "p.yaml: ec2_on_demand.p5.48xlarge.usd: must be a finite number >= 0 or null [rule: price-value]"),
     (("unit: hour", "unit: day"),
      "p.yaml: ec2_on_demand.p5.48xlarge.unit: 'day' is not one of hour, GB-month, GB, key-month, 1k-requests, "
-     "budget-day [rule: price-unit]"),
+     "budget-day, GB-hour [rule: price-unit]"),
     (("as_of:", "asof:"),
      "p.yaml: ec2_on_demand.p5.48xlarge.asof: unknown field (allowed: as_of, includes, note, region, source, "
      "status, unit, usd) [rule: price-fields]"),

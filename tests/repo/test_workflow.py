@@ -33,6 +33,20 @@ def test_tests_run_on_their_own() -> None:
     assert "make test" in _runs(_load()["jobs"]["tests"])
 
 
+def test_ci_checks_the_docs_and_that_the_readme_picture_is_not_stale() -> None:
+    """Issue 36: the workflow's tests job and .ci/run both run `make docs-check`, which builds the site and compares
+    the report's text with the one committed beside the README's picture (tools/report_picture.py)."""
+    root = WORKFLOW.parents[2]
+    assert "make docs-check" in _runs(_load()["jobs"]["tests"])
+    assert "\nmake docs-check\n" in (root / ".ci" / "run").read_text()
+    makefile = (root / "Makefile").read_text()
+    target = makefile[makefile.index("\ndocs-check: docs\n"):].split("\n\n")[0]
+    assert "GPU_CLUSTER_NOW=$(PICTURE_NOW) $(BIN)/blueprint report prod-aws" in target
+    assert "tools/report_picture.py check build/report-prod-aws.check.html docs/img/report-prod-aws.txt" in target
+    screenshot = makefile[makefile.index("\nscreenshot: setup\n"):].split("\n\n")[0]
+    assert "tools/report_picture.py write build/report-prod-aws.html docs/img/report-prod-aws.txt" in screenshot
+
+
 def test_each_stack_is_checked_in_its_own_parallel_job() -> None:
     """A matrix job per stack (listed from the stack files) builds its graph, its SARIF with lines in its stack file,
     its Markdown verdict and its cost change as JSON; a mandatory violation is recorded, not fatal there."""

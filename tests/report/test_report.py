@@ -151,6 +151,29 @@ def test_the_cost_figures_are_blueprint_costs(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", SHIPPED_STACKS)
+def test_the_header_card_says_at_least_when_anything_is_unpriced(name: str) -> None:
+    """Issue 36 item 5: the header's totals are "at least" exactly when the cost leaves something out (a line without a
+    price, a usage-priced resource without an estimate), and the cost section lists every line without a price."""
+    page = html.unescape(_page(name))
+    doc = cost_json(name)
+    header = page[page.index('<div class="glance">'):page.index("</header>")]
+    least = "at least " if doc["lower_bound"] else ""
+    assert f"a month at desired size<b>{least}${doc['total_monthly_usd']:,.2f}</b>" in header
+    assert f"at max size<b>{least}${doc['total_monthly_usd_at_max']:,.2f}</b>" in header
+    assert doc["lower_bound"] == bool(doc["unpriced"] or doc["usage_not_priced"])
+    for item in doc["unpriced_lines"]:
+        assert item in page
+
+
+def test_prod_aws_header_says_at_least_and_lists_the_filesystem_line() -> None:
+    page = html.unescape(_page("prod-aws"))
+    doc = cost_json("prod-aws")
+    assert doc["lower_bound"] and "fsx_lustre.PERSISTENT_2_500" in doc["unpriced"]
+    assert f"a month at desired size<b>at least ${doc['total_monthly_usd']:,.2f}</b>" in page
+    assert "storage-lustre: PERSISTENT_2_500 storage, 9,600 GB-month of fsx_lustre.PERSISTENT_2_500" in page
+
+
+@pytest.mark.parametrize("name", SHIPPED_STACKS)
 def test_the_goodput_is_blueprint_sizings(name: str) -> None:
     page = _page(name)
     code, out, err = run_cli("sizing", name)
@@ -275,3 +298,42 @@ def test_the_page_references_only_clip_paths_it_defines() -> None:
     used = set(re.findall(r'clip-path="url\(#([^)]+)\)"', page))
     assert defined and used <= defined
     assert not any(re.fullmatch(r"p[0-9a-f]{10}", d) for d in defined)
+
+
+def _picture_tool() -> Any:
+    import importlib.util
+
+    from tests.conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("report_picture", ROOT / "tools" / "report_picture.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_picture_shows_the_report_as_it_is() -> None:
+    """Issue 36 item 5: docs/img/report-prod-aws.txt is the text of the page the README's picture was taken from
+    (`make screenshot`); the report built now (at the same pinned clock) must say the same, or the picture is stale.
+    `make docs-check` (CI) runs the same comparison."""
+    from tests.conftest import ROOT, TEST_NOW
+
+    assert TEST_NOW == "2026-11-29T00:00:00Z"  # the Makefile's PICTURE_NOW
+    committed = (ROOT / "docs" / "img" / "report-prod-aws.txt").read_text(encoding="utf-8")
+    assert _picture_tool().drift(_page("prod-aws"), committed) == []
+    assert "a month at desired size\nat least $1,800.84\nat max size\nat least $2,984.38\n" in committed
+
+
+def test_the_picture_check_fails_on_drift(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The check exits 1 with the changed lines and what to run when the committed text is not the report's."""
+    tool = _picture_tool()
+    page = report_page("prod-aws")
+    text = tmp_path / "picture.txt"
+    assert tool.main(["write", str(page), str(text)]) == 0
+    assert tool.main(["check", str(page), str(text)]) == 0
+    text.write_text(text.read_text(encoding="utf-8").replace("at least $1,800.84", "$1,800.84"), encoding="utf-8")
+    assert tool.main(["check", str(page), str(text)]) == 1
+    err = capsys.readouterr().err
+    assert "-$1,800.84\n+at least $1,800.84" in err
+    assert "the README's picture is stale (the report it shows has changed): run `make screenshot`" in err
+    assert tool.main(["check", str(page), str(tmp_path / "missing.txt")]) == 1

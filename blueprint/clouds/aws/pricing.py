@@ -34,6 +34,7 @@ NAT_GATEWAY = "aws:ec2/natGateway:NatGateway"
 KMS_KEY = "aws:kms/key:Key"
 RDS_INSTANCE = "aws:rds/instance:Instance"
 BUDGET = "aws:budgets/budget:Budget"
+ASG_TAG = "aws:autoscaling/tag:Tag"
 USAGE_PRICED = {  # resource type -> what its cost depends on; not priced without a usage estimate
     "aws:s3/bucketV2:BucketV2": "stored GB and requests",
     "aws:s3/bucket:Bucket": "stored GB and requests",
@@ -181,6 +182,16 @@ def _aws_nodes(graph: ResourceGraph, res: GraphResource) -> tuple[tuple[int, int
     return (_int(scaling.get("desiredSize")), _int(scaling.get("maxSize"))), facts.gpu_count if facts else 0, paid
 
 
+def _aws_autoscaled(graph: ResourceGraph, group: GraphResource) -> bool:
+    """Whether the Cluster Autoscaler may scale the node group: its Auto Scaling group carries the opt-in tag the
+    program writes only on a group it manages (``components/node_template.py``, ``is_autoscaled``)."""
+    from components.node_template import AUTOSCALE_TAG
+
+    siblings = graph.children(group.parent) if group.parent else []
+    return any(_dict(t.inputs.get("tag")).get("key") == AUTOSCALE_TAG
+               and str(_dict(t.inputs.get("tag")).get("value")) == "true" for t in siblings if t.type == ASG_TAG)
+
+
 def _aws_min_nodes(res: GraphResource) -> int:
     return _int(_dict(res.inputs.get("scalingConfig")).get("minSize"))
 
@@ -230,7 +241,8 @@ def price(graph: ResourceGraph, prices: Mapping[str, Price], usage: Usage,
                                   components=now, components_at_max=at_max, note=note,
                                   team_shares=shares.get(str(group_label), ()), nodes=nodes, gpus_per_node=gpus,
                                   paid_regardless=paid,
-                                  min_nodes=_aws_min_nodes(res) if res.type == NODE_GROUP else 0))
+                                  min_nodes=_aws_min_nodes(res) if res.type == NODE_GROUP else 0,
+                                  autoscaled=_aws_autoscaled(graph, res) if res.type == NODE_GROUP else None))
     return costs, not_estimated
 
 

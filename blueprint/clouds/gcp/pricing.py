@@ -36,6 +36,8 @@ GCP_NAT = "gcp:compute/routerNat:RouterNat"
 GCP_KMS_KEY = "gcp:kms/cryptoKey:CryptoKey"
 GCP_BUDGET = "gcp:billing/budget:Budget"
 GCS_BUCKET = "gcp:storage/bucket:Bucket"
+GCP_SQL = "gcp:sql/databaseInstance:DatabaseInstance"
+SQL_BACKUPS = "Cloud SQL backup GiB stored (no usage quantity read)"
 GCP_USAGE_PRICED = {
     GCS_BUCKET: "stored GiB and operations",
     GCP_NAT: "GiB processed",
@@ -117,8 +119,9 @@ def _gke_pool(res: GraphResource,
     notes = [size.note] if size.note else []
     if config.get("flexStart"):
         section, model = "compute_flex_start", "flex-start"
-        notes.append("flex-start (DWS): billed only while nodes run, at a discounted rate Google publishes per SKU; "
-                     "no figure read, so the VM hours are unpriced (not zero, not on-demand)")
+        notes.append("flex-start (DWS): billed only while nodes run, at a rate Google discounts from on-demand; no "
+                     "flex-start figure read, so the VM hours are bounded by the on-demand rate (unpriced where that "
+                     "is not read either)")
     elif config.get("spot") or config.get("preemptible"):
         section, model = "compute_spot", "spot" if config.get("spot") else "preemptible"
         notes.append("Spot prices change up to once a day: the figure is indicative (stale)")
@@ -249,11 +252,38 @@ def _gcs_note(res: GraphResource) -> str:
     return "; ".join(parts) + ("; include them in storageGB" if parts else "")
 
 
+def _cloud_sql(res: GraphResource, prices: Mapping[str, Price]) -> tuple[tuple[CostLine, ...], str]:
+    """A Cloud SQL for MySQL instance (Slurm's accounting database): vCPU hours, memory GiB-hours and SSD capacity of a
+    db-custom-<vCPU>-<MiB> tier on the Enterprise edition, zonal or regional (twice the rate); any other tier or
+    edition is one line without a price."""
+    settings = _dict(res.inputs.get("settings"))
+    tier = str(settings.get("tier") or "?")
+    where = "regional" if str(settings.get("availabilityType") or "ZONAL") == "REGIONAL" else "zonal"
+    edition = str(settings.get("edition") or "ENTERPRISE")
+    disk_gb = _number(settings.get("diskSize")) or 10.0  # Cloud SQL's default, 10 GB
+    disk = "ssd" if str(settings.get("diskType") or "PD_SSD") == "PD_SSD" else "hdd"
+    parts = tier.split("-")
+    storage = _line(f"Cloud SQL {disk.upper()} storage ({where})", disk_gb, prices, f"cloud_sql.{disk}_{where}",
+                    "GB-month")
+    note = "backups and network are usage, not priced; the disk may grow (diskAutoresize) past the size priced"
+    if edition != "ENTERPRISE" or len(parts) != 4 or parts[:2] != ["db", "custom"] \
+            or not (parts[2].isdigit() and parts[3].isdigit()):
+        return (_line(f"Cloud SQL {tier} instance hours ({edition.lower()}, {where})", HOURS_PER_MONTH, prices,
+                      f"cloud_sql.{tier}.{edition.lower()}_{where}", "hour"), storage), note
+    vcpus, gib = int(parts[2]), int(parts[3]) / 1024
+    return (_line(f"Cloud SQL vCPU hours ({vcpus} vCPU, {where})", vcpus * HOURS_PER_MONTH, prices,
+                  f"cloud_sql.mysql_vcpu_{where}", "hour"),
+            _line(f"Cloud SQL memory ({gib:g} GiB, {where})", gib * HOURS_PER_MONTH, prices,
+                  f"cloud_sql.mysql_memory_{where}", "GB-hour"),
+            storage), note
+
+
 def _gcp_team(graph: ResourceGraph, res: GraphResource) -> str:
     """The ``team`` label: the resource's labels (node pools: nodeConfig.resourceLabels), else the provider's
     ``defaultLabels`` (which GCP applies to every labelled resource)."""
     for labels in (res.inputs.get("labels"), res.inputs.get("resourceLabels"),
-                   _dict(res.inputs.get("nodeConfig")).get("resourceLabels")):
+                   _dict(res.inputs.get("nodeConfig")).get("resourceLabels"),
+                   _dict(res.inputs.get("settings")).get("userLabels")):
         if isinstance(labels, dict) and labels.get("team"):
             return str(labels["team"])
     prov = graph.get(res.provider_urn) if res.provider_urn else None
@@ -309,6 +339,10 @@ def price(graph: ResourceGraph, prices: Mapping[str, Price], usage: Usage,
             now = at_max = lines
         elif res.type == GCP_BUDGET:
             now = at_max = (_line("budget days", HOURS_PER_MONTH / 24, prices, "billing.budget", "budget-day"),)
+        elif res.type == GCP_SQL:
+            lines, note = _cloud_sql(res, prices)
+            now = at_max = lines
+            not_estimated.append((res.urn, SQL_BACKUPS))
         elif res.type == GCS_BUCKET:
             if res.name not in usage:
                 not_estimated.append((res.urn, GCP_USAGE_PRICED[res.type]))
@@ -323,7 +357,9 @@ def price(graph: ResourceGraph, prices: Mapping[str, Price], usage: Usage,
                                   team=_gcp_team(graph, res), components=now, components_at_max=at_max, note=note,
                                   team_shares=shares.get(str(label), ()) if label else (), nodes=nodes,
                                   gpus_per_node=gpus, paid_regardless=paid,
-                                  min_nodes=gke_pool_size(res.inputs).minimum if res.type == GKE_NODE_POOL else 0))
+                                  min_nodes=gke_pool_size(res.inputs).minimum if res.type == GKE_NODE_POOL else 0,
+                                  autoscaled=bool(_dict(res.inputs.get("autoscaling")))
+                                  if res.type == GKE_NODE_POOL else None))
     return costs, not_estimated
 
 
