@@ -94,6 +94,7 @@ from components.spec.platform import (
 )
 from components.spec.rules import validate
 from components.spec.teams import (
+    CpuQuotaSpec,
     QuotaSpec,
     TeamSpec,
 )
@@ -129,6 +130,7 @@ __all__ = [
     "ClusterSpec",
     "ControlPlaneSpec",
     "CostExportSpec",
+    "CpuQuotaSpec",
     "DeployerSpec",
     "ExistingFilesystemSpec",
     "ExistingNetworkSpec",

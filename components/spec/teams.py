@@ -35,6 +35,19 @@ class QuotaSpec(_Model):
     )
 
 
+class CpuQuotaSpec(_Model):
+    """A team's CPU-only quota on a node group without GPUs: the Kueue ResourceFlavor its CPU-only pods (data
+    preparation, tokenisation) are admitted to, listed before the GPU flavors in the team's ClusterQueue."""
+
+    node_group: str = Field(description="A node group of the stack without GPUs that holds no system pods' share: at "
+                            "least one other group without GPUs and without team CPU quota stays the platform's.")
+    cpu: StrictInt = Field(ge=1, le=1_000_000, description="Nominal CPU cores (no default: set what the team's CPU "
+                           "work needs; the quotas on a group add up to at most its vCPUs at maxSize).",
+                           json_schema_extra=unit("CPU cores"))
+    memory_gib: StrictInt = Field(alias="memoryGiB", ge=1, le=100_000_000, description="Nominal memory (GiB; no "
+                                  "default, as for cpu).", json_schema_extra=unit("GiB"))
+
+
 class TeamSpec(_Model):
     """A team that runs work on the cluster: a namespace, a queue, a quota and an access group."""
 
@@ -51,6 +64,13 @@ class TeamSpec(_Model):
         default_factory=list, description="IAM roles mapped to the team's group through EKS access entries."
     )
     quotas: list[QuotaSpec] = Field(default_factory=list, description="GPU quotas, one per node group.")
+    cpu_quotas: list[CpuQuotaSpec] = Field(
+        default_factory=list,
+        description="CPU-only quotas, one per node group without GPUs: pods that ask for no GPU are admitted there "
+        "first (Kueue tries a queue's flavors in order). Not lent to or borrowed from the cohort. Default: none, and "
+        "CPU-only pods are admitted to the team's GPU flavors and hold GPU nodes' CPU and memory "
+        "(blueprint admit says so).",
+    )
     gid: StrictInt | None = Field(
         default=None, ge=1000, le=2**31 - 1,
         description="POSIX group that owns the team's directory on the shared filesystem (mode 2770); every pod of "

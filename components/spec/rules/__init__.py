@@ -9,6 +9,7 @@ from components.spec.model import ClusterSpec
 from components.spec.rules.arns import _check_arn_partitions
 from components.spec.rules.cloud import _check_cloud
 from components.spec.rules.control_plane import _check_control_plane
+from components.spec.rules.cpu_quotas import check_cpu_quotas
 from components.spec.rules.gcp import check_gcp
 from components.spec.rules.identity import _check_labels
 from components.spec.rules.network import _check_network
@@ -35,6 +36,7 @@ def validate(spec: ClusterSpec, provider_region: str | None, now: datetime,
     _check_cloud(spec, provider_region, out, provider_project)
     _check_arn_partitions(spec, out)
     _check_teams(spec, out)
+    check_cpu_quotas(spec, out)
     _check_billing(spec, out)
     _check_platform(spec, out)
     _check_acceptance(spec, out)

@@ -75,6 +75,12 @@ def _check_teams(spec: ClusterSpec, out: _Collector) -> None:
             out.add(where, "dedicated-group-team", f"'{group.team}' is not a team of this stack; known: "
                     + ", ".join(t.name for t in spec.teams))
             continue
+        group_facts = catalog.get(group.instance_type)
+        if group_facts is not None and not group_facts.gpu_count:  # a CPU group: its quotas are CPU quotas
+            if not any(q.node_group == group.name for q in owner.cpu_quotas):  # others': rules/cpu_quotas.py
+                out.add(where, "dedicated-group-team", f"node group '{group.name}' is dedicated to '{owner.name}', "
+                        "which has no CPU quota on it: give the team one there (teams[].cpuQuotas)")
+            continue
         others = [t.name for t in spec.teams if t.name != owner.name and any(q.node_group == group.name
                                                                               for q in t.quotas)]
         own = next((q for q in owner.quotas if q.node_group == group.name), None)
