@@ -58,7 +58,7 @@ from components.kubernetes.objects import (
 )
 from components.kubernetes.objects.node_check import per_node_expected
 from components.kubernetes.objects.storage_check import storage_check
-from components.kubernetes.quotas import GpuPool
+from components.kubernetes.quotas import CpuPool, GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
 from components.provenance import from_spec, spec_path, team_items
 from components.sizing.plan import stack_checkpoint_policy
@@ -69,6 +69,7 @@ from components.spec.decisions import (
     node_release,
     slurm_hugepages,
     slurm_node_groups,
+    team_cpu_groups,
     teams_billed_directly,
 )
 
@@ -103,14 +104,16 @@ def fsx_volume(spec: ClusterSpec, file_system_id: pulumi.Input[str], dns_name: p
 
 def node_autoscaler(spec: ClusterSpec, ready: tuple[pulumi.Resource, ...] = ()) -> CloudRelease | None:
     """The Cluster Autoscaler's release when a node group autoscales (None otherwise): the image of the cluster's
-    Kubernetes minor (the spec rules refuse a minor without one), its pod on the groups without GPUs."""
+    Kubernetes minor (the spec rules refuse a minor without one), its pod on the system groups (no GPUs, no team CPU
+    quota)."""
     aws_spec = spec.aws_spec()
     catalog = load_aws_catalog()
     if not any(is_autoscaled(g, catalog[g.instance_type]) for g in aws_spec.node_groups):
         return None
     image = cluster_autoscaler_image(aws_spec.control_plane.kubernetes_version)
     assert image is not None, "rule cluster-autoscaler-release"
-    system = [g.name for g in aws_spec.node_groups if not catalog[g.instance_type].gpu_count]
+    team_cpu = team_cpu_groups(spec)
+    system = [g.name for g in aws_spec.node_groups if not catalog[g.instance_type].gpu_count and g.name not in team_cpu]
     return CloudRelease(release=AUTOSCALER_RELEASE, chart="cluster-autoscaler", namespace=AUTOSCALER_NAMESPACE,
                         values=autoscaler_values(spec.name, aws_spec.region, image, system), ready=ready,
                         spec_path=spec_path("aws", "nodeGroups"))
@@ -215,6 +218,12 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
             fabric_devices=efa_interfaces(group, facts),
         ))
     slurm_names = slurm_node_groups(spec)
+    team_cpu = team_cpu_groups(spec)
+    cpu_pools = [CpuPool(name=g.name, instance_type=g.instance_type, max_nodes=g.max_size,
+                         vcpu_per_node=catalog[g.instance_type].vcpu.value,
+                         memory_gib_per_node=catalog[g.instance_type].memory_gib.value,
+                         grows_after_admission=is_autoscaled(g, catalog[g.instance_type]))
+                 for g in aws_spec.node_groups if g.name in team_cpu]
     return PlatformInputs(
         # NodeSets on the groups' gpu-cluster/node-group label with every EFA interface, the platform's gp3 class
         # for slurmctld's state, an internal NLB for login.
@@ -231,6 +240,7 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
         teams=list(spec.teams),
         platform=spec.platform,
         pools=[p for p in pools if p.name not in slurm_names],  # Kueue's; Slurm's groups run slurmd
+        cpu_pools=cpu_pools,
         driver_on_host=True,  # the EKS AL2023 NVIDIA AMI ships the driver and container toolkit
         storage_provisioner=EBS_GP3[0],
         storage_parameters=EBS_GP3[1],

@@ -64,7 +64,7 @@ from components.kubernetes.objects import (
 from components.kubernetes.objects.node_check import NODE_CHECK_NAMESPACE, per_node_expected
 from components.kubernetes.objects.node_check import SERVICE_ACCOUNT as NODE_CHECK_ACCOUNT
 from components.kubernetes.objects.storage_check import STORAGE_CHECK_SERVICE_ACCOUNT, storage_check
-from components.kubernetes.quotas import GpuPool
+from components.kubernetes.quotas import CpuPool, GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
 from components.provenance import from_spec, spec_path, team_items
 from components.sizing.plan import stack_checkpoint_policy
@@ -77,6 +77,7 @@ from components.spec.decisions import (
     is_compact,
     slurm_hugepages,
     slurm_node_groups,
+    team_cpu_groups,
     teams_billed_directly,
 )
 from components.spec.gcp import GcpNodePoolSpec, RxdmImageSpec
@@ -359,6 +360,13 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
                                                                                   extra.name),
                                                 mode == "read", dict(labels))
     slurm_names = slurm_node_groups(spec)
+    team_cpu = team_cpu_groups(spec)
+    # GKE's cluster autoscaler grows a pool with room between its sizes after Kueue admitted the pods that need it.
+    cpu_pools = [CpuPool(name=p.name, instance_type=p.machine_type, max_nodes=p.max_size,
+                         vcpu_per_node=catalog[p.machine_type].vcpu.value,
+                         memory_gib_per_node=catalog[p.machine_type].memory_gib.value,
+                         grows_after_admission=p.min_size != p.max_size)
+                 for p in gcp_spec.node_pools if p.name in team_cpu]
     return PlatformInputs(
         # NodeSets on their pools' gke-nodepool label (no GPU fabric: the rules keep GPUDirect pools on Kueue), the
         # platform's CMEK PD class, an internal load balancer for login. With GKE's own GPU stack no DCGM job mapping:
@@ -377,6 +385,7 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
         teams=list(spec.teams),
         platform=spec.platform,
         pools=[p for p in pools if p.name not in slurm_names],  # Kueue's; Slurm's pools run slurmd
+        cpu_pools=cpu_pools,
         driver_on_host=gke_drivers,
         storage_provisioner=PD_CSI,
         storage_parameters=pd_storage_class_parameters(disk_key),

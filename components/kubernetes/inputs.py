@@ -18,7 +18,7 @@ from components.kubernetes.objects import (
     SharedFilesystem,
 )
 from components.kubernetes.objects.storage_check import StorageCheck
-from components.kubernetes.quotas import GpuPool
+from components.kubernetes.quotas import CpuPool, GpuPool
 from components.spec import PlatformSpec, TeamSpec
 
 STORAGE_CLASS = "gp3-encrypted"
@@ -82,6 +82,9 @@ class PlatformInputs:
     # The nodes' addresses (VPC, node subnet): Prometheus in monitoring scrapes host-network exporters there.
     node_cidrs: tuple[Any, ...] = ()
     retain_data: bool = False  # deletion protection: metrics volumes retained, their namespace and release protected
+    # The node groups without GPUs that teams have CPU quota on (teams[].cpuQuotas): one Kueue flavor each, first in
+    # the teams' queues, so pods that ask for no GPU land there and not on GPU nodes.
+    cpu_pools: Sequence[CpuPool] = ()
     checkpoint_service_account: str | None = None  # per team namespace: read/write of <team>/ in the bucket
     checkpoint_policy: Mapping[str, str] | None = None  # the goodput model's figures, for each team's jobs
     acceptance_image: str | None = None  # the nccl-tests image by digest: the acceptance MPIJobs are created
@@ -146,6 +149,11 @@ class PlatformInputs:
     def pools_by_name(self) -> dict[str, GpuPool]:
         """GPU pools by node group name."""
         return {p.name: p for p in self.pools}
+
+    @property
+    def cpu_pools_by_name(self) -> dict[str, CpuPool]:
+        """Team CPU pools by node group name."""
+        return {p.name: p for p in self.cpu_pools}
 
     @property
     def checkpoint_metrics(self) -> bool:

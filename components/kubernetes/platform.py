@@ -25,9 +25,11 @@ from components.kubernetes.apply import apply, object_name, release
 from components.kubernetes.inputs import CloudRelease, CloudTelemetry, PlatformInputs
 from components.kubernetes.namespaces import egress_policies, system_namespace
 from components.kubernetes.quotas import (
+    cpu_quota_room,
     lendable_by_pool,
     namespace_hard_limits,
     sidecar_headroom,
+    team_cpu_flavor_quotas,
     team_flavor_quotas,
 )
 from components.kubernetes.readiness import NodeReadiness
@@ -190,8 +192,9 @@ class Tenancy(pulumi.ComponentResource):
             self.namespaces[team.name] = ns
             in_ns = pulumi.ResourceOptions(parent=self, depends_on=[ns])
             hard = namespace_hard_limits(team, list(inputs.teams), pools, inputs.platform.cohort, lendable)
+            hard = hard + cpu_quota_room(team, inputs.cpu_pools_by_name)
             if inputs.injected_sidecar is not None:
-                hard = hard + sidecar_headroom(team, pools, inputs.injected_sidecar)
+                hard = hard + sidecar_headroom(team, pools, inputs.injected_sidecar, inputs.cpu_pools_by_name)
             manifests = [
                 *([obj.service_account(inputs.checkpoint_service_account, team.name,
                                        obj.team_labels(team, inputs.labels),
@@ -263,7 +266,7 @@ class Queues(pulumi.ComponentResource):
         super().__init__("gpu-cluster:control-plane:Queues", name, provenance.props(), opts)
         charts = load_charts()
         ns = system_namespace(self, obj.KUEUE_NAMESPACE, inputs)
-        kueue = release("kueue", charts["kueue"], obj.KUEUE_NAMESPACE, obj.kueue_values(inputs.pools),
+        kueue = release("kueue", charts["kueue"], obj.KUEUE_NAMESPACE, obj.kueue_values(inputs.pools, inputs.cpu_pools),
                         pulumi.ResourceOptions(parent=self, depends_on=[ns, prometheus]))
         # Kueue's webhooks reject every queue object until its controller is ready ("failed calling
         # webhook mresourceflavor.kb.io", kueue#12008, #3794): the release waits for readiness, and
@@ -278,12 +281,15 @@ class Queues(pulumi.ComponentResource):
         if topology is not None and any(p.placed for p in inputs.pools):
             manifests.append(obj.topology(topology))
         manifests += [obj.resource_flavor(p, topology.name if topology else None) for p in inputs.pools]
+        manifests += [obj.cpu_resource_flavor(p) for p in inputs.cpu_pools]
         if cohort_name:
             manifests.append(obj.cohort(cohort_name))
         manifests += obj.priority_classes()
         if any(p.queued for p in inputs.pools):
             manifests += obj.provisioning_request_check(covered)
-        manifests += [obj.cluster_queue(t, team_flavor_quotas(t, pools), cohort_name, covered) for t in inputs.teams]
+        cpu_pools = inputs.cpu_pools_by_name
+        manifests += [obj.cluster_queue(t, team_flavor_quotas(t, pools), cohort_name, covered,
+                                        team_cpu_flavor_quotas(t, cpu_pools)) for t in inputs.teams]
         for m in manifests:
             apply(object_name(name, m), m, after)
         for team in inputs.teams:

@@ -59,6 +59,19 @@ class GpuPool:
 
 
 @dataclass(frozen=True)
+class CpuPool:
+    """A node group without GPUs that teams have CPU quota on (``teams[].cpuQuotas``): one Kueue flavor, listed before
+    the GPU flavors so pods that ask for no GPU land there."""
+
+    name: str
+    instance_type: str
+    max_nodes: int
+    vcpu_per_node: int | None
+    memory_gib_per_node: int | None
+    grows_after_admission: bool = False  # a node autoscaler adds its nodes after Kueue admitted their pods
+
+
+@dataclass(frozen=True)
 class Resources:
     """One amount of each covered resource: GPU units, CPU cores, memory GiB, fabric devices."""
 
@@ -139,6 +152,29 @@ def team_flavor_quotas(team: TeamSpec, pools: dict[str, GpuPool]) -> list[Flavor
     return out
 
 
+@dataclass(frozen=True)
+class CpuFlavorQuota:
+    """One team's entry for one CPU flavor: its nominal CPU and memory, no GPU and no fabric."""
+
+    pool: CpuPool
+    nominal: Resources
+
+
+def team_cpu_flavor_quotas(team: TeamSpec, cpu_pools: dict[str, CpuPool]) -> list[CpuFlavorQuota]:
+    """The team's CPU flavors, in the order of its CPU quotas (``teams[].cpuQuotas``)."""
+    return [CpuFlavorQuota(pool=cpu_pools[q.node_group], nominal=Resources(0, q.cpu, q.memory_gib, 0))
+            for q in team.cpu_quotas if q.node_group in cpu_pools]
+
+
+def cpu_quota_room(team: TeamSpec, cpu_pools: dict[str, CpuPool]) -> Resources:
+    """What the team's CPU flavors add to its namespace's ResourceQuota: their nominal quota, since they neither lend
+    nor borrow in the cohort (objects/kueue.py cluster_queue)."""
+    total = ZERO
+    for fq in team_cpu_flavor_quotas(team, cpu_pools):
+        total = total + fq.nominal
+    return total
+
+
 def lendable_by_pool(teams: list[TeamSpec], pools: dict[str, GpuPool]) -> dict[str, Resources]:
     """What all teams together lend on each pool: their lending limit, or their whole nominal quota."""
     out: dict[str, Resources] = {}
@@ -169,10 +205,12 @@ def namespace_hard_limits(team: TeamSpec, teams: list[TeamSpec], pools: dict[str
     return total
 
 
-def sidecar_headroom(team: TeamSpec, pools: dict[str, GpuPool], sidecar: tuple[int, int]) -> Resources:
+def sidecar_headroom(team: TeamSpec, pools: dict[str, GpuPool], sidecar: tuple[int, int],
+                     cpu_pools: dict[str, CpuPool] | None = None) -> Resources:
     """A ResourceQuota's room for a container injected into each of the team's pods after admission: its requests
-    (millicores, MiB) times the nodes of every pool the team's queue reaches (one such pod per node; more, smaller
-    pods mounting the same volume need their own room), rounded up to whole cores and GiB."""
+    (millicores, MiB) times the nodes of every pool the team's queue reaches, its CPU pools' too (one such pod per
+    node; more, smaller pods mounting the same volume need their own room), rounded up to whole cores and GiB."""
     nodes = sum(pools[q.node_group].max_nodes for q in team.quotas if q.node_group in pools)
+    nodes += sum(fq.pool.max_nodes for fq in team_cpu_flavor_quotas(team, cpu_pools or {}))
     milli, mib = sidecar
     return Resources(gpu=0, cpu=math.ceil(nodes * milli / 1000), memory_gib=math.ceil(nodes * mib / 1024), fabric=0)

@@ -393,6 +393,12 @@ def slurm_node_groups(spec: ClusterSpec) -> frozenset[str]:
     return frozenset(slurm.node_groups) if slurm is not None else frozenset()
 
 
+def team_cpu_groups(spec: ClusterSpec) -> frozenset[str]:
+    """The node groups (GKE: node pools) some team has CPU quota on (``teams[].cpuQuotas``): each is a Kueue flavor
+    for CPU-only team work, not a home for system pods (the rules keep another group without GPUs for those)."""
+    return frozenset(q.node_group for t in spec.teams for q in t.cpu_quotas)
+
+
 def acceptance_runs(spec: ClusterSpec) -> list[tuple[str, str, int]]:
     """(node group, instance type, nodes) of every run the acceptance gate creates: on each of Kueue's GPU groups with
     more than one GPU per node the per-node NVLink run (nodes 1, once on every node), and on each multi-node group with

@@ -20,7 +20,17 @@ from components.kubernetes.objects.common import (
     meta,
 )
 from components.kubernetes.objects.controllers import KUEUE_FRAMEWORKS
-from components.kubernetes.quotas import CPU, GPU, MEMORY, FlavorQuota, GpuPool, Resources
+from components.kubernetes.quotas import (
+    CPU,
+    GPU,
+    MEMORY,
+    ZERO,
+    CpuFlavorQuota,
+    CpuPool,
+    FlavorQuota,
+    GpuPool,
+    Resources,
+)
 from components.spec import TeamSpec
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
@@ -39,6 +49,13 @@ def resource_flavor(pool: GpuPool, topology_name: str | None) -> Manifest:
     if pool.placed and topology_name is not None:
         spec["topologyName"] = topology_name
     return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": meta(pool.name), "spec": spec}
+
+
+def cpu_resource_flavor(pool: CpuPool) -> Manifest:
+    """One flavor per node group without GPUs that teams have CPU quota on: its node label and no toleration, so the
+    pods it takes stay off the GPU nodes (tainted nvidia.com/gpu) and off the system nodes (another label)."""
+    return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": meta(pool.name),
+            "spec": {"nodeLabels": {NODE_GROUP_LABEL: pool.name}}}
 
 
 def cohort(name: str) -> Manifest:
@@ -72,24 +89,32 @@ def covered_resources(pools: Sequence[GpuPool], fabric_resource: str | None) -> 
 
 
 def cluster_queue(team: TeamSpec, flavors: Sequence[FlavorQuota], cohort_name: str | None,
-                  covered: Sequence[str]) -> Manifest:
+                  covered: Sequence[str], cpu_flavors: Sequence[CpuFlavorQuota] = ()) -> Manifest:
     """The team's ClusterQueue: nominal quota per flavor, borrowing/lending limits, preemption; flavors whose nodes
-    come through a ProvisioningRequest (GKE flex-start) are admitted only once the request is provisioned."""
+    come through a ProvisioningRequest (GKE flex-start) are admitted only once the request is provisioned.
+
+    CPU flavors (``teams[].cpuQuotas``) come first, with no GPU and no fabric quota: Kueue gives a pod set the first
+    flavor of the resource group whose quota fits it (Kueue, "Cluster Queue"; ``flavorFungibility``), so a pod set
+    that asks for no GPU is admitted there, and one that asks for a GPU does not fit it (quota 0) and passes on to
+    the GPU flavors. In a cohort they lend nothing (lendingLimit 0), so no team borrows another's CPU quota."""
+    lend = ZERO if cohort_name else None
     spec: Manifest = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.name}},
         "queueingStrategy": "BestEffortFIFO",
         "resourceGroups": [{
             "coveredResources": list(covered),
-            "flavors": [{"name": fq.pool.name,
-                         "resources": resource_entries(fq.nominal, fq.borrowing_limit, fq.lending_limit, covered)}
-                        for fq in flavors],
+            "flavors": [*({"name": fq.pool.name, "resources": resource_entries(fq.nominal, None, lend, covered)}
+                          for fq in cpu_flavors),
+                        *({"name": fq.pool.name,
+                           "resources": resource_entries(fq.nominal, fq.borrowing_limit, fq.lending_limit, covered)}
+                          for fq in flavors)],
         }],
         "preemption": {
             "reclaimWithinCohort": "Any" if cohort_name else "Never",
             "withinClusterQueue": "LowerPriority",
         },
     }
-    if not flavors:  # every GPU of the team is on Slurm's groups: a queue with no flavor (Kueue needs at least one)
+    if not flavors and not cpu_flavors:  # every GPU of the team is Slurm's: no flavor (Kueue needs at least one)
         del spec["resourceGroups"]
     if cohort_name:
         spec["cohortName"] = cohort_name
@@ -138,10 +163,12 @@ PODS_READY_TIMEOUT = "10m"
 PODS_READY_TIMEOUT_SCALE_UP = "25m"
 
 
-def pods_ready_timeout(pools: Sequence[GpuPool]) -> str:
-    """waitForPodsReady's timeout: :data:`PODS_READY_TIMEOUT_SCALE_UP` when a GPU pool grows after admission (one a
-    node autoscaler manages and no ProvisioningRequest provisions first), else :data:`PODS_READY_TIMEOUT`."""
-    return PODS_READY_TIMEOUT_SCALE_UP if any(p.grows_after_admission for p in pools) else PODS_READY_TIMEOUT
+def pods_ready_timeout(pools: Sequence[GpuPool], cpu_pools: Sequence[CpuPool] = ()) -> str:
+    """waitForPodsReady's timeout: :data:`PODS_READY_TIMEOUT_SCALE_UP` when a GPU or team CPU pool grows after
+    admission (one a node autoscaler manages and no ProvisioningRequest provisions first), else
+    :data:`PODS_READY_TIMEOUT`. The setting is the controller's, one for every queue."""
+    grows = any(p.grows_after_admission for p in pools) or any(p.grows_after_admission for p in cpu_pools)
+    return PODS_READY_TIMEOUT_SCALE_UP if grows else PODS_READY_TIMEOUT
 
 
 def kueue_manager_config(timeout: str = PODS_READY_TIMEOUT) -> str:
@@ -173,11 +200,11 @@ def kueue_manager_config(timeout: str = PODS_READY_TIMEOUT) -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def kueue_values(pools: Sequence[GpuPool] = ()) -> Manifest:
-    """Helm values of the Kueue chart, for the stack's GPU pools."""
+def kueue_values(pools: Sequence[GpuPool] = (), cpu_pools: Sequence[CpuPool] = ()) -> Manifest:
+    """Helm values of the Kueue chart, for the stack's GPU pools and team CPU pools."""
     return {
         "enablePrometheus": True,
-        "managerConfig": {"controllerManagerConfigYaml": kueue_manager_config(pods_ready_timeout(pools))},
+        "managerConfig": {"controllerManagerConfigYaml": kueue_manager_config(pods_ready_timeout(pools, cpu_pools))},
         "metrics": {"prometheusNamespace": MONITORING_NAMESPACE},
         "controllerManager": {"replicas": 2, "podDisruptionBudget": {"enabled": True, "minAvailable": 1}},
     }

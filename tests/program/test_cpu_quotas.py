@@ -1,0 +1,183 @@
+"""Teams' CPU-only quotas (issue 36, ``teams[].cpuQuotas``): the spec's rules with the messages a user sees, the Kueue
+flavor and queue entries they become on both clouds (CPU flavor first, no GPU quota, lends nothing), the namespace's
+ResourceQuota room, and the system group kept for the platform."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from components.kubernetes.objects import cluster_queue, covered_resources, cpu_resource_flavor, pods_ready_timeout
+from components.kubernetes.quotas import (
+    CpuPool,
+    GpuPool,
+    Resources,
+    cpu_quota_room,
+    sidecar_headroom,
+    team_cpu_flavor_quotas,
+    team_flavor_quotas,
+)
+from components.spec import SpecError, TeamSpec, parse_spec
+from tests.conftest import offline_run, raw_stack_config
+
+AWS = "stacks/Pulumi.prod-aws.yaml"
+GCP = "stacks/Pulumi.prod-gcp.yaml"
+KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
+P5 = GpuPool("h100", "p5.48xlarge", 8, 16, 32, 192, 2048, placed=True)
+CPU_POOL = CpuPool("cpu", "m6i.8xlarge", 4, 32, 128, grows_after_admission=True)
+
+
+def spec(stack: str) -> dict[str, Any]:
+    return copy.deepcopy(raw_stack_config(stack)["gpu-cluster:spec"])
+
+
+def errors(value: dict[str, Any], stack_file: str = AWS, region: str = "us-east-1") -> list[str]:
+    with pytest.raises(SpecError) as info:
+        parse_spec(value, stack_file, provider_region=region)
+    return str(info.value).splitlines()
+
+
+def team(**cpu: Any) -> TeamSpec:
+    return TeamSpec.model_validate({"name": "research", "costCenter": "cc-1", "quotas": [
+        {"nodeGroup": "h100", "gpus": 8}], "cpuQuotas": [{"nodeGroup": "cpu", "cpu": 32, "memoryGiB": 112, **cpu}]})
+
+
+# --- the spec's rules ------------------------------------------------------------------------------------------------
+
+
+def test_the_shipped_prod_stacks_give_each_team_cpu_quota() -> None:
+    aws = parse_spec(spec("prod-aws"), AWS, provider_region="us-east-1")
+    assert [(t.name, [(q.node_group, q.cpu, q.memory_gib) for q in t.cpu_quotas]) for t in aws.teams] == [
+        ("research", [("cpu", 32, 112)]), ("pretraining", [("cpu", 48, 176)]), ("applied", [("cpu", 16, 56)])]
+    gcp = parse_spec(spec("prod-gcp"), GCP, provider_region="us-central1")
+    assert [q.cpu for t in gcp.teams for q in t.cpu_quotas] == [16, 24, 8]
+
+
+def test_cpu_and_memory_have_no_default() -> None:
+    raw = spec("prod-aws")
+    raw["teams"][0]["cpuQuotas"] = [{"nodeGroup": "cpu", "cpu": 8}]
+    assert errors(raw) == [f"{AWS}: gpu-cluster:spec.teams[research].cpuQuotas[0].memoryGiB: required key is missing "
+                           "[rule: schema-required-key]"]
+
+
+def test_a_cpu_quota_must_be_on_a_node_group_without_gpus() -> None:
+    raw = spec("prod-aws")
+    raw["teams"][0]["cpuQuotas"] = [{"nodeGroup": "h100", "cpu": 8, "memoryGiB": 32},
+                                    {"nodeGroup": "nope", "cpu": 8, "memoryGiB": 32}]
+    assert errors(raw) == [
+        f"{AWS}: gpu-cluster:spec.teams[research].cpuQuotas[0].nodeGroup: 'h100' is not a node group without GPUs "
+        "of this stack; known: system, cpu [rule: cpu-quota-node-group]",
+        f"{AWS}: gpu-cluster:spec.teams[research].cpuQuotas[1].nodeGroup: 'nope' is not a node group without GPUs "
+        "of this stack; known: system, cpu [rule: cpu-quota-node-group]",
+    ]
+
+
+def test_the_cpu_quotas_on_a_group_fit_its_nodes_at_max_size() -> None:
+    raw = spec("prod-aws")
+    raw["teams"][0]["cpuQuotas"][0].update(cpu=80, memoryGiB=300)  # 80 + 48 + 16 > 4 x 32; 300 + 176 + 56 > 4 x 128
+    assert errors(raw) == [
+        f"{AWS}: gpu-cluster:spec.teams: CPU quotas' cpu on node group 'cpu' add up to 144 cores (research 80, "
+        "pretraining 48, applied 16) but the group provides at most 128 cores at maxSize 4 (32 cores a node) "
+        "[rule: cpu-quota-fits-node-group]",
+        f"{AWS}: gpu-cluster:spec.teams: CPU quotas' memoryGiB on node group 'cpu' add up to 532 GiB (research 300, "
+        "pretraining 176, applied 56) but the group provides at most 512 GiB at maxSize 4 (128 GiB a node) "
+        "[rule: cpu-quota-fits-node-group]",
+    ]
+
+
+def test_the_system_group_stays_the_platforms() -> None:
+    raw = spec("prod-aws")
+    raw["aws"]["nodeGroups"] = [g for g in raw["aws"]["nodeGroups"] if g["name"] != "cpu"]
+    for t in raw["teams"]:
+        t["cpuQuotas"] = [{"nodeGroup": "system", "cpu": 2, "memoryGiB": 4}]
+    assert errors(raw) == [
+        f"{AWS}: gpu-cluster:spec.aws.nodeGroups: every node group without GPUs carries team CPU quota (system; "
+        "teams[].cpuQuotas): keep one without it for system pods (Kueue, Prometheus, the autoscaler), so team work "
+        "cannot starve the platform [rule: system-node-group]"]
+
+
+def test_a_dedicated_cpu_group_takes_only_its_teams_quota() -> None:
+    raw = spec("prod-aws")
+    next(g for g in raw["aws"]["nodeGroups"] if g["name"] == "cpu")["team"] = "research"
+    assert errors(raw) == [
+        f"{AWS}: gpu-cluster:spec.teams[pretraining].cpuQuotas[0].nodeGroup: node group 'cpu' is dedicated to "
+        "'research' (billed to it), so only that team may have a CPU quota on it [rule: dedicated-group-team]",
+        f"{AWS}: gpu-cluster:spec.teams[applied].cpuQuotas[0].nodeGroup: node group 'cpu' is dedicated to "
+        "'research' (billed to it), so only that team may have a CPU quota on it [rule: dedicated-group-team]",
+    ]
+    for t in raw["teams"]:
+        t["cpuQuotas"] = []
+    assert errors(raw) == [
+        f"{AWS}: gpu-cluster:spec.aws.nodeGroups[cpu].team: node group 'cpu' is dedicated to 'research', which has no "
+        "CPU quota on it: give the team one there (teams[].cpuQuotas) [rule: dedicated-group-team]"]
+
+
+def test_gke_pools_follow_the_same_rules() -> None:
+    raw = spec("prod-gcp")
+    raw["teams"][2]["cpuQuotas"] = [{"nodeGroup": "h100", "cpu": 8, "memoryGiB": 28}]
+    assert errors(raw, GCP, "us-central1") == [
+        f"{GCP}: gpu-cluster:spec.teams[applied].cpuQuotas[0].nodeGroup: 'h100' is not a node group without GPUs "
+        "of this stack; known: system, cpu [rule: cpu-quota-node-group]"]
+
+
+# --- the Kueue objects and the namespace's quota ---------------------------------------------------------------------
+
+
+def test_the_cpu_flavor_comes_first_with_no_gpu_quota_and_lends_nothing() -> None:
+    t = team()
+    covered = covered_resources([P5], "vpc.amazonaws.com/efa")
+    cq = cluster_queue(t, team_flavor_quotas(t, {"h100": P5}), "c", covered,
+                       team_cpu_flavor_quotas(t, {"cpu": CPU_POOL}))
+    (group,) = cq["spec"]["resourceGroups"]
+    assert [f["name"] for f in group["flavors"]] == ["cpu", "h100"]
+    assert group["flavors"][0]["resources"] == [
+        {"name": "nvidia.com/gpu", "nominalQuota": "0", "lendingLimit": "0"},
+        {"name": "cpu", "nominalQuota": "32", "lendingLimit": "0"},
+        {"name": "memory", "nominalQuota": "112Gi", "lendingLimit": "0Gi"},
+        {"name": "vpc.amazonaws.com/efa", "nominalQuota": "0", "lendingLimit": "0"},
+    ]
+    alone = cluster_queue(t, team_flavor_quotas(t, {"h100": P5}), None, covered,
+                          team_cpu_flavor_quotas(t, {"cpu": CPU_POOL}))  # no cohort: no lendingLimit (CEL rule)
+    assert all("lendingLimit" not in r for r in alone["spec"]["resourceGroups"][0]["flavors"][0]["resources"])
+    assert cpu_resource_flavor(CPU_POOL)["spec"] == {"nodeLabels": {"gpu-cluster/node-group": "cpu"}}  # no toleration
+
+
+def test_the_namespace_quota_and_sidecar_room_count_the_cpu_flavor() -> None:
+    t = team()
+    assert cpu_quota_room(t, {"cpu": CPU_POOL}) == Resources(0, 32, 112, 0)
+    assert cpu_quota_room(t, {}) == Resources(0, 0, 0, 0)
+    # one sidecar per node the queue reaches: 16 h100 nodes and 4 cpu nodes
+    assert sidecar_headroom(t, {"h100": P5}, (250, 256), {"cpu": CPU_POOL}) == Resources(0, 5, 5, 0)
+
+
+def test_a_growing_cpu_pool_gives_pods_the_scale_up_timeout() -> None:
+    assert pods_ready_timeout([P5]) == "10m"
+    assert pods_ready_timeout([P5], [CPU_POOL]) == "25m"
+
+
+@pytest.mark.parametrize("stack", ["prod-aws", "prod-gcp"])
+def test_both_clouds_build_the_cpu_flavor_and_quota(stack: str) -> None:
+    graph = offline_run(stack).graph
+    flavors = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type(KUEUE + "ResourceFlavor")}
+    assert flavors["cpu"] == {"nodeLabels": {"gpu-cluster/node-group": "cpu"}}
+    cqs = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type(KUEUE + "ClusterQueue")}
+    research = cqs["research"]["resourceGroups"][0]["flavors"]
+    assert [f["name"] for f in research] == ["cpu", "h100"]
+    cpu = {r["name"]: r["nominalQuota"] for r in research[0]["resources"]}
+    assert (cpu["nvidia.com/gpu"], cpu["cpu"], cpu["memory"]) == \
+        (("0", "32", "112Gi") if stack == "prod-aws" else ("0", "16", "56Gi"))
+    quotas = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"]
+              for r in graph.of_type("kubernetes:core/v1:ResourceQuota")}
+    # prod-aws: 96 GPUs' share of p5 (24 cores each) + the 32-core CPU quota; prod-gcp: 96 x 26 (a3-megagpu-8g) + 16 +
+    # the GCS FUSE sidecar's room on the 20 nodes its queue reaches (16 h100 + 4 cpu)
+    assert quotas["research"]["requests.cpu"] == ("2336" if stack == "prod-aws" else "2517")
+
+
+def test_the_cluster_autoscaler_runs_on_the_system_group_not_the_teams_cpu_group() -> None:
+    graph = offline_run("prod-aws").graph
+    (ca,) = [r for r in graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "cluster-autoscaler"]
+    (term,) = ca.inputs["values"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"]
+    assert term == {"matchExpressions": [{"key": "gpu-cluster/node-group", "operator": "In", "values": ["system"]}]}
