@@ -26,6 +26,7 @@ def usd(key: str) -> float:
 
 BLOCK_P5 = usd("ec2_capacity_block.p5.48xlarge")  # effective instance-hour of a p5 Capacity Block (stale)
 M6I = usd("ec2_on_demand.m6i.2xlarge")  # the prod system nodes, on demand
+M6I_8X = usd("ec2_on_demand.m6i.8xlarge")  # the prod teams' cpu group (0 at desired size, 4 at max)
 G6 = usd("ec2_on_demand.g6.xlarge")
 GP3, EKS, NAT_HOUR, KMS = (usd("ebs.gp3_storage"), usd("eks.cluster_standard_support"), usd("vpc.nat_gateway_hour"),
                            usd("kms.customer_managed_key"))
@@ -44,7 +45,8 @@ def test_prod_totals_match_a_hand_computation(prod_graph: ResourceGraph) -> None
     eks, nat, kms = 730 * EKS, 2 * 730 * NAT_HOUR, 3 * KMS  # keys: data, EKS secrets, container and node logs
     desired = system + eks + nat + kms  # the block is one-time, kept out of the monthly totals
     # The block's nodes and their 500 GB volumes exist only in its 336-hour window: 336/730 of a month.
-    at_max = 16 * 500 * GP3 * 336 / 730 + 6 * 730 * M6I + 6 * 200 * GP3 + eks + nat + kms
+    at_max = 16 * 500 * GP3 * 336 / 730 + 6 * 730 * M6I + 6 * 200 * GP3 + eks + nat + kms \
+        + 4 * 730 * M6I_8X + 4 * 200 * GP3  # the teams' cpu group at its maxSize 4
     report = price_graph(prod_graph)
     assert report.total_monthly_usd == pytest.approx(desired)
     assert report.total_monthly_usd_at_max == pytest.approx(at_max)
@@ -226,7 +228,7 @@ def test_preview_shows_the_totals_and_their_caveats(capsys: pytest.CaptureFixtur
         + (200 + 50) * 0.09 + (150 + 200 + 20) * 0.50 + (1500 + 2400 + 240) * 0.03
     common = 730 * EKS + 2 * 730 * NAT_HOUR + 3 * KMS + usage
     desired = 3 * 730 * M6I + 3 * 200 * GP3 + common
-    at_max = 6 * 730 * M6I + 6 * 200 * GP3 + 16 * 500 * GP3 * 336 / 730 + common
+    at_max = 6 * 730 * M6I + 6 * 200 * GP3 + 16 * 500 * GP3 * 336 / 730 + 4 * 730 * M6I_8X + 4 * 200 * GP3 + common
     # FSx PERSISTENT_2_500 and the budgets have no price read: the totals are lower bounds and say so
     assert f"cost: at least ${desired:,.2f} a month at desired size, at least ${at_max:,.2f} at max size (USD; " \
         in out

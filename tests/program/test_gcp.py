@@ -472,9 +472,9 @@ def test_flex_start_pool_is_queued_and_admitted_through_a_provisioning_request()
     for cq in (r.inputs for r in graph.of_type(KUEUE + "ClusterQueue")):
         assert cq["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": PROVISIONING_CHECK,
                                                                                "onFlavors": ["h100"]}]}
-    (flavor,) = [r.inputs for r in graph.of_type(KUEUE + "ResourceFlavor")]
+    (flavor,) = [r.inputs for r in graph.of_type(KUEUE + "ResourceFlavor") if r.inputs["metadata"]["name"] == "h100"]
     assert {"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"} in \
-        flavor["spec"]["tolerations"]
+        flavor["spec"]["tolerations"]  # the teams' cpu flavor is not queued: no check, no toleration (above)
 
 
 def test_on_demand_gpudirect_pool_gets_compact_placement() -> None:
@@ -579,8 +579,9 @@ def test_gke_topology_levels_are_used_for_the_reserved_pool() -> None:
     assert [lv["nodeLabel"] for lv in topology["spec"]["levels"]] == [
         "cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock",
         "cloud.google.com/gce-topology-host", "kubernetes.io/hostname"]
-    (flavor,) = [r.inputs for r in graph.of_type(KUEUE + "ResourceFlavor")]
-    assert flavor["spec"]["topologyName"] == topology["metadata"]["name"]
+    flavors = {r.inputs["metadata"]["name"]: r.inputs for r in graph.of_type(KUEUE + "ResourceFlavor")}
+    assert flavors["h100"]["spec"]["topologyName"] == topology["metadata"]["name"]
+    assert "topologyName" not in flavors["cpu"]["spec"]  # the teams' cpu pool is not placed
 
 
 def test_team_pods_reach_the_gke_metadata_server_and_may_run_gke_sidecars() -> None:

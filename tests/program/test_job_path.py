@@ -425,8 +425,9 @@ def test_alert_rules_refuse_what_would_route_nowhere() -> None:
 
 def test_gke_namespace_quotas_leave_room_for_the_injected_gcs_fuse_sidecar() -> None:
     """Kueue counts a pod as its template says; GKE then injects the GCS FUSE sidecar (250m CPU, 256Mi), which the
-    namespace's ResourceQuota counts: the quota is Kueue's ceiling plus one sidecar per node the queue reaches."""
-    from components.kubernetes.quotas import namespace_hard_limits
+    namespace's ResourceQuota counts: the quota is Kueue's ceiling (GPU flavors and CPU flavor) plus one sidecar per
+    node the queue reaches (the team's CPU pool's too)."""
+    from components.kubernetes.quotas import cpu_quota_room, namespace_hard_limits
     from tests.conftest import stack
 
     for name in GCP_STACKS:
@@ -437,18 +438,21 @@ def test_gke_namespace_quotas_leave_room_for_the_injected_gcs_fuse_sidecar() -> 
         from components.gcp.cloud import platform_inputs
 
         inputs = platform_inputs(spec, bucket="b", disk_key=None, gpu_network_objects=())
-        pools = inputs.pools_by_name
+        pools, cpu_pools = inputs.pools_by_name, inputs.cpu_pools_by_name
         for team in spec.teams:
-            ceiling = namespace_hard_limits(team, list(spec.teams), pools, spec.platform.cohort)
+            ceiling = namespace_hard_limits(team, list(spec.teams), pools, spec.platform.cohort) \
+                + cpu_quota_room(team, cpu_pools)
             # Kueue's pools only: a quota on a Slurm pool is the team's Slurm account's, its pods never run there
-            nodes = sum(pools[q.node_group].max_nodes for q in team.quotas if q.node_group in pools)
+            nodes = sum(pools[q.node_group].max_nodes for q in team.quotas if q.node_group in pools) \
+                + sum(cpu_pools[q.node_group].max_nodes for q in team.cpu_quotas)
             assert quotas[team.name]["requests.cpu"] == str(ceiling.cpu + -(-nodes * 250 // 1000)), (name, team.name)
             assert quotas[team.name]["requests.memory"] == f"{ceiling.memory_gib + -(-nodes * 256 // 1024)}Gi"
     from components.aws.cloud import platform_inputs as aws_inputs
 
     prod = stack("prod-aws").spec
     research = next(t for t in prod.teams if t.name == "research")
-    ceiling = namespace_hard_limits(research, list(prod.teams), aws_inputs(prod).pools_by_name, prod.platform.cohort)
+    ceiling = namespace_hard_limits(research, list(prod.teams), aws_inputs(prod).pools_by_name, prod.platform.cohort) \
+        + cpu_quota_room(research, aws_inputs(prod).cpu_pools_by_name)
     aws = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"]
            for r in offline_run("prod-aws").graph.of_type("kubernetes:core/v1:ResourceQuota")}
     assert aws["research"]["requests.cpu"] == str(ceiling.cpu)  # no injected sidecar on EKS: the ceiling itself

@@ -200,7 +200,8 @@ def test_one_cluster_queue_and_local_queue_per_team() -> None:
         assert cqs[team]["spec"]["preemption"] == {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
     research = cqs["research"]["spec"]["resourceGroups"][0]
     assert research["coveredResources"] == ["nvidia.com/gpu", "cpu", "memory", "vpc.amazonaws.com/efa"]
-    assert research["flavors"][0]["resources"] == [
+    assert [f["name"] for f in research["flavors"]] == ["cpu", "h100"]  # the CPU flavor first (test_cpu_quotas.py)
+    assert research["flavors"][1]["resources"] == [
         {"name": "nvidia.com/gpu", "nominalQuota": "64", "borrowingLimit": "32"},
         {"name": "cpu", "nominalQuota": "1536", "borrowingLimit": "768"},
         {"name": "memory", "nominalQuota": "16384Gi", "borrowingLimit": "8192Gi"},
@@ -210,7 +211,9 @@ def test_one_cluster_queue_and_local_queue_per_team() -> None:
 
 def test_flavor_targets_the_node_group_tolerates_the_taint_and_uses_the_topology() -> None:
     graph = offline_run("prod-aws").graph
-    (flavor,) = kueue_objects(graph, "ResourceFlavor")
+    by_name = {f["metadata"]["name"]: f for f in kueue_objects(graph, "ResourceFlavor")}
+    flavor, cpu = by_name["h100"], by_name["cpu"]
+    assert cpu["spec"] == {"nodeLabels": {"gpu-cluster/node-group": "cpu"}}  # teams' CPU-only work: no toleration
     assert flavor["spec"] == {
         "nodeLabels": {"gpu-cluster/node-group": "h100"},
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
@@ -276,8 +279,9 @@ def test_team_namespaces_are_labelled_isolated_and_quota_bound() -> None:
             assert labels["pod-security.kubernetes.io/enforce"] == "baseline", name
     quotas = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"]
               for r in graph.of_type("kubernetes:core/v1:ResourceQuota")}
-    assert quotas["research"] == {"requests.nvidia.com/gpu": "96", "requests.cpu": "2304",
-                                  "requests.memory": "24576Gi", "requests.vpc.amazonaws.com/efa": "384"}
+    # 96 GPUs' share of p5 nodes (2304 cores, 24576 GiB) plus the team's CPU quota on the cpu group (32, 112 GiB)
+    assert quotas["research"] == {"requests.nvidia.com/gpu": "96", "requests.cpu": "2336",
+                                  "requests.memory": "24688Gi", "requests.vpc.amazonaws.com/efa": "384"}
     assert {r.inputs["metadata"]["namespace"] for r in graph.of_type("kubernetes:core/v1:LimitRange")} == \
         {"research", "pretraining", "applied"}
     binding = next(r.inputs for r in graph.of_type("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")

@@ -235,6 +235,8 @@ def test_peak_gpus_must_fit_the_node_groups(prod_spec: dict[str, Any]) -> None:
 
 def test_a_system_node_group_is_required(prod_spec: dict[str, Any]) -> None:
     prod_spec["aws"]["nodeGroups"] = [group(prod_spec, "h100")]
+    for team in prod_spec["teams"]:
+        team["cpuQuotas"] = []  # on the cpu group, gone too
     assert errors(prod_spec) == [
         f"{P}.aws.nodeGroups: a node group without GPUs is required for system pods (GPU nodes carry the "
         "nvidia.com/gpu=true:NoSchedule taint) [rule: system-node-group]"
@@ -293,6 +295,8 @@ def test_admin_role_arns_must_be_role_arns(prod_spec: dict[str, Any]) -> None:
 def test_duplicate_names_are_rejected(prod_spec: dict[str, Any]) -> None:
     prod_spec["teams"][1]["name"] = "research"
     group(prod_spec, "system")["name"] = "h100"
+    for team in prod_spec["teams"]:
+        team["cpuQuotas"] = []  # or the cpu group would be the only group without GPUs left, and carry team quota
     assert errors(prod_spec) == [
         f"{P}.teams[1].name: team name 'research' is used twice [rule: unique-names]",
         f"{P}.aws.nodeGroups[1].name: node group name 'h100' is used twice [rule: unique-names]",
@@ -530,6 +534,7 @@ def test_every_version_in_standard_support_loads_and_unsourced_addons_are_left_t
         prod_spec["aws"]["controlPlane"]["kubernetesVersion"] = version
         if version == "1.37":
             group(prod_spec, "system").update(minSize=3, maxSize=3)  # a fixed size: nothing to autoscale
+            group(prod_spec, "cpu").update(minSize=3, desiredSize=3, maxSize=3)
         parse_spec(prod_spec, FILE, provider_region="us-east-1")
     assert [p.name for p in load_addon_pins("1.37").values() if p.pinned] == []
     assert load_addon_pins("1.36")["kube-proxy"].version == "v1.36.0-eksbuild.14"
@@ -545,17 +550,19 @@ def test_every_version_in_standard_support_loads_and_unsourced_addons_are_left_t
 
 def test_an_autoscaled_group_needs_a_cluster_autoscaler_release_for_the_kubernetes_version(
         prod_spec: dict[str, Any]) -> None:
-    """CA has no 1.37 release in the catalog: the system group (on-demand, 2..6) cannot be autoscaled there. The
-    Capacity Block group (0..16) is never autoscaled, so it is not named, and a fixed-size system group loads."""
+    """CA has no 1.37 release in the catalog: the system group (on-demand, 2..6) and the teams' cpu group (0..4) cannot
+    be autoscaled there. The Capacity Block group (0..16) is never autoscaled, so it is not named, and fixed-size
+    groups load."""
     prod_spec["aws"]["controlPlane"]["kubernetesVersion"] = "1.37"
     assert errors(prod_spec) == [
         f"{P}.aws.controlPlane.kubernetesVersion: the Cluster Autoscaler has no release for Kubernetes 1.37 in "
         "components/catalog/charts.yaml (clusterAutoscaler; releases for 1.34, 1.35, 1.36), and it would manage node "
-        "group(s) system (on-demand or spot with minSize < maxSize); it runs the release of the cluster's minor, so "
-        "use kubernetesVersion 1.36, or give those groups minSize = maxSize until a 1.37 release is pinned "
+        "group(s) system, cpu (on-demand or spot with minSize < maxSize); it runs the release of the cluster's minor, "
+        "so use kubernetesVersion 1.36, or give those groups minSize = maxSize until a 1.37 release is pinned "
         "[rule: cluster-autoscaler-release]"
     ]
     group(prod_spec, "system").update(minSize=3, maxSize=3)
+    group(prod_spec, "cpu").update(minSize=3, desiredSize=3, maxSize=3)
     parse_spec(prod_spec, FILE, provider_region="us-east-1")
 
 

@@ -162,9 +162,9 @@ AWS_MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] =
     "delete a team's ResourceQuota": (
         lambda g: edit(g, k8s_type("ResourceQuota"), "resourcequota-research-gpu-quota", remove=True),
         "team-namespaces-require-queue-and-quotas"),
-    "set every nominal GPU quota to zero": (
+    "set every nominal GPU quota to zero": (  # flavors[1]: h100, after the teams' CPU flavor (GPU quota 0 already)
         lambda g: [g := edit(g, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", f"clusterqueue-{t}",
-                             _set(["spec", "resourceGroups", 0, "flavors", 0, "resources", 0, "nominalQuota"], "0"))
+                             _set(["spec", "resourceGroups", 0, "flavors", 1, "resources", 0, "nominalQuota"], "0"))
                    for t in ("research", "pretraining", "applied")][-1],
         "kueue-cluster-queue-requires-gpu-quota"),
     "let the GPU node group scale to 100 nodes": (
