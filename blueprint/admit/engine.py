@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from blueprint.admit.cloud import cloud_admit, cluster_cloud, every_cloud, kubernetes_version, node_groups
-from blueprint.admit.cluster import NAMESPACE_NAME_LABEL, ClusterView, K8sObject, as_mapping
+from blueprint.admit.cluster import NAMESPACE_NAME_LABEL, ClusterView, K8sObject, as_list, as_mapping
 from blueprint.admit.identity import check_identity, service_account
-from blueprint.admit.kueue import admit_with_kueue, slurm_owns_gpus_short
+from blueprint.admit.kueue import KueueResult, admit_with_kueue, slurm_owns_gpus_short
 from blueprint.admit.network import check_network
-from blueprint.admit.nodes import GPU, NodeGroup
+from blueprint.admit.nodes import GPU, NODE_GROUP_LABEL, NodeGroup
 from blueprint.admit.podsecurity import enforced_level, pod_security_problems
 from blueprint.admit.podsets import derive_pod_sets
 from blueprint.admit.policies import evaluate_policies
@@ -199,10 +199,28 @@ def _limits(view: ClusterView, item: Submitted, pod_sets: list[PodSet], result: 
     return resources, oversize
 
 
+def _cpu_flavors(view: ClusterView, cluster_queue: str | None, groups: list[NodeGroup]) -> list[str]:
+    """The flavors of the ClusterQueue whose node group has no GPU (a team's CPU flavors, ``teams[].cpuQuotas``)."""
+    cq = view.get("ClusterQueue", cluster_queue) if cluster_queue else None
+    if cq is None:
+        return []
+    gpu_groups = {g.name for g in groups if g.allocatable.get(GPU, Fraction(0)) > 0}
+    out = []
+    for group in as_list(cq.spec.get("resourceGroups")):
+        for f in as_list(as_mapping(group).get("flavors")):
+            name = str(as_mapping(f).get("name"))
+            flavor = view.get("ResourceFlavor", name)
+            node_group = as_mapping(flavor.spec.get("nodeLabels")).get(NODE_GROUP_LABEL) if flavor else None
+            if node_group is not None and node_group not in gpu_groups:
+                out.append(name)
+    return out
+
+
 def _cpu_only_on_gpu_nodes(pod_sets: list[PodSet], resources: dict[str, PodResources], placements: list[Placement],
-                           groups: list[NodeGroup], flavors: dict[str, str]) -> list[str]:
-    """Where a pod set that asks for no GPU lands on GPU nodes, say so and why: it holds the CPU and memory of a GPU
-    node (issue 36; docs/limits.md, "CPU-only work")."""
+                           groups: list[NodeGroup], kueue: KueueResult, cpu_flavors: list[str]) -> list[str]:
+    """Where a pod set that asks for no GPU lands on GPU nodes, say so and why: the team's queue has no CPU flavor, or
+    its CPU flavor did not take the pod set (Kueue then tries the next flavor, a GPU one); it holds the CPU and memory
+    of a GPU node (issue 36; docs/limits.md, "CPU-only work")."""
     by_name = {g.name: g for g in groups}
     notes = []
     for placement in placements:
@@ -211,9 +229,16 @@ def _cpu_only_on_gpu_nodes(pod_sets: list[PodSet], resources: dict[str, PodResou
         if group is None or res is None or res.requests.get(GPU, Fraction(0)) > 0 \
                 or group.allocatable.get(GPU, Fraction(0)) <= 0:
             continue
-        flavor = flavors.get(placement.pod_set)
-        why = (f"Kueue's flavor {flavor} places it there (the team's queue has no CPU flavor)" if flavor else
-               "its node selection lets it run there")
+        flavor = kueue.flavors.get(placement.pod_set)
+        passed = [r for r in kueue.passed_over.get(placement.pod_set, [])
+                  if r.split(":", 1)[0].removeprefix("flavor ") in cpu_flavors]
+        if not flavor:
+            why = "its node selection lets it run there"
+        elif passed:
+            why = f"Kueue's flavor {flavor} places it there, past the team's CPU flavor ({'; '.join(passed)})"
+        else:
+            why = (f"Kueue's flavor {flavor} places it there (the team's queue has no CPU flavor: give the team a CPU "
+                   "quota on a node group without GPUs, teams[].cpuQuotas)")
         notes.append(f"pod set {placement.pod_set} asks for no GPU but lands on {group.ref} ({group.instance_type}, "
                      f"a GPU node group): {why}; it holds a GPU node's CPU and memory while it runs")
     return notes
@@ -255,7 +280,8 @@ def admit_one(view: ClusterView, groups: list[NodeGroup], item: Submitted) -> Wo
             step.fail(obj, rule, message)
         step.notes += placed.notes
         result.placements = placed.placements
-        step.notes += _cpu_only_on_gpu_nodes(pod_sets, resources, placed.placements, groups, kueue.flavors)
+        step.notes += _cpu_only_on_gpu_nodes(pod_sets, resources, placed.placements, groups, kueue,
+                                             _cpu_flavors(view, kueue.cluster_queue, groups))
         step.detail = "; ".join(f"{p.pod_set}: {p.pods} pod{'s' if p.pods != 1 else ''} on {p.node_group} "
                                 f"({p.nodes} node{'s' if p.nodes != 1 else ''})" for p in placed.placements)
     else:

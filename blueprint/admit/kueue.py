@@ -43,6 +43,8 @@ class KueueResult:
     managed: bool = False
     cluster_queue: str | None = None
     flavors: dict[str, str] = field(default_factory=dict)  # pod set -> flavor
+    # pod set -> why each flavor listed before its own did not take it ("flavor cpu: ..."), in the queue's order
+    passed_over: dict[str, list[str]] = field(default_factory=dict)
     problems: list[tuple[str, str, str]] = field(default_factory=list)  # (object, rule, message)
     notes: list[str] = field(default_factory=list)
     detail: str = ""
@@ -253,6 +255,7 @@ def _assign_flavors(view: ClusterView, cq: K8sObject, pod_sets: list[PodSet], re
                                  "in the queue"))
             continue
         chosen: list[str] = []
+        passed: list[list[str]] = []
         for covered, flavors in groups:
             wanted = {r: v for r, v in asked.items() if r in covered}
             if not wanted:
@@ -279,6 +282,7 @@ def _assign_flavors(view: ClusterView, cq: K8sObject, pod_sets: list[PodSet], re
                 for resource, amount in wanted.items():
                     used[(flavor_name, resource)] = used.get((flavor_name, resource), Fraction(0)) + amount
                 chosen.append(flavor_name)
+                passed.append(refusals)
                 break
             else:
                 if not flavors:
@@ -296,6 +300,7 @@ def _assign_flavors(view: ClusterView, cq: K8sObject, pod_sets: list[PodSet], re
                                      "or raise the team's quota (teams[].quotas in the stack)"))
         if chosen:
             out.flavors[pod_set.name] = chosen[0]
+            out.passed_over[pod_set.name] = passed[0]
     out.detail = f"queue {cq.name}" + (f", flavor {', '.join(sorted(set(out.flavors.values())))}"
                                        if out.flavors else "")
 
