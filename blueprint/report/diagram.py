@@ -57,7 +57,8 @@ def _teams(graph: ResourceGraph) -> tuple[list[Node], list[Edge]]:
         for f in queue.flavors:
             lines.append(f"Kueue {f.flavor}: {f.describe(lends='lends <=')}")
             if f.flavor in groups:
-                edges.append(Edge(f"n-team-{slug(queue.team)}", f"n-ng:{groups[f.flavor]}", f"{f.gpus} GPUs"))
+                edges.append(Edge(f"n-team-{slug(queue.team)}", f"n-ng:{groups[f.flavor]}",
+                                   "CPU-only work" if f.cpu_only is not None else f"{f.gpus} GPUs"))
         if queue.acceptance:
             lines.append("held (stopPolicy Hold)" if queue.held else "admitting")
             nodes.append(Node(f"n-team-{slug(queue.team)}", "teams", f"acceptance queue {queue.team}", lines,
