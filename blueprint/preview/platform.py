@@ -47,9 +47,13 @@ class FlavorQuota:
     gpus: str
     borrowing: str | None
     lending: str | None
+    cpu_only: str | None = None  # a CPU flavor (no GPU quota; teams[].cpuQuotas): "N CPUs, M memory"
 
     def describe(self, lends: str = "lends at most") -> str:
-        """``N GPUs (+B borrowable) (lends at most L)``: the quota as the preview and the report's diagram say it."""
+        """``N GPUs (+B borrowable) (lends at most L)``: the quota as the preview and the report's diagram say it; a
+        CPU flavor's as ``N CPUs, M memory for CPU-only work``."""
+        if self.cpu_only is not None:
+            return f"{self.cpu_only} for CPU-only work"
         text = f"{self.gpus} GPUs"
         if self.borrowing is not None:
             text += f" (+{self.borrowing} borrowable)"
@@ -84,10 +88,13 @@ def team_queues(graph: ResourceGraph) -> list[TeamQueue]:
         for group in cq.inputs["spec"].get("resourceGroups", []):
             for flavor in group.get("flavors", []):
                 gpu: dict[str, Any] = next((r for r in flavor["resources"] if r["name"] == "nvidia.com/gpu"), {})
+                nominal = {r["name"]: str(r.get("nominalQuota")) for r in flavor["resources"]}
+                cpu_only = f"{nominal['cpu']} CPUs, {nominal.get('memory', '0')} memory" \
+                    if nominal.get("nvidia.com/gpu") == "0" and nominal.get("cpu", "0") != "0" else None
                 flavors.append(FlavorQuota(
                     str(flavor["name"]), str(gpu.get("nominalQuota", "?")),
                     str(gpu["borrowingLimit"]) if "borrowingLimit" in gpu else None,
-                    str(gpu["lendingLimit"]) if "lendingLimit" in gpu else None))
+                    str(gpu["lendingLimit"]) if "lendingLimit" in gpu else None, cpu_only))
         out.append(TeamQueue(team=str(team), urn=cq.urn, flavors=tuple(flavors), local_queue=team in local,
                              gpu_ceiling=str(quotas.get(team, {}).get("requests.nvidia.com/gpu", "none")),
                              acceptance=team == ACCEPTANCE_QUEUE,
