@@ -173,12 +173,13 @@ def test_every_key_a_finding_can_point_at_is_a_key_of_the_stack_file() -> None:
     from blueprint.schema.stack_file import stack_file_schema
 
     schema = stack_file_schema()
-    under = {".{1}": "gpu-cluster:spec.aws.nodeGroups[0]", ".ssh": "gpu-cluster:spec.aws.nodeGroups[0]",
+    under = {".{1}": "gpu-cluster:spec.aws.nodeGroups[0]", ".ssh.sourceCidrs": "gpu-cluster:spec.aws.nodeGroups[0]",
              ".efaInterfaces": "gpu-cluster:spec.aws.nodeGroups[0]", ".placement": "gpu-cluster:spec.aws.nodeGroups[0]",
              ".checkpointBucket.softDeleteDays": "gpu-cluster:spec.gcp.storage",
              ".database.backupRetentionDays": "gpu-cluster:spec.scheduler.slurm.accounting",
              ".containerLogs.retentionDays": "gpu-cluster:spec.aws.telemetry", ".quotas": "gpu-cluster:spec.teams[0]",
              ".budget": "gpu-cluster:spec.teams[0]", ".costCenter": "gpu-cluster:spec.teams[0]",
+             ".name": "gpu-cluster:spec.teams[0]",
              ".login.sourceCidrs{1}": "gpu-cluster:spec.scheduler.slurm",
              ".accounting.enabled": "gpu-cluster:spec.scheduler.slurm",
              ".partitions[{name}]": "gpu-cluster:spec.scheduler.slurm"}
