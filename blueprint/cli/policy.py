@@ -10,7 +10,10 @@ from typing import Any
 from blueprint.cli.common import EXIT_OK, EXIT_POLICY, output_option, target_graph, write
 from blueprint.files.output import OutputError, check_output_file
 from blueprint.graph.load import GRAPH_SUFFIXES
+from blueprint.graph.model import ResourceGraph
 from blueprint.policy.runner import (
+    PolicyReport,
+    StackKey,
     load_config_file,
     load_pack,
     render_json,
@@ -53,19 +56,36 @@ def run(args: argparse.Namespace) -> int:
     report = run_policies(graph, config, pack)
     stack = graph.stack or Path(artifact).stem
 
+    uri, text = _stack_file_for(args, stack, artifact)
+
     def sarif() -> str:
         from blueprint.policy.sarif import render_sarif
 
-        uri, text = _stack_file_for(args, stack, artifact)
         return render_sarif(report, stack, graph, uri, text)
     renderers = {
-        "table": lambda: render_table(report),
-        "markdown": lambda: render_markdown(report, graph.stack or artifact),
-        "json": lambda: render_json(report),
+        "table": lambda: render_table(report, _keys(report, graph, uri, text)),
+        "markdown": lambda: render_markdown(report, graph.stack or artifact, _keys(report, graph, uri, text)),
+        "json": lambda: render_json(report, _keys(report, graph, uri, text)),
         "sarif": sarif,
     }
     write(renderers[args.format](), args.output)
     return EXIT_OK if report.passed else EXIT_POLICY
+
+
+def _keys(report: PolicyReport, graph: ResourceGraph, uri: str | None, text: str | None) -> list[StackKey]:
+    """Per violation, the stack-file key its fix changes and, when the stack file was read, its line there."""
+    from blueprint.graph.provenance import locate
+    from blueprint.policy.spec_keys import finding_key
+
+    keys = []
+    for v in report.violations:
+        path = finding_key(graph, v)
+        if uri is None or text is None:
+            keys.append(StackKey(path))
+            continue
+        found = locate(text, path)
+        keys.append(StackKey(path, f"{uri}:{found.line}", not found.exact))
+    return keys
 
 
 def _catalog(args: argparse.Namespace) -> int:

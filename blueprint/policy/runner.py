@@ -12,7 +12,7 @@ import gc
 import importlib
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -71,6 +71,25 @@ class Violation:
     field: str = ""
     value: Any = None
     fix: str = ""
+
+
+@dataclass(frozen=True)
+class StackKey:
+    """The stack-file key a finding's fix changes (``gpu-cluster:spec.aws.nodeGroups[1].maxSize``) and where the file
+    has it (``stacks/Pulumi.prod-aws.yaml:130``; "" when no stack file was read); ``add`` when the file leaves the key
+    to its default and ``at`` is its nearest enclosing key's line."""
+
+    path: str
+    at: str = ""
+    add: bool = False
+
+    def where(self) -> str:
+        """``<file>:<line>``, or ``not in the file: add it under the key at <file>:<line>``; "" when unknown."""
+        return f"not in the file: add it under the key at {self.at}" if self.add and self.at else self.at
+
+    def text(self) -> str:
+        """``<key> (<where>)``, or the key alone when no stack file was read."""
+        return f"{self.path} ({self.where()})" if self.at else self.path
 
 
 @dataclass
@@ -393,17 +412,20 @@ def _seen(value: Any) -> str:
     return text if len(text) <= TABLE_VALUE_CHARS else text[:TABLE_VALUE_CHARS - 1] + "…"
 
 
-def render_table(report: PolicyReport) -> str:
+def render_table(report: PolicyReport, keys: Sequence[StackKey] | None = None) -> str:
     """A plain-text verdict and table for terminals and logs: per violation its resource, requirement, field with
-    the value seen (``(not set)`` for a missing one) and fix."""
+    the value seen (``(not set)`` for a missing one), the stack-file key to change (``keys``, one per violation, when
+    given) and fix."""
     lines = [verdict_line(report)]
-    for v in report.violations:
+    for i, v in enumerate(report.violations):
         lines.append(f"  {v.enforcement.upper():9} {v.severity:8} {v.policy}")
         lines.append(f"            {v.urn or '(stack)'}")
         lines.append(f"            {_short(v.message)}")
         if v.field:
             seen = "(not set)" if v.value is None else f"= {_seen(v.value)}"
             lines.append(f"            field: {v.field} {seen}")
+        if keys is not None:
+            lines.append(f"            stack file: {keys[i].text()}")
         if v.fix:
             lines.append(f"            fix: {v.fix}")
     return "\n".join(lines) + "\n"
@@ -417,18 +439,21 @@ def verdict_line(report: PolicyReport) -> str:
             f"{len(report.rules)} policies in {report.pack})")
 
 
-def render_markdown(report: PolicyReport, stack: str) -> str:
-    """A pull-request comment."""
+def render_markdown(report: PolicyReport, stack: str, keys: Sequence[StackKey] | None = None) -> str:
+    """A pull-request comment; with ``keys`` (one per violation) a column names the stack-file key to change."""
     icon = "✅" if report.passed else "❌"
     out = [f"### {icon} Policy check for {md_code(stack, table=False)}", "", verdict_line(report), ""]
     if report.violations:
-        out += ["| enforcement | severity | policy | resource | field | requirement |",
-                "| --- | --- | --- | --- | --- | --- |"]
-        for v in report.violations:
+        key_head, key_rule = ("stack-file key | ", "--- | ") if keys is not None else ("", "")
+        out += [f"| enforcement | severity | policy | resource | field | {key_head}requirement |",
+                f"| --- | --- | --- | --- | --- | {key_rule}--- |"]
+        for i, v in enumerate(report.violations):
             name = v.urn.rsplit("::", 1)[-1] if v.urn else "(stack)"
             text = md_text(_short(v.message))
             field = md_code(v.field) if v.field else ""
-            out.append(f"| {v.enforcement} | {v.severity} | `{v.policy}` | {md_code(name)} | {field} | {text} |")
+            key = "" if keys is None else md_code(keys[i].path) + (
+                f" ({md_text(keys[i].where())})" if keys[i].at else "") + " | "
+            out.append(f"| {v.enforcement} | {v.severity} | `{v.policy}` | {md_code(name)} | {field} | {key}{text} |")
         by_name = {r.name: r for r in report.rules}
         fixes = sorted({v.policy for v in report.violations})
         out += ["", "<details><summary>How to fix</summary>", ""]
@@ -437,7 +462,14 @@ def render_markdown(report: PolicyReport, stack: str) -> str:
     return "\n".join(out) + "\n\n"  # a blank line after the last block, so the next section renders
 
 
-def render_json(report: PolicyReport) -> str:
+def render_json(report: PolicyReport, keys: Sequence[StackKey] | None = None) -> str:
     """``{"violations": [{"policy", "enforcement", "severity", "urn", "type", "message", "field", "value",
-    "fix"}]}``."""
-    return json.dumps({"violations": [asdict(v) for v in report.violations]}, indent=2) + "\n"
+    "fix"}]}``; with ``keys`` (one per violation) also ``specPath`` (the stack-file key to change) and, when a stack
+    file was read, ``stackFile`` (``<file>:<line>``) and ``addKey`` (the file leaves the key to its default: the line
+    is its nearest enclosing key's)."""
+    rows = [asdict(v) for v in report.violations]
+    for row, key in zip(rows, keys or (), strict=False):
+        row["specPath"] = key.path
+        if key.at:
+            row |= {"stackFile": key.at, "addKey": key.add}
+    return json.dumps({"violations": rows}, indent=2) + "\n"

@@ -393,6 +393,12 @@ def test_pack_taggable_types_cover_every_taggable_resource_of_the_program() -> N
 # --- command line and formats -------------------------------------------------------------------
 
 
+def _line(text: str) -> int:
+    """The number of prod-aws's stack-file line that reads ``text`` (stripped): where the CLI says a key is."""
+    lines = (Path(__file__).parents[2] / "stacks" / "Pulumi.prod-aws.yaml").read_text().splitlines()
+    return next(i for i, line in enumerate(lines, start=1) if line.strip() == text)
+
+
 def _write_graph(tmp_path: Path, graph: ResourceGraph) -> Path:
     path = tmp_path / "graph.json"
     path.write_text(graph.to_json())
@@ -425,8 +431,9 @@ def test_cli_reads_a_pulumi_preview_json(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["policy", str(path), "--format", "json"]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert [v["policy"] for v in doc["violations"]] == ["cost-attribution-installed"]
+    # and the stack-file key to change, with its line in the stack's file (stacks/Pulumi.<stack>.yaml)
     assert set(doc["violations"][0]) == {"policy", "enforcement", "severity", "urn", "type", "message", "field",
-                                         "value", "fix"}
+                                         "value", "fix", "specPath", "stackFile", "addKey"}
 
 
 def test_markdown_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -434,10 +441,11 @@ def test_markdown_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["policy", str(path), "--format", "markdown"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("### ✅ Policy check for `prod-aws`\n")
-    assert "| enforcement | severity | policy | resource | field | requirement |\n" \
-           "| --- | --- | --- | --- | --- | --- |\n" in out
+    assert "| enforcement | severity | policy | resource | field | stack-file key | requirement |\n" \
+           "| --- | --- | --- | --- | --- | --- | --- |\n" in out
     assert "| advisory | high | `aws-ec2-launch-template-requires-imdsv2` | `nodegroup-h100-lt` | " \
-           "`metadataOptions.httpTokens` | Launch template prod-train-h100 must require IMDSv2" in out
+           "`metadataOptions.httpTokens` | `gpu-cluster:spec.aws.nodeGroups[1]` (stacks/Pulumi.prod-aws.yaml:" \
+           f"{_line('- name: h100')}) | Launch template prod-train-h100 must require IMDSv2" in out
     path = _write_graph(tmp_path, MUTATIONS["open the endpoint to 0.0.0.0/0"][0](prod()))
     assert main(["policy", str(path), "--format", "markdown"]) == 1
     out = capsys.readouterr().out
@@ -448,7 +456,8 @@ def test_markdown_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     # a violation with no field leaves the cell empty; one whose field holds a pipe keeps the table's columns
     path = _write_graph(tmp_path, MUTATIONS["remove OpenCost"][0](prod()))
     main(["policy", str(path), "--format", "markdown"])
-    assert "| mandatory | medium | `cost-attribution-installed` | `(stack)` |  | The stack must install" in \
+    assert "| mandatory | medium | `cost-attribution-installed` | `(stack)` |  | `gpu-cluster:spec` " \
+           f"(stacks/Pulumi.prod-aws.yaml:{_line('gpu-cluster:spec:')}) | The stack must install" in \
         capsys.readouterr().out
     violation = Violation("p", "advisory", "low", "", "", "d\nm", field='metadata.labels["a|b"]', value="x")
     row = render_markdown(PolicyReport("pack", [violation]), "s").splitlines()[6]
@@ -466,12 +475,15 @@ def test_text_and_json_carry_field_value_and_fix(tmp_path: Path, capsys: pytest.
         "            Launch template prod-train-h100 must require IMDSv2 (httpTokens: required); IMDSv1 lets any SSRF "
         "read the node's credentials.\n"
         "            field: metadataOptions.httpTokens = \"optional\"\n"
+        "            stack file: gpu-cluster:spec.aws.nodeGroups[1] (stacks/Pulumi.prod-aws.yaml:"
+        f"{_line('- name: h100')})\n"
         "            fix: Keep metadataOptions httpTokens: required and httpPutResponseHopLimit: 1 "
         "(components/aws/compute.py).\n") in out
     # no field: no field line, but the fix
     assert ("            (stack)\n"
             "            The stack must install cost attribution (OpenCost) so cost per job, team and model can be "
             "read.\n"
+            f"            stack file: gpu-cluster:spec (stacks/Pulumi.prod-aws.yaml:{_line('gpu-cluster:spec:')})\n"
             "            fix: Keep the OpenCost release of the Monitoring component.\n") in out
     assert main(["policy", str(path), "--format", "json"]) == 1
     doc = {v["policy"]: v for v in json.loads(capsys.readouterr().out)["violations"]}

@@ -173,12 +173,13 @@ def test_every_key_a_finding_can_point_at_is_a_key_of_the_stack_file() -> None:
     from blueprint.schema.stack_file import stack_file_schema
 
     schema = stack_file_schema()
-    under = {".{1}": "gpu-cluster:spec.aws.nodeGroups[0]", ".ssh": "gpu-cluster:spec.aws.nodeGroups[0]",
+    under = {".{1}": "gpu-cluster:spec.aws.nodeGroups[0]", ".ssh.sourceCidrs": "gpu-cluster:spec.aws.nodeGroups[0]",
              ".efaInterfaces": "gpu-cluster:spec.aws.nodeGroups[0]", ".placement": "gpu-cluster:spec.aws.nodeGroups[0]",
              ".checkpointBucket.softDeleteDays": "gpu-cluster:spec.gcp.storage",
              ".database.backupRetentionDays": "gpu-cluster:spec.scheduler.slurm.accounting",
              ".containerLogs.retentionDays": "gpu-cluster:spec.aws.telemetry", ".quotas": "gpu-cluster:spec.teams[0]",
              ".budget": "gpu-cluster:spec.teams[0]", ".costCenter": "gpu-cluster:spec.teams[0]",
+             ".name": "gpu-cluster:spec.teams[0]",
              ".login.sourceCidrs{1}": "gpu-cluster:spec.scheduler.slurm",
              ".accounting.enabled": "gpu-cluster:spec.scheduler.slurm",
              ".partitions[{name}]": "gpu-cluster:spec.scheduler.slurm"}
@@ -192,3 +193,32 @@ def test_every_key_a_finding_can_point_at_is_a_key_of_the_stack_file() -> None:
         for step in re.findall(r"\.([^.\[\]]+)|\[([^\]]+)\]", key.removeprefix("gpu-cluster:spec")):
             node = _schema_node(schema, node["properties"][step[0]] if step[0] else node["items"]) \
                 if not (step[0] and node.get("additionalProperties") and "properties" not in node) else {}
+
+
+def test_table_markdown_and_json_name_the_key_to_change(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Not only SARIF: each format names the stack-file key a finding's fix changes and its line; a key the file
+    leaves to its default is named with its nearest enclosing key's line and the word to add it."""
+    path, changed = _change("dev-aws", r"^\s*maxSize: 2$", "maxSize: 80", tmp_path, nth=1)
+    where = f"{path}:{changed}"
+    assert main(["policy", str(path)]) in (0, 1)
+    assert f"            stack file: gpu-cluster:spec.aws.nodeGroups[1].maxSize ({where})\n" in capsys.readouterr().out
+    assert main(["policy", str(path), "--format", "markdown"]) in (0, 1)
+    out = capsys.readouterr().out
+    assert "| field | stack-file key | requirement |" in out
+    assert f"| `scalingConfig.maxSize` | `gpu-cluster:spec.aws.nodeGroups[1].maxSize` ({where}) | GPU node" in out
+    assert main(["policy", str(path), "--format", "json"]) in (0, 1)
+    (cap,) = [v for v in json.loads(capsys.readouterr().out)["violations"]
+              if v["policy"] == "aws-eks-gpu-nodegroup-max-size-cap"]
+    assert (cap["specPath"], cap["stackFile"], cap["addKey"]) == ("gpu-cluster:spec.aws.nodeGroups[1].maxSize",
+                                                                  where, False)
+    (tmp_path / "config.json").write_text(json.dumps({"aws-resources-require-billing-tags": {
+        "requiredTags": ["team", "cost-center", "owner", "project"]}}))
+    labels = next(i for i, t in enumerate(path.read_text().splitlines(), start=1) if t.strip() == "labels:")
+    assert main(["policy", str(path), "--config", str(tmp_path / "config.json")]) in (0, 1)
+    assert (f"            stack file: gpu-cluster:spec.labels.project (not in the file: add it under the key at "
+            f"{path}:{labels})\n") in capsys.readouterr().out
+    assert main(["policy", str(path), "--config", str(tmp_path / "config.json"), "--format", "json"]) in (0, 1)
+    tags = [v for v in json.loads(capsys.readouterr().out)["violations"]
+            if v["policy"] == "aws-resources-require-billing-tags"]
+    assert tags and {(v["specPath"], v["stackFile"], v["addKey"]) for v in tags} == {
+        ("gpu-cluster:spec.labels.project", f"{path}:{labels}", True)}

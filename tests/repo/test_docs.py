@@ -82,3 +82,22 @@ def test_the_readme_map_points_at_pages_that_exist() -> None:
     assert links
     for link in links:
         assert (ROOT / link).is_file(), link
+
+
+# The rules blueprint admit gained in issues 35 and 36, which docs/cli.md must list.
+ADMIT_RULES = ("count-validation", "larger-than-any-node", "gpudirect-sidecar", "priority-class-exists",
+               "priority-class-quota", "runtime-class-exists", "scheduler-name", "resource-claim", "dra-not-set-up",
+               "resources")
+
+
+def test_cli_md_lists_the_rules_admit_names_and_no_other() -> None:
+    """docs/cli.md's table of admit's rules lists the new ones, and every name in it is a rule admit's code gives (a
+    quoted string in blueprint/admit or a cloud's admit module)."""
+    text = (ROOT / "docs" / "cli.md").read_text()
+    table = text.split("#### `blueprint admit`: the rules it names", 1)[1].split("\n####", 1)[0]
+    listed = {name for row in table.splitlines() if row.startswith("| ") and not row.startswith("| step")
+              for name in re.findall(r"`([a-z][a-z0-9-]*)`", row.split(" | ", 1)[1])}
+    code = "".join(p.read_text() for p in [*sorted((ROOT / "blueprint" / "admit").glob("*.py")),
+                                             *sorted((ROOT / "blueprint" / "clouds").glob("*/admit.py"))])
+    assert set(ADMIT_RULES) <= listed
+    assert not {name for name in listed if f'"{name}"' not in code}

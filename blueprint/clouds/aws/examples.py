@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -327,11 +328,13 @@ _AWS_SPEC = SPEC_KEY + ".aws"
 # (a node group's item, the control plane, the telemetry section).
 SPEC_KEYS: tuple[KeyRule, ...] = (
     KeyRule(".{1}", _NODE_GROUP, r"scalingConfig\.(maxSize|minSize|desiredSize)"),
-    KeyRule(".ssh", _NODE_GROUP, r"remoteAccess(\..*)?"),
+    # SSH the node group's ssh key opens (a rule per source CIDR); the program never writes remoteAccess, so a
+    # finding on it stays on the node group's own key
+    KeyRule(".ssh.sourceCidrs", "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", r"cidrIpv4",
+            policies=("aws-no-ssh-from-anywhere",), under=re.escape(_AWS_SPEC) + r"\.nodeGroups\[\d+\]"),
     KeyRule(".efaInterfaces", LT, r"networkInterfaces(\[\d+\])?"),
     KeyRule(".placement", LT, r"placement\.groupName"),
     KeyRule(".publicAccessCidrs{1}", EKS_CLUSTER, r"vpcConfig\.publicAccessCidrs" + INDEX),
-    KeyRule(".endpointAccess", EKS_CLUSTER, r"vpcConfig\.endpointPublicAccess"),
     KeyRule(".secretsEncryption", EKS_CLUSTER, r"encryptionConfig(\..*)?"),
     KeyRule(".logTypes", EKS_CLUSTER, r"enabledClusterLogTypes(\[\d+\])?"),
     KeyRule(".database.backupRetentionDays", "aws:rds/instance:Instance", r"backupRetentionPeriod"),
