@@ -101,7 +101,7 @@ def test_prod_passes_every_check_it_can_make(aws: dict[str, float]) -> None:
         "instance-type-offered", "catalog-matches-ec2", "vcpu-quota", "reservation", "bucket-prefix-free",
         "deployer"}
     (quota,) = [c for c in by(checks, "vcpu-quota") if c.status == "pass"]
-    assert quota.detail == "48 vCPUs at max size (system) against a quota of 640"  # 6 x m6i.2xlarge
+    assert quota.detail == "112 vCPUs at max size (system, cpu) against a quota of 640"  # 6 x 8 + 2 x 32
     (p5,) = [c for c in by(checks, "catalog-matches-ec2") if c.subject == "p5.48xlarge"]
     assert p5.detail == "GPUs 8, EFA interfaces 32, NVMe disks 8"
 
@@ -124,7 +124,7 @@ def test_a_quota_too_low(aws: dict[str, float]) -> None:
     aws["L-1216C47A"] = 32.0
     (quota,) = [c for c in by(run(spec_of("prod-aws")), "vcpu-quota") if c.status != "cannot-check"]
     assert quota.status == "fail"
-    assert quota.detail == ("48 vCPUs at max size (system) against a quota of 32: request an increase before "
+    assert quota.detail == ("112 vCPUs at max size (system, cpu) against a quota of 32: request an increase before "
                             "pulumi up")
 
 

@@ -42,13 +42,13 @@ def test_a_gpu_pod_passes_over_the_cpu_flavor(graph_files: Callable[[str], Path]
 def test_past_its_cpu_quota_a_cpu_only_pod_lands_on_gpu_nodes_and_admit_says_why(
         graph_files: Callable[[str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # research's CPU quota on prod-aws is 32 cores and lends nothing: Kueue tries the next flavor, h100
-    code, report = admit(graph_files("prod-aws"), tmp_path, prep(cpu="40"), capsys=capsys)
+    code, report = admit(graph_files("prod-aws"), tmp_path, prep(cpu="20"), capsys=capsys)
     (workload,) = report["workloads"]
     assert code == 0 and workload["flavor"] == "h100"
     assert workload["placements"] == [{"pod_set": "main", "node_group": "h100", "nodes": 1, "pods": 1}]
     assert ("pod set main asks for no GPU but lands on NodeGroup/h100 (p5.48xlarge, a GPU node group): Kueue's "
-            "flavor h100 places it there, past the team's CPU flavor (flavor cpu: 40 cpu needed, at most 32 (nominal "
-            "32 + 0 borrowed from cohort prod-train-gpus (the others lend 0))); it holds a GPU node's CPU and memory "
+            "flavor h100 places it there, past the team's CPU flavor (flavor cpu: 20 cpu needed, at most 16 (nominal "
+            "16 + 0 borrowed from cohort prod-train-gpus (the others lend 0))); it holds a GPU node's CPU and memory "
             "while it runs") in workload["notes"]
 
 

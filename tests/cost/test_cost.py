@@ -42,11 +42,12 @@ def test_prod_totals_match_a_hand_computation(prod_graph: ResourceGraph) -> None
     # prices_aws.yaml: the p5 Capacity Block rate (stale), m6i.2xlarge on demand, gp3 per GB-month, the EKS and NAT
     # gateway hours, KMS per key-month; FSx PERSISTENT_2 500 MB/s/TiB and AWS Budgets have no price read.
     system = 3 * 730 * M6I + 3 * 200 * GP3  # desired 3 system nodes, a month each, x 200 GB root volumes
+    cpu = 2 * 730 * M6I_8X + 2 * 200 * GP3  # the teams' cpu group, 2 nodes at a fixed size
     eks, nat, kms = 730 * EKS, 2 * 730 * NAT_HOUR, 3 * KMS  # keys: data, EKS secrets, container and node logs
-    desired = system + eks + nat + kms  # the block is one-time, kept out of the monthly totals
+    desired = system + cpu + eks + nat + kms  # the block is one-time, kept out of the monthly totals
     # The block's nodes and their 500 GB volumes exist only in its 336-hour window: 336/730 of a month.
     at_max = 16 * 500 * GP3 * 336 / 730 + 6 * 730 * M6I + 6 * 200 * GP3 + eks + nat + kms \
-        + 4 * 730 * M6I_8X + 4 * 200 * GP3  # the teams' cpu group at its maxSize 4
+        + cpu  # the teams' cpu group, fixed
     report = price_graph(prod_graph)
     assert report.total_monthly_usd == pytest.approx(desired)
     assert report.total_monthly_usd_at_max == pytest.approx(at_max)
@@ -59,7 +60,8 @@ def test_cli_totals_with_the_stacks_usage_file_match_a_hand_computation(tmp_path
     """`blueprint cost prod-aws` reads stacks/prod-aws.usage.yaml: S3 $0.023/GB-month, PUT $0.005 and GET
     $0.0004 per 1,000, NAT $0.045/GB processed, internet egress $0.09/GB, logs $0.50/GB ingested and
     $0.03/GB-month stored, on top of the graph's fixed lines."""
-    fixed = 3 * 730 * M6I + 3 * 200 * GP3 + 730 * EKS + 2 * 730 * NAT_HOUR + 3 * KMS
+    fixed = 3 * 730 * M6I + 3 * 200 * GP3 + 2 * 730 * M6I_8X + 2 * 200 * GP3 + 730 * EKS + 2 * 730 * NAT_HOUR \
+        + 3 * KMS
     checkpoints = 12000 * 0.023 + 600 * 0.005 + 2000 * 0.0004
     exports = 50 * 0.023 + 5 * 0.005 + 20 * 0.0004
     nat = 3000 * 0.045 + 200 * 0.09 + 500 * 0.045 + 50 * 0.09
@@ -226,9 +228,10 @@ def test_preview_shows_the_totals_and_their_caveats(capsys: pytest.CaptureFixtur
     # the graph's fixed lines + stacks/prod-aws.usage.yaml (the hand computations above)
     usage = (12000 + 50) * 0.023 + (600 + 5) * 0.005 + (2000 + 20) * 0.0004 + (3000 + 500) * 0.045 \
         + (200 + 50) * 0.09 + (150 + 200 + 20) * 0.50 + (1500 + 2400 + 240) * 0.03
-    common = 730 * EKS + 2 * 730 * NAT_HOUR + 3 * KMS + usage
+    cpu = 2 * 730 * M6I_8X + 2 * 200 * GP3  # the teams' cpu group, 2 nodes at a fixed size
+    common = 730 * EKS + 2 * 730 * NAT_HOUR + 3 * KMS + usage + cpu
     desired = 3 * 730 * M6I + 3 * 200 * GP3 + common
-    at_max = 6 * 730 * M6I + 6 * 200 * GP3 + 16 * 500 * GP3 * 336 / 730 + 4 * 730 * M6I_8X + 4 * 200 * GP3 + common
+    at_max = 6 * 730 * M6I + 6 * 200 * GP3 + 16 * 500 * GP3 * 336 / 730 + common
     # FSx PERSISTENT_2_500 and the budgets have no price read: the totals are lower bounds and say so
     assert f"cost: at least ${desired:,.2f} a month at desired size, at least ${at_max:,.2f} at max size (USD; " \
         in out
@@ -343,7 +346,8 @@ def test_unit_cost_follows_the_seed_formulas(prod_graph: ResourceGraph) -> None:
     report = price_graph(prod_graph)
     unit = unit_cost(report, spec.workload)  # type: ignore[attr-defined]
     assert unit is not None
-    compute = BLOCK + 3 * 730 * M6I + 3 * 200 * GP3  # the compute plane's priced lines at desired size
+    # the compute plane's priced lines at desired size: the block, the system nodes and the teams' cpu group
+    compute = BLOCK + 3 * 730 * M6I + 3 * 200 * GP3 + 2 * 730 * M6I_8X + 2 * 200 * GP3
     terms = dict(unit.terms)
     assert terms["compute (useful share)"] == pytest.approx(compute * 0.80)
     assert terms["idle"] == pytest.approx(compute * 0.15) and terms["retries"] == pytest.approx(compute * 0.05)

@@ -107,7 +107,7 @@ def test_its_role_scales_only_opted_in_groups_of_this_cluster() -> None:
 
 @pytest.mark.parametrize(("stack", "managed", "left"), [
     ("dev-aws", {"l4", "system"}, set()),
-    ("prod-aws", {"system", "cpu"}, {"h100"}),  # a Capacity Block group; the teams' cpu group 0..4
+    ("prod-aws", {"system"}, {"h100", "cpu"}),  # a Capacity Block group; the teams' cpu group at a fixed size
     ("byo-aws", {"system"}, {"a100"}),  # an ODCR group
 ])
 def test_only_open_capacity_groups_with_room_to_scale_are_opted_in(stack: str, managed: set[str],
@@ -234,9 +234,9 @@ def pods_ready_timeout(graph: ResourceGraph) -> str:
 @pytest.mark.parametrize(("stack", "timeout"), [
     ("dev-aws", "25m"),   # l4 0..2, autoscaled by CA: the pods wait for a node to launch and join
     ("dev-gcp", "25m"),   # the Spot GPU pool 0..2, autoscaled by GKE
-    ("prod-aws", "25m"),  # a Capacity Block, scaled by its schedule before jobs run; but the teams' cpu group 0..4
+    ("prod-aws", "10m"),  # a Capacity Block, scaled by its schedule before jobs run; the teams' cpu group fixed
     ("byo-aws", "10m"),   # an ODCR group at its size
-    ("prod-gcp", "25m"),  # a reservation pool at its size; but the teams' cpu pool 0..4, autoscaled by GKE
+    ("prod-gcp", "10m"),  # a reservation pool at its size; the teams' cpu pool fixed
 ])
 def test_pods_have_longer_to_get_ready_where_nodes_come_after_admission(stack: str, timeout: str) -> None:
     """Kueue evicts an admitted workload whose pods are not ready in time: where the autoscaler adds the nodes after
@@ -248,7 +248,6 @@ def test_a_flex_start_pool_keeps_the_short_timeout() -> None:
     """Flex-start nodes are provisioned before admission (the ProvisioningRequest check), so the pods only pull."""
     spec = raw_stack_config("prod-gcp")["gpu-cluster:spec"]
     spec["gcp"]["nodePools"][1].update(minSize=0, desiredSize=0, capacity={"type": "flex-start", "maxRunHours": 72})
-    spec["gcp"]["nodePools"][2].update(minSize=3, desiredSize=3, maxSize=3)  # the teams' cpu pool at a fixed size
     assert pods_ready_timeout(run_spec(spec, "prod-gcp").graph) == "10m"
 
 
@@ -262,7 +261,7 @@ def test_desired_size_is_ignored_only_where_something_else_sets_it() -> None:
                 for ng in graph.of_type("aws:eks/nodeGroup:NodeGroup")}
 
     assert ignoring(offline_run("dev-aws").graph) == {"system": True, "l4": True}  # both autoscaled (CA)
-    assert ignoring(offline_run("prod-aws").graph) == {"system": True, "h100": True, "cpu": True}  # CA; the block
+    assert ignoring(offline_run("prod-aws").graph) == {"system": True, "h100": True, "cpu": False}  # CA; the block
     assert ignoring(offline_run("byo-aws").graph) == {"system": True, "a100": False}  # an ODCR the stack sizes
     spec = raw_stack_config("dev-aws")["gpu-cluster:spec"]
     spec["aws"]["nodeGroups"][1].update(minSize=2, desiredSize=2, maxSize=2)  # fixed: nothing else sizes it

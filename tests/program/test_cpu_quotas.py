@@ -50,9 +50,9 @@ def team(**cpu: Any) -> TeamSpec:
 def test_the_shipped_prod_stacks_give_each_team_cpu_quota() -> None:
     aws = parse_spec(spec("prod-aws"), AWS, provider_region="us-east-1")
     assert [(t.name, [(q.node_group, q.cpu, q.memory_gib) for q in t.cpu_quotas]) for t in aws.teams] == [
-        ("research", [("cpu", 32, 112)]), ("pretraining", [("cpu", 48, 176)]), ("applied", [("cpu", 16, 56)])]
+        ("research", [("cpu", 16, 56)]), ("pretraining", [("cpu", 24, 88)]), ("applied", [("cpu", 8, 28)])]
     gcp = parse_spec(spec("prod-gcp"), GCP, provider_region="us-central1")
-    assert [q.cpu for t in gcp.teams for q in t.cpu_quotas] == [16, 24, 8]
+    assert [q.cpu for t in gcp.teams for q in t.cpu_quotas] == [8, 12, 4]
 
 
 def test_cpu_and_memory_have_no_default() -> None:
@@ -76,13 +76,13 @@ def test_a_cpu_quota_must_be_on_a_node_group_without_gpus() -> None:
 
 def test_the_cpu_quotas_on_a_group_fit_its_nodes_at_max_size() -> None:
     raw = spec("prod-aws")
-    raw["teams"][0]["cpuQuotas"][0].update(cpu=80, memoryGiB=300)  # 80 + 48 + 16 > 4 x 32; 300 + 176 + 56 > 4 x 128
+    raw["teams"][0]["cpuQuotas"][0].update(cpu=80, memoryGiB=300)  # 80 + 24 + 8 > 2 x 32; 300 + 88 + 28 > 2 x 128
     assert errors(raw) == [
-        f"{AWS}: gpu-cluster:spec.teams: CPU quotas' cpu on node group 'cpu' add up to 144 cores (research 80, "
-        "pretraining 48, applied 16) but the group provides at most 128 cores at maxSize 4 (32 cores a node) "
+        f"{AWS}: gpu-cluster:spec.teams: CPU quotas' cpu on node group 'cpu' add up to 112 cores (research 80, "
+        "pretraining 24, applied 8) but the group provides at most 64 cores at maxSize 2 (32 cores a node) "
         "[rule: cpu-quota-fits-node-group]",
-        f"{AWS}: gpu-cluster:spec.teams: CPU quotas' memoryGiB on node group 'cpu' add up to 532 GiB (research 300, "
-        "pretraining 176, applied 56) but the group provides at most 512 GiB at maxSize 4 (128 GiB a node) "
+        f"{AWS}: gpu-cluster:spec.teams: CPU quotas' memoryGiB on node group 'cpu' add up to 416 GiB (research 300, "
+        "pretraining 88, applied 28) but the group provides at most 256 GiB at maxSize 2 (128 GiB a node) "
         "[rule: cpu-quota-fits-node-group]",
     ]
 
@@ -167,12 +167,12 @@ def test_both_clouds_build_the_cpu_flavor_and_quota(stack: str) -> None:
     assert [f["name"] for f in research] == ["cpu", "h100"]
     cpu = {r["name"]: r["nominalQuota"] for r in research[0]["resources"]}
     assert (cpu["nvidia.com/gpu"], cpu["cpu"], cpu["memory"]) == \
-        (("0", "32", "112Gi") if stack == "prod-aws" else ("0", "16", "56Gi"))
+        (("0", "16", "56Gi") if stack == "prod-aws" else ("0", "8", "28Gi"))
     quotas = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"]
               for r in graph.of_type("kubernetes:core/v1:ResourceQuota")}
-    # prod-aws: 96 GPUs' share of p5 (24 cores each) + the 32-core CPU quota; prod-gcp: 96 x 26 (a3-megagpu-8g) + 16 +
-    # the GCS FUSE sidecar's room on the 20 nodes its queue reaches (16 h100 + 4 cpu)
-    assert quotas["research"]["requests.cpu"] == ("2336" if stack == "prod-aws" else "2517")
+    # prod-aws: 96 GPUs' share of p5 (24 cores each) + the 16-core CPU quota; prod-gcp: 96 x 26 (a3-megagpu-8g) + 8 +
+    # the GCS FUSE sidecar's room on the 18 nodes its queue reaches (16 h100 + 2 cpu)
+    assert quotas["research"]["requests.cpu"] == ("2320" if stack == "prod-aws" else "2509")
 
 
 def test_the_cluster_autoscaler_runs_on_the_system_group_not_the_teams_cpu_group() -> None:

@@ -279,9 +279,9 @@ def test_team_namespaces_are_labelled_isolated_and_quota_bound() -> None:
             assert labels["pod-security.kubernetes.io/enforce"] == "baseline", name
     quotas = {r.inputs["metadata"]["namespace"]: r.inputs["spec"]["hard"]
               for r in graph.of_type("kubernetes:core/v1:ResourceQuota")}
-    # 96 GPUs' share of p5 nodes (2304 cores, 24576 GiB) plus the team's CPU quota on the cpu group (32, 112 GiB)
-    assert quotas["research"] == {"requests.nvidia.com/gpu": "96", "requests.cpu": "2336",
-                                  "requests.memory": "24688Gi", "requests.vpc.amazonaws.com/efa": "384"}
+    # 96 GPUs' share of p5 nodes (2304 cores, 24576 GiB) plus the team's CPU quota on the cpu group (16, 56 GiB)
+    assert quotas["research"] == {"requests.nvidia.com/gpu": "96", "requests.cpu": "2320",
+                                  "requests.memory": "24632Gi", "requests.vpc.amazonaws.com/efa": "384"}
     assert {r.inputs["metadata"]["namespace"] for r in graph.of_type("kubernetes:core/v1:LimitRange")} == \
         {"research", "pretraining", "applied"}
     binding = next(r.inputs for r in graph.of_type("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")

@@ -550,19 +550,18 @@ def test_every_version_in_standard_support_loads_and_unsourced_addons_are_left_t
 
 def test_an_autoscaled_group_needs_a_cluster_autoscaler_release_for_the_kubernetes_version(
         prod_spec: dict[str, Any]) -> None:
-    """CA has no 1.37 release in the catalog: the system group (on-demand, 2..6) and the teams' cpu group (0..4) cannot
-    be autoscaled there. The Capacity Block group (0..16) is never autoscaled, so it is not named, and fixed-size
-    groups load."""
+    """CA has no 1.37 release in the catalog: the system group (on-demand, 2..6) cannot be autoscaled there. The
+    Capacity Block group (0..16) is never autoscaled and the teams' cpu group is fixed, so neither is named, and
+    fixed-size groups load."""
     prod_spec["aws"]["controlPlane"]["kubernetesVersion"] = "1.37"
     assert errors(prod_spec) == [
         f"{P}.aws.controlPlane.kubernetesVersion: the Cluster Autoscaler has no release for Kubernetes 1.37 in "
         "components/catalog/charts.yaml (clusterAutoscaler; releases for 1.34, 1.35, 1.36), and it would manage node "
-        "group(s) system, cpu (on-demand or spot with minSize < maxSize); it runs the release of the cluster's minor, "
+        "group(s) system (on-demand or spot with minSize < maxSize); it runs the release of the cluster's minor, "
         "so use kubernetesVersion 1.36, or give those groups minSize = maxSize until a 1.37 release is pinned "
         "[rule: cluster-autoscaler-release]"
     ]
     group(prod_spec, "system").update(minSize=3, maxSize=3)
-    group(prod_spec, "cpu").update(minSize=3, desiredSize=3, maxSize=3)
     parse_spec(prod_spec, FILE, provider_region="us-east-1")
 
 
