@@ -281,15 +281,25 @@ class Queues(pulumi.ComponentResource):
         if topology is not None and any(p.placed for p in inputs.pools):
             manifests.append(obj.topology(topology))
         manifests += [obj.resource_flavor(p, topology.name if topology else None) for p in inputs.pools]
-        manifests += [obj.cpu_resource_flavor(p) for p in inputs.cpu_pools]
+        cpu_pools = inputs.cpu_pools_by_name
+
+        def tas_only(team: Any) -> bool:  # every GPU flavor of the team's queue has a topology
+            gpu = team_flavor_quotas(team, pools)
+            return topology is not None and bool(gpu) and all(fq.pool.placed for fq in gpu)
+        variants = {(fq.pool.name, tas_only(t)) for t in inputs.teams for fq in team_cpu_flavor_quotas(t, cpu_pools)}
+        both = {name for name, tas in variants if (name, not tas) in variants}
+        if any(tas for _, tas in variants):
+            manifests.append(obj.topology(obj.HOST_TOPOLOGY))
+        manifests += [obj.cpu_resource_flavor(cpu_pools[name], tas, name in both) for name, tas in sorted(variants)]
         if cohort_name:
             manifests.append(obj.cohort(cohort_name))
         manifests += obj.priority_classes()
         if any(p.queued for p in inputs.pools):
             manifests += obj.provisioning_request_check(covered)
-        cpu_pools = inputs.cpu_pools_by_name
-        manifests += [obj.cluster_queue(t, team_flavor_quotas(t, pools), cohort_name, covered,
-                                        team_cpu_flavor_quotas(t, cpu_pools)) for t in inputs.teams]
+        manifests += [obj.cluster_queue(
+            t, team_flavor_quotas(t, pools), cohort_name, covered, team_cpu_flavor_quotas(t, cpu_pools),
+            [obj.cpu_flavor_name(fq.pool, tas_only(t), fq.pool.name in both)
+             for fq in team_cpu_flavor_quotas(t, cpu_pools)]) for t in inputs.teams]
         for m in manifests:
             apply(object_name(name, m), m, after)
         for team in inputs.teams:

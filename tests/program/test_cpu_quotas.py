@@ -20,7 +20,7 @@ from components.kubernetes.quotas import (
     team_flavor_quotas,
 )
 from components.spec import SpecError, TeamSpec, parse_spec
-from tests.conftest import offline_run, raw_stack_config
+from tests.conftest import SHIPPED_STACKS, offline_run, raw_stack_config, run_spec
 
 AWS = "stacks/Pulumi.prod-aws.yaml"
 GCP = "stacks/Pulumi.prod-gcp.yaml"
@@ -161,7 +161,10 @@ def test_a_growing_cpu_pool_gives_pods_the_scale_up_timeout() -> None:
 def test_both_clouds_build_the_cpu_flavor_and_quota(stack: str) -> None:
     graph = offline_run(stack).graph
     flavors = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type(KUEUE + "ResourceFlavor")}
-    assert flavors["cpu"] == {"nodeLabels": {"gpu-cluster/node-group": "cpu"}}
+    # The h100 flavor has a topology, so the cpu flavor has one too (the hosts): the team queues stay TAS-only.
+    assert flavors["cpu"] == {"nodeLabels": {"gpu-cluster/node-group": "cpu"}, "topologyName": "hosts"}
+    topologies = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type(KUEUE + "Topology")}
+    assert topologies["hosts"] == {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]}
     cqs = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type(KUEUE + "ClusterQueue")}
     research = cqs["research"]["resourceGroups"][0]["flavors"]
     assert [f["name"] for f in research] == ["cpu", "h100"]
@@ -181,3 +184,33 @@ def test_the_cluster_autoscaler_runs_on_the_system_group_not_the_teams_cpu_group
     (term,) = ca.inputs["values"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"]
     assert term == {"matchExpressions": [{"key": "gpu-cluster/node-group", "operator": "In", "values": ["system"]}]}
+
+
+@pytest.mark.parametrize("stack", SHIPPED_STACKS)
+def test_every_team_queue_is_tas_only_or_has_no_tas_flavor(stack: str) -> None:
+    """Kueue applies topology-aware scheduling to a pod set that asks for none only in a TAS-only ClusterQueue; in a
+    queue that mixes flavors with and without a topology it refuses such a pod set every TAS flavor ("supports only
+    TopologyAwareScheduling"), and GPU jobs without a topology annotation would never be admitted."""
+    graph = offline_run(stack).graph
+    tas = {r.inputs["metadata"]["name"]: "topologyName" in r.inputs["spec"]
+           for r in graph.of_type(KUEUE + "ResourceFlavor")}
+    for cq in graph.of_type(KUEUE + "ClusterQueue"):
+        names = [f["name"] for g in cq.inputs["spec"].get("resourceGroups", []) for f in g["flavors"]]
+        assert len({tas[n] for n in names}) <= 1, (cq.inputs["metadata"]["name"], {n: tas[n] for n in names})
+
+
+def test_a_stack_whose_teams_mix_placed_and_open_gpu_groups_gets_both_cpu_flavors() -> None:
+    """research queues only the placed h100 group (TAS-only: the cpu flavor with hosts); applied queues an open l4
+    group too (no topology there: the cpu flavor without one, named apart)."""
+    raw = spec("prod-aws")
+    raw["aws"]["nodeGroups"].append({"name": "l4", "instanceType": "g6.xlarge", "minSize": 0, "desiredSize": 0,
+                                     "maxSize": 2})
+    applied = next(t for t in raw["teams"] if t["name"] == "applied")
+    applied["quotas"] = [{"nodeGroup": "l4", "gpus": 2}]
+    graph = run_spec(raw, "prod-aws").graph
+    flavors = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type(KUEUE + "ResourceFlavor")}
+    assert flavors["cpu"]["topologyName"] == "hosts" and "topologyName" not in flavors["cpu-no-topology"]
+    assert flavors["cpu-no-topology"]["nodeLabels"] == {"gpu-cluster/node-group": "cpu"}
+    cqs = {r.inputs["metadata"]["name"]: [f["name"] for f in r.inputs["spec"]["resourceGroups"][0]["flavors"]]
+           for r in graph.of_type(KUEUE + "ClusterQueue")}
+    assert cqs["research"] == ["cpu", "h100"] and cqs["applied"] == ["cpu-no-topology", "l4"]

@@ -51,11 +51,30 @@ def resource_flavor(pool: GpuPool, topology_name: str | None) -> Manifest:
     return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": meta(pool.name), "spec": spec}
 
 
-def cpu_resource_flavor(pool: CpuPool) -> Manifest:
+# Kueue applies topology-aware scheduling to a pod set that asks for none only in a ClusterQueue whose flavors all
+# have a topology ("TAS-only"); elsewhere it refuses such a pod set every TAS flavor ("Flavor ... supports only
+# TopologyAwareScheduling": kubernetes-sigs/kueue pkg/scheduler/flavorassigner/tas_flavorassigner.go, isTASImplied /
+# IsTASOnly). A CPU flavor without a topology beside TAS GPU flavors would make every GPU job that carries no
+# topology annotation inadmissible, so a team whose GPU flavors all have one gets a CPU flavor with a one-level
+# topology of hosts (every node has the label).
+HOST_TOPOLOGY = NetworkTopology(name="hosts", node_labels=("kubernetes.io/hostname",))
+
+
+def cpu_flavor_name(pool: CpuPool, tas: bool, both: bool) -> str:
+    """The CPU flavor's name: the group's, or with ``-no-topology`` for the variant without one when a stack needs
+    both (teams whose GPU flavors all have a topology beside teams whose do not)."""
+    return f"{pool.name}-no-topology" if both and not tas else pool.name
+
+
+def cpu_resource_flavor(pool: CpuPool, tas: bool = False, both: bool = False) -> Manifest:
     """One flavor per node group without GPUs that teams have CPU quota on: its node label and no toleration, so the
-    pods it takes stay off the GPU nodes (tainted nvidia.com/gpu) and off the system nodes (another label)."""
-    return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": meta(pool.name),
-            "spec": {"nodeLabels": {NODE_GROUP_LABEL: pool.name}}}
+    pods it takes stay off the GPU nodes (tainted nvidia.com/gpu) and off the system nodes (another label); with
+    ``tas`` the hosts topology, so its teams' ClusterQueues stay TAS-only."""
+    spec: Manifest = {"nodeLabels": {NODE_GROUP_LABEL: pool.name}}
+    if tas:
+        spec["topologyName"] = HOST_TOPOLOGY.name
+    return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": meta(cpu_flavor_name(pool, tas, both)),
+            "spec": spec}
 
 
 def cohort(name: str) -> Manifest:
@@ -89,7 +108,8 @@ def covered_resources(pools: Sequence[GpuPool], fabric_resource: str | None) -> 
 
 
 def cluster_queue(team: TeamSpec, flavors: Sequence[FlavorQuota], cohort_name: str | None,
-                  covered: Sequence[str], cpu_flavors: Sequence[CpuFlavorQuota] = ()) -> Manifest:
+                  covered: Sequence[str], cpu_flavors: Sequence[CpuFlavorQuota] = (),
+                  cpu_flavor_names: Sequence[str] | None = None) -> Manifest:
     """The team's ClusterQueue: nominal quota per flavor, borrowing/lending limits, preemption; flavors whose nodes
     come through a ProvisioningRequest (GKE flex-start) are admitted only once the request is provisioned.
 
@@ -103,8 +123,9 @@ def cluster_queue(team: TeamSpec, flavors: Sequence[FlavorQuota], cohort_name: s
         "queueingStrategy": "BestEffortFIFO",
         "resourceGroups": [{
             "coveredResources": list(covered),
-            "flavors": [*({"name": fq.pool.name, "resources": resource_entries(fq.nominal, None, lend, covered)}
-                          for fq in cpu_flavors),
+            "flavors": [*({"name": name, "resources": resource_entries(fq.nominal, None, lend, covered)}
+                          for fq, name in zip(cpu_flavors, cpu_flavor_names or [fq.pool.name for fq in cpu_flavors],
+                                              strict=True)),
                         *({"name": fq.pool.name,
                            "resources": resource_entries(fq.nominal, fq.borrowing_limit, fq.lending_limit, covered)}
                           for fq in flavors)],
