@@ -213,14 +213,17 @@ def test_flavor_targets_the_node_group_tolerates_the_taint_and_uses_the_topology
     graph = offline_run("prod-aws").graph
     by_name = {f["metadata"]["name"]: f for f in kueue_objects(graph, "ResourceFlavor")}
     flavor, cpu = by_name["h100"], by_name["cpu"]
-    assert cpu["spec"] == {"nodeLabels": {"gpu-cluster/node-group": "cpu"}}  # teams' CPU-only work: no toleration
+    # teams' CPU-only work: no toleration; the hosts topology, as h100 has one (a TAS-only queue)
+    assert cpu["spec"] == {"nodeLabels": {"gpu-cluster/node-group": "cpu"}, "topologyName": "hosts"}
     assert flavor["spec"] == {
         "nodeLabels": {"gpu-cluster/node-group": "h100"},
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "topologyName": "aws-network",
     }
-    (topology,) = kueue_objects(graph, "Topology")
-    assert [lvl["nodeLabel"] for lvl in topology["spec"]["levels"]][-1] == "kubernetes.io/hostname"
+    topologies = {t["metadata"]["name"]: t for t in kueue_objects(graph, "Topology")}
+    assert set(topologies) == {"aws-network", "hosts"}  # the network's, and the cpu flavor's one level of hosts
+    for topology in topologies.values():
+        assert [lvl["nodeLabel"] for lvl in topology["spec"]["levels"]][-1] == "kubernetes.io/hostname"
     dev_flavor = kueue_objects(offline_run("dev-aws").graph, "ResourceFlavor")[0]
     assert "topologyName" not in dev_flavor["spec"]  # a single-GPU group without EFA is not placed
 
