@@ -575,13 +575,16 @@ def test_gke_runs_its_own_gpu_stack_and_prometheus_scrapes_its_dcgm() -> None:
 
 def test_gke_topology_levels_are_used_for_the_reserved_pool() -> None:
     graph = offline_run("prod-gcp").graph
-    (topology,) = [r.inputs for r in graph.resources if r.type.endswith(":Topology")]
+    topologies = {r.inputs["metadata"]["name"]: r.inputs for r in graph.resources if r.type.endswith(":Topology")}
+    topology = topologies["gke-network"]
     assert [lv["nodeLabel"] for lv in topology["spec"]["levels"]] == [
         "cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock",
         "cloud.google.com/gce-topology-host", "kubernetes.io/hostname"]
     flavors = {r.inputs["metadata"]["name"]: r.inputs for r in graph.of_type(KUEUE + "ResourceFlavor")}
     assert flavors["h100"]["spec"]["topologyName"] == topology["metadata"]["name"]
-    assert "topologyName" not in flavors["cpu"]["spec"]  # the teams' cpu pool is not placed
+    # The teams' cpu pool is not placed; its flavor has the one-level hosts topology, so the queues stay TAS-only.
+    assert flavors["cpu"]["spec"]["topologyName"] == "hosts"
+    assert topologies["hosts"]["spec"]["levels"] == [{"nodeLabel": "kubernetes.io/hostname"}]
 
 
 def test_team_pods_reach_the_gke_metadata_server_and_may_run_gke_sidecars() -> None:
