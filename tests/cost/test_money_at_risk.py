@@ -172,6 +172,6 @@ def test_what_was_not_found_stays_listed_with_what_was_looked_for() -> None:
     for, and stays a line without a price (never $0)."""
     aws, gcp = prices_for("aws"), prices_for("gcp")
     for price in (aws["fsx_lustre.PERSISTENT_2_500"], gcp["managed_lustre.tier-125"]):
-        assert not price.known and "issue 36" in price.note and price.as_of == "2026-12-03"
+        assert not price.known and "issue 36" in price.note and price.as_of == "2026-12-02"
     assert "fsx_lustre.PERSISTENT_2_500" in price_graph(_golden("prod-aws")).unpriced
     assert "managed_lustre.tier-500" in price_graph(_golden("prod-gcp")).unpriced

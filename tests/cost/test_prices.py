@@ -129,3 +129,21 @@ def test_a_bad_price_file_is_refused_with_its_key_path_and_rule(change: tuple[st
 def test_a_price_file_with_yaml_aliases_is_refused() -> None:
     with pytest.raises(PriceCatalogError, match=r"rule: yaml-"):
         parse_prices("a: &x {usd: 1}\nb: *x\n", "p.yaml")
+
+
+def test_no_catalog_date_lies_in_the_future() -> None:
+    # When a figure or a search was read (a price's as_of, "read"/"looked for"/"again" dates in notes and comments,
+    # a catalog's "compiled" date) cannot be later than today: such a date is a typo that makes a reader trust a
+    # figure, or a search for one, as more recent than it is. Dates of the future that are facts (end of support in
+    # eks_versions.yaml, gke_versions.yaml) are not of this kind and are not read here.
+    import datetime
+    import re
+    from pathlib import Path
+
+    today = datetime.date.today().isoformat()
+    catalog = Path(__file__).resolve().parents[2] / "components" / "catalog"
+    when_read = re.compile(r"(?:as_of|compiled):\s*\"?(20\d\d-[01]\d-[0-3]\d)"
+                           r"|(?:read|looked for(?: again)?|[Aa]gain)\s+(20\d\d-[01]\d-[0-3]\d)")
+    late = [f"{path.name}: {a or b}" for path in sorted(catalog.glob("*.yaml"))
+            for a, b in when_read.findall(path.read_text(encoding="utf-8")) if (a or b) > today]
+    assert not late, late
