@@ -249,9 +249,9 @@ def _selector_past_cpu_flavor(view: ClusterView, pod_sets: list[PodSet], obj: st
     """What is true when no group has the labels a pod set selects because Kueue gave it a team CPU flavor: Kueue
     compares a pod's nodeSelector with a flavor only on the keys of the flavors' nodeLabels (Kueue docs, "Resource
     Flavor", "ResourceFlavor labels"; kueue pkg/scheduler/flavorassigner flavorSelector: "Remove affinity constraints
-    with irrelevant keys", keeping the allowedKeys of the resource group's flavors), so a CPU-only pod that selects a label only GPU groups carry (their instance
-    type, say) is still admitted to the CPU flavor, whose node label Kueue then adds: no node has both. None when that
-    is not the case (the scheduling message stands)."""
+    with irrelevant keys", keeping the allowedKeys of the resource group's flavors), so a CPU-only pod that selects a
+    label only GPU groups carry (their instance type, say) is still admitted to the CPU flavor, whose node label Kueue
+    then adds: no node has both. None when that is not the case (the scheduling message stands)."""
     if rule != "node-selector":
         return None
     pod_set = next((p for p in pod_sets if obj == f"Pod/{p.name}"), None)

@@ -151,8 +151,8 @@ GUARDS: dict[str, tuple[str, Mutation, tuple[str, ...] | None]] = {
             variables=[{"name": "gid", "expression": "0"}, *i["spec"]["variables"][1:]])), None),
     "team priority policy on pods deleted": (
         "kubernetes-team-admission-policies",
-        _without(lambda r: r.type in (VAP, BINDING) and r.inputs["metadata"]["name"] == "gpu-cluster-team-priority-pods"),
-        None),
+        _without(lambda r: r.type in (VAP, BINDING)
+                 and r.inputs["metadata"]["name"] == "gpu-cluster-team-priority-pods"), None),
     "team priority policy on pods allows system-node-critical": (
         "kubernetes-team-admission-policies",
         _editing(_named(VAP, "gpu-cluster-team-priority-pods"), lambda i: [
