@@ -15,7 +15,7 @@ import yaml
 from components.catalog import InstanceFacts
 from components.catalog.charts import autoscaler_gpu_types
 from components.spec.aws import NodeGroupSpec
-from components.spec.base import GPU_TAINT_KEY, READINESS_TAINT_KEY
+from components.spec.base import GPU_TAINT_KEY, READINESS_TAINT_KEY, TEAM_CPU_TAINT_KEY
 from components.spec.decisions import derive_ami_type
 
 _BOUNDARY = "//GPU-CLUSTER-BOUNDARY"
@@ -223,7 +223,8 @@ def hugepage_commands(gib: int) -> tuple[str, ...]:
             f"sysctl -w vm.nr_hugepages={pages}",)
 
 
-def node_bootstrap(group: NodeGroupSpec, facts: InstanceFacts, hugepages_2mi_gib: int = 0) -> NodeBootstrap:
+def node_bootstrap(group: NodeGroupSpec, facts: InstanceFacts, hugepages_2mi_gib: int = 0,
+                   team_cpu: bool = False) -> NodeBootstrap:
     """What the group's user data configures. With a custom AMI it also carries the node's labels and taints, which
     EKS cannot apply before the node registers (EKS user guide, "Specifying an AMI": API taints applied
     asynchronously). ``hugepages_2mi_gib``: 2 MiB hugepages the node reserves at boot (Slurm's NodeSets ask for
@@ -237,7 +238,8 @@ def node_bootstrap(group: NodeGroupSpec, facts: InstanceFacts, hugepages_2mi_gib
         post_commands=tuple(group.post_bootstrap_commands),
         labels=node_labels(group, facts) if custom else {},
         admin_container=group.ssh is not None and is_bottlerocket(group, facts),
-        taints=tuple((t["key"], t["value"], KUBERNETES_EFFECTS[t["effect"]]) for t in node_taints(group, facts))
+        taints=tuple((t["key"], t["value"], KUBERNETES_EFFECTS[t["effect"]])
+                     for t in node_taints(group, facts, team_cpu))
         if custom else (),
     )
 
@@ -294,9 +296,12 @@ def accelerator_label(gpu_model: str | None) -> str | None:
     return next((c for c in (f"nvidia-{token}", f"nvidia-tesla-{token}") if c in known), f"nvidia-{token}")
 
 
-def node_taints(group: NodeGroupSpec, facts: InstanceFacts) -> list[dict[str, str]]:
-    """Taints in the EKS API's form; GPU nodes always repel pods that do not ask for GPUs."""
+def node_taints(group: NodeGroupSpec, facts: InstanceFacts, team_cpu: bool = False) -> list[dict[str, str]]:
+    """Taints in the EKS API's form; GPU nodes always repel pods that do not ask for GPUs, and a group teams have CPU
+    quota on (``team_cpu``: teams[].cpuQuotas) repels pods its Kueue CPU flavor did not admit (platform pods)."""
     taints = [{"key": t.key, "value": t.value, "effect": TAINT_EFFECTS[t.effect]} for t in group.taints]
+    if team_cpu and not any(t["key"] == TEAM_CPU_TAINT_KEY for t in taints):
+        taints.append({"key": TEAM_CPU_TAINT_KEY, "value": "true", "effect": "NO_SCHEDULE"})
     if facts.gpu_count and group.gpu_taint and not any(t["key"] == GPU_TAINT_KEY for t in taints):
         taints.insert(0, {"key": GPU_TAINT_KEY, "value": "true", "effect": "NO_SCHEDULE"})
     if facts.gpu_count and not any(t["key"] == READINESS_TAINT_KEY for t in taints):

@@ -67,12 +67,13 @@ def node_template_tags(labels: Mapping[str, str], taints: Sequence[Mapping[str, 
     return tags
 
 
-def autoscaler_tags(group: NodeGroupSpec, facts: InstanceFacts, gpu_units_per_gpu: int) -> dict[str, str]:
+def autoscaler_tags(group: NodeGroupSpec, facts: InstanceFacts, gpu_units_per_gpu: int,
+                    team_cpu: bool = False) -> dict[str, str]:
     """The Auto Scaling group tags of a group the Cluster Autoscaler manages (none for the others): the opt-in tag,
     and the node group's labels, taints and :func:`template_resources` as node-template tags."""
     if not is_autoscaled(group, facts):
         return {}
     # The readiness taint is a startup taint (CA's --startup-taint): CA drops it from templates, so it is not tagged.
-    taints = [{**t, "effect": KUBERNETES_EFFECTS[t["effect"]]} for t in node_taints(group, facts)
+    taints = [{**t, "effect": KUBERNETES_EFFECTS[t["effect"]]} for t in node_taints(group, facts, team_cpu)
               if t["key"] != READINESS_TAINT_KEY]
     return node_template_tags(node_labels(group, facts), taints, template_resources(group, facts, gpu_units_per_gpu))

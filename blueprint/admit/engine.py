@@ -244,6 +244,42 @@ def _cpu_only_on_gpu_nodes(pod_sets: list[PodSet], resources: dict[str, PodResou
     return notes
 
 
+def _selector_past_cpu_flavor(view: ClusterView, pod_sets: list[PodSet], obj: str, rule: str, kueue: KueueResult,
+                              cpu_flavors: list[str], groups: list[NodeGroup]) -> str | None:
+    """What is true when no group has the labels a pod set selects because Kueue gave it a team CPU flavor: Kueue
+    compares a pod's nodeSelector with a flavor only on the keys of the flavors' nodeLabels (Kueue docs, "Resource
+    Flavor", "ResourceFlavor labels"; kueue pkg/scheduler/flavorassigner flavorSelector: "Remove affinity constraints
+    with irrelevant keys", keeping the allowedKeys of the resource group's flavors), so a CPU-only pod that selects a
+    label only GPU groups carry (their instance type, say) is still admitted to the CPU flavor, whose node label Kueue
+    then adds: no node has both. None when that is not the case (the scheduling message stands)."""
+    if rule != "node-selector":
+        return None
+    pod_set = next((p for p in pod_sets if obj == f"Pod/{p.name}"), None)
+    flavor_name = kueue.flavors.get(pod_set.name) if pod_set is not None else None
+    if pod_set is None or flavor_name not in cpu_flavors:
+        return None
+    flavor = view.get("ResourceFlavor", str(flavor_name))
+    added = as_mapping(flavor.spec.get("nodeLabels")) if flavor is not None else {}
+    selector = {str(k): str(v) for k, v in as_mapping(pod_set.spec.get("nodeSelector")).items()}
+    home = [g for g in groups if all(g.labels.get(str(k)) == str(v) for k, v in added.items())]
+    for key, value in selector.items():
+        if key in added or any(g.labels.get(key) == value for g in home):
+            continue
+        carriers = [g for g in groups if g.labels.get(key) == value]
+        if not carriers or any(g.allocatable.get(GPU, Fraction(0)) <= 0 for g in carriers):
+            continue
+        flavor_labels = ", ".join(f"{k}={v}" for k, v in sorted(added.items()))
+        return (f"pod set {pod_set.name} asks for no GPU, so Kueue admits it to the team's CPU flavor {flavor_name} "
+                f"(teams[].cpuQuotas) and adds that flavor's nodeSelector {flavor_labels}; its own nodeSelector "
+                f"{key}={value} names a label only GPU node groups carry ({', '.join(g.ref for g in carriers)}), so "
+                "no node has both and its pods stay Pending (Kueue matches a pod's nodeSelector against a flavor only "
+                f"on the flavor's label keys). Drop {key} from the nodeSelector to run on "
+                f"{', '.join(g.name for g in home) or 'the CPU flavor'}'s nodes; to hold a GPU node's CPU on "
+                f"purpose, select {NODE_GROUP_LABEL}={carriers[0].name} instead, which Kueue matches against its "
+                "flavors")
+    return None
+
+
 def _identity_used(pod_sets: list[PodSet], bucket_users: set[str], volumes: list[K8sObject]) -> bool:
     """Whether the pods use a cloud identity: they write the bucket, or mount it with GCS FUSE (whose sidecar runs
     in the pod)."""
@@ -276,12 +312,13 @@ def admit_one(view: ClusterView, groups: list[NodeGroup], item: Submitted) -> Wo
     if not any(rule in KUEUE_BLOCKS_SCHEDULING for _, rule, _ in kueue.problems):
         placed = schedule(pod_sets, resources, groups)
         step = result.steps["scheduling"]
+        cpu_flavors = _cpu_flavors(view, kueue.cluster_queue, groups)
         for obj, rule, message in placed.problems:
+            message = _selector_past_cpu_flavor(view, pod_sets, obj, rule, kueue, cpu_flavors, groups) or message
             step.fail(obj, rule, message)
         step.notes += placed.notes
         result.placements = placed.placements
-        step.notes += _cpu_only_on_gpu_nodes(pod_sets, resources, placed.placements, groups, kueue,
-                                             _cpu_flavors(view, kueue.cluster_queue, groups))
+        step.notes += _cpu_only_on_gpu_nodes(pod_sets, resources, placed.placements, groups, kueue, cpu_flavors)
         step.detail = "; ".join(f"{p.pod_set}: {p.pods} pod{'s' if p.pods != 1 else ''} on {p.node_group} "
                                 f"({p.nodes} node{'s' if p.nodes != 1 else ''})" for p in placed.placements)
     else:

@@ -25,6 +25,7 @@ from blueprint.admit.workloads import PodSet
 Problem = tuple[str, str, str]
 KUBERNETES_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
 DEFAULT_SCHEDULER = "default-scheduler"
+TENANT_LABEL = "gpu-cluster/tenant"  # components/kubernetes/objects/common.py
 GPU_OPERATOR_RUNTIME_CLASS = "nvidia"  # the chart's operator.runtimeClass default (gpu-operator values.yaml)
 
 
@@ -82,13 +83,16 @@ def admission_problems(view: ClusterView, namespace: str, pod_set: PodSet, refus
     priority = spec.get("priorityClassName")
     if isinstance(priority, str) and priority:
         known = priority_classes(view)
+        # In a team namespace the stack's policies refuse every class it does not offer teams (objects/tenancy.py
+        # team_priority_policy), so adding one to the stack is no fix there.
+        team = (view.namespace_labels(namespace) or {}).get(TENANT_LABEL) == "true"
         if priority not in known:
             problems.append((f"PriorityClass/{priority}", "priority-class-exists",
                              f"pod set {pod_set.name} names priorityClassName {priority}, which the cluster does not "
                              f"have (the Priority admission plugin refuses {refused}: \"no PriorityClass with name "
                              f"{priority} was found\"); its PriorityClasses: {_listed(known)}. Drop the field (team "
                              "work is ordered by Kueue's WorkloadPriorityClasses: the kueue.x-k8s.io/priority-class "
-                             "label), or add the PriorityClass to the stack"))
+                             f"label){'' if team else ', or add the PriorityClass to the stack'}"))
         elif priority in KUBERNETES_PRIORITY_CLASSES and namespace != "kube-system":
             problems += _critical_quota(view, namespace, pod_set, priority)
     runtime = spec.get("runtimeClassName")

@@ -24,6 +24,9 @@ from blueprint.admit.quantity import show
 from blueprint.admit.resources import PodResources
 from blueprint.admit.workloads import PodSet
 
+# The taint of the node groups teams have CPU quota on (components/spec/base.py TEAM_CPU_TAINT_KEY); only the team CPU
+# flavors' pods tolerate it.
+TEAM_CPU_TAINT_KEY = "gpu-cluster/team-cpu"
 
 @dataclass(frozen=True)
 class Placement:
@@ -172,9 +175,18 @@ def _candidate(pod_set: PodSet, requests: dict[str, Fraction], group: NodeGroup,
     taint = taint_problem(spec, group)
     if taint:
         value = f"={taint['value']}" if taint.get("value") else ""
-        unmet.append(("toleration", f"its nodes carry taint {taint['key']}{value}:{taint['effect']}, which pod "
-                      f"set {pod_set.name} does not tolerate: add the toleration {{key: {taint['key']}, operator: "
-                      f"Exists, effect: {taint['effect']}}}, or submit it through a Kueue queue whose flavor adds it"))
+        if taint["key"] == TEAM_CPU_TAINT_KEY:
+            unmet.append(("toleration", f"its nodes carry taint {taint['key']}{value}:{taint['effect']}, which pod "
+                          f"set {pod_set.name} does not tolerate: {group.name} is a node group teams have CPU quota "
+                          "on (teams[].cpuQuotas), whose pods are those Kueue admits to its CPU flavor (the flavor "
+                          "adds the toleration). Submit team work through the team's queue (label "
+                          "kueue.x-k8s.io/queue-name); platform pods run on the system groups (drop the node "
+                          "selection that names this group)"))
+        else:
+            unmet.append(("toleration", f"its nodes carry taint {taint['key']}{value}:{taint['effect']}, which pod "
+                          f"set {pod_set.name} does not tolerate: add the toleration {{key: {taint['key']}, operator: "
+                          f"Exists, effect: {taint['effect']}}}, or submit it through a Kueue queue whose flavor adds "
+                          "it"))
     room = room_problem(requests, group, notes)
     if room:
         unmet.append(("node-capacity", room))

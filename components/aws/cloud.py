@@ -426,6 +426,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                 ipv6=aws_spec.network.ip_family == "ipv6",
                 gpu_units_per_gpu=gpu_units_per_gpu(spec.platform.gpu_sharing),
                 hugepages_2mi_gib=slurm_hugepages(spec, group.name),
+                team_cpu=group.name in team_cpu_groups(spec),
                 kubernetes_version=version,
                 release_version=release.release_version if release is not None else None,
                 depends_on=depends_on,

@@ -129,6 +129,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
         ipv6: bool = False,
         gpu_units_per_gpu: int = 1,
         hugepages_2mi_gib: int = 0,
+        team_cpu: bool = False,
         kubernetes_version: Optional[str] = None,
         release_version: Optional[str] = None,
         depends_on: Sequence[pulumi.Resource] = (),
@@ -215,7 +216,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
         if group.capacity.type == "capacity-block":
             market = {"market_type": "capacity-block"}
 
-        boot = node_bootstrap(group, facts, hugepages_2mi_gib)
+        boot = node_bootstrap(group, facts, hugepages_2mi_gib, team_cpu)
         user_data: pulumi.Input[str] | None
         if group.ami_id is not None:
             # A custom AMI: EKS merges nothing, so the user data joins the node to the cluster itself.
@@ -283,7 +284,11 @@ class AwsNodeGroup(pulumi.ComponentResource):
             node_repair_config={"enabled": True},
             launch_template={"id": launch_template.id, "version": launch_template.latest_version.apply(str)},
             labels=node_labels(group, facts),
-            taints=node_taints(group, facts) or None,
+            # A team CPU group's taint (``team_cpu``, bootstrap.node_taints) changes in place: taints are not among
+            # the fields that replace an EKS node group (blueprint/clouds/aws/replacements.yaml, read from the
+            # Terraform provider's aws_eks_node_group; EKS API UpdateNodegroupConfig takes taints). NoSchedule leaves
+            # the pods already running there in place; new ones keep off. A node group holds no data either way.
+            taints=node_taints(group, facts, team_cpu) or None,
             # A Capacity Block's window and size go on its node group, so that the graph alone prices the
             # block (it is paid for the whole window, nodes or not) and finance sees it in the console.
             # An ISO 8601 interval; ':' '/' '-' are valid in AWS tag values. No more tags than a subnet gets.
@@ -301,7 +306,7 @@ class AwsNodeGroup(pulumi.ComponentResource):
         # The Auto Scaling group EKS made for the node group (pulumi-eks has no input for its tags, issue #658).
         asg_name = node_group.resources.apply(
             lambda rs: rs[0].autoscaling_groups[0].name if rs and rs[0].autoscaling_groups else "")
-        for key, value in autoscaler_tags(group, facts, gpu_units_per_gpu).items():
+        for key, value in autoscaler_tags(group, facts, gpu_units_per_gpu, team_cpu).items():
             # On the group only (propagate_at_launch False: the instances keep the launch template's tags). The
             # Cluster Autoscaler reads them; the opt-in is what its discovery and its IAM grant both require.
             suffix = "autoscale" if "/node-template/" not in key else key.split("/node-template/", 1)[1]

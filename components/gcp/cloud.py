@@ -536,7 +536,8 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                 key_grants=[*keys.grants, *(pool_accounts.grants[pool.name] if pool_accounts and pool.service_account
                                             else [])],
                 labels={**group_billing_labels(spec, pool.team), "cluster": spec.name}, gpu_networks=wired,
-                hugepages_2mi_gib=slurm_hugepages(spec, pool.name), depends_on=depends_on, opts=opts)
+                hugepages_2mi_gib=slurm_hugepages(spec, pool.name), team_cpu=pool.name in team_cpu_groups(spec),
+                depends_on=depends_on, opts=opts)
 
     # The rollout order of a version change, as dependencies: the cluster, the pools without GPUs (the system pods'
     # nodes), then the GPU pools.

@@ -230,6 +230,7 @@ class Tenancy(pulumi.ComponentResource):
         subpaths = obj.subpath_policy() if fs is not None and not fs.scoped else []
         for m in [*obj.registry_policy(allowed), *obj.privileged_policy(inputs.cloud_namespaces), *limits, *subpaths,
                   *(obj.team_gid_policy([t.posix_gid for t in inputs.teams]) if inputs.teams else []),
+                  *(obj.team_priority_policy() if inputs.teams else []),
                   *(obj.team_viewer_role(inputs.teams) if inputs.teams else [])]:
             apply(object_name(name, m), m, child)
         self.register_outputs({})

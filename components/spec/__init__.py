@@ -55,6 +55,7 @@ from components.spec.base import (
     REQUIRED_LABEL_KEYS,
     SPEC_KEY,
     SYSTEM_NAMESPACES,
+    TEAM_CPU_TAINT_KEY,
     LogType,
 )
 from components.spec.billing import (
@@ -121,6 +122,7 @@ __all__ = [
     "REQUIRED_LABEL_KEYS",
     "SPEC_KEY",
     "SYSTEM_NAMESPACES",
+    "TEAM_CPU_TAINT_KEY",
     "AcceptanceSpec",
     "AwsSpec",
     "BillingSpec",

@@ -21,6 +21,10 @@ GPU_TAINT_KEY = "nvidia.com/gpu"
 # (components/kubernetes/objects/node_check.py). The controller's CRD accepts only readiness.k8s.io/ keys (v0.5.0).
 READINESS_TAINT_KEY = "readiness.k8s.io/gpu-node-check"
 HEALTH_TAINT_KEY = "readiness.k8s.io/gpu-health"
+# Node groups some team has CPU quota on (teams[].cpuQuotas) carry this taint (NoSchedule), and the team CPU flavor
+# tolerates it (Kueue adds a flavor's tolerations to the pods it admits): platform pods, which do not tolerate it, stay
+# on the system groups and leave the teams' CPU quota its capacity.
+TEAM_CPU_TAINT_KEY = "gpu-cluster/team-cpu"
 MAX_PUBLIC_ACCESS_CIDRS = 40  # EKS API, VpcConfigRequest.publicAccessCidrs
 MAX_TAINTS = 50  # EKS API, CreateNodegroup taints
 MAX_TAGS = 50  # AWS: user tags per resource

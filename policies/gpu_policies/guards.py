@@ -180,6 +180,14 @@ def _gid_probes(namespace: str, gid: int | None, sidecar: str | None) -> list[Pa
             (_pod(namespace, gid, securityContext={"supplementalGroups": [other], "runAsGroup": other}), good)]
 
 
+def _priority_probes(namespace: str, gid: int | None, sidecar: str | None) -> list[Pair]:
+    # system-node-critical (2000001000) would run a team pod above every other team's, and give the Workload Kueue
+    # makes of its job that priority (Kueue docs, "Workload Priority Class").
+    good = _pod(namespace, gid)
+    return [(_pod(namespace, gid, priorityClassName=name), good)
+            for name in ("system-node-critical", "system-cluster-critical")]
+
+
 def _gpudirect_probes(namespace: str, gid: int | None, sidecar: str | None) -> list[Pair]:
     root = [{"name": "root", "hostPath": {"path": "/"}}]
     mounted = {"name": "main", "image": FOREIGN_IMAGE, "volumeMounts": [{"name": "root", "mountPath": "/host"}]}
@@ -222,6 +230,8 @@ ADMISSION_GUARDS: list[AdmissionGuard] = [
     ("refuses privileged containers", (PODS, CREATE_UPDATE), _privileged_probes, lambda labels, team, sidecar: team),
     ("requires the team's GID on every pod (its shared-filesystem directory is group-owned)", (PODS, CREATE),
      _gid_probes, lambda labels, team, sidecar: team and "gpu-cluster/gid" in labels),
+    ("refuses pods of the system-*-critical PriorityClasses (above every other team's pods and Kueue priority)",
+     (PODS, CREATE), _priority_probes, lambda labels, team, sidecar: team),
     ("bounds the GPUDirect containers' host paths and capabilities", (PODS, CREATE_UPDATE), _gpudirect_probes,
      lambda labels, team, sidecar: labels.get(GPUDIRECT_REASON[0]) == GPUDIRECT_REASON[1]),
     # Where the bounds let one named container (GKE's receive-datapath sidecar) do more than the others.
@@ -269,7 +279,8 @@ def _admission(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any])
 admission_guards = guard(
     "kubernetes-team-admission-policies", "security",
     "every team namespace is bound, with Deny, to admission policies that fail closed and admit images only from "
-    "the allowed registries, refuse privileged containers, require the team's GID where the namespace has one and, "
+    "the allowed registries, refuse privileged containers and pods of the system-*-critical priority classes, "
+    "require the team's GID where the namespace has one and, "
     "where GPUDirect sidecars run, bound each container and keep exec out of the sidecar; each policy is recognised "
     "by the CEL it runs.",
     "Keep the Tenancy component's ValidatingAdmissionPolicies and their bindings (components/kubernetes/objects/"

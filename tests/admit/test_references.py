@@ -35,7 +35,11 @@ def _graph_with(tmp_path: Path, *objects: dict[str, Any]) -> Path:
 def test_a_priority_class_of_the_stack_is_found(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     graph = _graph_with(tmp_path, _object("PriorityClass", "scheduling.k8s.io/v1", "team-high", value=1000))
     code, report = admit(graph, tmp_path, job(priorityClassName="team-high"), capsys=capsys)
-    assert code == 0, report
+    assert not reasons(report, "priority-class-exists"), report
+    # Found, and still refused in a team namespace: the stack offers teams no PriorityClass (team_priority_policy).
+    assert {r["object"] for r in report["workloads"][0]["reasons"]} == {
+        "ValidatingAdmissionPolicy/gpu-cluster-team-priority-templates",
+        "ValidatingAdmissionPolicy/gpu-cluster-team-priority-pods"}, report
     code, report = admit(graph, tmp_path, job(priorityClassName="team-low"), capsys=capsys)
     (reason,) = reasons(report, "priority-class-exists")
     assert code == 1 and "team-high (PriorityClass/team-high)" in reason["message"]

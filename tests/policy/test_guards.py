@@ -149,6 +149,15 @@ GUARDS: dict[str, tuple[str, Mutation, tuple[str, ...] | None]] = {
         "kubernetes-team-admission-policies",
         _editing(_named(VAP, "gpu-cluster-team-gid"), lambda i: i["spec"].update(
             variables=[{"name": "gid", "expression": "0"}, *i["spec"]["variables"][1:]])), None),
+    "team priority policy on pods deleted": (
+        "kubernetes-team-admission-policies",
+        _without(lambda r: r.type in (VAP, BINDING)
+                 and r.inputs["metadata"]["name"] == "gpu-cluster-team-priority-pods"), None),
+    "team priority policy on pods allows system-node-critical": (
+        "kubernetes-team-admission-policies",
+        _editing(_named(VAP, "gpu-cluster-team-priority-pods"), lambda i: [
+            v.update(expression=f"({v['expression']}) || object.spec.priorityClassName == 'system-node-critical'")
+            for v in i["spec"]["validations"]]), None),
     "exec into the RxDM sidecar allowed": (
         "kubernetes-team-admission-policies",
         _without(lambda r: r.type == BINDING and r.inputs["metadata"]["name"] == "gpu-cluster-gpudirect-sidecar-exec"),

@@ -27,6 +27,9 @@ GCP = "stacks/Pulumi.prod-gcp.yaml"
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
 P5 = GpuPool("h100", "p5.48xlarge", 8, 16, 32, 192, 2048, placed=True)
 CPU_POOL = CpuPool("cpu", "m6i.8xlarge", 4, 32, 128, grows_after_admission=True)
+# What the team CPU flavor carries: the taint of its node group and the toleration Kueue adds to the pods it admits.
+TEAM_CPU = {"nodeTaints": [{"key": "gpu-cluster/team-cpu", "value": "true", "effect": "NoSchedule"}],
+            "tolerations": [{"key": "gpu-cluster/team-cpu", "operator": "Exists", "effect": "NoSchedule"}]}
 
 
 def spec(stack: str) -> dict[str, Any]:
@@ -141,7 +144,8 @@ def test_the_cpu_flavor_comes_first_with_no_gpu_quota_and_lends_nothing() -> Non
     alone = cluster_queue(t, team_flavor_quotas(t, {"h100": P5}), None, covered,
                           team_cpu_flavor_quotas(t, {"cpu": CPU_POOL}))  # no cohort: no lendingLimit (CEL rule)
     assert all("lendingLimit" not in r for r in alone["spec"]["resourceGroups"][0]["flavors"][0]["resources"])
-    assert cpu_resource_flavor(CPU_POOL)["spec"] == {"nodeLabels": {"gpu-cluster/node-group": "cpu"}}  # no toleration
+    # The group's team CPU taint and its toleration (Kueue adds it to the pods it admits); no GPU toleration.
+    assert cpu_resource_flavor(CPU_POOL)["spec"] == {"nodeLabels": {"gpu-cluster/node-group": "cpu"}, **TEAM_CPU}
 
 
 def test_the_namespace_quota_and_sidecar_room_count_the_cpu_flavor() -> None:
@@ -162,7 +166,7 @@ def test_both_clouds_build_the_cpu_flavor_and_quota(stack: str) -> None:
     graph = offline_run(stack).graph
     flavors = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type(KUEUE + "ResourceFlavor")}
     # The h100 flavor has a topology, so the cpu flavor has one too (the hosts): the team queues stay TAS-only.
-    assert flavors["cpu"] == {"nodeLabels": {"gpu-cluster/node-group": "cpu"}, "topologyName": "hosts"}
+    assert flavors["cpu"] == {"nodeLabels": {"gpu-cluster/node-group": "cpu"}, "topologyName": "hosts", **TEAM_CPU}
     topologies = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type(KUEUE + "Topology")}
     assert topologies["hosts"] == {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]}
     cqs = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type(KUEUE + "ClusterQueue")}
@@ -214,3 +218,36 @@ def test_a_stack_whose_teams_mix_placed_and_open_gpu_groups_gets_both_cpu_flavor
     cqs = {r.inputs["metadata"]["name"]: [f["name"] for f in r.inputs["spec"]["resourceGroups"][0]["flavors"]]
            for r in graph.of_type(KUEUE + "ClusterQueue")}
     assert cqs["research"] == ["cpu", "h100"] and cqs["applied"] == ["cpu-no-topology", "l4"]
+
+
+@pytest.mark.parametrize("stack", ["prod-aws", "prod-gcp"])
+def test_only_the_groups_teams_have_cpu_quota_on_carry_the_team_cpu_taint(stack: str) -> None:
+    """So platform pods (Prometheus, OpenCost, the Kueue controller), which do not tolerate it, stay on the system
+    group and leave the teams' CPU quota its capacity (blueprint admit shows it: tests/admit/heldout/platform-pod-*)."""
+    graph = offline_run(stack).graph
+    team_cpu = {"key": "gpu-cluster/team-cpu", "value": "true", "effect": "NO_SCHEDULE"}
+    if stack == "prod-aws":
+        taints = {r.inputs["nodeGroupName"].removeprefix("prod-train-"): r.inputs.get("taints") or []
+                  for r in graph.of_type("aws:eks/nodeGroup:NodeGroup")}
+    else:
+        taints = {r.inputs["name"]: r.inputs["nodeConfig"].get("taints") or []
+                  for r in graph.of_type("gcp:container/nodePool:NodePool")}
+    assert taints["cpu"] == [team_cpu]
+    assert team_cpu not in taints["system"] and team_cpu not in taints["h100"]
+
+
+def test_an_autoscaled_team_cpu_group_tells_the_cluster_autoscaler_its_taint() -> None:
+    """The Cluster Autoscaler builds a scale-from-zero node from the group's tags: without the taint there it would
+    think platform pods fit the new node."""
+    from components.catalog import load_aws_catalog
+    from components.node_template import NODE_TEMPLATE, autoscaler_tags
+
+    value = spec("prod-aws")
+    (cpu,) = [g for g in value["aws"]["nodeGroups"] if g["name"] == "cpu"]
+    cpu["minSize"] = 0
+    parsed = parse_spec(value, AWS, provider_region="us-east-1")
+    (group,) = [g for g in parsed.aws_spec().node_groups if g.name == "cpu"]
+    facts = load_aws_catalog()[group.instance_type]
+    assert autoscaler_tags(group, facts, 1, team_cpu=True)[f"{NODE_TEMPLATE}/taint/gpu-cluster/team-cpu"] == \
+        "true:NoSchedule"
+    assert f"{NODE_TEMPLATE}/taint/gpu-cluster/team-cpu" not in autoscaler_tags(group, facts, 1)

@@ -213,8 +213,12 @@ def test_flavor_targets_the_node_group_tolerates_the_taint_and_uses_the_topology
     graph = offline_run("prod-aws").graph
     by_name = {f["metadata"]["name"]: f for f in kueue_objects(graph, "ResourceFlavor")}
     flavor, cpu = by_name["h100"], by_name["cpu"]
-    # teams' CPU-only work: no toleration; the hosts topology, as h100 has one (a TAS-only queue)
-    assert cpu["spec"] == {"nodeLabels": {"gpu-cluster/node-group": "cpu"}, "topologyName": "hosts"}
+    # teams' CPU-only work: the cpu group's team taint and its toleration, no GPU toleration; the hosts topology, as
+    # h100 has one (a TAS-only queue)
+    team_cpu = {"key": "gpu-cluster/team-cpu", "effect": "NoSchedule"}
+    assert cpu["spec"] == {"nodeLabels": {"gpu-cluster/node-group": "cpu"}, "topologyName": "hosts",
+                           "nodeTaints": [{**team_cpu, "value": "true"}],
+                           "tolerations": [{**team_cpu, "operator": "Exists"}]}
     assert flavor["spec"] == {
         "nodeLabels": {"gpu-cluster/node-group": "h100"},
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.spec import GPU_TAINT_KEY, HEALTH_TAINT_KEY, READINESS_TAINT_KEY
+from components.spec import GPU_TAINT_KEY, HEALTH_TAINT_KEY, READINESS_TAINT_KEY, TEAM_CPU_TAINT_KEY
 
 Manifest = dict[str, Any]
 
@@ -38,6 +38,8 @@ KUEUE_NAMESPACE = "kueue-system"
 OPENCOST_NAMESPACE = "opencost"
 PROMETHEUS_RELEASE = "kube-prometheus-stack"
 GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+# What the team CPU flavor adds to the pods it admits: the taint of the node groups teams have CPU quota on.
+TEAM_CPU_TOLERATION = {"key": TEAM_CPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
 # What the node agents a GPU node needs before its check can pass (driver, device plugins, exporters) and the check
 # itself tolerate: the readiness taints the node registers with or gets when unhealthy (objects/node_check.py).
 # Workloads never tolerate them.

@@ -14,6 +14,7 @@ from components.kubernetes.objects.common import (
     PRIORITY_CLASSES,
     PROVISIONING_CHECK,
     QUEUED_TOLERATION,
+    TEAM_CPU_TOLERATION,
     TENANT_LABEL,
     Manifest,
     NetworkTopology,
@@ -31,7 +32,7 @@ from components.kubernetes.quotas import (
     GpuPool,
     Resources,
 )
-from components.spec import TeamSpec
+from components.spec import TEAM_CPU_TAINT_KEY, TeamSpec
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 
@@ -67,10 +68,20 @@ def cpu_flavor_name(pool: CpuPool, tas: bool, both: bool) -> str:
 
 
 def cpu_resource_flavor(pool: CpuPool, tas: bool = False, both: bool = False) -> Manifest:
-    """One flavor per node group without GPUs that teams have CPU quota on: its node label and no toleration, so the
-    pods it takes stay off the GPU nodes (tainted nvidia.com/gpu) and off the system nodes (another label); with
-    ``tas`` the hosts topology, so its teams' ClusterQueues stay TAS-only."""
-    spec: Manifest = {"nodeLabels": {NODE_GROUP_LABEL: pool.name}}
+    """One flavor per node group without GPUs that teams have CPU quota on: its node label and the group's team CPU
+    taint, tolerated, so the pods it takes land there and stay off the GPU nodes (tainted nvidia.com/gpu, not
+    tolerated) and off the system nodes (another label), while platform pods, which do not tolerate the taint, stay
+    off the group; with ``tas`` the hosts topology, so its teams' ClusterQueues stay TAS-only.
+
+    Kueue adds a flavor's ``tolerations`` to the pods it admits to it, and ``nodeTaints`` names the taints its nodes
+    carry; with a matching toleration on the flavor the node taints are not held against the pod set at admission
+    (Kueue ResourceFlavor API, kueue.x-k8s.io/v1beta2 ResourceFlavorSpec ``tolerations``: "extra tolerations that
+    will be added to the pods admitted in the quota associated with this resource flavor"; ``nodeTaints``: "When this
+    ResourceFlavor has also set the matching tolerations (in .spec.tolerations), then the nodeTaints are not
+    considered during admission"; Kueue docs, "Resource Flavor", kueue.sigs.k8s.io/docs/concepts/resource_flavor)."""
+    spec: Manifest = {"nodeLabels": {NODE_GROUP_LABEL: pool.name},
+                      "nodeTaints": [{"key": TEAM_CPU_TAINT_KEY, "value": "true", "effect": "NoSchedule"}],
+                      "tolerations": [TEAM_CPU_TOLERATION]}
     if tas:
         spec["topologyName"] = HOST_TOPOLOGY.name
     return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": meta(cpu_flavor_name(pool, tas, both)),

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from components.kubernetes.objects.common import (
     MONITORING_NAMESPACE,
     POD_SECURITY_REASON_LABEL,
+    PRIORITY_CLASSES,
     TENANT_LABEL,
     EgressRule,
     Manifest,
@@ -283,6 +284,94 @@ def privileged_policy(cloud_namespaces: Sequence[str] = ()) -> list[Manifest]:
 
 
 CRITICAL_PRIORITY_CLASSES = ("system-node-critical", "system-cluster-critical")
+# Their values (Kubernetes docs, "Pod Priority and Preemption": system-cluster-critical 2000000000,
+# system-node-critical 2000001000), above every user-defined PriorityClass (at most 1000000000).
+CRITICAL_PRIORITY_VALUES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
+TEAM_PRIORITY_POLICY = "gpu-cluster-team-priority"
+# The PriorityClasses (scheduling.k8s.io) the stack offers team pods: none. Team work is ordered by Kueue's
+# WorkloadPriorityClasses (the kueue.x-k8s.io/priority-class label), which leave the pods' priority alone.
+TEAM_PRIORITY_CLASSES: tuple[str, ...] = ()
+
+
+def team_priority_policy(offered: Sequence[str] = TEAM_PRIORITY_CLASSES) -> list[Manifest]:
+    """ValidatingAdmissionPolicies (and bindings) on team namespaces that refuse a ``priorityClassName`` the stack does
+    not offer teams (``offered``; none): on pods, on the pod templates of the job kinds Kueue admits for teams (batch
+    Job, Deployment, StatefulSet, JobSet, MPIJob: controllers.KUEUE_FRAMEWORKS) and on Kueue's Workloads.
+
+    Why: a pod of ``system-node-critical`` (2000001000) runs above everything on the node, where kube-scheduler evicts
+    lower-priority pods of any namespace to place it (Kubernetes "Pod Priority and Preemption", "Preemption"); and a
+    job that names a PriorityClass and no WorkloadPriorityClass gets that priority for its Workload too, so Kueue
+    queues it ahead of, and preempts, the team's other work (Kueue docs, "Workload Priority Class", "The relationship
+    between pod's priority and workload's priority": "A job specifies only PriorityClass: PriorityClass is used for
+    the workload's priority").
+
+    Why here and not a ResourceQuota: a quota scoped to the PriorityClass (Kubernetes "Resource Quotas", "Limit
+    Priority Class consumption by default") counts pods only, and Kueue makes the Workload from the job's pod template
+    (and may preempt for it) before any pod exists; the job kinds and the Workload are refused at creation, so the job
+    never reaches a queue. The policies on the job kinds refuse the user's object with the reason; the one on
+    Workloads holds whatever the job policies miss (a kind added later, a Workload made directly), since Kueue creates
+    every Workload in the job's namespace. TrainJob needs none: it names no PriorityClass (trainer.kubeflow.org
+    v1alpha1 schema) and the JobSet the Trainer makes of it is checked as a JobSet. One policy per object shape, so
+    each expression is type-checked against the one schema it reads (Kubernetes "Validating Admission Policy", "Type
+    checking"). On GKE the critical classes are also limited to namespaces with a quota scoped to them
+    (critical_priority_quota); that does not reach other classes, Workloads or EKS.
+    """
+    allowed = json.dumps(sorted(set(offered)))
+    offers = f"the stack offers teams {', '.join(sorted(set(offered)))}" if offered else \
+        "the stack offers teams none"
+    wpcs = ", ".join(name for name, _, _ in PRIORITY_CLASSES)
+    message = (f"team pods take no PriorityClass ({offers}): priorityClassName system-node-critical "
+               f"({CRITICAL_PRIORITY_VALUES['system-node-critical']}) or system-cluster-critical "
+               f"({CRITICAL_PRIORITY_VALUES['system-cluster-critical']}), or any other class, would run the pods "
+               "above other teams' pods, which kube-scheduler evicts from a node to place them, and give the job's "
+               "Kueue Workload that priority, which queues it ahead of and preempts the team's other work; drop "
+               f"priorityClassName and set the kueue.x-k8s.io/priority-class label ({wpcs}) instead")
+
+    def fine(spec: str) -> str:
+        return f"(!has({spec}.priorityClassName) || {spec}.priorityClassName in {allowed})"
+
+    def rule(group: str, version: str, resources: list[str], operations: list[str]) -> Manifest:
+        return {"apiGroups": [group], "apiVersions": [version], "operations": operations, "resources": resources}
+
+    mpi = "object.spec.mpiReplicaSpecs[k]"
+    ref = "object.spec.priorityClassRef"
+    shapes: list[tuple[str, list[Manifest], str]] = [
+        # A pod's priorityClassName cannot change after creation (Kubernetes API, PodSpec).
+        ("pods", [rule("", "v1", ["pods"], ["CREATE"])], fine("object.spec")),
+        # Deployments' templates change on UPDATE; a suspended Job's template may too (Kubernetes "Jobs", "Mutable
+        # Scheduling Directives").
+        ("templates", [rule("batch", "v1", ["jobs"], ["CREATE", "UPDATE"]),
+                       rule("apps", "v1", ["deployments", "statefulsets"], ["CREATE", "UPDATE"])],
+         f"!has(object.spec.template.spec) || {fine('object.spec.template.spec')}"),
+        ("jobsets", [rule("jobset.x-k8s.io", "v1alpha2", ["jobsets"], ["CREATE", "UPDATE"])],
+         "!has(object.spec.replicatedJobs) || object.spec.replicatedJobs.all(r, !has(r.template.spec) || "
+         f"!has(r.template.spec.template.spec) || {fine('r.template.spec.template.spec')})"),
+        ("mpijobs", [rule("kubeflow.org", "v2beta1", ["mpijobs"], ["CREATE", "UPDATE"])],
+         f"object.spec.mpiReplicaSpecs.all(k, !has({mpi}.template) || !has({mpi}.template.spec) || "
+         f"{fine(mpi + '.template.spec')})"),
+        # Kueue v0.19's stored version (v1beta2) names the class in priorityClassRef ({group, kind, name}); a request
+        # in another served version is converted to it (matchPolicy Equivalent). On UPDATE an unchanged reference
+        # passes, so a Workload made before the policy can still be finished and deleted (its finalizer removed).
+        ("workloads", [rule("kueue.x-k8s.io", "v1beta2", ["workloads"], ["CREATE", "UPDATE"])],
+         f"!has({ref}) || {ref}.group != 'scheduling.k8s.io' || {ref}.name in {allowed} || "
+         "(request.operation == 'UPDATE' && has(oldObject.spec.priorityClassRef) && "
+         f"oldObject.spec.priorityClassRef.group == {ref}.group && "
+         f"oldObject.spec.priorityClassRef.name == {ref}.name)"),
+    ]
+    out: list[Manifest] = []
+    for suffix, rules, expression in shapes:
+        name = f"{TEAM_PRIORITY_POLICY}-{suffix}"
+        out += [
+            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+             "metadata": meta(name),
+             "spec": {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": rules},
+                      "validations": [{"expression": expression, "reason": "Forbidden", "message": message}]}},
+            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+             "metadata": meta(name),
+             "spec": {"policyName": name, "validationActions": ["Deny"],
+                      "matchResources": {"namespaceSelector": {"matchLabels": {TENANT_LABEL: "true"}}}}},
+        ]
+    return out
 
 
 def critical_priority_quota(namespace: str, labels: Mapping[str, str], pods: int) -> Manifest:

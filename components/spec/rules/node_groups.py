@@ -25,6 +25,7 @@ from components.spec.decisions import (
     k8s_key_problem,
     k8s_value_problem,
     kubelet_label_problem,
+    team_cpu_groups,
 )
 from components.spec.errors import _Collector, _path
 from components.spec.model import ClusterSpec
@@ -301,13 +302,14 @@ def _check_customisation(ng: NodeGroupSpec, facts: InstanceFacts, where: str, ou
                 f"{USER_DATA_LIMIT:,}-byte limit: shorten the bootstrap commands (fetch a script instead)")
 
 
-def _check_asg_tags(ng: NodeGroupSpec, facts: InstanceFacts, units: int, where: str, out: _Collector) -> None:
+def _check_asg_tags(ng: NodeGroupSpec, facts: InstanceFacts, units: int, where: str, out: _Collector,
+                    team_cpu: bool = False) -> None:
     """An autoscaled group's Auto Scaling group takes its opt-in and node-template tags (the labels, taints and
     resources the Cluster Autoscaler builds a scale-from-zero node from) within EC2 Auto Scaling's tag limits."""
     # Imported here: components.node_template imports components.spec (see USER_DATA_LIMIT above).
     from components.node_template import EKS_ASG_TAGS, MAX_ASG_TAG_KEY, MAX_ASG_TAGS, NODE_TEMPLATE, autoscaler_tags
 
-    tags = autoscaler_tags(ng, facts, units)
+    tags = autoscaler_tags(ng, facts, units, team_cpu)
     total = len(tags) + EKS_ASG_TAGS
     if tags and total > MAX_ASG_TAGS:
         out.add(where, "asg-tag-limit",
@@ -416,7 +418,8 @@ def _check_node_groups(spec: ClusterSpec, aws: AwsSpec, now: datetime, out: _Col
                     f"{facts.capacity_blocks.source}); use on-demand, spot or a reserved ODCR")
         _check_node_labels(ng, facts, where, out)
         _check_customisation(ng, facts, where, out)
-        _check_asg_tags(ng, facts, gpu_units_per_gpu(spec.platform.gpu_sharing), where, out)
+        _check_asg_tags(ng, facts, gpu_units_per_gpu(spec.platform.gpu_sharing), where, out,
+                        ng.name in team_cpu_groups(spec))
         if ng.local_nvme == "raid0" and not facts.has_local_nvme:
             known = "has no" if facts.has_local_nvme is False else "has no confirmed"
             out.add(f"{where}.localNvme", "local-nvme-exists",
