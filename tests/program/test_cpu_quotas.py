@@ -166,12 +166,13 @@ def test_both_clouds_build_the_cpu_flavor_and_quota(stack: str) -> None:
     graph = offline_run(stack).graph
     flavors = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type(KUEUE + "ResourceFlavor")}
     # The h100 flavor has a topology, so the cpu flavor has one too (the hosts): the team queues stay TAS-only.
-    assert flavors["cpu"] == {"nodeLabels": {"gpu-cluster/node-group": "cpu"}, "topologyName": "hosts", **TEAM_CPU}
+    assert flavors["cpu-47400688"] == {"nodeLabels": {"gpu-cluster/node-group": "cpu"}, "topologyName": "hosts",
+                                       **TEAM_CPU}
     topologies = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type(KUEUE + "Topology")}
     assert topologies["hosts"] == {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]}
     cqs = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type(KUEUE + "ClusterQueue")}
     research = cqs["research"]["resourceGroups"][0]["flavors"]
-    assert [f["name"] for f in research] == ["cpu", "h100"]
+    assert [f["name"] for f in research] == ["cpu-47400688", "h100"]
     cpu = {r["name"]: r["nominalQuota"] for r in research[0]["resources"]}
     assert (cpu["nvidia.com/gpu"], cpu["cpu"], cpu["memory"]) == \
         (("0", "16", "56Gi") if stack == "prod-aws" else ("0", "8", "28Gi"))
@@ -213,11 +214,11 @@ def test_a_stack_whose_teams_mix_placed_and_open_gpu_groups_gets_both_cpu_flavor
     applied["quotas"] = [{"nodeGroup": "l4", "gpus": 2}]
     graph = run_spec(raw, "prod-aws").graph
     flavors = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type(KUEUE + "ResourceFlavor")}
-    assert flavors["cpu"]["topologyName"] == "hosts" and "topologyName" not in flavors["cpu-no-topology"]
+    assert flavors["cpu-47400688"]["topologyName"] == "hosts" and "topologyName" not in flavors["cpu-no-topology"]
     assert flavors["cpu-no-topology"]["nodeLabels"] == {"gpu-cluster/node-group": "cpu"}
     cqs = {r.inputs["metadata"]["name"]: [f["name"] for f in r.inputs["spec"]["resourceGroups"][0]["flavors"]]
            for r in graph.of_type(KUEUE + "ClusterQueue")}
-    assert cqs["research"] == ["cpu", "h100"] and cqs["applied"] == ["cpu-no-topology", "l4"]
+    assert cqs["research"] == ["cpu-47400688", "h100"] and cqs["applied"] == ["cpu-no-topology", "l4"]
 
 
 @pytest.mark.parametrize("stack", ["prod-aws", "prod-gcp"])
