@@ -252,3 +252,19 @@ def test_an_autoscaled_team_cpu_group_tells_the_cluster_autoscaler_its_taint() -
     assert autoscaler_tags(group, facts, 1, team_cpu=True)[f"{NODE_TEMPLATE}/taint/gpu-cluster/team-cpu"] == \
         "true:NoSchedule"
     assert f"{NODE_TEMPLATE}/taint/gpu-cluster/team-cpu" not in autoscaler_tags(group, facts, 1)
+
+
+def test_a_custom_ami_team_cpu_group_carries_its_taint_in_the_user_data() -> None:
+    """Why docs/limits.md says the taint rolls such a group: with amiId, EKS applies API taints only after the node
+    registers, so the taint is written into the user data too, and a new launch template version replaces the nodes;
+    with EKS's own AMI it is an API taint only (an in-place update)."""
+    from components.bootstrap import node_bootstrap
+    from components.catalog import load_aws_catalog
+
+    parsed = parse_spec(spec("prod-aws"), AWS, provider_region="us-east-1")
+    (group,) = [g for g in parsed.aws_spec().node_groups if g.name == "cpu"]
+    facts = load_aws_catalog()[group.instance_type]
+    custom = group.model_copy(update={"ami_id": "ami-0123456789abcdef0", "ami_kubernetes_version": "1.35"})
+    assert ("gpu-cluster/team-cpu", "true", "NoSchedule") in node_bootstrap(custom, facts, team_cpu=True).taints
+    assert ("gpu-cluster/team-cpu", "true", "NoSchedule") not in node_bootstrap(custom, facts).taints
+    assert node_bootstrap(group, facts, team_cpu=True).taints == ()
