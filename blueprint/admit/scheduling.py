@@ -28,6 +28,7 @@ from blueprint.admit.workloads import PodSet
 # flavors' pods tolerate it.
 TEAM_CPU_TAINT_KEY = "gpu-cluster/team-cpu"
 
+
 @dataclass(frozen=True)
 class Placement:
     """Where one pod set runs: ``pods`` pods on ``nodes`` nodes of ``node_group``."""

@@ -287,7 +287,9 @@ class AwsNodeGroup(pulumi.ComponentResource):
             # A team CPU group's taint (``team_cpu``, bootstrap.node_taints) changes in place: taints are not among
             # the fields that replace an EKS node group (blueprint/clouds/aws/replacements.yaml, read from the
             # Terraform provider's aws_eks_node_group; EKS API UpdateNodegroupConfig takes taints). NoSchedule leaves
-            # the pods already running there in place; new ones keep off. A node group holds no data either way.
+            # the pods already running there in place; new ones keep off. A node group holds no data either way. With
+            # a custom AMI the taint is in the user data too (node_bootstrap), so the launch template's new version
+            # rolls every node of the group (docs/limits.md).
             taints=node_taints(group, facts, team_cpu) or None,
             # A Capacity Block's window and size go on its node group, so that the graph alone prices the
             # block (it is paid for the whole window, nodes or not) and finance sees it in the console.

@@ -301,8 +301,18 @@ class Queues(pulumi.ComponentResource):
             t, team_flavor_quotas(t, pools), cohort_name, covered, team_cpu_flavor_quotas(t, cpu_pools),
             [obj.cpu_flavor_name(fq.pool, tas_only(t), fq.pool.name in both)
              for fq in team_cpu_flavor_quotas(t, cpu_pools)]) for t in inputs.teams]
+        # A ClusterQueue waits for the flavors it names: when a flavor with a topology changes it is a new object
+        # under a new name (obj.topology_flavor_name), which must exist before the queues move to it; Pulumi deletes
+        # the old one after the updates, and Kueue's resource-in-use finalizer holds it until no queue names it.
+        flavors: dict[str, pulumi.Resource] = {}
         for m in manifests:
-            apply(object_name(name, m), m, after)
+            names = {str(f["name"]) for g in m["spec"].get("resourceGroups", []) for f in g["flavors"]} \
+                if m["kind"] == "ClusterQueue" else set()
+            opts = after if not names else pulumi.ResourceOptions(
+                parent=self, depends_on=[kueue, *(flavors[n] for n in sorted(names))])
+            resource = apply(object_name(name, m), m, opts)
+            if m["kind"] == "ResourceFlavor":
+                flavors[str(m["metadata"]["name"])] = resource
         for team in inputs.teams:
             m = obj.local_queue(team)
             apply(object_name(name, m), m,

@@ -109,17 +109,22 @@ def selects(selector: Any, labels: Mapping[str, Any]) -> bool:
     return True
 
 
-def _covers(rules: Any, resource: str, operations: frozenset[str]) -> bool:
-    """Some rule of ``rules`` names the core API group, v1, the resource and every one of the operations."""
+# A resource a guard judges: (API group, version, plural resource or resource/subresource).
+Resource = tuple[str, str, str]
+
+
+def _covers(rules: Any, resource: Resource, operations: frozenset[str]) -> bool:
+    """Some rule of ``rules`` names the resource's API group, version, resource and every one of the operations."""
     def has(rule: Mapping[str, Any], key: str, value: str) -> bool:
         values = rule.get(key) or []
         return value in values or "*" in values
-    return any(isinstance(r, dict) and has(r, "apiGroups", "") and has(r, "apiVersions", "v1")
-               and has(r, "resources", resource) and all(has(r, "operations", op) for op in operations)
+    group, version, plural = resource
+    return any(isinstance(r, dict) and has(r, "apiGroups", group) and has(r, "apiVersions", version)
+               and has(r, "resources", plural) and all(has(r, "operations", op) for op in operations)
                for r in rules or [])
 
 
-def _judges(policy: Mapping[str, Any], binding: Mapping[str, Any], resources: frozenset[str],
+def _judges(policy: Mapping[str, Any], binding: Mapping[str, Any], resources: frozenset[Resource],
             operations: frozenset[str]) -> bool:
     """The policy (``spec``) and its binding (``spec``) fail closed on every request for these resources and
     operations: no match condition, object selector or exclude rule narrows them (a namespace selector is judged
@@ -180,12 +185,86 @@ def _gid_probes(namespace: str, gid: int | None, sidecar: str | None) -> list[Pa
             (_pod(namespace, gid, securityContext={"supplementalGroups": [other], "runAsGroup": other}), good)]
 
 
+CRITICAL_CLASSES = ("system-node-critical", "system-cluster-critical")
+
+
 def _priority_probes(namespace: str, gid: int | None, sidecar: str | None) -> list[Pair]:
     # system-node-critical (2000001000) would run a team pod above every other team's, and give the Workload Kueue
     # makes of its job that priority (Kueue docs, "Workload Priority Class").
     good = _pod(namespace, gid)
-    return [(_pod(namespace, gid, priorityClassName=name), good)
-            for name in ("system-node-critical", "system-cluster-critical")]
+    return [(_pod(namespace, gid, priorityClassName=name), good) for name in CRITICAL_CLASSES]
+
+
+def _object(namespace: str, api: str, kind: str, resource: Resource, spec: dict[str, Any]) -> Probe:
+    """A namespaced object of any kind, created."""
+    group, version, plural = resource
+    request = {"operation": "CREATE", "namespace": namespace, "name": "probe",
+               "kind": {"group": group, "version": version, "kind": kind},
+               "resource": {"group": group, "version": version, "resource": plural}, "subResource": "",
+               "userInfo": {"username": "probe", "groups": []}}
+    return {"apiVersion": api, "kind": kind, "metadata": {"name": "probe", "namespace": namespace},
+            "spec": spec}, request
+
+
+def _pod_spec(gid: int | None, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"restartPolicy": "Never", "containers": [{"name": "main", "image": FOREIGN_IMAGE}],
+                            **spec}
+    if gid is not None:
+        body["securityContext"] = {"supplementalGroups": [gid]}
+    return body
+
+
+JOBS: Resource = ("batch", "v1", "jobs")
+DEPLOYMENTS: Resource = ("apps", "v1", "deployments")
+STATEFULSETS: Resource = ("apps", "v1", "statefulsets")
+JOBSETS: Resource = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
+MPIJOBS: Resource = ("kubeflow.org", "v2beta1", "mpijobs")
+WORKLOADS: Resource = ("kueue.x-k8s.io", "v1beta2", "workloads")
+
+
+def _template_priority_probes(namespace: str, gid: int | None, sidecar: str | None) -> list[Pair]:
+    # A job's template class becomes its Workload's priority before any pod exists (Kueue docs, "Workload Priority
+    # Class"): the pods guard alone comes too late.
+    def job(**spec: Any) -> Probe:
+        return _object(namespace, "batch/v1", "Job", JOBS, {"template": {"spec": _pod_spec(gid, **spec)}})
+
+    def deployment(**spec: Any) -> Probe:
+        return _object(namespace, "apps/v1", "Deployment", DEPLOYMENTS, {
+            "selector": {"matchLabels": {"app": "probe"}},
+            "template": {"metadata": {"labels": {"app": "probe"}},
+                         "spec": {**_pod_spec(gid, **spec), "restartPolicy": "Always"}}})
+    return [(make(priorityClassName=name), make()) for make in (job, deployment) for name in CRITICAL_CLASSES]
+
+
+def _jobset_priority_probes(namespace: str, gid: int | None, sidecar: str | None) -> list[Pair]:
+    def jobset(**spec: Any) -> Probe:
+        return _object(namespace, "jobset.x-k8s.io/v1alpha2", "JobSet", JOBSETS, {"replicatedJobs": [
+            {"name": "node", "template": {"spec": {"template": {"spec": _pod_spec(gid, **spec)}}}}]})
+    return [(jobset(priorityClassName=name), jobset()) for name in CRITICAL_CLASSES]
+
+
+def _mpijob_priority_probes(namespace: str, gid: int | None, sidecar: str | None) -> list[Pair]:
+    # Kueue takes an MPIJob's runPolicy.schedulingPolicy.priorityClass first, then its templates' classes.
+    def mpijob(run_policy: str | None = None, **spec: Any) -> Probe:
+        body: dict[str, Any] = {"mpiReplicaSpecs": {
+            "Launcher": {"replicas": 1, "template": {"spec": _pod_spec(gid)}},
+            "Worker": {"replicas": 1, "template": {"spec": _pod_spec(gid, **spec)}}}}
+        if run_policy is not None:
+            body["runPolicy"] = {"schedulingPolicy": {"priorityClass": run_policy}}
+        return _object(namespace, "kubeflow.org/v2beta1", "MPIJob", MPIJOBS, body)
+    return [pair for name in CRITICAL_CLASSES
+            for pair in ((mpijob(priorityClassName=name), mpijob()), (mpijob(run_policy=name), mpijob()))]
+
+
+def _workload_priority_probes(namespace: str, gid: int | None, sidecar: str | None) -> list[Pair]:
+    # What Kueue makes of a job whose template names a class (a kind no job policy covers, or a Workload made
+    # directly): its priorityClassRef names the scheduling.k8s.io class; the twin names a WorkloadPriorityClass.
+    def workload(group: str, kind: str, name: str) -> Probe:
+        return _object(namespace, "kueue.x-k8s.io/v1beta2", "Workload", WORKLOADS, {
+            "queueName": "default", "priorityClassRef": {"group": group, "kind": kind, "name": name},
+            "podSets": [{"name": "main", "count": 1, "template": {"spec": _pod_spec(gid)}}]})
+    good = workload("kueue.x-k8s.io", "WorkloadPriorityClass", "standard")
+    return [(workload("scheduling.k8s.io", "PriorityClass", name), good) for name in CRITICAL_CLASSES]
 
 
 def _gpudirect_probes(namespace: str, gid: int | None, sidecar: str | None) -> list[Pair]:
@@ -213,8 +292,8 @@ def _exec_probes(namespace: str, gid: int | None, sidecar: str | None) -> list[P
             for container in (sidecar, None)]
 
 
-PODS = frozenset({"pods"})
-EXEC = frozenset({"pods/exec", "pods/attach"})
+PODS = frozenset({("", "v1", "pods")})
+EXEC = frozenset({("", "v1", "pods/exec"), ("", "v1", "pods/attach")})
 CREATE_UPDATE = frozenset({"CREATE", "UPDATE"})
 CREATE = frozenset({"CREATE"})  # a pod's security context cannot change after it is created
 CONNECT = frozenset({"CONNECT"})
@@ -222,7 +301,8 @@ SIDECAR_NAME = re.compile(r'c\.name == "([^"]+)"')
 
 # (what the guard does, the requests it must judge (resources, operations), the probes it must refuse, which namespaces
 # need it: needed(labels, team namespace, the GPUDirect bounds name a sidecar))
-AdmissionGuard = tuple[str, tuple[frozenset[str], frozenset[str]], Callable[[str, int | None, str | None], list[Pair]],
+AdmissionGuard = tuple[str, tuple[frozenset[Resource], frozenset[str]],
+                       Callable[[str, int | None, str | None], list[Pair]],
                        Callable[[Mapping[str, Any], bool, bool], bool]]
 ADMISSION_GUARDS: list[AdmissionGuard] = [
     ("admits images only from the allowed registries", (PODS, CREATE_UPDATE), _registry_probes,
@@ -232,6 +312,16 @@ ADMISSION_GUARDS: list[AdmissionGuard] = [
      _gid_probes, lambda labels, team, sidecar: team and "gpu-cluster/gid" in labels),
     ("refuses pods of the system-*-critical PriorityClasses (above every other team's pods and Kueue priority)",
      (PODS, CREATE), _priority_probes, lambda labels, team, sidecar: team),
+    # The job kinds Kueue admits for teams, and its Workloads: a class there reaches the queue before any pod.
+    ("refuses the system-*-critical PriorityClasses in the pod templates of Jobs and Deployments",
+     (frozenset({JOBS, DEPLOYMENTS, STATEFULSETS}), CREATE_UPDATE), _template_priority_probes,
+     lambda labels, team, sidecar: team),
+    ("refuses the system-*-critical PriorityClasses in JobSets' pod templates", (frozenset({JOBSETS}), CREATE_UPDATE),
+     _jobset_priority_probes, lambda labels, team, sidecar: team),
+    ("refuses the system-*-critical PriorityClasses in MPIJobs (run policy and pod templates)",
+     (frozenset({MPIJOBS}), CREATE_UPDATE), _mpijob_priority_probes, lambda labels, team, sidecar: team),
+    ("refuses Kueue Workloads that take a system-*-critical PriorityClass", (frozenset({WORKLOADS}), CREATE_UPDATE),
+     _workload_priority_probes, lambda labels, team, sidecar: team),
     ("bounds the GPUDirect containers' host paths and capabilities", (PODS, CREATE_UPDATE), _gpudirect_probes,
      lambda labels, team, sidecar: labels.get(GPUDIRECT_REASON[0]) == GPUDIRECT_REASON[1]),
     # Where the bounds let one named container (GKE's receive-datapath sidecar) do more than the others.
@@ -279,7 +369,8 @@ def _admission(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any])
 admission_guards = guard(
     "kubernetes-team-admission-policies", "security",
     "every team namespace is bound, with Deny, to admission policies that fail closed and admit images only from "
-    "the allowed registries, refuse privileged containers and pods of the system-*-critical priority classes, "
+    "the allowed registries, refuse privileged containers and the system-*-critical priority classes on pods, on the "
+    "pod templates of Jobs, Deployments, JobSets and MPIJobs (and an MPIJob's run policy) and on Kueue Workloads, "
     "require the team's GID where the namespace has one and, "
     "where GPUDirect sidecars run, bound each container and keep exec out of the sidecar; each policy is recognised "
     "by the CEL it runs.",

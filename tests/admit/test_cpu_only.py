@@ -25,7 +25,7 @@ def test_a_cpu_only_pod_lands_on_the_cpu_group(stack: str, graph_files: Callable
                                                capsys: pytest.CaptureFixture[str]) -> None:
     code, report = admit(graph_files(stack), tmp_path, prep(), capsys=capsys)
     (workload,) = report["workloads"]
-    assert code == 0 and workload["flavor"] == "cpu"
+    assert code == 0 and workload["flavor"] == "cpu-47400688"
     assert workload["placements"] == [{"pod_set": "main", "node_group": "cpu", "nodes": 1, "pods": 1}]
     assert not [n for n in workload["notes"] if "asks for no GPU" in n]
 
@@ -47,9 +47,9 @@ def test_past_its_cpu_quota_a_cpu_only_pod_lands_on_gpu_nodes_and_admit_says_why
     assert code == 0 and workload["flavor"] == "h100"
     assert workload["placements"] == [{"pod_set": "main", "node_group": "h100", "nodes": 1, "pods": 1}]
     assert ("pod set main asks for no GPU but lands on NodeGroup/h100 (p5.48xlarge, a GPU node group): Kueue's "
-            "flavor h100 places it there, past the team's CPU flavor (flavor cpu: 20 cpu needed, at most 16 (nominal "
-            "16 + 0 borrowed from cohort prod-train-gpus (the others lend 0))); it holds a GPU node's CPU and memory "
-            "while it runs") in workload["notes"]
+            "flavor h100 places it there, past the team's CPU flavor (flavor cpu-47400688: 20 cpu needed, at most 16 "
+            "(nominal 16 + 0 borrowed from cohort prod-train-gpus (the others lend 0))); it holds a GPU node's CPU and "
+            "memory while it runs") in workload["notes"]
 
 
 def test_without_a_cpu_quota_admit_says_the_queue_has_no_cpu_flavor(

@@ -158,6 +158,16 @@ GUARDS: dict[str, tuple[str, Mutation, tuple[str, ...] | None]] = {
         _editing(_named(VAP, "gpu-cluster-team-priority-pods"), lambda i: [
             v.update(expression=f"({v['expression']}) || object.spec.priorityClassName == 'system-node-critical'")
             for v in i["spec"]["validations"]]), None),
+    **{f"team priority policy on {kind} deleted": (
+        "kubernetes-team-admission-policies",
+        _without(lambda r, kind=kind: r.type in (VAP, BINDING)
+                 and r.inputs["metadata"]["name"] == f"gpu-cluster-team-priority-{kind}"), ("prod-aws",))
+       for kind in ("templates", "jobsets", "mpijobs", "workloads")},
+    "team priority policy on MPIJobs ignores the run policy": (
+        "kubernetes-team-admission-policies",
+        _editing(_named(VAP, "gpu-cluster-team-priority-mpijobs"), lambda i: [
+            v.update(expression=v["expression"].replace("has(object.spec.runPolicy) &&", "false &&"))
+            for v in i["spec"]["validations"]]), ("prod-aws",)),
     "exec into the RxDM sidecar allowed": (
         "kubernetes-team-admission-policies",
         _without(lambda r: r.type == BINDING and r.inputs["metadata"]["name"] == "gpu-cluster-gpudirect-sidecar-exec"),

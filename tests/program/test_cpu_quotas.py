@@ -166,12 +166,13 @@ def test_both_clouds_build_the_cpu_flavor_and_quota(stack: str) -> None:
     graph = offline_run(stack).graph
     flavors = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type(KUEUE + "ResourceFlavor")}
     # The h100 flavor has a topology, so the cpu flavor has one too (the hosts): the team queues stay TAS-only.
-    assert flavors["cpu"] == {"nodeLabels": {"gpu-cluster/node-group": "cpu"}, "topologyName": "hosts", **TEAM_CPU}
+    assert flavors["cpu-47400688"] == {"nodeLabels": {"gpu-cluster/node-group": "cpu"}, "topologyName": "hosts",
+                                       **TEAM_CPU}
     topologies = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type(KUEUE + "Topology")}
     assert topologies["hosts"] == {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]}
     cqs = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type(KUEUE + "ClusterQueue")}
     research = cqs["research"]["resourceGroups"][0]["flavors"]
-    assert [f["name"] for f in research] == ["cpu", "h100"]
+    assert [f["name"] for f in research] == ["cpu-47400688", "h100"]
     cpu = {r["name"]: r["nominalQuota"] for r in research[0]["resources"]}
     assert (cpu["nvidia.com/gpu"], cpu["cpu"], cpu["memory"]) == \
         (("0", "16", "56Gi") if stack == "prod-aws" else ("0", "8", "28Gi"))
@@ -213,11 +214,11 @@ def test_a_stack_whose_teams_mix_placed_and_open_gpu_groups_gets_both_cpu_flavor
     applied["quotas"] = [{"nodeGroup": "l4", "gpus": 2}]
     graph = run_spec(raw, "prod-aws").graph
     flavors = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in graph.of_type(KUEUE + "ResourceFlavor")}
-    assert flavors["cpu"]["topologyName"] == "hosts" and "topologyName" not in flavors["cpu-no-topology"]
+    assert flavors["cpu-47400688"]["topologyName"] == "hosts" and "topologyName" not in flavors["cpu-no-topology"]
     assert flavors["cpu-no-topology"]["nodeLabels"] == {"gpu-cluster/node-group": "cpu"}
     cqs = {r.inputs["metadata"]["name"]: [f["name"] for f in r.inputs["spec"]["resourceGroups"][0]["flavors"]]
            for r in graph.of_type(KUEUE + "ClusterQueue")}
-    assert cqs["research"] == ["cpu", "h100"] and cqs["applied"] == ["cpu-no-topology", "l4"]
+    assert cqs["research"] == ["cpu-47400688", "h100"] and cqs["applied"] == ["cpu-no-topology", "l4"]
 
 
 @pytest.mark.parametrize("stack", ["prod-aws", "prod-gcp"])
@@ -251,3 +252,19 @@ def test_an_autoscaled_team_cpu_group_tells_the_cluster_autoscaler_its_taint() -
     assert autoscaler_tags(group, facts, 1, team_cpu=True)[f"{NODE_TEMPLATE}/taint/gpu-cluster/team-cpu"] == \
         "true:NoSchedule"
     assert f"{NODE_TEMPLATE}/taint/gpu-cluster/team-cpu" not in autoscaler_tags(group, facts, 1)
+
+
+def test_a_custom_ami_team_cpu_group_carries_its_taint_in_the_user_data() -> None:
+    """Why docs/limits.md says the taint rolls such a group: with amiId, EKS applies API taints only after the node
+    registers, so the taint is written into the user data too, and a new launch template version replaces the nodes;
+    with EKS's own AMI it is an API taint only (an in-place update)."""
+    from components.bootstrap import node_bootstrap
+    from components.catalog import load_aws_catalog
+
+    parsed = parse_spec(spec("prod-aws"), AWS, provider_region="us-east-1")
+    (group,) = [g for g in parsed.aws_spec().node_groups if g.name == "cpu"]
+    facts = load_aws_catalog()[group.instance_type]
+    custom = group.model_copy(update={"ami_id": "ami-0123456789abcdef0", "ami_kubernetes_version": "1.35"})
+    assert ("gpu-cluster/team-cpu", "true", "NoSchedule") in node_bootstrap(custom, facts, team_cpu=True).taints
+    assert ("gpu-cluster/team-cpu", "true", "NoSchedule") not in node_bootstrap(custom, facts).taints
+    assert node_bootstrap(group, facts, team_cpu=True).taints == ()

@@ -583,7 +583,7 @@ def test_gke_topology_levels_are_used_for_the_reserved_pool() -> None:
     flavors = {r.inputs["metadata"]["name"]: r.inputs for r in graph.of_type(KUEUE + "ResourceFlavor")}
     assert flavors["h100"]["spec"]["topologyName"] == topology["metadata"]["name"]
     # The teams' cpu pool is not placed; its flavor has the one-level hosts topology, so the queues stay TAS-only.
-    assert flavors["cpu"]["spec"]["topologyName"] == "hosts"
+    assert flavors["cpu-47400688"]["spec"]["topologyName"] == "hosts"
     assert topologies["hosts"]["spec"]["levels"] == [{"nodeLabel": "kubernetes.io/hostname"}]
 
 

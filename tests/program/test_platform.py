@@ -200,7 +200,8 @@ def test_one_cluster_queue_and_local_queue_per_team() -> None:
         assert cqs[team]["spec"]["preemption"] == {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
     research = cqs["research"]["spec"]["resourceGroups"][0]
     assert research["coveredResources"] == ["nvidia.com/gpu", "cpu", "memory", "vpc.amazonaws.com/efa"]
-    assert [f["name"] for f in research["flavors"]] == ["cpu", "h100"]  # the CPU flavor first (test_cpu_quotas.py)
+    # the CPU flavor first (test_cpu_quotas.py), named by its immutable fields (test_flavor_names.py)
+    assert [f["name"] for f in research["flavors"]] == ["cpu-47400688", "h100"]
     assert research["flavors"][1]["resources"] == [
         {"name": "nvidia.com/gpu", "nominalQuota": "64", "borrowingLimit": "32"},
         {"name": "cpu", "nominalQuota": "1536", "borrowingLimit": "768"},
@@ -212,7 +213,7 @@ def test_one_cluster_queue_and_local_queue_per_team() -> None:
 def test_flavor_targets_the_node_group_tolerates_the_taint_and_uses_the_topology() -> None:
     graph = offline_run("prod-aws").graph
     by_name = {f["metadata"]["name"]: f for f in kueue_objects(graph, "ResourceFlavor")}
-    flavor, cpu = by_name["h100"], by_name["cpu"]
+    flavor, cpu = by_name["h100"], by_name["cpu-47400688"]
     # teams' CPU-only work: the cpu group's team taint and its toleration, no GPU toleration; the hosts topology, as
     # h100 has one (a TAS-only queue)
     team_cpu = {"key": "gpu-cluster/team-cpu", "effect": "NoSchedule"}

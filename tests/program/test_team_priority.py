@@ -44,6 +44,12 @@ OBJECTS: list[tuple[str, dict[str, Any]]] = [
                  "metadata": {"name": "m", "namespace": "research"},
                  "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": TEMPLATE},
                                               "Worker": {"replicas": 2, "template": TEMPLATE}}}}),
+    ("cronjobs", {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c", "namespace": "research"},
+                  "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": TEMPLATE}}}}),
+    ("trainingruntimes", {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime",
+                          "metadata": {"name": "t", "namespace": "research"},
+                          "spec": {"template": {"spec": {"replicatedJobs": [
+                              {"name": "node", "template": {"spec": {"template": TEMPLATE}}}]}}}}),
 ]
 
 
@@ -57,6 +63,10 @@ def _with_priority(obj: dict[str, Any], name: str) -> dict[str, Any]:
         holder = spec["replicatedJobs"][-1]["template"]["spec"]["template"]["spec"]
     elif out["kind"] == "MPIJob":
         holder = spec["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    elif out["kind"] == "CronJob":
+        holder = spec["jobTemplate"]["spec"]["template"]["spec"]
+    elif out["kind"] == "TrainingRuntime":
+        holder = spec["template"]["spec"]["replicatedJobs"][-1]["template"]["spec"]["template"]["spec"]
     else:
         holder = spec["template"]["spec"]
     holder["priorityClassName"] = name
@@ -96,7 +106,8 @@ def _passes(expression: str, obj: dict[str, Any], old: dict[str, Any] | None = N
 @pytest.mark.parametrize("stack_name", ["prod-aws", "prod-gcp"])
 def test_team_namespaces_refuse_priority_classes_on_pods_job_templates_and_workloads(stack_name: str) -> None:
     vaps, bindings = _policies(stack_name)
-    names = {f"{TEAM_PRIORITY_POLICY}-{s}" for s in ("pods", "templates", "jobsets", "mpijobs", "workloads")}
+    names = {f"{TEAM_PRIORITY_POLICY}-{s}"
+             for s in ("pods", "templates", "cronjobs", "jobsets", "mpijobs", "trainingruntimes", "workloads")}
     assert names <= set(vaps) and names <= set(bindings)
     for name in names:
         assert bindings[name] == {"policyName": name, "validationActions": ["Deny"],
@@ -108,7 +119,9 @@ def test_team_namespaces_refuse_priority_classes_on_pods_job_templates_and_workl
     assert rules == {"pods": [([""], ["v1"], ["pods"])],
                      "templates": [(["batch"], ["v1"], ["jobs"]), (["apps"], ["v1"], ["deployments", "statefulsets"])],
                      "jobsets": [(["jobset.x-k8s.io"], ["v1alpha2"], ["jobsets"])],
+                     "cronjobs": [(["batch"], ["v1"], ["cronjobs"])],
                      "mpijobs": [(["kubeflow.org"], ["v2beta1"], ["mpijobs"])],
+                     "trainingruntimes": [(["trainer.kubeflow.org"], ["v1alpha1"], ["trainingruntimes"])],
                      "workloads": [(["kueue.x-k8s.io"], ["v1beta2"], ["workloads"])]}
     for suffix, obj in OBJECTS:
         (validation,) = vaps[f"{TEAM_PRIORITY_POLICY}-{suffix}"]["validations"]
@@ -129,3 +142,36 @@ def test_team_namespaces_refuse_priority_classes_on_pods_job_templates_and_workl
         assert not _passes(workloads["expression"], critical)
         # An update that leaves a Workload's reference as it was passes: one made before the policy can finish.
         assert _passes(workloads["expression"], critical, old=critical)
+
+
+def _expression(suffix: str) -> str:
+    vaps, _ = _policies("prod-aws")
+    (validation,) = vaps[f"{TEAM_PRIORITY_POLICY}-{suffix}"]["validations"]
+    return str(validation["expression"])
+
+
+def test_an_mpijob_run_policy_priority_class_is_refused() -> None:
+    """Kueue's MPIJob integration takes .spec.runPolicy.schedulingPolicy.priorityClass before the templates' classes
+    (kueue pkg/controller/jobs/mpijob, MPIJob.PriorityClass())."""
+    expression = _expression("mpijobs")
+    mpijob = copy.deepcopy(dict(OBJECTS)["mpijobs"])
+    mpijob["spec"]["runPolicy"] = {"schedulingPolicy": {"minAvailable": 3}}
+    _validate(mpijob)
+    assert _passes(expression, mpijob)
+    for name in CRITICAL:
+        mpijob["spec"]["runPolicy"]["schedulingPolicy"]["priorityClass"] = name
+        _validate(mpijob)
+        assert not _passes(expression, mpijob), name
+
+
+@pytest.mark.parametrize("suffix", ["templates", "cronjobs", "jobsets", "mpijobs", "trainingruntimes"])
+def test_an_update_that_keeps_the_class_passes_and_one_that_adds_a_class_does_not(suffix: str) -> None:
+    """An object made before the policy still takes Kueue's unsuspend and its controller's finalizer removal (UPDATEs
+    that leave the class as it was), as the Workload policy allows; an UPDATE that sets a class is refused."""
+    expression = _expression(suffix)
+    obj = next(o for s, o in OBJECTS if s == suffix)
+    critical = _with_priority(obj, "system-node-critical")
+    assert _passes(expression, critical, old=critical)
+    assert not _passes(expression, critical, old=obj)
+    assert not _passes(expression, critical, old=_with_priority(obj, "system-cluster-critical"))
+    assert _passes(expression, obj, old=critical)  # dropping the class

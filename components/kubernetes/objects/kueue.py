@@ -3,7 +3,10 @@ provisioning admission check, and the controller's configuration."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import yaml
 
@@ -61,10 +64,40 @@ def resource_flavor(pool: GpuPool, topology_name: str | None) -> Manifest:
 HOST_TOPOLOGY = NetworkTopology(name="hosts", node_labels=("kubernetes.io/hostname",))
 
 
+# Once a ResourceFlavor has a topologyName, Kueue's CRD refuses any change to these fields ("nodeLabels are immutable
+# when topologyName is set", "tolerations are immutable ...", "topologyName is immutable ...": the x-kubernetes-
+# validations of ResourceFlavorSpec, blueprint/schemas/crds/kueue/kueue.x-k8s.io_resourceflavors.yaml).
+TOPOLOGY_IMMUTABLE = ("nodeLabels", "tolerations", "topologyName")
+
+
+def topology_flavor_name(base: str, spec: Mapping[str, Any]) -> str:
+    """A flavor with a topology's name: ``base`` and a digest of the fields the CRD makes immutable, so a change to
+    any of them is a new object under a new name (a new Pulumi URN): created, the ClusterQueues moved to it (they
+    depend on it), then the old one deleted, which Kueue's ``kueue.x-k8s.io/resource-in-use`` finalizer lets go once no
+    ClusterQueue names it. An update in place would be refused by the API server. As :func:`rule_name` of
+    objects/node_check.py does for the readiness rules."""
+    immutable = {k: spec[k] for k in TOPOLOGY_IMMUTABLE if k in spec}
+    digest = hashlib.sha256(json.dumps(immutable, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{base}-{digest}"
+
+
+def cpu_flavor_spec(pool: CpuPool, tas: bool) -> Manifest:
+    """The CPU flavor's spec (see :func:`cpu_resource_flavor`)."""
+    spec: Manifest = {"nodeLabels": {NODE_GROUP_LABEL: pool.name},
+                      "nodeTaints": [{"key": TEAM_CPU_TAINT_KEY, "value": "true", "effect": "NoSchedule"}],
+                      "tolerations": [TEAM_CPU_TOLERATION]}
+    if tas:
+        spec["topologyName"] = HOST_TOPOLOGY.name
+    return spec
+
+
 def cpu_flavor_name(pool: CpuPool, tas: bool, both: bool) -> str:
-    """The CPU flavor's name: the group's, or with ``-no-topology`` for the variant without one when a stack needs
-    both (teams whose GPU flavors all have a topology beside teams whose do not)."""
-    return f"{pool.name}-no-topology" if both and not tas else pool.name
+    """The CPU flavor's name: with the hosts topology, the group's and a digest of its immutable fields
+    (:func:`topology_flavor_name`); without one, the group's, or with ``-no-topology`` when a stack needs both
+    variants (teams whose GPU flavors all have a topology beside teams whose do not)."""
+    if tas:
+        return topology_flavor_name(pool.name, cpu_flavor_spec(pool, tas))
+    return f"{pool.name}-no-topology" if both else pool.name
 
 
 def cpu_resource_flavor(pool: CpuPool, tas: bool = False, both: bool = False) -> Manifest:
@@ -79,13 +112,8 @@ def cpu_resource_flavor(pool: CpuPool, tas: bool = False, both: bool = False) ->
     will be added to the pods admitted in the quota associated with this resource flavor"; ``nodeTaints``: "When this
     ResourceFlavor has also set the matching tolerations (in .spec.tolerations), then the nodeTaints are not
     considered during admission"; Kueue docs, "Resource Flavor", kueue.sigs.k8s.io/docs/concepts/resource_flavor)."""
-    spec: Manifest = {"nodeLabels": {NODE_GROUP_LABEL: pool.name},
-                      "nodeTaints": [{"key": TEAM_CPU_TAINT_KEY, "value": "true", "effect": "NoSchedule"}],
-                      "tolerations": [TEAM_CPU_TOLERATION]}
-    if tas:
-        spec["topologyName"] = HOST_TOPOLOGY.name
     return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": meta(cpu_flavor_name(pool, tas, both)),
-            "spec": spec}
+            "spec": cpu_flavor_spec(pool, tas)}
 
 
 def cohort(name: str) -> Manifest:

@@ -296,7 +296,10 @@ TEAM_PRIORITY_CLASSES: tuple[str, ...] = ()
 def team_priority_policy(offered: Sequence[str] = TEAM_PRIORITY_CLASSES) -> list[Manifest]:
     """ValidatingAdmissionPolicies (and bindings) on team namespaces that refuse a ``priorityClassName`` the stack does
     not offer teams (``offered``; none): on pods, on the pod templates of the job kinds Kueue admits for teams (batch
-    Job, Deployment, StatefulSet, JobSet, MPIJob: controllers.KUEUE_FRAMEWORKS) and on Kueue's Workloads.
+    Job, Deployment, StatefulSet, JobSet, MPIJob and its ``spec.runPolicy.schedulingPolicy.priorityClass``:
+    controllers.KUEUE_FRAMEWORKS), of the kinds the team Role lets members make that hold such templates (batch
+    CronJob, Kubeflow Trainer TrainingRuntime) and on Kueue's Workloads. On UPDATE a class the old object already
+    named passes, so objects made before the policy still take Kueue's unsuspend and their finalizers' removal.
 
     Why: a pod of ``system-node-critical`` (2000001000) runs above everything on the node, where kube-scheduler evicts
     lower-priority pods of any namespace to place it (Kubernetes "Pod Priority and Preemption", "Preemption"); and a
@@ -311,10 +314,18 @@ def team_priority_policy(offered: Sequence[str] = TEAM_PRIORITY_CLASSES) -> list
     never reaches a queue. The policies on the job kinds refuse the user's object with the reason; the one on
     Workloads holds whatever the job policies miss (a kind added later, a Workload made directly), since Kueue creates
     every Workload in the job's namespace. TrainJob needs none: it names no PriorityClass (trainer.kubeflow.org
-    v1alpha1 schema) and the JobSet the Trainer makes of it is checked as a JobSet. One policy per object shape, so
+    v1alpha1 schema); its runtime's templates may, and Kueue makes the TrainJob's Workload from them, so the Workload
+    policy refuses it before the Trainer makes any JobSet (a namespaced TrainingRuntime is refused at creation by its
+    own policy; a ClusterTrainingRuntime is the platform's). CronJobs and TrainingRuntimes are checked so the user
+    sees the reason when writing them, not at each Job or TrainJob made from them. One policy per object shape, so
     each expression is type-checked against the one schema it reads (Kubernetes "Validating Admission Policy", "Type
     checking"). On GKE the critical classes are also limited to namespaces with a quota scoped to them
     (critical_priority_quota); that does not reach other classes, Workloads or EKS.
+
+    A PriorityClass with ``globalDefault: true`` would make the Priority admission plugin give its name to every pod
+    that names none (Kubernetes "Pod Priority and Preemption", "PriorityClass": globalDefault), and the pods policy
+    would then refuse every team pod. The stack makes no PriorityClass; one added to it (or to the cluster) must not
+    be a global default, or must be in ``offered``.
     """
     allowed = json.dumps(sorted(set(offered)))
     offers = f"the stack offers teams {', '.join(sorted(set(offered)))}" if offered else \
@@ -325,7 +336,8 @@ def team_priority_policy(offered: Sequence[str] = TEAM_PRIORITY_CLASSES) -> list
                f"({CRITICAL_PRIORITY_VALUES['system-cluster-critical']}), or any other class, would run the pods "
                "above other teams' pods, which kube-scheduler evicts from a node to place them, and give the job's "
                "Kueue Workload that priority, which queues it ahead of and preempts the team's other work; drop "
-               f"priorityClassName and set the kueue.x-k8s.io/priority-class label ({wpcs}) instead")
+               "priorityClassName (and spec.runPolicy.schedulingPolicy.priorityClass on an MPIJob) and set the "
+               f"kueue.x-k8s.io/priority-class label ({wpcs}) instead")
 
     def fine(spec: str) -> str:
         return f"(!has({spec}.priorityClassName) || {spec}.priorityClassName in {allowed})"
@@ -333,7 +345,48 @@ def team_priority_policy(offered: Sequence[str] = TEAM_PRIORITY_CLASSES) -> list
     def rule(group: str, version: str, resources: list[str], operations: list[str]) -> Manifest:
         return {"apiGroups": [group], "apiVersions": [version], "operations": operations, "resources": resources}
 
-    mpi = "object.spec.mpiReplicaSpecs[k]"
+    def named(spec: str, guards: Sequence[str] = ()) -> str:
+        """The class a pod spec names, as a list (empty when none), each optional field on the way guarded."""
+        return f"({' && '.join([*guards, f'has({spec}.priorityClassName)'])} ? [{spec}.priorityClassName] : [])"
+
+    def listed(items: str, var: str, spec: str, guards: Sequence[str]) -> str:
+        """The classes the pod specs of a list (or a map's values) name."""
+        present = " && ".join([*guards, f"has({spec}.priorityClassName)"])
+        return f"{items}.filter({var}, {present}).map({var}, {spec}.priorityClassName)"
+
+    def classes(o: str, kind: str) -> str:
+        """The PriorityClasses object ``o`` (``object`` or ``oldObject``) of one shape names, as a CEL list."""
+        if kind == "templates":
+            return named(f"{o}.spec.template.spec", [f"has({o}.spec.template.spec)"])
+        if kind == "cronjobs":  # batch/v1 CronJob: spec.jobTemplate.spec.template.spec
+            return named(f"{o}.spec.jobTemplate.spec.template.spec",
+                         [f"has({o}.spec.jobTemplate.spec)", f"has({o}.spec.jobTemplate.spec.template.spec)"])
+        if kind == "jobsets":
+            return (f"(has({o}.spec.replicatedJobs) ? "
+                    + listed(f"{o}.spec.replicatedJobs", "r", "r.template.spec.template.spec",
+                             ["has(r.template.spec)", "has(r.template.spec.template.spec)"]) + " : [])")
+        if kind == "trainingruntimes":  # trainer.kubeflow.org v1alpha1: the JobSet template of a TrainingRuntime
+            jobs = f"{o}.spec.template.spec.replicatedJobs"
+            return (f"(has({o}.spec.template) && has({o}.spec.template.spec) && has({jobs}) ? "
+                    + listed(jobs, "r", "r.template.spec.template.spec",
+                             ["has(r.template.spec)", "has(r.template.spec.template)",
+                              "has(r.template.spec.template.spec)"]) + " : [])")
+        # mpijobs: Kueue reads .spec.runPolicy.schedulingPolicy.priorityClass first, then the launcher's and the
+        # workers' templates (kueue pkg/controller/jobs/mpijob/mpijob_controller.go, MPIJob.PriorityClass()).
+        replica = f"{o}.spec.mpiReplicaSpecs[k]"
+        policy = f"{o}.spec.runPolicy.schedulingPolicy"
+        return ("(" + listed(f"{o}.spec.mpiReplicaSpecs", "k", f"{replica}.template.spec",
+                             [f"has({replica}.template)", f"has({replica}.template.spec)"])
+                + f" + (has({o}.spec.runPolicy) && has({policy}) && has({policy}.priorityClass) && "
+                f"{policy}.priorityClass != '' ? [{policy}.priorityClass] : []))")
+
+    def kept(kind: str) -> str:
+        """Every class the object names is offered, or (on UPDATE) the old object named it already: Kueue's unsuspend,
+        a controller's status and finalizer updates, a Deployment's scaling of an object made before the policy go
+        through; a new class does not."""
+        return (f"{classes('object', kind)}.all(n, n in {allowed} || "
+                f"(request.operation == 'UPDATE' && n in {classes('oldObject', kind)}))")
+
     ref = "object.spec.priorityClassRef"
     shapes: list[tuple[str, list[Manifest], str]] = [
         # A pod's priorityClassName cannot change after creation (Kubernetes API, PodSpec).
@@ -341,14 +394,14 @@ def team_priority_policy(offered: Sequence[str] = TEAM_PRIORITY_CLASSES) -> list
         # Deployments' templates change on UPDATE; a suspended Job's template may too (Kubernetes "Jobs", "Mutable
         # Scheduling Directives").
         ("templates", [rule("batch", "v1", ["jobs"], ["CREATE", "UPDATE"]),
-                       rule("apps", "v1", ["deployments", "statefulsets"], ["CREATE", "UPDATE"])],
-         f"!has(object.spec.template.spec) || {fine('object.spec.template.spec')}"),
-        ("jobsets", [rule("jobset.x-k8s.io", "v1alpha2", ["jobsets"], ["CREATE", "UPDATE"])],
-         "!has(object.spec.replicatedJobs) || object.spec.replicatedJobs.all(r, !has(r.template.spec) || "
-         f"!has(r.template.spec.template.spec) || {fine('r.template.spec.template.spec')})"),
-        ("mpijobs", [rule("kubeflow.org", "v2beta1", ["mpijobs"], ["CREATE", "UPDATE"])],
-         f"object.spec.mpiReplicaSpecs.all(k, !has({mpi}.template) || !has({mpi}.template.spec) || "
-         f"{fine(mpi + '.template.spec')})"),
+                       rule("apps", "v1", ["deployments", "statefulsets"], ["CREATE", "UPDATE"])], kept("templates")),
+        # The team Role lets members make CronJobs, whose Jobs would be refused one by one at each schedule.
+        ("cronjobs", [rule("batch", "v1", ["cronjobs"], ["CREATE", "UPDATE"])], kept("cronjobs")),
+        ("jobsets", [rule("jobset.x-k8s.io", "v1alpha2", ["jobsets"], ["CREATE", "UPDATE"])], kept("jobsets")),
+        ("mpijobs", [rule("kubeflow.org", "v2beta1", ["mpijobs"], ["CREATE", "UPDATE"])], kept("mpijobs")),
+        # The team Role lets members make TrainingRuntimes, whose pod templates a TrainJob's Workload is made from.
+        ("trainingruntimes", [rule("trainer.kubeflow.org", "v1alpha1", ["trainingruntimes"], ["CREATE", "UPDATE"])],
+         kept("trainingruntimes")),
         # Kueue v0.19's stored version (v1beta2) names the class in priorityClassRef ({group, kind, name}); a request
         # in another served version is converted to it (matchPolicy Equivalent). On UPDATE an unchanged reference
         # passes, so a Workload made before the policy can still be finished and deleted (its finalizer removed).
