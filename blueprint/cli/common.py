@@ -125,10 +125,11 @@ def usage_for(explicit: Path | None, target_text: str,
     """The usage estimates to price with: ``--usage FILE``, else ``<stack>.usage.yaml`` beside a stack file,
     else none; checked against the graphs' resource types (names a graph lacks become notes)."""
     from blueprint.cost.usage import check_usage_types, default_usage_path, load_usage
-    from blueprint.graph.stackfile import default_stacks_dir, resolve
 
     path = explicit
     if path is None and Path(target_text).suffix not in GRAPH_SUFFIXES:
+        from blueprint.graph.stackfile import default_stacks_dir, resolve
+
         name, stack_path = resolve(target_text, default_stacks_dir())
         candidate = default_usage_path(stack_path, name)
         path = candidate if candidate.is_file() else None

@@ -25,7 +25,7 @@ __all__ = ["DISCOUNTED", "INCLUDES", "STATUSES", "UNITS", "Price", "PriceCatalog
 
 
 def _strict(text: str, shown: str) -> object:
-    from blueprint.graph.stackfile import StackError, parse_stack_yaml
+    from blueprint.graph.stack_yaml import StackError, parse_stack_yaml
 
     try:
         return parse_stack_yaml(text, shown)
