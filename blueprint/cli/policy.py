@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from blueprint.cli.common import EXIT_OK, EXIT_POLICY, output_option, target_graph, write
+from blueprint.cli.common import EXIT_OK, EXIT_POLICY, cache_option, output_option, target_graph, write
 from blueprint.files.output import OutputError, check_output_file
 from blueprint.graph.load import GRAPH_SUFFIXES
 from blueprint.graph.model import ResourceGraph
@@ -30,6 +30,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--stack-file", type=Path, help="the stack file findings point at (SARIF lines); default: "
                         "the stack's file, or stacks/Pulumi.<stack>.yaml for a graph")
     output_option(parser)
+    cache_option(parser)
     parser.set_defaults(handler=run)
 
 
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
     pack = load_pack()
     config = load_config_file(args.config, pack.policies) if args.config else None
-    graph, artifact, _ = target_graph(args.target)
+    graph, artifact, _ = target_graph(args.target, need_spec=False, use_cache=not args.no_cache)
     report = run_policies(graph, config, pack)
     stack = graph.stack or Path(artifact).stem
 

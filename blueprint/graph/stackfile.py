@@ -11,22 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from blueprint.files.input import InputTooLargeError, read_limited
+from blueprint.graph.stack_paths import MAX_STACK_FILE_BYTES as MAX_STACK_FILE_BYTES
+from blueprint.graph.stack_paths import STACKS_DIR as STACKS_DIR
+from blueprint.graph.stack_paths import available_stacks as available_stacks
+from blueprint.graph.stack_paths import default_stacks_dir as default_stacks_dir
+from blueprint.graph.stack_paths import display as _display
+from blueprint.graph.stack_paths import resolve as resolve
 from blueprint.graph.stack_yaml import StackError as StackError
 from blueprint.graph.stack_yaml import parse_stack_yaml as parse_stack_yaml
 from components.spec import SPEC_KEY, ClusterSpec, SpecError, parse_spec
 from components.spec.providers import PROVIDER_PROJECT_KEYS, PROVIDER_REGION_KEYS
-
-# The source tree's stacks; an installed ``blueprint`` reads ``./stacks`` of the project it runs in.
-STACKS_DIR = Path(__file__).resolve().parents[2] / "stacks"
-
-
-def default_stacks_dir() -> Path:
-    """``./stacks`` when the current directory is a Pulumi project of this blueprint, else the source tree's."""
-    here = Path.cwd() / "stacks"
-    return here if here.is_dir() else STACKS_DIR
-
-
-MAX_STACK_FILE_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -43,29 +37,6 @@ class StackFile:
     def region(self) -> str:
         """The region the stack deploys to (its cloud's)."""
         return self.spec.region
-
-
-def available_stacks(stacks_dir: Path | None = None) -> list[str]:
-    """Stack names that have a file in ``stacks/``."""
-    stacks_dir = stacks_dir or default_stacks_dir()
-    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stacks_dir.glob("Pulumi.*.yaml"))
-
-
-def resolve(stack: str, stacks_dir: Path | None = None) -> tuple[str, Path]:
-    """A stack name (``prod-aws``) or a path to a stack file, as (stack name, path)."""
-    stacks_dir = stacks_dir or default_stacks_dir()
-    candidate = Path(stack)
-    if candidate.suffix in (".yaml", ".yml"):
-        name = candidate.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
-        return name, candidate
-    return stack, stacks_dir / f"Pulumi.{stack}.yaml"
-
-
-def _display(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 def load_stack(stack: str, stacks_dir: Path | None = None) -> StackFile:
