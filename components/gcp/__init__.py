@@ -1,7 +1,7 @@
 """The GCP (GKE) planes: ``build(spec)`` returns what the cloud-neutral wiring needs.
 
 ``build`` (``components.gcp.cloud``, the program with the cloud's SDK) is imported on first use, not with the
-package: a reader of a saved graph that needs one of the package's light modules (``components.gcp.names``) loads
+package: a reader of a saved graph that needs one of the package's light modules (``components.gcp.figures``) loads
 neither the program nor the SDK."""
 
 from __future__ import annotations
