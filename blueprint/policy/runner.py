@@ -242,6 +242,9 @@ def run_policies(graph: ResourceGraph, config: LevelConfig | None = None, pack: 
         raise PolicyConfigError(f"{ENGINE_ENV}={chosen!r}: the policy engine is one of {', '.join(ENGINES)}")
     pack = pack or load_pack()
     levels, report = _prepare(graph, config, pack)
+    from blueprint.files import cel_parser
+
+    cel_parser.warm()  # the pack's admission guards evaluate CEL: cel-python's grammar from its file
     was_enabled = gc.isenabled()
     gc.disable()
     try:
