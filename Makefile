@@ -107,10 +107,11 @@ test-tools:
 golden: setup
 	$(BIN)/python -m pytest -q tests/program/test_golden.py --update-golden
 
-## Measure graph, policy and preview at prod-aws and 10/100/1,000 generated node groups (several minutes);
-## prints the table and the targets, writes bench/latest.json. Not part of `make test`.
+## Measure preview, cost, policy, admit and graph as paired ratios against their floors, on the shipped stacks and
+## 10/100/1,000 generated node groups (tens of minutes; docs/performance.md); prints the table, the floors and the
+## targets, writes bench/latest.json. Not part of `make test`. Options: make bench BENCH_ARGS="--pairs 9".
 bench: setup
-	$(BIN)/python -m blueprint.bench --out bench
+	$(BIN)/python -m blueprint.bench --out bench $(BENCH_ARGS)
 
 ## Compare the latest run with a saved one: make bench-compare BASE=bench/bench-<when>.json
 bench-compare: setup

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from components.aws.names import AUTOSCALE_TAG as AUTOSCALE_TAG
+from components.aws.names import NODE_TEMPLATE as NODE_TEMPLATE
 from components.bootstrap import KUBERNETES_EFFECTS, efa_interfaces, node_labels, node_taints, wants_raid0
 from components.catalog import InstanceFacts
 from components.spec.aws import NodeGroupSpec
@@ -14,10 +16,6 @@ from components.spec.decisions import is_autoscaled
 
 # The extended resource the EFA device plugin advertises.
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
-# The opt-in tag: only Auto Scaling groups carrying it (value "true") are discovered and may be scaled.
-AUTOSCALE_TAG = "gpu-cluster/autoscale"
-# Where CA reads a scale-from-zero node's labels, taints and resources (ASG tags).
-NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 # Amazon EC2 Auto Scaling user guide, "Tag Auto Scaling groups and instances", tag restrictions: at most 50 tags per
 # Auto Scaling group; API reference, Tag: keys of 1 to 128 characters.
 MAX_ASG_TAGS = 50

@@ -51,6 +51,10 @@ _refuse_reads_beside_the_checkout()
 # as days pass (the shipped prod block, 2027-01-04 to 2027-01-18, is in the future at this moment).
 TEST_NOW = "2026-11-29T00:00:00Z"
 os.environ["GPU_CLUSTER_NOW"] = TEST_NOW
+# The graph cache (blueprint/graph/cache.py) is off for the suite and the commands its tests start: every test sees a
+# fresh run of the program, and nothing is written to the user's cache. tests/cli/test_graph_cache.py turns it on in a
+# tmp folder.
+os.environ["BLUEPRINT_NO_CACHE"] = "1"
 # The policy pack is imported the way the Pulumi CLI runs it: from its own folder.
 if str(ROOT / "policies") not in sys.path:
     sys.path.insert(0, str(ROOT / "policies"))

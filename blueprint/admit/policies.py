@@ -40,6 +40,9 @@ class PolicyOutcome:
 
 @cache
 def _env() -> celpy.Environment:
+    from blueprint.files import cel_parser
+
+    cel_parser.warm()  # the analysed CEL grammar from its file: 0.02 s instead of 0.19 s per process
     return celpy.Environment()
 
 

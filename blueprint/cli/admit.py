@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from blueprint.cli.common import EXIT_OK, EXIT_POLICY, output_option, target_graph, write
+from blueprint.cli.common import EXIT_OK, EXIT_POLICY, cache_option, output_option, target_graph, write
 from blueprint.files.output import check_output_file
 
 
@@ -21,6 +21,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                         "allowed) or sbatch scripts (a shebang and #SBATCH lines)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     output_option(parser)
+    cache_option(parser)
     parser.set_defaults(handler=run)
 
 
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output is not None:
         check_output_file(args.output)
     items = load_workloads(args.workloads)
-    graph, _, _ = target_graph(args.target)
+    graph, _, _ = target_graph(args.target, need_spec=False, use_cache=not args.no_cache)
     report = admit_workloads(graph, items)
     write(render_json(report) if args.format == "json" else render_text(report), args.output)
     return EXIT_OK if report.admitted else EXIT_POLICY

@@ -70,19 +70,66 @@ def write(text: str, output: Path | None) -> None:
         write_atomic(output, text)
 
 
-def target_graph(target_text: str) -> tuple[ResourceGraph, str, Any]:
-    """A graph JSON file as given (no spec), or the graph and spec of a stack run through the offline engine."""
+def target_graph(target_text: str, *, need_spec: bool = True, use_cache: bool = True) -> tuple[ResourceGraph, str, Any]:
+    """A graph JSON file as given (no spec), or the graph and spec of a stack run through the offline engine; a
+    stack's graph comes from the graph cache when it has it (:mod:`blueprint.graph.cache`; ``use_cache`` False or
+    ``BLUEPRINT_NO_CACHE=1``: never). ``need_spec`` False: the spec is not returned (None) when the cache serves the
+    graph, and the spec's models are not loaded."""
     target = Path(target_text)
     if target.suffix in GRAPH_SUFFIXES:
         try:
             return load_graph(target), str(target), None
         except GraphFormatError as err:
             raise GraphFormatError(f"{target}: {err}") from None
+    if use_cache:
+        from blueprint.graph import cache
+
+        if cache.enabled():
+            return _cached_stack_graph(target_text, need_spec)
     from blueprint.graph.engine import run_program
     from blueprint.graph.stackfile import load_stack
 
     stack = load_stack(target_text)
     return run_program(stack.name, stack.config, stack.region).graph, stack.display_path, stack.spec
+
+
+def _cached_stack_graph(target_text: str, need_spec: bool) -> tuple[ResourceGraph, str, Any]:
+    """:func:`target_graph` of a stack through the graph cache; a stack file that cannot be read, or is too large,
+    goes to the loader, which says why."""
+    from blueprint.graph import cache
+    from blueprint.graph.stack_paths import MAX_STACK_FILE_BYTES, default_stacks_dir, display, resolve
+    from components.clock import utcnow
+
+    name, path = resolve(target_text, default_stacks_dir())
+    try:
+        text = path.read_bytes() if path.is_file() and path.stat().st_size <= MAX_STACK_FILE_BYTES else None
+    except OSError:
+        text = None
+    if text is None:
+        return target_graph(target_text, need_spec=need_spec, use_cache=False)
+    loaded: list[Any] = []
+
+    def compute() -> tuple[ResourceGraph, list[Any]]:
+        from blueprint.graph.engine import run_program
+        from blueprint.graph.stackfile import load_stack
+
+        stack = load_stack(target_text)
+        loaded.append(stack.spec)
+        return run_program(stack.name, stack.config, stack.region).graph, cache.block_boundaries(stack.spec)
+
+    found = cache.cached_graph(name, text, utcnow(), compute)
+    spec = loaded[0] if loaded else None
+    if spec is None and need_spec:
+        from blueprint.graph.stackfile import load_stack
+
+        spec = load_stack(target_text).spec
+    return found.graph, display(path), spec
+
+
+def cache_option(parser: argparse.ArgumentParser) -> None:
+    """``--no-cache``: run the stack's program even when the graph cache has its graph."""
+    parser.add_argument("--no-cache", action="store_true", help="run the stack's program even when the graph cache "
+                        "(BLUEPRINT_CACHE_DIR, docs/cli.md) has its graph for the same stack file, day and source")
 
 
 def previous_option(parser: argparse.ArgumentParser) -> None:
@@ -125,10 +172,11 @@ def usage_for(explicit: Path | None, target_text: str,
     """The usage estimates to price with: ``--usage FILE``, else ``<stack>.usage.yaml`` beside a stack file,
     else none; checked against the graphs' resource types (names a graph lacks become notes)."""
     from blueprint.cost.usage import check_usage_types, default_usage_path, load_usage
-    from blueprint.graph.stackfile import default_stacks_dir, resolve
 
     path = explicit
     if path is None and Path(target_text).suffix not in GRAPH_SUFFIXES:
+        from blueprint.graph.stackfile import default_stacks_dir, resolve
+
         name, stack_path = resolve(target_text, default_stacks_dir())
         candidate = default_usage_path(stack_path, name)
         path = candidate if candidate.is_file() else None

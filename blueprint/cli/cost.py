@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from blueprint.cli.common import EXIT_OK, output_option, target_graph, usage_for, write
+from blueprint.cli.common import EXIT_OK, cache_option, output_option, target_graph, usage_for, write
 from blueprint.files.output import check_output_file
 
 
@@ -18,6 +18,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("table", "json"), default="table")
     output_option(parser)
     parser.add_argument("--usage", type=Path, help="usage estimates (default: stacks/<stack>.usage.yaml if present)")
+    cache_option(parser)
     parser.set_defaults(handler=run)
 
 
@@ -28,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.output is not None:
         check_output_file(args.output)
-    graph, _, spec = target_graph(args.target)
+    graph, _, spec = target_graph(args.target, use_cache=not args.no_cache)
     usage, notes = usage_for(args.usage, args.target, (graph,))
     report = price_graph(graph, usage=usage, usage_notes=notes)
     goodput = modelled_goodput(spec)

@@ -5,22 +5,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from blueprint.cli.common import EXIT_OK, EXIT_POLICY, output_option, target_graph, write
+from blueprint.cli.common import EXIT_OK, EXIT_POLICY, cache_option, output_option, target_graph, write
 from blueprint.files.output import OutputError, check_output_file
 from blueprint.graph.load import GRAPH_SUFFIXES
 from blueprint.graph.model import ResourceGraph
-from blueprint.policy.runner import (
-    PolicyReport,
-    StackKey,
-    load_config_file,
-    load_pack,
-    render_json,
-    render_markdown,
-    render_table,
-    run_policies,
-)
+
+if TYPE_CHECKING:
+    from blueprint.policy.runner import PolicyReport, StackKey
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -37,6 +30,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--stack-file", type=Path, help="the stack file findings point at (SARIF lines); default: "
                         "the stack's file, or stacks/Pulumi.<stack>.yaml for a graph")
     output_option(parser)
+    cache_option(parser)
     parser.set_defaults(handler=run)
 
 
@@ -50,9 +44,20 @@ def run(args: argparse.Namespace) -> int:
         return _catalog(args)
     if args.target is None:
         raise OutputError("give a stack or a graph file to check (or --list / --explain POLICY)")
+    # The pack (and the analyzer it runs through) is imported here, not when the CLI starts: the other commands
+    # need none of it.
+    from blueprint.policy.runner import (
+        load_config_file,
+        load_pack,
+        render_json,
+        render_markdown,
+        render_table,
+        run_policies,
+    )
+
     pack = load_pack()
     config = load_config_file(args.config, pack.policies) if args.config else None
-    graph, artifact, _ = target_graph(args.target)
+    graph, artifact, _ = target_graph(args.target, need_spec=False, use_cache=not args.no_cache)
     report = run_policies(graph, config, pack)
     stack = graph.stack or Path(artifact).stem
 
@@ -75,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
 def _keys(report: PolicyReport, graph: ResourceGraph, uri: str | None, text: str | None) -> list[StackKey]:
     """Per violation, the stack-file key its fix changes and, when the stack file was read, its line there."""
     from blueprint.graph.provenance import locate
+    from blueprint.policy.runner import StackKey
     from blueprint.policy.spec_keys import finding_key
 
     keys = []
@@ -91,6 +97,7 @@ def _keys(report: PolicyReport, graph: ResourceGraph, uri: str | None, text: str
 def _catalog(args: argparse.Namespace) -> int:
     """``blueprint policy --list`` and ``--explain <name>``."""
     from blueprint.policy.catalog import entries, find, render_explain, render_list
+    from blueprint.policy.runner import load_config_file, load_pack
 
     pack = load_pack()
     config = load_config_file(args.config, pack.policies) if args.config else None

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from blueprint.cli.common import EXIT_OK, ToolMissingError, emit, target_graph, usage_for, write
+from blueprint.cli.common import EXIT_OK, ToolMissingError, cache_option, emit, target_graph, usage_for, write
 from blueprint.files.output import check_output_file, output_file_argument
 
 
@@ -21,6 +21,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", type=output_file_argument,
                         help="write the page here (report.html) instead of standard output")
     parser.add_argument("--usage", type=Path, help="usage estimates (default: stacks/<stack>.usage.yaml if present)")
+    cache_option(parser)
     parser.set_defaults(handler=run)
 
 
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         check_output_file(args.output)
     if not dot_available():
         raise ToolMissingError(DOT_MISSING)
-    graph, artifact, spec = target_graph(args.target)
+    graph, artifact, spec = target_graph(args.target, use_cache=not args.no_cache)
     usage, notes = usage_for(args.usage, args.target, (graph,))
     cost = price_graph(graph, usage=usage, usage_notes=notes)
     try:

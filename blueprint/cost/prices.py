@@ -1,11 +1,15 @@
-"""The price catalog as the cost tooling reads it: ``components/catalog/prices.py`` with the stack files' strict YAML
-rules (JSON-only values, no anchors, no duplicate keys), so a price file gets the same errors a stack file does."""
+"""The price catalog as the cost tooling reads it: ``components/catalog/prices.py``.
+
+The shipped files (and the overlay of ``blueprint prices refresh``) are parsed once per process, by the same loader
+the program prices with (libyaml's C loader, a key given twice refused), so a preview reads each once, not once for
+the program and once for its cost. A price file given as text (:func:`parse_prices`) is read with the stack files'
+strict YAML rules (JSON-only values, no anchors, no duplicate keys), so it gets the same errors a stack file does;
+a test holds the shipped files to those rules and to the same prices."""
 
 from __future__ import annotations
 
 from functools import cache
 
-from blueprint.graph.stackfile import StackError, parse_stack_yaml
 from components.catalog.prices import (
     DISCOUNTED,
     INCLUDES,
@@ -21,6 +25,8 @@ __all__ = ["DISCOUNTED", "INCLUDES", "STATUSES", "UNITS", "Price", "PriceCatalog
 
 
 def _strict(text: str, shown: str) -> object:
+    from blueprint.graph.stack_yaml import StackError, parse_stack_yaml
+
     try:
         return parse_stack_yaml(text, shown)
     except StackError as err:
@@ -36,4 +42,4 @@ def parse_prices(text: str, shown: str) -> dict[str, Price]:
 def prices_for(cloud: str) -> dict[str, Price]:
     """The cloud's shipped price catalog (``components/catalog/prices_<cloud>.yaml``), with the prices of ``blueprint
     prices refresh`` laid over it where the cloud has a refresh."""
-    return load_prices(cloud, _strict)
+    return load_prices(cloud)

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from blueprint.cost.lines import CostReport
-from components.spec import WorkloadSpec
+
+if TYPE_CHECKING:  # the spec's models (pydantic) load with a stack, not for a graph's cost
+    from components.spec import WorkloadSpec
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from blueprint import clouds
 from blueprint.cost.cloud import cloud_pricing
 from blueprint.cost.lines import Usage, UsageFields
 from blueprint.files.input import read_text_limited
-from blueprint.graph.stackfile import StackError, parse_stack_yaml
+from blueprint.graph.stack_yaml import StackError, parse_stack_yaml
 
 MAX_QUANTITY = 1e15
 

@@ -1,9 +1,16 @@
 """The offline policy runner: the real CrossGuard pack in ``policies/``, run in-process on a graph.
 
-The pack's analyzer (``pulumi_policy``'s servicer, the object the CLI talks to over gRPC) is built
-without starting its server, configured like ``--policy-pack-config`` configures it, and called with
-``Analyze`` (each resource) and ``AnalyzeStack`` (the whole stack) requests made from the graph. The
-verdicts are therefore the ones ``pulumi preview --policy-pack policies`` gives.
+Two engines give the same report (tests/policy/test_engines.py compares them on every shipped stack, the mutation
+fixtures and an event-log graph):
+
+- ``direct`` (the default, :mod:`blueprint.policy.direct`): each policy's ``validate`` called on the graph's data,
+  with the argument objects ``pulumi_policy``'s analyzer builds (the same classes, values and enforcement rules),
+  without the protobuf requests and their conversions in between;
+- ``analyzer`` (:mod:`blueprint.policy.analyzer`): the pack's analyzer servicer (what the Pulumi CLI talks to under
+  ``pulumi preview --policy-pack``) called with ``Analyze``/``AnalyzeStack`` requests made from the graph, the
+  reference. ``BLUEPRINT_POLICY_ENGINE=analyzer`` (or ``run_policies(..., engine="analyzer")``) selects it.
+
+Either way the pack is configured as ``--policy-pack-config`` configures it (:func:`normalize_config`).
 """
 
 from __future__ import annotations
@@ -11,29 +18,28 @@ from __future__ import annotations
 import gc
 import importlib
 import json
+import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
-
-import jsonschema
-from google.protobuf import json_format, struct_pb2
-from pulumi.runtime.proto import analyzer_pb2 as proto
 
 from blueprint.files.input import read_text_limited
 from blueprint.files.markdown import md_code, md_text
-from blueprint.graph.model import GraphResource, ResourceGraph, strict_json
+from blueprint.graph.model import ResourceGraph, strict_json
 
 PACK_DIR = Path(__file__).resolve().parents[2] / "policies"
-LEVELS: dict[str, int] = {"advisory": proto.ADVISORY, "mandatory": proto.MANDATORY, "remediate": proto.REMEDIATE,
-          "disabled": proto.DISABLED}
+# The analyzer's enforcement levels (pulumi/proto/analyzer.proto, enum EnforcementLevel: ADVISORY = 0,
+# MANDATORY = 1, DISABLED = 2, REMEDIATE = 3), written out so that reading a report needs no protobuf;
+# tests/policy/test_engines.py checks them against the generated module.
+LEVELS: dict[str, int] = {"advisory": 0, "mandatory": 1, "remediate": 3, "disabled": 2}
 LEVEL_NAMES = {v: k for k, v in LEVELS.items()}
-SEVERITIES = {proto.POLICY_SEVERITY_LOW: "low", proto.POLICY_SEVERITY_MEDIUM: "medium",
-              proto.POLICY_SEVERITY_HIGH: "high", proto.POLICY_SEVERITY_CRITICAL: "critical",
-              proto.POLICY_SEVERITY_UNSPECIFIED: "unspecified"}
+# The version the in-process analyzer is built with: it appears only in the message of a policy that could not run
+# because an input is unknown during preview ("... from policy pack 'gpu-cluster-policies@v0.1.0' ...").
+PACK_VERSION = "0.1.0"
+ENGINES = ("direct", "analyzer")
+ENGINE_ENV = "BLUEPRINT_POLICY_ENGINE"
 
 
 LevelConfig = dict[str, tuple[int, dict[str, Any]]]
@@ -151,7 +157,9 @@ def normalize_config(raw: Any, policies: list[Any], source: str = "policy config
     if not isinstance(raw, dict):
         raise PolicyConfigError(f"{source}: must be a JSON object of policy names")
     by_name = {p.name: p for p in policies}
-    default_level: dict[str, int] = {p.name: int(LEVELS[p.enforcement_level.value]) for p in policies}
+    # A policy without a level of its own gets the pack's, advisory (as the runner builds the analyzer)
+    default_level: dict[str, int] = {
+        p.name: int(LEVELS[p.enforcement_level.value if p.enforcement_level else "advisory"]) for p in policies}
     if "all" in raw:
         level = _level_of(raw["all"], f"{source}: all")
         default_level = {name: level for name in by_name}
@@ -192,6 +200,8 @@ NEUTRALISING = ("minItems", "minProperties", "maximum", "minimum")
 def _check_knob(value: Any, schema: dict[str, Any], where: str, policy: str) -> None:
     """A knob's value against its JSON schema (the pack's configSchema), as the Pulumi CLI checks it; a value past a
     bound that keeps the policy meaningful says that it would switch ``policy`` off."""
+    import jsonschema  # only a config file's knobs need it
+
     rules = {k: v for k, v in schema.items() if k != "default"}
     try:
         jsonschema.validate(value, rules)
@@ -218,144 +228,47 @@ def load_config_file(path: Path, policies: list[Any]) -> LevelConfig:
     return normalize_config(raw, policies, str(path))
 
 
-def _struct(values: dict[str, Any]) -> struct_pb2.Struct:
-    out = struct_pb2.Struct()
-    json_format.ParseDict(values, out)
-    return out
+def run_policies(graph: ResourceGraph, config: LevelConfig | None = None, pack: Pack | None = None,
+                 engine: str | None = None) -> PolicyReport:
+    """Run every policy of the pack on the graph and return the violations, sorted.
 
-
-def _options(res: GraphResource) -> proto.AnalyzerResourceOptions:
-    return proto.AnalyzerResourceOptions(protect=res.protect, parent=res.parent or "",
-                                         ignoreChanges=list(res.ignore_changes or []))
-
-
-def _providers(graph: ResourceGraph) -> dict[str, proto.AnalyzerProviderResource]:
-    """Each provider of the graph as the analyzer sees it, built once (every resource refers to one)."""
-    return {p.urn: proto.AnalyzerProviderResource(type=p.type, properties=_struct(p.inputs), urn=p.urn, name=p.name)
-            for p in graph.resources if p.is_provider}
-
-
-def _collect(report: PolicyReport, graph: ResourceGraph, pack: Pack, response: Any, default_urn: str = "") -> None:
-    fixes = {r.name: r.remediation for r in pack.rules}
-    for d in response.diagnostics:
-        urn = d.urn or default_urn
-        res = graph.get(urn)
-        message, field_, value = pack.decode(d.message)
-        report.violations.append(Violation(
-            policy=d.policyName,
-            enforcement=LEVEL_NAMES.get(d.enforcementLevel, "advisory"),
-            severity=SEVERITIES.get(d.severity, "unspecified"),
-            urn=urn,
-            type=res.type if res else "",
-            message=message,
-            field=field_ or "",
-            value=None if value is pack.absent else value,
-            fix=fixes.get(d.policyName, ""),
-        ))
-    for na in response.not_applicable:
-        report.not_applicable.append((na.policy_name, na.reason))
-
-
-
-class _Memo:
-    """Convert each protobuf message (its decoded dict, and that dict's read-only proxy) once per run, not
-    once per policy.
-
-    The analyzer turns a resource's properties into a dict for every policy, and every resource of the
-    stack once more for every stack policy: 7,953 conversions for 150 resources. The request messages
-    live for the whole run and protobuf returns the same wrapper for a field each time, so a cache keyed
-    by object identity (holding the object, so identities are not reused) gives identical verdicts.
+    ``engine`` is ``"direct"`` (the default) or ``"analyzer"`` (see the module's docstring); None reads
+    ``BLUEPRINT_POLICY_ENGINE``. The cyclic collector is off for the run: the pass allocates a view of every
+    resource, little of it cyclic, and the collector only rescanned the graph's live objects (with the analyzer at
+    1,000 node groups, 27,143 resources, that took the pass from 18.8 s to 14.9 s at the same peak memory).
     """
+    chosen = engine or os.environ.get(ENGINE_ENV) or "direct"
+    if chosen not in ENGINES:
+        raise PolicyConfigError(f"{ENGINE_ENV}={chosen!r}: the policy engine is one of {', '.join(ENGINES)}")
+    pack = pack or load_pack()
+    levels, report = _prepare(graph, config, pack)
+    from blueprint.files import cel_parser
 
-    def __init__(self) -> None:
-        self._dicts: dict[int, tuple[Any, Any]] = {}
-        self._decoded: dict[tuple[int, bool], tuple[Any, Any]] = {}
-
-    def message_to_dict(self, message: Any, *args: Any, **kwargs: Any) -> Any:
-        hit = self._dicts.get(id(message))
-        if hit is None or args or kwargs:
-            value = json_format.MessageToDict(message, *args, **kwargs)
-            if not args and not kwargs:
-                self._dicts[id(message)] = (message, value)
-            return value
-        return hit[1]
-
-    def once(self, original: Any) -> Any:
-        """``original`` applied once per argument object (the unknown-checking proxy of a decoded dict)."""
-        cache: dict[int, tuple[Any, Any]] = {}
-
-        def call(value: Any) -> Any:
-            hit = cache.get(id(value))
-            if hit is None:
-                hit = cache[id(value)] = (value, original(value))
-            return hit[1]
-        return call
-
-    def per_request(self, original: Any) -> Any:
-        """A servicer method applied once per request message (a stack policy rebuilds every resource's options
-        and provider view for each policy: 32 times each)."""
-        cache: dict[int, tuple[Any, Any]] = {}
-
-        def call(servicer: Any, request: Any) -> Any:
-            hit = cache.get(id(request))
-            if hit is None:
-                hit = cache[id(request)] = (request, original(servicer, request))
-            return hit[1]
-        return call
-
-    def deserialize(self, original: Any) -> Any:
-        def decode(props: Any, keep_unknowns: bool = False) -> Any:
-            key = (id(props), keep_unknowns)
-            hit = self._decoded.get(key)
-            if hit is None:
-                hit = self._decoded[key] = (props, original(props, keep_unknowns))
-            return hit[1]
-        return decode
-
-
-@contextmanager
-def _converted_once() -> Iterator[None]:
-    """Patch the analyzer module's conversions with :class:`_Memo` for the duration of one run."""
-    analyzer: Any = importlib.import_module("pulumi_policy.policy")
-    servicer = analyzer._PolicyAnalyzerServicer
-    memo = _Memo()
-    saved = analyzer.json_format, analyzer.deserialize_properties, analyzer.unknown_checking_proxy
-    saved_views = servicer._get_resource_options, servicer._get_provider_resource
-    analyzer.json_format = SimpleNamespace(MessageToDict=memo.message_to_dict)
-    analyzer.deserialize_properties = memo.deserialize(saved[1])
-    analyzer.unknown_checking_proxy = memo.once(saved[2])
-    servicer._get_resource_options = memo.per_request(saved_views[0])
-    servicer._get_provider_resource = memo.per_request(saved_views[1])
-    try:
-        yield
-    finally:
-        analyzer.json_format, analyzer.deserialize_properties, analyzer.unknown_checking_proxy = saved
-        servicer._get_resource_options, servicer._get_provider_resource = saved_views
-
-
-def run_policies(graph: ResourceGraph, config: LevelConfig | None = None,
-                 pack: Pack | None = None) -> PolicyReport:
-    """Run every policy of the pack on the graph and return the violations.
-
-    The analyzer allocates a view of every resource for every stack policy, little of it cyclic: the cyclic
-    collector is off for the run (it only rescanned the graph's live objects). At 1,000 node groups (27,143
-    resources) that took the pass from 18.8 s to 14.9 s with the same peak memory (1,854 MiB).
-    """
+    cel_parser.warm()  # the pack's admission guards evaluate CEL: cel-python's grammar from its file
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        with _converted_once():
-            return _run_policies(graph, config, pack)
+        if chosen == "analyzer":
+            from blueprint.policy.analyzer import analyze
+
+            analyze(graph, levels, pack, report)
+        else:
+            from blueprint.policy.direct import run_direct
+
+            run_direct(graph, levels, pack, report)
     finally:
         if was_enabled:
             gc.enable()
+    # The message breaks ties: a stack policy's findings on one resource (one per team, say) come in the order the
+    # resources were registered, which changes from run to run.
+    report.violations.sort(key=lambda v: (v.enforcement != "mandatory", v.policy, v.urn, v.message))
+    return report
 
 
-def _run_policies(graph: ResourceGraph, config: LevelConfig | None, pack: Pack | None) -> PolicyReport:
-    from pulumi_policy.policy import EnforcementLevel, _PolicyAnalyzerServicer
-
-    pack = pack or load_pack()
-    servicer = _PolicyAnalyzerServicer(pack.name, "0.1.0", list(pack.policies), EnforcementLevel.ADVISORY)
+def _prepare(graph: ResourceGraph, config: LevelConfig | None, pack: Pack) -> tuple[LevelConfig, PolicyReport]:
+    """Each policy's level and settings for this graph, and the report it starts from: the policies a graph cannot
+    feed (:data:`OPTION_POLICIES` without recorded options, :data:`DEPENDENCY_POLICIES` without recorded
+    dependencies) disabled and listed as not applicable, with the reason."""
     levels = dict(config if config is not None else normalize_config({}, pack.policies))
     unrecorded = [r for r in graph.resources if not r.options_recorded]
     skipped = [name for name in OPTION_POLICIES if name in levels] if unrecorded else []
@@ -363,36 +276,14 @@ def _run_policies(graph: ResourceGraph, config: LevelConfig | None, pack: Pack |
     for name in skipped + no_links:
         # `pulumi preview --json` and `pulumi stack export` do not carry ignoreChanges, an event log no
         # dependencies; under `pulumi preview --policy-pack` the engine gives both to the analyzer and the policy runs.
-        levels[name] = (proto.DISABLED, levels[name][1])
-    servicer.Configure(proto.ConfigureAnalyzerRequest(policyConfig={
-        name: proto.PolicyConfig(enforcementLevel=level, properties=_struct(props))  # type: ignore[arg-type]
-        for name, (level, props) in levels.items()
-    }), None)  # type: ignore[no-untyped-call]
-
+        levels[name] = (LEVELS["disabled"], levels[name][1])
     report = PolicyReport(pack=pack.name, rules=list(pack.rules),
                           levels={name: LEVEL_NAMES.get(level, "advisory") for name, (level, _) in levels.items()})
     report.not_applicable += [(name, "the graph does not record ignoreChanges (pulumi preview --json and stack "
                                      "export omit it); run it under pulumi preview --policy-pack") for name in skipped]
     report.not_applicable += [(name, "the graph does not record dependencies (a pulumi event log omits them); run it "
                                      "under pulumi preview --policy-pack") for name in no_links]
-    stack_resources = []
-    providers = _providers(graph)
-    for res in graph.resources:
-        provider = providers.get(res.provider_urn) if res.provider_urn else None
-        props = _struct(res.inputs)
-        if not res.is_component and not res.is_provider and res.type != "pulumi:pulumi:Stack":
-            request = proto.AnalyzeRequest(type=res.type, properties=props, urn=res.urn, name=res.name,
-                                           options=_options(res), provider=provider)
-            _collect(report, graph, pack, servicer.Analyze(request, None), res.urn)  # type: ignore[no-untyped-call]
-        stack_resources.append(proto.AnalyzerResource(
-            type=res.type, properties=props, urn=res.urn, name=res.name, options=_options(res),
-            provider=provider, parent=res.parent or "", dependencies=list(res.dependencies)))
-    stack_request = proto.AnalyzeStackRequest(resources=stack_resources)
-    _collect(report, graph, pack, servicer.AnalyzeStack(stack_request, None))  # type: ignore[no-untyped-call]
-    # The message breaks ties: a stack policy's findings on one resource (one per team, say) come in the order the
-    # resources were registered, which changes from run to run.
-    report.violations.sort(key=lambda v: (v.enforcement != "mandatory", v.policy, v.urn, v.message))
-    return report
+    return levels, report
 
 
 # --- output formats -----------------------------------------------------------------------------

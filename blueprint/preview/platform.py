@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from blueprint.graph.model import GraphResource, ResourceGraph
-from components.kubernetes.objects import ACCEPTANCE_QUEUE
+from components.kubernetes.names import ACCEPTANCE_QUEUE
 
 PLANE_ORDER = ("network", "compute", "storage", "control-plane", "platform", "telemetry", "cost")
 # The Kubernetes platform's components keep their control-plane type tokens (a new token would change every

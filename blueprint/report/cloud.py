@@ -4,12 +4,14 @@ planes, its databases and cost plane, which resources are node groups, and the r
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from blueprint import clouds
 from blueprint.graph.model import GraphResource, ResourceGraph
 from blueprint.report.model import Node
-from components.spec import ClusterSpec
+
+if TYPE_CHECKING:  # the spec's models load with a stack, not for a saved graph
+    from components.spec import ClusterSpec
 
 
 class CloudReport(Protocol):

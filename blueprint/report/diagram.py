@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import shutil
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from blueprint import clouds
 from blueprint.graph.model import ResourceGraph
@@ -25,7 +25,9 @@ from blueprint.preview.platform import (
 )
 from blueprint.report.cloud import cloud_report
 from blueprint.report.model import BOXES, PLATFORM_COMPONENTS, Diagram, Edge, Node, box_id, slug
-from components.spec import ClusterSpec
+
+if TYPE_CHECKING:  # the spec's models load with a stack, not for a saved graph
+    from components.spec import ClusterSpec
 
 PROMETHEUS_RULE = "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from blueprint.cost.lines import CostReport
 from blueprint.cost.render import amount_text, bounded_items, format_usd, unpriced_line_items
@@ -30,7 +31,9 @@ from blueprint.report.cloud import cloud_report
 from blueprint.report.diagram import build_diagram, render_svg
 from blueprint.report.model import Diagram
 from blueprint.report.model import escape as _e
-from components.spec import ClusterSpec
+
+if TYPE_CHECKING:  # the spec's models load with a stack, not for a saved graph
+    from components.spec import ClusterSpec
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 

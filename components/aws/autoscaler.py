@@ -33,6 +33,7 @@ import pulumi_aws as aws
 
 from components import provenance
 from components.aws.iam import ConditionBlock, PolicyDocument, document, pod_identity_trust, to_json
+from components.aws.names import AUTOSCALER_RELEASE
 from components.catalog.charts import AutoscalerImage
 from components.node_template import AUTOSCALE_TAG as AUTOSCALE_TAG
 from components.node_template import NODE_TEMPLATE as NODE_TEMPLATE
@@ -46,7 +47,7 @@ EKS_CLUSTER_TAG = "eks:cluster-name"
 # needs no privilege (the Pod Security settings below are those of CA's own example Deployment).
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "cluster-autoscaler"
-RELEASE = "cluster-autoscaler"
+RELEASE = AUTOSCALER_RELEASE
 # CA's "Full Cluster Autoscaler Features Policy" (cloudprovider/aws/README.md): what auto-discovery, the
 # instance-type list and DescribeNodegroup need, on every resource (they are reads).
 READ_ACTIONS = (

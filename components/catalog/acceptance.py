@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
+from components.catalog import yaml_files
 
 ACCEPTANCE_FILE = Path(__file__).with_name("acceptance.yaml")
 
@@ -26,8 +26,7 @@ class BusbwThreshold:
 @lru_cache(maxsize=1)
 def _data() -> dict[str, Any]:
     """The file, read once."""
-    with ACCEPTANCE_FILE.open(encoding="utf-8") as fh:
-        data: dict[str, Any] = yaml.safe_load(fh)
+    data: dict[str, Any] = yaml_files.load_file(ACCEPTANCE_FILE)
     return data
 
 

@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
+from components.catalog import yaml_files
 
 CHARTS_FILE = Path(__file__).with_name("charts.yaml")
 
@@ -48,8 +48,7 @@ class AddonPin:
 
 @lru_cache(maxsize=1)
 def _data() -> dict[str, Any]:
-    with CHARTS_FILE.open(encoding="utf-8") as fh:
-        data: dict[str, Any] = yaml.safe_load(fh)
+    data: dict[str, Any] = yaml_files.load_file(CHARTS_FILE)
     return data
 
 

@@ -13,8 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from components.catalog import yaml_files
 from components.catalog.instances import Fact
 
 GCP_CATALOG_FILE = Path(__file__).with_name("gcp_machines.yaml")
@@ -136,8 +135,7 @@ def _parse(data: dict[str, Any]) -> dict[str, MachineFacts]:
 @lru_cache(maxsize=1)
 def load_gcp_catalog() -> dict[str, MachineFacts]:
     """Load the GCP machine catalog (cached: the file is read once per process)."""
-    with GCP_CATALOG_FILE.open(encoding="utf-8") as fh:
-        return _parse(yaml.safe_load(fh))
+    return _parse(yaml_files.load_file(GCP_CATALOG_FILE))
 
 
 GCP_STORAGE_FILE = Path(__file__).with_name("gcp_storage.yaml")
@@ -204,8 +202,7 @@ class GcpStorageLimits:
 @lru_cache(maxsize=1)
 def gcp_storage_limits() -> GcpStorageLimits:
     """Managed Lustre tiers, GCS soft delete bounds, subnet reservations and sizes from ``gcp_storage.yaml``."""
-    with GCP_STORAGE_FILE.open(encoding="utf-8") as fh:
-        data = yaml.safe_load(fh)
+    data = yaml_files.load_file(GCP_STORAGE_FILE)
     lustre = data["managed_lustre"]
     names = data["gcs"]["bucket_names"]
     return GcpStorageLimits(
@@ -246,7 +243,7 @@ class PinnedManifest:
 @lru_cache(maxsize=1)
 def gpudirect_manifests() -> dict[str, tuple[PinnedManifest, ...]]:
     """The pinned installer manifests per GPUDirect flavour (``components/catalog/gke_manifests.yaml``)."""
-    data = yaml.safe_load(GKE_MANIFESTS_FILE.read_text(encoding="utf-8"))
+    data = yaml_files.load_file(GKE_MANIFESTS_FILE)
     return {flavour: tuple(PinnedManifest(name=m["name"], url=m["url"], source=m["source"],
                                            accelerators=tuple(m["accelerators"]), image=m["image"],
                                            rxdm_image=m.get("rxdm_image")) for m in items)
@@ -288,7 +285,7 @@ class RxdmRelease:
 
 @lru_cache(maxsize=1)
 def _rxdm_catalog() -> dict[str, tuple[RxdmRelease, ...]]:
-    data = yaml.safe_load(GKE_MANIFESTS_FILE.read_text(encoding="utf-8"))
+    data = yaml_files.load_file(GKE_MANIFESTS_FILE)
     return {flavour: tuple(RxdmRelease(
         tag=r["tag"], plugin=r["plugin"], image=r["image"], command=tuple(r["command"]),
         args=tuple(tuple(a["value"]) for a in r["args"]), args_sources=tuple(a["source"] for a in r["args"]),

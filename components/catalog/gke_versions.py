@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
+from components.catalog import yaml_files
 
 GKE_VERSIONS_FILE = Path(__file__).with_name("gke_versions.yaml")
 # GKE versions as GKE writes them: 1.X.Y-gke.N; the spec also takes the shorter 1.X and 1.X.Y GKE accepts for
@@ -109,7 +109,7 @@ def _floor(raw: dict[str, object]) -> VersionFloor:
 @lru_cache(maxsize=1)
 def load_gke_versions() -> GkeVersions:
     """The GKE version floors and channel defaults (``components/catalog/gke_versions.yaml``)."""
-    data = yaml.safe_load(GKE_VERSIONS_FILE.read_text(encoding="utf-8"))
+    data = yaml_files.load_file(GKE_VERSIONS_FILE)
     defaults = {}
     for channel, raw in data["channel_defaults"].items():
         parse_gke_version(str(raw["version"]))

@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
+from components.catalog import yaml_files
 
 CATALOG_FILE = Path(__file__).with_name("aws_instances.yaml")
 
@@ -117,5 +117,4 @@ def _parse(data: dict[str, Any]) -> dict[str, InstanceFacts]:
 @lru_cache(maxsize=1)
 def load_aws_catalog() -> dict[str, InstanceFacts]:
     """Load and check the AWS instance catalog (cached: the file is read once per process)."""
-    with CATALOG_FILE.open(encoding="utf-8") as fh:
-        return _parse(yaml.safe_load(fh))
+    return _parse(yaml_files.load_file(CATALOG_FILE))

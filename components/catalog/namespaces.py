@@ -6,15 +6,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
+from components.catalog import yaml_files
 
 NAMESPACES_FILE = Path(__file__).with_name("namespaces.yaml")
 
 
 @lru_cache(maxsize=1)
 def _data() -> dict[str, dict[str, dict[str, object]]]:
-    with NAMESPACES_FILE.open(encoding="utf-8") as fh:
-        data: dict[str, dict[str, dict[str, object]]] = yaml.safe_load(fh)
+    data: dict[str, dict[str, dict[str, object]]] = yaml_files.load_file(NAMESPACES_FILE)
     return data
 
 
@@ -64,8 +63,7 @@ class LustreFacts:
 @lru_cache(maxsize=1)
 def fsx_lustre() -> LustreFacts:
     """FSx for Lustre sizes and throughput tiers (``fsx.yaml``, with its source)."""
-    with FSX_FILE.open(encoding="utf-8") as fh:
-        raw = yaml.safe_load(fh)["lustre"]
+    raw = yaml_files.load_file(FSX_FILE)["lustre"]
     return LustreFacts(min_capacity_gib=int(raw["min_capacity_gib"]), capacity_step_gib=int(raw["capacity_step_gib"]),
                        throughput_tiers={str(k): tuple(int(v) for v in vs)
                                          for k, vs in raw["throughput_tiers_mbps_per_tib"].items()},

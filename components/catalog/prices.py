@@ -6,19 +6,20 @@ path and the rule, instead of reaching a cost report. ``may_be_stale`` is what e
 show next to a figure that may no longer be current.
 
 The catalog lives here, below the clouds, because the program prices too: a team's in-cluster spend alert charges
-its GPU hours at the same figures the cost preview shows (``gpu_hour_price``). ``blueprint/cost`` reads it with the
-stack files' strict YAML rules.
+its GPU hours at the same figures the cost preview shows (``gpu_hour_price``). Both read each file once per process
+(libyaml's C loader, a key given twice refused); ``blueprint.cost.prices.parse_prices`` reads a price file given as
+text with the stack files' strict YAML rules, and a test holds the shipped files to those rules too.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
+
+from components.catalog import yaml_files
 
 AWS_PRICES_FILE = Path(__file__).with_name("prices_aws.yaml")
 GCP_PRICES_FILE = Path(__file__).with_name("prices_gcp.yaml")
@@ -128,43 +129,28 @@ def price_entries(data: object, shown: str) -> dict[str, Price]:
     return prices
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses a key given twice (the second would silently win)."""
-
-
-def _mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen.add(key)
-    return loader.construct_mapping(node)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
-
-
-def _parse(text: str, shown: str) -> object:
-    try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as err:
-        raise _fail(shown, "(file)", f"is not valid YAML: {err}", "yaml-syntax") from None
-
-
 def _shown(path: Path) -> str:
     return f"components/catalog/{path.name}"
 
 
-def load_prices(cloud: str, parse: Callable[[str, str], object] = _parse) -> dict[str, Price]:
+def _parsed(path: Path) -> object:
+    """A price file's data: parsed once per process by the C loader where there is one (the program and the cost
+    tooling share it), a key given twice refused."""
+    try:
+        return yaml_files.load_file(path, unique_keys=True)
+    except yaml.YAMLError as err:
+        raise _fail(_shown(path), "(file)", f"is not valid YAML: {err}", "yaml-syntax") from None
+
+
+def load_prices(cloud: str) -> dict[str, Price]:
     """The shipped price catalog of ``cloud`` (aws, gcp); on AWS with the prices of ``blueprint prices refresh``
-    laid over it. ``parse`` turns a file's text into data (the CLI passes the stack files' strict parser)."""
+    laid over it. Each file is parsed once per process (:func:`components.catalog.yaml_files.load_file`)."""
     files = [AWS_PRICES_FILE, AWS_REFRESHED_FILE] if cloud == "aws" else [GCP_PRICES_FILE]
     prices: dict[str, Price] = {}
     for i, path in enumerate(files):
         if i and not path.is_file():
             continue
-        prices.update(price_entries(parse(path.read_text(encoding="utf-8"), _shown(path)), _shown(path)))
+        prices.update(price_entries(_parsed(path), _shown(path)))
     return prices
 
 

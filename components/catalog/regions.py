@@ -9,15 +9,14 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
+from components.catalog import yaml_files
 
 REGIONS_FILE = Path(__file__).with_name("aws_regions.yaml")
 
 
 @lru_cache(maxsize=1)
 def _prefixes() -> dict[str, str]:
-    with REGIONS_FILE.open(encoding="utf-8") as fh:
-        data = yaml.safe_load(fh)
+    data = yaml_files.load_file(REGIONS_FILE)
     return {str(region): str(raw["az_id_prefix"]) for region, raw in data["regions"].items()}
 
 
@@ -37,6 +36,5 @@ GCP_REGIONS_FILE = Path(__file__).with_name("gcp_regions.yaml")
 @lru_cache(maxsize=1)
 def known_gcp_regions() -> list[str]:
     """Every Google Cloud region in ``gcp_regions.yaml`` (with its source)."""
-    with GCP_REGIONS_FILE.open(encoding="utf-8") as fh:
-        data = yaml.safe_load(fh)
+    data = yaml_files.load_file(GCP_REGIONS_FILE)
     return sorted(str(region) for region in data["regions"])

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
+from components.catalog import yaml_files
 
 VERSIONS_FILE = Path(__file__).with_name("eks_versions.yaml")
 
@@ -30,8 +30,7 @@ def _day(value: object) -> datetime:
 @lru_cache(maxsize=1)
 def load_eks_versions() -> dict[str, EksVersion]:
     """Every Kubernetes version the catalog knows, by ``1.xx``."""
-    with VERSIONS_FILE.open(encoding="utf-8") as fh:
-        data = yaml.safe_load(fh)
+    data = yaml_files.load_file(VERSIONS_FILE)
     return {
         str(v): EksVersion(version=str(v), released=_day(raw["released"]),
                            end_of_standard_support=_day(raw["end_of_standard_support"]),
@@ -79,8 +78,7 @@ class NodeRelease:
 @lru_cache(maxsize=1)
 def load_node_releases() -> dict[tuple[str, str], NodeRelease]:
     """Every pinned AMI release, by (family, minor)."""
-    with NODE_RELEASES_FILE.open(encoding="utf-8") as fh:
-        data = yaml.safe_load(fh)
+    data = yaml_files.load_file(NODE_RELEASES_FILE)
     return {(family, str(minor)): NodeRelease(family=family, minor=str(minor),
                                               release_version=str(raw["release_version"]), status=str(raw["status"]),
                                               as_of=str(raw["as_of"]), source=str(raw["source"]))

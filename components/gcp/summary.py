@@ -5,13 +5,15 @@ the preview shows what the program registered, not what the spec asked for."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from components.catalog.gcp_machines import gcp_storage_limits, load_gcp_catalog, rxdm_image
 from components.catalog.gke_versions import load_gke_versions
 from components.catalog.versions import days_left, support_warning
+from components.gcp.figures import NODE_POOL as NODE_POOL
+from components.gcp.figures import PoolFigures as PoolFigures
+from components.gcp.figures import pool_figures as pool_figures
 from components.kubernetes.objects.telemetry import spend_watch_lines
 from components.planes import CloudSummary, GraphView
 from components.sizing import spec_warnings
@@ -20,72 +22,9 @@ from components.spec import ClusterSpec
 from components.spec.decisions import gke_checked_version, gke_version_floors
 from components.spec.notes import spec_notes
 
-NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
 
 PROMETHEUS_RULE = "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
-
-
-@dataclass(frozen=True)
-class PoolFigures:
-    """What a GKE node pool provides, read from its inputs, with the machine catalog's GPU facts."""
-
-    name: str
-    machine_type: str
-    min_size: int
-    initial_size: int
-    max_size: int
-    zones: tuple[str, ...]
-    gpus_per_node: int
-    gpu_model: str | None
-    accelerator: str | None  # the accelerator type, when the pool has GPUs
-    driver: str
-    capacity: str  # "reservation <names>", flex-start, Spot or on-demand
-    reservations: tuple[str, ...]  # the specific reservations it consumes
-    gpu_networks: int
-    gpudirect: str | None
-    placement: str | None
-    local_ssds: int
-
-
-def pool_figures(graph: GraphView) -> list[PoolFigures]:
-    """Figures of every GKE node pool in the graph, by name."""
-    catalog = load_gcp_catalog()
-    out = []
-    for pool in sorted(graph.of_type(NODE_POOL), key=lambda r: r.name):
-        cfg = pool.inputs.get("nodeConfig", {})
-        machine = str(cfg.get("machineType", "?"))
-        facts = catalog.get(machine)
-        scaling = pool.inputs.get("autoscaling") or {}
-        if scaling:
-            lo, hi = int(scaling.get("totalMinNodeCount", 0)), int(scaling.get("totalMaxNodeCount", 0))
-            start = int(pool.inputs.get("initialNodeCount", lo))
-        else:
-            lo = hi = start = int(pool.inputs.get("nodeCount", 0))
-        accel = cfg.get("guestAccelerators") or []
-        affinity = cfg.get("reservationAffinity") or {}
-        reservations: tuple[str, ...] = ()
-        if affinity.get("consumeReservationType") == "SPECIFIC_RESERVATION":
-            reservations = tuple(str(v) for v in affinity.get("values", []))
-            model = f"reservation {', '.join(reservations)}"
-        elif cfg.get("flexStart"):
-            model = "flex-start (queued provisioning through Kueue's ProvisioningRequest check)"
-        elif cfg.get("spot"):
-            model = "Spot"
-        else:
-            model = "on-demand"
-        nets = (pool.inputs.get("networkConfig") or {}).get("additionalNodeNetworkConfigs") or []
-        out.append(PoolFigures(
-            name=str(pool.inputs.get("name")), machine_type=machine, min_size=lo, initial_size=start, max_size=hi,
-            zones=tuple(str(z) for z in pool.inputs.get("nodeLocations", [])),
-            gpus_per_node=facts.gpu_count if facts else 0, gpu_model=facts.gpu_model if facts else None,
-            accelerator=str(accel[0].get("type")) if accel else None,
-            driver=str(accel[0].get("gpuDriverInstallationConfig", {}).get("gpuDriverVersion", "?")) if accel else "",
-            capacity=model, reservations=reservations, gpu_networks=len(nets),
-            gpudirect=facts.gpudirect if facts else None,
-            placement=(pool.inputs.get("placementPolicy") or {}).get("type"),
-            local_ssds=int((cfg.get("ephemeralStorageLocalSsdConfig") or {}).get("localSsdCount") or 0)))
-    return out
 
 
 def _pool_lines(graph: GraphView) -> tuple[list[str], int, int]:

@@ -88,7 +88,9 @@ class Monitoring(pulumi.ComponentResource):
                                                      slurm=inputs.slurm is not None, fabric=tel.fabric,
                                                      storage=tel.storage, logs=tel.logs,
                                                      checkpoint_allowed_s=inputs.checkpoint_allowed_s,
-                                                     not_visible=tel.not_visible),
+                                                     not_visible=tel.not_visible,
+                                                     team_groups={t.name: [q.node_group for q in t.quotas]
+                                                                  for t in inputs.teams}),
               after_prometheus)
         # One AlertmanagerConfig per receiver: a receiver whose Secret is missing loses only its own alerts.
         notify = obj.budget_addresses(inputs.teams, inputs.platform_budget_notify)

@@ -29,8 +29,7 @@ from blueprint.admit.resources import Amounts
 from blueprint.admit.workloads import PodSet
 from blueprint.clouds.aws.pricing import launch_template
 from blueprint.graph.model import SECRET, UNKNOWN, GraphResource
-from components.aws.autoscaler import AUTOSCALE_TAG
-from components.aws.autoscaler import RELEASE as AUTOSCALER_RELEASE
+from components.aws.names import AUTOSCALE_TAG, AUTOSCALER_RELEASE
 from components.catalog.instances import load_aws_catalog
 
 CLUSTER_TYPE = "aws:eks/cluster:Cluster"

@@ -185,7 +185,7 @@ def _aws_nodes(graph: ResourceGraph, res: GraphResource) -> tuple[tuple[int, int
 def _aws_autoscaled(graph: ResourceGraph, group: GraphResource) -> bool:
     """Whether the Cluster Autoscaler may scale the node group: its Auto Scaling group carries the opt-in tag the
     program writes only on a group it manages (``components/node_template.py``, ``is_autoscaled``)."""
-    from components.node_template import AUTOSCALE_TAG
+    from components.aws.names import AUTOSCALE_TAG
 
     siblings = graph.children(group.parent) if group.parent else []
     return any(_dict(t.inputs.get("tag")).get("key") == AUTOSCALE_TAG

@@ -5,13 +5,15 @@ database, budgets and the CUR export; and the Capacity Block timeline."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from blueprint.graph.model import GraphResource, ResourceGraph
 from blueprint.report.charts import Mark, timeline_chart
 from blueprint.report.model import Node, component_urns, gib, protection, slug
 from blueprint.report.model import escape as _e
-from components.spec import ClusterSpec
+
+if TYPE_CHECKING:  # the spec's models load with a stack, not for a saved graph
+    from components.spec import ClusterSpec
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 SUBNET = "aws:ec2/subnet:Subnet"
@@ -122,7 +124,7 @@ def _network(graph: ResourceGraph, spec: ClusterSpec | None) -> list[Node]:
 
 
 def _compute(graph: ResourceGraph) -> list[Node]:
-    from components.aws.summary import node_group_figures
+    from components.aws.figures import node_group_figures
 
     groups = {str(r.inputs.get("nodeGroupName", r.name)): r for r in graph.of_type(NODE_GROUP)}
     nodes = []

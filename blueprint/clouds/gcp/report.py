@@ -5,11 +5,14 @@ Slurm's Cloud SQL database and budgets; and the specific reservations on the tim
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from blueprint.graph.model import GraphResource, ResourceGraph
 from blueprint.report.model import Node, component_urns, gib, protection, slug
 from blueprint.report.model import escape as _e
-from components.spec import ClusterSpec
+
+if TYPE_CHECKING:  # the spec's models load with a stack, not for a saved graph
+    from components.spec import ClusterSpec
 
 GKE_POOL = "gcp:container/nodePool:NodePool"
 GKE = "gcp:container/cluster:Cluster"
@@ -48,7 +51,7 @@ def cost_plane(graph: ResourceGraph) -> list[str]:
 
 def timeline(graph: ResourceGraph, spec: ClusterSpec, now: datetime) -> list[str]:
     """The pools that consume a specific reservation: no window, billed while the reservation exists."""
-    from components.gcp.summary import pool_figures
+    from components.gcp.figures import pool_figures
 
     return [f"<p>{_e(pool.name)} consumes the specific reservation(s) {_e(', '.join(pool.reservations))}: no window; "
             "a reservation is billed from its creation until it is deleted, nodes or not.</p>"
@@ -94,7 +97,7 @@ def _network(graph: ResourceGraph) -> list[Node]:
 
 
 def _compute(graph: ResourceGraph) -> list[Node]:
-    from components.gcp.summary import pool_figures
+    from components.gcp.figures import pool_figures
 
     pools = {str(r.inputs.get("name")): r for r in graph.of_type(GKE_POOL)}
     nodes = []

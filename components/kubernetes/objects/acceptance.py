@@ -7,12 +7,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.kubernetes.names import ACCEPTANCE_QUEUE as ACCEPTANCE_QUEUE
 from components.kubernetes.objects.common import GPU_TOLERATION, PROVISIONING_CHECK, Manifest, meta
 from components.kubernetes.objects.kueue import KUEUE_API, resource_entries
 from components.kubernetes.quotas import CPU, GPU, MEMORY, GpuPool, Resources
 
 ACCEPTANCE_NAMESPACE = "gpu-acceptance"
-ACCEPTANCE_QUEUE = "gpu-acceptance"
 # Where nccl-tests is built in the image (the awsome-distributed-training nccl-tests Dockerfile); acceptance.testsDir
 # names another.
 NCCL_TESTS_DIR = "/opt/nccl-tests/build"

@@ -128,6 +128,12 @@ GPU_PRICE_BY_NODE = "gpu_cluster:gpu_unit_hour_usd:by_node"
 TEAM_GPU_COST = "gpu_cluster:gpu_cost_usd_per_hour:sum_by_namespace"
 # On the PrometheusRule: the GPU groups the spend rules cannot price.
 UNPRICED_ANNOTATION = "gpu-cluster/unpriced-gpu-groups"
+# On the PrometheusRule: every priced GPU group's figure (catalog key, status, date), once for the whole rule; each
+# team's spend alert names only its own groups' (a rule that repeated every group's in every team's alert grew with
+# teams x groups: 93.7 MB at 1,000 of each, issue 37). A Kubernetes object's annotations together may hold 256 KiB
+# (kubernetes apimachinery pkg/api/validation/objectmeta.go, TotalAnnotationSizeLimitB): some 2,300 groups
+# (docs/limits.md).
+PRICES_ANNOTATION = "gpu-cluster/gpu-prices"
 # On the PrometheusRule: what the cloud's telemetry cannot see (GKE: the GPUDirect NICs), for the preview.
 UNSEEN_ANNOTATION = "gpu-cluster/not-visible"
 
@@ -252,12 +258,23 @@ def log_alerts(logs: LogSignals) -> list[tuple[str, str, int, str, str]]:
 @dataclass(frozen=True)
 class SpendPricing:
     """What a GPU unit-hour costs on each node group (the preview's figures) and the window budgets are watched
-    over; ``basis`` names the figures (catalog key, status, date) for the alert's readers."""
+    over; ``group_basis`` names each priced group's figure (catalog key, status, date) for the alert's readers."""
 
     gpu_unit_hour_usd: Mapping[str, float]
     window_days: int
-    basis: str
+    group_basis: Mapping[str, str]
     unpriced: tuple[str, ...] = ()  # GPU node groups without a price read: their GPU hours are not counted
+
+    def basis_of(self, groups: Sequence[str] | None = None) -> str:
+        """The figures of ``groups`` (every priced group when None), by group name: what the PrometheusRule's
+        prices annotation (every group) and a team's alert (its own groups) say."""
+        names = sorted(self.group_basis) if groups is None else sorted({g for g in groups if g in self.group_basis})
+        return "; ".join(f"{name}: {self.group_basis[name]}" for name in names)
+
+    @property
+    def basis(self) -> str:
+        """Every priced group's figure."""
+        return self.basis_of()
 
 
 def spend_recording_rules(spend: SpendPricing) -> list[Manifest]:
@@ -284,24 +301,26 @@ def spend_recording_rules(spend: SpendPricing) -> list[Manifest]:
 def spend_pricing(pools: Sequence[Any], retention_days: int) -> SpendPricing:
     """The spend alert's prices from the GPU pools (``GpuPool``: name, gpu_unit_hour_usd, price_basis, gpus)."""
     priced = {p.name: p.gpu_unit_hour_usd for p in pools if p.gpu_unit_hour_usd is not None}
-    basis = "; ".join(f"{p.name}: {p.price_basis} / {p.gpus_per_node * p.gpu_units_per_gpu} GPU units"
-                      for p in sorted(pools, key=lambda p: p.name) if p.name in priced)
-    return SpendPricing(gpu_unit_hour_usd=priced, window_days=min(SPEND_WINDOW_DAYS, retention_days), basis=basis,
-                        unpriced=tuple(sorted(p.name for p in pools if p.name not in priced)))
+    basis = {p.name: f"{p.price_basis} / {p.gpus_per_node * p.gpu_units_per_gpu} GPU units"
+             for p in pools if p.name in priced}
+    return SpendPricing(gpu_unit_hour_usd=priced, window_days=min(SPEND_WINDOW_DAYS, retention_days),
+                        group_basis=basis, unpriced=tuple(sorted(p.name for p in pools if p.name not in priced)))
 
 
 def prometheus_rules(runbook_url: str = "docs/runbooks.md", team_budgets: Mapping[str, float] | None = None,
                      spend: SpendPricing | None = None, slurm: bool = False, *,
                      fabric: FabricSignals | None = None, storage: StorageSignals | None = None,
                      logs: LogSignals | None = None, checkpoint_allowed_s: float | None = None,
-                     not_visible: Sequence[str] = ()) -> Manifest:
+                     not_visible: Sequence[str] = (),
+                     team_groups: Mapping[str, Sequence[str]] | None = None) -> Manifest:
     """Recording rules and alerts for the seed's minimum telemetry: GPU utilization, errors (XID, ECC,
     row remapping, NVLink), temperature and power, nodes not ready; queue wait time and quota denials (evictions,
     preemptions, inadmissible workloads, exhausted quota); each team's GPU spend against its budget (``spend``).
     Every alert links its runbook section (``runbook_url``, the annotation kube-prometheus-stack's own rules use).
     The telemetry of issue 27: the fabric (``fabric``), the filesystem and bucket (``storage``), the log shipper
     (``logs``) and checkpoints slower than the goodput model allows (``checkpoint_allowed_s``), and each job's
-    recording rules (objects/jobs.py); ``not_visible`` names what the cloud's telemetry cannot see."""
+    recording rules (objects/jobs.py); ``not_visible`` names what the cloud's telemetry cannot see. ``team_groups``
+    names each team's node groups (its quotas'): its spend alert names their prices, the rule every group's."""
     recording = [
         {"record": "gpu_cluster:gpu_utilization:avg_by_namespace",
          "expr": "avg by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=\"\"})"},
@@ -395,13 +414,22 @@ def prometheus_rules(runbook_url: str = "docs/runbooks.md", team_budgets: Mappin
                          f"{spend.window_days} days, more than its budget of ${usd:,.0f} a month allows "
                          f"(${allowance:,.0f}); GPU hours priced as the cost preview prices them")
             rule["labels"]["team"] = team
-            rule["annotations"]["prices"] = spend.basis
-            if spend.unpriced:
-                rule["annotations"]["unpriced"] = (f"{', '.join(spend.unpriced)}: no price read, GPU hours there are "
+            # Only the team's own groups: Kueue admits its workloads to the flavors of its ClusterQueue, whose
+            # quota it borrows in the cohort (kueue.sigs.k8s.io docs, Concepts > Cluster Queue: "the first flavor
+            # in the ClusterQueue's flavors list that has enough unused quota in the ClusterQueue or the
+            # ClusterQueue's cohort"). Every group's figure is the PrometheusRule's PRICES_ANNOTATION; the expression
+            # prices GPU hours on any group at its recorded price either way.
+            own = list((team_groups or {}).get(team, ()))
+            if prices := spend.basis_of(own):
+                rule["annotations"]["prices"] = prices
+            if unpriced := sorted({g for g in own if g in spend.unpriced}):
+                rule["annotations"]["unpriced"] = (f"{', '.join(unpriced)}: no price read, GPU hours there are "
                                                    "not counted")
             budget_rules.append(rule)
-    annotations = {**({UNPRICED_ANNOTATION: ", ".join(spend.unpriced)} if spend is not None and spend.unpriced
-                      else {}), **({UNSEEN_ANNOTATION: "; ".join(not_visible)} if not_visible else {})}
+    annotations = {
+        **({PRICES_ANNOTATION: spend.basis} if spend is not None and spend.gpu_unit_hour_usd else {}),
+        **({UNPRICED_ANNOTATION: ", ".join(spend.unpriced)} if spend is not None and spend.unpriced else {}),
+        **({UNSEEN_ANNOTATION: "; ".join(not_visible)} if not_visible else {})}
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
@@ -419,27 +447,33 @@ def prometheus_rules(runbook_url: str = "docs/runbooks.md", team_budgets: Mappin
 
 def spend_watch_lines(rules: Sequence[Mapping[str, Any]]) -> list[str]:
     """What the preview says of the in-cluster spend alerts in ``rules`` (PrometheusRule objects): the teams and
-    budgets watched, the window, the prices used and the GPU groups left unpriced."""
+    budgets watched, the window, the prices used and the GPU groups left unpriced (the rule's annotations; a graph
+    saved before issue 37 has them on each alert instead)."""
     watched: list[tuple[str, str, Mapping[str, Any]]] = []
     for rule in rules:
         for group in (rule.get("spec") or {}).get("groups") or []:
             for r in group.get("rules") or []:
                 if r.get("alert") == "TeamSpendOverBudget":
                     watched.append((str(r["labels"].get("team")), str(r.get("expr", "")), r.get("annotations") or {}))
-    unpriced = [str((r.get("metadata") or {}).get("annotations", {}).get(UNPRICED_ANNOTATION, "")) for r in rules]
+    notes = [(r.get("metadata") or {}).get("annotations") or {} for r in rules]
+    unpriced = [str(n.get(UNPRICED_ANNOTATION, "")) for n in notes]
     if not watched:
         missing = ", ".join(u for u in unpriced if u)
         return [f"warning: no in-cluster spend alert: no price read for the GPU groups {missing} (components/catalog/"
                 "prices_*.yaml), so team budgets on shared nodes are watched by nothing; add the price with its "
                 "source, or run `blueprint prices refresh` (AWS on-demand)"] if missing else []
     window = re.search(r"\[(\d+)d\]", watched[0][1])
-    notes = watched[0][2]
+    prices = "; ".join(str(n[PRICES_ANNOTATION]) for n in notes if n.get(PRICES_ANNOTATION))
+    left = ", ".join(u for u in unpriced if u)
+    if not prices:  # a graph saved before issue 37: every alert repeated every group's figures
+        prices = str(watched[0][2].get("prices", "?"))
+        left = str(watched[0][2].get("unpriced", "")).split(": no price read", 1)[0]
     lines = [f"team GPU spend watched in the cluster (TeamSpendOverBudget: GPU hours of running pods over the last "
              f"{window.group(1) if window else '?'} days, at this preview's prices): "
              + ", ".join(sorted(team for team, _, _ in watched)),
-             f"  prices: {notes.get('prices', '?')}"]
-    if notes.get("unpriced"):
-        lines.append(f"  warning: {notes['unpriced']}")
+             f"  prices: {prices}"]
+    if left:
+        lines.append(f"  warning: {left}: no price read, GPU hours there are not counted")
     return lines
 
 
