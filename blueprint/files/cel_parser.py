@@ -8,11 +8,12 @@ load that the file was made from the same grammar, options, lark version and Pyt
 not. cel-python does not expose that option, so :func:`warm` builds cel-python's own parser, with cel-python's own
 arguments, while its module's ``Lark`` adds ``cache``: the parser in use is the one cel-python would have built.
 
-The file lives beside the graph cache (:mod:`blueprint.graph.cache`), in a folder only its user reads (lark loads it
-with pickle), under one fixed name: lark hashes its ``cache`` argument with the grammar, so a file written under a
-temporary name and renamed would never match. lark writes it in place; a process that reads a half-written or
-damaged file builds the grammar afresh (lark catches the load's error) and writes the file again. Nothing is read or
-written when ``BLUEPRINT_NO_CACHE`` is set, as in the test suite.
+The file lives beside the graph cache (:mod:`blueprint.graph.cache`), in a folder that only its user may write (lark
+loads the file with pickle: :func:`blueprint.graph.cache.usable` refuses a folder another user owns or may write, and
+a symbolic link in the file's place is not followed), under one fixed name: lark hashes its ``cache`` argument with
+the grammar, so a file written under a temporary name and renamed would never match. lark writes it in place; a
+process that reads a half-written or damaged file builds the grammar afresh (lark catches the load's error) and
+writes the file again. Nothing is read or written when ``BLUEPRINT_NO_CACHE`` is set, as in the test suite.
 """
 
 from __future__ import annotations
@@ -46,10 +47,8 @@ def warm() -> None:
     if celparser.CELParser.CEL_PARSER is not None or not cache.enabled():
         return
     target = cache_file()
-    try:
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError:
-        return  # no cache folder: cel-python builds its parser as it always does
+    if not cache.usable(target.parent) or target.is_symlink():
+        return  # no folder of this user's alone: cel-python builds its parser as it always does
     namespace = vars(celparser)  # the module's globals: where CELParser looks ``Lark`` up
     real = namespace["Lark"]
 

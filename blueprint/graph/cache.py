@@ -13,8 +13,10 @@ An entry is found only under its key, a SHA-256 of everything the graph depends 
   parts) but ``blueprint/schemas/`` (CRDs the readers check against on every call, which the program does not read),
   with ``__main__.py`` and ``Pulumi.yaml``; the policy pack and the usage file are not in it: the graph does not
   depend on them, and the readers apply them on every call;
-- the Python version and the versions of the SDKs and libraries the program runs on (pulumi, pulumi-aws, pulumi-gcp,
-  pulumi-kubernetes, pydantic, PyYAML).
+- the Python version and the versions of the SDKs and libraries the program runs on (:data:`DISTRIBUTIONS`);
+- the ``PULUMI_*`` and ``GPU_CLUSTER_*`` environment variables (:data:`KEY_ENV_PREFIXES`).
+
+The folder must be this user's alone (:func:`usable`).
 
 A changed byte in any of these is another key: a miss, and the program runs. The entries live in
 ``$BLUEPRINT_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/gpu-cluster-blueprint/graphs`` (``~/.cache/...``);
@@ -43,7 +45,12 @@ FORMAT = 1
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE_SUFFIXES = (".py", ".yaml", ".json")
 # Distributions whose version is part of the key (what the program and its spec models run on).
-DISTRIBUTIONS = ("pulumi", "pulumi_aws", "pulumi_gcp", "pulumi_kubernetes", "pydantic", "PyYAML")
+DISTRIBUTIONS = ("pulumi", "pulumi_aws", "pulumi_gcp", "pulumi_kubernetes", "pulumi_random", "pydantic", "PyYAML",
+                 "protobuf", "grpcio")
+# Environment variables the program's output may depend on, whose values are part of the key: the SDKs read
+# PULUMI_CONFIG / PULUMI_CONFIG_<KEY> for config the stack file lacks (pulumi.Config) and pulumi-kubernetes's Provider
+# fills options from PULUMI_K8S_* (deleteUnreachable, enableConfigMapMutable, ...); GPU_CLUSTER_* are the project's.
+KEY_ENV_PREFIXES = ("PULUMI_", "GPU_CLUSTER_")
 
 
 def enabled() -> bool:
@@ -58,6 +65,23 @@ def cache_dir() -> Path:
         return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "gpu-cluster-blueprint" / "graphs"
+
+
+def usable(folder: Path) -> bool:
+    """Whether the cache may use ``folder``: made (mode 0700) when absent; an existing one only when this user owns it
+    and no one else may write it. Anyone who can write the folder could plant an entry (a graph the readers would
+    trust) or the CEL grammar file (which lark loads with pickle), so a shared or foreign folder is not used: the
+    command then runs as with ``--no-cache``."""
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = folder.lstat()
+    except OSError:
+        return False
+    import stat
+
+    if not stat.S_ISDIR(info.st_mode) or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return False
+    return not hasattr(os, "getuid") or info.st_uid == os.getuid()
 
 
 def source_files(root: Path = ROOT) -> list[Path]:
@@ -96,6 +120,8 @@ def graph_key(stack: str, stack_text: bytes, now: datetime, root: Path = ROOT) -
     part("stack", stack.encode())
     part("stack-file", stack_text)
     part("day", now.date().isoformat().encode())
+    for name in sorted(n for n in os.environ if n.startswith(KEY_ENV_PREFIXES) and n != "GPU_CLUSTER_NOW"):
+        part("env", f"{name}={os.environ[name]}".encode())  # GPU_CLUSTER_NOW is in the key as its day
     for version in _versions():
         part("version", version.encode())
     for path in source_files(root):
@@ -138,7 +164,6 @@ def _write(path: Path, key: str, now: datetime, boundaries: list[datetime], grap
     head = json.dumps({"format": FORMAT, "key": key, "clock": now.isoformat(),
                        "boundaries": [b.isoformat() for b in boundaries]})
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".entry-", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -158,14 +183,20 @@ def cached_graph(stack: str, stack_text: bytes, now: datetime,
                  compute: Callable[[], tuple[ResourceGraph, list[datetime]]]) -> Lookup:
     """The stack's graph from the cache, or ``compute()`` (the graph and the instants where its Capacity Blocks change
     phase) stored under its key."""
+    folder = cache_dir()
+    if not usable(folder):
+        graph, _ = compute()
+        return Lookup(graph, False, None)
     key = graph_key(stack, stack_text, now)
-    path = cache_dir() / f"{key}.json"
-    graph = _read(path, key, now)
-    if graph is not None:
-        return Lookup(graph, True, path)
+    path = folder / f"{key}.json"
+    hit = _read(path, key, now)
+    if hit is not None:
+        return Lookup(hit, True, path)
     graph, boundaries = compute()
     _write(path, key, now, boundaries, graph)
-    return Lookup(graph, False, path)
+    # The graph as a hit will read it (resources by URN, keys sorted: ResourceGraph.to_dict), so that the first call
+    # of the day and the next ones print the same findings in the same order.
+    return Lookup(_read(path, key, now) or ResourceGraph.from_document(graph.to_dict()), False, path)
 
 
 def block_boundaries(spec: object) -> list[datetime]:

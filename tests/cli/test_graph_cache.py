@@ -170,3 +170,47 @@ def test_a_block_boundary_between_two_calls_misses(tmp_path: Path, monkeypatch: 
     assert cache.cached_graph("s", b"x", then + timedelta(minutes=30), compute).hit
     assert not cache.cached_graph("s", b"x", then + timedelta(hours=2), compute).hit
     assert len(computed) == 2
+
+
+def test_a_folder_others_may_write_or_own_is_not_used(runs: list[str], tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # An entry is trusted as the program's output (and lark loads the CEL grammar file with pickle): a folder anyone
+    # else may write is not used, and the command runs the program as with --no-cache.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv(cache.CACHE_DIR_ENV, str(shared))
+    first = _run(capsys, "admit", "prod-aws", WORKLOAD)
+    assert _run(capsys, "admit", "prod-aws", WORKLOAD) == first
+    assert runs == ["prod-aws", "prod-aws"] and not list(shared.iterdir())
+    assert cache.usable(tmp_path / "made") and (tmp_path / "made").stat().st_mode & 0o777 == 0o700
+    monkeypatch.setattr(cache.os, "getuid", lambda: 12345)  # a folder another user owns
+    assert not cache.usable(tmp_path / "made")
+
+
+def test_the_first_call_of_the_day_prints_what_the_next_ones_print(runs: list[str], tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # A stack with findings: the first call (the program's graph) and the next (the graph read back) list the same
+    # violations in the same order, with the same values.
+    stack = tmp_path / "Pulumi.dev-aws.yaml"
+    text = (ROOT / "stacks" / "Pulumi.dev-aws.yaml").read_text(encoding="utf-8")
+    stack.write_text(text, encoding="utf-8")
+    cold = _run(capsys, "policy", str(stack), "--format", "json")
+    warm = _run(capsys, "policy", str(stack), "--format", "json")
+    assert runs == ["dev-aws"] and cold == warm and '"violations"' in cold[1]
+
+
+def test_the_pulumi_environment_is_in_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # pulumi.Config reads PULUMI_CONFIG for keys a stack file lacks, pulumi-kubernetes's Provider PULUMI_K8S_*.
+    now = datetime(2026, 11, 29, tzinfo=UTC)
+    for name in [n for n in cache.os.environ if n.startswith(cache.KEY_ENV_PREFIXES)]:
+        monkeypatch.delenv(name)
+    base = cache.graph_key("s", b"x", now)
+    monkeypatch.setenv("PULUMI_K8S_DELETE_UNREACHABLE", "true")
+    assert cache.graph_key("s", b"x", now) != base
+    monkeypatch.delenv("PULUMI_K8S_DELETE_UNREACHABLE")
+    monkeypatch.setenv("GPU_CLUSTER_NOW", "2026-11-29T18:00:00Z")  # the clock is in the key as its day only
+    assert cache.graph_key("s", b"x", now) == base
+    monkeypatch.setenv("HOME_UNRELATED", "1")
+    assert cache.graph_key("s", b"x", now) == base
