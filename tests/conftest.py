@@ -116,7 +116,7 @@ def edited_aws_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Itera
 
     For figures the shipped catalog no longer lacks: a test of what the program does with an unknown or a secondary
     figure builds one here, instead of relying on today's gaps in the data."""
-    from components.catalog import instances
+    from components.catalog import instances, yaml_files
 
     def edit(change: Callable[[dict[str, Any]], None]) -> None:
         data = yaml.safe_load(instances.CATALOG_FILE.read_text(encoding="utf-8"))
@@ -125,6 +125,9 @@ def edited_aws_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Itera
         copy_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
         monkeypatch.setattr(instances, "CATALOG_FILE", copy_file)
         instances.load_aws_catalog.cache_clear()
+        # The parse-once cache keys a file by path, size and modification time: a second edit in the same tick at the
+        # same size would be served the first one's parse.
+        yaml_files._load.cache_clear()
 
     yield edit
     instances.load_aws_catalog.cache_clear()
