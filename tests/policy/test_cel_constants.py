@@ -1,0 +1,39 @@
+"""The pack's CEL runner evaluates a policy variable that reads nothing of the request once per process (issue 37):
+the team-gid policy's list of every other team's group was evaluated again for each probe of each namespace, so the
+admission guard grew with the square of the teams (1.4 s of CPU per namespace at 1,000 teams, 0.14 s at 100)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpu_policies import cel
+
+# A policy like the team-gid one: a constant list variable, and a validation that reads it and the request.
+SPEC: dict[str, Any] = {
+    "variables": [{"name": "others", "expression": "[" + ", ".join(str(20000 + i) for i in range(1000)) + "]"},
+                  {"name": "gid", "expression": "int(namespaceObject.metadata.labels[\"gid\"])"}],
+    "validations": [{"expression": "!(object.spec.group in variables.others) || object.spec.group == variables.gid"}],
+}
+NAMESPACE = {"metadata": {"name": "a", "labels": {"gid": "20001"}}}
+
+
+def _pod(group: int) -> dict[str, Any]:
+    return {"spec": {"group": group}}
+
+
+def test_a_constant_variable_is_evaluated_once_and_the_verdicts_are_unchanged() -> None:
+    cel._constant.cache_clear()
+    verdicts = [cel.refuses(SPEC, _pod(g), {"operation": "CREATE"}, NAMESPACE) for g in (20001, 20005, 7, 20999)]
+    # Another team's group is refused, the namespace's own and a group of no team are not.
+    assert verdicts == [False, True, False, True]
+    info = cel._constant.cache_info()
+    assert (info.misses, info.hits) == (1, 3)  # the list literal once, not once per request
+
+
+def test_a_variable_that_reads_the_request_is_evaluated_for_each_request() -> None:
+    # The gid variable reads namespaceObject: two namespaces, two verdicts.
+    other = {"metadata": {"name": "b", "labels": {"gid": "20005"}}}
+    assert cel.refuses(SPEC, _pod(20005), {"operation": "CREATE"}, NAMESPACE)
+    assert not cel.refuses(SPEC, _pod(20005), {"operation": "CREATE"}, other)
+    assert cel.REQUEST_NAMES.search(SPEC["variables"][1]["expression"])
+    assert not cel.REQUEST_NAMES.search(SPEC["variables"][0]["expression"])
