@@ -36,7 +36,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+from blueprint import clouds
 from blueprint.graph.model import GraphFormatError, ResourceGraph, strict_json
 
 CACHE_DIR_ENV = "BLUEPRINT_CACHE_DIR"
@@ -44,9 +46,11 @@ NO_CACHE_ENV = "BLUEPRINT_NO_CACHE"
 FORMAT = 1
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE_SUFFIXES = (".py", ".yaml", ".json")
-# Distributions whose version is part of the key (what the program and its spec models run on).
-DISTRIBUTIONS = ("pulumi", "pulumi_aws", "pulumi_gcp", "pulumi_kubernetes", "pulumi_random", "pydantic", "PyYAML",
-                 "protobuf", "grpcio")
+# Distributions whose version is part of the key (what the program and its spec models run on): the Pulumi SDK, each
+# cloud's provider SDK (pulumi_<cloud>, for every folder under blueprint/clouds), the Kubernetes and random providers,
+# the spec's models and the SDK's wire libraries.
+DISTRIBUTIONS = ("pulumi", *(f"pulumi_{cloud}" for cloud in clouds.names()), "pulumi_kubernetes", "pulumi_random",
+                 "pydantic", "PyYAML", "protobuf", "grpcio")
 # Environment variables the program's output may depend on, whose values are part of the key: the SDKs read
 # PULUMI_CONFIG / PULUMI_CONFIG_<KEY> for config the stack file lacks (pulumi.Config) and pulumi-kubernetes's Provider
 # fills options from PULUMI_K8S_* (deleteUnreachable, enableConfigMapMutable, ...); GPU_CLUSTER_* are the project's.
@@ -199,16 +203,9 @@ def cached_graph(stack: str, stack_text: bytes, now: datetime,
     return Lookup(_read(path, key, now) or ResourceGraph.from_document(graph.to_dict()), False, path)
 
 
-def block_boundaries(spec: object) -> list[datetime]:
-    """The instants where a Capacity Block of the spec changes phase (start, the EC2 shutdown lead before its end,
-    its end: :class:`components.aws.capacity_block.BlockWindow`)."""
-    from components.aws.capacity_block import EC2_SHUTDOWN_LEAD
+def block_boundaries(spec: Any) -> list[datetime]:
+    """The instants where the spec's graph changes with the clock alone (a Capacity Block's start, the EC2 shutdown
+    lead before its end, its end): the cloud's ``phase_boundaries``."""
+    from blueprint.graph.cloud import cloud_graph
 
-    out: list[datetime] = []
-    if getattr(spec, "cloud", None) != "aws":
-        return out
-    for group in spec.aws_spec().node_groups:  # type: ignore[attr-defined]
-        cap = group.capacity
-        if cap.type == "capacity-block" and cap.start and cap.end:
-            out += [cap.start, cap.end - EC2_SHUTDOWN_LEAD, cap.end]
-    return sorted(out)
+    return cloud_graph(spec.cloud).phase_boundaries(spec)

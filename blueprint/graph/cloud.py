@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Protocol, cast
 
 from blueprint import clouds
@@ -42,6 +43,11 @@ class CloudGraph(Protocol):
 
     def call(self, token: str, args: Mapping[str, Any], region: str) -> dict[str, Any] | None:
         """The answer to one of the cloud's invokes (None: not one the program makes, answered empty)."""
+
+    def phase_boundaries(self, spec: Any) -> list[datetime]:
+        """The instants, sorted, at which the program's graph for ``spec`` changes although nothing else does (the
+        program compares a reserved window with the clock to the minute); the graph cache serves no entry across
+        one."""
 
 
 def cloud_graph(cloud: str) -> CloudGraph:

@@ -20,7 +20,7 @@ from google.protobuf import json_format, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2 as proto
 
 from blueprint.graph.model import GraphResource, ResourceGraph
-from blueprint.policy.runner import LEVEL_NAMES, PACK_VERSION, LevelConfig, Pack, PolicyReport, Violation
+from blueprint.policy.report import LEVEL_NAMES, PACK_VERSION, LevelConfig, Pack, PolicyReport, Violation
 
 # The analyzer's severity enum (pulumi/proto/analyzer.proto, PolicySeverity) by the names the report uses.
 SEVERITIES = {proto.POLICY_SEVERITY_LOW: "low", proto.POLICY_SEVERITY_MEDIUM: "medium",

@@ -59,7 +59,7 @@ from pulumi_policy.policy import _NotApplicableError
 from pulumi_policy.proxy import UnknownValueError, _DictProxy, _ListProxy, _proxy_helper
 
 from blueprint.graph.model import GraphResource, ResourceGraph
-from blueprint.policy.runner import LEVEL_NAMES, LEVELS, PACK_VERSION, LevelConfig, Pack, PolicyReport, Violation
+from blueprint.policy.report import LEVEL_NAMES, LEVELS, PACK_VERSION, LevelConfig, Pack, PolicyReport, Violation
 
 # The analyzer's level for each configured level number (_PolicyAnalyzerServicer._convert_enforcement_level).
 _ENFORCEMENT = {LEVELS[level.value]: level for level in EnforcementLevel}

@@ -20,8 +20,8 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,20 +29,20 @@ from blueprint.files.input import read_text_limited
 from blueprint.files.markdown import md_code, md_text
 from blueprint.graph.model import ResourceGraph, strict_json
 
+# Re-exported (``X as X``): the runner is where callers find what a run is configured with and returns.
+from blueprint.policy.report import LEVEL_NAMES as LEVEL_NAMES
+from blueprint.policy.report import LEVELS as LEVELS
+from blueprint.policy.report import PACK_VERSION as PACK_VERSION
+from blueprint.policy.report import LevelConfig as LevelConfig
+from blueprint.policy.report import Pack as Pack
+from blueprint.policy.report import PolicyReport as PolicyReport
+from blueprint.policy.report import Violation as Violation
+
 PACK_DIR = Path(__file__).resolve().parents[2] / "policies"
-# The analyzer's enforcement levels (pulumi/proto/analyzer.proto, enum EnforcementLevel: ADVISORY = 0,
-# MANDATORY = 1, DISABLED = 2, REMEDIATE = 3), written out so that reading a report needs no protobuf;
-# tests/policy/test_engines.py checks them against the generated module.
-LEVELS: dict[str, int] = {"advisory": 0, "mandatory": 1, "remediate": 3, "disabled": 2}
-LEVEL_NAMES = {v: k for k, v in LEVELS.items()}
-# The version the in-process analyzer is built with: it appears only in the message of a policy that could not run
-# because an input is unknown during preview ("... from policy pack 'gpu-cluster-policies@v0.1.0' ...").
-PACK_VERSION = "0.1.0"
 ENGINES = ("direct", "analyzer")
 ENGINE_ENV = "BLUEPRINT_POLICY_ENGINE"
 
 
-LevelConfig = dict[str, tuple[int, dict[str, Any]]]
 # Policies that read resource options a graph may not record (ignoreChanges): not applicable there.
 OPTION_POLICIES = ("stateful-names-ignore-changes",)
 # Policies that follow dependencies (a node group to its launch template and subnets, a bucket to its
@@ -62,24 +62,6 @@ class PolicyConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class Violation:
-    """One reported violation, in the JSON output's shape: ``message`` is the requirement (the policy description,
-    a line break, the violation text), ``field`` the path in the resource's inputs that violates ("" when the pack
-    names none), ``value`` what is there (None when not given: the field is missing), ``fix`` the rule's
-    remediation."""
-
-    policy: str
-    enforcement: str
-    severity: str
-    urn: str
-    type: str
-    message: str
-    field: str = ""
-    value: Any = None
-    fix: str = ""
-
-
-@dataclass(frozen=True)
 class StackKey:
     """The stack-file key a finding's fix changes (``gpu-cluster:spec.aws.nodeGroups[1].maxSize``) and where the file
     has it (``stacks/Pulumi.prod-aws.yaml:130``; "" when no stack file was read); ``add`` when the file leaves the key
@@ -96,39 +78,6 @@ class StackKey:
     def text(self) -> str:
         """``<key> (<where>)``, or the key alone when no stack file was read."""
         return f"{self.path} ({self.where()})" if self.at else self.path
-
-
-@dataclass
-class PolicyReport:
-    """Everything one run of the pack found."""
-
-    pack: str
-    violations: list[Violation] = field(default_factory=list)
-    not_applicable: list[tuple[str, str]] = field(default_factory=list)
-    rules: list[Any] = field(default_factory=list)
-    levels: dict[str, str] = field(default_factory=dict)  # each policy's configured enforcement level
-
-    @property
-    def mandatory(self) -> list[Violation]:
-        """Violations that block a deployment."""
-        return [v for v in self.violations if v.enforcement == "mandatory"]
-
-    @property
-    def passed(self) -> bool:
-        """True when no mandatory policy is violated."""
-        return not self.mandatory
-
-
-@dataclass(frozen=True)
-class Pack:
-    """The loaded pack: its name, policy objects, documentation rows and the decoder of its violation messages
-    (``gpu_policies.common.decode_finding``: message, field, value)."""
-
-    name: str
-    policies: list[Any]
-    rules: list[Any]
-    decode: Callable[[str], tuple[str, str | None, Any]]
-    absent: Any  # the value decode gives when none was reported
 
 
 def load_pack(pack_dir: Path = PACK_DIR) -> Pack:

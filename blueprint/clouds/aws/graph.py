@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from blueprint.clouds.aws.values import refused_values as refused_values
@@ -116,3 +117,16 @@ def offline_zone_name(region: str, zone_id: str) -> str:
     """
     number = zone_id.rsplit("-az", 1)[-1]
     return region + (chr(ord("a") + int(number) - 1) if number.isdigit() and 0 < int(number) <= 26 else "?")
+
+
+def phase_boundaries(spec: Any) -> list[datetime]:
+    """The instants where a Capacity Block of the spec changes phase: its start, the EC2 shutdown lead before its end,
+    its end (:class:`components.aws.capacity_block.BlockWindow`, which the program compares with the clock)."""
+    from components.aws.capacity_block import EC2_SHUTDOWN_LEAD
+
+    out: list[datetime] = []
+    for group in spec.aws_spec().node_groups:
+        cap = group.capacity
+        if cap.type == "capacity-block" and cap.start and cap.end:
+            out += [cap.start, cap.end - EC2_SHUTDOWN_LEAD, cap.end]
+    return sorted(out)

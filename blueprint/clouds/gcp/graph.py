@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from blueprint.graph.cloud import MAX_GIB, MAX_NODES, Quantities, Refusal, stable_id
@@ -130,3 +131,9 @@ def call(token: str, args: Mapping[str, Any], region: str) -> dict[str, Any] | N
         return {"emailAddress": f"service-{OFFLINE_GCP_PROJECT_NUMBER}@gs-project-accounts.iam.gserviceaccount.com",
                 "project": args.get("project", OFFLINE_GCP_PROJECT)}
     return None
+
+
+def phase_boundaries(spec: Any) -> list[datetime]:
+    """None: the GCP program compares no window with the clock (its spec's support dates change by the day, which the
+    cache key holds)."""
+    return []
