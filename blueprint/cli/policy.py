@@ -115,7 +115,7 @@ def _catalog(args: argparse.Namespace) -> int:
 def _stack_file_for(args: argparse.Namespace, stack: str, artifact: str) -> tuple[str | None, str | None]:
     """(the stack file as the repository names it, its text) for SARIF lines: ``--stack-file``, the stack's own
     file, or ``stacks/Pulumi.<stack>.yaml`` for a graph; (None, None) when none is found."""
-    from blueprint.graph.stackfile import default_stacks_dir
+    from blueprint.graph.stack_paths import default_stacks_dir
 
     candidates = [args.stack_file] if args.stack_file is not None else (
         [Path(artifact)] if Path(artifact).suffix not in GRAPH_SUFFIXES else

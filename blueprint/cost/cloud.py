@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import date
 from pathlib import Path
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from blueprint import clouds
-from blueprint.cost.lines import ResourceCost, Usage, UsageFields
-from blueprint.cost.prices import Price
-from blueprint.graph.model import ResourceGraph
+
+if TYPE_CHECKING:  # annotations only: `blueprint prices` builds its parser from this module without the cost engine
+    from blueprint.cost.lines import ResourceCost, Usage, UsageFields
+    from blueprint.cost.prices import Price
+    from blueprint.graph.model import ResourceGraph
 
 # Per node group (its gpu-cluster/node-group label), each team's share of the nominal GPU quota.
 Shares = Mapping[str, tuple[tuple[str, float], ...]]

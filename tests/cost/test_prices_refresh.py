@@ -107,3 +107,12 @@ def test_refresh_that_finds_nothing_writes_nothing(client: object, tmp_path: Pat
         with pytest.raises(RefreshError, match="no on-demand price found for any catalog type in us-east-1"):
             refresh(client, ["p5.48xlarge"], "us-east-1", out, date(2026, 11, 29))
     assert not out.exists()
+
+
+def test_the_default_overlay_is_the_file_the_loader_reads() -> None:
+    # The refresh finds its default output without importing the catalogs (the prices parser is built by every
+    # command); it must still be the very file the price loader lays over the curated prices.
+    from blueprint.clouds.aws.refresh import default_output
+    from components.catalog.prices import AWS_REFRESHED_FILE
+
+    assert default_output() == AWS_REFRESHED_FILE.resolve()

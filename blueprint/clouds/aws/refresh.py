@@ -14,8 +14,6 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 PRICING_ENDPOINT_REGION = "us-east-1"  # https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html
 
 
@@ -92,6 +90,8 @@ def refresh(client: Any, instance_types: Iterable[str], region: str, out: Path, 
         raise RefreshError(f"no on-demand price found for any catalog type in {region}; nothing was written")
     header = ("# Written by `blueprint prices refresh`; laid over prices_aws.yaml by the loader. Do not edit by hand:\n"
               "# refresh again, or delete the file to fall back to the curated prices.\n")
+    import yaml  # only a refresh writes YAML
+
     out.write_text(header + yaml.safe_dump(refreshed_document(prices, region, fetched), sort_keys=True,
                                            width=200), encoding="utf-8")
     return len(prices)
@@ -109,10 +109,13 @@ DESCRIPTION = "on-demand EC2 prices of the catalog's instance types from the AWS
 
 
 def default_output() -> Path:
-    """The overlay the price loader reads (``components/catalog/prices_aws_refreshed.yaml``)."""
-    from components.catalog.prices import AWS_REFRESHED_FILE
+    """The overlay the price loader reads (``components/catalog/prices_aws_refreshed.yaml``, its
+    ``AWS_REFRESHED_FILE``), found beside the ``components`` package without importing the catalogs: every
+    ``blueprint`` command builds the ``prices`` parser, whose help names it (tests/cost/test_prices_refresh.py checks
+    that the two agree)."""
+    import components
 
-    return AWS_REFRESHED_FILE
+    return Path(components.__file__).resolve().parent / "catalog" / "prices_aws_refreshed.yaml"
 
 
 def refresh_catalog(region: str, out: Path, fetched: date) -> int:
