@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: setup preview preview-dev preview-gcp policy graph report screenshot docs docs-check test lint lint-workflows unit \
-	test-tools system-packages golden bench bench-compare clean
+	test-tools system-packages golden catalogs bench bench-compare clean
 
 setup: $(STAMP)
 	@command -v dot >/dev/null 2>&1 || echo "note: Graphviz's dot is not installed: blueprint report needs it, and so does its test \
@@ -102,6 +102,11 @@ test-tools:
 	    tar -xzf .tools/mermaid-$(MERMAID_VERSION).tgz -C .tools/mermaid-$(MERMAID_VERSION) --strip-components=2 \
 	      package/dist/mermaid.min.js && rm -f .tools/mermaid-$(MERMAID_VERSION).tgz; }; \
 	else echo "npm not found: Mermaid's parser is not fetched (tests/cost/test_pr_mermaid.py checks the syntax only)"; fi
+
+## After editing a catalog under components/catalog/: write the large catalogs' JSON copies (<name>.parsed.json), which
+## the loader reads instead of parsing the YAML while they match it (a stale copy is ignored; the tests fail on one).
+catalogs: setup
+	$(BIN)/python -c "from components.catalog.yaml_files import main; main()"
 
 ## Regenerate tests/golden/*.json after an intended infrastructure change (review the diff!).
 golden: setup

@@ -89,6 +89,75 @@ def test_a_changed_file_is_parsed_again(tmp_path: Path) -> None:
     assert yaml_files.load_file(path) == {"a": 22}
 
 
+SHIPPED_PARSED = yaml_files.shipped_yaml()
+
+
+def test_the_large_catalogs_ship_their_json() -> None:
+    # The reason for the JSON: the big catalogs. A threshold or glob change that drops them would go unnoticed.
+    assert {"aws_instances.yaml", "gcp_machines.yaml", "prices_aws.yaml"} <= {p.name for p in SHIPPED_PARSED}
+
+
+@pytest.mark.parametrize("path", SHIPPED_PARSED, ids=[p.name for p in SHIPPED_PARSED])
+def test_each_shipped_json_is_current_and_holds_its_yamls_data(path: Path) -> None:
+    # A catalog edited without `make catalogs` fails here (the loader would still read its YAML: slower, not wrong).
+    target = yaml_files.parsed_path(path)
+    try:
+        expected = yaml_files.parsed_document(path)
+    except ValueError:  # no JSON form (a non-string key): there must be no JSON at all
+        assert not target.exists(), f"{target.name} exists for a catalog JSON cannot hold"
+        return
+    assert target.is_file(), f"{target.name} is missing: run make catalogs"
+    assert target.read_text(encoding="utf-8") == expected, f"{target.name} is stale: run make catalogs"
+    text = path.read_text(encoding="utf-8")
+    assert json.loads(target.read_text(encoding="utf-8"))["data"] == yaml.load(text, Loader=yaml.SafeLoader)
+
+
+def _catalog_copy(tmp_path: Path) -> Path:
+    path = tmp_path / "prices_aws.yaml"
+    path.write_bytes(prices.AWS_PRICES_FILE.read_bytes())
+    yaml_files.parsed_path(path).write_bytes(yaml_files.parsed_path(prices.AWS_PRICES_FILE).read_bytes())
+    return path
+
+
+def test_the_loader_reads_a_current_json_without_parsing_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _catalog_copy(tmp_path)
+
+    def no_yaml(*_: Any, **__: Any) -> Any:
+        raise AssertionError("the YAML was parsed although its JSON is current")
+
+    monkeypatch.setattr(yaml_files, "parse", no_yaml)
+    data = yaml_files.load_file(path, unique_keys=True)
+    assert data["ec2_on_demand"]["p5.48xlarge"]["usd"] == 55.04
+    assert yaml_files.YAML_PARSES[str(path.resolve())] == 0
+
+
+def test_an_edited_catalog_is_read_from_its_yaml_not_its_stale_json(tmp_path: Path) -> None:
+    path = _catalog_copy(tmp_path)
+    text = path.read_text(encoding="utf-8")
+    assert "usd: 55.04" in text
+    path.write_text(text.replace("usd: 55.04", "usd: 60.5", 1), encoding="utf-8")
+    data = yaml_files.load_file(path, unique_keys=True)
+    assert data["ec2_on_demand"]["p5.48xlarge"]["usd"] == 60.5
+    assert yaml_files.YAML_PARSES[str(path.resolve())] == 1
+
+
+@pytest.mark.parametrize("damage", ["not json", '{"format": 1, "sha256": "0", "data": {}}', "[]"])
+def test_a_damaged_json_falls_back_to_the_yaml(damage: str, tmp_path: Path) -> None:
+    path = _catalog_copy(tmp_path)
+    yaml_files.parsed_path(path).write_text(damage, encoding="utf-8")
+    assert yaml_files.load_file(path)["ec2_on_demand"]["p5.48xlarge"]["usd"] == 55.04
+
+
+def test_a_catalog_json_cannot_hold_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "tiers.yaml"
+    path.write_text("tiers:\n  1000: a\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="key 1000 is not a string"):
+        yaml_files.parsed_document(path)
+    path.write_text("when: 2026-12-02\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="a date has no JSON form"):
+        yaml_files.parsed_document(path)
+
+
 def test_the_shipped_price_files_keep_the_stack_files_rules() -> None:
     # The cost tooling reads the shipped files with the program's loader (once per process); they still pass the
     # strict rules a price file given as text gets, with the same prices.

@@ -69,7 +69,7 @@ def test_wheel_install_runs_the_preview_of_every_shipped_stack(tmp_path: Path) -
     assert "blueprint/schemas/crds/kueue/SOURCE.md" in names
     for module in ("components/kubernetes/platform.py", "components/program.py", "gpu_policies/pack.py",
                    "components/spec/rules/node_groups.py", "components/gcp/gke.py",
-                   "components/catalog/gcp_machines.yaml",
+                   "components/catalog/gcp_machines.yaml", "components/catalog/aws_instances.parsed.json",
                    "components/catalog/charts.yaml", "components/catalog/aws_regions.yaml",
                    "blueprint/schema/stack_file.py", "blueprint/schemas/stack-file.schema.json",
                    "blueprint/clouds/aws/replacements.yaml", "blueprint/clouds/gcp/replacements.yaml"):
