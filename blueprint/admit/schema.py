@@ -55,17 +55,31 @@ def _strict(schema: Any) -> Any:
     return schema
 
 
+# The format of a group's derived schemas on disk (blueprint.files.derived): bump it when _strict changes.
+SCHEMA_FORMAT = 1
+
+
 @cache
 def _group_schemas(group: str) -> dict[tuple[str, str], dict[str, Any]]:
-    """(apiVersion, kind) -> strict JSON schema, for every served version of the group's shipped CRDs."""
-    out: dict[tuple[str, str], dict[str, Any]] = {}
-    for path in sorted(CRD_ROOT.glob(f"*/{group}_*.yaml")):
+    """(apiVersion, kind) -> strict JSON schema, for every served version of the group's shipped CRDs; derived from
+    the CRD files once per machine and content (:func:`blueprint.files.derived.cached_json`)."""
+    from blueprint.files.derived import cached_json
+
+    paths = sorted(CRD_ROOT.glob(f"*/{group}_*.yaml"))
+    rows = cached_json(f"crd-schemas{SCHEMA_FORMAT}-{group}", paths, lambda: _derive_group_schemas(group, paths))
+    return {(api_version, kind): schema for api_version, kind, schema in rows}
+
+
+def _derive_group_schemas(group: str, paths: list[Path]) -> list[tuple[str, str, dict[str, Any]]]:
+    """[apiVersion, kind, strict schema] for every served version of the CRD files."""
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    for path in paths:
         crd = yaml.load(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
         kind = crd["spec"]["names"]["kind"]
         for version in crd["spec"]["versions"]:
             if version.get("served", True):
                 schema = copy.deepcopy(version["schema"]["openAPIV3Schema"])
-                out[(f"{group}/{version['name']}", kind)] = _strict(schema)
+                out.append((f"{group}/{version['name']}", kind, _strict(schema)))
     return out
 
 
