@@ -59,3 +59,27 @@ def test_a_variable_of_the_namespace_is_evaluated_once_per_namespace(monkeypatch
                 for ns in (NAMESPACE, other) for g in (20001, 20005, 7)]
     assert verdicts == [False, True, False, True, False, False]
     assert sum(e.startswith(GROUPS) for e in evaluated) == 2  # once per namespace, not once per request
+
+
+def test_the_admission_guard_judges_each_policy_probe_and_namespace_once(monkeypatch: Any) -> None:
+    # A policy bound twice, or a probe two guards send, met the same namespace again: a quarter of prod-gcp's CEL
+    # evaluations were such repeats. The guard's verdict is unchanged (the policy tests hold it); here, no repeats.
+    import json
+
+    from gpu_policies import guards
+
+    from blueprint.policy.runner import run_policies
+    from tests.conftest import offline_run
+
+    seen: list[str] = []
+    real = guards.refuses
+
+    def counted(spec: Any, obj: Any, request: Any, namespace: Any) -> bool:
+        seen.append(json.dumps([sorted(map(str, spec.items())), obj, request, namespace], sort_keys=True, default=str))
+        return real(spec, obj, request, namespace)
+
+    monkeypatch.setattr(guards, "refuses", counted)
+    report = run_policies(offline_run("prod-gcp").graph)
+    assert not [v for v in report.violations if v.policy == "kubernetes-team-admission-policies"]
+    assert len(seen) > 50  # the guard did probe
+    assert len(seen) == len(set(seen)), f"{len(seen) - len(set(seen))} repeated evaluations"
