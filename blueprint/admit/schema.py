@@ -55,7 +55,8 @@ def _strict(schema: Any) -> Any:
     return schema
 
 
-# The format of a group's derived schemas on disk (blueprint.files.derived): bump it when _strict changes.
+# The format of a group's derived schemas on disk (blueprint.files.derived). The key also holds this module's own
+# bytes, so a change to _strict or the derivation is another key even if this is not bumped.
 SCHEMA_FORMAT = 1
 
 
@@ -66,7 +67,8 @@ def _group_schemas(group: str) -> dict[tuple[str, str], dict[str, Any]]:
     from blueprint.files.derived import cached_json
 
     paths = sorted(CRD_ROOT.glob(f"*/{group}_*.yaml"))
-    rows = cached_json(f"crd-schemas{SCHEMA_FORMAT}-{group}", paths, lambda: _derive_group_schemas(group, paths))
+    sources = [*paths, Path(__file__)] if paths else []  # a group with no shipped CRD: nothing to derive or keep
+    rows = cached_json(f"crd-schemas{SCHEMA_FORMAT}-{group}", sources, lambda: _derive_group_schemas(group, paths))
     return {(api_version, kind): schema for api_version, kind, schema in rows}
 
 

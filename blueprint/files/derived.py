@@ -5,8 +5,9 @@ installs: the CRD's YAML (0.5 to 1.4 MB each) parsed and made strict took more C
 (issue 37). :func:`cached_json` keeps the derived JSON in the graph cache's folder (:mod:`blueprint.graph.cache`: this
 user's alone, or not used), under a SHA-256 of what it was derived from (a label naming the derivation and its format,
 and each source file's name and bytes), so a changed CRD is another key and never read stale. An entry is written
-whole (a temporary file renamed over it); one that cannot be read or parsed is derived again. Nothing is read or
-written when the cache is off (``BLUEPRINT_NO_CACHE``, as in the test suite), and the data is then derived in process.
+whole (a temporary file renamed over it) and names its label and key; one that cannot be read, is not JSON or names
+another is derived again. Nothing is read or written when the cache is off (``BLUEPRINT_NO_CACHE``, as in the test
+suite; a command's ``--no-cache`` is about the graph only), and the data is then derived in process.
 """
 
 from __future__ import annotations
@@ -32,8 +33,11 @@ def derived_key(label: str, sources: Sequence[Path]) -> str:
 
 
 def cached_json(label: str, sources: Sequence[Path], derive: Callable[[], Any]) -> Any:
-    """``derive()`` (JSON data), from this machine's cache when it was derived from the same sources before."""
-    if not cache.enabled():
+    """``derive()`` (JSON data), from this machine's cache when it was derived from the same sources before.
+
+    ``sources`` are every file the result depends on, the deriving code's own module included (a changed derivation
+    is then another key). Without sources nothing is cached: there is nothing to key the entry by."""
+    if not cache.enabled() or not sources:
         return derive()
     folder = cache.cache_dir()
     if not cache.usable(folder):
@@ -42,15 +46,17 @@ def cached_json(label: str, sources: Sequence[Path], derive: Callable[[], Any]) 
     path = folder / f"derived-{label}-{key}.json"
     try:
         if not path.is_symlink():
-            return json.loads(path.read_bytes())
+            doc = json.loads(path.read_bytes())
+            if isinstance(doc, dict) and doc.get("label") == label and doc.get("key") == key and "data" in doc:
+                return doc["data"]
     except (OSError, ValueError):
-        pass
+        pass  # absent, unreadable or not JSON: derived again, and written over
     data = derive()
     try:
         fd, tmp = tempfile.mkstemp(prefix=".derived-", suffix=".tmp", dir=folder)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, separators=(",", ":"))
+                json.dump({"label": label, "key": key, "data": data}, fh, separators=(",", ":"))
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

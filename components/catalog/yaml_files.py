@@ -5,12 +5,12 @@ preview on it, its C loader (``yaml.CSafeLoader``, PyYAML documentation "Install
 emitter") a tenth of that, with the same data (the tests compare both loaders on every catalog file). When PyYAML
 has no C extension the pure-Python ``SafeLoader`` reads the same files.
 
-Faster still, each shipped catalog has its data beside it as JSON (``<name>.parsed.json``, written by
-``make catalogs``: :func:`write_parsed`), which Python's C JSON decoder reads in a fortieth of libyaml's time
-(``aws_instances.yaml``: 2.6 ms against 105 ms). The JSON names the SHA-256 of the YAML it was made from, and
-:func:`load_file` uses it only when that is the YAML's hash now: an edited catalog is parsed from its YAML until
-``make catalogs`` runs again, never read stale (tests/program/test_catalog_yaml.py checks that every shipped JSON is
-current and equals its YAML's data, so the test suite fails on a forgotten ``make catalogs``).
+Faster still, each large shipped catalog (:data:`PARSED_MIN_BYTES`) has its data beside it as JSON
+(``<name>.parsed.json``, written by ``make catalogs``: :func:`write_parsed`), which Python's C JSON decoder reads in a
+fortieth of libyaml's time (``aws_instances.yaml``: 2.6 ms against 105 ms). The JSON names the SHA-256 of the YAML it
+was made from, and :func:`load_file` uses it only when that is the YAML's hash now: an edited catalog is parsed from
+its YAML until ``make catalogs`` runs again, never read stale (tests/program/test_catalog_yaml.py checks that every
+shipped JSON is current and equals its YAML's data, so the test suite fails on a forgotten ``make catalogs``).
 
 A file is loaded once per process: :func:`load_file` keeps what it loaded, keyed by the file's path, size and
 modification time (a test that points a catalog at an edited copy, or edits a file, gets the new content). The data
@@ -171,8 +171,11 @@ def write_parsed(folder: Path = CATALOG_DIR) -> tuple[list[Path], list[str]]:
 
 
 def main() -> None:
-    """``make catalogs``: write the catalogs' JSON and say what changed."""
-    written, skipped = write_parsed()
+    """``make catalogs``: write the catalogs' JSON and say what changed; exit 1 on a catalog that is not valid YAML."""
+    try:
+        written, skipped = write_parsed()
+    except yaml.YAMLError as err:
+        raise SystemExit(f"a catalog is not valid YAML (nothing more was written): {err}") from None
     for path in written:
         print(f"wrote {path.relative_to(CATALOG_DIR.parents[1])}")
     for reason in skipped:

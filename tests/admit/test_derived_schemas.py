@@ -54,12 +54,42 @@ def test_nothing_is_written_with_the_cache_off(tmp_path: Path, monkeypatch: pyte
 
 
 @pytest.mark.parametrize("group", GROUPS)
-def test_the_schemas_read_from_the_cache_are_the_derived_ones(group: str, cache_on: Path) -> None:
+def test_the_schemas_read_from_the_cache_are_the_derived_ones(group: str, cache_on: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     paths = sorted(schema.CRD_ROOT.glob(f"*/{group}_*.yaml"))
     fresh = {(v, k): s for v, k, s in schema._derive_group_schemas(group, paths)}
     assert fresh, group
     assert schema._group_schemas(group) == fresh  # derived and written
     schema._group_schemas.cache_clear()
     (entry,) = cache_on.glob(f"derived-crd-schemas*-{group}-*.json")
-    assert len(json.loads(entry.read_text(encoding="utf-8"))) == len(fresh)
+    assert len(json.loads(entry.read_text(encoding="utf-8"))["data"]) == len(fresh)
+
+    def no_derivation(*_: object) -> None:
+        raise AssertionError("derived again although the entry is current")
+
+    monkeypatch.setattr(schema, "_derive_group_schemas", no_derivation)
     assert schema._group_schemas(group) == fresh  # read back from the entry
+
+
+@pytest.mark.parametrize("entry", ["{}", "[]", '{"label": "other", "key": "0", "data": []}'])
+def test_an_entry_of_the_wrong_shape_is_derived_again(entry: str, cache_on: Path) -> None:
+    group = "jobset.x-k8s.io"
+    fresh = schema._group_schemas(group)
+    schema._group_schemas.cache_clear()
+    (path,) = cache_on.glob(f"derived-crd-schemas*-{group}-*.json")
+    path.write_text(entry, encoding="utf-8")
+    assert schema._group_schemas(group) == fresh
+
+
+def test_a_change_to_the_derivation_is_another_key(tmp_path: Path) -> None:
+    crd = sorted(schema.CRD_ROOT.glob("*/jobset.x-k8s.io_*.yaml"))
+    code = tmp_path / "schema.py"
+    code.write_bytes(Path(schema.__file__).read_bytes())
+    before = derived.derived_key("l", [*crd, code])
+    code.write_bytes(code.read_bytes() + b"# changed\n")
+    assert derived.derived_key("l", [*crd, code]) != before
+
+
+def test_a_group_without_a_crd_keeps_nothing(cache_on: Path) -> None:
+    assert schema._group_schemas("example.com") == {}
+    assert not list(cache_on.glob("derived-*"))
