@@ -110,7 +110,7 @@ def generated_spec(groups: int) -> dict[str, Any]:
         "labels": {"workload": "training"},
     } for i in range(groups)]
     spec["teams"] = [{
-        "name": f"team-{i:04d}", "costCenter": f"cc-{i:04d}",
+        "name": f"team-{i:04d}", "costCenter": f"cc-{i:04d}", "gid": 20000 + i,
         "roleArns": [f"arn:aws:iam::111122223333:role/team-{i:04d}"],
         "quotas": [{"nodeGroup": f"gpu-{i:04d}", "gpus": 16}],
         "budget": {"monthlyUsd": 50000, "notify": [f"team-{i:04d}@example.com"]},

@@ -174,12 +174,14 @@ def test_rule_violation_lists_every_issue(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_bench_stacks_pass_every_spec_rule() -> None:
+    # At the bench's largest size: rules that compare teams pairwise (gid-unique: 1,000 names hashed into 40,000
+    # group IDs collide) pass only if every generated team is distinct there too.
     from blueprint.bench import generated_spec
     from components.spec import parse_spec
 
-    spec = parse_spec(generated_spec(25), "stacks/Pulumi.bench-25.yaml", provider_region="us-east-1")
+    spec = parse_spec(generated_spec(1000), "stacks/Pulumi.bench-1000.yaml", provider_region="us-east-1")
     gpu_groups = [g for g in spec.aws_spec().node_groups if g.name.startswith("gpu-")]
-    assert len(gpu_groups) == len(spec.teams) == 25
+    assert len(gpu_groups) == len(spec.teams) == 1000
 
 
 @pytest.mark.parametrize("args", [
