@@ -5,8 +5,8 @@ installs: the CRD's YAML (0.5 to 1.4 MB each) parsed and made strict took more C
 (issue 37). :func:`cached_json` keeps the derived JSON in the graph cache's folder (:mod:`blueprint.graph.cache`: this
 user's alone, or not used), under a SHA-256 of what it was derived from (a label naming the derivation and its format,
 and each source file's name and bytes), so a changed CRD is another key and never read stale. An entry is written
-whole (a temporary file renamed over it) and names its label and key; one that cannot be read, is not JSON or names
-another is derived again. Nothing is read or written when the cache is off (``BLUEPRINT_NO_CACHE``, as in the test
+whole (:func:`blueprint.graph.cache.write_entry`) and names its label and key; one that cannot be read, is not JSON or
+names another is derived again. Nothing is read or written when the cache is off (``BLUEPRINT_NO_CACHE``, as in the test
 suite; a command's ``--no-cache`` is about the graph only), and the data is then derived in process.
 """
 
@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -53,14 +51,8 @@ def cached_json(label: str, sources: Sequence[Path], derive: Callable[[], Any]) 
         pass  # absent, unreadable or not JSON: derived again, and written over
     data = derive()
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".derived-", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"label": label, "key": key, "data": data}, fh, separators=(",", ":"))
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except (OSError, TypeError, ValueError):
-        pass  # a cache that cannot be written is no error
+        text = json.dumps({"label": label, "key": key, "data": data}, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return data  # not JSON: kept in process only
+    cache.write_entry(path, [text])
     return data

@@ -28,11 +28,12 @@ is recomputed and written again.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -163,24 +164,30 @@ def _read(path: Path, key: str, now: datetime) -> ResourceGraph | None:
         return None
 
 
-def _write(path: Path, key: str, now: datetime, boundaries: list[datetime], graph: ResourceGraph) -> None:
-    """Write the entry whole (a temporary file renamed over it); a cache that cannot be written is no error."""
-    head = json.dumps({"format": FORMAT, "key": key, "clock": now.isoformat(),
-                       "boundaries": [b.isoformat() for b in boundaries]})
+def write_entry(path: Path, pieces: Iterable[str]) -> None:
+    """Write a cache entry whole: its pieces into a temporary file beside it, renamed over it. Unlike
+    :func:`blueprint.files.output.write_atomic` it follows no symbolic link in the entry's place and writes through no
+    device; a cache that cannot be written is no error. The derived entries (:mod:`blueprint.files.derived`) use it
+    too."""
     try:
         fd, tmp = tempfile.mkstemp(prefix=".entry-", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(head[:-1] + ', "graph": ')
-                for chunk in graph.iter_json():
-                    fh.write(chunk)
-                fh.write("}\n")
+                for piece in pieces:
+                    fh.write(piece)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError:
         return
+
+
+def _write(path: Path, key: str, now: datetime, boundaries: list[datetime], graph: ResourceGraph) -> None:
+    """Write the entry whole (:func:`write_entry`)."""
+    head = json.dumps({"format": FORMAT, "key": key, "clock": now.isoformat(),
+                       "boundaries": [b.isoformat() for b in boundaries]})
+    write_entry(path, itertools.chain([head[:-1] + ', "graph": '], graph.iter_json(), ["}\n"]))
 
 
 def cached_graph(stack: str, stack_text: bytes, now: datetime,

@@ -338,6 +338,17 @@ def _gid(labels: Mapping[str, Any]) -> int | None:
         return None
 
 
+def _refused(verdicts: dict[tuple[int, str], bool], policy: Mapping[str, Any],
+             request: tuple[Mapping[str, Any], Mapping[str, Any]], namespace_object: Mapping[str, Any]) -> bool:
+    """:func:`refuses`, once per (policy, probe) in a namespace (``verdicts`` is the namespace's): a policy bound more
+    than once, and a probe more than one guard sends (the good request), meet the namespace again (on prod-gcp a
+    quarter of the CEL evaluations were repeats; issue 37)."""
+    key = (id(policy), json.dumps(request, sort_keys=True))
+    if key not in verdicts:
+        verdicts[key] = refuses(policy, *request, namespace_object)
+    return verdicts[key]
+
+
 def _admission(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
     policies = {k8s_name(p.props): _spec(p) for p in of_type(args.resources, VAP)}
     bindings = [(spec, policies[str(spec.get("policyName"))]) for spec in map(_spec, of_type(args.resources,
@@ -348,20 +359,10 @@ def _admission(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any])
     named = [m for spec in policies.values() for v in spec.get("validations") or [] if isinstance(v, dict)
              for m in SIDECAR_NAME.findall(str(v.get("expression", ""))) if "hostPath" in str(v.get("expression"))]
     sidecar = named[0] if named else None
-    # A policy bound more than once, and a probe more than one guard sends (the good request), meet the same namespace
-    # again: judged once (on prod-gcp a quarter of the CEL evaluations were repeats; issue 37).
-    verdicts: dict[tuple[int, str, str], bool] = {}
-
-    def refused(policy: Mapping[str, Any], request: tuple[Mapping[str, Any], Mapping[str, Any]],
-                namespace_object: Mapping[str, Any]) -> bool:
-        key = (id(policy), json.dumps(request, sort_keys=True), json.dumps(namespace_object, sort_keys=True))
-        if key not in verdicts:
-            verdicts[key] = refuses(policy, *request, namespace_object)
-        return verdicts[key]
-
     for ns in of_type(args.resources, NAMESPACE):
         labels, name = _labels(ns), k8s_name(ns.props)
         namespace_object = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+        verdicts: dict[tuple[int, str], bool] = {}  # this namespace's: see _refused
         for does, (judged, operations), probes, needed in ADMISSION_GUARDS:
             if not needed(labels, name in teams, sidecar is not None):
                 continue
@@ -369,8 +370,8 @@ def _admission(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any])
             if not any(_judges(policy, binding, judged, operations)
                        and selects(get(binding, "matchResources", "namespaceSelector"), labels)
                        and selects(get(policy, "matchConstraints", "namespaceSelector"), labels)
-                       and all(refused(policy, bad, namespace_object)
-                               and (good is None or not refused(policy, good, namespace_object))
+                       and all(_refused(verdicts, policy, bad, namespace_object)
+                               and (good is None or not _refused(verdicts, policy, good, namespace_object))
                                for bad, good in requests)
                        for binding, policy in bindings):
                 # No field: what is missing is a policy and its binding, not an input of the namespace.
