@@ -12,7 +12,8 @@ An entry is found only under its key, a SHA-256 of everything the graph depends 
   with the price overlay of ``blueprint prices refresh``) and under ``blueprint/`` (the offline engine and its cloud
   parts) but ``blueprint/schemas/`` (CRDs the readers check against on every call, which the program does not read),
   with ``__main__.py`` and ``Pulumi.yaml``; the policy pack and the usage file are not in it: the graph does not
-  depend on them, and the readers apply them on every call;
+  depend on them, and the readers apply them on every call. Each file's SHA-256 is remembered in the folder with its
+  stat, so the day's second call stats these files rather than reading them (:func:`source_digests`);
 - the Python version and the versions of the SDKs and libraries the program runs on (:data:`DISTRIBUTIONS`);
 - the ``PULUMI_*`` and ``GPU_CLUSTER_*`` environment variables (:data:`KEY_ENV_PREFIXES`).
 
@@ -33,6 +34,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -45,6 +47,9 @@ from blueprint.graph.model import GraphFormatError, ResourceGraph, strict_json
 CACHE_DIR_ENV = "BLUEPRINT_CACHE_DIR"
 NO_CACHE_ENV = "BLUEPRINT_NO_CACHE"
 FORMAT = 1
+MEMO_FORMAT = 1
+# The source files' digests by stat (source_digests), in the cache's folder.
+MEMO_NAME = f"source-digests{MEMO_FORMAT}.json"
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE_SUFFIXES = (".py", ".yaml", ".json")
 # Distributions whose version is part of the key (what the program and its spec models run on): the Pulumi SDK, each
@@ -112,9 +117,61 @@ def _versions() -> list[str]:
     return out
 
 
-def graph_key(stack: str, stack_text: bytes, now: datetime, root: Path = ROOT) -> str:
+# A file's digest is reused from the memo only while its size, times, inode and device are those recorded, and only
+# if it was recorded at least this long after the file's last change (a file changed twice within the filesystem's
+# timestamp granularity would otherwise keep its first digest: git's "racily clean" entries).
+MEMO_SETTLE_NS = 2_000_000_000
+
+
+def _stat_tag(info: os.stat_result) -> list[int]:
+    return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
+
+
+def _load_memo(memo: Path | None) -> dict[str, list[Any]]:
+    if memo is None:
+        return {}
+    try:
+        doc = json.loads(memo.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(doc, dict) or doc.get("format") != MEMO_FORMAT or not isinstance(doc.get("files"), dict):
+        return {}
+    return {k: v for k, v in doc["files"].items()
+            if isinstance(v, list) and len(v) == 2 and isinstance(v[0], list) and isinstance(v[1], str)}
+
+
+def source_digests(root: Path = ROOT, memo: Path | None = None) -> list[tuple[str, str]]:
+    """Each source file's path (relative to ``root``) and the SHA-256 of its bytes. With ``memo`` (a file in the
+    cache's folder), a file whose size, modification and change times, inode and device are those recorded there is
+    not read again: the same test Python's bytecode cache makes, with the inode and the change time added, so that
+    the second call of the day stats the project's files instead of hashing them. The memo is rewritten when a digest
+    was computed."""
+    known = _load_memo(memo)
+    fresh: dict[str, list[Any]] = {}
+    out: list[tuple[str, str]] = []
+    settled = time.time_ns() - MEMO_SETTLE_NS
+    for path in source_files(root):
+        rel = path.relative_to(root).as_posix()
+        info = path.stat()
+        tag = _stat_tag(info)
+        entry = known.get(rel)
+        known_here = entry is not None and entry[0] == tag
+        digest = entry[1] if entry is not None and known_here else _file_digest(path)
+        if known_here or (info.st_mtime_ns < settled and info.st_ctime_ns < settled):
+            fresh[rel] = [tag, digest]
+        out.append((rel, digest))
+    if memo is not None and fresh != known:
+        write_entry(memo, [json.dumps({"format": MEMO_FORMAT, "files": fresh}, sort_keys=True)])
+    return out
+
+
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def graph_key(stack: str, stack_text: bytes, now: datetime, root: Path = ROOT, memo: Path | None = None) -> str:
     """The key of a stack's graph: a SHA-256 of the stack's name and file, the clock's day, the project's source and
-    the versions it runs on."""
+    the versions it runs on. ``memo``: see :func:`source_digests`."""
     digest = hashlib.sha256()
 
     def part(label: str, data: bytes) -> None:
@@ -129,9 +186,9 @@ def graph_key(stack: str, stack_text: bytes, now: datetime, root: Path = ROOT) -
         part("env", f"{name}={os.environ[name]}".encode())  # GPU_CLUSTER_NOW is in the key as its day
     for version in _versions():
         part("version", version.encode())
-    for path in source_files(root):
-        part("source", path.relative_to(root).as_posix().encode())
-        part("content", path.read_bytes())
+    for rel, file_digest in source_digests(root, memo):
+        part("source", rel.encode())
+        part("content-sha256", file_digest.encode())
     return digest.hexdigest()
 
 
@@ -198,7 +255,7 @@ def cached_graph(stack: str, stack_text: bytes, now: datetime,
     if not usable(folder):
         graph, _ = compute()
         return Lookup(graph, False, None)
-    key = graph_key(stack, stack_text, now)
+    key = graph_key(stack, stack_text, now, memo=folder / MEMO_NAME)
     path = folder / f"{key}.json"
     hit = _read(path, key, now)
     if hit is not None:

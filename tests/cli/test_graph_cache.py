@@ -43,8 +43,10 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
 
 
 def _entries(tmp_path: Path) -> list[Path]:
-    """The graph entries (not admit's derived CRD schemas, ``derived-*.json``, kept in the same folder)."""
-    return sorted(p for p in (tmp_path / "cache").glob("*.json") if not p.name.startswith("derived-"))
+    """The graph entries, named by their key (not admit's derived CRD schemas, ``derived-*.json``, nor the source
+    digests' memo, kept in the same folder)."""
+    return sorted(p for p in (tmp_path / "cache").glob("*.json")
+                  if len(p.stem) == 64 and set(p.stem) <= set("0123456789abcdef"))
 
 
 def test_the_second_admit_of_the_day_reads_the_cache(runs: list[str], tmp_path: Path,
@@ -156,6 +158,52 @@ def test_the_key_covers_the_source_the_versions_and_nothing_else(tmp_path: Path,
     assert key() == base  # what the program does not read
     monkeypatch.setattr(cache, "_versions", lambda: ["3.99", "pulumi_aws=0.0.1"])
     assert key() != base
+
+
+def test_the_second_key_stats_the_source_instead_of_reading_it(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # The memo of each file's digest, keyed by its stat: the second call reads no source file, and a file changed
+    # since (same size, another time) is read again and changes the key.
+    root, memo = tmp_path / "root", tmp_path / "memo.json"
+    _tree(root)
+    monkeypatch.setattr(cache, "MEMO_SETTLE_NS", 0)  # the files were written just now
+    now = datetime.fromisoformat(TEST_NOW)
+    plain = cache.graph_key("s", b"spec", now, root)
+    assert cache.graph_key("s", b"spec", now, root, memo) == plain and memo.is_file()
+    real = cache._file_digest
+
+    def refuse(path: Path) -> str:
+        raise AssertionError(f"read {path}")
+
+    monkeypatch.setattr(cache, "_file_digest", refuse)
+    assert cache.graph_key("s", b"spec", now, root, memo) == plain
+    edited = root / "components" / "a.py"
+    edited.write_text("A = 2\n", encoding="utf-8")  # the same size
+    read: list[Path] = []
+    def count(path: Path) -> str:
+        read.append(path)
+        return real(path)
+
+    monkeypatch.setattr(cache, "_file_digest", count)
+    changed = cache.graph_key("s", b"spec", now, root, memo)
+    assert changed != plain and read == [edited] and changed == cache.graph_key("s", b"spec", now, root)
+
+
+def test_a_file_changed_just_now_is_not_memoized(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two writes within the filesystem's time granularity could leave the same stat: a digest is kept only for a file
+    # whose last change is older than the settle time (two seconds).
+    root, memo = tmp_path / "root", tmp_path / "memo.json"
+    _tree(root)
+    now = datetime.fromisoformat(TEST_NOW)
+    with monkeypatch.context() as patch:
+        patch.setattr(cache, "MEMO_SETTLE_NS", 0)
+        cache.graph_key("s", b"spec", now, root, memo)
+    (root / "components" / "a.py").write_text("A = 3\n", encoding="utf-8")
+    cache.graph_key("s", b"spec", now, root, memo)
+    import json
+
+    files = json.loads(memo.read_text(encoding="utf-8"))["files"]
+    assert "components/a.py" not in files and "components/catalog/c.yaml" in files
 
 
 def test_a_block_boundary_between_two_calls_misses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
