@@ -3,11 +3,9 @@ node can give pods (its allocatable resources). Each cloud's admit module reads 
 node pools; :mod:`blueprint.admit.cloud`) into :class:`NodeGroup`; what is the same on every cloud is here:
 
 - GPUs are shared when the GPU Operator's device plugin time-slices them (its Helm values in the graph);
-- CPU and memory: the catalog's vCPUs and memory minus what the kubelet reserves. Assumption: GKE's published
-  reservation tiers (CPU 6 % of the first core, 1 % of the second, 0.5 % of the next two, 0.25 % above four; memory
-  25 % of the first 4 GiB, 20 % of the next 4, 10 % of the next 8, 6 % of the next 112, 2 % above 128 GiB) plus
-  the 100 MiB eviction threshold, on both clouds. They reserve more than EKS's AL2023 formula on large nodes, so a
-  pod that fits here fits there; DaemonSet pods (device plugins, exporters) are not subtracted.
+- CPU and memory: the catalog's vCPUs and memory minus what the kubelet reserves, by the formula the program's
+  Slurm defaults use too (:mod:`components.kubernetes.reserved`: GKE's published tiers plus the 100 MiB eviction
+  threshold, on both clouds); DaemonSet pods (device plugins, exporters) are not subtracted.
 - hugepages the node reserves at boot come out of its memory; otherwise hugepages and ephemeral storage depend on the
   node's boot configuration and disks: admit does not guess them (the pod is reported with "check allocatable on a
   node").
@@ -22,12 +20,10 @@ from typing import Any
 import yaml
 
 from blueprint.admit.cluster import ClusterView, as_list, as_mapping
+from components.kubernetes.reserved import allocatable_cpu, allocatable_memory
 
 NODE_GROUP_LABEL = "gpu-cluster/node-group"
 GPU = "nvidia.com/gpu"
-GIB = 2**30
-MIB = 2**20
-EVICTION_HARD = 100 * MIB
 # Resources whose per-node amount depends on the node's boot settings or disks: never guessed.
 UNKNOWN_CAPACITY_PREFIXES = ("hugepages-", "ephemeral-storage")
 # Labels each node has but that differ per node (zone, host; the clouds' network topology labels are in their admit
@@ -71,31 +67,6 @@ class NodeGroup:
         """The taints as ``key=value:Effect``."""
         return ", ".join(f"{t['key']}={t.get('value', '')}:{t['effect']}" if t.get("value") else
                          f"{t['key']}:{t['effect']}" for t in self.taints) or "none"
-
-
-def reserved_cpu(cores: Fraction) -> Fraction:
-    """CPU the kubelet keeps for the system (GKE's tiers, used for both clouds; see the module docstring)."""
-    tiers = ((Fraction(1), Fraction(6, 100)), (Fraction(1), Fraction(1, 100)), (Fraction(2), Fraction(5, 1000)))
-    left, out = cores, Fraction(0)
-    for size, rate in tiers:
-        take = min(left, size)
-        out += take * rate
-        left -= take
-    return out + max(left, Fraction(0)) * Fraction(25, 10000)
-
-
-def reserved_memory(total: Fraction) -> Fraction:
-    """Memory the kubelet keeps for the system and eviction (GKE's tiers plus 100 MiB; module docstring)."""
-    if total < GIB:
-        return Fraction(255 * MIB) + EVICTION_HARD
-    tiers = ((4 * GIB, Fraction(25, 100)), (4 * GIB, Fraction(20, 100)), (8 * GIB, Fraction(10, 100)),
-             (112 * GIB, Fraction(6, 100)))
-    left, out = total, Fraction(0)
-    for size, rate in tiers:
-        take = min(left, Fraction(size))
-        out += take * rate
-        left -= take
-    return out + max(left, Fraction(0)) * Fraction(2, 100) + EVICTION_HARD
 
 
 def gpu_sharing(view: ClusterView) -> GpuSharing:
@@ -167,10 +138,9 @@ def add_hugepages(pages: int, allocatable: dict[str, Fraction]) -> None:
 def cpu_memory(vcpu: int | None, memory_gib: int | None) -> dict[str, Fraction]:
     out: dict[str, Fraction] = {}
     if vcpu:
-        out["cpu"] = Fraction(vcpu) - reserved_cpu(Fraction(vcpu))
+        out["cpu"] = allocatable_cpu(vcpu)
     if memory_gib:
-        total = Fraction(memory_gib * GIB)
-        out["memory"] = total - reserved_memory(total)
+        out["memory"] = allocatable_memory(memory_gib)
     return out
 
 

@@ -81,7 +81,8 @@ class WorkloadResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (README: ``blueprint admit --format json``); an sbatch script's adds ``scheduler: slurm``
-        and its partition, account, nodes and GPUs."""
+        and its partition, account, nodes and GPUs, and what it holds on each node (``holds``: GPUs, CPUs, memory in
+        MiB and where that figure comes from, the node's own, and whether it holds the whole node)."""
         out = {"object": self.object, "source": self.source, "admitted": self.admitted,
                "namespace": self.namespace, "cluster_queue": self.cluster_queue, "flavor": self.flavor,
                "placements": [p.to_dict() for p in self.placements],

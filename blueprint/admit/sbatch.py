@@ -11,8 +11,9 @@ Values are parsed as Slurm parses them: times in minutes (``minutes``, ``minutes
 ``days-hours``, ``days-hours:minutes``, ``days-hours:minutes:seconds``; seconds round up; ``0``, ``-1``,
 ``INFINITE`` and ``UNLIMITED`` ask for no limit: slurm src/common/parse_time.c ``time_str2mins``, slurm_opt.c
 ``arg_set_time_limit``); ``--nodes=min[-max]``; ``--gres=gpu[:type]:N`` per node; ``--gpus=[type:]N`` per job,
-``--gpus-per-node`` and ``--gpus-per-task=[type:]N``. A value sbatch would refuse is a :class:`SbatchError`
-(``blueprint admit`` exits 2 on it).
+``--gpus-per-node`` and ``--gpus-per-task=[type:]N``; memory in MiB (``--mem``, ``--mem-per-cpu``, ``--mem-per-gpu``:
+megabytes, or a K, M, G or T suffix; ``--mem=0`` is all of each node's). A value sbatch would refuse is a
+:class:`SbatchError` (``blueprint admit`` exits 2 on it).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ FLAGS = {"exclusive", "requeue", "no-requeue", "hold", "overcommit", "oversubscr
          "get-user-env", "nice", "propagate", "help", "usage", "version", "kill-on-invalid-dep"}
 # Options with a value that admit reads; any other option is listed as not checked.
 CHECKED = {"account", "partition", "nodes", "gpus", "gpus-per-node", "gpus-per-task", "gres", "time", "ntasks",
-           "ntasks-per-node", "cpus-per-task", "exclusive", "job-name", "qos", "requeue", "no-requeue", "signal"}
+           "ntasks-per-node", "cpus-per-task", "cpus-per-gpu", "mem", "mem-per-cpu", "mem-per-gpu", "exclusive",
+           "job-name", "qos", "requeue", "no-requeue", "signal"}
 # Options that say nothing about where the job may run (output files, mail, names of things): not worth a note.
 QUIET = {"output", "error", "input", "open-mode", "mail-type", "mail-user", "comment", "chdir", "export",
          "export-file", "parsable", "quiet", "verbose", "wait", "get-user-env", "propagate", "kill-on-invalid-dep",
@@ -90,6 +92,10 @@ class SbatchJob:
     ntasks: int | None = None
     ntasks_per_node: int | None = None
     cpus_per_task: int | None = None
+    cpus_per_gpu: int | None = None
+    mem_mib: int | None = None  # --mem per node, MiB; 0: all of each node's memory
+    mem_per_cpu_mib: int | None = None
+    mem_per_gpu_mib: int | None = None
     gpus: Gpus | None = None  # per job (-G/--gpus)
     gpus_per_node: Gpus | None = None  # --gpus-per-node or --gres=gpu
     gpus_per_task: Gpus | None = None
@@ -237,6 +243,22 @@ def _count(text: str, what: str, at: str) -> int:
     return int(match.group(1)) * {"": 1, "k": 1024, "m": 1024 ** 2}[match.group(2).lower()]
 
 
+_SIZE = re.compile(r"^([0-9]+)(?:([kKmMgGtT])[bB]?)?$")
+# Slurm's str_to_mbytes (src/common/proc_args.c, read at SchedMD/slurm on 2026-12-02): a count in megabytes (MiB), or
+# with a suffix K, M, G or T (then optionally B); kilobytes round up to the next megabyte.
+_SIZE_MIB = {"": 1, "m": 1, "g": 1024, "t": 1024 * 1024}
+
+
+def parse_size_mib(text: str, what: str, at: str) -> int:
+    """MiB, as Slurm reads ``--mem``, ``--mem-per-cpu`` and ``--mem-per-gpu`` (default unit megabytes)."""
+    match = _SIZE.fullmatch(text)
+    if not match:
+        raise SbatchError(f"{at}: {what}={text}: not a memory size (digits 0-9, then optionally K, M, G or T; "
+                          "megabytes without one); sbatch says \"Invalid memory specification\"")
+    number, unit = int(match.group(1)), (match.group(2) or "").lower()
+    return -(-number // 1024) if unit == "k" else number * _SIZE_MIB[unit]
+
+
 def _nodes(text: str, at: str) -> tuple[int, int]:
     """``N``, ``min-max`` or a comma list of counts: (min, max)."""
     if "," in text:
@@ -304,6 +326,18 @@ def parse_sbatch(text: str, shown: str, file_name: str) -> SbatchJob:
             if count < 1:
                 raise SbatchError(f"{where[name]}: --{name}={v}: at least 1")
             setattr(job, attr, count)
+    if (v := value("cpus-per-gpu")) is not None:
+        if job.cpus_per_task is not None:
+            raise SbatchError(f"{where['cpus-per-gpu']}: --cpus-per-gpu and --cpus-per-task exclude each other "
+                              "(sbatch(1), --cpus-per-gpu)")
+        job.cpus_per_gpu = _count(v, "--cpus-per-gpu", where["cpus-per-gpu"])
+    memory = [n for n in ("mem", "mem-per-cpu", "mem-per-gpu") if n in options]
+    if len(memory) > 1:
+        raise SbatchError(f"{where[memory[-1]]}: {', '.join('--' + n for n in memory)} exclude each other "
+                          "(sbatch(1), --mem: \"mutually exclusive\")")
+    for name, attr in (("mem", "mem_mib"), ("mem-per-cpu", "mem_per_cpu_mib"), ("mem-per-gpu", "mem_per_gpu_mib")):
+        if (v := value(name)) is not None:
+            setattr(job, attr, parse_size_mib(v, f"--{name}", where[name]))
     if (v := value("gpus")) is not None:
         job.gpus = _gpus(v, "--gpus", where["gpus"])
     if (v := value("gpus-per-task")) is not None:

@@ -36,6 +36,7 @@ class Partition:
     allow_accounts: tuple[str, ...] | None  # None: ALL
     state: str
     line: str
+    options: dict[str, str] = field(default_factory=dict)  # every Key=Value of the line (DefMemPerGPU, ...)
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,10 @@ class SlurmCluster:
         """The partition a job without --partition goes to (the last Default=YES, as slurmctld reads them)."""
         defaults = [p for p in self.partitions if p.default]
         return defaults[-1] if defaults else None
+
+    def setting(self, part: Partition, key: str) -> str | None:
+        """A setting a partition may override (DefMemPerGPU, DefCpuPerGPU, ...): the partition's, else slurm.conf's."""
+        return part.options.get(key, self.conf.get(key))
 
     def partition(self, name: str) -> Partition | None:
         """The partition of that name."""
@@ -140,6 +145,7 @@ def _partition(line: str) -> Partition:
         allow_accounts=None if accounts.upper() == "ALL" else tuple(a for a in accounts.split(",") if a),
         state=kv.get("State", "UP").upper(),
         line=line,
+        options=kv,
     )
 
 

@@ -4,12 +4,14 @@ Steps, in the order slurmctld meets them: ``script`` (the ``#SBATCH`` options sb
 runs Slurm), ``partition`` (it exists, or a default one does), ``account`` (it is in slurmdbd with users, and the
 partition allows it: AllowAccounts), ``time`` (MaxTime; DefaultTime when the job asks none), ``nodes`` (MaxNodes,
 the partition's nodes at their groups' max size, CPUs per node), ``gpus`` (per node against the node type, per job
-against the account's GrpTRES and, at its time limit, its monthly GrpTRESMins), ``runtime`` (what only Slurm knows
+against the account's GrpTRES and, at its time limit, its monthly GrpTRESMins), ``holds`` (the GPUs, CPUs and
+memory it holds on each node, with the partition's DefCpuPerGPU and DefMemPerGPU where it asks none; refused when no
+node has that memory, named when it holds a whole node for part of its GPUs), ``runtime`` (what only Slurm knows
 once the job is queued: its priority from fair share, whether nodes are free, what is left of the account's limits;
 notes, never a refusal).
 
-What Slurm does with a job over a partition limit depends on EnforcePartLimits: NO (the program's slurm.conf, and
-Slurm's default) accepts it and leaves it pending until the limit changes; ANY or ALL refuse it at submission
+What Slurm does with a job over a partition limit depends on EnforcePartLimits: NO (Slurm's default) accepts it and
+leaves it pending until the limit changes; ANY or ALL (the program's slurm.conf) refuse it at submission
 (slurm.conf(5)). An unknown partition, or an account slurmdbd does not know, is refused at submission either way
 (AccountingStorageEnforce=associations); a job over its account's GrpTRES, or whose GPU-minutes at its time limit
 exceed the account's GrpTRESMins, waits for ever (AccountingStorageEnforce=limits,safe). Each refusal names the
@@ -37,8 +39,9 @@ from blueprint.admit.slurm import (
     show_minutes,
     slurm_cluster,
 )
+from components.kubernetes.reserved import MIB
 
-SBATCH_STEPS = ("script", "slurm", "partition", "account", "time", "nodes", "gpus", "runtime")
+SBATCH_STEPS = ("script", "slurm", "partition", "account", "time", "nodes", "gpus", "holds", "runtime")
 DEFAULT_QOS = "normal"  # the QOS slurmdbd creates; the stack's accounts file adds none
 TENANT_LABEL = "gpu-cluster/tenant"
 
@@ -56,6 +59,7 @@ class SlurmNodes:
     vcpus: int | None
     max_nodes: int  # nodes the group reaches (nodes.py)
     size_key: str  # the stack key of the group's maximum size
+    memory_mib: int | None  # what a node offers (nodes.py: its memory less the kubelet's and hugepages), MiB
     notes: tuple[str, ...] = ()
     unfit: tuple[str, ...] = ()  # why the slurmd pod does not fit a node of the group (then Slurm has no node)
 
@@ -70,6 +74,7 @@ class Judgement:
     account: str | None = None
     placement: Placement | None = None
     gpus: int = 0
+    holds: dict[str, object] = field(default_factory=dict)  # per node: GPUs, CPUs, memory (MiB), whole node or not
 
     def note(self, step: str, text: str) -> None:
         """A note on a step (once)."""
@@ -88,8 +93,10 @@ def slurm_nodes(view: ClusterView, slurm: SlurmCluster, groups: list[NodeGroup])
             continue
         gpus = int(group.allocatable.get(GPU, 0) / group.sharing.replicas) or (ns.gres_gpus or 0)
         notes, unfit = _slurmd_fits(ns, group)
+        memory = group.allocatable.get("memory")
         out[ns.name] = SlurmNodes(ns, group.name, group.instance_type, gpus, group.vcpus, group.max_nodes,
-                                  f"{group.spec_key}.maxSize", (*group.notes, *notes), unfit)
+                                  f"{group.spec_key}.maxSize", int(memory / MIB) if memory else None,
+                                  (*group.notes, *notes), unfit)
     return out
 
 
@@ -142,6 +149,98 @@ def _gpus_per_node(job: SbatchJob, nodes: int) -> int:
     return 0
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
+
+
+def _setting(slurm: SlurmCluster, part: Partition, key: str) -> int | None:
+    value = slurm.setting(part, key)
+    return int(value) if value is not None and value.isdigit() and int(value) > 0 else None
+
+
+def _cpus(slurm: SlurmCluster, part: Partition, job: SbatchJob, tasks: int, per_node: int) -> tuple[int, str]:
+    """CPUs the job holds on each node, and why (slurm.conf(5) DefCpuPerGPU: "used only if the job didn't specify
+    --cpus-per-task and --cpus-per-gpu"; sbatch(1) --cpus-per-gpu)."""
+    if job.cpus_per_gpu is not None and per_node:
+        return max(tasks, per_node * job.cpus_per_gpu), f"{_n(per_node, 'GPU')} x --cpus-per-gpu={job.cpus_per_gpu}"
+    if job.cpus_per_task is not None:
+        return tasks * job.cpus_per_task, f"{_n(tasks, 'task')} x {_n(job.cpus_per_task, 'CPU')} each"
+    default = _setting(slurm, part, "DefCpuPerGPU")
+    if default and per_node and per_node * default > tasks:
+        return per_node * default, f"{_n(per_node, 'GPU')} x DefCpuPerGPU={default} of partition {part.name}"
+    return tasks, f"{_n(tasks, 'task')} x 1 CPU each"
+
+
+def _memory(slurm: SlurmCluster, part: Partition, job: SbatchJob, per_node: int,
+            cpus: int) -> tuple[int | None, str]:
+    """MiB of memory the job holds on each node (None: all of the node's), and why. Memory is a consumable
+    (SelectTypeParameters=CR_Core_Memory); a job that names none gets the partition's (else slurm.conf's)
+    DefMemPerGPU, DefMemPerCPU or DefMemPerNode, and with none of them all of the node's memory (slurm.conf(5)
+    DefMemPerNode: "The default value is 0 (unlimited)"); --mem=0 and --exclusive ask all of it (sbatch(1))."""
+    if job.mem_mib is not None:
+        return (None, "--mem=0") if job.mem_mib == 0 else (job.mem_mib, f"--mem={job.options.get('mem')}")
+    if job.mem_per_gpu_mib is not None and per_node:
+        return per_node * job.mem_per_gpu_mib, f"{_n(per_node, 'GPU')} x --mem-per-gpu={job.options.get('mem-per-gpu')}"
+    if job.mem_per_cpu_mib is not None:
+        return cpus * job.mem_per_cpu_mib, f"{_n(cpus, 'CPU')} x --mem-per-cpu={job.options.get('mem-per-cpu')}"
+    if job.exclusive:
+        return None, "--exclusive"
+    for key, count in (("DefMemPerGPU", per_node), ("DefMemPerCPU", cpus), ("DefMemPerNode", 1)):
+        default = _setting(slurm, part, key)
+        if default and count:
+            return count * default, (f"{_n(count, 'GPU')} x {key}={default}" if key == "DefMemPerGPU"
+                                     else f"{_n(count, 'CPU')} x {key}={default}" if key == "DefMemPerCPU"
+                                     else f"{key}={default}") + f" of partition {part.name}"
+    return None, "no --mem and no DefMemPerGPU in slurm.conf"
+
+
+def _gib(mib: int) -> str:
+    return f"{mib / 1024:,.1f} GiB"
+
+
+def _holds(slurm: SlurmCluster, part: Partition, job: SbatchJob, members: list[SlurmNodes], per_node: int,
+           cpus: int, out: Judgement) -> None:
+    """What the job holds on each node of the group it lands on (GPUs, CPUs, memory), refused when no node has the
+    memory, and named when it holds a whole node's memory or CPUs for fewer GPUs than the node has: while it runs,
+    the node's other GPUs can go to no other job."""
+    asked, why = _memory(slurm, part, job, per_node, cpus)
+    sized = [m for m in members if m.memory_mib]
+    if not sized:
+        out.details["holds"] = (f"per node: {per_node} GPUs, {cpus} CPUs, "
+                                f"{'all the node' if asked is None else _gib(asked)} memory ({why})")
+        out.note("holds", "the node type's memory is not in the catalog: admit cannot compare the job's memory "
+                 "with a node's")
+        return
+    node = max(sized, key=lambda m: m.memory_mib or 0) if asked is not None else sized[0]
+    offered = node.memory_mib or 0
+    if asked is not None and asked > offered:
+        out.problems.append(("holds", node.nodeset.ref, "node-memory",
+                             f"{_gib(asked)} of memory per node ({why}); a {node.instance_type} node ({node.name}) "
+                             f"offers {_gib(offered)}: sbatch refuses it (\"Memory specification can not be "
+                             "satisfied\"); ask for less with --mem-per-gpu, or put a larger node type in the "
+                             f"partition (scheduler.slurm.partitions[{part.name}].nodeGroups)"))
+        return
+    held = offered if asked is None else asked
+    out.holds = {"gpus_per_node": per_node, "cpus_per_node": cpus, "memory_mib_per_node": held,
+                 "memory_from": why, "node_type": node.instance_type, "node_gpus": node.gpus,
+                 "node_cpus": node.vcpus, "node_memory_mib": offered,
+                 "whole_node": held >= offered or (node.vcpus is not None and cpus >= node.vcpus)}
+    out.details["holds"] = (f"per {node.instance_type} node: {per_node} of {node.gpus} GPUs, {cpus} of "
+                            f"{node.vcpus or '?'} CPUs, {_gib(held)} of {_gib(offered)} memory ({why})")
+    whole_memory = held >= offered
+    whole_cpus = node.vcpus is not None and cpus >= node.vcpus
+    if per_node < node.gpus and (whole_memory or whole_cpus) and "exclusive" not in why:
+        what = " and ".join(w for w, on in (("memory", whole_memory), ("CPUs", whole_cpus)) if on)
+        idle = node.gpus - per_node
+        out.note("holds", f"the job holds all of a {node.instance_type} node's {what} for {per_node} of its "
+                 f"{node.gpus} GPUs ({why}): while it runs, the node's other {idle} GPU{'s' if idle != 1 else ''} "
+                 "can go to no other job; ask --mem-per-gpu (and --cpus-per-gpu) for what each GPU needs"
+                 + (", or set DefMemPerGPU in slurm.conf" if why.startswith("no --mem") else ""))
+    elif per_node < node.gpus and job.exclusive:
+        out.note("holds", f"--exclusive: the job holds whole {node.instance_type} nodes for {per_node} of their "
+                 f"{node.gpus} GPUs each")
+
+
 def _gpu_type(job: SbatchJob) -> str | None:
     for request in (job.gpus_per_node, job.gpus_per_task, job.gpus):
         if request is not None and request.type:
@@ -191,7 +290,7 @@ def _partition_checks(slurm: SlurmCluster, nodes: dict[str, SlurmNodes], job: Sb
         out.note("nodes", f"no --nodes: Slurm allocates as many nodes as the request needs ({lo})")
     per_node = _gpus_per_node(job, hi)
     tasks = job.ntasks_per_node or (math.ceil(job.ntasks / lo) if job.ntasks else 1)
-    cpus = tasks * (job.cpus_per_task or 1)
+    cpus, cpus_why = _cpus(slurm, part, job, tasks, per_node)
     wanted = _gpu_type(job)
     running = [m for m in members if not m.unfit]
     for member in members:
@@ -218,7 +317,7 @@ def _partition_checks(slurm: SlurmCluster, nodes: dict[str, SlurmNodes], job: Sb
     if members and cpus > max((m.vcpus or 0) for m in members) > 0:
         most = max(members, key=lambda m: m.vcpus or 0)
         out.problems.append(("nodes", most.nodeset.ref, "node-cpus",
-                             f"{cpus} CPUs per node ({tasks} tasks x {job.cpus_per_task or 1} CPUs each); a "
+                             f"{cpus} CPUs per node ({cpus_why}); a "
                              f"{most.instance_type} ({most.name}) has {most.vcpus}: no node of partition {p} can "
                              "hold it, Slurm refuses it (\"Requested node configuration is not available\"); ask for "
                              "fewer tasks per node or CPUs per task, or put a larger node type in the partition "
@@ -250,6 +349,7 @@ def _partition_checks(slurm: SlurmCluster, nodes: dict[str, SlurmNodes], job: Sb
                              f"{_nodes_text(lo, hi)}, and partition {p} reaches {reach} that can hold the job "
                              f"({sizes} at max size): it can never start ({_fate(slurm, 'Reason=PartitionNodeLimit')})"
                              f"; ask for at most {reach}, or raise {keys}"))
+    _holds(slurm, part, job, [m for m in fits or running or members], per_node, cpus, out)
     total = job.gpus.count if job.gpus is not None else per_node * hi
     if per_node == 0 and job.gpus is None:
         out.note("gpus", "the job asks no GPU (--gpus-per-node, --gres=gpu or --gpus): Slurm allocates it none and "
@@ -416,7 +516,7 @@ def admit_sbatch(view: ClusterView, groups: list[NodeGroup], job: SbatchJob) -> 
     """The verdict on one sbatch script."""
     result = WorkloadResult(f"SlurmJob/{job.name}", job.source, SLURM_NAMESPACE, order=SBATCH_STEPS,
                             steps={name: Step(name) for name in SBATCH_STEPS})
-    result.slurm = {"partition": None, "account": job.account, "nodes": None, "gpus": None}
+    result.slurm = {"partition": None, "account": job.account, "nodes": None, "gpus": None, "holds": None}
     step = result.steps["script"]
     step.detail = " ".join(job.given) if job.given else "no options (every default)"
     step.notes += job.notes
@@ -469,5 +569,6 @@ def admit_sbatch(view: ClusterView, groups: list[NodeGroup], job: SbatchJob) -> 
     if chosen.placement is not None:
         result.placements = [chosen.placement]
     result.slurm = {"partition": part.name, "account": chosen.account,
-                    "nodes": chosen.placement.nodes if chosen.placement else None, "gpus": chosen.gpus}
+                    "nodes": chosen.placement.nodes if chosen.placement else None, "gpus": chosen.gpus,
+                    "holds": chosen.holds or None}
     return result

@@ -75,7 +75,7 @@ def test_the_slurm_examples_run_on_prod_aws_slurm_as_research(graph_files: Calla
         assert workload["scheduler"] == "slurm"
         assert workload["partition"] == "train" and workload["namespace"] == "slurm"
         assert list(workload["steps"]) == ["script", "slurm", "partition", "account", "time", "nodes", "gpus",
-                                           "runtime"]
+                                           "holds", "runtime"]
     assert (nccl["nodes"], nccl["gpus"]) == (16, 128)  # every node of the Capacity Block
     assert nccl["placements"] == [{"pod_set": "job", "node_group": "h100", "nodes": 16, "pods": 128}]
     assert (train["nodes"], train["gpus"]) == (4, 32)
@@ -119,12 +119,11 @@ def test_a_text_report_names_the_steps_and_the_partition(graph_files: Callable[[
      "partition gpu is not in slurm.conf (partitions: train, debug): sbatch refuses the job at submission"),
     (["-A finance"], "account-exists", "account finance is not in slurmdbd"),
     (["-A research", "--time=3-00:00:01"], "partition-time",
-     "over partition train's MaxTime 3-00:00:00: Slurm accepts it and leaves it pending until the limit changes "
-     "(Reason=PartitionTimeLimit"),
+     "over partition train's MaxTime 3-00:00:00: sbatch refuses it at submission (EnforcePartLimits=ALL)"),
     (["-A research", "-p debug", "-t 2:00:01"], "partition-time", "scheduler.slurm.partitions[debug].maxTimeHours"),
     (["-A research", "-t 0"], "partition-time", "no time limit (--time=0 or UNLIMITED)"),
     (["-A research", "-p debug", "-N 3"], "partition-nodes",
-     "3 nodes is more than partition debug's MaxNodes 2: Slurm accepts it and leaves it pending"),
+     "3 nodes is more than partition debug's MaxNodes 2: sbatch refuses it at submission (EnforcePartLimits=ALL)"),
     (["-A research", "--gpus-per-node=9"], "node-gpus",
      "9 GPUs per node; a p5.48xlarge (h100) has 8: no node of partition train can hold it"),
     (["-A applied", "-N 4", "--gpus-per-node=8"], "account-gpu-limit",
@@ -198,7 +197,8 @@ def test_a_stack_without_slurm_refuses_sbatch(graph_files: Callable[[str], Path]
     (workload,) = report["workloads"]
     assert workload["reasons"][0]["message"].startswith("this stack runs no Slurm (no scheduler.slurm in the stack")
     assert workload["steps"] == {"script": "ok", "slurm": "FAIL", "partition": "skip", "account": "skip",
-                                 "time": "skip", "nodes": "skip", "gpus": "skip", "runtime": "skip"}
+                                 "time": "skip", "nodes": "skip", "gpus": "skip", "holds": "skip",
+                                 "runtime": "skip"}
 
 
 def test_slurmd_that_cannot_run_on_its_nodes_leaves_slurm_without_nodes(tmp_path: Path,

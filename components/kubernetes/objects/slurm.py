@@ -31,6 +31,7 @@ from components.kubernetes.objects.node_check import HEALTH_INTERVAL_S, NodeChec
 from components.kubernetes.objects.storage import SHARED_FS_CLAIM, static_volume
 from components.kubernetes.objects.tenancy import namespace
 from components.kubernetes.quotas import GpuPool
+from components.kubernetes.reserved import MIB, allocatable_cpu, allocatable_memory
 from components.spec import GPU_TAINT_KEY, HEALTH_TAINT_KEY, READINESS_TAINT_KEY, ClusterSpec, TeamSpec
 from components.spec.decisions import slurm_partition_teams
 from components.spec.slurm import SlurmPartitionSpec, SlurmSpec
@@ -217,9 +218,43 @@ def partition_line(c: SlurmCluster, part: SlurmPartitionSpec) -> str:
         # root: the administrators' account (slurmdbd's root association, no team's limits), for the acceptance run
         # over every node of the partition, which no team's GPU limit allows.
         f"AllowAccounts={','.join([*teams, 'root'])}",
+        *job_defaults(c, part),
         "State=UP",
     ]
     return " ".join(fields)
+
+
+def gpu_shares(c: SlurmCluster, part: SlurmPartitionSpec) -> tuple[int | None, int | None]:
+    """(MiB of memory, CPUs) one GPU's share of a node is, on the partition's smallest share among its groups: what a
+    node offers pods (components/kubernetes/reserved.py: its memory less the kubelet's reservation and slurmd's
+    hugepages; its vCPUs less the kubelet's) over its GPUs. None where a group's shape is not in the catalog."""
+    pools = [p.pool for p in c.pools if p.pool.name in part.node_groups]
+    mems, cpus = [], []
+    for pool in pools:
+        if not pool.gpus_per_node:
+            continue
+        if pool.memory_gib_per_node:
+            offered = allocatable_memory(pool.memory_gib_per_node, c.spec.hugepages_2mi_gib)
+            mems.append(int(offered / MIB) // pool.gpus_per_node)
+        if pool.vcpu_per_node:
+            cpus.append(int(allocatable_cpu(pool.vcpu_per_node)) // pool.gpus_per_node)
+    return (min(mems) if mems and len(mems) == len(pools) else None,
+            min(cpus) if cpus and len(cpus) == len(pools) else None)
+
+
+def job_defaults(c: SlurmCluster, part: SlurmPartitionSpec) -> list[str]:
+    """The partition's per-GPU defaults for a job that does not say (slurm.conf(5), partition options):
+
+    - ``DefMemPerGPU``: "Default real memory size available per allocated GPU in megabytes"; memory is a consumable
+      (``SelectTypeParameters=CR_Core_Memory``) whose default is the whole node (DefMemPerNode UNLIMITED), so without
+      it a 1-GPU job without ``--mem`` holds all of a node's memory and its other GPUs sit idle;
+    - ``DefCpuPerGPU``: "Default count of CPUs allocated per allocated GPU. This value is used only if the job didn't
+      specify --cpus-per-task and --cpus-per-gpu".
+
+    Each is one GPU's share of the smallest node of the partition (:func:`gpu_shares`), so a job asking every GPU of a
+    node with the defaults fits on it."""
+    mem, cpu = gpu_shares(c, part)
+    return [*([f"DefMemPerGPU={mem}"] if mem else []), *([f"DefCpuPerGPU={cpu}"] if cpu else [])]
 
 
 def _duration(minutes: int) -> str:
@@ -242,6 +277,22 @@ def controller_extra_conf(c: SlurmCluster) -> str:
         "ProctrackType=proctrack/cgroup",
         "TaskPlugin=task/affinity,task/cgroup",
         "ReturnToService=2",
+        # slurm.conf(5) PrologFlags=Contain: "At job allocation time, use the ProcTrack plugin to create a job container
+        # on all allocated compute nodes" (implies Alloc): every process of the job, an ssh session adopted into it
+        # too, is in the job's cgroup; as cluster-toolkit's Slurm blueprints set it (long-prolog-slurm.conf.tpl)
+        "PrologFlags=Contain",
+        # slurm.conf(5) EnforcePartLimits=ALL: "jobs which exceed a partition's size and/or time limits will be rejected
+        # at submission time" for every partition requested (AWS ParallelCluster's slurm.conf sets ALL): a job that
+        # cannot ever run is refused by sbatch, not left pending for ever
+        "EnforcePartLimits=ALL",
+        # Slurm FAQ "Why are jobs not getting the appropriate memory limit?" (faq.html#memlock): not propagating the
+        # submitting shell's MEMLOCK limit, so a multi-node EFA/RDMA job gets slurmd's (the container's), not the
+        # login pod's; PropagateResourceLimitsExcept in slurm.conf(5)
+        "PropagateResourceLimitsExcept=MEMLOCK",
+        # slurm.conf(5) LaunchParameters=enable_nss_slurm / nss_slurm(8): slurmstepd answers the job's passwd and group
+        # lookups from the job's credential (the slurmd images list "slurm" first in nsswitch.conf: SlinkyProject/
+        # containers schedmd/slurm/*/Dockerfile), so a job resolves its user on nodes that run no sssd
+        "LaunchParameters=enable_nss_slurm",
         # the GPU health check (health_check_script), at the Kubernetes health loop's interval, on nodes in any state:
         # a drained node keeps its running jobs and takes no new one (slurm.conf(5) HealthCheckProgram,
         # HealthCheckInterval, HealthCheckNodeState; the program also runs when slurmd starts, before it registers)
@@ -379,13 +430,29 @@ def health_check_config_map(c: SlurmCluster, p: SlurmNodePool) -> Manifest:
             "data": {"gpu-health.sh": health_check_script(group_check(p))}}
 
 
+def cgroup_conf() -> str:
+    """cgroup.conf (cgroup.conf(5)): the operator writes its own only when no ConfigMap holds one (slurm-operator v1.2.1
+    internal/builder/controllerbuilder), with ``CgroupPlugin=cgroup/v2`` and ``IgnoreSystemd=yes`` (slurmd runs in a
+    container, without systemd), so this one repeats them; and confines each job to what it was allocated:
+
+    - ``ConstrainCores``: "constrain allowed cores to the subset of allocated resources" (cpuset);
+    - ``ConstrainDevices``: "constrain the job's allowed devices based on GRES allocated resources": a job on a shared
+      node sees only its own GPUs (slurmd has the BPF capability cgroup v2's device control needs);
+    - ``ConstrainRAMSpace``: "constrain the job's RAM usage by setting the memory soft limit to the allocated memory
+      and the hard limit to the allocated memory * AllowedRAMSpace" (with ``SelectTypeParameters=CR_Core_Memory``).
+    """
+    return "\n".join(["CgroupPlugin=cgroup/v2", "IgnoreSystemd=yes", "ConstrainCores=yes", "ConstrainDevices=yes",
+                      "ConstrainRAMSpace=yes"]) + "\n"
+
+
 def config_maps(c: SlurmCluster) -> list[Manifest]:
-    """The prolog and epilog scripts (DCGM job mapping) and the extra config files (pyxis's SPANK plugin)."""
+    """The prolog and epilog scripts (DCGM job mapping) and the extra config files (pyxis's SPANK plugin,
+    cgroup.conf)."""
     out: list[Manifest] = [{
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("slurm-config-files", SLURM_NAMESPACE, c.labels),
         # pyxis (in the -pyxis images) registers through plugstack.conf; a glob, so slurmctld starts without it
         # (slurm-operator docs/usage/pyxis.md).
-        "data": {"plugstack.conf": "include /usr/share/pyxis/*\n"},
+        "data": {"plugstack.conf": "include /usr/share/pyxis/*\n", "cgroup.conf": cgroup_conf()},
     }]
     if c.job_mapping:
         out += [
