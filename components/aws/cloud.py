@@ -230,6 +230,7 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
         slurm=slurm_cluster(spec, pools, node_label=NODE_GROUP_LABEL, fabric_resource="vpc.amazonaws.com/efa",
                             storage_class=STORAGE_CLASS, login_service=LOGIN_SERVICE,
                             database_host=slurm_db[0] if slurm_db else None, shared=shared_filesystem is not None,
+                            fs=shared_filesystem,
                             job_mapping=True),
         slurm_db_password=slurm_db[1] if slurm_db else None,
         platform_budget_notify=tuple(spec.billing.notify),

@@ -249,8 +249,9 @@ class SharedStorage(pulumi.ComponentResource):
         pv, pvc = obj.admin_shared_fs(fs, inputs.labels)
         volume = apply(f"{name}-admin-pv", pv, pulumi.ResourceOptions(parent=self))
         claim = apply(f"{name}-admin-pvc", pvc, pulumi.ResourceOptions(parent=self, depends_on=[volume]))
-        apply(f"{name}-team-dirs", obj.team_dirs_job(fs, inputs.teams, inputs.labels),
-              pulumi.ResourceOptions(parent=self, depends_on=[claim, *fs.ready]))
+        roots = [obj.HOME_DIR] if inputs.slurm is not None and inputs.slurm.shared_filesystem else []
+        self.dirs = apply(f"{name}-team-dirs", obj.team_dirs_job(fs, inputs.teams, inputs.labels, roots),
+                          pulumi.ResourceOptions(parent=self, depends_on=[claim, *fs.ready]))
         self.register_outputs({})
 
 
@@ -473,7 +474,7 @@ class Slurm(pulumi.ComponentResource):
     slurmctld, slurmrestd, one NodeSet per Slurm node group, the login pods and the accounts Job."""
 
     def __init__(self, name: str, inputs: PlatformInputs, prometheus: pulumi.Resource,
-                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+                 opts: Optional[pulumi.ResourceOptions] = None, dirs: pulumi.Resource | None = None) -> None:
         super().__init__("gpu-cluster:control-plane:Slurm", name, provenance.props(), opts)
         cluster = inputs.slurm
         assert cluster is not None
@@ -512,6 +513,10 @@ class Slurm(pulumi.ComponentResource):
             volume = apply(f"{name}-shared-fs-pv", pv, in_ns)
             inputs_ready.append(apply(f"{name}-shared-fs-pvc", pvc,
                                       pulumi.ResourceOptions(parent=self, depends_on=[ns, volume])))
+        if dirs is not None:
+            # the homes' directory (root, 0755) before the pods mount it: kubelet would make a missing subPath
+            # itself, root-only (0750), and no user could reach their home until the Job ran
+            inputs_ready.append(dirs)
         objects = obj.slurm_objects(cluster)
         for m in objects:
             if m["kind"] == "ConfigMap":
@@ -549,16 +554,17 @@ def build_platform(inputs: PlatformInputs, opts: pulumi.ResourceOptions) -> None
             NodeReadiness("node-readiness", inputs, opts=opts)
     with from_spec(spec_path("teams"), teams):
         tenancy = Tenancy("tenancy", inputs, opts=opts)
+    dirs = None
     if inputs.shared_filesystem is not None:
         with from_spec(inputs.filesystem_spec_path or spec_path(), teams):
-            SharedStorage("shared-storage", inputs, opts=opts)
+            dirs = SharedStorage("shared-storage", inputs, opts=opts).dirs
     with from_spec(spec_path("teams"), teams):
         queues = Queues("queues", inputs, monitoring.prometheus, tenancy.namespaces, opts=opts)
     with from_spec(spec_path("platform")):
         controllers = Controllers("controllers", inputs, queues.kueue, opts=opts)
     if inputs.slurm is not None:
         with from_spec(spec_path("scheduler", "slurm"), teams):
-            Slurm("slurm", inputs, monitoring.prometheus, opts=opts)
+            Slurm("slurm", inputs, monitoring.prometheus, opts=opts, dirs=dirs)
     if inputs.acceptance_image is not None:
         with from_spec(spec_path("acceptance")):
             Acceptance("acceptance", inputs, queues.kueue, controllers.mpi_operator, opts=opts)

@@ -133,15 +133,20 @@ def admin_shared_fs(fs: SharedFilesystem, labels: Mapping[str, str]) -> tuple[Ma
     return pv, pvc
 
 
-def team_dirs_job(fs: SharedFilesystem, teams: Sequence[TeamSpec], labels: Mapping[str, str]) -> Manifest:
+def team_dirs_job(fs: SharedFilesystem, teams: Sequence[TeamSpec], labels: Mapping[str, str],
+                  roots: Sequence[str] = ()) -> Manifest:
     """A Job that creates each team's directory, owned by root and the team's group, mode 2770: idempotent (mkdir -p,
     chown, chmod), so a new team's directory appears on the next apply, which replaces the Job. Named after the
     filesystem's generation, so a new filesystem gets its directories from a new Job. On a filesystem the stack does
-    not own, a directory that already exists is left as its owner made it (the Job's log shows its owner and mode)."""
+    not own, a directory that already exists is left as its owner made it (the Job's log shows its owner and mode).
+    ``roots``: directories (from the filesystem's root) made root:root 0755 too, where others make their own
+    subdirectories as root (Slurm's homes, objects/slurm.py HOME_DIR)."""
     lines = ["set -eu"]
-    for team in sorted(teams, key=lambda t: t.name):
-        path = shlex.quote(f"/fs/{fs.team_dir(team.name)}")
-        make = f"mkdir -p {path} && chown 0:{team.posix_gid} {path} && chmod {TEAM_DIR_MODE} {path}"
+    wanted = [(shlex.quote(f"/fs/{d.strip('/')}"), "0:0", "0755") for d in roots]
+    wanted += [(shlex.quote(f"/fs/{fs.team_dir(t.name)}"), f"0:{t.posix_gid}", TEAM_DIR_MODE)
+               for t in sorted(teams, key=lambda t: t.name)]
+    for path, owner, mode in wanted:
+        make = f"mkdir -p {path} && chown {owner} {path} && chmod {mode} {path}"
         lines.append(make if fs.owned else f"if [ -e {path} ]; then ls -ldn {path}; else {make}; fi")
     lines.append("ls -ln " + shlex.quote(f"/fs/{fs.team_root.strip('/')}" if fs.team_root.strip("/") else "/fs"))
     return {
