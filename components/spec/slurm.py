@@ -56,6 +56,10 @@ class SlurmLoginSpec(_Model):
         default_factory=list, max_length=50,
         description="Public SSH keys that may log in as root on the login pods (administrators: the acceptance run "
         "under Slurm's root account); public keys, so written here. Default: none.")
+    password_login: StrictBool = Field(
+        default=False, alias="passwordLogin",
+        description="Also accept your directory's passwords over SSH (PAM through sssd). Default: SSH keys only, read "
+        "from your directory by sssd (sss_ssh_authorizedkeys; sssd.conf must list the ssh service).")
 
 
 class SlurmDatabaseSpec(_Model):

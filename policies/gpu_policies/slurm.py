@@ -126,6 +126,24 @@ login_not_open = stack_policy(
 )
 
 
+def _login_privilege(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    for login in of_type(args.resources, LOGINSET):
+        context = get(login.props, "spec", "login", "securityContext", default={}) or {}
+        if context.get("privileged") is True:
+            report(f"Login pods of {k8s_name(login.props)} run privileged: every user who can SSH in would hold the "
+                   "node beside slurmctld, slurmdbd and the platform. Only running enroot on the login pod needs it "
+                   "(slurm-operator docs/usage/pyxis.md); srun --container-image runs containers on the compute nodes.",
+                   login.urn, field="spec.login.securityContext.privileged", value=True)
+
+
+login_unprivileged = stack_policy(
+    "slurm-login-unprivileged", "security",
+    "Slurm login pods, which every directory user can SSH into, do not run privileged.",
+    "Keep the program's LoginSet (unprivileged, SYS_CHROOT only); run containers through srun on compute nodes.",
+    Severity.HIGH, _login_privilege,
+)
+
+
 def _billing(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
     for res in of_type(args.resources, CONTROLLER, ACCOUNTING, NODESET, LOGINSET, RESTAPI):
         labels = get(res.props, "spec", "template", "metadata", "labels", default={}) or {}
@@ -144,4 +162,4 @@ pods_billed = stack_policy(
     Severity.HIGH, _billing,
 )
 
-POLICIES = [accounting_in_production, partitions_limited, login_not_open, pods_billed]
+POLICIES = [accounting_in_production, partitions_limited, login_not_open, login_unprivileged, pods_billed]

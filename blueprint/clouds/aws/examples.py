@@ -307,6 +307,10 @@ SLURM_MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
         "prod-aws-slurm", lambda g: edit(g, SLINKY + "LoginSet", "slurm-loginset-slurm-login",
                                          _set(["spec", "service", "spec", "loadBalancerSourceRanges"], ["0.0.0.0/0"])),
         "slurm-login-not-open-to-the-internet"),
+    "run the Slurm login pods privileged": (
+        "prod-aws-slurm", lambda g: edit(g, SLINKY + "LoginSet", "slurm-loginset-slurm-login",
+                                         _set(["spec", "login", "securityContext", "privileged"], True)),
+        "slurm-login-unprivileged"),
     "drop the billing labels from the Slurm NodeSet's pods": (
         "prod-aws-slurm", lambda g: edit(g, SLINKY + "NodeSet", "slurm-nodeset-slurm-h100",
                                          _delete(["spec", "template", "metadata", "labels", "cost-center"])),

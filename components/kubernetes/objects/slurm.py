@@ -635,8 +635,25 @@ def nodeset(c: SlurmCluster, p: SlurmNodePool) -> Manifest:
     }
 
 
+# sshd_config(5): keys from the directory through sssd (sss_ssh_authorizedkeys(1): "obtain OpenSSH authorized keys"
+# from the user's sshPublicKey attribute; sssd.conf lists "ssh" in services), run as an unprivileged user; appended to
+# the operator's sshd_config after its "Include /etc/ssh/sshd_config.d/*.conf" and "UsePAM yes" (slurm-operator v1.2.1
+# internal/builder/loginbuilder/login_config.go), where sshd takes the first value it reads of each keyword.
+SSS_AUTHORIZED_KEYS = "/usr/bin/sss_ssh_authorizedkeys"
+
+
+def sshd_extra_config(password_login: bool) -> str:
+    """What the login pods' sshd adds: SSH keys from the directory and, unless the stack allows passwords, no
+    password or keyboard-interactive login (the generated config leaves OpenSSH's default, passwords on)."""
+    lines = [f"AuthorizedKeysCommand {SSS_AUTHORIZED_KEYS}", "AuthorizedKeysCommandUser nobody"]
+    if not password_login:
+        lines += ["PasswordAuthentication no", "KbdInteractiveAuthentication no"]
+    return "\n".join(lines) + "\n"
+
+
 def loginset(c: SlurmCluster) -> Manifest:
-    """Login pods behind an internal load balancer, users from your directory (sssd), the shared filesystem."""
+    """Login pods behind an internal load balancer, unprivileged, users and their SSH keys from your directory
+    (sssd), the shared filesystem and the homes."""
     login = c.spec.login
     volumes, mounts = _volumes(c)
     spec: dict[str, Any] = {
@@ -645,8 +662,13 @@ def loginset(c: SlurmCluster) -> Manifest:
         "sssdConfRef": _ref(login.sssd_conf_secret, "sssd.conf"),
         **({"rootSshAuthorizedKeys": "\n".join(login.root_authorized_keys) + "\n"} if login.root_authorized_keys
            else {}),
-        # enroot (pyxis) on the login pod needs privileges (slurm-operator docs/usage/pyxis.md)
-        "login": {"image": c.images.login, "securityContext": {"privileged": True},
+        **({"extraSshdConfig": sshd_extra_config(login.password_login)}),
+        # Unprivileged: only running enroot on the login pod needs privileges (slurm-operator docs/usage/pyxis.md: "To
+        # make enroot activity in the login container permissible, it requires securityContext.privileged=true");
+        # srun/sbatch there only pass pyxis's options, and containers start in slurmd on the compute nodes. sshd's
+        # privilege separation chroots: SYS_CHROOT, as the slurm chart's loginset example adds (helm/slurm/values.yaml)
+        "login": {"image": c.images.login,
+                  "securityContext": {"privileged": False, "capabilities": {"add": ["SYS_CHROOT"]}},
                   "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
                   "volumeMounts": mounts},
         "initconf": {"image": c.images.sidecar},
