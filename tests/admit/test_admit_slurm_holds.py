@@ -13,6 +13,7 @@ import pytest
 
 from blueprint.admit.sbatch import SbatchError, parse_sbatch, parse_size_mib
 from tests.admit.test_admit_slurm import SLURM, admit, changed_graph, reason, rules, script
+from tests.conftest import ROOT
 
 
 def holds(report: dict[str, Any]) -> dict[str, Any]:
@@ -101,3 +102,20 @@ def test_options_that_exclude_each_other(options: list[str]) -> None:
     text = "#!/bin/bash\n" + "".join(f"#SBATCH {o}\n" for o in options) + "srun x\n"
     with pytest.raises(SbatchError, match="exclude each other"):
         parse_sbatch(text, "job.sbatch", "job.sbatch")
+
+
+def test_the_two_node_example_runs_on_dev_gcp_slurm(graph_files: Callable[[str], Path],
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 38's "done when" on GKE: a two-node GPU job (srun with PMIx and a container image) is admitted with what
+    # it will hold; dev-gcp-slurm has two Slurm nodes for it.
+    example = ROOT / "examples" / "slurm" / "dev-gcp-slurm" / "two-node.sbatch"
+    text = example.read_text(encoding="utf-8")
+    assert "srun --mpi=pmix --container-image=" in text
+    code, report = admit(graph_files("dev-gcp-slurm"), example, capsys=capsys)
+    assert code == 0, report
+    (workload,) = report["workloads"]
+    assert (workload["partition"], workload["account"]) == ("dev", "research")
+    assert (workload["nodes"], workload["gpus"]) == (2, 4)
+    held = holds(report)
+    assert (held["gpus_per_node"], held["node_gpus"], held["memory_mib_per_node"]) == (2, 2, 64 * 1024)
+    assert held["memory_from"] == "2 GPUs x --mem-per-gpu=32G" and not held["whole_node"]
