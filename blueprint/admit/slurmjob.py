@@ -176,21 +176,22 @@ def _memory(slurm: SlurmCluster, part: Partition, job: SbatchJob, per_node: int,
     """MiB of memory the job holds on each node (None: all of the node's), and why. Memory is a consumable
     (SelectTypeParameters=CR_Core_Memory); a job that names none gets the partition's (else slurm.conf's)
     DefMemPerGPU, DefMemPerCPU or DefMemPerNode, and with none of them all of the node's memory (slurm.conf(5)
-    DefMemPerNode: "The default value is 0 (unlimited)"); --mem=0 and --exclusive ask all of it (sbatch(1))."""
+    DefMemPerNode: "The default value is 0 (unlimited)"); --mem=0 asks all of it. --exclusive does not: the job "is
+    only allocated as much memory as it requested" (sbatch(1) --exclusive)."""
     if job.mem_mib is not None:
         return (None, "--mem=0") if job.mem_mib == 0 else (job.mem_mib, f"--mem={job.options.get('mem')}")
     if job.mem_per_gpu_mib is not None and per_node:
         return per_node * job.mem_per_gpu_mib, f"{_n(per_node, 'GPU')} x --mem-per-gpu={job.options.get('mem-per-gpu')}"
     if job.mem_per_cpu_mib is not None:
         return cpus * job.mem_per_cpu_mib, f"{_n(cpus, 'CPU')} x --mem-per-cpu={job.options.get('mem-per-cpu')}"
-    if job.exclusive:
-        return None, "--exclusive"
     for key, count in (("DefMemPerGPU", per_node), ("DefMemPerCPU", cpus), ("DefMemPerNode", 1)):
         default = _setting(slurm, part, key)
         if default and count:
             return count * default, (f"{_n(count, 'GPU')} x {key}={default}" if key == "DefMemPerGPU"
                                      else f"{_n(count, 'CPU')} x {key}={default}" if key == "DefMemPerCPU"
                                      else f"{key}={default}") + f" of partition {part.name}"
+    if not per_node:
+        return None, "no --mem, and no GPU for the partition's per-GPU memory default"
     return None, "no --mem and no DefMemPerGPU in slurm.conf"
 
 
@@ -229,16 +230,16 @@ def _holds(slurm: SlurmCluster, part: Partition, job: SbatchJob, members: list[S
                             f"{node.vcpus or '?'} CPUs, {_gib(held)} of {_gib(offered)} memory ({why})")
     whole_memory = held >= offered
     whole_cpus = node.vcpus is not None and cpus >= node.vcpus
-    if per_node < node.gpus and (whole_memory or whole_cpus) and "exclusive" not in why:
+    if job.exclusive and asked is not None:
+        out.note("holds", f"--exclusive: the job holds whole {node.instance_type} nodes (every CPU and GPU), but only "
+                 f"{_gib(held)} of memory each ({why}); ask --mem=0 for all of it (sbatch(1) --exclusive)")
+    elif per_node < node.gpus and (whole_memory or whole_cpus):
         what = " and ".join(w for w, on in (("memory", whole_memory), ("CPUs", whole_cpus)) if on)
         idle = node.gpus - per_node
         out.note("holds", f"the job holds all of a {node.instance_type} node's {what} for {per_node} of its "
                  f"{node.gpus} GPUs ({why}): while it runs, the node's other {idle} GPU{'s' if idle != 1 else ''} "
                  "can go to no other job; ask --mem-per-gpu (and --cpus-per-gpu) for what each GPU needs"
                  + (", or set DefMemPerGPU in slurm.conf" if why.startswith("no --mem") else ""))
-    elif per_node < node.gpus and job.exclusive:
-        out.note("holds", f"--exclusive: the job holds whole {node.instance_type} nodes for {per_node} of their "
-                 f"{node.gpus} GPUs each")
 
 
 def _gpu_type(job: SbatchJob) -> str | None:

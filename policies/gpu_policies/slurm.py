@@ -126,9 +126,20 @@ login_not_open = stack_policy(
 )
 
 
+# What sshd needs beyond a container's defaults (privilege separation chroots); anything else added is a privilege
+# every user who logs in sits next to.
+LOGIN_CAPABILITIES = {"SYS_CHROOT"}
+
+
 def _login_privilege(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
     for login in of_type(args.resources, LOGINSET):
         context = get(login.props, "spec", "login", "securityContext", default={}) or {}
+        added = sorted(str(c) for c in (get(context, "capabilities", "add", default=[]) or [])
+                       if str(c).upper().removeprefix("CAP_") not in LOGIN_CAPABILITIES)
+        if added:
+            report(f"Login pods of {k8s_name(login.props)} add capabilities {', '.join(added)}: sshd needs only "
+                   "SYS_CHROOT, and every user who can SSH in runs beside them.", login.urn,
+                   field="spec.login.securityContext.capabilities.add", value=added)
         if context.get("privileged") is True:
             report(f"Login pods of {k8s_name(login.props)} run privileged: every user who can SSH in would hold the "
                    "node beside slurmctld, slurmdbd and the platform. Only running enroot on the login pod needs it "

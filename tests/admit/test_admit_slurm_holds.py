@@ -32,7 +32,7 @@ def test_a_one_gpu_job_without_mem_holds_one_gpus_share(graph_files: Callable[[s
     code, report = admit(graph_files(SLURM), script(tmp_path, "-A research", "--gpus-per-node=1"), capsys=capsys)
     assert code == 0
     step = holds(report)
-    assert step["detail"].startswith("per p5.48xlarge node: 1 of 8 GPUs, 23 of 192 CPUs, 249.4 GiB of 1,995.2 GiB")
+    assert step["detail"].startswith("per p5.48xlarge node: 1 of 8 GPUs, 22 of 192 CPUs, 249.4 GiB of 1,995.2 GiB")
     assert "DefMemPerGPU=255383 of partition train" in step["detail"]
     assert not step["notes"]
 
@@ -72,6 +72,19 @@ def test_what_each_memory_and_cpu_option_holds(directives: list[str], detail: st
     step = holds(report)
     assert detail in step["detail"]
     assert bool(step["notes"]) is whole and (not whole or "holds all of a p5.48xlarge node's" in step["notes"][0])
+
+
+def test_exclusive_takes_every_gpu_and_cpu_but_only_the_memory_asked(graph_files: Callable[[str], Path],
+                                                                      tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    # sbatch(1) --exclusive: all CPUs and GRES of the node, "but is only allocated as much memory as it requested"
+    code, report = admit(graph_files(SLURM), script(tmp_path, "-A research", "--gpus-per-node=8", "--exclusive"),
+                         capsys=capsys)
+    assert code == 0
+    held = holds(report)
+    assert held["memory_mib_per_node"] == 8 * 255383 and "DefMemPerGPU" in held["memory_from"]
+    (note,) = held["notes"]
+    assert "only 1,995.2 GiB of memory each" in note and "--mem=0" in note
 
 
 def test_more_memory_than_a_node_has_is_refused(graph_files: Callable[[str], Path], tmp_path: Path,

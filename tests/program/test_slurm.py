@@ -88,7 +88,7 @@ def test_a_teams_quota_on_slurm_is_its_accounts_gpu_limit_fair_share_and_budget(
     for line in ("GresTypes=gpu", "AccountingStorageTRES=gres/gpu",
                  "AccountingStorageEnforce=associations,limits,qos,safe", "PriorityUsageResetPeriod=MONTHLY",
                  "PartitionName=debug Nodes=h100 Default=NO MaxTime=0-02:00:00 DefaultTime=0-00:30:00 MaxNodes=2 "
-                 "AllowAccounts=applied,pretraining,research,root DefMemPerGPU=255383 DefCpuPerGPU=23 State=UP"):
+                 "AllowAccounts=applied,pretraining,research,root DefMemPerGPU=255383 DefCpuPerGPU=22 State=UP"):
         assert line in conf.splitlines()
 
 

@@ -33,6 +33,20 @@ def test_ssh_keys_come_from_the_directory_and_passwords_are_off(name: str) -> No
     assert "AuthorizedKeysCommand /usr/bin/sss_ssh_authorizedkeys" in lines
     assert "AuthorizedKeysCommandUser nobody" in lines
     assert "PasswordAuthentication no" in lines and "KbdInteractiveAuthentication no" in lines
+    # only the directory's keys for users (a key file in a shared home is no way in); root keeps its mounted keys, in
+    # a Match block that must come last
+    assert "AuthorizedKeysFile none" in lines
+    assert lines[-2:] == ["Match User root", "  AuthorizedKeysFile .ssh/authorized_keys"]
+
+
+@pytest.mark.parametrize("name", STACKS)
+def test_login_pods_make_each_slurm_users_home(name: str) -> None:
+    spec = stack(name).spec.scheduler.slurm
+    assert spec is not None
+    script = loginset(offline_run(name).graph)["login"]["lifecycle"]["postStart"]["exec"]["command"][-1]
+    users = sorted({u for names in spec.users.values() for u in names})
+    assert f"for user in {' '.join(users)}; do" in script
+    assert '/usr/sbin/mkhomedir_helper "$user" 0077' in script and script.rstrip().endswith("exit 0")
 
 
 def test_a_stack_may_allow_passwords() -> None:

@@ -311,6 +311,11 @@ SLURM_MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
         "prod-aws-slurm", lambda g: edit(g, SLINKY + "LoginSet", "slurm-loginset-slurm-login",
                                          _set(["spec", "login", "securityContext", "privileged"], True)),
         "slurm-login-unprivileged"),
+    "give the Slurm login pods SYS_ADMIN": (
+        "prod-aws-slurm", lambda g: edit(g, SLINKY + "LoginSet", "slurm-loginset-slurm-login",
+                                         _set(["spec", "login", "securityContext", "capabilities", "add"],
+                                              ["SYS_CHROOT", "SYS_ADMIN"])),
+        "slurm-login-unprivileged"),
     "drop the billing labels from the Slurm NodeSet's pods": (
         "prod-aws-slurm", lambda g: edit(g, SLINKY + "NodeSet", "slurm-nodeset-slurm-h100",
                                          _delete(["spec", "template", "metadata", "labels", "cost-center"])),

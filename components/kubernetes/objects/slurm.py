@@ -51,9 +51,8 @@ SCRATCH_MOUNT = "/scratch"
 # Slurm users' homes: a directory of the shared filesystem, mounted at /home in the login and slurmd pods, so a job
 # submitted from ~ writes where the user reads. A dot name: no team (a DNS label) can have it, where teams' directories
 # sit at the filesystem's root (GKE Managed Lustre). It is outside the directory FSx links to the checkpoint bucket,
-# so homes are not exported. Each home is made at the user's first login by pam_mkhomedir (the Slinky login image:
-# "authselect select sssd with-mkhomedir"), as the user's UID and GID from the directory, which slurmd resolves the
-# same way (sssd on login, nss_slurm from the job's credential on slurmd).
+# so homes are not exported. Each Slurm user's home is made by the login pods (home_hook) with the UID and GID the
+# directory gives them, which slurmd resolves the same way (sssd on login, nss_slurm from the job's credential).
 HOME_MOUNT = "/home"
 HOME_DIR = ".home"
 # Where the driver mounts a subdirectory (FSx), the slurm namespace claims the whole filesystem under this name and
@@ -268,16 +267,19 @@ def gpu_shares(c: SlurmCluster, part: SlurmPartitionSpec) -> tuple[int | None, i
     """(MiB of memory, CPUs) one GPU's share of a node is, on the partition's smallest share among its groups: what a
     node offers pods (components/kubernetes/reserved.py: its memory less the kubelet's reservation and slurmd's
     hugepages; its vCPUs less the kubelet's) over its GPUs. None where a group's shape is not in the catalog."""
-    pools = [p.pool for p in c.pools if p.pool.name in part.node_groups]
+    pools = [p.pool for p in c.pools if p.pool.name in part.node_groups and p.pool.gpus_per_node]
     mems, cpus = [], []
     for pool in pools:
-        if not pool.gpus_per_node:
-            continue
         if pool.memory_gib_per_node:
             offered = allocatable_memory(pool.memory_gib_per_node, c.spec.hugepages_2mi_gib)
             mems.append(int(offered / MIB) // pool.gpus_per_node)
         if pool.vcpu_per_node:
-            cpus.append(int(allocatable_cpu(pool.vcpu_per_node)) // pool.gpus_per_node)
+            share = int(allocatable_cpu(pool.vcpu_per_node)) // pool.gpus_per_node
+            # With CR_Core_Memory Slurm allocates whole cores and counts their threads as CPUs (slurm.conf(5)
+            # SelectTypeParameters CR_Core: "Cores are consumable"): on a node of two threads per core (an even vCPU
+            # count: every GPU instance type in the catalogs) an odd share is rounded up to the next core, so the
+            # share is kept even and all GPUs' defaults still fit
+            cpus.append(share - share % 2 if pool.vcpu_per_node % 2 == 0 else share)
     return (min(mems) if mems and len(mems) == len(pools) else None,
             min(cpus) if cpus and len(cpus) == len(pools) else None)
 
@@ -642,12 +644,44 @@ def nodeset(c: SlurmCluster, p: SlurmNodePool) -> Manifest:
 SSS_AUTHORIZED_KEYS = "/usr/bin/sss_ssh_authorizedkeys"
 
 
+def home_hook(users: Sequence[str]) -> Manifest:
+    """The login container's postStart hook: each Slurm user's home (``scheduler.slurm.users``), made with the UID, GID
+    and home directory the directory gives them (``getent passwd`` through the pod's sssd, waited for up to a minute)
+    by ``mkhomedir_helper <user> 0077`` (linux-pam's helper, libpam-modules-bin: copies /etc/skel, mode 0700), once per
+    pod start and never over an existing home. The login image's ``authselect select sssd with-mkhomedir`` is not
+    relied on: authselect's with-mkhomedir needs oddjobd (authselect profiles/sssd/REQUIREMENTS), which the Ubuntu
+    image does not run. It always exits 0 (a failing postStart hook kills the container); what it did is in the
+    container's log."""
+    names = " ".join(shlex.quote(u) for u in sorted(set(users)))
+    first = shlex.quote(sorted(set(users))[0]) if users else "root"
+    script = f"""homes() {{
+  for i in $(seq 1 30); do timeout 5 getent passwd {first} >/dev/null && break; sleep 2; done
+  for user in {names}; do
+    if timeout 5 getent passwd "$user" >/dev/null; then
+      /usr/sbin/mkhomedir_helper "$user" 0077 || echo "slurm-home: mkhomedir_helper failed for $user"
+    else
+      echo "slurm-home: $user is not in the directory (sssd): no home made"
+    fi
+  done
+}}
+homes >/proc/1/fd/1 2>&1 || homes >/dev/null 2>&1
+exit 0
+"""
+    return {"postStart": {"exec": {"command": ["bash", "-c", script]}}}
+
+
 def sshd_extra_config(password_login: bool) -> str:
     """What the login pods' sshd adds: SSH keys from the directory and, unless the stack allows passwords, no
     password or keyboard-interactive login (the generated config leaves OpenSSH's default, passwords on)."""
-    lines = [f"AuthorizedKeysCommand {SSS_AUTHORIZED_KEYS}", "AuthorizedKeysCommandUser nobody"]
+    lines = [f"AuthorizedKeysCommand {SSS_AUTHORIZED_KEYS}", "AuthorizedKeysCommandUser nobody",
+             # only the directory's keys for users: a key file in a home on the shared filesystem is not a way in
+             # (sshd_config(5) AuthorizedKeysFile "none"); root keeps the administrators' keys the operator mounts
+             # at /root/.ssh/authorized_keys (rootSshAuthorizedKeys)
+             "AuthorizedKeysFile none"]
     if not password_login:
         lines += ["PasswordAuthentication no", "KbdInteractiveAuthentication no"]
+    # a Match block last: every keyword after it belongs to it (sshd_config(5) Match)
+    lines += ["Match User root", "  AuthorizedKeysFile .ssh/authorized_keys"]
     return "\n".join(lines) + "\n"
 
 
@@ -669,6 +703,8 @@ def loginset(c: SlurmCluster) -> Manifest:
         # privilege separation chroots: SYS_CHROOT, as the slurm chart's loginset example adds (helm/slurm/values.yaml)
         "login": {"image": c.images.login,
                   "securityContext": {"privileged": False, "capabilities": {"add": ["SYS_CHROOT"]}},
+                  **({"lifecycle": home_hook([u for users in c.spec.users.values() for u in users])}
+                     if c.shared_filesystem and c.spec.users else {}),
                   "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
                   "volumeMounts": mounts},
         "initconf": {"image": c.images.sidecar},
