@@ -226,7 +226,7 @@ def test_kueue_has_no_flavor_for_slurms_pool() -> None:
     # the teams' Slurm quotas are their accounts' GPU limits
     accounts = next(r for r in graph.of_type("kubernetes:core/v1:ConfigMap")
                     if r.inputs["metadata"]["name"].startswith("slurm-accounts-")).inputs["data"]["accounts.cfg"]
-    assert "Account - 'research'" in accounts and ":GrpTRES=gres/gpu=1" in accounts
+    assert "Account - 'research'" in accounts and ":GrpTRES=gres/gpu=4" in accounts
 
 
 def test_login_is_an_internal_load_balancer_for_the_listed_networks() -> None:
