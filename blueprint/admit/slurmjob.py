@@ -184,12 +184,12 @@ def _memory(slurm: SlurmCluster, part: Partition, job: SbatchJob, per_node: int,
         return per_node * job.mem_per_gpu_mib, f"{_n(per_node, 'GPU')} x --mem-per-gpu={job.options.get('mem-per-gpu')}"
     if job.mem_per_cpu_mib is not None:
         return cpus * job.mem_per_cpu_mib, f"{_n(cpus, 'CPU')} x --mem-per-cpu={job.options.get('mem-per-cpu')}"
-    for key, count in (("DefMemPerGPU", per_node), ("DefMemPerCPU", cpus), ("DefMemPerNode", 1)):
+    for key, count, unit in (("DefMemPerGPU", per_node, "GPU"), ("DefMemPerCPU", cpus, "CPU"),
+                             ("DefMemPerNode", 1, "")):
         default = _setting(slurm, part, key)
         if default and count:
-            return count * default, (f"{_n(count, 'GPU')} x {key}={default}" if key == "DefMemPerGPU"
-                                     else f"{_n(count, 'CPU')} x {key}={default}" if key == "DefMemPerCPU"
-                                     else f"{key}={default}") + f" of partition {part.name}"
+            per = f"{_n(count, unit)} x " if unit else ""
+            return count * default, f"{per}{key}={default} of partition {part.name}"
     if not per_node:
         return None, "no --mem, and no GPU for the partition's per-GPU memory default"
     return None, "no --mem and no DefMemPerGPU in slurm.conf"
@@ -222,14 +222,13 @@ def _holds(slurm: SlurmCluster, part: Partition, job: SbatchJob, members: list[S
                              f"partition (scheduler.slurm.partitions[{part.name}].nodeGroups)"))
         return
     held = offered if asked is None else asked
-    out.holds = {"gpus_per_node": per_node, "cpus_per_node": cpus, "memory_mib_per_node": held,
-                 "memory_from": why, "node_type": node.instance_type, "node_gpus": node.gpus,
-                 "node_cpus": node.vcpus, "node_memory_mib": offered,
-                 "whole_node": held >= offered or (node.vcpus is not None and cpus >= node.vcpus)}
-    out.details["holds"] = (f"per {node.instance_type} node: {per_node} of {node.gpus} GPUs, {cpus} of "
-                            f"{node.vcpus or '?'} CPUs, {_gib(held)} of {_gib(offered)} memory ({why})")
     whole_memory = held >= offered
     whole_cpus = node.vcpus is not None and cpus >= node.vcpus
+    out.holds = {"gpus_per_node": per_node, "cpus_per_node": cpus, "memory_mib_per_node": held,
+                 "memory_from": why, "node_type": node.instance_type, "node_gpus": node.gpus,
+                 "node_cpus": node.vcpus, "node_memory_mib": offered, "whole_node": whole_memory or whole_cpus}
+    out.details["holds"] = (f"per {node.instance_type} node: {per_node} of {node.gpus} GPUs, {cpus} of "
+                            f"{node.vcpus or '?'} CPUs, {_gib(held)} of {_gib(offered)} memory ({why})")
     if job.exclusive and asked is not None:
         out.note("holds", f"--exclusive: the job holds whole {node.instance_type} nodes (every CPU and GPU), but only "
                  f"{_gib(held)} of memory each ({why}); ask --mem=0 for all of it (sbatch(1) --exclusive)")
