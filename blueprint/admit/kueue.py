@@ -26,7 +26,7 @@ from blueprint.admit.cluster import ClusterView, K8sObject, as_list, as_mapping,
 from blueprint.admit.quantity import QuantityError, parse_quantity, show
 from blueprint.admit.resources import PodResources
 from blueprint.admit.scheduling import term_matches, tolerates
-from blueprint.admit.slurm import slurm_node_groups
+from blueprint.admit.slurm import slurm_gpu_node_groups
 from blueprint.admit.workloads import QUEUE_LABEL, PodSet, Submitted
 
 DEFAULT_QUEUE = "default"
@@ -312,7 +312,7 @@ def pod_set_namespace(pod_set: PodSet) -> str:
 
 def slurm_owns_gpus_hint(view: ClusterView, team: str) -> str:
     """Why a team namespace has no Kueue quota when Slurm runs the GPU node groups, and what to do; "" otherwise."""
-    owned = slurm_node_groups(view)
+    owned = slurm_gpu_node_groups(view)
     if not owned:
         return ""
     return (f"; the GPU node groups {', '.join(owned)} are Slurm's (scheduler.slurm.nodeGroups): slurmd holds their "
@@ -323,7 +323,7 @@ def slurm_owns_gpus_hint(view: ClusterView, team: str) -> str:
 
 def slurm_owns_gpus_short(view: ClusterView) -> str:
     """The short form of :func:`slurm_owns_gpus_hint`, for the ResourceQuota that follows Kueue's quota."""
-    owned = slurm_node_groups(view)
+    owned = slurm_gpu_node_groups(view)
     return f"; the GPU node groups {', '.join(owned)} are Slurm's: run the job with sbatch (see kueue)" if owned else ""
 
 

@@ -229,6 +229,11 @@ def slurm_node_groups(view: ClusterView) -> list[str]:
     return sorted(o.name for o in _slurm_objects(view, "NodeSet"))
 
 
+def slurm_gpu_node_groups(view: ClusterView) -> list[str]:
+    """The node groups whose NodeSets hold GPUs (``Gres=gpu``): Slurm's GPU groups, not its CPU partitions' groups."""
+    return sorted(o.name for o in _slurm_objects(view, "NodeSet") if _nodeset(o).gres_gpus)
+
+
 def slurm_cluster(view: ClusterView) -> SlurmCluster | None:
     """The cluster's Slurm, or None when the graph has no Slinky Controller."""
     controllers = _slurm_objects(view, "Controller")

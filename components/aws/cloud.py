@@ -65,8 +65,10 @@ from components.sizing.plan import stack_checkpoint_policy
 from components.spec import ClusterSpec, default_subnets, gpu_units_per_gpu, is_autoscaled, is_placed
 from components.spec.aws import NodeGroupSpec
 from components.spec.decisions import (
+    dedicated_cpu_groups,
     group_billing_labels,
     node_release,
+    slurm_cpu_groups,
     slurm_hugepages,
     slurm_node_groups,
     team_cpu_groups,
@@ -112,8 +114,9 @@ def node_autoscaler(spec: ClusterSpec, ready: tuple[pulumi.Resource, ...] = ()) 
         return None
     image = cluster_autoscaler_image(aws_spec.control_plane.kubernetes_version)
     assert image is not None, "rule cluster-autoscaler-release"
-    team_cpu = team_cpu_groups(spec)
-    system = [g.name for g in aws_spec.node_groups if not catalog[g.instance_type].gpu_count and g.name not in team_cpu]
+    dedicated = dedicated_cpu_groups(spec)
+    system = [g.name for g in aws_spec.node_groups
+              if not catalog[g.instance_type].gpu_count and g.name not in dedicated]
     return CloudRelease(release=AUTOSCALER_RELEASE, chart="cluster-autoscaler", namespace=AUTOSCALER_NAMESPACE,
                         values=autoscaler_values(spec.name, aws_spec.region, image, system), ready=ready,
                         spec_path=spec_path("aws", "nodeGroups"))
@@ -195,9 +198,10 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
     units = gpu_units_per_gpu(spec.platform.gpu_sharing)
     prices = load_prices("aws")
     pools = []
+    slurm_cpu = slurm_cpu_groups(spec)
     for group in aws_spec.node_groups:
         facts = catalog[group.instance_type]
-        if not facts.gpu_count:
+        if not facts.gpu_count and group.name not in slurm_cpu:  # Slurm's CPU groups run slurmd too (no GPU)
             continue
         price = node_hour_price(prices, "aws", group.capacity.type, group.instance_type)
         pools.append(GpuPool(
@@ -427,7 +431,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                 ipv6=aws_spec.network.ip_family == "ipv6",
                 gpu_units_per_gpu=gpu_units_per_gpu(spec.platform.gpu_sharing),
                 hugepages_2mi_gib=slurm_hugepages(spec, group.name),
-                team_cpu=group.name in team_cpu_groups(spec),
+                team_cpu=group.name in dedicated_cpu_groups(spec),
                 kubernetes_version=version,
                 release_version=release.release_version if release is not None else None,
                 depends_on=depends_on,

@@ -70,11 +70,13 @@ from components.provenance import from_spec, spec_path, team_items
 from components.sizing.plan import stack_checkpoint_policy
 from components.spec import ClusterSpec, GpuSharingSpec, gpu_units_per_gpu
 from components.spec.decisions import (
+    dedicated_cpu_groups,
     gcs_bucket_name,
     gpu_subnet_prefix,
     gpudirect_pools,
     group_billing_labels,
     is_compact,
+    slurm_cpu_groups,
     slurm_hugepages,
     slurm_node_groups,
     team_cpu_groups,
@@ -170,7 +172,8 @@ MPI_ON_ETH0 = ("--mca", "btl_tcp_if_include", "eth0", "--mca", "oob_tcp_if_inclu
 def gpudirect_pod_fabric(flavour: str, gpus: int, networks: Sequence[str]) -> PodFabric | None:
     """How an NCCL benchmark pod reaches a GPUDirect pool's fabric, or None (TCPX: not built, the rules say so)."""
     annotations = pod_network_annotations(networks)
-    ld_path = f"export LD_LIBRARY_PATH={NVIDIA_LIB64}:${{LD_LIBRARY_PATH:-}}"
+    # no empty entry when unset: an empty LD_LIBRARY_PATH element searches the working directory (ld.so(8))
+    ld_path = f"export LD_LIBRARY_PATH={NVIDIA_LIB64}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"
     if flavour == "RDMA":
         return PodFabric(
             annotations=annotations,
@@ -316,9 +319,10 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
     units = gpu_units_per_gpu(spec.platform.gpu_sharing)
     prices = load_prices("gcp")
     pools = []
+    slurm_cpu = slurm_cpu_groups(spec)
     for pool in gcp_spec.node_pools:
         facts = catalog[pool.machine_type]
-        if not facts.gpu_count:
+        if not facts.gpu_count and pool.name not in slurm_cpu:  # Slurm's CPU pools run slurmd too (no GPU)
             continue
         placed = pool.capacity.type == "reservation" or is_compact(pool, facts)
         price = node_hour_price(prices, "gcp", pool.capacity.type, pool.machine_type)
@@ -368,14 +372,15 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
                          grows_after_admission=p.min_size != p.max_size)
                  for p in gcp_spec.node_pools if p.name in team_cpu]
     return PlatformInputs(
-        # NodeSets on their pools' gke-nodepool label (no GPU fabric: the rules keep GPUDirect pools on Kueue), the
-        # platform's CMEK PD class, an internal load balancer for login. With GKE's own GPU stack no DCGM job mapping:
+        # NodeSets on their pools' gke-nodepool label (on a GPUDirect pool the acceptance pods' fabric shape: the GPU
+        # networks, TCPXO's receive-datapath sidecar, the plugin's environment per task), the platform's CMEK PD
+        # class, an internal load balancer for login. With GKE's own GPU stack no DCGM job mapping:
         # GKE's managed DCGM exporter is not configurable to read a job-mapping directory (research notes
         # 2026-12-01, Metrics: unconfirmed, likely not), so the prolog would write files nothing reads.
         slurm=slurm_cluster(spec, pools, node_label=GKE_NODEPOOL_LABEL, fabric_resource=None,
                             storage_class=STORAGE_CLASS_NAME, login_service=LOGIN_SERVICE,
                             database_host=slurm_db[0] if slurm_db else None, shared=shared_filesystem is not None,
-                            fs=shared_filesystem,
+                            fs=shared_filesystem, pod_fabrics=acceptance_fabrics,
                             job_mapping=not gke_drivers),
         slurm_db_password=slurm_db[1] if slurm_db else None,
         platform_budget_notify=tuple(spec.billing.notify),
@@ -537,7 +542,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                 key_grants=[*keys.grants, *(pool_accounts.grants[pool.name] if pool_accounts and pool.service_account
                                             else [])],
                 labels={**group_billing_labels(spec, pool.team), "cluster": spec.name}, gpu_networks=wired,
-                hugepages_2mi_gib=slurm_hugepages(spec, pool.name), team_cpu=pool.name in team_cpu_groups(spec),
+                hugepages_2mi_gib=slurm_hugepages(spec, pool.name), team_cpu=pool.name in dedicated_cpu_groups(spec),
                 depends_on=depends_on, opts=opts)
 
     # The rollout order of a version change, as dependencies: the cluster, the pools without GPUs (the system pods'

@@ -33,7 +33,8 @@ class NodeReadiness(pulumi.ComponentResource):
         if inputs.critical_priority_quota:
             # The controller runs at system-cluster-critical (the chart's default), the checks at system-node-critical.
             nodes = sum(p.max_nodes for p in inputs.pools) + sum(
-                p.pool.max_nodes for p in (inputs.slurm.pools if inputs.slurm is not None else ()))
+                p.pool.max_nodes for p in (inputs.slurm.pools if inputs.slurm is not None else ())
+                if p.pool.gpus_per_node)
             for namespace, ns, pods in ((nc.READINESS_NAMESPACE, controller_ns, 8),
                                         (nc.NODE_CHECK_NAMESPACE, check_ns, 2 * nodes + 8)):
                 quotas.append(apply(f"{name}-{namespace}-critical-pods",
@@ -47,7 +48,8 @@ class NodeReadiness(pulumi.ComponentResource):
         # Kueue's GPU pools and Slurm's (slurmd, which holds a node's GPUs, waits for the same gate)
         pools = {p.name: p for p in inputs.pools}
         for slurm_pool in inputs.slurm.pools if inputs.slurm is not None else ():
-            pools.setdefault(slurm_pool.pool.name, slurm_pool.pool)
+            if slurm_pool.pool.gpus_per_node:  # a Slurm CPU group has no GPU to check, and registers with no gate
+                pools.setdefault(slurm_pool.pool.name, slurm_pool.pool)
         settings = inputs.platform.node_checks
         checks = nc.node_checks(list(pools.values()), inputs.node_check_expected, load_thresholds()[0],
                                 load_per_node(), dcgm_level=settings.dcgm_level,

@@ -399,6 +399,27 @@ def team_cpu_groups(spec: ClusterSpec) -> frozenset[str]:
     return frozenset(q.node_group for t in spec.teams for q in t.cpu_quotas)
 
 
+def slurm_cpu_groups(spec: ClusterSpec) -> frozenset[str]:
+    """Slurm's node groups (GKE: pools) without GPUs: CPU-only partitions (debug, data preparation). Like a team CPU
+    group they carry the team-CPU taint, so platform pods stay on the system groups; slurmd tolerates it."""
+    slurm = spec.scheduler.slurm
+    if slurm is None:
+        return frozenset()
+    catalog = instance_catalog(spec)
+    out = set()
+    for group in cloud_node_groups(spec):
+        facts = catalog.get(group.instance_type)
+        if group.name in slurm.node_groups and facts is not None and not facts.gpu_count:
+            out.add(group.name)
+    return frozenset(out)
+
+
+def dedicated_cpu_groups(spec: ClusterSpec) -> frozenset[str]:
+    """The node groups without GPUs that are not the system's: a team's CPU quota (Kueue) or Slurm's CPU partitions.
+    They carry :data:`~components.spec.base.TEAM_CPU_TAINT_KEY`; the Cluster Autoscaler and the platform stay off."""
+    return team_cpu_groups(spec) | slurm_cpu_groups(spec)
+
+
 def acceptance_runs(spec: ClusterSpec) -> list[tuple[str, str, int]]:
     """(node group, instance type, nodes) of every run the acceptance gate creates: on each of Kueue's GPU groups with
     more than one GPU per node the per-node NVLink run (nodes 1, once on every node), and on each multi-node group with
@@ -430,7 +451,9 @@ def slurm_hugepages(spec: ClusterSpec, group: str) -> int:
     """GiB of 2 MiB hugepages a node group (GKE: pool) reserves at boot: what Slurm's slurmd pods there ask for, else
     none."""
     slurm = spec.scheduler.slurm
-    return slurm.hugepages_2mi_gib if slurm is not None and group in slurm.node_groups else 0
+    if slurm is None or group not in slurm.node_groups or group in slurm_cpu_groups(spec):
+        return 0  # a CPU partition's group reserves none: its slurmd asks for none
+    return slurm.hugepages_2mi_gib
 
 
 def slurm_partition_teams(teams: Sequence[TeamSpec], partition: SlurmPartitionSpec) -> list[str]:

@@ -30,7 +30,7 @@ class SlurmPartitionSpec(_Model):
     node_groups: list[str] = Field(min_length=1, description="Node groups (names in scheduler.slurm.nodeGroups).")
     teams: Optional[list[str]] = Field(
         default=None, description="Teams whose accounts may submit (AllowAccounts). Default: every team with a quota "
-        "on one of the partition's node groups.")
+        "on one of the partition's node groups (a CPU-only partition must list them).")
     max_time_hours: StrictInt = Field(ge=1, le=8760, description="Longest a job may run (MaxTime), hours.",
                                       json_schema_extra=unit("hours"))
     default_time_minutes: StrictInt = Field(default=60, ge=1, le=525600,
@@ -90,7 +90,9 @@ class SlurmSpec(_Model):
     """Slurm on the cluster (Slinky slurm-operator): which node groups it owns, partitions, login, accounting."""
 
     node_groups: list[str] = Field(
-        min_length=1, description="GPU node groups (GKE: node pools) that run slurmd instead of Kueue workloads.")
+        min_length=1, description="Node groups (GKE: node pools) that run slurmd instead of Kueue workloads: GPU "
+        "groups, and CPU groups for CPU-only partitions (tainted like a team CPU group; keep another group without "
+        "GPUs for the system).")
     partitions: list[SlurmPartitionSpec] = Field(min_length=1, max_length=50, description="Partitions.")
     users: dict[str, list[Annotated[str, StringConstraints(pattern=_UNIX_USER)]]] = Field(
         default_factory=dict,
@@ -100,8 +102,9 @@ class SlurmSpec(_Model):
     accounting: SlurmAccountingSpec = Field(default_factory=SlurmAccountingSpec, description="Accounting.")
     hugepages_2mi_gib: StrictInt = Field(
         default=0, alias="hugepages2MiGiB", ge=0, le=512,
-        description="2 MiB hugepages each slurmd pod requests (GiB), for NCCL/libfabric buffers; the nodes must "
-        "provide them (kubelet pre-allocation). Default none.", json_schema_extra=unit("GiB"))
+        description="2 MiB hugepages each slurmd pod of a GPU group requests (GiB), for NCCL/libfabric buffers; the "
+        "program reserves them at boot on those groups (not on CPU partitions' groups). Default none.",
+        json_schema_extra=unit("GiB"))
 
 
 class SchedulerSpec(_Model):

@@ -62,16 +62,19 @@ def reason(report: Report, rule: str) -> dict[str, str]:
 def test_the_slurm_examples_run_on_prod_aws_slurm_as_research(graph_files: Callable[[str], Path],
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     files = sorted(EXAMPLES.glob("*.sbatch"))
-    assert [p.name for p in files] == ["nccl-allreduce.sbatch", "node-check.sbatch", "train.sbatch"]
+    assert [p.name for p in files] == ["nccl-allreduce.sbatch", "node-check.sbatch", "prep.sbatch", "train.sbatch"]
     code = main(["admit", str(graph_files(SLURM)), *map(str, files)])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "FAIL" not in out and out.endswith(f"3 of 3 workloads admitted on {SLURM}\n")
+    assert "FAIL" not in out and out.endswith(f"4 of 4 workloads admitted on {SLURM}\n")
     code, report = admit(graph_files(SLURM), *files, capsys=capsys)
-    nccl, check, train = report["workloads"]
+    nccl, check, prep, train = report["workloads"]
+    # the CPU partition's job: no GPU, its memory from the partition's DefMemPerCPU
+    assert (prep["partition"], prep["gpus"], prep["placements"][0]["node_group"]) == ("prep", 0, "prep")
+    assert prep["holds"]["cpus_per_node"] == 32 and "DefMemPerCPU=" in prep["holds"]["memory_from"]
     assert nccl["account"] == "root" and train["account"] == "research"  # the acceptance run: every node, as root
     assert check["account"] == "root" and (check["nodes"], check["gpus"]) == (16, 128)  # every node proves itself
-    for workload in (nccl, check, train):
+    for workload in (nccl, check, train):  # the GPU jobs
         assert workload["scheduler"] == "slurm"
         assert workload["partition"] == "train" and workload["namespace"] == "slurm"
         assert list(workload["steps"]) == ["script", "slurm", "partition", "account", "time", "nodes", "gpus",
@@ -116,7 +119,7 @@ def test_a_text_report_names_the_steps_and_the_partition(graph_files: Callable[[
 
 @pytest.mark.parametrize(("directives", "rule", "says"), [
     (["-p gpu", "-A research"], "partition-exists",
-     "partition gpu is not in slurm.conf (partitions: train, debug): sbatch refuses the job at submission"),
+     "partition gpu is not in slurm.conf (partitions: train, debug, prep): sbatch refuses the job at submission"),
     (["-A finance"], "account-exists", "account finance is not in slurmdbd"),
     (["-A research", "--time=3-00:00:01"], "partition-time",
      "over partition train's MaxTime 3-00:00:00: sbatch refuses it at submission (EnforcePartLimits=ALL)"),

@@ -43,7 +43,8 @@ def test_the_stack_loads_passes_the_pack_and_its_slinky_objects_fit_their_crds(s
     report = run_policies(run.graph)
     assert report.passed and not report.violations, [(v.policy, v.message) for v in report.violations]
     kinds = sorted(r.type.removeprefix(SLINKY) for r in run.graph.resources if r.type.startswith(SLINKY))
-    assert kinds == ["Accounting", "Controller", "LoginSet", "NodeSet", "RestApi"]
+    # a NodeSet per Slurm node group: the GPU group(s) and the CPU partition's group
+    assert kinds == ["Accounting", "Controller", "LoginSet", "NodeSet", "NodeSet", "RestApi"]
     for r in run.graph.resources:
         if r.type.startswith(SLINKY):
             validate_crd_object(manifest(r))
@@ -60,7 +61,7 @@ def test_slurm_owns_its_node_group_and_kueue_has_no_flavor_there() -> None:
     for cq in graph.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"):
         groups = cq.inputs["spec"].get("resourceGroups", [])
         assert not any(f["name"] == "h100" for g in groups for f in g["flavors"])
-    (ns,) = graph.of_type(SLINKY + "NodeSet")
+    (ns,) = [n for n in graph.of_type(SLINKY + "NodeSet") if n.inputs["metadata"]["name"] == "h100"]
     spec_ = ns.inputs["spec"]
     assert spec_["scalingMode"] == "DaemonSet"
     assert spec_["template"]["spec"]["nodeSelector"] == {"gpu-cluster/node-group": "h100"}
@@ -88,7 +89,8 @@ def test_a_teams_quota_on_slurm_is_its_accounts_gpu_limit_fair_share_and_budget(
     for line in ("GresTypes=gpu", "AccountingStorageTRES=gres/gpu",
                  "AccountingStorageEnforce=associations,limits,qos,safe", "PriorityUsageResetPeriod=MONTHLY",
                  "PartitionName=debug Nodes=h100 Default=NO MaxTime=0-02:00:00 DefaultTime=0-00:30:00 MaxNodes=2 "
-                 "AllowAccounts=applied,pretraining,research,root DefMemPerGPU=255383 DefCpuPerGPU=22 State=UP"):
+                 "AllowAccounts=applied,pretraining,research,root DefMemPerGPU=255383 DefCpuPerGPU=22 "
+                 "TRESBillingWeights=GRES/gpu=1.0 State=UP"):
         assert line in conf.splitlines()
 
 
@@ -118,13 +120,27 @@ def test_each_slurm_mutation_is_refused_by_its_policy(mutation: str) -> None:
 
 RULES = [
     (lambda s: s["scheduler"]["slurm"]["nodeGroups"].append("a100"),
-     f"{G}.scheduler.slurm.nodeGroups[1]: 'a100' is not one of aws.nodeGroups (system, h100) [rule: slurm-node-group]"),
+     f"{G}.scheduler.slurm.nodeGroups[2]: 'a100' is not one of aws.nodeGroups (system, h100, prep) "
+     "[rule: slurm-node-group]"),
     (lambda s: s["scheduler"]["slurm"]["nodeGroups"].append("system"),
-     f"{G}.scheduler.slurm.nodeGroups[1]: 'system' has no GPUs: Slurm here runs on GPU node groups (the system group "
-     "keeps the platform) [rule: slurm-node-group]"),
+     f"{G}.scheduler.slurm.nodeGroups: every node group without GPUs is Slurm's or carries team CPU quota (prep, "
+     "system): keep one for system pods (slurmctld, slurmdbd, the login pods, Kueue, Prometheus), so jobs cannot "
+     "starve the platform [rule: system-node-group]"),
+    (lambda s: s["teams"][0].update(cpuQuotas=[{"nodeGroup": "prep", "cpu": 16, "memoryGiB": 64}]),
+     f"{G}.scheduler.slurm.nodeGroups[1]: 'prep' carries teams' CPU quota (teams[].cpuQuotas: Kueue's CPU flavor), "
+     "so it cannot also be Slurm's: a node group belongs to one scheduler; give Slurm its own CPU group "
+     "[rule: slurm-node-group]"),
     (lambda s: s["scheduler"]["slurm"]["partitions"][1]["nodeGroups"].append("system"),
-     f"{G}.scheduler.slurm.partitions[debug].nodeGroups[1]: 'system' is not in scheduler.slurm.nodeGroups (h100): a "
-     "partition holds only nodes Slurm runs on [rule: slurm-partition-groups]"),
+     f"{G}.scheduler.slurm.partitions[debug].nodeGroups[1]: 'system' is not in scheduler.slurm.nodeGroups (h100, "
+     "prep): a partition holds only nodes Slurm runs on [rule: slurm-partition-groups]"),
+    (lambda s: s["scheduler"]["slurm"]["partitions"][1]["nodeGroups"].append("prep"),
+     f"{G}.scheduler.slurm.partitions[debug].nodeGroups: partition 'debug' mixes CPU groups (prep) and GPU groups "
+     "(h100): its memory default is per GPU or per CPU (slurm.conf(5): DefMemPerGPU and DefMemPerCPU are mutually "
+     "exclusive); make a CPU-only partition for the CPU groups [rule: slurm-partition-groups]"),
+    (lambda s: s["scheduler"]["slurm"]["partitions"][2].pop("teams"),
+     f"{G}.scheduler.slurm.partitions[prep].teams: no team has a quota on prep, so no account may submit to "
+     "partition 'prep': list the teams whose accounts may submit (a CPU-only partition has no GPU quota to infer "
+     "them from) [rule: slurm-partition-teams]"),
     (lambda s: s["scheduler"]["slurm"]["partitions"][0].update(teams=["research", "ops"]),
      f"{G}.scheduler.slurm.partitions[train].teams[1]: 'ops' is not a team of the stack (research, pretraining, "
      "applied) [rule: slurm-partition-teams]"),
@@ -189,8 +205,11 @@ def test_slurm_nodes_reserve_the_hugepages_slurmd_asks_for() -> None:
     assert "sysctl -w vm.nr_hugepages=2560" in h100 and "vm.nr_hugepages = 2560" in h100
     system = lts["nodegroup-system-lt"].get("userData") or ""
     assert "nr_hugepages" not in base64.b64decode(system).decode()
-    (ns,) = graph.of_type(SLINKY + "NodeSet")
+    (ns,) = [n for n in graph.of_type(SLINKY + "NodeSet") if n.inputs["metadata"]["name"] == "h100"]
     assert ns.inputs["spec"]["slurmd"]["resources"]["requests"]["hugepages-2Mi"] == "5Gi"
+    # the CPU partition's group neither reserves them nor asks for them
+    prep = base64.b64decode(lts["nodegroup-prep-lt"].get("userData") or "").decode()
+    assert "nr_hugepages" not in prep
 
 
 def test_the_objects_are_created_in_the_order_the_operator_needs() -> None:
@@ -200,7 +219,7 @@ def test_the_objects_are_created_in_the_order_the_operator_needs() -> None:
     by_urn = {r.urn: r for r in graph.resources}
 
     def deps(type_: str) -> set[str]:
-        (r,) = graph.of_type(type_)
+        r = graph.of_type(type_)[0]
         return {by_urn[d].type.rsplit(":", 1)[-1] + "/" + by_urn[d].name for d in r.dependencies if d in by_urn}
 
     controller = deps(SLINKY + "Controller")

@@ -192,7 +192,7 @@ def test_slurmdbd_reaches_the_instances_private_ip_with_the_password_in_its_secr
 
 def test_nodesets_select_their_pool_by_its_gke_nodepool_label_with_no_fabric_or_job_mapping() -> None:
     graph = dev()
-    (nodeset,) = graph.of_type(SLINKY + "NodeSet")
+    (nodeset,) = [n for n in graph.of_type(SLINKY + "NodeSet") if n.inputs["metadata"]["name"] == SLURM_POOL]
     spec = nodeset.inputs["spec"]
     assert nodeset.inputs["metadata"]["name"] == SLURM_POOL
     assert spec["template"]["spec"]["nodeSelector"] == {GKE_NODEPOOL_LABEL: SLURM_POOL}

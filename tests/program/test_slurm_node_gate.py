@@ -13,7 +13,7 @@ from components.kubernetes.objects import slurm as s
 from components.kubernetes.objects.common import READINESS_TOLERATIONS
 from components.kubernetes.objects.node_check import HEALTH_INTERVAL_S
 from components.kubernetes.quotas import GpuPool
-from components.spec import GPU_TAINT_KEY, HEALTH_TAINT_KEY, READINESS_TAINT_KEY
+from components.spec import GPU_TAINT_KEY, HEALTH_TAINT_KEY, READINESS_TAINT_KEY, TEAM_CPU_TAINT_KEY
 from tests.conftest import offline_run
 
 SLINKY = "kubernetes:slinky.slurm.net/v1beta1:"
@@ -41,7 +41,10 @@ def test_slurmd_tolerates_its_nodes_but_not_the_readiness_gate(stack_name: str) 
     assert nodesets
     for ns in nodesets:
         tolerations = ns.inputs["spec"]["template"]["spec"]["tolerations"]
-        assert tolerates(tolerations, {"key": GPU_TAINT_KEY, "value": "true", "effect": "NoSchedule"})
+        gpu = "nvidia.com/gpu" in ns.inputs["spec"]["slurmd"]["resources"]["limits"]
+        # a GPU group's nodes carry the GPU taint; Slurm's CPU group the team-CPU taint (decisions.dedicated_cpu_groups)
+        assert tolerates(tolerations, {"key": GPU_TAINT_KEY, "value": "true", "effect": "NoSchedule"}) == gpu
+        assert tolerates(tolerations, {"key": TEAM_CPU_TAINT_KEY, "value": "true", "effect": "NoSchedule"}) != gpu
         for taint in GATE:
             assert not tolerates(tolerations, taint), (ns.name, taint)
         assert all(t.get("key") for t in tolerations), tolerations  # no blanket toleration
@@ -92,4 +95,6 @@ def test_every_slurm_group_has_a_node_check_to_release_it(stack_name: str) -> No
     graph = offline_run(stack_name).graph
     daemonsets = {r.inputs["metadata"]["name"] for r in graph.of_type("kubernetes:apps/v1:DaemonSet")}
     for ns in graph.of_type(SLINKY + "NodeSet"):
-        assert f"gpu-node-check-{ns.inputs['metadata']['name']}" in daemonsets
+        gpu = "nvidia.com/gpu" in ns.inputs["spec"]["slurmd"]["resources"]["limits"]
+        # a GPU group's gate is released by its check; a CPU partition's group has neither (nothing registers tainted)
+        assert (f"gpu-node-check-{ns.inputs['metadata']['name']}" in daemonsets) == gpu

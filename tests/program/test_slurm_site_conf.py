@@ -86,6 +86,14 @@ def test_a_gpus_default_share_is_its_part_of_the_node(name: str) -> None:
             gpus, gib, vcpus = facts.gpu_count, facts.memory_gib.value, facts.vcpu.value
             assert gib and vcpus
             offered = gib * 1024 - reserved_memory(Fraction(gib * GIB)) / 2**20 - slurm.hugepages_2mi_gib * 1024
+            if not gpus:
+                offered += slurm.hugepages_2mi_gib * 1024  # a CPU group reserves no hugepages
+                # a CPU-only partition: memory per CPU, every CPU Slurm counts (the node's vCPUs) fitting what the
+                # kubelet offers; and no per-GPU default (slurm.conf(5): DefMemPerCPU and DefMemPerGPU exclusive)
+                per_cpu = int(kv["DefMemPerCPU"])
+                assert vcpus * per_cpu <= offered and vcpus * per_cpu > 0.95 * offered, (part.name, per_cpu)
+                assert "DefMemPerGPU" not in kv and "DefCpuPerGPU" not in kv
+                continue
             mem, cpu = int(kv["DefMemPerGPU"]), int(kv["DefCpuPerGPU"])
             assert gpus * mem <= offered and gpus * mem > 0.95 * offered, (part.name, gpus, mem, offered)
             # whole cores: an even share on two-thread cores, so Slurm's rounding up to a core keeps all GPUs' fit

@@ -26,14 +26,36 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.catalog.charts import slurm_images
-from components.kubernetes.objects.common import GPU_TOLERATION, QUEUED_TOLERATION, Manifest, meta
+from components.kubernetes.objects.acceptance import PodFabric
+from components.kubernetes.objects.common import (
+    GPU_TOLERATION,
+    QUEUED_TOLERATION,
+    TEAM_CPU_TOLERATION,
+    Manifest,
+    meta,
+)
 from components.kubernetes.objects.node_check import HEALTH_INTERVAL_S, NodeCheck, node_checks
+from components.kubernetes.objects.slurm_fabric import (
+    TASK_PROLOG,
+    fabric_pod_parts,
+    needs_task_prolog,
+    task_config_map_name,
+    task_prolog_script,
+    task_volume,
+)
 from components.kubernetes.objects.slurm_health import HEALTH_CHECK_DIR, HEALTH_CHECK_PROGRAM, health_check_script
 from components.kubernetes.objects.storage import SHARED_FS_CLAIM, static_volume
 from components.kubernetes.objects.tenancy import namespace
 from components.kubernetes.quotas import GpuPool
 from components.kubernetes.reserved import MIB, allocatable_cpu, allocatable_memory
-from components.spec import GPU_TAINT_KEY, HEALTH_TAINT_KEY, READINESS_TAINT_KEY, ClusterSpec, TeamSpec
+from components.spec import (
+    GPU_TAINT_KEY,
+    HEALTH_TAINT_KEY,
+    READINESS_TAINT_KEY,
+    TEAM_CPU_TAINT_KEY,
+    ClusterSpec,
+    TeamSpec,
+)
 from components.spec.decisions import slurm_partition_teams
 from components.spec.slurm import SlurmPartitionSpec, SlurmSpec
 
@@ -117,13 +139,17 @@ class SlurmDatabase:
 
 @dataclass(frozen=True)
 class SlurmNodePool:
-    """A GPU node group Slurm runs on, as a NodeSet needs it."""
+    """A node group Slurm runs on, as a NodeSet needs it: a GPU group, or a CPU group (``pool.gpus_per_node`` 0) of a
+    CPU-only partition."""
 
     pool: GpuPool
     node_selector: Mapping[str, str]  # the label that picks the group's nodes
     gpu_type: str | None  # Slurm's GRES type name of the GPU (gres.conf AutoDetect's), None: count only
     fabric: Mapping[str, int] = field(default_factory=dict)  # extended resources of the fabric (vpc.amazonaws.com/efa)
     taints: Sequence[Manifest] = ()  # the group's own taints from the stack (key, value, effect)
+    # A GKE GPUDirect pool's pod shape (the GPU networks, TCPXO's receive-datapath sidecar, host paths, NCCL's
+    # environment), as the acceptance pods reach the fabric (components/gcp/cloud.py gpudirect_pod_fabric)
+    pod_fabric: PodFabric | None = None
 
 
 @dataclass(frozen=True)
@@ -184,11 +210,12 @@ def slurm_shared_fs(fs: Any, labels: Mapping[str, str]) -> tuple[Manifest, Manif
 
 def slurm_cluster(spec: ClusterSpec, pools: Sequence[GpuPool], *, node_label: str, fabric_resource: str | None,
                   storage_class: str, login_service: Mapping[str, Any], database_host: Any | None, shared: bool,
-                  job_mapping: bool, fs: Any | None = None) -> SlurmCluster | None:
+                  job_mapping: bool, fs: Any | None = None,
+                  pod_fabrics: Mapping[str, PodFabric] | None = None) -> SlurmCluster | None:
     """The Slurm objects' inputs from the stack and its GPU pools (all of them: Slurm's own and Kueue's, whose split
     the budgets need), as a cloud describes its nodes: the label that names a node's group, the fabric's extended
     resource (None: none), the StorageClass of slurmctld's state, the login Service, and whether the DCGM exporter
-    reads the job mapping. None without scheduler.slurm."""
+    reads the job mapping; ``pod_fabrics`` the pod shape of each GKE GPUDirect pool. None without scheduler.slurm."""
     slurm = spec.scheduler.slurm
     if slurm is None:
         return None
@@ -198,7 +225,8 @@ def slurm_cluster(spec: ClusterSpec, pools: Sequence[GpuPool], *, node_label: st
                                 fabric={fabric_resource: by_name[n].fabric_per_node}
                                 if fabric_resource and by_name[n].fabric_per_node else {},
                                 taints=[{"key": t.key, "value": t.value, "effect": t.effect}
-                                        for t in (groups[n].taints if n in groups else [])])
+                                        for t in (groups[n].taints if n in groups else [])],
+                                pod_fabric=(pod_fabrics or {}).get(n))
                   for n in slurm.node_groups if n in by_name]
     return SlurmCluster(
         name=spec.name, spec=slurm, teams=list(spec.teams), pools=node_pools, images=SlurmImages(**slurm_images()),
@@ -251,6 +279,7 @@ def partition_line(c: SlurmCluster, part: SlurmPartitionSpec) -> str:
         # over every node of the partition, which no team's GPU limit allows.
         f"AllowAccounts={','.join([*teams, 'root'])}",
         *job_defaults(c, part),
+        *billing_weights(c, part),
         "State=UP",
     ]
     return " ".join(fields)
@@ -277,8 +306,44 @@ def gpu_shares(c: SlurmCluster, part: SlurmPartitionSpec) -> tuple[int | None, i
             min(cpus) if cpus and len(cpus) == len(pools) else None)
 
 
+def cpu_memory_share(c: SlurmCluster, part: SlurmPartitionSpec) -> int | None:
+    """MiB of memory per CPU on a CPU-only partition's smallest share among its groups: what a node offers pods
+    (components/kubernetes/reserved.py) over every CPU Slurm counts on it (slurmd has no CPU limit and sees all the
+    node's vCPUs), so a job holding a whole node by default stays within what the kubelet offers; None where a shape
+    is not in the catalog."""
+    pools = [p.pool for p in c.pools if p.pool.name in part.node_groups]
+    # a CPU group reserves no hugepages (decisions.slurm_hugepages)
+    shares = [int(allocatable_memory(p.memory_gib_per_node, 0) / MIB) // p.vcpu_per_node
+              for p in pools if p.memory_gib_per_node and p.vcpu_per_node]
+    return min(shares) if shares and len(shares) == len(pools) else None
+
+
+def billing_weights(c: SlurmCluster, part: SlurmPartitionSpec) -> list[str]:
+    """What a job's usage counts for fair share (slurm.conf(5) TRESBillingWeights; without it, allocated CPUs): on a
+    GPU partition its GPUs, so accounts share GPUs as their quotas do; on a CPU-only partition its CPUs at their price
+    relative to the dearest GPU-hour of Slurm's groups (a CPU-hour of prep work costs the account's priority what it
+    costs in money), and nothing where a price is unknown (the CPU default would make one CPU weigh as one GPU)."""
+    if not cpu_only(c, part):
+        return ["TRESBillingWeights=GRES/gpu=1.0"]
+    gpu_hours = [p.pool.gpu_unit_hour_usd for p in c.pools if p.pool.gpus_per_node and p.pool.gpu_unit_hour_usd]
+    cpu_hours = [p.pool.node_hour_usd / p.pool.vcpu_per_node for p in c.pools
+                 if p.pool.name in part.node_groups and p.pool.node_hour_usd and p.pool.vcpu_per_node]
+    if not gpu_hours or len(cpu_hours) != len(part.node_groups):
+        return ["TRESBillingWeights=CPU=0"]
+    return [f"TRESBillingWeights=CPU={max(cpu_hours) / max(gpu_hours):.4f}"]
+
+
+def cpu_only(c: SlurmCluster, part: SlurmPartitionSpec) -> bool:
+    """Whether every node group of the partition is a CPU group (the rules refuse a partition that mixes them)."""
+    pools = [p.pool for p in c.pools if p.pool.name in part.node_groups]
+    return bool(pools) and not any(p.gpus_per_node for p in pools)
+
+
 def job_defaults(c: SlurmCluster, part: SlurmPartitionSpec) -> list[str]:
-    """The partition's per-GPU defaults for a job that does not say (slurm.conf(5), partition options):
+    """The partition's defaults for a job that does not say (slurm.conf(5), partition options). On a CPU-only
+    partition, ``DefMemPerCPU`` ("Default real memory size available per usable allocated CPU in megabytes"): one CPU's
+    share of the smallest node's memory (:func:`cpu_memory_share`), so a job without ``--mem`` holds memory in
+    proportion to its CPUs, not the whole node. Elsewhere, per GPU:
 
     - ``DefMemPerGPU``: "Default real memory size available per allocated GPU in megabytes"; memory is a consumable
       (``SelectTypeParameters=CR_Core_Memory``) whose default is the whole node (DefMemPerNode UNLIMITED), so without
@@ -287,7 +352,11 @@ def job_defaults(c: SlurmCluster, part: SlurmPartitionSpec) -> list[str]:
       specify --cpus-per-task and --cpus-per-gpu".
 
     Each is one GPU's share of the smallest node of the partition (:func:`gpu_shares`), so a job asking every GPU of a
-    node with the defaults fits on it."""
+    node with the defaults fits on it. DefMemPerCPU and DefMemPerGPU are mutually exclusive (slurm.conf(5)), hence
+    one or the other per partition."""
+    if cpu_only(c, part):
+        share = cpu_memory_share(c, part)
+        return [f"DefMemPerCPU={share}"] if share else []
     mem, cpu = gpu_shares(c, part)
     return [*([f"DefMemPerGPU={mem}"] if mem else []), *([f"DefCpuPerGPU={cpu}"] if cpu else [])]
 
@@ -334,6 +403,8 @@ def controller_extra_conf(c: SlurmCluster) -> str:
         f"HealthCheckProgram={HEALTH_CHECK_PROGRAM}",
         f"HealthCheckInterval={HEALTH_INTERVAL_S}",
         "HealthCheckNodeState=ANY",
+        # on GKE GPUDirect pools, each task starts with the fabric's NCCL environment (objects/slurm_fabric.py)
+        *([f"TaskProlog={TASK_PROLOG}"] if task_prolog(c) else []),
         "MpiDefault=pmix",
         "PriorityType=priority/multifactor",
         "PriorityWeightFairshare=10000",
@@ -426,7 +497,17 @@ def config_maps(c: SlurmCluster) -> list[Manifest]:
         ]
     out.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(ENROOT_CONFIG_MAP, SLURM_NAMESPACE, c.labels),
                 "data": {"90-gpu-cluster.conf": ENROOT_CONF}})
-    return [*out, *(health_check_config_map(c, p) for p in c.pools)]
+    out += [health_check_config_map(c, p) for p in c.pools]
+    if task_prolog(c):
+        out += [{"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": meta(task_config_map_name(p.pool.name), SLURM_NAMESPACE, c.labels),
+                 "data": {"task-prolog.sh": task_prolog_script(p.pool.name, p.pod_fabric)}} for p in c.pools]
+    return out
+
+
+def task_prolog(c: SlurmCluster) -> bool:
+    """Whether slurm.conf names a TaskProlog (a GPUDirect pool's tasks need NCCL's environment)."""
+    return needs_task_prolog([p.pod_fabric for p in c.pools])
 
 
 def accounting(c: SlurmCluster) -> Manifest | None:
@@ -505,8 +586,10 @@ def slurmd_tolerations(p: SlurmNodePool) -> list[Manifest]:
     components/gcp/gke.py), and a node briefly lost, as a DaemonSet's pod does. Never the readiness taints: slurmd
     holds every GPU of the node, so it must start only on a node whose check passed."""
     own = [{"key": t["key"], "operator": "Equal", "value": t["value"], "effect": t["effect"]} for t in p.taints
-           if t["key"] not in (GPU_TAINT_KEY, *GATE_TAINTS)]
-    return [GPU_TOLERATION, *([QUEUED_TOLERATION] if p.pool.queued else []), *own, *NODE_LOSS_TOLERATIONS]
+           if t["key"] not in (GPU_TAINT_KEY, TEAM_CPU_TAINT_KEY, *GATE_TAINTS)]
+    # A CPU group of Slurm's carries the team-CPU taint instead of the GPU one (decisions.dedicated_cpu_groups)
+    kind = GPU_TOLERATION if p.pool.gpus_per_node else TEAM_CPU_TOLERATION
+    return [kind, *([QUEUED_TOLERATION] if p.pool.queued else []), *own, *NODE_LOSS_TOLERATIONS]
 
 
 def nodeset(c: SlurmCluster, p: SlurmNodePool) -> Manifest:
@@ -514,14 +597,14 @@ def nodeset(c: SlurmCluster, p: SlurmNodePool) -> Manifest:
     as GRES (``Gres=gpu:<type>:<n>``), the group's name as its Slurm feature; scratch is the pod's emptyDir, which
     kubelet keeps on the node's RAID0 NVMe where the group has one."""
     gpus = p.pool.gpus_per_node * p.pool.gpu_units_per_gpu
-    limits: dict[str, Any] = {"nvidia.com/gpu": gpus, **dict(p.fabric)}
+    limits: dict[str, Any] = {**({"nvidia.com/gpu": gpus} if gpus else {}), **dict(p.fabric)}
     requests: dict[str, Any] = dict(limits)
-    if c.spec.hugepages_2mi_gib:
+    if c.spec.hugepages_2mi_gib and gpus:  # Slurm's GPU groups reserve them (decisions.slurm_hugepages)
         limits["hugepages-2Mi"] = requests["hugepages-2Mi"] = f"{c.spec.hugepages_2mi_gib}Gi"
         requests["memory"] = "1Gi"  # Kubernetes refuses hugepages without a cpu or memory request
     gres = f"gpu:{p.gpu_type}:{p.pool.gpus_per_node}" if p.gpu_type else f"gpu:{p.pool.gpus_per_node}"
     volumes, mounts = _volumes(c)
-    if c.job_mapping:
+    if c.job_mapping and gpus:
         volumes.append({"name": "job-mapping", "hostPath": {"path": JOB_MAPPING_DIR, "type": "DirectoryOrCreate"}})
         mounts.append({"name": "job-mapping", "mountPath": JOB_MAPPING_DIR})
     # 0555: slurmd runs the program as root (slurm.conf(5) HealthCheckProgram); nothing writes it
@@ -530,30 +613,45 @@ def nodeset(c: SlurmCluster, p: SlurmNodePool) -> Manifest:
     mounts.append({"name": "health-check", "mountPath": HEALTH_CHECK_DIR, "readOnly": True})
     volumes.append({"name": "enroot-conf", "configMap": {"name": ENROOT_CONFIG_MAP}})
     mounts.append({"name": "enroot-conf", "mountPath": ENROOT_CONF_DIR, "readOnly": True})
+    if task_prolog(c):
+        volume, mount = task_volume(p.pool.name)
+        volumes.append(volume)
+        mounts.append(mount)
+    fabric = fabric_pod_parts(p.pod_fabric)
+    volumes += fabric["volumes"]
+    mounts += fabric["mounts"]
+    slurmd: dict[str, Any] = {"image": c.images.slurmd, "resources": {"requests": requests, "limits": limits},
+                              "volumeMounts": mounts, **({"env": fabric["env"]} if fabric["env"] else {})}
+    template = _pod(c, {
+        "nodeSelector": dict(p.node_selector),
+        # The group's nodes are Slurm's alone: slurmd tolerates their taints, except the readiness gate's.
+        "tolerations": slurmd_tolerations(p),
+        # Every user's enroot paths are made in /scratch (ENROOT_CONF): sticky, like /tmp, so no user can
+        # remove or rename another's (an emptyDir is made 0777). On TCPXO the receive-datapath daemon follows, a
+        # native sidecar that runs beside slurmd (the operator appends init containers by name).
+        "initContainers": [{"name": "scratch-mode", "image": c.images.sidecar,
+                            "command": ["chmod", "1777", SCRATCH_MOUNT],
+                            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
+                                          "limits": {"memory": "32Mi"}},
+                            "volumeMounts": [{"name": "scratch", "mountPath": SCRATCH_MOUNT}]},
+                           *fabric["sidecars"]],
+        "volumes": volumes,
+    })
+    if fabric["annotations"]:
+        template["metadata"]["annotations"] = fabric["annotations"]
     return {
         "apiVersion": API, "kind": "NodeSet", "metadata": meta(p.pool.name, SLURM_NAMESPACE, c.labels),
         "spec": {
             "controllerRef": {"name": CONTROLLER},
             "scalingMode": "DaemonSet",
             "pruneSlurmNodeRecords": "NodeNotFound",  # a node the group scaled away leaves Slurm too
-            "extraConf": f"Gres={gres} Features={p.pool.instance_type}",
-            "slurmd": {"image": c.images.slurmd, "resources": {"requests": requests, "limits": limits},
-                       "volumeMounts": mounts},
+            # a CPU node declares no GRES: Slurm allocates its jobs no GPU
+            "extraConf": f"Gres={gres} Features={p.pool.instance_type}" if gpus
+            else f"Features={p.pool.instance_type}",
+            "slurmd": slurmd,
             "logfile": {"image": c.images.sidecar},
             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
-            "template": _pod(c, {
-                "nodeSelector": dict(p.node_selector),
-                # The group's nodes are Slurm's alone: slurmd tolerates their taints, except the readiness gate's.
-                "tolerations": slurmd_tolerations(p),
-                # Every user's enroot paths are made in /scratch (ENROOT_CONF): sticky, like /tmp, so no user can
-                # remove or rename another's (an emptyDir is made 0777)
-                "initContainers": [{"name": "scratch-mode", "image": c.images.sidecar,
-                                    "command": ["chmod", "1777", SCRATCH_MOUNT],
-                                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
-                                                  "limits": {"memory": "32Mi"}},
-                                    "volumeMounts": [{"name": "scratch", "mountPath": SCRATCH_MOUNT}]}],
-                "volumes": volumes,
-            }),
+            "template": template,
         },
     }
 
@@ -680,13 +778,15 @@ def accounts_file(c: SlurmCluster) -> str:
     to that quota, and its users; Kueue's quota of the same team is on other node groups, so its GPUs are counted
     once across both schedulers."""
     slurm_groups = {p.pool.name for p in c.pools}
+    # a team a partition lists (a CPU-only partition's, which no GPU quota reaches) needs its account to submit there
+    listed = {t for part in c.spec.partitions for t in (part.teams or [])}
     lines = [f"Cluster - '{c.name}':Fairshare=1", "Parent - 'root'",
              # root administers and runs the acceptance test under the root account (every partition allows it)
              "User - 'root':DefaultAccount='root':AdminLevel='Administrator':Fairshare=1"]
     for team in sorted(c.teams, key=lambda t: t.name):
         gpus = sum(q.gpus for q in team.quotas if q.node_group in slurm_groups)
         users = c.spec.users.get(team.name, [])
-        if not gpus and not users:
+        if not gpus and not users and team.name not in listed:
             continue
         limit = f":GrpTRES=gres/gpu={gpus}"
         minutes = budget_gpu_minutes(c, team)

@@ -17,6 +17,7 @@ from components.spec.decisions import (
     _gpu_zone_given_once,
     _gpu_zone_key,
     covers_everything,
+    dedicated_cpu_groups,
     default_ami_type,
     default_subnets,
     derive_ami_type,
@@ -25,7 +26,6 @@ from components.spec.decisions import (
     k8s_key_problem,
     k8s_value_problem,
     kubelet_label_problem,
-    team_cpu_groups,
 )
 from components.spec.errors import _Collector, _path
 from components.spec.model import ClusterSpec
@@ -419,7 +419,7 @@ def _check_node_groups(spec: ClusterSpec, aws: AwsSpec, now: datetime, out: _Col
         _check_node_labels(ng, facts, where, out)
         _check_customisation(ng, facts, where, out)
         _check_asg_tags(ng, facts, gpu_units_per_gpu(spec.platform.gpu_sharing), where, out,
-                        ng.name in team_cpu_groups(spec))
+                        ng.name in dedicated_cpu_groups(spec))
         if ng.local_nvme == "raid0" and not facts.has_local_nvme:
             known = "has no" if facts.has_local_nvme is False else "has no confirmed"
             out.add(f"{where}.localNvme", "local-nvme-exists",

@@ -5,7 +5,14 @@ from __future__ import annotations
 import ipaddress
 
 from components.spec.databases import cloud_sql_tier_problem, rds_class_problem
-from components.spec.decisions import cloud_node_groups, covers_everything, instance_catalog, slurm_partition_teams
+from components.spec.decisions import (
+    cloud_node_groups,
+    covers_everything,
+    instance_catalog,
+    slurm_cpu_groups,
+    slurm_partition_teams,
+    team_cpu_groups,
+)
 from components.spec.errors import _Collector
 from components.spec.model import ClusterSpec
 from components.spec.rules.cidrs import valid_cidrs
@@ -17,7 +24,8 @@ PRIVATE_V4 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/1
 
 
 def _check_slurm(spec: ClusterSpec, out: _Collector) -> None:
-    """Slurm's node groups are GPU groups of the stack, each partition has limits and teams that exist, the login
+    """Slurm's node groups are groups of the stack (GPU groups, or CPU groups no team's Kueue quota holds, with a
+    system group left), each partition has limits and teams that exist, the login
     load balancer is reachable only from private networks, production keeps accounting."""
     slurm = spec.scheduler.slurm
     if slurm is None:
@@ -26,6 +34,14 @@ def _check_slurm(spec: ClusterSpec, out: _Collector) -> None:
     groups = {g.name: g for g in cloud_node_groups(spec)}
     key = "nodeGroups" if spec.cloud == "aws" else "nodePools"
     owned: set[str] = set()
+    team_cpu = team_cpu_groups(spec)
+    cpu = slurm_cpu_groups(spec)
+    cpu_groups = [n for n, g in groups.items() if (f := catalog.get(g.instance_type)) is not None and not f.gpu_count]
+    if cpu and cpu_groups and all(n in cpu or n in team_cpu for n in cpu_groups):
+        out.add(f"{WHERE}.nodeGroups", "system-node-group",
+                f"every node group without GPUs is Slurm's or carries team CPU quota ({', '.join(sorted(cpu_groups))}):"
+                " keep one for system pods (slurmctld, slurmdbd, the login pods, Kueue, Prometheus), so jobs cannot "
+                "starve the platform")
     for i, name in enumerate(slurm.node_groups):
         group = groups.get(name)
         if group is None:
@@ -33,19 +49,22 @@ def _check_slurm(spec: ClusterSpec, out: _Collector) -> None:
                     f"'{name}' is not one of {spec.cloud}.{key} ({', '.join(groups) or 'none'})")
             continue
         facts = catalog.get(group.instance_type if spec.cloud == "aws" else group.machine_type)  # type: ignore[union-attr]
-        if facts is not None and not facts.gpu_count:
+        if facts is not None and not facts.gpu_count and name in team_cpu:
+            # one scheduler per group: Kueue's CPU flavor would admit pods onto nodes slurmd allocates
             out.add(f"{WHERE}.nodeGroups[{i}]", "slurm-node-group",
-                    f"'{name}' has no GPUs: Slurm here runs on GPU node groups (the system group keeps the platform)")
+                    f"'{name}' carries teams' CPU quota (teams[].cpuQuotas: Kueue's CPU flavor), so it cannot also be "
+                    "Slurm's: a node group belongs to one scheduler; give Slurm its own CPU group")
         if name in owned:
             out.add(f"{WHERE}.nodeGroups[{i}]", "unique-names", f"'{name}' is listed twice")
         owned.add(name)
         gpudirect = str(getattr(facts, "gpudirect", "none"))
-        if spec.cloud == "gcp" and gpudirect != "none":
+        if spec.cloud == "gcp" and gpudirect not in ("none", "TCPXO", "RDMA"):
+            # TCPXO (A3 Mega) and RDMA (A3 Ultra, A4) pools run slurmd in the acceptance pods' fabric shape
+            # (objects/slurm_fabric.py); TCPX (A3 High) has no such shape here (gpudirect_pod_fabric)
             out.add(f"{WHERE}.nodeGroups[{i}]", "slurm-gpudirect",
-                    f"'{name}' is a GPUDirect ({gpudirect}) pool: slurmd pods there need the pool's "
-                    "GPU networks, the receive-datapath sidecar and the NCCL plugin's environment, which this "
-                    "blueprint does not build for Slinky NodeSets yet; run Slurm on a pool without GPUDirect, or "
-                    "keep this pool on Kueue")
+                    f"'{name}' is a GPUDirect-{gpudirect} pool: slurmd pods there would need the pool's GPU networks, "
+                    "its receive-datapath sidecar and its NCCL plugin's environment, which this blueprint builds for "
+                    "TCPXO (A3 Mega) and RDMA (A3 Ultra, A4) pools only; use one of those, or keep this pool on Kueue")
     teams = {t.name: t for t in spec.teams}
     names: set[str] = set()
     defaults = 0
@@ -66,14 +85,25 @@ def _check_slurm(spec: ClusterSpec, out: _Collector) -> None:
                 out.add(f"{where}.nodeGroups[{j}]", "slurm-partition-groups",
                         f"'{g}' is not in scheduler.slurm.nodeGroups ({', '.join(slurm.node_groups)}): a partition "
                         "holds only nodes Slurm runs on")
+        mixed = sorted(g for g in part.node_groups if g in cpu), sorted(g for g in part.node_groups
+                                                                        if g in owned and g not in cpu)
+        if mixed[0] and mixed[1]:
+            # slurm.conf(5): DefMemPerCPU and DefMemPerGPU are mutually exclusive; a partition gets one memory default
+            out.add(f"{where}.nodeGroups", "slurm-partition-groups",
+                    f"partition '{part.name}' mixes CPU groups ({', '.join(mixed[0])}) and GPU groups "
+                    f"({', '.join(mixed[1])}): its memory default is per GPU or per CPU (slurm.conf(5): DefMemPerGPU "
+                    "and DefMemPerCPU are mutually exclusive); make a CPU-only partition for the CPU groups")
         for j, listed in enumerate(part.teams or []):
             if listed not in teams:
                 out.add(f"{where}.teams[{j}]", "slurm-partition-teams",
                         f"'{listed}' is not a team of the stack ({', '.join(teams) or 'none'})")
         if part.teams is None and not slurm_partition_teams(spec.teams, part):
+            fix = ("list the teams whose accounts may submit (a CPU-only partition has no GPU quota to infer them "
+                   "from)" if all(g in cpu for g in part.node_groups) else
+                   "give a team a quota there or list the partition's teams")
             out.add(f"{where}.teams", "slurm-partition-teams",
                     f"no team has a quota on {', '.join(part.node_groups)}, so no account may submit to partition "
-                    f"'{part.name}': give a team a quota there or list the partition's teams")
+                    f"'{part.name}': {fix}")
         if part.max_nodes_per_job is not None:
             nodes = sum(groups[g].max_size for g in part.node_groups if g in groups)
             if nodes and part.max_nodes_per_job > nodes:
