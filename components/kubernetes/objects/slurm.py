@@ -44,6 +44,7 @@ from components.kubernetes.objects.slurm_fabric import (
     task_volume,
 )
 from components.kubernetes.objects.slurm_health import HEALTH_CHECK_DIR, HEALTH_CHECK_PROGRAM, health_check_script
+from components.kubernetes.objects.slurm_pyxis import importer_config_map, importer_volume, plugstack_conf
 from components.kubernetes.objects.storage import SHARED_FS_CLAIM, static_volume
 from components.kubernetes.objects.tenancy import namespace
 from components.kubernetes.quotas import GpuPool
@@ -56,7 +57,12 @@ from components.spec import (
     ClusterSpec,
     TeamSpec,
 )
-from components.spec.decisions import slurm_partition_teams
+from components.spec.decisions import (
+    cloud_node_groups,
+    dedicated_cpu_groups,
+    instance_catalog,
+    slurm_partition_teams,
+)
 from components.spec.slurm import SlurmPartitionSpec, SlurmSpec
 
 API = "slinky.slurm.net/v1beta1"
@@ -173,6 +179,8 @@ class SlurmCluster:
     team_root: str = ""
     job_mapping: bool = True  # the DCGM exporter reads JOB_MAPPING_DIR (GPU Operator clusters)
     kueue_pools: Sequence[GpuPool] = ()  # the stack's other GPU pools: a team's budget is split between the two
+    allowed_registries: Sequence[str] = ()  # pyxis imports only from these (platform.allowedRegistries)
+    node_arch: str | None = None  # the one architecture of slurmd's and the login pods' nodes (None: mixed)
 
     @property
     def pod_labels(self) -> dict[str, str]:
@@ -235,7 +243,25 @@ def slurm_cluster(spec: ClusterSpec, pools: Sequence[GpuPool], *, node_label: st
         database=SlurmDatabase(host=database_host) if database_host is not None else None,
         login_service=login_service, shared_filesystem=shared, job_mapping=job_mapping,
         fs_claim=slurm_fs_claim(fs) if fs is not None else SHARED_FS_CLAIM,
-        team_root=fs.team_root.strip("/") if fs is not None else "")
+        team_root=fs.team_root.strip("/") if fs is not None else "",
+        allowed_registries=list(spec.platform.allowed_registries), node_arch=slurm_node_arch(spec))
+
+
+def slurm_node_arch(spec: ClusterSpec) -> str | None:
+    """The architecture of every node that reads plugstack.conf: Slurm's groups (slurmd) and the system groups (the
+    login pods), or None when they differ. GCP's catalog lists only x86_64 machine types (it has no arch field)."""
+    catalog = instance_catalog(spec)
+    slurm = spec.scheduler.slurm
+    owned = set(slurm.node_groups) if slurm is not None else set()
+    dedicated = dedicated_cpu_groups(spec)
+    archs = set()
+    for group in cloud_node_groups(spec):
+        facts = catalog.get(group.instance_type)
+        if facts is None:
+            continue
+        if group.name in owned or (not facts.gpu_count and group.name not in dedicated):
+            archs.add(str(getattr(facts, "arch", "x86_64")))
+    return archs.pop() if len(archs) == 1 else None
 
 
 def slurm_namespace(labels: Mapping[str, str]) -> Manifest:
@@ -486,8 +512,10 @@ def config_maps(c: SlurmCluster) -> list[Manifest]:
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("slurm-config-files", SLURM_NAMESPACE, c.labels),
         # pyxis (in the -pyxis images) registers through plugstack.conf; a glob, so slurmctld starts without it
         # (slurm-operator docs/usage/pyxis.md).
-        "data": {"plugstack.conf": "include /usr/share/pyxis/*\n", "cgroup.conf": cgroup_conf()},
+        "data": {"plugstack.conf": plugstack_conf(c.node_arch), "cgroup.conf": cgroup_conf()},
     }]
+    if importer(c):
+        out.append(importer_config_map(c.allowed_registries, SLURM_NAMESPACE, c.labels))
     if c.job_mapping:
         out += [
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("slurm-prolog", SLURM_NAMESPACE, c.labels),
@@ -503,6 +531,11 @@ def config_maps(c: SlurmCluster) -> list[Manifest]:
                  "metadata": meta(task_config_map_name(p.pool.name), SLURM_NAMESPACE, c.labels),
                  "data": {"task-prolog.sh": task_prolog_script(p.pool.name, p.pod_fabric)}} for p in c.pools]
     return out
+
+
+def importer(c: SlurmCluster) -> bool:
+    """Whether pyxis imports through the registry importer (objects/slurm_pyxis.py): the plugin's path is known."""
+    return bool(c.allowed_registries) and plugstack_conf(c.node_arch) != plugstack_conf(None)
 
 
 def task_prolog(c: SlurmCluster) -> bool:
@@ -615,6 +648,10 @@ def nodeset(c: SlurmCluster, p: SlurmNodePool) -> Manifest:
     mounts.append({"name": "enroot-conf", "mountPath": ENROOT_CONF_DIR, "readOnly": True})
     if task_prolog(c):
         volume, mount = task_volume(p.pool.name)
+        volumes.append(volume)
+        mounts.append(mount)
+    if importer(c):
+        volume, mount = importer_volume()
         volumes.append(volume)
         mounts.append(mount)
     fabric = fabric_pod_parts(p.pod_fabric)
