@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from components.kubernetes.objects.slurm_pyxis import IMPORTER, importer_script, plugstack_conf
+from components.kubernetes.objects.slurm_pyxis import IMPORTER, importer_script, plugstack_conf, pyxis_conf
 from tests.conftest import offline_run, stack
 
 SLINKY = "kubernetes:slinky.slurm.net/v1beta1:"
@@ -22,19 +22,24 @@ def test_plugstack_names_the_importer_and_every_slurmd_mounts_it(stack_name: str
     graph = offline_run(stack_name).graph
     maps = {r.inputs["metadata"]["name"]: r.inputs["data"] for r in graph.of_type("kubernetes:core/v1:ConfigMap")
             if r.inputs["metadata"].get("namespace") == "slurm"}
-    assert maps["slurm-config-files"]["plugstack.conf"] == (
+    # a glob, so slurmctld (which has no pyxis) starts (slurm-operator docs/usage/pyxis.md); the line it finds in
+    # slurmd's and the login pods names the importer
+    assert maps["slurm-config-files"]["plugstack.conf"] == "include /etc/gpu-cluster/pyxis/*.conf\n"
+    assert maps["slurm-pyxis-importer"]["pyxis.conf"] == (
         f"required /usr/lib/x86_64-linux-gnu/slurm/spank_pyxis.so importer={IMPORTER}\n")
     allowed = stack(stack_name).spec.platform.allowed_registries
     assert maps["slurm-pyxis-importer"]["registry-importer.sh"] == importer_script(allowed)
+    mount = {"name": "pyxis-importer", "mountPath": "/etc/gpu-cluster/pyxis", "readOnly": True}
     for ns in graph.of_type(SLINKY + "NodeSet"):
-        spec = ns.inputs["spec"]
-        assert {"name": "pyxis-importer", "mountPath": "/etc/gpu-cluster/pyxis", "readOnly": True} in \
-            spec["slurmd"]["volumeMounts"]
+        assert mount in ns.inputs["spec"]["slurmd"]["volumeMounts"]
+    (login,) = graph.of_type(SLINKY + "LoginSet")  # srun and sbatch there know pyxis's options
+    assert mount in login.inputs["spec"]["login"]["volumeMounts"]
 
 
 def test_without_one_architecture_pyxis_keeps_the_image_s_own_line() -> None:
     assert plugstack_conf(None) == "include /usr/share/pyxis/*\n"
-    assert "aarch64-linux-gnu" in plugstack_conf("arm64")
+    assert plugstack_conf("arm64") == "include /etc/gpu-cluster/pyxis/*.conf\n"
+    assert "aarch64-linux-gnu" in pyxis_conf("arm64")
 
 
 def run(tmp_path: Path, uri: str) -> subprocess.CompletedProcess[str]:

@@ -515,7 +515,8 @@ def config_maps(c: SlurmCluster) -> list[Manifest]:
         "data": {"plugstack.conf": plugstack_conf(c.node_arch), "cgroup.conf": cgroup_conf()},
     }]
     if importer(c):
-        out.append(importer_config_map(c.allowed_registries, SLURM_NAMESPACE, c.labels))
+        assert c.node_arch is not None  # importer(c): one architecture
+        out.append(importer_config_map(c.allowed_registries, c.node_arch, SLURM_NAMESPACE, c.labels))
     if c.job_mapping:
         out += [
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("slurm-prolog", SLURM_NAMESPACE, c.labels),
@@ -609,6 +610,10 @@ def _volumes(c: SlurmCluster) -> tuple[list[dict[str, Any]], list[dict[str, Any]
         mounts.append({"name": "shared", "mountPath": SHARED_MOUNT, **({"subPath": c.team_root} if c.team_root
                                                                        else {})})
         mounts.append({"name": "shared", "mountPath": HOME_MOUNT, "subPath": HOME_DIR})
+    if importer(c):  # pyxis's line and its registry importer, in slurmd and login pods (objects/slurm_pyxis.py)
+        volume, mount = importer_volume()
+        volumes.append(volume)
+        mounts.append(mount)
     return volumes, mounts
 
 
@@ -648,10 +653,6 @@ def nodeset(c: SlurmCluster, p: SlurmNodePool) -> Manifest:
     mounts.append({"name": "enroot-conf", "mountPath": ENROOT_CONF_DIR, "readOnly": True})
     if task_prolog(c):
         volume, mount = task_volume(p.pool.name)
-        volumes.append(volume)
-        mounts.append(mount)
-    if importer(c):
-        volume, mount = importer_volume()
         volumes.append(volume)
         mounts.append(mount)
     fabric = fabric_pod_parts(p.pod_fabric)

@@ -26,10 +26,18 @@ PYXIS_LIB_DIRS = {"x86_64": "/usr/lib/x86_64-linux-gnu/slurm", "arm64": "/usr/li
 
 
 def plugstack_conf(arch: str | None) -> str:
-    """plugstack.conf: pyxis with the registry importer where every node that reads the file (slurmd's and the login
-    pods') has one architecture, so the plugin's path is known; else the image's own line (no importer)."""
+    """plugstack.conf: a glob include, as slurm-operator v1.2.1 docs/usage/pyxis.md requires ("you must use glob syntax
+    to avoid slurmctld failure while trying to resolve the paths in the includes"): of :func:`pyxis_conf` (mounted only
+    in slurmd's and the login pods, with the importer) where every node that reads it has one architecture, so the
+    plugin's path is known; else of the image's own line (no importer)."""
     if arch not in PYXIS_LIB_DIRS:
         return "include /usr/share/pyxis/*\n"
+    return f"include {PYXIS_DIR}/*.conf\n"
+
+
+def pyxis_conf(arch: str) -> str:
+    """pyxis's plugstack line with the registry importer: the image's /usr/share/pyxis/pyxis.conf plus
+    ``importer=``."""
     return f"required {PYXIS_LIB_DIRS[arch]}/spank_pyxis.so importer={IMPORTER}\n"
 
 
@@ -84,12 +92,13 @@ esac
 """
 
 
-def importer_config_map(allowed: Sequence[str], namespace: str, labels: Mapping[str, str]) -> Manifest:
+def importer_config_map(allowed: Sequence[str], arch: str, namespace: str, labels: Mapping[str, str]) -> Manifest:
+    """pyxis's line and the importer, which slurmd's and the login pods mount at :data:`PYXIS_DIR`."""
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(IMPORTER_CONFIG_MAP, namespace, labels),
-            "data": {"registry-importer.sh": importer_script(allowed)}}
+            "data": {"pyxis.conf": pyxis_conf(arch), "registry-importer.sh": importer_script(allowed)}}
 
 
 def importer_volume() -> tuple[Manifest, Manifest]:
-    """The importer as slurmd's volume (0555: pyxis runs it as the job's user) and its mount."""
+    """The importer and pyxis's line as a volume (0555: pyxis runs the importer as the job's user) and its mount."""
     return ({"name": "pyxis-importer", "configMap": {"name": IMPORTER_CONFIG_MAP, "defaultMode": 0o555}},
             {"name": "pyxis-importer", "mountPath": PYXIS_DIR, "readOnly": True})
