@@ -636,10 +636,12 @@ def nodeset(c: SlurmCluster, p: SlurmNodePool) -> Manifest:
     kubelet keeps on the node's RAID0 NVMe where the group has one."""
     gpus = p.pool.gpus_per_node * p.pool.gpu_units_per_gpu
     limits: dict[str, Any] = {**({"nvidia.com/gpu": gpus} if gpus else {}), **dict(p.fabric)}
-    requests: dict[str, Any] = dict(limits)
+    # A memory request makes slurmd's pod Burstable, not BestEffort (QoS counts only cpu and memory), so under memory
+    # pressure the kubelet evicts it after BestEffort pods (Kubernetes "Node-pressure Eviction"); and Kubernetes
+    # refuses hugepages without a cpu or memory request. No limit: Slurm's cgroups confine each job.
+    requests: dict[str, Any] = {**limits, "memory": "1Gi"}
     if c.spec.hugepages_2mi_gib and gpus:  # Slurm's GPU groups reserve them (decisions.slurm_hugepages)
         limits["hugepages-2Mi"] = requests["hugepages-2Mi"] = f"{c.spec.hugepages_2mi_gib}Gi"
-        requests["memory"] = "1Gi"  # Kubernetes refuses hugepages without a cpu or memory request
     gres = f"gpu:{p.gpu_type}:{p.pool.gpus_per_node}" if p.gpu_type else f"gpu:{p.pool.gpus_per_node}"
     volumes, mounts = _volumes(c)
     if c.job_mapping and gpus:
