@@ -1,8 +1,8 @@
 """Offline schema checks for the Kubernetes objects the program creates.
 
 Built-in kinds: kubernetes-validate in strict mode (unknown fields are errors) for the cluster's
-Kubernetes version. Custom kinds (Kueue, MPIJob, JobSet, Kubeflow Trainer, Slinky): the CRD's openAPIV3Schema
-from blueprint/schemas/crds (each folder says its source), made strict the way the API server's
+Kubernetes version. Custom kinds (Kueue, MPIJob, JobSet, Kubeflow Trainer, Slinky, External Secrets): the CRD's
+openAPIV3Schema from blueprint/schemas/crds (each folder says its source), made strict the way the API server's
 strict field validation is (unknown fields are errors), plus the CEL rules of the ClusterQueue schema that a
 JSON-schema check cannot run. A missing fixture is an error, never a skip.
 """
@@ -24,7 +24,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CRD_ROOT = Path(__file__).resolve().parent.parent / "blueprint" / "schemas" / "crds"
 CRD_DIRS = tuple(CRD_ROOT / name for name in ("kueue", "mpi-operator", "jobset", "kubeflow-trainer", "slinky",
                                               "node-readiness-controller",
-                                              "prometheus-operator"))
+                                              "prometheus-operator", "external-secrets"))
 BUILTIN_GROUPS = ("v1", "rbac.authorization.k8s.io/", "networking.k8s.io/", "storage.k8s.io/",
                   "admissionregistration.k8s.io/", "apps/", "batch/")
 

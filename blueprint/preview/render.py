@@ -162,13 +162,18 @@ def _slurm_lines(graph: ResourceGraph, cloud: CloudPreview) -> list[str]:
                      "(sacctmgr load)")
     else:
         lines.append("  accounting: none (no job history, fair share or GPU limits per account)")
+    synced = {str(r.inputs["spec"]["target"]["name"]): str(r.inputs["spec"]["data"][0]["remoteRef"]["key"])
+              for r in graph.of_type("kubernetes:external-secrets.io/v1:ExternalSecret")}
     for login in graph.of_type(SLINKY + "LoginSet"):
         spec = login.inputs["spec"]
         service = spec.get("service", {})
+        secret = str(spec.get("sssdConfRef", {}).get("name"))
+        origin = (f"written by External Secrets from the cloud's secret store ({synced[secret]})" if secret in synced
+                  else "create it in the slurm namespace before the login pods can start")
         lines.append(f"  login: {spec.get('replicas')} pod(s) behind an internal load balancer (Service "
                      f"{login.inputs['metadata']['name']} in slurm) from "
                      f"{', '.join(service.get('spec', {}).get('loadBalancerSourceRanges', []))}; users from sssd "
-                     f"(Secret {spec.get('sssdConfRef', {}).get('name')}); ssh <user>@<its address> "
+                     f"(Secret {secret}: {origin}); ssh <user>@<its address> "
                      "(kubectl -n slurm get service " f"{login.inputs['metadata']['name']})")
     mapped = bool(ctl.get("prologScriptRefs"))
     lines.append("  telemetry: slurmctld's metrics (jobs, nodes, partitions, scheduler) through the operator's "

@@ -26,6 +26,7 @@ from components.aws.kubeconfig import kubeconfig, update_kubeconfig_command
 from components.aws.network import AwsNetwork, DeployerPath
 from components.aws.platform import AWS_TOPOLOGY, EBS_GP3, POD_IDENTITY_EGRESS, POD_IDENTITY_EGRESS_IPV6, efa_fabric
 from components.aws.slurm_db import SlurmAccountingDb
+from components.aws.slurm_secrets import AwsSecretReaderIdentity
 from components.aws.storage import AwsStorage
 from components.aws.telemetry import (
     CLOUDWATCH_EXPORTER_RELEASE,
@@ -187,7 +188,8 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
                     telemetry_ready: tuple[tuple[pulumi.Resource, ...], tuple[pulumi.Resource, ...]] = ((), ()),
                     records_bucket: Any = None, records_ready: tuple[pulumi.Resource, ...] = (),
                     node_ipv6_cidr: Any = None,
-                    storage_check_ready: tuple[pulumi.Resource, ...] = ()) -> PlatformInputs:
+                    storage_check_ready: tuple[pulumi.Resource, ...] = (),
+                    slurm_secret_ready: tuple[pulumi.Resource, ...] = ()) -> PlatformInputs:
     """The cloud-neutral description of the cluster that the Kubernetes platform is built from; ``telemetry_ready``
     (the log shipper's and the metrics reader's identities) and ``records_bucket`` (the checkpoint bucket's name,
     where the acceptance gate's records go), ``node_ipv6_cidr`` (the VPC's IPv6 block) and ``storage_check_ready``
@@ -237,6 +239,11 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
                             fs=shared_filesystem,
                             job_mapping=True),
         slurm_db_password=slurm_db[1] if slurm_db else None,
+        # sssd.conf from Secrets Manager in the stack's region, with ESO's controller's Pod Identity (no auth block:
+        # external-secrets docs/provider/aws-access.md "EKS Pod Identity Setup")
+        slurm_secret_store={"aws": {"service": "SecretsManager", "region": aws_spec.region}}
+        if slurm_secret_ready else None,
+        slurm_secret_ready=slurm_secret_ready,
         platform_budget_notify=tuple(spec.billing.notify),
         filesystem_spec_path=spec_path("aws", "storage", "filesystem"),
         cloud_objects_spec_path=spec_path("aws"),
@@ -517,6 +524,15 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                                    client_security_group_id=control_plane.cluster_security_group_id, labels=labels,
                                    protect=protect, production=spec.environment == "prod", opts=opts)
         slurm_db = (db.host, db.password)
+    secret_ready: tuple[pulumi.Resource, ...] = ()
+    source = slurm.login.sssd_conf_from if slurm is not None else None
+    if source is not None:
+        with from_spec(spec_path("scheduler", "slurm", "login", "sssdConfFrom")):
+            reader = AwsSecretReaderIdentity(
+                "slurm-sssd-reader", eks_cluster_name=control_plane.eks_cluster_name,
+                eks_cluster_arn=control_plane.eks_cluster_arn, region=aws_spec.region, key=source.key,
+                kms_key_arn=source.kms_key_arn, physical_prefix=spec.name, labels=labels, opts=opts)
+        secret_ready = (reader.association,)
     ready = (tuple(r for r in (telemetry.log_shipper,) if r is not None),
              tuple(r for r in (telemetry.metrics_reader,) if r is not None))
     # The per-node runs' pods get credentials only once the recorder's association exists.
@@ -525,5 +541,6 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                              records_ready=tuple(a for a in (data_access.recorder, data_access.node_check_recorder)
                                                  if a is not None),
                              node_ipv6_cidr=network.ipv6_cidr_block,
-                             storage_check_ready=(data_access.storage_check,) if data_access.storage_check else ())
+                             storage_check_ready=(data_access.storage_check,) if data_access.storage_check else (),
+                             slurm_secret_ready=secret_ready)
     return CloudPlanes(kubernetes_provider=k8s_provider, platform=inputs, outputs=outputs)

@@ -41,7 +41,15 @@ from components.gcp.platform import (
     network_objects,
     pd_storage_class_parameters,
 )
-from components.gcp.security import GcpDataAccess, GcpIdentities, GcpKeys, GcpServices, kms_key_id, wif_principal
+from components.gcp.security import (
+    GcpDataAccess,
+    GcpIdentities,
+    GcpKeys,
+    GcpSecretReader,
+    GcpServices,
+    kms_key_id,
+    wif_principal,
+)
 from components.gcp.slurm_db import SQL_SERVICE, SlurmAccountingDb
 from components.gcp.storage import GcpStorage, checkpoint_bucket_name
 from components.gcp.telemetry import NOT_VISIBLE, STACKDRIVER_RELEASE, GcpTelemetry, stackdriver_values
@@ -63,6 +71,7 @@ from components.kubernetes.objects import (
 )
 from components.kubernetes.objects.node_check import NODE_CHECK_NAMESPACE, per_node_expected
 from components.kubernetes.objects.node_check import SERVICE_ACCOUNT as NODE_CHECK_ACCOUNT
+from components.kubernetes.objects.slurm_secrets import ESO_NAMESPACE, ESO_SERVICE_ACCOUNT
 from components.kubernetes.objects.storage_check import STORAGE_CHECK_SERVICE_ACCOUNT, storage_check
 from components.kubernetes.quotas import CpuPool, GpuPool
 from components.planes import CloudPlanes, ClusterOutputs
@@ -266,6 +275,8 @@ def required_services(spec: ClusterSpec) -> list[str]:
         apis += [api for api in ("servicenetworking.googleapis.com", SQL_SERVICE) if api not in apis]
     if g.billing_account is not None:
         apis.append("billingbudgets.googleapis.com")
+    if spec.scheduler.slurm is not None and spec.scheduler.slurm.login.sssd_conf_from is not None:
+        apis.append("secretmanager.googleapis.com")
     return apis
 
 
@@ -309,7 +320,8 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
                     slurm_db: tuple[Any, Any] | None = None,
                     metrics_ready: tuple[pulumi.Resource, ...] = (),
                     records_ready: tuple[pulumi.Resource, ...] = (),
-                    storage_check_ready: tuple[pulumi.Resource, ...] = ()) -> PlatformInputs:
+                    storage_check_ready: tuple[pulumi.Resource, ...] = (),
+                    slurm_secret_ready: tuple[pulumi.Resource, ...] = ()) -> PlatformInputs:
     """The cloud-neutral description of the cluster the Kubernetes platform is built from; ``slurm_db`` is Slurm's
     accounting database (host, password) when the stack created one; ``metrics_ready``, ``records_ready`` and
     ``storage_check_ready`` the Workload Identity grants the storage exporter, the acceptance recorder and the
@@ -383,6 +395,10 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
                             fs=shared_filesystem, pod_fabrics=acceptance_fabrics,
                             job_mapping=not gke_drivers),
         slurm_db_password=slurm_db[1] if slurm_db else None,
+        # sssd.conf from Secret Manager in the stack's project, with ESO's controller's Workload Identity (no auth
+        # block: external-secrets docs/provider/google-secrets-manager.md "Authorizing the Core Controller Pod")
+        slurm_secret_store={"gcpsm": {"projectID": gcp_spec.project}} if slurm_secret_ready else None,
+        slurm_secret_ready=slurm_secret_ready,
         platform_budget_notify=tuple(spec.billing.notify),
         filesystem_spec_path=spec_path("gcp", "storage", "filesystem"),
         cloud_objects_spec_path=spec_path("gcp", "network"),
@@ -523,6 +539,15 @@ def build(spec: ClusterSpec) -> CloudPlanes:
             if spec.acceptance.enabled else [],
             storage_check=("gpu-acceptance", STORAGE_CHECK_SERVICE_ACCOUNT)
             if (check := storage_check(spec)) is not None and check.bucket else None, opts=opts)
+    secret_ready: tuple[pulumi.Resource, ...] = ()
+    source = spec.scheduler.slurm.login.sssd_conf_from if spec.scheduler.slurm is not None else None
+    if source is not None:
+        # External Secrets' controller reads exactly the secret holding sssd.conf (objects/slurm_secrets.py)
+        with from_spec(spec_path("scheduler", "slurm", "login", "sssdConfFrom")):
+            reader = GcpSecretReader("slurm-sssd-reader", project=g.project, project_number=number,
+                                     secret_id=source.key, namespace=ESO_NAMESPACE, account=ESO_SERVICE_ACCOUNT,
+                                     after=[cluster.cluster, *services], opts=opts)
+        secret_ready = (reader.grant,)
     location = g.region if g.cluster.location == "regional" else g.gpu_zone
     pools: dict[str, GkeNodePool] = {}
     system_pools: list[pulumi.Resource] = []
@@ -592,7 +617,8 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     inputs = platform_inputs(spec, bucket=bucket, disk_key=disk_key, gpu_network_objects=gpu_objects,
                              gpu_pools=gpu_pools, shared_filesystem=lustre_volume(spec, storage.filesystem_address),
                              slurm_db=slurm_db, metrics_ready=metrics_ready, records_ready=tuple(data_access.recorder),
-                             storage_check_ready=(data_access.storage_check,) if data_access.storage_check else ())
+                             storage_check_ready=(data_access.storage_check,) if data_access.storage_check else (),
+                             slurm_secret_ready=secret_ready)
     outputs = ClusterOutputs(
         cluster_name=cluster.name,
         endpoint=cluster.endpoint,

@@ -241,3 +241,23 @@ class GcpDataAccess(pulumi.ComponentResource):
                 gcp.storage.BucketIAMMember(f"{name}-{purpose}.{team}-meta", bucket=other,
                                             role="roles/storage.bucketViewer", member=principal, opts=child)
         self.register_outputs({})
+
+
+class GcpSecretReader(pulumi.ComponentResource):
+    """One Kubernetes service account may read one Secret Manager secret: Secret Manager Secret Accessor on that secret
+    (Secret Manager "Access control with IAM": roles/secretmanager.secretAccessor, "access the payload of secrets") for
+    its Workload Identity principal, once the cluster (and so the project's workload identity pool) exists. The secret
+    is not the stack's: it must exist first (the grant is on it).
+
+    Attributes:
+        grant: the IAM member (what the reader's pods wait for).
+    """
+
+    def __init__(self, name: str, *, project: str, project_number: pulumi.Output[str], secret_id: str, namespace: str,
+                 account: str, after: Sequence[pulumi.Resource], opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:control-plane:GcpSecretReader", name, provenance.props(), opts)
+        self.grant = gcp.secretmanager.SecretIamMember(
+            f"{name}-accessor", project=project, secret_id=secret_id, role="roles/secretmanager.secretAccessor",
+            member=wif_principal(project_number, project, namespace, account),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(after)))
+        self.register_outputs({})

@@ -125,6 +125,10 @@ class PlatformInputs:
     # the cloud created one; None without scheduler.slurm.
     slurm: obj.SlurmCluster | None = None
     slurm_db_password: Any = None
+    # sssd.conf from the cloud's secret store (scheduler.slurm.login.sssdConfFrom): External Secrets' SecretStore
+    # provider (AWS Secrets Manager, GCP Secret Manager) and the cloud identity its controller waits for.
+    slurm_secret_store: Manifest | None = None
+    slurm_secret_ready: tuple[pulumi.Resource, ...] = ()
     # The cloud's fabric, storage and log telemetry (exporters, log shipper, what the alerts read); None: none.
     telemetry: CloudTelemetry | None = None
     # Where the acceptance gate's per-node runs write their records (the bucket, the cloud's CLI image).

@@ -517,6 +517,25 @@ class Slurm(pulumi.ComponentResource):
             # the homes' directory (root, 0755) before the pods mount it: kubelet would make a missing subPath
             # itself, root-only (0750), and no user could reach their home until the Job ran
             inputs_ready.append(dirs)
+        # Only the login pods read sssd.conf: a store that cannot be read yet holds them back, not slurmctld or slurmd
+        login_ready: list[pulumi.Resource] = []
+        source = cluster.spec.login.sssd_conf_from
+        if source is not None and inputs.slurm_secret_store is not None:
+            # sssd.conf from the cloud's store (objects/slurm_secrets.py): External Secrets after the identity it
+            # reads the store with (a pod started before its Pod Identity association gets no credentials), its CRDs
+            # and webhook ready before the SecretStore and ExternalSecret (the release waits for its Deployments)
+            eso_ns = system_namespace(self, obj.ESO_NAMESPACE, inputs)
+            eso = release(obj.ESO_RELEASE, charts["external-secrets"], obj.ESO_NAMESPACE,
+                          obj.eso_values(obj.SLURM_NAMESPACE),
+                          pulumi.ResourceOptions(parent=self, depends_on=[eso_ns, ns, *inputs.slurm_secret_ready]))
+            after_eso = pulumi.ResourceOptions(parent=self, depends_on=[ns, eso])
+            store = apply(f"{name}-secretstore", obj.secret_store(inputs.slurm_secret_store, obj.SLURM_NAMESPACE,
+                                                                  inputs.labels), after_eso)
+            login_ready.append(apply(
+                f"{name}-externalsecret-sssd",
+                obj.sssd_external_secret(source.key, cluster.spec.login.sssd_conf_secret, obj.SLURM_NAMESPACE,
+                                         inputs.labels),
+                pulumi.ResourceOptions(parent=self, depends_on=[ns, eso, store])))
         objects = obj.slurm_objects(cluster)
         for m in objects:
             if m["kind"] == "ConfigMap":
@@ -529,7 +548,7 @@ class Slurm(pulumi.ComponentResource):
             for m in objects:
                 if m["kind"] in kinds:
                     made.append(apply(object_name(name, m), m, pulumi.ResourceOptions(
-                        parent=self, depends_on=stage,
+                        parent=self, depends_on=[*stage, *(login_ready if m["kind"] == "LoginSet" else [])],
                         custom_timeouts=pulumi.CustomTimeouts(create="30m", update="30m")
                         if m["kind"] == "Job" else None)))
             stage = [*stage, *made]

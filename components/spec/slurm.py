@@ -42,6 +42,20 @@ class SlurmPartitionSpec(_Model):
     default: StrictBool = Field(default=False, description="The partition a job without --partition goes to.")
 
 
+class SssdConfFromSpec(_Model):
+    """Where sssd.conf is kept in the cloud's secret store, synced into the login pods' Secret by External Secrets
+    Operator (so nothing is created by hand in the cluster)."""
+
+    key: str = Field(
+        min_length=1, max_length=2048,
+        description="AWS: the Secrets Manager secret's name or ARN, in the stack's region; GCP: the Secret Manager "
+        "secret's id in the stack's project. Its value is the whole sssd.conf (the latest version is read).")
+    kms_key_arn: Optional[str] = Field(
+        default=None, alias="kmsKeyArn", max_length=2048,
+        description="AWS: the customer-managed KMS key the secret is encrypted with, if any (its reader may then "
+        "decrypt with it, through Secrets Manager only). Default: the AWS managed key aws/secretsmanager.")
+
+
 class SlurmLoginSpec(_Model):
     """The login nodes (a Slinky LoginSet): SSH on an internal load balancer, users from your directory."""
 
@@ -51,7 +65,13 @@ class SlurmLoginSpec(_Model):
         "VPN, bastion or office ranges; the load balancer is internal, never on the internet).")
     sssd_conf_secret: str = Field(
         pattern=_SECRET_NAME, description="A Secret in the slurm namespace holding sssd.conf (key sssd.conf): how "
-        "login and compute pods resolve your users (LDAP or AD). Created outside this stack, by reference.")
+        "login and compute pods resolve your users (LDAP or AD). Written from sssdConfFrom when given; otherwise "
+        "created outside this stack, by reference.")
+    sssd_conf_from: Optional[SssdConfFromSpec] = Field(
+        default=None, alias="sssdConfFrom",
+        description="sssd.conf from the cloud's secret store (AWS Secrets Manager, GCP Secret Manager): External "
+        "Secrets Operator (pinned chart) writes it into sssdConfSecret and keeps it in sync. Default: none (the "
+        "Secret is created by hand).")
     root_authorized_keys: list[Annotated[str, StringConstraints(pattern=_PUBLIC_KEY, max_length=16384)]] = Field(
         default_factory=list, max_length=50,
         description="Public SSH keys that may log in as root on the login pods (administrators: the acceptance run "

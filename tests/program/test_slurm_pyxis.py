@@ -60,6 +60,11 @@ def run(tmp_path: Path, uri: str) -> subprocess.CompletedProcess[str]:
     "docker://alice@111122223333.dkr.ecr.us-east-1.amazonaws.com#ml-platform/train:1",
     "docker://nvcr.io#nvidia/pytorch@sha256:0123456789abcdef",
     "docker://ubuntu:24.04",  # Docker Hub's library/, allowed here
+    "docker://nvcr.io/nvidia/pytorch:24.12-py3",  # Docker's own form: enroot v4.1.2 reads nvcr.io as the registry
+    "docker://nvcr.io#nvidia/pytorch:24.12-py3@sha256:0123456789abcdef",
+    # enroot v4.1.2 reads "evil.example/x" as the user part (its credentials' login) and fetches from nvcr.io: the
+    # importer reads it the same way, so the registry it checks is the host enroot contacts
+    "docker://evil.example/x@nvcr.io#nvidia/pytorch:1",
 ])
 def test_an_allowed_image_is_imported(tmp_path: Path, uri: str) -> None:
     done = run(tmp_path, uri)
@@ -74,6 +79,9 @@ def test_an_allowed_image_is_imported(tmp_path: Path, uri: str) -> None:
     "docker://nvcr.io#other/image:1",  # the right registry, another path than nvidia/
     "docker://someone/tool:1",  # Docker Hub, not library/
     "dockerd://local:1",  # the node's docker daemon
+    "docker://nvcr.io#nvidia/../other/img:1",  # a path the registry's URL would resolve outside nvidia/
+    "docker://nvcr.io#nvidia//img:1",
+    "docker://someone/tool",  # Docker Hub namespace, not library/ (Docker's form without a dot)
 ])
 def test_another_image_is_refused_naming_the_allowed_registries(tmp_path: Path, uri: str) -> None:
     done = run(tmp_path, uri)

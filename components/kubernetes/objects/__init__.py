@@ -16,6 +16,7 @@ from components.kubernetes.objects.gpudirect import *  # noqa: F403
 from components.kubernetes.objects.jobs import *  # noqa: F403
 from components.kubernetes.objects.kueue import *  # noqa: F403
 from components.kubernetes.objects.slurm import *  # noqa: F403
+from components.kubernetes.objects.slurm_secrets import *  # noqa: F403
 from components.kubernetes.objects.storage import *  # noqa: F403
 from components.kubernetes.objects.telemetry import *  # noqa: F403
 from components.kubernetes.objects.tenancy import *  # noqa: F403

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 
 from components.spec.databases import cloud_sql_tier_problem, rds_class_problem
 from components.spec.decisions import (
@@ -146,6 +147,7 @@ def _check_slurm(spec: ClusterSpec, out: _Collector) -> None:
     if spec.environment == "prod" and not slurm.accounting.enabled:
         out.add(f"{WHERE}.accounting.enabled", "slurm-accounting-prod",
                 "a prod stack keeps Slurm accounting: job history, accounts, fair share and GPU limits live in it")
+    _check_sssd_source(spec, out)
     db = slurm.accounting.database
     if spec.cloud == "aws" and db.tier is not None:
         out.add(f"{WHERE}.accounting.database.tier", "slurm-database-cloud", "tier is Cloud SQL's; on AWS set "
@@ -158,3 +160,51 @@ def _check_slurm(spec: ClusterSpec, out: _Collector) -> None:
     if problem is not None:
         key = "instanceClass" if spec.cloud == "aws" else "tier"
         out.add(f"{WHERE}.accounting.database.{key}", "slurm-database-shape", problem)
+
+
+# AWS Secrets Manager: a secret's name "can contain ASCII letters, numbers, and the following characters: /_+=.@-",
+# up to 512 (API reference CreateSecret, Name); its ARN arn:<partition>:secretsmanager:<region>:<account>:secret:<name>
+# (with the six random characters AWS appends). A KMS key's ARN arn:<partition>:kms:<region>:<account>:key/<id> (an
+# alias is not what IAM's Resource names). GCP Secret Manager: a secret id of up to 255 letters, numerals, hyphens and
+# underscores (Secret Manager "Create a secret").
+SM_NAME = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,512}$")
+SM_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:([a-z0-9-]+):[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]{1,512}$")
+KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:([a-z0-9-]+):[0-9]{12}:key/[A-Za-z0-9-]+$")
+GCP_SECRET_ID = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
+
+
+def _check_sssd_source(spec: ClusterSpec, out: _Collector) -> None:
+    """sssdConfFrom names a secret the cloud's store can hold, in the stack's region; a KMS key only on AWS."""
+    slurm = spec.scheduler.slurm
+    source = slurm.login.sssd_conf_from if slurm is not None else None
+    if source is None:
+        return
+    where = f"{WHERE}.login.sssdConfFrom"
+    if spec.cloud == "aws":
+        region = spec.aws_spec().region
+        arn = SM_ARN.match(source.key)
+        if arn is None and (source.key.startswith("arn:") or not SM_NAME.match(source.key)):
+            out.add(f"{where}.key", "slurm-sssd-source",
+                    f"'{source.key}' is neither a Secrets Manager secret name (letters, digits and /_+=.@-, at most "
+                    "512) nor its ARN (arn:aws:secretsmanager:<region>:<account>:secret:<name>)")
+        elif arn is not None and arn.group(1) != region:
+            out.add(f"{where}.key", "slurm-sssd-source",
+                    f"the secret is in {arn.group(1)}, the stack in {region}: External Secrets reads the stack's "
+                    "region's Secrets Manager")
+        if source.kms_key_arn is not None:
+            key = KMS_KEY_ARN.match(source.kms_key_arn)
+            if key is None:
+                out.add(f"{where}.kmsKeyArn", "slurm-sssd-source",
+                        f"'{source.kms_key_arn}' is not a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>; "
+                        "not an alias)")
+            elif key.group(1) != region:
+                out.add(f"{where}.kmsKeyArn", "slurm-sssd-source",
+                        f"the key is in {key.group(1)}, the stack and its secret in {region}")
+        return
+    if not GCP_SECRET_ID.match(source.key):
+        out.add(f"{where}.key", "slurm-sssd-source",
+                f"'{source.key}' is not a Secret Manager secret id (letters, digits, - and _, at most 255) in project "
+                f"{spec.gcp_spec().project}")
+    if source.kms_key_arn is not None:
+        out.add(f"{where}.kmsKeyArn", "slurm-sssd-source",
+                "kmsKeyArn is AWS's; Secret Manager decrypts a CMEK secret for its reader without a grant of its own")
