@@ -32,14 +32,14 @@ import pulumi
 import pulumi_aws as aws
 
 from components import provenance
-from components.aws.iam import ConditionBlock, PolicyDocument, document, pod_identity_trust, to_json
+from components.aws.iam import ConditionBlock, PolicyDocument, document, to_json
 from components.aws.names import AUTOSCALER_RELEASE
+from components.aws.pod_identity import pod_identity_role
 from components.catalog.charts import AutoscalerImage
 from components.node_template import AUTOSCALE_TAG as AUTOSCALE_TAG
 from components.node_template import NODE_TEMPLATE as NODE_TEMPLATE
 from components.node_template import node_template_tags as node_template_tags
 from components.spec import HEALTH_TAINT_KEY, READINESS_TAINT_KEY
-from components.tags import merge_tags
 
 # The tag EKS puts on a managed node group's Auto Scaling group, naming its cluster.
 EKS_CLUSTER_TAG = "eks:cluster-name"
@@ -137,25 +137,8 @@ class AwsAutoscalerIdentity(pulumi.ComponentResource):
                  cluster_name: str, physical_prefix: str, labels: Mapping[str, str],
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:compute:AwsAutoscalerIdentity", name, provenance.props(), opts)
-        child = pulumi.ResourceOptions(parent=self)
-        physical = f"{physical_prefix}-cluster-autoscaler"
-        role = aws.iam.Role(
-            f"{name}-role",
-            name=physical,
-            assume_role_policy=pulumi.Output.from_input(eks_cluster_arn).apply(
-                lambda arn: to_json(pod_identity_trust(arn, NAMESPACE, SERVICE_ACCOUNT))),
-            tags=merge_tags(labels, physical),
-            opts=child,
-        )
-        policy = aws.iam.RolePolicy(f"{name}-policy", role=role.id, policy=to_json(autoscaler_policy(cluster_name)),
-                                    opts=child)
-        self.association = aws.eks.PodIdentityAssociation(
-            f"{name}-pod-identity",
-            cluster_name=eks_cluster_name,
-            namespace=NAMESPACE,
-            service_account=SERVICE_ACCOUNT,
-            role_arn=role.arn,
-            tags=merge_tags(labels, f"{physical}-pod-identity"),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
-        )
-        self.register_outputs({"roleArn": role.arn})
+        self.association = pod_identity_role(
+            self, name, physical=f"{physical_prefix}-cluster-autoscaler", eks_cluster_name=eks_cluster_name,
+            eks_cluster_arn=eks_cluster_arn, namespace=NAMESPACE, service_account=SERVICE_ACCOUNT,
+            policy=to_json(autoscaler_policy(cluster_name)), labels=labels)
+        self.register_outputs({"roleArn": self.association.role_arn})

@@ -16,9 +16,9 @@ import pulumi
 import pulumi_aws as aws
 
 from components import provenance
-from components.aws.iam import PolicyDocument, Statement, document, pod_identity_trust, to_json
+from components.aws.iam import PolicyDocument, Statement, document, to_json
+from components.aws.pod_identity import pod_identity_role
 from components.kubernetes.objects.slurm_secrets import ESO_NAMESPACE, ESO_SERVICE_ACCOUNT
-from components.tags import merge_tags
 
 
 def secret_arns(key: str, partition: str, region: str, account: str) -> list[str]:
@@ -56,24 +56,13 @@ class AwsSecretReaderIdentity(pulumi.ComponentResource):
                  region: str, key: str, kms_key_arn: str | None, physical_prefix: str, labels: Mapping[str, str],
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:control-plane:AwsSecretReaderIdentity", name, provenance.props(), opts)
-        child = pulumi.ResourceOptions(parent=self)
-        physical = f"{physical_prefix}-external-secrets"
-        role = aws.iam.Role(
-            f"{name}-role", name=physical,
-            assume_role_policy=pulumi.Output.from_input(eks_cluster_arn).apply(
-                lambda arn: to_json(pod_identity_trust(arn, ESO_NAMESPACE, ESO_SERVICE_ACCOUNT))),
-            tags=merge_tags(labels, physical), opts=child)
         identity = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self))
         partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self))
-        policy = aws.iam.RolePolicy(
-            f"{name}-policy", role=role.id,
+        self.association = pod_identity_role(
+            self, name, physical=f"{physical_prefix}-external-secrets", eks_cluster_name=eks_cluster_name,
+            eks_cluster_arn=eks_cluster_arn, namespace=ESO_NAMESPACE, service_account=ESO_SERVICE_ACCOUNT,
             policy=pulumi.Output.all(partition.partition, identity.account_id).apply(
                 lambda a: to_json(secret_read_policy(secret_arns(key, str(a[0]), region, str(a[1])), kms_key_arn,
-                                                 region))),
-            opts=child)
-        self.association = aws.eks.PodIdentityAssociation(
-            f"{name}-pod-identity", cluster_name=eks_cluster_name, namespace=ESO_NAMESPACE,
-            service_account=ESO_SERVICE_ACCOUNT, role_arn=role.arn,
-            tags=merge_tags(labels, f"{physical}-pod-identity"),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]))
-        self.register_outputs({"roleArn": role.arn})
+                                                     region))),
+            labels=labels)
+        self.register_outputs({})

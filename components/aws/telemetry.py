@@ -41,9 +41,9 @@ from components.aws.iam import (
     cloudwatch_read_policy,
     log_shipping_policy,
     logs_key_policy,
-    pod_identity_trust,
     to_json,
 )
+from components.aws.pod_identity import pod_identity_role
 from components.aws.stateful import rotating_kms_key, stateful_options
 from components.kubernetes.objects import MONITORING_NAMESPACE, NODE_AGENT_TOLERATIONS, NODE_GROUP_LABEL
 from components.tags import merge_tags
@@ -181,17 +181,9 @@ class AwsTelemetry(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
 
         def role(key: str, namespace: str, account: str, policy: pulumi.Input[str]) -> aws.eks.PodIdentityAssociation:
-            physical = f"{cluster_name}-{key}"
-            iam_role = aws.iam.Role(
-                f"{name}-{key}-role", name=physical,
-                assume_role_policy=pulumi.Output.from_input(eks_cluster_arn).apply(
-                    lambda arn: to_json(pod_identity_trust(arn, namespace, account))),
-                tags=merge_tags(labels, physical), opts=child)
-            attached = aws.iam.RolePolicy(f"{name}-{key}-policy", role=iam_role.id, policy=policy, opts=child)
-            return aws.eks.PodIdentityAssociation(
-                f"{name}-{key}-pod-identity", cluster_name=eks_cluster_name, namespace=namespace,
-                service_account=account, role_arn=iam_role.arn, tags=merge_tags(labels, f"{physical}-pod-identity"),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[attached]))
+            return pod_identity_role(self, f"{name}-{key}", physical=f"{cluster_name}-{key}",
+                                     eks_cluster_name=eks_cluster_name, eks_cluster_arn=eks_cluster_arn,
+                                     namespace=namespace, service_account=account, policy=policy, labels=labels)
 
         self.log_shipper = None
         self.metrics_reader = None
