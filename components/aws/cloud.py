@@ -408,6 +408,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         )
 
     windows = block_windows(spec)
+    dedicated = dedicated_cpu_groups(spec)
     # What a custom-AMI node needs to join (EKS merges no bootstrap data into such a launch template).
     connection = pulumi.Output.all(control_plane.eks_cluster_name, control_plane.endpoint,
                                    control_plane.certificate_authority, control_plane.service_cidr).apply(
@@ -438,7 +439,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                 ipv6=aws_spec.network.ip_family == "ipv6",
                 gpu_units_per_gpu=gpu_units_per_gpu(spec.platform.gpu_sharing),
                 hugepages_2mi_gib=slurm_hugepages(spec, group.name),
-                team_cpu=group.name in dedicated_cpu_groups(spec),
+                team_cpu=group.name in dedicated,
                 kubernetes_version=version,
                 release_version=release.release_version if release is not None else None,
                 depends_on=depends_on,

@@ -553,6 +553,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
     system_pools: list[pulumi.Resource] = []
     gpu_pools: list[pulumi.Resource] = []
     system_names = {p.name for p in g.node_pools if not catalog[p.machine_type].gpu_count}
+    dedicated = dedicated_cpu_groups(spec)
 
     def node_pool(index: int, pool: GcpNodePoolSpec, depends_on: Sequence[pulumi.Resource]) -> GkeNodePool:
         facts = catalog[pool.machine_type]
@@ -567,7 +568,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                 key_grants=[*keys.grants, *(pool_accounts.grants[pool.name] if pool_accounts and pool.service_account
                                             else [])],
                 labels={**group_billing_labels(spec, pool.team), "cluster": spec.name}, gpu_networks=wired,
-                hugepages_2mi_gib=slurm_hugepages(spec, pool.name), team_cpu=pool.name in dedicated_cpu_groups(spec),
+                hugepages_2mi_gib=slurm_hugepages(spec, pool.name), team_cpu=pool.name in dedicated,
                 depends_on=depends_on, opts=opts)
 
     # The rollout order of a version change, as dependencies: the cluster, the pools without GPUs (the system pods'

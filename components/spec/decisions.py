@@ -408,8 +408,10 @@ def slurm_cpu_groups(spec: ClusterSpec) -> frozenset[str]:
     catalog = instance_catalog(spec)
     out = set()
     for group in cloud_node_groups(spec):
+        if group.name not in slurm.node_groups:
+            continue
         facts = catalog.get(group.instance_type)
-        if group.name in slurm.node_groups and facts is not None and not facts.gpu_count:
+        if facts is not None and not facts.gpu_count:
             out.add(group.name)
     return frozenset(out)
 

@@ -44,7 +44,12 @@ from components.kubernetes.objects.slurm_fabric import (
     task_volume,
 )
 from components.kubernetes.objects.slurm_health import HEALTH_CHECK_DIR, HEALTH_CHECK_PROGRAM, health_check_script
-from components.kubernetes.objects.slurm_pyxis import importer_config_map, importer_volume, plugstack_conf
+from components.kubernetes.objects.slurm_pyxis import (
+    PYXIS_LIB_DIRS,
+    importer_config_map,
+    importer_volume,
+    plugstack_conf,
+)
 from components.kubernetes.objects.storage import SHARED_FS_CLAIM, static_volume
 from components.kubernetes.objects.tenancy import namespace
 from components.kubernetes.quotas import GpuPool
@@ -311,11 +316,16 @@ def partition_line(c: SlurmCluster, part: SlurmPartitionSpec) -> str:
     return " ".join(fields)
 
 
+def partition_pools(c: SlurmCluster, part: SlurmPartitionSpec) -> list[GpuPool]:
+    """The pools of the partition's node groups."""
+    return [p.pool for p in c.pools if p.pool.name in part.node_groups]
+
+
 def gpu_shares(c: SlurmCluster, part: SlurmPartitionSpec) -> tuple[int | None, int | None]:
     """(MiB of memory, CPUs) one GPU's share of a node is, on the partition's smallest share among its groups: what a
     node offers pods (components/kubernetes/reserved.py: its memory less the kubelet's reservation and slurmd's
     hugepages; its vCPUs less the kubelet's) over its GPUs. None where a group's shape is not in the catalog."""
-    pools = [p.pool for p in c.pools if p.pool.name in part.node_groups and p.pool.gpus_per_node]
+    pools = [p for p in partition_pools(c, part) if p.gpus_per_node]
     mems, cpus = [], []
     for pool in pools:
         if pool.memory_gib_per_node:
@@ -337,7 +347,7 @@ def cpu_memory_share(c: SlurmCluster, part: SlurmPartitionSpec) -> int | None:
     (components/kubernetes/reserved.py) over every CPU Slurm counts on it (slurmd has no CPU limit and sees all the
     node's vCPUs), so a job holding a whole node by default stays within what the kubelet offers; None where a shape
     is not in the catalog."""
-    pools = [p.pool for p in c.pools if p.pool.name in part.node_groups]
+    pools = partition_pools(c, part)
     # a CPU group reserves no hugepages (decisions.slurm_hugepages)
     shares = [int(allocatable_memory(p.memory_gib_per_node, 0) / MIB) // p.vcpu_per_node
               for p in pools if p.memory_gib_per_node and p.vcpu_per_node]
@@ -352,8 +362,8 @@ def billing_weights(c: SlurmCluster, part: SlurmPartitionSpec) -> list[str]:
     if not cpu_only(c, part):
         return ["TRESBillingWeights=GRES/gpu=1.0"]
     gpu_hours = [p.pool.gpu_unit_hour_usd for p in c.pools if p.pool.gpus_per_node and p.pool.gpu_unit_hour_usd]
-    cpu_hours = [p.pool.node_hour_usd / p.pool.vcpu_per_node for p in c.pools
-                 if p.pool.name in part.node_groups and p.pool.node_hour_usd and p.pool.vcpu_per_node]
+    cpu_hours = [p.node_hour_usd / p.vcpu_per_node for p in partition_pools(c, part)
+                 if p.node_hour_usd and p.vcpu_per_node]
     if not gpu_hours or len(cpu_hours) != len(part.node_groups):
         return ["TRESBillingWeights=CPU=0"]
     return [f"TRESBillingWeights=CPU={max(cpu_hours) / max(gpu_hours):.4f}"]
@@ -361,7 +371,7 @@ def billing_weights(c: SlurmCluster, part: SlurmPartitionSpec) -> list[str]:
 
 def cpu_only(c: SlurmCluster, part: SlurmPartitionSpec) -> bool:
     """Whether every node group of the partition is a CPU group (the rules refuse a partition that mixes them)."""
-    pools = [p.pool for p in c.pools if p.pool.name in part.node_groups]
+    pools = partition_pools(c, part)
     return bool(pools) and not any(p.gpus_per_node for p in pools)
 
 
@@ -512,7 +522,7 @@ def config_maps(c: SlurmCluster) -> list[Manifest]:
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("slurm-config-files", SLURM_NAMESPACE, c.labels),
         # pyxis (in the -pyxis images) registers through plugstack.conf; a glob, so slurmctld starts without it
         # (slurm-operator docs/usage/pyxis.md).
-        "data": {"plugstack.conf": plugstack_conf(c.node_arch), "cgroup.conf": cgroup_conf()},
+        "data": {"plugstack.conf": plugstack_conf(c.node_arch if importer(c) else None), "cgroup.conf": cgroup_conf()},
     }]
     if importer(c):
         assert c.node_arch is not None  # importer(c): one architecture
@@ -536,7 +546,7 @@ def config_maps(c: SlurmCluster) -> list[Manifest]:
 
 def importer(c: SlurmCluster) -> bool:
     """Whether pyxis imports through the registry importer (objects/slurm_pyxis.py): the plugin's path is known."""
-    return bool(c.allowed_registries) and plugstack_conf(c.node_arch) != plugstack_conf(None)
+    return bool(c.allowed_registries) and c.node_arch in PYXIS_LIB_DIRS
 
 
 def task_prolog(c: SlurmCluster) -> bool:

@@ -354,6 +354,7 @@ def _utc(value: datetime) -> str:
 def _check_node_groups(spec: ClusterSpec, aws: AwsSpec, now: datetime, out: _Collector) -> None:
     catalog = load_aws_catalog()
     subnets = {sn.name: sn for sn in aws.network.subnets}
+    dedicated = dedicated_cpu_groups(spec)
     names: set[str] = set()
     for i, ng in enumerate(aws.node_groups):
         where = f".aws.nodeGroups[{i}]"
@@ -419,7 +420,7 @@ def _check_node_groups(spec: ClusterSpec, aws: AwsSpec, now: datetime, out: _Col
         _check_node_labels(ng, facts, where, out)
         _check_customisation(ng, facts, where, out)
         _check_asg_tags(ng, facts, gpu_units_per_gpu(spec.platform.gpu_sharing), where, out,
-                        ng.name in dedicated_cpu_groups(spec))
+                        ng.name in dedicated)
         if ng.local_nvme == "raid0" and not facts.has_local_nvme:
             known = "has no" if facts.has_local_nvme is False else "has no confirmed"
             out.add(f"{where}.localNvme", "local-nvme-exists",
