@@ -250,6 +250,11 @@ def team_gid_policy(team_gids: Sequence[int] = ()) -> list[Manifest]:
     gid = f"namespaceObject.metadata.labels[{json.dumps(TEAM_GID_LABEL)}]"
     pod_sc = "object.spec.securityContext"
 
+    def taken(group: str) -> str:
+        # Another team's group: a map of every team's, looked up by key (constant time), not a list scanned per
+        # group; with a list, each namespace's checks grew with the number of teams (issue 37).
+        return f"({group} in variables.teamGroups && {group} != variables.gid)"
+
     def each(field: str) -> str:
         check = (f"object.spec.{field}.all(c, variables.podGroups || (has(c.securityContext) && "
                  "has(c.securityContext.runAsGroup) ? c.securityContext.runAsGroup == variables.gid : "
@@ -258,7 +263,7 @@ def team_gid_policy(team_gids: Sequence[int] = ()) -> list[Manifest]:
 
     def others(field: str) -> str:
         check = (f"object.spec.{field}.all(c, !has(c.securityContext) || !has(c.securityContext.runAsGroup) || "
-                 "!(c.securityContext.runAsGroup in variables.otherTeams))")
+                 f"!{taken('c.securityContext.runAsGroup')})")
         return check if field == "containers" else f"!has(object.spec.{field}) || {check}"
 
     fix = ("add it to spec.securityContext.supplementalGroups (or make it the runAsGroup of every container, or the "
@@ -277,8 +282,8 @@ def team_gid_policy(team_gids: Sequence[int] = ()) -> list[Manifest]:
                        f"(has({pod_sc}.fsGroup) && {pod_sc}.fsGroup == variables.gid))"},
                       {"name": "podRunAsGroup", "expression":
                        f"has({pod_sc}) && has({pod_sc}.runAsGroup) && {pod_sc}.runAsGroup == variables.gid"},
-                      {"name": "otherTeams", "expression":
-                       f"{json.dumps(sorted(set(team_gids)))}.filter(g, g != variables.gid)"}],
+                      {"name": "teamGroups", "expression":
+                       "{" + ", ".join(f"{g}: true" for g in sorted(set(team_gids))) + "}"}],
                   "validations": [{
                       "expression": f"{each('containers')} && ({each('initContainers')})", "reason": "Forbidden",
                       "message": f"every container runs with the team's group (label {TEAM_GID_LABEL} of the "
@@ -291,9 +296,9 @@ def team_gid_policy(team_gids: Sequence[int] = ()) -> list[Manifest]:
                                            "spec.securityContext.supplementalGroups (or make it the runAsGroup of "
                                            "every container, or the fsGroup)'"},
                       {"expression": f"(!has({pod_sc}) || ((!has({pod_sc}.supplementalGroups) || "
-                                     f"!{pod_sc}.supplementalGroups.exists(g, g in variables.otherTeams)) && "
-                                     f"(!has({pod_sc}.fsGroup) || !({pod_sc}.fsGroup in variables.otherTeams)) && "
-                                     f"(!has({pod_sc}.runAsGroup) || !({pod_sc}.runAsGroup in variables.otherTeams))))"
+                                     f"!{pod_sc}.supplementalGroups.exists(g, {taken('g')})) && "
+                                     f"(!has({pod_sc}.fsGroup) || !{taken(pod_sc + '.fsGroup')}) && "
+                                     f"(!has({pod_sc}.runAsGroup) || !{taken(pod_sc + '.runAsGroup')})))"
                                      f" && {others('containers')} && ({others('initContainers')})",
                        "reason": "Forbidden",
                        "message": "a team's pod takes no other team's group (supplementalGroups, fsGroup or "
