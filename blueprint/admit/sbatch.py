@@ -22,6 +22,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from blueprint.admit.sbatch_images import Image, container_images
+
 DIRECTIVE = "#SBATCH"
 INFINITE = math.inf
 
@@ -39,7 +41,7 @@ FLAGS = {"exclusive", "requeue", "no-requeue", "hold", "overcommit", "oversubscr
 # Options with a value that admit reads; any other option is listed as not checked.
 CHECKED = {"account", "partition", "nodes", "gpus", "gpus-per-node", "gpus-per-task", "gres", "time", "ntasks",
            "ntasks-per-node", "cpus-per-task", "cpus-per-gpu", "mem", "mem-per-cpu", "mem-per-gpu", "exclusive",
-           "job-name", "qos", "requeue", "no-requeue", "signal"}
+           "job-name", "qos", "requeue", "no-requeue", "signal", "container-image"}
 # Options that say nothing about where the job may run (output files, mail, names of things): not worth a note.
 QUIET = {"output", "error", "input", "open-mode", "mail-type", "mail-user", "comment", "chdir", "export",
          "export-file", "parsable", "quiet", "verbose", "wait", "get-user-env", "propagate", "kill-on-invalid-dep",
@@ -102,6 +104,7 @@ class SbatchJob:
     time_minutes: float | None = None  # None: the partition's DefaultTime; INFINITE: no limit asked
     exclusive: bool = False
     qos: str | None = None
+    images: list[Image] = field(default_factory=list)  # pyxis's --container-image, #SBATCH's and each srun's
 
     @property
     def time_text(self) -> str:
@@ -353,6 +356,7 @@ def parse_sbatch(text: str, shown: str, file_name: str) -> SbatchJob:
     if (v := value("time")) is not None:
         job.time_minutes = parse_time(v, where["time"])
     job.exclusive = "exclusive" in options and options["exclusive"] in (None, "")  # =user|mcs|topo share nodes
+    job.images = container_images(text, shown, value("container-image"))
     unchecked = sorted(n for n in options if n not in CHECKED and n not in QUIET)
     if unchecked:
         job.notes.append(f"not checked: {', '.join('--' + n for n in unchecked)}")

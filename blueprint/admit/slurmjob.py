@@ -39,9 +39,10 @@ from blueprint.admit.slurm import (
     show_minutes,
     slurm_cluster,
 )
+from blueprint.admit.slurm_images import judge_images
 from components.kubernetes.reserved import MIB
 
-SBATCH_STEPS = ("script", "slurm", "partition", "account", "time", "nodes", "gpus", "holds", "runtime")
+SBATCH_STEPS = ("script", "slurm", "partition", "account", "time", "nodes", "gpus", "holds", "containers", "runtime")
 DEFAULT_QOS = "normal"  # the QOS slurmdbd creates; the stack's accounts file adds none
 TENANT_LABEL = "gpu-cluster/tenant"
 
@@ -566,6 +567,7 @@ def admit_sbatch(view: ClusterView, groups: list[NodeGroup], job: SbatchJob) -> 
         result.steps[name].notes += notes
     for name, obj, rule, message in chosen.problems:
         result.steps[name].fail(obj, rule, message)
+    judge_images(view, job.images, result.steps["containers"])
     if chosen.placement is not None:
         result.placements = [chosen.placement]
     result.slurm = {"partition": part.name, "account": chosen.account,

@@ -78,7 +78,7 @@ def test_the_slurm_examples_run_on_prod_aws_slurm_as_research(graph_files: Calla
         assert workload["scheduler"] == "slurm"
         assert workload["partition"] == "train" and workload["namespace"] == "slurm"
         assert list(workload["steps"]) == ["script", "slurm", "partition", "account", "time", "nodes", "gpus",
-                                           "holds", "runtime"]
+                                           "holds", "containers", "runtime"]
     assert (nccl["nodes"], nccl["gpus"]) == (16, 128)  # every node of the Capacity Block
     assert nccl["placements"] == [{"pod_set": "job", "node_group": "h100", "nodes": 16, "pods": 128}]
     assert (train["nodes"], train["gpus"]) == (4, 32)
@@ -200,7 +200,7 @@ def test_a_stack_without_slurm_refuses_sbatch(graph_files: Callable[[str], Path]
     (workload,) = report["workloads"]
     assert workload["reasons"][0]["message"].startswith("this stack runs no Slurm (no scheduler.slurm in the stack")
     assert workload["steps"] == {"script": "ok", "slurm": "FAIL", "partition": "skip", "account": "skip",
-                                 "time": "skip", "nodes": "skip", "gpus": "skip", "holds": "skip",
+                                 "time": "skip", "nodes": "skip", "gpus": "skip", "holds": "skip", "containers": "skip",
                                  "runtime": "skip"}
 
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 
+from components.kubernetes.enroot import IMPORTER_CONFIG_MAP, IMPORTER_KEY
 from components.kubernetes.objects.common import Manifest, meta
 
 PYXIS_DIR = "/etc/gpu-cluster/pyxis"
-IMPORTER = f"{PYXIS_DIR}/registry-importer.sh"
-IMPORTER_CONFIG_MAP = "slurm-pyxis-importer"
+IMPORTER = f"{PYXIS_DIR}/{IMPORTER_KEY}"
 # Where the Ubuntu pyxis package puts the plugin (pyxis Makefile: libdir/slurm/spank_pyxis.so; debian/rules:
 # libdir=/usr/lib/$(DEB_HOST_MULTIARCH)), the path SlinkyProject/containers' slurmd-pyxis and login-pyxis images
 # (schedmd/slurm/26.05/ubuntu24.04/Dockerfile.pyxis) link from /usr/share/pyxis/pyxis.conf
@@ -107,7 +107,7 @@ esac
 def importer_config_map(allowed: Sequence[str], arch: str, namespace: str, labels: Mapping[str, str]) -> Manifest:
     """pyxis's line and the importer, which slurmd's and the login pods mount at :data:`PYXIS_DIR`."""
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(IMPORTER_CONFIG_MAP, namespace, labels),
-            "data": {"pyxis.conf": pyxis_conf(arch), "registry-importer.sh": importer_script(allowed)}}
+            "data": {"pyxis.conf": pyxis_conf(arch), IMPORTER_KEY: importer_script(allowed)}}
 
 
 def importer_volume() -> tuple[Manifest, Manifest]:

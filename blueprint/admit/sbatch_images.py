@@ -1,0 +1,123 @@
+"""The container images of an sbatch script (pyxis's ``--container-image``), as admit reads them (judged in
+blueprint/admit/slurm_images.py, as the cluster's pyxis importer will judge them when each step starts).
+
+Where they are read: ``#SBATCH --container-image`` (pyxis runs the batch script itself in the container) and the
+``--container-image`` of each ``srun`` command in the script's body (continued lines joined, ``;``, ``&&``, ``||``,
+``|`` and ``&`` separating commands). A ``$NAME`` or ``${NAME}`` in the image is replaced by the last plain
+assignment ``NAME=value`` (or ``export NAME=value``) the script makes before that line, and ``${NAME:-default}`` by
+its default where the script has not set ``NAME``; an image still holding ``$`` after that is set when the
+script runs, and is named as not checked. This reads a script as people write them, not as bash would run it: a
+command built at run time is not seen.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
+# $NAME, ${NAME}, and ${NAME:-default} / ${NAME-default} (the default where the script has not set NAME: the
+# environment of whoever submits it may, which admit cannot know)
+VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(:?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
+SEPARATORS = {";", "&&", "||", "|", "&", ";;", "(", ")"}
+OPTION = "--container-image"
+
+
+@dataclass(frozen=True)
+class Image:
+    """One ``--container-image``: where it is written, as written, and its value once the script's variables are
+    replaced (None when it depends on something only the running script knows)."""
+
+    where: str  # file:line
+    written: str
+    value: str | None
+
+
+def _lines(text: str) -> list[tuple[int, list[str]]]:
+    """Commands' lines as words, with the number of their first line: a trailing backslash continues a line, and so
+    does an open quote (a ``python -c '...'`` over several lines); comment lines dropped. A line that never splits
+    (a quote left open to the end) is left out."""
+    out: list[tuple[int, list[str]]] = []
+    pending: list[str] = []
+    start = 0
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not pending:
+            start = number
+            if line.lstrip().startswith("#"):
+                continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending.append(line[:-1])  # bash drops the backslash and the newline
+            continue
+        pending.append(line)
+        words = _words("".join(pending))
+        if words is None:
+            pending.append("\n")  # an open quote: the next line belongs to it
+            continue
+        out.append((start, words))
+        pending = []
+    return out
+
+
+def _words(line: str) -> list[str] | None:
+    """The line's words with shell punctuation apart; None when it does not split (an unmatched quote)."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.commenters = ""  # "#" inside a word (enroot's REGISTRY#IMAGE) is not a comment
+    lexer.whitespace_split = True
+    try:
+        return list(lexer)
+    except ValueError:
+        return None
+
+
+def _substitute(value: str, known: dict[str, str]) -> str:
+    """``value`` with the variables the script set (or their defaults) replaced; the others left as written."""
+
+    def one(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(4)
+        if name in known:
+            return known[name]
+        return m.group(3) if m.group(2) is not None else m.group(0)
+
+    return VARIABLE.sub(one, value)
+
+
+def _expand(value: str, known: dict[str, str]) -> str | None:
+    """``value`` fully known, or None."""
+    out = _substitute(value, known)
+    return None if "$" in out else out
+
+
+def container_images(text: str, shown: str, batch_image: str | None) -> list[Image]:
+    """Every ``--container-image`` the script gives (module docstring): ``batch_image`` is the ``#SBATCH`` one."""
+    images: list[Image] = []
+    if batch_image is not None:
+        images.append(Image(f"{shown}: #SBATCH", batch_image, _expand(batch_image, {})))
+    known: dict[str, str] = {}
+    for number, words in _lines(text):
+        command_start = True
+        in_srun = False
+        for i, word in enumerate(words):
+            if word in SEPARATORS:
+                command_start, in_srun = True, False
+                continue
+            if command_start:
+                command_start = False
+                if (m := ASSIGNMENT.match(word)) and len(words) == 1 + i:
+                    known[m.group(1)] = _substitute(m.group(2), known)  # NAME=value alone on its line
+                    continue
+                in_srun = word == "srun"
+                if word == "export" and i + 1 < len(words) and (m := ASSIGNMENT.match(words[i + 1])):
+                    known[m.group(1)] = _substitute(m.group(2), known)
+                continue
+            if not in_srun:
+                continue
+            written = None
+            if word.startswith(OPTION + "="):
+                written = word[len(OPTION) + 1:]
+            elif word == OPTION and i + 1 < len(words):
+                written = words[i + 1]
+            if written is not None:
+                images.append(Image(f"{shown}:{number}", written, _expand(written, known)))
+    return images
+
