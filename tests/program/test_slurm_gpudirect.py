@@ -1,6 +1,7 @@
 """Slurm on GKE GPUDirect pools (issue 38): on an A3 Mega (TCPXO) pool the slurmd pod gets the pool's GPU networks, the
 catalog's receive-datapath daemon as a native sidecar (the acceptance pods' shape), the aperture devices and the
-NVIDIA libraries; every task gets NCCL's environment from a TaskProlog; A3 Ultra (RDMA) loads too, A3 High (TCPX) is
+NVIDIA libraries; every pyxis container gets them and NCCL's environment from an enroot hook (not a TaskProlog, which
+runs inside the container: issue 38 review); A3 Ultra (RDMA) loads too, A3 High (TCPX) is
 refused. The example stack is cluster-toolkit's A3 Mega Slurm layout."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import yaml
 from blueprint.policy.runner import run_policies
 from components.gcp.cloud import gpudirect_pod_fabric
 from components.kubernetes.objects.acceptance import PodFabric
-from components.kubernetes.objects.slurm_fabric import TASK_PROLOG, task_prolog_script
+from components.kubernetes.objects.slurm_fabric import ENROOT_HOOKS_DIR, FABRIC_HOOK, fabric_hook_script
 from components.spec import SpecError, parse_spec
 from tests.conftest import ROOT, offline_run
 from tests.k8s_checks import validate_crd_object
@@ -53,7 +54,12 @@ def test_the_a3_mega_slurm_example_loads_passes_the_pack_and_fits_the_crds() -> 
     parts = {line.split()[0]: line for line in conf if line.startswith("PartitionName=")}
     assert "Default=YES" in parts["PartitionName=a3mega"] and "DefMemPerGPU=" in parts["PartitionName=a3mega"]
     assert "DefMemPerCPU=" in parts["PartitionName=debug"]
-    assert f"TaskProlog={TASK_PROLOG}" in conf
+    # no TaskProlog: slurmstepd would run it inside the pyxis container, where it is not (every task would fail)
+    assert not [line for line in conf if line.startswith("TaskProlog=")]
+    hooks = {r.inputs["metadata"]["name"]: r.inputs["data"] for r in graph.of_type("kubernetes:core/v1:ConfigMap")
+             if r.inputs["metadata"]["name"].startswith("slurm-fabric-")}
+    assert list(hooks) == ["slurm-fabric-a3mega"]  # the GPUDirect group only, not the CPU debug group
+    assert "nccl-env-profile.sh" in hooks["slurm-fabric-a3mega"][FABRIC_HOOK]
 
 
 def test_slurmd_on_a_tcpxo_pool_joins_its_gpu_networks_with_the_pinned_daemon() -> None:
@@ -72,43 +78,66 @@ def test_slurmd_on_a_tcpxo_pool_joins_its_gpu_networks_with_the_pinned_daemon() 
     assert daemon == expected.sidecars[0] and daemon["restartPolicy"] == "Always"
     assert "devices.gke.io/container.tcpxo-daemon" in annotations
     mounts = {m["mountPath"] for m in spec["slurmd"]["volumeMounts"]}
-    assert {"/usr/local/nvidia/lib64", "/dev/aperture_devices", "/etc/gpu-cluster/task"} <= mounts
+    hook = f"{ENROOT_HOOKS_DIR}/{FABRIC_HOOK}"
+    assert {"/usr/local/nvidia/lib64", "/dev/aperture_devices", hook} <= mounts
     assert {"name": "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", "value": "/dev/aperture_devices"} in spec["slurmd"]["env"]
-    # the CPU partition's NodeSet joins no GPU network, but mounts the (empty) TaskProlog slurm.conf names
+    # one file among the image's own hooks (enroot's NVIDIA hook stays), executable (enroot runs only those)
+    (mount,) = [m for m in spec["slurmd"]["volumeMounts"] if m["mountPath"] == hook]
+    assert mount["subPath"] == FABRIC_HOOK and mount.get("readOnly")
+    (volume,) = [v for v in spec["template"]["spec"]["volumes"] if v["name"] == mount["name"]]
+    assert volume["configMap"] == {"name": "slurm-fabric-a3mega", "defaultMode": 0o555}
+    # the CPU partition's NodeSet joins no GPU network and has no fabric hook
     debug = nodeset(graph, "debug")
     assert "annotations" not in debug["template"]["metadata"]
-    assert any(m["mountPath"] == "/etc/gpu-cluster/task" for m in debug["slurmd"]["volumeMounts"])
+    assert not any(m["mountPath"] == hook for m in debug["slurmd"]["volumeMounts"])
 
 
-def test_a_stack_without_gpudirect_pools_has_no_task_prolog() -> None:
-    (controller,) = offline_run("dev-gcp-slurm").graph.of_type(SLINKY + "Controller")
+def test_a_stack_without_gpudirect_pools_has_no_fabric_hook() -> None:
+    graph = offline_run("dev-gcp-slurm").graph
+    (controller,) = graph.of_type(SLINKY + "Controller")
     assert "TaskProlog=" not in controller.inputs["spec"]["extraConf"]
+    assert not [r for r in graph.of_type("kubernetes:core/v1:ConfigMap")
+                if r.inputs["metadata"]["name"].startswith("slurm-fabric-")]
 
 
-def test_the_task_prolog_exports_what_the_plugin_profile_sets(tmp_path: Path) -> None:
+def test_the_enroot_hook_gives_the_container_the_fabric_and_keeps_the_jobs_own(tmp_path: Path) -> None:
     profile = tmp_path / "nccl-env-profile.sh"
     profile.write_text("export NCCL_NET=FasTrak\nexport NCCL_SOCKET_IFNAME=eth0\nexport OTHER=x\necho noise\n")
-    ld_path = "export LD_LIBRARY_PATH=/usr/local/nvidia/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    fabric = PodFabric(env=(("NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", "/dev/aperture_devices"),),
-                       rank_setup=(ld_path,
-                                   f"source {profile}"))
-    script = tmp_path / "task-prolog.sh"
-    script.write_text(task_prolog_script("a3mega", fabric))
-    out = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=True,
-                         env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/opt/job/lib",
-                              "NCCL_SOCKET_IFNAME": "eth9"}).stdout.splitlines()
-    assert "export NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY=/dev/aperture_devices" in out
-    # the profile's values, except what the job set itself (its NCCL_SOCKET_IFNAME stays)
-    assert "export NCCL_NET=FasTrak" in out and "export NCCL_SOCKET_IFNAME=eth9" in out
-    assert "export LD_LIBRARY_PATH=/usr/local/nvidia/lib64:/opt/job/lib" in out  # the task's own entries kept
-    assert all(line.startswith("export NCCL_") or line.startswith("export LD_LIBRARY_PATH=") for line in out), out
-    # a missing profile is said in the job's output (a TaskProlog "print" line), and the task still starts
+    libs, devices = tmp_path / "lib64", tmp_path / "aperture"
+    libs.mkdir()
+    ld_path = f"export LD_LIBRARY_PATH={libs}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"
+    fabric = PodFabric(env=(("NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", str(devices)),),
+                       rank_setup=(ld_path, f"source {profile}"),
+                       mounts=({"name": "nvidia", "mountPath": str(libs), "readOnly": True},
+                               {"name": "aperture-devices", "mountPath": str(devices)}))
+    script = tmp_path / FABRIC_HOOK
+    script.write_text(fabric_hook_script("a3mega", fabric))
+    environ, mounts = tmp_path / "environment", tmp_path / "fstab"
+
+    def run(job_env: dict[str, str]) -> tuple[dict[str, str], list[str], str]:
+        # what enroot hands a hook: the container's environment so far (the image's), an empty mount file
+        environ.write_text("PATH=/usr/bin\nLD_LIBRARY_PATH=/usr/local/cuda/lib64\nNCCL_IMAGE=1\n")
+        mounts.write_text("")
+        done = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=True,
+                              env={"PATH": "/usr/bin:/bin", "ENROOT_ENVIRON": str(environ),
+                                   "ENROOT_MOUNTS": str(mounts), **job_env})
+        lines = environ.read_text().splitlines()
+        return dict(line.split("=", 1) for line in lines), mounts.read_text().splitlines(), done.stderr
+
+    env, fstab, err = run({"NCCL_SOCKET_IFNAME": "eth9"})
+    assert env["NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"] == str(devices) and env["NCCL_NET"] == "FasTrak"
+    assert "NCCL_SOCKET_IFNAME" not in env  # the job's own value (eth9) stays: pyxis gives the task the job's
+    assert "OTHER" not in env and env["NCCL_IMAGE"] == "1"
+    assert env["LD_LIBRARY_PATH"] == f"{libs}:/usr/local/cuda/lib64"  # the plugin first, the image's kept, no ""
+    # the libraries read-only at the same path; the devices only where the node has them (none here)
+    assert fstab == [f"{libs} {libs} none x-create=auto,rbind,ro"]
+    devices.mkdir()
+    assert run({})[1] == [f"{libs} {libs} none x-create=auto,rbind,ro",
+                          f"{devices} {devices} none x-create=auto,rbind"]
+    # a missing profile is said on the job's standard error, and the container still starts (exit 0)
     profile.unlink()
-    out = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=True).stdout
-    assert f"print WARNING: {profile} not found" in out
-    # a group without a fabric prints nothing and succeeds
-    assert subprocess.run(["bash", "-c", task_prolog_script("debug", None)], capture_output=True, text=True,
-                          check=True).stdout == ""
+    env, _, err = run({})
+    assert f"WARNING: {profile} not found" in err and "NCCL_NET" not in env
 
 
 def with_pool(machine: str, **extra: Any) -> dict[str, Any]:

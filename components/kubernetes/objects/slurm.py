@@ -36,12 +36,11 @@ from components.kubernetes.objects.common import (
 )
 from components.kubernetes.objects.node_check import HEALTH_INTERVAL_S, NodeCheck, node_checks
 from components.kubernetes.objects.slurm_fabric import (
-    TASK_PROLOG,
+    FABRIC_HOOK,
+    fabric_config_map_name,
+    fabric_hook_script,
+    fabric_hook_volume,
     fabric_pod_parts,
-    needs_task_prolog,
-    task_config_map_name,
-    task_prolog_script,
-    task_volume,
 )
 from components.kubernetes.objects.slurm_health import HEALTH_CHECK_DIR, HEALTH_CHECK_PROGRAM, health_check_script
 from components.kubernetes.objects.slurm_pyxis import (
@@ -439,8 +438,6 @@ def controller_extra_conf(c: SlurmCluster) -> str:
         f"HealthCheckProgram={HEALTH_CHECK_PROGRAM}",
         f"HealthCheckInterval={HEALTH_INTERVAL_S}",
         "HealthCheckNodeState=ANY",
-        # on GKE GPUDirect pools, each task starts with the fabric's NCCL environment (objects/slurm_fabric.py)
-        *([f"TaskProlog={TASK_PROLOG}"] if task_prolog(c) else []),
         "MpiDefault=pmix",
         "PriorityType=priority/multifactor",
         "PriorityWeightFairshare=10000",
@@ -537,21 +534,17 @@ def config_maps(c: SlurmCluster) -> list[Manifest]:
     out.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(ENROOT_CONFIG_MAP, SLURM_NAMESPACE, c.labels),
                 "data": {"90-gpu-cluster.conf": ENROOT_CONF}})
     out += [health_check_config_map(c, p) for p in c.pools]
-    if task_prolog(c):
-        out += [{"apiVersion": "v1", "kind": "ConfigMap",
-                 "metadata": meta(task_config_map_name(p.pool.name), SLURM_NAMESPACE, c.labels),
-                 "data": {"task-prolog.sh": task_prolog_script(p.pool.name, p.pod_fabric)}} for p in c.pools]
+    # on GKE GPUDirect pools, each container gets the fabric through an enroot hook (objects/slurm_fabric.py)
+    out += [{"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": meta(fabric_config_map_name(p.pool.name), SLURM_NAMESPACE, c.labels),
+             "data": {FABRIC_HOOK: fabric_hook_script(p.pool.name, p.pod_fabric)}}
+            for p in c.pools if p.pod_fabric is not None]
     return out
 
 
 def importer(c: SlurmCluster) -> bool:
     """Whether pyxis imports through the registry importer (objects/slurm_pyxis.py): the plugin's path is known."""
     return bool(c.allowed_registries) and c.node_arch in PYXIS_LIB_DIRS
-
-
-def task_prolog(c: SlurmCluster) -> bool:
-    """Whether slurm.conf names a TaskProlog (a GPUDirect pool's tasks need NCCL's environment)."""
-    return needs_task_prolog([p.pod_fabric for p in c.pools])
 
 
 def accounting(c: SlurmCluster) -> Manifest | None:
@@ -663,8 +656,8 @@ def nodeset(c: SlurmCluster, p: SlurmNodePool) -> Manifest:
     mounts.append({"name": "health-check", "mountPath": HEALTH_CHECK_DIR, "readOnly": True})
     volumes.append({"name": "enroot-conf", "configMap": {"name": ENROOT_CONFIG_MAP}})
     mounts.append({"name": "enroot-conf", "mountPath": ENROOT_CONF_DIR, "readOnly": True})
-    if task_prolog(c):
-        volume, mount = task_volume(p.pool.name)
+    if p.pod_fabric is not None:
+        volume, mount = fabric_hook_volume(p.pool.name)
         volumes.append(volume)
         mounts.append(mount)
     fabric = fabric_pod_parts(p.pod_fabric)
