@@ -53,7 +53,8 @@ class SssdConfFromSpec(_Model):
     kms_key_arn: Optional[str] = Field(
         default=None, alias="kmsKeyArn", max_length=2048,
         description="AWS: the customer-managed KMS key the secret is encrypted with, if any (its reader may then "
-        "decrypt with it, through Secrets Manager only). Default: the AWS managed key aws/secretsmanager.")
+        "decrypt with it, through Secrets Manager only; the key's policy must let IAM policies grant it, or name "
+        "the reader role). Default: the AWS managed key aws/secretsmanager.")
 
 
 class SlurmLoginSpec(_Model):

@@ -66,6 +66,8 @@ def test_the_login_secret_comes_from_the_store_after_the_identity(stack_name: st
     assert release.urn in ancestors(graph, store) and release.urn in ancestors(graph, external)
     (loginset,) = graph.of_type(SLINKY + "LoginSet")
     assert external.urn in ancestors(graph, loginset)
+    # ... and pulumi up waits until the Secret is written (ESO's Ready), so the LoginSet meets it (issue 38 review)
+    assert external.inputs["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Ready"
     # only the login pods wait for it: a store not readable yet does not hold back slurmctld or slurmd
     for kind in ("Controller", "NodeSet", "Accounting"):
         for r in graph.of_type(SLINKY + kind):

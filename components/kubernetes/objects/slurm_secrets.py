@@ -60,9 +60,15 @@ def sssd_external_secret(key: str, target: str, namespace: str, labels: Mapping[
     value, whole). ``CreateOrMerge`` (ESO 2.8+): ESO creates the Secret, or writes sssd.conf into one an administrator
     made before, without making it its own, so the Secret outlives the ExternalSecret (with ``Owner`` Kubernetes would
     delete it, an adopted one too, when the ExternalSecret goes: removing ``sssdConfFrom`` must not cut the login
-    pods off the directory); ``Retain``: it stays if the secret is removed from the store."""
+    pods off the directory); ``Retain``: it stays if the secret is removed from the store.
+
+    ``pulumi up`` waits for its ``Ready`` condition (ESO sets it once the Secret is written; pulumi-kubernetes
+    ``pulumi.com/waitFor``, its await tests' ``condition=...`` form), so a wrong grant, a missing secret or a key
+    policy that refuses the role fails the apply here, not later as login pods waiting on an absent volume."""
+    metadata = meta(target, namespace, labels)
+    metadata["annotations"] = {"pulumi.com/waitFor": "condition=Ready", "pulumi.com/timeoutSeconds": "600"}
     return {
-        "apiVersion": ESO_API, "kind": "ExternalSecret", "metadata": meta(target, namespace, labels),
+        "apiVersion": ESO_API, "kind": "ExternalSecret", "metadata": metadata,
         "spec": {
             "refreshInterval": REFRESH,
             "secretStoreRef": {"kind": "SecretStore", "name": SECRET_STORE},
