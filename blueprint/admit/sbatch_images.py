@@ -88,36 +88,74 @@ def _expand(value: str, known: dict[str, str]) -> str | None:
     return None if "$" in out else out
 
 
+# Words after which the next word is again a command (bash's reserved words), and commands that run the rest of their
+# words as another command (with options of their own first: "timeout 600 srun ...").
+KEYWORDS = {"then", "do", "else", "elif", "if", "while", "until", "{", "!", "time", "exec", "command", "nohup"}
+WRAPPERS = {"timeout", "env", "nice", "stdbuf", "xargs", "setsid", "numactl", "taskset"}
+ENV_IMAGE = "PYXIS_CONTAINER_IMAGE"  # srun's --container-image from the environment (pyxis args.c)
+
+
+def _commands(words: list[str]) -> list[list[str]]:
+    """A line's words split into commands at the shell's separators."""
+    out: list[list[str]] = [[]]
+    for word in words:
+        if word in SEPARATORS:
+            out.append([])
+        else:
+            out[-1].append(word)
+    return [c for c in out if c]
+
+
+def _srun_at(command: list[str]) -> int | None:
+    """Where ``srun`` (any path to it) starts in the command, past reserved words, ``NAME=value`` prefixes and
+    wrapping commands; None when the command is not srun."""
+    i = 0
+    while i < len(command) and (command[i] in KEYWORDS or ASSIGNMENT.match(command[i])):
+        i += 1
+    if i < len(command) and command[i].rsplit("/", 1)[-1] in WRAPPERS:
+        return next((j for j in range(i + 1, len(command)) if command[j].rsplit("/", 1)[-1] == "srun"), None)
+    return i if i < len(command) and command[i].rsplit("/", 1)[-1] == "srun" else None
+
+
 def container_images(text: str, shown: str, batch_image: str | None) -> list[Image]:
-    """Every ``--container-image`` the script gives (module docstring): ``batch_image`` is the ``#SBATCH`` one."""
+    """Every ``--container-image`` the script gives (module docstring): ``batch_image`` is the ``#SBATCH`` one; an
+    srun without one takes ``PYXIS_CONTAINER_IMAGE`` from its environment (an ``export`` in the script, or a
+    ``NAME=value`` before srun), as pyxis reads its options from the environment."""
     images: list[Image] = []
     if batch_image is not None:
         images.append(Image(f"{shown}: #SBATCH", batch_image, _expand(batch_image, {})))
     known: dict[str, str] = {}
+    exported: set[str] = set()
     for number, words in _lines(text):
-        command_start = True
-        in_srun = False
-        for i, word in enumerate(words):
-            if word in SEPARATORS:
-                command_start, in_srun = True, False
-                continue
-            if command_start:
-                command_start = False
-                if (m := ASSIGNMENT.match(word)) and len(words) == 1 + i:
-                    known[m.group(1)] = _substitute(m.group(2), known)  # NAME=value alone on its line
-                    continue
-                in_srun = word == "srun"
-                if word == "export" and i + 1 < len(words) and (m := ASSIGNMENT.match(words[i + 1])):
+        for command in _commands(words):
+            if all(ASSIGNMENT.match(w) for w in command):  # NAME=value ...: shell variables
+                for w in command:
+                    m = ASSIGNMENT.match(w)
+                    assert m is not None
                     known[m.group(1)] = _substitute(m.group(2), known)
                 continue
-            if not in_srun:
+            if command[0] == "export":
+                for w in command[1:]:
+                    if m := ASSIGNMENT.match(w):
+                        known[m.group(1)] = _substitute(m.group(2), known)
+                        exported.add(m.group(1))
+                    elif not w.startswith("-"):
+                        exported.add(w)
+                continue
+            at = _srun_at(command)
+            if at is None:
                 continue
             written = None
-            if word.startswith(OPTION + "="):
-                written = word[len(OPTION) + 1:]
-            elif word == OPTION and i + 1 < len(words):
-                written = words[i + 1]
+            for i, word in enumerate(command[at + 1:], start=at + 1):
+                if word.startswith(OPTION + "="):
+                    written = word[len(OPTION) + 1:]
+                elif word == OPTION and i + 1 < len(command):
+                    written = command[i + 1]
+            prefix = {m.group(1): m.group(2) for w in command[:at] if (m := ASSIGNMENT.match(w))}
+            if written is None and ENV_IMAGE in prefix:
+                written = prefix[ENV_IMAGE]
+            elif written is None and ENV_IMAGE in exported and ENV_IMAGE in known:
+                written = known[ENV_IMAGE]
             if written is not None:
                 images.append(Image(f"{shown}:{number}", written, _expand(written, known)))
     return images
-

@@ -10,6 +10,7 @@ from blueprint.admit.slurm import SLURM_NAMESPACE
 from components.kubernetes.enroot import (
     IMPORTER_CONFIG_MAP,
     IMPORTER_KEY,
+    NOT_ALLOWED,
     allowed_prefixes,
     importer_refusal,
     is_squashfs,
@@ -40,11 +41,14 @@ def judge_images(view: ClusterView, images: list[Image], step: Step) -> None:
             step.notes.append(f"{image.where}: --container-image={image.value} is a squashfs file on the node: pyxis "
                               "starts it without the importer, so no registry rule applies")
         elif (why := importer_refusal(image.value, allowed)) is not None:
+            fix = ("push the image to one of those registries, or add its registry to platform.allowedRegistries"
+                   if why.endswith(NOT_ALLOWED) else
+                   "write it as enroot reads it ([USER@][REGISTRY#]IMAGE[:TAG], a lowercase image path) from one "
+                   "of those registries")
             step.fail(cm.ref, "pyxis-registries",
                       f"{image.where}: --container-image={image.value}: {why} ({', '.join(allowed)}: "
                       "platform.allowedRegistries); Slurm starts the job and this step fails in pyxis's importer "
-                      "before the program runs; push the image to one of those registries, or add its registry to "
-                      "platform.allowedRegistries")
+                      f"before the program runs; {fix}")
         else:
             checked.append(image.value)
     if checked:

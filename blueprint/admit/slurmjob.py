@@ -219,8 +219,9 @@ def _holds(slurm: SlurmCluster, part: Partition, job: SbatchJob, members: list[S
         out.problems.append(("holds", node.nodeset.ref, "node-memory",
                              f"{_gib(asked)} of memory per node ({why}); a {node.instance_type} node ({node.name}) "
                              f"offers {_gib(offered)}: sbatch refuses it (\"Memory specification can not be "
-                             "satisfied\"); ask for less with --mem-per-gpu, or put a larger node type in the "
-                             f"partition (scheduler.slurm.partitions[{part.name}].nodeGroups)"))
+                             "satisfied\"); ask for less with "
+                             f"{'--mem-per-gpu' if per_node else '--mem or --mem-per-cpu'}, or put a larger node type "
+                             f"in the partition (scheduler.slurm.partitions[{part.name}].nodeGroups)"))
         return
     held = offered if asked is None else asked
     whole_memory = held >= offered
@@ -247,6 +248,11 @@ def _gpu_type(job: SbatchJob) -> str | None:
         if request is not None and request.type:
             return request.type
     return None
+
+
+def _gpu_partitions(slurm: SlurmCluster, nodes: dict[str, SlurmNodes]) -> list[str]:
+    """The partitions with GPU nodes."""
+    return [q.name for q in slurm.partitions if any(nodes[n].gpus for n in q.nodesets if n in nodes)]
 
 
 def _partition_checks(slurm: SlurmCluster, nodes: dict[str, SlurmNodes], job: SbatchJob, part: Partition,
@@ -341,9 +347,12 @@ def _partition_checks(slurm: SlurmCluster, nodes: dict[str, SlurmNodes], job: Sb
         out.problems.append(("gpus", most.nodeset.ref, "node-gpus",
                              f"{per_node} GPUs per node; a {most.instance_type} ({most.name}) has {most.gpus}: no "
                              f"node of partition {p} can hold it, Slurm refuses it (\"Requested node configuration "
-                             f"is not available\"); ask for at most {most.gpus} per node (on more nodes), or put a "
-                             f"node group with more GPUs per node in the partition "
-                             f"(scheduler.slurm.partitions[{p}].nodeGroups)"))
+                             f"is not available\"); "
+                             + (f"ask for at most {most.gpus} per node (on more nodes), or put a node group with more "
+                                f"GPUs per node in the partition (scheduler.slurm.partitions[{p}].nodeGroups)"
+                                if most.gpus else
+                                f"partition {p} is CPU-only: submit GPU work to a GPU partition "
+                                f"({', '.join(_gpu_partitions(slurm, nodes)) or 'none'})")))
     elif running and fits and lo > reach:
         keys = ", ".join(m.size_key for m in fits)
         out.problems.append(("nodes", f"Partition/{p}", "partition-size",

@@ -36,6 +36,7 @@ _LIBRARY = [re.compile(rf"^docker://{_USER}([^/@#:]+):({_T})@({_D})$"),
 _ENROOT = [re.compile(rf"^docker://{_USER}([^#/@]+)#({_I}):({_T})@({_D})$"),
            re.compile(rf"^docker://{_USER}([^#/@]+)#({_I})@({_D})$"),
            re.compile(rf"^docker://{_USER}([^#/@]+)#({_I})(:({_T}))?$")]
+NOT_ALLOWED = "is not from a registry this cluster allows"  # the importer's refusal of a readable image
 _HOST = re.compile(r"^[A-Za-z0-9.-]+(:[0-9]+)?$")
 
 
@@ -90,4 +91,4 @@ def importer_refusal(image: str, allowed: Sequence[str]) -> str | None:
     name = f"{reg}/{img}"
     if any(name.startswith(prefix) for prefix in allowed):
         return None
-    return f"{name} is not from a registry this cluster allows"
+    return f"{name} {NOT_ALLOWED}"

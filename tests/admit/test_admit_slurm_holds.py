@@ -132,3 +132,18 @@ def test_the_two_node_example_runs_on_dev_gcp_slurm(graph_files: Callable[[str],
     held = holds(report)
     assert (held["gpus_per_node"], held["node_gpus"], held["memory_mib_per_node"]) == (2, 2, 64 * 1024)
     assert held["memory_from"] == "2 GPUs x --mem-per-gpu=32G" and not held["whole_node"]
+
+
+def test_a_cpu_partition_is_told_in_cpu_terms(graph_files: Callable[[str], Path], tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 38 review: a CPU job over a node's memory was told to use --mem-per-gpu; a GPU job on a CPU partition to
+    # "ask for at most 0 per node"
+    path = script(tmp_path, "-A research", "-p prep", "-N 1", "--cpus-per-task=32", "--mem=200G")
+    code, report = admit(graph_files(SLURM), path, capsys=capsys)
+    assert code == 1 and rules(report) == ["node-memory"]
+    assert "ask for less with --mem or --mem-per-cpu" in reason(report, "node-memory")["message"]
+    path = script(tmp_path, "-A research", "-p prep", "-N 1", "--gpus-per-node=1", name="gpu.sbatch")
+    code, report = admit(graph_files(SLURM), path, capsys=capsys)
+    message = reason(report, "node-gpus")["message"]
+    assert code == 1 and "partition prep is CPU-only: submit GPU work to a GPU partition (train" in message
+    assert "at most 0" not in message

@@ -105,3 +105,20 @@ def test_admit_reads_an_image_as_the_importer_script_does(tmp_path: Path) -> Non
             assert run.returncode == 0, (image, run.stderr)
         else:
             assert run.returncode == 1 and f"pyxis-registries: {ours};" in run.stderr, (image, ours, run.stderr)
+
+
+def test_images_given_through_the_environment_or_a_wrapper_are_read() -> None:
+    # the issue 38 review's script: each of these reaches pyxis's importer, none was seen
+    text = ("#!/bin/bash\n#SBATCH -N 1\n"
+            "export PYXIS_CONTAINER_IMAGE=ghcr.io/evil/x:1\n"
+            "srun hostname\n"
+            "timeout 600 srun --container-image=ghcr.io/a:1 true\n"
+            "/usr/bin/srun --container-image=ghcr.io/b:1 true\n"
+            "if true; then srun --container-image=ghcr.io/c:1 true; fi\n"
+            "PYXIS_CONTAINER_IMAGE=ghcr.io/d:1 srun true\n"
+            "echo srun --container-image=not-a-step:1\n")
+    assert [(i.where, i.value) for i in container_images(text, "s", None)] == [
+        ("s:4", "ghcr.io/evil/x:1"), ("s:5", "ghcr.io/a:1"), ("s:6", "ghcr.io/b:1"), ("s:7", "ghcr.io/c:1"),
+        ("s:8", "ghcr.io/d:1")]
+    # a variable that is not exported does not reach srun's environment
+    assert container_images("#!/bin/bash\nPYXIS_CONTAINER_IMAGE=ghcr.io/x:1\nsrun true\n", "s", None) == []
