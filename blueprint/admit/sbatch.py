@@ -22,7 +22,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from blueprint.admit.sbatch_images import Image, container_images
+from blueprint.admit.sbatch_images import Image, scan
 
 DIRECTIVE = "#SBATCH"
 INFINITE = math.inf
@@ -105,6 +105,7 @@ class SbatchJob:
     exclusive: bool = False
     qos: str | None = None
     images: list[Image] = field(default_factory=list)  # pyxis's --container-image, #SBATCH's and each srun's
+    bare_sruns: list[str] = field(default_factory=list)  # file:line of the sruns that run outside a container
 
     @property
     def time_text(self) -> str:
@@ -356,7 +357,8 @@ def parse_sbatch(text: str, shown: str, file_name: str) -> SbatchJob:
     if (v := value("time")) is not None:
         job.time_minutes = parse_time(v, where["time"])
     job.exclusive = "exclusive" in options and options["exclusive"] in (None, "")  # =user|mcs|topo share nodes
-    job.images = container_images(text, shown, value("container-image"))
+    steps = scan(text, shown, value("container-image"))
+    job.images, job.bare_sruns = steps.images, steps.bare
     unchecked = sorted(n for n in options if n not in CHECKED and n not in QUIET)
     if unchecked:
         job.notes.append(f"not checked: {', '.join('--' + n for n in unchecked)}")

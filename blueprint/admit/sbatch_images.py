@@ -117,10 +117,25 @@ def _srun_at(command: list[str]) -> int | None:
     return i if i < len(command) and command[i].rsplit("/", 1)[-1] == "srun" else None
 
 
+@dataclass
+class Scan:
+    """What admit reads of a script's steps: the images, and where an srun runs without one."""
+
+    images: list[Image]
+    bare: list[str]  # file:line of each srun that runs its tasks outside a container
+
+
 def container_images(text: str, shown: str, batch_image: str | None) -> list[Image]:
+    """Every ``--container-image`` the script gives (:func:`scan`)."""
+    return scan(text, shown, batch_image).images
+
+
+def scan(text: str, shown: str, batch_image: str | None) -> Scan:
     """Every ``--container-image`` the script gives (module docstring): ``batch_image`` is the ``#SBATCH`` one; an
     srun without one takes ``PYXIS_CONTAINER_IMAGE`` from its environment (an ``export`` in the script, or a
-    ``NAME=value`` before srun), as pyxis reads its options from the environment."""
+    ``NAME=value`` before srun), as pyxis reads its options from the environment. An srun with none runs outside a
+    container, unless the batch script itself runs in one (its steps then inherit the image)."""
+    bare: list[str] = []
     images: list[Image] = []
     if batch_image is not None:
         images.append(Image(f"{shown}: #SBATCH", batch_image, _expand(batch_image, {})))
@@ -158,4 +173,6 @@ def container_images(text: str, shown: str, batch_image: str | None) -> list[Ima
                 written = known[ENV_IMAGE]
             if written is not None:
                 images.append(Image(f"{shown}:{number}", written, _expand(written, known)))
-    return images
+            elif batch_image is None:
+                bare.append(f"{shown}:{number}")
+    return Scan(images, bare)

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from blueprint.admit.cluster import ClusterView, as_mapping
 from blueprint.admit.results import Step
+from blueprint.admit.sbatch import SbatchJob
 from blueprint.admit.sbatch_images import Image
-from blueprint.admit.slurm import SLURM_NAMESPACE
+from blueprint.admit.slurm import SLURM_NAMESPACE, Partition
 from components.kubernetes.enroot import (
+    ENROOT_HOOKS_DIR,
+    FABRIC_HOOK,
     IMPORTER_CONFIG_MAP,
     IMPORTER_KEY,
     NOT_ALLOWED,
@@ -15,6 +18,21 @@ from components.kubernetes.enroot import (
     importer_refusal,
     is_squashfs,
 )
+
+
+def fabric_note(view: ClusterView, job: SbatchJob, part: Partition, step: Step) -> None:
+    """On a partition whose NodeSets carry the GPUDirect fabric's enroot hook (objects/slurm_fabric.py), an srun
+    outside a container gets none of the fabric's NCCL environment: named, with the fix."""
+    hook = f"{ENROOT_HOOKS_DIR}/{FABRIC_HOOK}"
+    fabric = [name for name in part.nodesets
+              if (ns := view.get("NodeSet", name, SLURM_NAMESPACE)) is not None
+              and any(as_mapping(m).get("mountPath") == hook
+                      for m in as_mapping(ns.spec.get("slurmd")).get("volumeMounts") or [])]
+    if fabric and job.bare_sruns:
+        step.notes.append(f"{', '.join(job.bare_sruns)}: srun without --container-image on GPUDirect nodes "
+                          f"({', '.join(fabric)}): its tasks get none of the fabric's NCCL environment (the enroot "
+                          "hook gives it to containers only) and NCCL falls back to its TCP sockets; run them in a "
+                          "container, or source the plugin's profile in the script first (docs/slurm.md)")
 
 
 def judge_images(view: ClusterView, images: list[Image], step: Step) -> None:

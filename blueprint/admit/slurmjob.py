@@ -39,7 +39,7 @@ from blueprint.admit.slurm import (
     show_minutes,
     slurm_cluster,
 )
-from blueprint.admit.slurm_images import judge_images
+from blueprint.admit.slurm_images import fabric_note, judge_images
 from components.kubernetes.reserved import MIB
 
 SBATCH_STEPS = ("script", "slurm", "partition", "account", "time", "nodes", "gpus", "holds", "containers", "runtime")
@@ -577,6 +577,7 @@ def admit_sbatch(view: ClusterView, groups: list[NodeGroup], job: SbatchJob) -> 
     for name, obj, rule, message in chosen.problems:
         result.steps[name].fail(obj, rule, message)
     judge_images(view, job.images, result.steps["containers"])
+    fabric_note(view, job, part, result.steps["containers"])
     if chosen.placement is not None:
         result.placements = [chosen.placement]
     result.slurm = {"partition": part.name, "account": chosen.account,

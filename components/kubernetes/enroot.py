@@ -16,6 +16,10 @@ import shlex
 from collections.abc import Sequence
 
 IMPORTER_CONFIG_MAP = "slurm-pyxis-importer"
+# enroot's system configuration directory (ENROOT_SYSCONF_PATH's default) and the GPUDirect groups' hook there
+# (objects/slurm_fabric.py writes it; admit reads the NodeSets that mount it)
+ENROOT_HOOKS_DIR = "/etc/enroot/hooks.d"
+FABRIC_HOOK = "50-gpu-cluster-fabric.sh"
 IMPORTER_KEY = "registry-importer.sh"  # the importer script's key in that ConfigMap
 ALLOWED_LINE = re.compile(r"^ALLOWED=\((.*)\)$", re.MULTILINE)  # the script's list of allowed prefixes
 

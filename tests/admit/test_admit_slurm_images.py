@@ -18,8 +18,10 @@ from blueprint.cli import main
 from components.kubernetes.enroot import allowed_prefixes, importer_refusal
 from components.kubernetes.objects.slurm_pyxis import importer_script
 from tests.admit.test_admit_slurm import SLURM, admit, reason, rules, script
+from tests.conftest import ROOT
 
 ECR = "111122223333.dkr.ecr.us-east-1.amazonaws.com"
+A3MEGA = "examples/stacks/Pulumi.a3mega-slurm-gcp.yaml"
 
 
 def test_an_image_from_an_allowed_registry_is_admitted(graph_files: Callable[[str], Path], tmp_path: Path,
@@ -122,3 +124,19 @@ def test_images_given_through_the_environment_or_a_wrapper_are_read() -> None:
         ("s:8", "ghcr.io/d:1")]
     # a variable that is not exported does not reach srun's environment
     assert container_images("#!/bin/bash\nPYXIS_CONTAINER_IMAGE=ghcr.io/x:1\nsrun true\n", "s", None) == []
+
+
+def test_an_srun_outside_a_container_on_gpudirect_nodes_is_named(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # the fabric's NCCL environment reaches containers through the enroot hook only (issue 38 review)
+    path = script(tmp_path, "-A research", "-N 2", "--gpus-per-node=8",
+                  body="srun --mpi=pmix all_reduce_perf -b 8 -e 1G\n"
+                       "srun --container-image=nvcr.io#nvidia/pytorch:24.12-py3 true\n")
+    code, report = admit(ROOT / A3MEGA, path, capsys=capsys)
+    notes = " ".join(report["workloads"][0]["notes"])
+    assert code == 0 and f"{path}:5: srun without --container-image on GPUDirect nodes (a3mega)" in notes
+    assert f"{path}:6" not in notes
+    # not on nodes without the hook
+    code, report = admit(ROOT / A3MEGA, script(tmp_path, "-A research", "-p debug", "-N 1", name="cpu.sbatch",
+                                               body="srun hostname\n"), capsys=capsys)
+    assert code == 0 and "GPUDirect" not in " ".join(report["workloads"][0]["notes"])

@@ -17,8 +17,9 @@ import yaml
 
 from blueprint.policy.runner import run_policies
 from components.gcp.cloud import gpudirect_pod_fabric
+from components.kubernetes.enroot import ENROOT_HOOKS_DIR, FABRIC_HOOK
 from components.kubernetes.objects.acceptance import PodFabric
-from components.kubernetes.objects.slurm_fabric import ENROOT_HOOKS_DIR, FABRIC_HOOK, fabric_hook_script
+from components.kubernetes.objects.slurm_fabric import fabric_hook_script
 from components.spec import SpecError, parse_spec
 from tests.conftest import ROOT, offline_run
 from tests.k8s_checks import validate_crd_object

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.catalog.charts import slurm_images
+from components.kubernetes.enroot import FABRIC_HOOK
 from components.kubernetes.objects.acceptance import PodFabric
 from components.kubernetes.objects.common import (
     GPU_TOLERATION,
@@ -36,7 +37,6 @@ from components.kubernetes.objects.common import (
 )
 from components.kubernetes.objects.node_check import HEALTH_INTERVAL_S, NodeCheck, node_checks
 from components.kubernetes.objects.slurm_fabric import (
-    FABRIC_HOOK,
     fabric_config_map_name,
     fabric_hook_script,
     fabric_hook_volume,

@@ -27,12 +27,10 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from components.kubernetes.enroot import ENROOT_HOOKS_DIR, FABRIC_HOOK
 from components.kubernetes.objects.acceptance import PodFabric
 from components.kubernetes.objects.common import Manifest
 
-# enroot's system configuration directory (ENROOT_SYSCONF_PATH's default) and the hook's file there
-ENROOT_HOOKS_DIR = "/etc/enroot/hooks.d"
-FABRIC_HOOK = "50-gpu-cluster-fabric.sh"
 # What the profile sets that a container needs: NCCL's variables and the library path of the plugin
 FABRIC_ENV_PATTERN = r"^(NCCL_[A-Za-z0-9_]*|LD_LIBRARY_PATH)="
 
