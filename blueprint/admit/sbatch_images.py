@@ -125,11 +125,6 @@ class Scan:
     bare: list[str]  # file:line of each srun that runs its tasks outside a container
 
 
-def container_images(text: str, shown: str, batch_image: str | None) -> list[Image]:
-    """Every ``--container-image`` the script gives (:func:`scan`)."""
-    return scan(text, shown, batch_image).images
-
-
 def scan(text: str, shown: str, batch_image: str | None) -> Scan:
     """Every ``--container-image`` the script gives (module docstring): ``batch_image`` is the ``#SBATCH`` one; an
     srun without one takes ``PYXIS_CONTAINER_IMAGE`` from its environment (an ``export`` in the script, or a

@@ -53,10 +53,10 @@ def _constant(expression: str) -> Any:
 
 def _variable(expression: str, activation: dict[str, Any], namespace: Mapping[str, Any]) -> Any:
     """A variable's value. The guards send each namespace's policies a few dozen probe requests: a variable that reads
-    only the namespace and other variables (the team-gid policy's other teams' groups: a literal of every team's
-    group, filtered by the namespace's) is evaluated once per value of what it reads, not once per request. Evaluated
-    again per request, a 1,000-element literal made the admission guard grow with the square of the teams (1.4 s of
-    CPU per namespace at 1,000 teams against 0.14 s at 100; issue 37)."""
+    only the namespace and other variables (the team-gid policy's ``gid``, from the namespace's label) is evaluated
+    once per value of what it reads, not once per request; one that reads nothing (its map of every team's group) once
+    per process. Evaluated again per request, a 1,000-element literal made the admission guard grow with the square
+    of the teams (1.4 s of CPU per namespace at 1,000 teams against 0.14 s at 100; issue 37)."""
     if not REQUEST_NAMES.search(expression):
         return _constant(expression)
     if PER_REQUEST.search(expression):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from blueprint.admit.sbatch_images import container_images
+from blueprint.admit.sbatch_images import scan
 from blueprint.cli import main
 from components.kubernetes.enroot import allowed_prefixes, importer_refusal
 from components.kubernetes.objects.slurm_pyxis import importer_script
@@ -76,7 +76,7 @@ def test_images_are_read_where_scripts_write_them() -> None:
             "srun --container-image=\"$IMAGE\" python -c '\nprint(1)\n' | tee log && "
             "srun --container-mounts /a:/a --container-image reg.io/x:${TAG} true\n"
             "echo --container-image=not-srun\n")
-    images = container_images(text, "s.sbatch", None)
+    images = scan(text, "s.sbatch", None).images
     assert [(i.where, i.value) for i in images] == [("s.sbatch:6", "nvcr.io#nvidia/pytorch:24.12-py3"),
                                                     ("s.sbatch:6", "reg.io/x:2")]
 
@@ -119,11 +119,11 @@ def test_images_given_through_the_environment_or_a_wrapper_are_read() -> None:
             "if true; then srun --container-image=ghcr.io/c:1 true; fi\n"
             "PYXIS_CONTAINER_IMAGE=ghcr.io/d:1 srun true\n"
             "echo srun --container-image=not-a-step:1\n")
-    assert [(i.where, i.value) for i in container_images(text, "s", None)] == [
+    assert [(i.where, i.value) for i in scan(text, "s", None).images] == [
         ("s:4", "ghcr.io/evil/x:1"), ("s:5", "ghcr.io/a:1"), ("s:6", "ghcr.io/b:1"), ("s:7", "ghcr.io/c:1"),
         ("s:8", "ghcr.io/d:1")]
     # a variable that is not exported does not reach srun's environment
-    assert container_images("#!/bin/bash\nPYXIS_CONTAINER_IMAGE=ghcr.io/x:1\nsrun true\n", "s", None) == []
+    assert scan("#!/bin/bash\nPYXIS_CONTAINER_IMAGE=ghcr.io/x:1\nsrun true\n", "s", None).images == []
 
 
 def test_an_srun_outside_a_container_on_gpudirect_nodes_is_named(tmp_path: Path,

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.catalog.charts import slurm_images
-from components.kubernetes.enroot import FABRIC_HOOK
 from components.kubernetes.objects.acceptance import PodFabric
 from components.kubernetes.objects.common import (
     GPU_TOLERATION,
@@ -36,12 +35,7 @@ from components.kubernetes.objects.common import (
     meta,
 )
 from components.kubernetes.objects.node_check import HEALTH_INTERVAL_S, NodeCheck, node_checks
-from components.kubernetes.objects.slurm_fabric import (
-    fabric_config_map_name,
-    fabric_hook_script,
-    fabric_hook_volume,
-    fabric_pod_parts,
-)
+from components.kubernetes.objects.slurm_fabric import fabric_config_map, fabric_pod_parts
 from components.kubernetes.objects.slurm_health import HEALTH_CHECK_DIR, HEALTH_CHECK_PROGRAM, health_check_script
 from components.kubernetes.objects.slurm_pyxis import (
     PYXIS_LIB_DIRS,
@@ -535,9 +529,7 @@ def config_maps(c: SlurmCluster) -> list[Manifest]:
                 "data": {"90-gpu-cluster.conf": ENROOT_CONF}})
     out += [health_check_config_map(c, p) for p in c.pools]
     # on GKE GPUDirect pools, each container gets the fabric through an enroot hook (objects/slurm_fabric.py)
-    out += [{"apiVersion": "v1", "kind": "ConfigMap",
-             "metadata": meta(fabric_config_map_name(p.pool.name), SLURM_NAMESPACE, c.labels),
-             "data": {FABRIC_HOOK: fabric_hook_script(p.pool.name, p.pod_fabric)}}
+    out += [fabric_config_map(p.pool.name, p.pod_fabric, SLURM_NAMESPACE, c.labels)
             for p in c.pools if p.pod_fabric is not None]
     return out
 
@@ -656,11 +648,7 @@ def nodeset(c: SlurmCluster, p: SlurmNodePool) -> Manifest:
     mounts.append({"name": "health-check", "mountPath": HEALTH_CHECK_DIR, "readOnly": True})
     volumes.append({"name": "enroot-conf", "configMap": {"name": ENROOT_CONFIG_MAP}})
     mounts.append({"name": "enroot-conf", "mountPath": ENROOT_CONF_DIR, "readOnly": True})
-    if p.pod_fabric is not None:
-        volume, mount = fabric_hook_volume(p.pool.name)
-        volumes.append(volume)
-        mounts.append(mount)
-    fabric = fabric_pod_parts(p.pod_fabric)
+    fabric = fabric_pod_parts(p.pool.name, p.pod_fabric)
     volumes += fabric["volumes"]
     mounts += fabric["mounts"]
     slurmd: dict[str, Any] = {"image": c.images.slurmd, "resources": {"requests": requests, "limits": limits},

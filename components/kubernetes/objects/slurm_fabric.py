@@ -25,11 +25,12 @@ it sources the profile itself (docs/slurm.md).
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from components.kubernetes.enroot import ENROOT_HOOKS_DIR, FABRIC_HOOK
 from components.kubernetes.objects.acceptance import PodFabric
-from components.kubernetes.objects.common import Manifest
+from components.kubernetes.objects.common import Manifest, meta
 
 # What the profile sets that a container needs: NCCL's variables and the library path of the plugin
 FABRIC_ENV_PATTERN = r"^(NCCL_[A-Za-z0-9_]*|LD_LIBRARY_PATH)="
@@ -87,16 +88,24 @@ def fabric_hook_script(pool: str, fabric: PodFabric) -> str:
     return "\n".join([*lines, "exit 0"]) + "\n"
 
 
-def fabric_pod_parts(fabric: PodFabric | None) -> dict[str, Any]:
+def fabric_pod_parts(pool: str, fabric: PodFabric | None) -> dict[str, Any]:
     """The parts of a slurmd pod a GPUDirect pool adds: pod annotations, native sidecars (init containers that keep
-    running), host volumes, slurmd's mounts and environment. Empty lists elsewhere."""
+    running), host volumes and the enroot hook's ConfigMap (:func:`fabric_hook_volume`), slurmd's mounts and
+    environment. Empty lists elsewhere."""
     if fabric is None:
         return {"annotations": {}, "sidecars": [], "volumes": [], "mounts": [], "env": []}
+    hook_volume, hook_mount = fabric_hook_volume(pool)
     return {"annotations": dict(fabric.annotations),
             "sidecars": [dict(c) for c in fabric.sidecars],
-            "volumes": [dict(v) for v in fabric.volumes],
-            "mounts": [dict(m) for m in fabric.mounts],
+            "volumes": [hook_volume, *(dict(v) for v in fabric.volumes)],
+            "mounts": [hook_mount, *(dict(m) for m in fabric.mounts)],
             "env": [{"name": n, "value": v} for n, v in fabric.env]}
+
+
+def fabric_config_map(pool: str, fabric: PodFabric, namespace: str, labels: Mapping[str, str]) -> Manifest:
+    """The group's enroot hook (:func:`fabric_hook_script`), which its slurmd pods mount."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(fabric_config_map_name(pool), namespace, labels),
+            "data": {FABRIC_HOOK: fabric_hook_script(pool, fabric)}}
 
 
 def fabric_config_map_name(pool: str) -> str:
