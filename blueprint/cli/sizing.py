@@ -4,6 +4,7 @@ GPU-hours lost, the GPU capacity the work needs), what its losses cost, and the 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,9 @@ if TYPE_CHECKING:
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser("sizing", parents=[common], help="the goodput model of a stack: checkpoint and restore "
-                            "times, optimal interval, goodput, GPU-hours lost, required GPU capacity, storage")
+                            "times, optimal interval, goodput, GPU-hours lost, required GPU capacity, storage; "
+                            "and each served model's KV cache, concurrency, cold start, replicas and cost per "
+                            "million tokens")
     parser.add_argument("stack", help=STACK_HELP)
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.add_argument("--measured", metavar="RECORD", default=None,
@@ -34,25 +37,41 @@ def run(args: argparse.Namespace) -> int:
     from blueprint.cost.prices import prices_for
     from blueprint.graph.engine import run_program
     from blueprint.graph.stackfile import load_stack
-    from blueprint.sizing.report import gpu_compute_usd, price_options, render_sizing, render_sizing_json
+    from blueprint.sizing.inference import inference_document, render_inference, served_sizing
+    from blueprint.sizing.report import gpu_compute_usd, price_options, render_sizing, sizing_document
     from components.sizing import SizingError, goodput_model
 
     if args.output is not None:
         check_output_file(args.output)
     stack = load_stack(args.stack)
+    serving = stack.spec.inference is not None
+    model: GoodputModel | None = None
     try:
         model = goodput_model(stack.spec)
     except SizingError as err:
-        raise CommandError(f"{stack.display_path}: {err}") from None
-    if args.measured is not None:
+        # A stack that only serves has no checkpoints to model: its served models are still sized.
+        if not serving or args.measured is not None or stack.spec.workload.goodput is not None:
+            raise CommandError(f"{stack.display_path}: {err}") from None
+    if args.measured is not None and model is not None:
         return _measured(args, stack.name, stack.spec, model)
     program = run_program(stack.name, stack.config, stack.region)
     usage, notes = usage_for(None, args.stack, (program.graph,))
     report = price_graph(program.graph, usage=usage, usage_notes=notes)
-    gpu = gpu_compute_usd(report)
-    options = price_options(model, prices_for(stack.spec.cloud))
-    text = (render_sizing_json(model, gpu, options) if args.format == "json"
-            else render_sizing(model, gpu, options, stack.name))
+    sized = served_sizing(stack.spec, report)
+    if args.format == "json":
+        doc: dict[str, Any] = {}
+        if model is not None:
+            doc = sizing_document(model, gpu_compute_usd(report), price_options(model, prices_for(stack.spec.cloud)))
+        if serving:
+            doc["inference"] = inference_document(sized)
+        text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    else:
+        text = ""
+        if model is not None:
+            text = render_sizing(model, gpu_compute_usd(report), price_options(model, prices_for(stack.spec.cloud)),
+                                 stack.name)
+        if serving:
+            text += "\n".join(render_inference(sized)) + "\n"
     write(text, args.output)
     return EXIT_OK
 

@@ -3,7 +3,6 @@ reach the target (priced from the catalog where a price was read)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,7 +151,3 @@ def render_sizing(model: GoodputModel, gpu: GpuCompute, options: list[PricedOpti
             lines.append(f"  cheapest with a price read: {priced[0].option.describe()}"
                          + ("" if len(priced) == len(options) else " (tiers without a price read may be cheaper)"))
     return "\n".join(lines) + "\n"
-
-
-def render_sizing_json(model: GoodputModel, gpu: GpuCompute, options: list[PricedOption]) -> str:
-    return json.dumps(sizing_document(model, gpu, options), indent=2, sort_keys=True) + "\n"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Optional
 
 from pydantic import Field, StrictBool
 
@@ -10,6 +10,7 @@ from components.spec.aws import AwsSpec
 from components.spec.base import _NAME_RE, _Model
 from components.spec.billing import BillingSpec
 from components.spec.gcp import GcpSpec
+from components.spec.inference import InferenceSpec
 from components.spec.platform import AcceptanceSpec, PlatformSpec
 from components.spec.slurm import SchedulerSpec
 from components.spec.teams import TeamSpec
@@ -42,6 +43,8 @@ class ClusterSpec(_Model):
     )
     scheduler: SchedulerSpec = Field(
         default_factory=SchedulerSpec, description="Schedulers: Kueue always; Slurm (Slinky) beside it when set.")
+    inference: Optional[InferenceSpec] = Field(
+        default=None, description="Models served privately (vLLM behind the cluster's internal gateway); absent: none.")
     acceptance: AcceptanceSpec = Field(
         default_factory=AcceptanceSpec, description="The NCCL acceptance MPIJobs (suspended until run)."
     )

@@ -12,6 +12,7 @@ from components.spec.rules.control_plane import _check_control_plane
 from components.spec.rules.cpu_quotas import check_cpu_quotas
 from components.spec.rules.gcp import check_gcp
 from components.spec.rules.identity import _check_labels
+from components.spec.rules.inference import _check_inference
 from components.spec.rules.network import _check_network
 from components.spec.rules.node_groups import _check_node_groups
 from components.spec.rules.platform import (
@@ -44,6 +45,7 @@ def validate(spec: ClusterSpec, provider_region: str | None, now: datetime,
     _check_alerts(spec, out)
     _check_workload(spec, out)
     _check_slurm(spec, out)
+    _check_inference(spec, out)
     if spec.environment == "prod" and not spec.deletion_protection:
         out.add(".deletionProtection", "prod-deletion-protection",
                 "prod stacks cannot turn off deletion protection of stateful resources")
