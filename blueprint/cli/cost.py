@@ -33,7 +33,11 @@ def run(args: argparse.Namespace) -> int:
     usage, notes = usage_for(args.usage, args.target, (graph,))
     report = price_graph(graph, usage=usage, usage_notes=notes)
     goodput = modelled_goodput(spec)
-    unit = unit_cost(report, spec.workload, goodput) if spec is not None else None
+    unit = None
+    if spec is not None:  # a stack: a saved graph carries no workload, and a reader imports no spec for it
+        from blueprint.sizing.inference import serving_resources
+
+        unit = unit_cost(report, spec.workload, goodput, serving_resources(spec))
     reason = unit_reason(spec, goodput)
     if args.format == "json":
         write(render_cost_json(report, unit_cost_document(unit, reason)), args.output)

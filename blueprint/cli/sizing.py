@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from blueprint.cost.prices import prices_for
     from blueprint.graph.engine import run_program
     from blueprint.graph.stackfile import load_stack
-    from blueprint.sizing.inference import inference_document, render_inference, served_sizing
+    from blueprint.sizing.inference import inference_document, served_sizing, serving_resources, with_served
     from blueprint.sizing.report import gpu_compute_usd, price_options, render_sizing, sizing_document
     from components.sizing import SizingError, goodput_model
 
@@ -58,20 +58,19 @@ def run(args: argparse.Namespace) -> int:
     usage, notes = usage_for(None, args.stack, (program.graph,))
     report = price_graph(program.graph, usage=usage, usage_notes=notes)
     sized = served_sizing(stack.spec, report)
+    training_gpus = gpu_compute_usd(report, serving_resources(stack.spec))
     if args.format == "json":
         doc: dict[str, Any] = {}
         if model is not None:
-            doc = sizing_document(model, gpu_compute_usd(report), price_options(model, prices_for(stack.spec.cloud)))
+            doc = sizing_document(model, training_gpus, price_options(model, prices_for(stack.spec.cloud)))
         if serving:
             doc["inference"] = inference_document(sized)
         text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
     else:
         text = ""
         if model is not None:
-            text = render_sizing(model, gpu_compute_usd(report), price_options(model, prices_for(stack.spec.cloud)),
-                                 stack.name)
-        if serving:
-            text += "\n".join(render_inference(sized)) + "\n"
+            text = render_sizing(model, training_gpus, price_options(model, prices_for(stack.spec.cloud)), stack.name)
+        text = with_served(text, stack.spec, report)
     write(text, args.output)
     return EXIT_OK
 

@@ -10,6 +10,7 @@ is its own term. Support and operations come from the spec: no graph holds them.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -49,9 +50,12 @@ class UnitCost:
         return None if self.baseline_usd_per_unit is None else self.unit_cost_usd < self.baseline_usd_per_unit
 
 
-def unit_cost(report: CostReport, workload: WorkloadSpec, goodput: float | None = None) -> UnitCost | None:
+def unit_cost(report: CostReport, workload: WorkloadSpec, goodput: float | None = None,
+              serving: Collection[str] = ()) -> UnitCost | None:
     """The unit cost, or None when the stack gives no ``workload.economics`` (or asks for the goodput model's
-    figures, ``fromGoodput``, and ``goodput`` is not given).
+    figures, ``fromGoodput``, and ``goodput`` is not given). ``serving`` names the node groups' resources served
+    models run on: their GPUs are neither the work's capacity nor its compute cost (``blueprint sizing`` gives their
+    own cost per million tokens).
 
     With ``fromGoodput`` the retries are the modelled loss (1 - goodput: checkpoint overhead, lost work and
     restarts) and the useful work per GPU-month is ``idealWorkPerGpuMonth x goodput x (1 - idleFraction)``.
@@ -75,7 +79,7 @@ def unit_cost(report: CostReport, workload: WorkloadSpec, goodput: float | None 
         retry_fraction = econ.retry_fraction
         useful_per_gpu = econ.useful_work_per_gpu_month
     required = workload.target_work_per_month / useful_per_gpu
-    compute, paid_gpus, shortfall = compute_at_paid_capacity(report, required)
+    compute, paid_gpus, shortfall = compute_at_paid_capacity(report, required, serving)
     by_plane: dict[str, float] = {}
     for res in report.resources:
         if res.plane != "compute":
@@ -99,7 +103,8 @@ def unit_cost(report: CostReport, workload: WorkloadSpec, goodput: float | None 
                     shortfall_gpus=shortfall)
 
 
-def compute_at_paid_capacity(report: CostReport, required_gpus: float) -> tuple[float, float, float]:
+def compute_at_paid_capacity(report: CostReport, required_gpus: float,
+                             serving: Collection[str] = ()) -> tuple[float, float, float]:
     """(compute cost a month, GPUs paid for, GPUs short of ``required_gpus``) at the capacity the stack pays for:
     reserved groups (Capacity Blocks, reservations) as priced, whether nodes run or not; autoscaled GPU groups at their
     minimum size plus the nodes the required capacity needs beyond the reserved and minimum GPUs (cheapest per GPU
@@ -110,7 +115,7 @@ def compute_at_paid_capacity(report: CostReport, required_gpus: float) -> tuple[
     paid = 0.0
     scaled = []
     for res in report.resources:
-        if res.plane != "compute":
+        if res.plane != "compute" or res.name in serving:
             continue
         if res.nodes is None or not res.gpus_per_node or res.paid_regardless:
             compute += res.monthly_usd + res.one_time_usd

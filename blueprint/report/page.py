@@ -159,6 +159,7 @@ def goodput_parts(inputs: ReportInputs) -> tuple[str, str | None]:
     """The goodput section's body and the ``blueprint sizing`` text it shows (None when the stack cannot be
     modelled: the body says why)."""
     from blueprint.cost.prices import prices_for
+    from blueprint.sizing.inference import serving_resources, with_served
     from blueprint.sizing.report import gpu_compute_usd, price_options, render_sizing
     from components.sizing import SizingError, daly_interval, goodput_model
     from components.sizing.plan import option_plan
@@ -173,7 +174,8 @@ def goodput_parts(inputs: ReportInputs) -> tuple[str, str | None]:
         return f"<p class=muted>Not modelled: {_e(err)} (<code>blueprint sizing</code> says the same).</p>", None
     options = price_options(model, prices_for(spec.cloud))
     stack = inputs.graph.stack or "graph"
-    text = render_sizing(model, gpu_compute_usd(inputs.cost), options, stack)
+    training = gpu_compute_usd(inputs.cost, serving_resources(spec))
+    text = with_served(render_sizing(model, training, options, stack), spec, inputs.cost)
     plan = model.plan
     if not model.progressing or plan.interval_s == float("inf"):
         return f"<p class=warn>No useful interval to draw: see the sizing below.</p>{_sizing_block(text)}", text

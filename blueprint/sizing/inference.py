@@ -21,8 +21,9 @@ from components.sizing.inference import (
     replicas_for_peak,
     usd_per_million_tokens,
 )
+from components.sizing.plan import HOURS_PER_MONTH
 from components.spec import ClusterSpec
-from components.spec.decisions import cloud_node_groups, instance_catalog
+from components.spec.decisions import cloud_node_groups, instance_catalog, serving_node_groups
 from components.spec.inference import ServedModelSpec
 
 
@@ -44,6 +45,12 @@ class ServedSizing:
     cold: ColdStart
     gpu_hour: GpuHour | None
     for_peak: int | None
+
+    def monthly_usd(self, replicas: int) -> float | None:
+        """What ``replicas`` replicas' GPUs cost in a month (730 hours) at the group's GPU-hour (None: no price)."""
+        if self.gpu_hour is None:
+            return None
+        return replicas * self.model.gpus_per_replica * self.gpu_hour.usd * HOURS_PER_MONTH
 
     def cost_at(self, replicas: int) -> float | None:
         return None if self.gpu_hour is None else usd_per_million_tokens(self.model, replicas, self.gpu_hour.usd)
@@ -112,6 +119,7 @@ def inference_document(sized: list[ServedSizing]) -> list[dict[str, Any]]:
             "peak_output_tokens_per_second": m.objectives.peak_output_tokens_per_second,
             "gpu_hour_usd": s.gpu_hour.usd if s.gpu_hour is not None else None,
             "gpu_hour_price_status": s.gpu_hour.status if s.gpu_hour is not None else None,
+            "monthly_usd": {"min": s.monthly_usd(m.replicas.min), "max": s.monthly_usd(m.replicas.max)},
             "cost_per_million_tokens_usd": s.cost_at(m.replicas.min),
             "cost_per_million_tokens_usd_at_max": s.cost_at(m.replicas.max),
             "baseline_cost_per_million_tokens_usd": baseline.usd_per_million_tokens if baseline is not None else None,
@@ -126,9 +134,9 @@ def render_inference(sized: list[ServedSizing]) -> list[str]:
     for s in sized:
         m = s.model
         stale = " [stale price]" if s.gpu_hour is not None and s.gpu_hour.status == "stale" else ""
+        span = f"{m.replicas.min}" if m.replicas.min == m.replicas.max else f"{m.replicas.min}-{m.replicas.max}"
         lines += [
-            f"served model {m.name} (team {m.team}, {m.replicas.min}-{m.replicas.max} replicas x "
-            f"{m.gpus_per_replica} GPU(s) on {m.node_group})",
+            f"served model {m.name} (team {m.team}, {span} replicas x {m.gpus_per_replica} GPU(s) on {m.node_group})",
             f"  weights {s.memory.weights_bytes / 1e9:,.1f} GB ({m.weights.dtype}); KV cache "
             f"{kv_bytes_per_token(m) / 1024:,.0f} KiB per token ({m.engine.kv_cache_dtype}), "
             f"{max(s.memory.kv_room_bytes, 0) / 2**30:,.1f} GiB per replica at most (activations not counted)",
@@ -136,6 +144,12 @@ def render_inference(sized: list[ServedSizing]) -> list[str]:
             f"the objective's {m.objectives.concurrency} in flight need "
             f"{-(-m.objectives.concurrency // max(s.memory.max_concurrency, 1))} replica(s)",
         ]
+        if s.gpu_hour is not None:
+            ends = (f"{format_usd(s.monthly_usd(m.replicas.min))} a month" if m.replicas.min == m.replicas.max else
+                    f"{format_usd(s.monthly_usd(m.replicas.min))} a month at {m.replicas.min} replica(s), "
+                    f"{format_usd(s.monthly_usd(m.replicas.max))} at {m.replicas.max}")
+            lines.append(f"  GPUs: {ends} (GPU-hour {format_usd(s.gpu_hour.usd)}{stale}, from "
+                         f"{m.node_group}'s instance-hour)")
         if s.cold.seconds is None:
             lines.append(f"  cold start: unknown ({s.cold.note})")
         else:
@@ -150,9 +164,21 @@ def render_inference(sized: list[ServedSizing]) -> list[str]:
             peak = (f"; the peak needs {s.for_peak} replica(s)" if s.for_peak is not None else "")
             lines.append(f"  cost per million generated tokens: {format_usd(s.cost_at(m.replicas.min))} at "
                          f"{m.replicas.min} replica(s), {format_usd(s.cost_at(m.replicas.max))} at "
-                         f"{m.replicas.max} (GPU-hour {format_usd(s.gpu_hour.usd)}{stale}; "
-                         f"{m.throughput.output_tokens_per_second:,.0f} tokens/s per replica){peak}")
+                         f"{m.replicas.max} ({m.throughput.output_tokens_per_second:,.0f} tokens/s per replica){peak}")
         if m.baseline is not None:
             lines.append(f"  baseline model API: {format_usd(m.baseline.usd_per_million_tokens)} per million tokens "
                          f"({m.baseline.source})")
     return lines
+
+
+def with_served(text: str, spec: ClusterSpec, report: CostReport | None) -> str:
+    """``blueprint sizing``'s table: the goodput model's text (may be empty) and then each served model's lines, as
+    the command prints it and the report shows it."""
+    if spec.inference is None:
+        return text
+    return text + ("\n" if text else "") + "\n".join(render_inference(served_sizing(spec, report))) + "\n"
+
+
+def serving_resources(spec: ClusterSpec) -> frozenset[str]:
+    """The provider resources of the groups served models run on (what :func:`gpu_compute_usd` leaves out)."""
+    return frozenset(node_group_resource_name(spec.cloud, g) for g in serving_node_groups(spec))

@@ -3,6 +3,7 @@ reach the target (priced from the catalog where a price was read)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,9 +32,10 @@ class GpuCompute:
     stale: bool
 
 
-def gpu_compute_usd(report: CostReport) -> GpuCompute:
-    """The GPU node groups' (pools') cost at max size: the groups the cost engine priced with GPUs on their nodes."""
-    groups = [r for r in report.resources if r.nodes is not None and r.gpus_per_node]
+def gpu_compute_usd(report: CostReport, serving: Collection[str] = ()) -> GpuCompute:
+    """The training GPU node groups' (pools') cost at max size: the groups the cost engine priced with GPUs on their
+    nodes, less those named in ``serving`` (their provider resources' names: a served model's groups train nothing)."""
+    groups = [r for r in report.resources if r.nodes is not None and r.gpus_per_node and r.name not in serving]
     priced = all(r.priced_fully for r in groups)
     usd = sum(r.monthly_usd_at_max + r.one_time_usd for r in groups) if priced else None
     stale = any(line.stale for r in groups for line in (*r.components, *r.components_at_max))

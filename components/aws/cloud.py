@@ -3,7 +3,7 @@ together, and hands the cloud-neutral wiring (``components/cluster.py``) a :clas
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
@@ -25,6 +25,7 @@ from components.aws.eks import EksAddons, EksControlPlane
 from components.aws.kubeconfig import kubeconfig, update_kubeconfig_command
 from components.aws.network import AwsNetwork, DeployerPath
 from components.aws.platform import AWS_TOPOLOGY, EBS_GP3, POD_IDENTITY_EGRESS, POD_IDENTITY_EGRESS_IPV6, efa_fabric
+from components.aws.serving import AwsServingAccess
 from components.aws.slurm_db import SlurmAccountingDb
 from components.aws.slurm_secrets import AwsSecretReaderIdentity
 from components.aws.storage import AwsStorage
@@ -60,6 +61,7 @@ from components.kubernetes.objects import (
 from components.kubernetes.objects.node_check import per_node_expected
 from components.kubernetes.objects.storage_check import storage_check
 from components.kubernetes.quotas import CpuPool, GpuPool
+from components.kubernetes.serving import served_models
 from components.planes import CloudPlanes, ClusterOutputs
 from components.provenance import from_spec, spec_path, team_items
 from components.sizing.plan import stack_checkpoint_policy
@@ -69,6 +71,7 @@ from components.spec.decisions import (
     dedicated_cpu_groups,
     group_billing_labels,
     node_release,
+    serving_node_groups,
     slurm_cpu_groups,
     slurm_hugepages,
     slurm_node_groups,
@@ -189,7 +192,8 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
                     records_bucket: Any = None, records_ready: tuple[pulumi.Resource, ...] = (),
                     node_ipv6_cidr: Any = None,
                     storage_check_ready: tuple[pulumi.Resource, ...] = (),
-                    slurm_secret_ready: tuple[pulumi.Resource, ...] = ()) -> PlatformInputs:
+                    slurm_secret_ready: tuple[pulumi.Resource, ...] = (),
+                    serving_ready: Mapping[str, tuple[pulumi.Resource, ...]] | None = None) -> PlatformInputs:
     """The cloud-neutral description of the cluster that the Kubernetes platform is built from; ``telemetry_ready``
     (the log shipper's and the metrics reader's identities) and ``records_bucket`` (the checkpoint bucket's name,
     where the acceptance gate's records go), ``node_ipv6_cidr`` (the VPC's IPv6 block) and ``storage_check_ready``
@@ -201,6 +205,7 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
     prices = load_prices("aws")
     pools = []
     slurm_cpu = slurm_cpu_groups(spec)
+    serving = serving_node_groups(spec)
     for group in aws_spec.node_groups:
         facts = catalog[group.instance_type]
         if not facts.gpu_count and group.name not in slurm_cpu:  # Slurm's CPU groups run slurmd too (no GPU)
@@ -215,6 +220,7 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
             vcpu_per_node=facts.vcpu.value,
             memory_gib_per_node=facts.memory_gib.value,
             placed=is_placed(group, facts),
+            host_topology=group.name in serving,
             gpu_units_per_gpu=units,
             grows_after_admission=is_autoscaled(group, facts),
             node_hour_usd=price[0].usd if price is not None else None,
@@ -274,6 +280,9 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
         storage_check_ready=storage_check_ready,
         node_autoscaler=autoscaler,
         telemetry=cloud_telemetry(spec, pools, *telemetry_ready),
+        # The weights streamed from the checkpoint bucket by each model's own Pod Identity; the S3 client's region.
+        serving=served_models(spec, bucket=records_bucket, scheme="s3", env=(("AWS_REGION", aws_spec.region),),
+                              ready=serving_ready),
     )
 
 
@@ -381,6 +390,13 @@ def build(spec: ClusterSpec) -> CloudPlanes:
             acceptance_records=spec.acceptance.enabled,
             storage_check_bucket=(check := storage_check(spec)) is not None and check.bucket,
         ), opts=opts)
+    serving_ready: dict[str, tuple[pulumi.Resource, ...]] = {}
+    if spec.inference is not None:
+        with from_spec(spec_path("inference", "models")):
+            serving_ready = AwsServingAccess(
+                "serving-access", models=spec.inference.models, eks_cluster_name=control_plane.eks_cluster_name,
+                eks_cluster_arn=control_plane.eks_cluster_arn, physical_prefix=spec.name, region=aws_spec.region,
+                bucket_arn=storage.bucket_arn, data_key_arn=storage.data_key_arn, labels=labels, opts=opts).ready
     tel = aws_spec.telemetry
     with from_spec(spec_path("aws", "telemetry")):
         telemetry = AwsTelemetry(
@@ -543,5 +559,5 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                                                  if a is not None),
                              node_ipv6_cidr=network.ipv6_cidr_block,
                              storage_check_ready=(data_access.storage_check,) if data_access.storage_check else (),
-                             slurm_secret_ready=secret_ready)
+                             slurm_secret_ready=secret_ready, serving_ready=serving_ready)
     return CloudPlanes(kubernetes_provider=k8s_provider, platform=inputs, outputs=outputs)

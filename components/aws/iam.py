@@ -116,6 +116,22 @@ def team_checkpoint_policy(bucket_arn: str, key_arn: str | None, prefix: str, re
     return document(*statements)
 
 
+def weights_read_policy(bucket_arn: str, key_arn: str | None, prefix: str, region: str) -> PolicyDocument:
+    """Read one served model's weights (``<prefix>`` of the bucket), and nothing else: list that prefix (the streamer
+    and vLLM list it for the safetensors, config.json and the tokenizer), get its objects, decrypt through S3 only. No
+    write, no delete, no other prefix."""
+    top = prefix.rstrip("/") + "/"
+    statements: list[Statement] = [
+        {"Sid": "ListWeightsPrefix", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": bucket_arn,
+         "Condition": {"StringLike": {"s3:prefix": [top, f"{top}*"]}}},
+        {"Sid": "ReadWeights", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": f"{bucket_arn}/{top}*"},
+    ]
+    if key_arn:
+        statements.append({"Sid": "DecryptThroughS3", "Effect": "Allow", "Action": ["kms:Decrypt"],
+                           "Resource": key_arn, "Condition": _via_s3(region)})
+    return document(*statements)
+
+
 def acceptance_record_policy(bucket_arn: str, key_arn: str | None, prefix: str, region: str) -> PolicyDocument:
     """Write the acceptance gate's records under ``<prefix>/`` of the checkpoint bucket, and nothing else: no read, no
     list, no delete, no other prefix (the per-node pods upload with ``aws s3 cp``, one PutObject per small file). The

@@ -11,7 +11,7 @@ authorized networks.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
@@ -50,6 +50,7 @@ from components.gcp.security import (
     kms_key_id,
     wif_principal,
 )
+from components.gcp.serving import GcpServingAccess
 from components.gcp.slurm_db import SQL_SERVICE, SlurmAccountingDb
 from components.gcp.storage import GcpStorage, checkpoint_bucket_name
 from components.gcp.telemetry import NOT_VISIBLE, STACKDRIVER_RELEASE, GcpTelemetry, stackdriver_values
@@ -74,6 +75,7 @@ from components.kubernetes.objects.node_check import SERVICE_ACCOUNT as NODE_CHE
 from components.kubernetes.objects.slurm_secrets import ESO_NAMESPACE, ESO_SERVICE_ACCOUNT
 from components.kubernetes.objects.storage_check import STORAGE_CHECK_SERVICE_ACCOUNT, storage_check
 from components.kubernetes.quotas import CpuPool, GpuPool
+from components.kubernetes.serving import served_models
 from components.planes import CloudPlanes, ClusterOutputs
 from components.provenance import from_spec, spec_path, team_items
 from components.sizing.plan import stack_checkpoint_policy
@@ -85,6 +87,7 @@ from components.spec.decisions import (
     gpudirect_pools,
     group_billing_labels,
     is_compact,
+    serving_node_groups,
     slurm_cpu_groups,
     slurm_hugepages,
     slurm_node_groups,
@@ -321,7 +324,8 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
                     metrics_ready: tuple[pulumi.Resource, ...] = (),
                     records_ready: tuple[pulumi.Resource, ...] = (),
                     storage_check_ready: tuple[pulumi.Resource, ...] = (),
-                    slurm_secret_ready: tuple[pulumi.Resource, ...] = ()) -> PlatformInputs:
+                    slurm_secret_ready: tuple[pulumi.Resource, ...] = (),
+                    serving_ready: Mapping[str, tuple[pulumi.Resource, ...]] | None = None) -> PlatformInputs:
     """The cloud-neutral description of the cluster the Kubernetes platform is built from; ``slurm_db`` is Slurm's
     accounting database (host, password) when the stack created one; ``metrics_ready``, ``records_ready`` and
     ``storage_check_ready`` the Workload Identity grants the storage exporter, the acceptance recorder and the
@@ -343,7 +347,8 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
             fabric_per_node=0, vcpu_per_node=facts.vcpu.value, memory_gib_per_node=facts.memory_gib.value,
             # A Slurm pool shares no GPU (GKE refuses a container more than one time-shared GPU, and slurmd holds them
             # all): its units are whole GPUs.
-            placed=placed, gpu_units_per_gpu=1 if pool.name in slurm_node_groups(spec) else units,
+            placed=placed, host_topology=pool.name in serving_node_groups(spec),
+            gpu_units_per_gpu=1 if pool.name in slurm_node_groups(spec) else units,
             queued=pool.capacity.type == "flex-start",
             # GKE's autoscaler grows a pool with room between its sizes; a flex-start pool's nodes come before
             # admission, through the ProvisioningRequest.
@@ -442,6 +447,8 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
                                                image=spec.acceptance.recorder_image or recorder_image("gcp"),
                                                ready=records_ready) if spec.acceptance.enabled else None,
         storage_check_ready=storage_check_ready,
+        # The weights streamed from the checkpoint bucket by each model's own Workload Identity principal.
+        serving=served_models(spec, bucket=bucket, scheme="gs", ready=serving_ready),
     )
 
 
@@ -539,6 +546,12 @@ def build(spec: ClusterSpec) -> CloudPlanes:
             if spec.acceptance.enabled else [],
             storage_check=("gpu-acceptance", STORAGE_CHECK_SERVICE_ACCOUNT)
             if (check := storage_check(spec)) is not None and check.bucket else None, opts=opts)
+    serving_ready: dict[str, tuple[pulumi.Resource, ...]] = {}
+    if spec.inference is not None:
+        with from_spec(spec_path("inference", "models")):
+            serving_ready = GcpServingAccess("serving-access", models=spec.inference.models, project=g.project,
+                                             project_number=number, bucket=storage.bucket_name, protect=protect,
+                                             cluster=cluster.cluster, opts=opts).ready
     secret_ready: tuple[pulumi.Resource, ...] = ()
     source = spec.scheduler.slurm.login.sssd_conf_from if spec.scheduler.slurm is not None else None
     if source is not None:
@@ -619,7 +632,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                              gpu_pools=gpu_pools, shared_filesystem=lustre_volume(spec, storage.filesystem_address),
                              slurm_db=slurm_db, metrics_ready=metrics_ready, records_ready=tuple(data_access.recorder),
                              storage_check_ready=(data_access.storage_check,) if data_access.storage_check else (),
-                             slurm_secret_ready=secret_ready)
+                             slurm_secret_ready=secret_ready, serving_ready=serving_ready)
     outputs = ClusterOutputs(
         cluster_name=cluster.name,
         endpoint=cluster.endpoint,

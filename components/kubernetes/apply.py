@@ -19,6 +19,8 @@ _TYPED: dict[tuple[str, str], Any] = {
     ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
     ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
     ("v1", "Secret"): k8s.core.v1.Secret,
+    ("v1", "Service"): k8s.core.v1.Service,
+    ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
     ("v1", "PersistentVolume"): k8s.core.v1.PersistentVolume,
     ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
     ("batch/v1", "Job"): k8s.batch.v1.Job,

@@ -17,6 +17,7 @@ from components.kubernetes.objects import (
     NetworkTopology,
     SharedFilesystem,
 )
+from components.kubernetes.objects.serving import ServedModel
 from components.kubernetes.objects.storage_check import StorageCheck
 from components.kubernetes.quotas import CpuPool, GpuPool
 from components.spec import PlatformSpec, TeamSpec
@@ -148,6 +149,8 @@ class PlatformInputs:
     # Where in the stack file the shared filesystem and the cloud's cluster objects are configured (provenance).
     filesystem_spec_path: str = ""
     cloud_objects_spec_path: str = ""
+    # The served models (inference.models), with what the cloud decides for each (bucket, scheme, identity).
+    serving: tuple[ServedModel, ...] = ()
 
     @property
     def pools_by_name(self) -> dict[str, GpuPool]:

@@ -33,6 +33,7 @@ from components.kubernetes.quotas import (
     team_flavor_quotas,
 )
 from components.kubernetes.readiness import NodeReadiness
+from components.kubernetes.serving import build_serving
 from components.provenance import from_spec, spec_path, team_items
 
 GRAFANA_SECRET = "grafana-admin"
@@ -289,10 +290,10 @@ class Queues(pulumi.ComponentResource):
 
         def tas_only(team: Any) -> bool:  # every GPU flavor of the team's queue has a topology
             gpu = team_flavor_quotas(team, pools)
-            return topology is not None and bool(gpu) and all(fq.pool.placed for fq in gpu)
+            return topology is not None and bool(gpu) and all(fq.pool.placed or fq.pool.host_topology for fq in gpu)
         variants = {(fq.pool.name, tas_only(t)) for t in inputs.teams for fq in team_cpu_flavor_quotas(t, cpu_pools)}
         both = {name for name, tas in variants if (name, not tas) in variants}
-        if any(tas for _, tas in variants):
+        if any(tas for _, tas in variants) or (topology is not None and any(p.host_topology for p in inputs.pools)):
             manifests.append(obj.topology(obj.HOST_TOPOLOGY))
         manifests += [obj.cpu_resource_flavor(cpu_pools[name], tas, name in both) for name, tas in sorted(variants)]
         if cohort_name:
@@ -581,6 +582,8 @@ def build_platform(inputs: PlatformInputs, opts: pulumi.ResourceOptions) -> None
         queues = Queues("queues", inputs, monitoring.prometheus, tenancy.namespaces, opts=opts)
     with from_spec(spec_path("platform")):
         controllers = Controllers("controllers", inputs, queues.kueue, opts=opts)
+    if inputs.serving:
+        build_serving(inputs, queues.kueue, tenancy.namespaces, opts)
     if inputs.slurm is not None:
         with from_spec(spec_path("scheduler", "slurm"), teams):
             Slurm("slurm", inputs, monitoring.prometheus, opts=opts, dirs=dirs)

@@ -30,6 +30,9 @@ class GpuPool:
     vcpu_per_node: int | None
     memory_gib_per_node: int | None
     placed: bool  # nodes share a placement group or a reservation: topology-aware scheduling applies
+    # Not placed, but its flavor takes the one-level topology of hosts (a served model's group: each replica is one
+    # pod, nothing to place beyond a node), so its team's ClusterQueue stays TAS-only beside placed training groups.
+    host_topology: bool = False
     gpu_units_per_gpu: int = 1  # time-slicing replicas
     queued: bool = False  # nodes come through a ProvisioningRequest (GKE flex-start / queued provisioning)
     # A node autoscaler adds nodes after Kueue admitted a workload that needs them (an autoscaled group or pool

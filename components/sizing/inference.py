@@ -2,8 +2,10 @@
 replicas a peak needs, and what a million generated tokens cost. Pure (the spec and the catalog), so the load-time
 rules, ``blueprint sizing`` and the program share one arithmetic.
 
-Units: bytes; GiB = 2^30 bytes (the catalog's GPU memory, as NVIDIA and the clouds market it, e.g. H100 80); MB =
-10^6 bytes (readMBps).
+Units: bytes; GB = 10^9 bytes: the catalog's GPU memory (as NVIDIA and the clouds market it, e.g. L4 24, L40S 48) is
+read as GB, which is what EC2's GpuInfo reports for them (L4 22,888 MiB = 24.0e9 bytes, L40S 45,776 MiB = 48.0e9)
+and below what an H100 80GB reports (81,559 MiB): a conservative reading for every GPU of the catalog; MB = 10^6 bytes
+(readMBps); GiB = 2^30 bytes in messages.
 
 KV cache per token (NVIDIA, "Mastering LLM Techniques: Inference Optimization", developer.nvidia.com/blog, 2023-11-17:
 "Size of KV cache per token in bytes = 2 * (num_layers) * (num_heads * dim_head) * precision_in_bytes", with the
@@ -28,9 +30,30 @@ from dataclasses import dataclass
 from components.spec.inference import ServedModelSpec
 
 GIB = 2**30
+GB = 1e9
 MB = 1e6
+# The Run:ai streamer reads into a host buffer of min(RUNAI_STREAMER_MEMORY_LIMIT, the files' size): 40 GB by default
+# when not distributed (run-ai/runai-model-streamer docs/src/env-vars.md), which for a one-GPU replica means the
+# whole model in host memory. Capped here; it must hold the largest tensor (Llama 3 70B's embedding: 128,256 x 8,192 x
+# 2 bytes = 2.1 GB), so a model with a larger one needs more (not modelled).
+STREAMER_BUFFER_BYTES = 4_000_000_000
+# The engine's own processes on the host (API server, engine core, the CUDA and torch runtime): an allowance, not a
+# measured figure; the replica's memory is three quarters of its GPUs' share of the node, at least this plus the
+# buffer and /dev/shm.
+ENGINE_HOST_GIB = 8
 # Bytes per element of each data type (int4: two weights a byte; quantization scales are not counted).
 DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+
+
+def shm_gib(gpus: int) -> int:
+    """The replica's memory-backed /dev/shm (tensor-parallel workers exchange through it): an allowance of 2 GiB per
+    GPU, counted in the pod's memory."""
+    return 2 * gpus
+
+
+def host_memory_floor_gib(gpus: int) -> int:
+    """The least host memory a replica needs: the streamer's buffer, the engine's own processes and /dev/shm."""
+    return math.ceil(STREAMER_BUFFER_BYTES / 2**30) + ENGINE_HOST_GIB + shm_gib(gpus)
 
 
 @dataclass(frozen=True)
@@ -75,11 +98,11 @@ def weights_bytes(model: ServedModelSpec) -> float:
     return model.model.parameters_billions * 1e9 * DTYPE_BYTES[model.weights.dtype]
 
 
-def model_memory(model: ServedModelSpec, gpu_memory_gib: float) -> ModelMemory:
-    """A replica's memory on GPUs of ``gpu_memory_gib`` each."""
+def model_memory(model: ServedModelSpec, gpu_memory_gb: float) -> ModelMemory:
+    """A replica's memory on GPUs of ``gpu_memory_gb`` each (the catalog's figure, read as GB)."""
     gpus = model.gpus_per_replica
     return ModelMemory(gpus=gpus, weights_bytes=weights_bytes(model),
-                       engine_bytes=gpus * gpu_memory_gib * GIB * model.engine.gpu_memory_utilization,
+                       engine_bytes=gpus * gpu_memory_gb * GB * model.engine.gpu_memory_utilization,
                        kv_bytes_per_token=kv_bytes_per_token(model), context_tokens=model.context_tokens)
 
 

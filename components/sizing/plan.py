@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from components.sizing.goodput import CheckpointPlan, fleet_mtbf_hours, plan_checkpoints
 from components.spec import FSX_CAPACITY_STEP_GIB, FSX_THROUGHPUT_TIERS, CapacitySpec, ClusterSpec
-from components.spec.decisions import cloud_node_groups, instance_catalog
+from components.spec.decisions import cloud_node_groups, instance_catalog, serving_node_groups
 
 HOURS_PER_MONTH = 730
 MB = 1e6
@@ -132,13 +132,15 @@ class SizingError(ValueError):
 
 
 def _fleet(spec: ClusterSpec) -> tuple[int, int, float]:
-    """GPU nodes and GPUs at max size, and the GPU-hours they can run in a month."""
+    """GPU nodes and GPUs at max size, and the GPU-hours they can run in a month, of the training fleet: the groups a
+    served model runs on are not in it (their failures stop no training job; their hours train nothing)."""
     catalog = instance_catalog(spec)
+    serving = serving_node_groups(spec)
     nodes = gpus = 0
     hours = 0.0
     for group in cloud_node_groups(spec):
         facts = catalog.get(group.instance_type)
-        if facts is None or not facts.gpu_count:
+        if facts is None or not facts.gpu_count or group.name in serving:
             continue
         nodes += group.max_size
         gpus += group.max_size * facts.gpu_count

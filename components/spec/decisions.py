@@ -387,6 +387,12 @@ def pool_upgrade(pool: GcpNodePoolSpec) -> PoolUpgrade | None:
     return PoolUpgrade("SURGE", surge, unavailable, None)
 
 
+def serving_node_groups(spec: ClusterSpec) -> frozenset[str]:
+    """The node groups (GKE: pools) a served model runs on (inference.models): not part of the training fleet the
+    goodput model counts."""
+    return frozenset(m.node_group for m in spec.inference.models) if spec.inference is not None else frozenset()
+
+
 def slurm_node_groups(spec: ClusterSpec) -> frozenset[str]:
     """The GPU node groups (GKE: pools) Slurm runs on; every other GPU group is Kueue's."""
     slurm = spec.scheduler.slurm

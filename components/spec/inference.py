@@ -131,8 +131,10 @@ class BaselineSpec(_Model):
 class ServedModelSpec(_Model):
     """One served model: shape, weights, engine, parallelism, where it runs, for whom, and what it must meet."""
 
-    name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$",
-                      description="The model's name on the cluster (its Deployment, Service and route).")
+    # At most 30: the AWS role <cluster>-<model>-serve stays under IAM's 64 characters (components/aws/serving.py).
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,28}[a-z0-9]$",
+                      description="The model's name on the cluster (its Deployment, Service, service account "
+                      "serve-<name> and vLLM's served model name), 2-30 characters [a-z0-9-].")
     team: str = Field(description="The team that owns it (a team of the stack): its namespace, quota, identity and "
                       "billing labels.")
     node_group: str = Field(description="The GPU node group (GKE: node pool) it runs on.")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, PolicyPack
 
-from gpu_policies import billing, data_safety, fabric, guards, quotas, security, sizing, slurm, telemetry
+from gpu_policies import billing, data_safety, fabric, guards, inference, quotas, security, sizing, slurm, telemetry
 
 PACK_NAME = "gpu-cluster-policies"
 POLICIES = [*billing.POLICIES, *quotas.POLICIES, *telemetry.POLICIES, *security.POLICIES, *fabric.POLICIES,
-            *data_safety.POLICIES, *sizing.POLICIES, *slurm.POLICIES, *guards.POLICIES]
+            *data_safety.POLICIES, *sizing.POLICIES, *slurm.POLICIES, *inference.POLICIES,
+            *guards.POLICIES]
 
 
 def serve() -> None:

@@ -168,12 +168,12 @@ def test_cli_audit_reports_the_alert_secrets(monkeypatch: pytest.MonkeyPatch, ca
     monkeypatch.setattr(gcp_api, "gcp_session", lambda project: recorded("acme-ml-prod", deployed=True))
     assert main(["audit", "prod-gcp"]) == 0
     out = capsys.readouterr().out
-    assert "PASS          alert-secrets" in out and out.endswith("audit: 10 pass, 0 fail, 0 cannot-check\n")
+    assert "PASS          alert-secrets" in out and out.endswith("audit: 11 pass, 0 fail, 0 cannot-check\n")
     kube.drop("monitoring", "alertmanager-smtp")
     assert main(["audit", "prod-gcp"]) == 1
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("FAIL")]
     assert line.split()[:3] == ["FAIL", "alert-secrets", "monitoring/alertmanager-smtp:password:"]
     monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")
     assert main(["audit", "prod-gcp"]) == 0  # the cloud's checks pass; the cluster's were skipped, and say so
-    assert capsys.readouterr().out.endswith("audit: 7 pass, 0 fail, 1 cannot-check\n")
+    assert capsys.readouterr().out.endswith("audit: 8 pass, 0 fail, 1 cannot-check\n")
     assert main(["audit", "prod-gcp", "--strict"]) == 4

@@ -53,8 +53,8 @@ def test_prod_as_the_spec_says() -> None:
     assert [c for c in checks if c.status != "pass"] == []
     assert by(checks, "billing-labels") == [Check(
         "billing-labels", "prod-train-gke", "pass",
-        "6 resources carry every billing label (cluster prod-train-gke, node pool system, node pool h100, node pool "
-        "cpu, bucket "
+        "7 resources carry every billing label (cluster prod-train-gke, node pool system, node pool h100, node pool "
+        "cpu, node pool l4, bucket "
         "acme-ml-prod-prod-train-gke-checkpoints, Lustre prod-train-gke-lustre)")]
     assert by(checks, "bucket-protection") == [Check(
         "bucket-protection", "acme-ml-prod-prod-train-gke-checkpoints", "pass",
@@ -64,7 +64,8 @@ def test_prod_as_the_spec_says() -> None:
         "private IP endpoint only; authorized networks none; DNS endpoint open to IAM-authorized callers")]
     assert by(checks, "node-pools") == [Check("node-pools", "system", "pass", "n2-standard-16, on-demand"),
                                         Check("node-pools", "h100", "pass", "a3-megagpu-8g, reservation"),
-                                        Check("node-pools", "cpu", "pass", "n2-standard-16, on-demand")]
+                                        Check("node-pools", "cpu", "pass", "n2-standard-16, on-demand"),
+                                        Check("node-pools", "l4", "pass", "g2-standard-8, on-demand")]
     assert by(checks, "gpu-networks") == [Check("gpu-networks", "h100", "pass",
                                                 "8 of the 8 additional networks of a3-megagpu-8g (TCPXO)")]
 
@@ -97,8 +98,8 @@ def test_an_existing_lustre_instance_s_labels_stay_its_owner_s() -> None:
     checks = run_gcp_audit(parse_spec(raw, "stacks/Pulumi.prod-gcp.yaml"), recorded(PROD, deployed=True))
     assert by(checks, "billing-labels") == [Check(
         "billing-labels", "prod-train-gke", "pass",
-        "5 resources carry every billing label (cluster prod-train-gke, node pool system, node pool h100, node pool "
-        "cpu, bucket "
+        "6 resources carry every billing label (cluster prod-train-gke, node pool system, node pool h100, node pool "
+        "cpu, node pool l4, bucket "
         "acme-ml-prod-prod-train-gke-checkpoints)")]
 
 
@@ -175,6 +176,7 @@ def test_node_pools_that_differ_from_the_spec() -> None:
         Check("node-pools", "h100", "fail", "reservation affinity ANY_RESERVATION, not the specific reservation "
                                             "projects/acme-ml-prod/reservations/a3mega-prod-16"),
         Check("node-pools", "cpu", "pass", "n2-standard-16, on-demand"),
+        Check("node-pools", "l4", "pass", "g2-standard-8, on-demand"),
         Check("node-pools", "prod-train-gke", "fail", "debug not in the spec: made outside the stack?")]
     assert by(checks, "gpu-networks") == [Check("gpu-networks", "h100", "fail",
                                                 "1 of the 8 additional networks of a3-megagpu-8g (TCPXO)")]
@@ -207,7 +209,7 @@ def test_cli_audit_exit_status(monkeypatch: pytest.MonkeyPatch, capsys: pytest.C
     # No kubeconfig: the alert Secrets in the cluster are skipped, and counted so (test_audit_alert_secrets.py).
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
     assert main(["audit", "prod-gcp"]) == 0
-    assert capsys.readouterr().out.endswith("audit: 7 pass, 0 fail, 1 cannot-check\n")
+    assert capsys.readouterr().out.endswith("audit: 8 pass, 0 fail, 1 cannot-check\n")
     api.edit(PROD_BUCKET, lambda b: b["iamConfiguration"].update(publicAccessPrevention="inherited"))
     assert main(["audit", "prod-gcp"]) == 1
     assert "FAIL          bucket-protection" in capsys.readouterr().out

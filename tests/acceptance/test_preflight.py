@@ -100,8 +100,11 @@ def test_prod_passes_every_check_it_can_make(aws: dict[str, float]) -> None:
     assert {c.check for c in checks if c.status == "pass"} == {
         "instance-type-offered", "catalog-matches-ec2", "vcpu-quota", "reservation", "bucket-prefix-free",
         "deployer"}
-    (quota,) = [c for c in by(checks, "vcpu-quota") if c.status == "pass"]
+    (gpu, quota) = [c for c in by(checks, "vcpu-quota") if c.status == "pass"]
     assert quota.detail == "112 vCPUs at max size (system, cpu) against a quota of 640"  # 6 x 8 + 2 x 32
+    # The served model's on-demand group counts against the G and VT quota (2 x g6e.xlarge's 4 vCPUs).
+    assert (gpu.subject, gpu.detail) == ("Running On-Demand G and VT instances (L-DB2E81BA)",
+                                         "8 vCPUs at max size (l40s) against a quota of 64")
     (p5,) = [c for c in by(checks, "catalog-matches-ec2") if c.subject == "p5.48xlarge"]
     assert p5.detail == "GPUs 8, EFA interfaces 32, NVMe disks 8"
 
@@ -122,7 +125,7 @@ def test_a_type_not_offered_in_the_gpu_zone(aws: dict[str, float]) -> None:
 
 def test_a_quota_too_low(aws: dict[str, float]) -> None:
     aws["L-1216C47A"] = 32.0
-    (quota,) = [c for c in by(run(spec_of("prod-aws")), "vcpu-quota") if c.status != "cannot-check"]
+    (quota,) = [c for c in by(run(spec_of("prod-aws")), "vcpu-quota") if "L-1216C47A" in c.subject]
     assert quota.status == "fail"
     assert quota.detail == ("112 vCPUs at max size (system, cpu) against a quota of 32: request an increase before "
                             "pulumi up")

@@ -86,9 +86,10 @@ def test_every_shipped_stack_has_its_examples() -> None:
     if KUEUE_STACKS != SHIPPED_STACKS:
         assert sorted((ROOT / "examples" / "slurm").glob("*.sbatch"))
     for stack in KUEUE_STACKS:
-        trainjob = ["trainjob-finetune.yaml"] if stack in ("prod-aws", "prod-gcp") else []
+        prod = stack in ("prod-aws", "prod-gcp")
         assert sorted(p.name for p in (EXAMPLES / stack).glob("*.yaml")) == [
-            "finetune-single-node.yaml", "train-multinode.yaml", *trainjob], stack
+            "finetune-single-node.yaml", *(["inference-client.yaml"] if prod else []), "train-multinode.yaml",
+            *(["trainjob-finetune.yaml"] if prod else [])], stack
     assert (EXAMPLES / "README.md").is_file()
 
 

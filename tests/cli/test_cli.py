@@ -34,7 +34,7 @@ def test_preview_prints_the_production_stack_by_plane(capsys: pytest.CaptureFixt
     assert ("checkpoint of the 70B model: 0.98 TB, filesystem path: blocks 3.5 min, every 6.74 h of compute (Daly); "
             "fleet MTBF 396 h; goodput 98.24% (target 97.0%) (`blueprint sizing`)") in out
     assert "EKS prod-train 1.35: endpoint private; KMS-encrypted secrets" in out
-    assert "GPUs 0 desired / 128 at max size (128 on Capacity Blocks, running only in their window)" in out
+    assert "GPUs 2 desired / 130 at max size (128 on Capacity Blocks, running only in their window)" in out
     assert ("deployer: arn:aws:iam::111122223333:role/pulumi-deployer (the AWS provider and the kubeconfig assume "
             "it; cluster-admin access entry created before any Kubernetes resource) from inside the VPC: a "
             "self-hosted CI runner or Pulumi Deployments agent in 10.8.0.0/24") in out
@@ -62,10 +62,12 @@ def _b200_stack(tmp_path: Path) -> Path:
     text = text.replace("localNvme: raid0", "localNvme: auto")
     text = text.replace("{nodeGroup: h100, gpus:", "{nodeGroup: h100, cpu: 100, memoryGiB: 1000, gpus:")
     # No published all_reduce figure for p6-b200: the stack gives the gate's (rule acceptance-expected-figure).
-    text = text.replace("    billing:\n", "      expected:\n"
+    # (appended to the acceptance section, which the served model's section follows)
+    after = "    # Private inference"
+    text = text.replace(after, "      expected:\n"
                         "        - {nodeGroup: h100, nodes: 1, busbwGbps: 700.0, source: our baseline}\n"
                         "        - {nodeGroup: h100, nodes: 2, busbwGbps: 700.0, source: our baseline}\n"
-                        "    billing:\n", 1)
+                        + after, 1)
     stack_file = tmp_path / "Pulumi.b200.yaml"
     stack_file.write_text(text)
     return stack_file
@@ -106,7 +108,16 @@ def test_without_a_gpu_price_the_preview_says_nothing_watches_the_team_budgets(
     unread = tmp_path / "prices_aws.yaml"
     unread.write_text(yaml.safe_dump(data))
     monkeypatch.setattr(catalog, "AWS_PRICES_FILE", unread)
-    code, out, _ = run(capsys, "preview", str(_b200_stack(tmp_path)))
+    # Without the served model's l40s group, whose price is read: then no GPU group has one.
+    stack_file = _b200_stack(tmp_path)
+    doc = yaml.safe_load(stack_file.read_text())
+    spec = doc["config"]["gpu-cluster:spec"]
+    spec.pop("inference")
+    spec["aws"]["nodeGroups"] = [g for g in spec["aws"]["nodeGroups"] if g["name"] != "l40s"]
+    for team in spec["teams"]:
+        team["quotas"] = [q for q in team["quotas"] if q["nodeGroup"] != "l40s"]
+    stack_file.write_text(yaml.safe_dump(doc))
+    code, out, _ = run(capsys, "preview", str(stack_file))
     # No Capacity Block price of p6-b200: no spend alert can be built, the preview says why and the pack refuses the
     # unwatched team budgets (the only mandatory violation).
     assert ("warning: no in-cluster spend alert: no price read for the GPU groups h100 (components/catalog/"

@@ -457,7 +457,8 @@ def test_a_gpu_zone_no_source_lists_is_warned_about() -> None:
     value["gcp"]["gpuZone"] = "us-central1-z"
     notes = [n for n in spec_notes(parse_spec(value, GCP_FILE, provider_region="us-central1", now=NOW), NOW)
              if "no source the catalog read" in n]
-    assert len(notes) == 1, notes
+    assert len(notes) == 2, notes  # the h100 pool and the served model's l4 pool
+    assert "nodePools[l4].machineType: no source the catalog read lists g2-standard-8 in us-central1-z" in notes[1]
     assert notes[0].startswith("warning: gpu-cluster:spec.gcp.nodePools[h100].machineType: no source the catalog "
                                "read lists a3-megagpu-8g in us-central1-z (in us-central1: us-central1-a, "
                                "us-central1-b, us-central1-c")
@@ -469,6 +470,7 @@ def test_a_gpu_zone_no_source_lists_is_warned_about() -> None:
 
 def test_teams_without_members_or_quota_and_gpus_no_quota_reaches() -> None:
     value = spec("prod-aws")
+    value.pop("inference")  # a served model needs its team's quota (rule inference-quota): not what this is about
     value["teams"][0]["roleArns"] = []
     value["teams"][1]["quotas"][0]["gpus"] = 0
     value["teams"][1]["quotas"][0].pop("borrowingLimitGpus", None)

@@ -28,6 +28,8 @@ BLOCK_P5 = usd("ec2_capacity_block.p5.48xlarge")  # effective instance-hour of a
 M6I = usd("ec2_on_demand.m6i.2xlarge")  # the prod system nodes, on demand
 M6I_8X = usd("ec2_on_demand.m6i.8xlarge")  # the prod teams' cpu group (0 at desired size, 4 at max)
 G6 = usd("ec2_on_demand.g6.xlarge")
+G6E = usd("ec2_on_demand.g6e.xlarge")  # the prod served model's l40s group, on demand
+SERVING = 2 * 730 * G6E + 2 * 200 * GP3_ if (GP3_ := usd("ebs.gp3_storage")) else 0.0  # 2 fixed nodes, 200 GB roots
 GP3, EKS, NAT_HOUR, KMS = (usd("ebs.gp3_storage"), usd("eks.cluster_standard_support"), usd("vpc.nat_gateway_hour"),
                            usd("kms.customer_managed_key"))
 BLOCK = 16 * (14 * 24) * BLOCK_P5  # prod-aws: 16 p5 instances for the 14-day window of the stack file, prepaid
@@ -44,10 +46,10 @@ def test_prod_totals_match_a_hand_computation(prod_graph: ResourceGraph) -> None
     system = 3 * 730 * M6I + 3 * 200 * GP3  # desired 3 system nodes, a month each, x 200 GB root volumes
     cpu = 2 * 730 * M6I_8X + 2 * 200 * GP3  # the teams' cpu group, 2 nodes at a fixed size
     eks, nat, kms = 730 * EKS, 2 * 730 * NAT_HOUR, 3 * KMS  # keys: data, EKS secrets, container and node logs
-    desired = system + cpu + eks + nat + kms  # the block is one-time, kept out of the monthly totals
+    desired = system + cpu + SERVING + eks + nat + kms  # the block is one-time, kept out of the monthly totals
     # The block's nodes and their 500 GB volumes exist only in its 336-hour window: 336/730 of a month.
     at_max = 16 * 500 * GP3 * 336 / 730 + 6 * 730 * M6I + 6 * 200 * GP3 + eks + nat + kms \
-        + cpu  # the teams' cpu group, fixed
+        + cpu + SERVING  # the teams' cpu group and the served model's group, fixed
     report = price_graph(prod_graph)
     assert report.total_monthly_usd == pytest.approx(desired)
     assert report.total_monthly_usd_at_max == pytest.approx(at_max)
@@ -61,7 +63,7 @@ def test_cli_totals_with_the_stacks_usage_file_match_a_hand_computation(tmp_path
     $0.0004 per 1,000, NAT $0.045/GB processed, internet egress $0.09/GB, logs $0.50/GB ingested and
     $0.03/GB-month stored, on top of the graph's fixed lines."""
     fixed = 3 * 730 * M6I + 3 * 200 * GP3 + 2 * 730 * M6I_8X + 2 * 200 * GP3 + 730 * EKS + 2 * 730 * NAT_HOUR \
-        + 3 * KMS
+        + 3 * KMS + SERVING
     checkpoints = 12000 * 0.023 + 600 * 0.005 + 2000 * 0.0004
     exports = 50 * 0.023 + 5 * 0.005 + 20 * 0.0004
     nat = 3000 * 0.045 + 200 * 0.09 + 500 * 0.045 + 50 * 0.09
@@ -229,7 +231,7 @@ def test_preview_shows_the_totals_and_their_caveats(capsys: pytest.CaptureFixtur
     usage = (12000 + 50) * 0.023 + (600 + 5) * 0.005 + (2000 + 20) * 0.0004 + (3000 + 500) * 0.045 \
         + (200 + 50) * 0.09 + (150 + 200 + 20) * 0.50 + (1500 + 2400 + 240) * 0.03
     cpu = 2 * 730 * M6I_8X + 2 * 200 * GP3  # the teams' cpu group, 2 nodes at a fixed size
-    common = 730 * EKS + 2 * 730 * NAT_HOUR + 3 * KMS + usage + cpu
+    common = 730 * EKS + 2 * 730 * NAT_HOUR + 3 * KMS + usage + cpu + SERVING
     desired = 3 * 730 * M6I + 3 * 200 * GP3 + common
     at_max = 6 * 730 * M6I + 6 * 200 * GP3 + 16 * 500 * GP3 * 336 / 730 + common
     # FSx PERSISTENT_2_500 and the budgets have no price read: the totals are lower bounds and say so
@@ -322,7 +324,9 @@ def test_gpu_node_groups_are_split_by_nominal_kueue_quota(prod_graph: ResourceGr
     assert teams["research"] == pytest.approx(BLOCK * 64 / 128)
     assert teams["ml-platform"] == 0  # the one-time charge is the GPU group's only
     assert sum(report.by_team().values()) == pytest.approx(report.total_monthly_usd)
-    assert report.by_team()["ml-platform"] == pytest.approx(report.total_monthly_usd)  # the rest, by team tag
+    # The served model's l40s group is applied's alone (the only quota there); the rest goes by team tag.
+    assert report.by_team()["applied"] == pytest.approx(SERVING)
+    assert report.by_team()["ml-platform"] == pytest.approx(report.total_monthly_usd - SERVING)
 
 
 ECONOMICS = {"usefulWorkPerGpuMonth": 0.05, "supportUsdPerMonth": 8000.0, "operationsUsdPerMonth": 30000.0,
@@ -341,12 +345,14 @@ def _prod_spec_with(economics: dict[str, object]) -> object:
 
 def test_unit_cost_follows_the_seed_formulas(prod_graph: ResourceGraph) -> None:
     from blueprint.cost.unit import render_unit_cost, unit_cost
+    from blueprint.sizing.inference import serving_resources
 
     spec = _prod_spec_with(ECONOMICS)
     report = price_graph(prod_graph)
-    unit = unit_cost(report, spec.workload)  # type: ignore[attr-defined]
+    unit = unit_cost(report, spec.workload, serving=serving_resources(spec))  # type: ignore[arg-type]
     assert unit is not None
-    # the compute plane's priced lines at desired size: the block, the system nodes and the teams' cpu group
+    # the compute plane's priced lines at desired size: the block, the system nodes and the teams' cpu group; not the
+    # served model's group (its GPUs serve tokens, not this work: `blueprint sizing` prices them per million tokens)
     compute = BLOCK + 3 * 730 * M6I + 3 * 200 * GP3 + 2 * 730 * M6I_8X + 2 * 200 * GP3
     terms = dict(unit.terms)
     assert terms["compute (useful share)"] == pytest.approx(compute * 0.80)
@@ -354,7 +360,11 @@ def test_unit_cost_follows_the_seed_formulas(prod_graph: ResourceGraph) -> None:
     assert terms["network"] == pytest.approx(2 * 730 * NAT_HOUR)
     # The logs key (telemetry plane) counts with the control plane's term: neither compute, network nor storage.
     assert terms["storage"] == pytest.approx(KMS) and terms["control plane"] == pytest.approx(730 * EKS + 2 * KMS)
-    total = report.total_monthly_usd + report.total_one_time_usd + 8000 + 30000  # idle, retries: shares of compute
+    everything = report.total_monthly_usd + report.total_one_time_usd + 8000 + 30000  # idle, retries: of compute
+    # Counted, the served model's group would add its cost to the work's.
+    with_serving = unit_cost(report, spec.workload)  # type: ignore[attr-defined]
+    assert with_serving is not None and with_serving.total_usd == pytest.approx(everything)
+    total = everything - SERVING
     assert unit.total_usd == pytest.approx(total)
     assert unit.unit_cost_usd == pytest.approx(total / 4)  # prod: 4 completed training runs a month
     assert unit.required_gpu_capacity == pytest.approx(4 / 0.05)

@@ -34,6 +34,7 @@ A3_MEGA = usd("compute_on_demand.a3-megagpu-8g")  # stale: skypilot snapshot, ex
 N2_16 = usd("compute_on_demand.n2-standard-16")  # secondary
 E2_4 = usd("compute_on_demand.e2-standard-4")  # secondary
 G2_8_SPOT = usd("compute_spot.g2-standard-8")  # stale (every Spot price is)
+G2_8 = usd("compute_on_demand.g2-standard-8")  # secondary: prod's served model's l4 pool
 PD_BALANCED = usd("persistent_disk.pd-balanced")  # per GiB-month
 LOCAL_SSD = usd("local_ssd.capacity")  # per GiB-month
 GKE_FEE = usd("gke.cluster_fee")  # per cluster-hour
@@ -72,15 +73,17 @@ def test_prod_gcp_totals_match_a_hand_computation(prod: ResourceGraph) -> None:
     h100 = 16 * H * A3_MEGA + 16 * 200 * PD_BALANCED + 16 * 16 * 375 * LOCAL_SSD
     system_now, system_max = 3 * H * N2_16 + 3 * 200 * PD_BALANCED, 6 * H * N2_16 + 6 * 200 * PD_BALANCED
     cpu = 2 * H * N2_16 + 2 * 200 * PD_BALANCED  # the teams' cpu pool, 2 nodes at a fixed size
+    serving = 2 * H * G2_8 + 2 * 200 * PD_BALANCED  # the served model's l4 pool, 2 nodes at a fixed size
     fee = H * GKE_FEE  # regional cluster: no free-tier credit
     kms = 3 * KMS_VERSION  # data, disks, secrets: 1 active version each
-    # Cloud NAT: every node uses it: 16 + 3 + 2 = 21 VMs at desired, 16 + 6 + 2 = 24 at max (under 32: per VM-hour),
-    # one auto-allocated address (24 VMs x 1,024 min ports < 64,512 ports of one address).
-    nat_now, nat_max = 21 * H * NAT_VM_HOUR + H * NAT_IP_HOUR, 24 * H * NAT_VM_HOUR + H * NAT_IP_HOUR
+    # Cloud NAT: every node uses it: 16 + 3 + 2 + 2 = 23 VMs at desired, 16 + 6 + 2 + 2 = 26 at max (under 32: per
+    # VM-hour), one auto-allocated address (26 VMs x 1,024 min ports < 64,512 ports of one address).
+    nat_now, nat_max = 23 * H * NAT_VM_HOUR + H * NAT_IP_HOUR, 26 * H * NAT_VM_HOUR + H * NAT_IP_HOUR
     budgets = 4 * (H / 24) * 0.0  # cluster + 3 teams; budgets have no charge
     report = price_graph(prod)
-    assert report.total_monthly_usd == pytest.approx(h100 + system_now + cpu + fee + kms + nat_now + budgets)
-    assert report.total_monthly_usd_at_max == pytest.approx(h100 + system_max + cpu + fee + kms + nat_max + budgets)
+    assert report.total_monthly_usd == pytest.approx(h100 + system_now + cpu + serving + fee + kms + nat_now + budgets)
+    assert report.total_monthly_usd_at_max == pytest.approx(
+        h100 + system_max + cpu + serving + fee + kms + nat_max + budgets)
     assert report.region == "us-central1" and report.notes == ()
     assert report.unpriced == ["managed_lustre.tier-500"]
     assert report.stale_prices == ["compute_on_demand.a3-megagpu-8g"]

@@ -52,9 +52,11 @@ def test_a_minor_bump_rolls_the_system_groups_then_the_gpu_groups(tmp_path: Path
     status, doc, _ = _diff(tmp_path, capsys, _bump)
     assert status == 0
     rolls = doc["node_rolls"]
-    assert [(r["node_group"], r["order"]) for r in rolls] == [("cpu", 1), ("system", 1), ("h100", 2)]
+    assert [(r["node_group"], r["order"]) for r in rolls] == [("cpu", 1), ("system", 1), ("h100", 2), ("l40s", 2)]
     assert {"node_group", "nodes", "reason", "order", "interrupts_jobs"} <= rolls[0].keys()
-    cpu, system, h100 = rolls
+    cpu, system, h100, l40s = rolls
+    # The served model's group surges one node at a time: its disruption budget keeps a replica serving.
+    assert l40s["nodes"] == 2 and l40s["interrupts_jobs"] and "surges" in l40s["how"]
     assert cpu["nodes"] == 2 and not cpu["interrupts_jobs"]  # the teams' CPU work rolls with the groups without GPUs
     assert system["nodes"] == 3 and not system["interrupts_jobs"]  # no GPU: nothing a training job loses
     assert "Kubernetes version 1.35 -> 1.36" in system["reason"] and "AMI release 1.35." in system["reason"]
@@ -251,7 +253,8 @@ def test_a_gke_minor_bump_rolls_the_channel_pools_and_not_the_held_reservation()
     spec["gcp"]["cluster"]["minMasterVersion"] = "1.36"
     after = run_spec(spec, "prod-gcp").graph
     changes = day_two(before, after, {})
-    cpu, system = changes.node_rolls  # the pools without GPUs; the reserved h100 pool is held
+    cpu, system, l4 = changes.node_rolls  # the pools without GPUs and the served model's; the reserved h100 is held
+    assert l4.node_group == "l4" and l4.nodes == 2 and l4.order == 2
     assert cpu.node_group == "cpu" and cpu.nodes == 2 and not cpu.interrupts_jobs
     assert system.node_group == "system" and system.nodes == 3 and not system.interrupts_jobs
     assert "the control plane moves 1.35 -> 1.36: GKE auto-upgrades this pool" in system.reason
@@ -331,7 +334,7 @@ def test_a_replaced_pool_goes_in_one_wave_not_by_its_surge_settings() -> None:
                                                                       "roles/artifactregistry.reader"]}
     changes = day_two(before, run_spec(spec, "prod-gcp").graph, {})
     rolls = {r.node_group: r for r in changes.node_rolls}
-    assert set(rolls) == {"system", "cpu", "h100"}
+    assert set(rolls) == {"system", "cpu", "h100", "l4"}
     for roll in rolls.values():
         assert roll.reason.startswith("the node group is replaced (nodeConfig.serviceAccount changed)")
         assert roll.how.startswith(f"the whole group is deleted and created again: all {roll.nodes} node(s) go at "

@@ -106,7 +106,7 @@ def test_prod_aws_passes_only_the_stack_roles() -> None:
     assert passing and all(s["Action"] == ["iam:PassRole"] for s in passing)
     arns = {arn for s in passing for arn in s["Resource"]}
     # The deployer's account (the provider's assumeRole), never the offline engine's, never a wildcard.
-    assert all(re.fullmatch(r"arn:aws:iam::111122223333:role/prod-train-[a-z-]+", arn) for arn in arns), arns
+    assert all(re.fullmatch(r"arn:aws:iam::111122223333:role/prod-train-[a-z0-9-]+", arn) for arn in arns), arns
     to_eks = next(s for s in passing if s["Sid"] == "PassRoleToEks")
     assert to_eks["Condition"] == {"StringEquals": {"iam:PassedToService": "eks.amazonaws.com"}}
     assert "arn:aws:iam::111122223333:role/prod-train-eks-cluster" in to_eks["Resource"]

@@ -45,11 +45,11 @@ def test_fewer_kv_heads_than_gpus_are_replicated() -> None:
 
 
 def test_concurrency_is_what_the_kv_cache_holds_after_the_weights() -> None:
-    """Two 24 GiB L4s at 0.9: 43.2 GiB, less 16.06 GB of weights, over 1 GiB per 8,192-token sequence."""
+    """Two 24 GB L4s at 0.9: 43.2 GB, less 16.06 GB of weights, over 1 GiB per 8,192-token sequence."""
     memory = model_memory(spec_of(served(tp=2)), 24)
-    room = 2 * 24 * GIB * 0.9 - 8.03e9 * 2
+    room = 2 * 24e9 * 0.9 - 8.03e9 * 2
     assert memory.kv_room_bytes == pytest.approx(room)
-    assert memory.max_concurrency == int(room // (131_072 * 8192)) == 28
+    assert memory.max_concurrency == int(room // (131_072 * 8192)) == 25
 
 
 def test_cost_counts_the_idle_replicas_the_peak_does_not_need() -> None:
@@ -134,4 +134,11 @@ def test_a_stack_that_only_serves_is_sized(tmp_path: Path, capsys: pytest.Captur
     assert main(["sizing", str(stack)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("served model llama-8b (team applied, 2-4 replicas x 2 GPU(s) on l4)")
-    assert "cost per million generated tokens: $0.56 at 2 replica(s), $0.74 at 4" in out
+    assert "cost per million generated tokens: $0.56 at 2 replica(s), $0.74 at 4 (1,000 tokens/s per replica)" in out
+    from blueprint.cost.prices import prices_for
+    from blueprint.cost.render import format_usd
+
+    hour = prices_for("gcp")["compute_on_demand.g2-standard-24"].usd / 2  # a GPU's share of the node-hour
+    assert hour is not None
+    assert (f"GPUs: {format_usd(2 * 2 * hour * 730)} a month at 2 replica(s), {format_usd(4 * 2 * hour * 730)} at 4 "
+            f"(GPU-hour {format_usd(hour)}, from l4's instance-hour)") in out

@@ -64,6 +64,15 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
      "inference-figure-sourced", "inference.models[llama-8b].weights.readSource"),
     ("more kv heads than heads", lambda s: model(s)["model"].update(kvHeads=64),
      "inference-model-shape", "inference.models[llama-8b].model.kvHeads"),
+    ("weights in a team's checkpoint prefix", lambda s: model(s)["weights"].update(prefix="research/"),
+     "inference-weights-prefix", "inference.models[llama-8b].weights.prefix"),
+    ("weights among the acceptance records", lambda s: model(s)["weights"].update(prefix="acceptance/models/"),
+     "inference-weights-prefix", "inference.models[llama-8b].weights.prefix"),
+    ("an engine from a registry the stack refuses",
+     lambda s: model(s)["engine"].update(image="docker.io/vllm/vllm-openai@sha256:" + "cd" * 32),
+     "inference-image-registry", "inference.models[llama-8b].engine.image"),
+    ("no HTTPS egress for the weights", lambda s: s["platform"].update(allowHttpsEgress=False),
+     "inference-weights-egress", "inference.models[llama-8b].weights"),
     ("a model served twice", lambda s: s["inference"]["models"].append(dict(model(s))),
      "unique-names", "inference.models[1].name"),
 ]
@@ -106,5 +115,13 @@ def test_the_error_names_the_file_the_key_and_the_rule() -> None:
         parse_spec(spec, FILE)
     line = next(line for line in str(err.value).splitlines() if "inference-model-fits" in line)
     assert line.startswith(f"{FILE}: gpu-cluster:spec.inference.models[llama-8b].contextTokens: llama-8b does not "
-                           "fit 2 x 24 GiB")
+                           "fit 2 x 24 GB")
     assert "weights 131.5 GiB" in line
+
+
+def test_a_node_too_small_for_the_engine_on_the_host_is_refused() -> None:
+    """g6.xlarge: one L4 and 16 GiB; three quarters of it (12) cannot hold the streamer's 4 GB buffer, the engine's
+    8 GiB and 2 GiB of /dev/shm."""
+    spec = aws_serving_spec()
+    next(g for g in spec["aws"]["nodeGroups"] if g["name"] == "l40s")["instanceType"] = "g6.xlarge"
+    assert ("inference-host-memory", "gpu-cluster:spec.inference.models[llama-8b].nodeGroup") in refusals(spec)

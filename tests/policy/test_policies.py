@@ -126,6 +126,7 @@ FIELDS: dict[str, Expected] = {
     "remove a team's default-deny policy": None,
     "make a team namespace privileged": ('metadata.labels["pod-security.kubernetes.io/enforce"]', "privileged"),
     "run a privileged pod in a team namespace": ("spec.containers[0].securityContext.privileged", True),
+    "put the served model on an internet-facing load balancer": ("spec.type", "LoadBalancer"),
     "drop an EFA interface": ("networkInterfaces[32]", None),  # the 32nd EFA interface, after the primary ENA one
     "force a placement group onto the capacity block": ("placement.groupName", "prod-train-h100"),
     "opt the Capacity Block group in to the Cluster Autoscaler": ("tag.value", "true"),
@@ -203,6 +204,7 @@ MANDATORY_POLICIES = ("aws-eks-endpoint-not-open-to-internet",)
 MANDATORY_POLICIES += ("kubernetes-team-admission-policies", "kubernetes-team-namespaces-pod-security",
                        "kubernetes-team-namespaces-isolated", "kubernetes-platform-namespaces-deny-egress",
                        "alerts-minimum-telemetry")
+MANDATORY_POLICIES += ("inference-endpoint-private",)  # it judges production Services only
 
 
 def _mandatory(rule: Any) -> bool:

@@ -76,6 +76,7 @@ REASON = 'metadata.labels["gpu-cluster/pod-security-reason"]'
 # What each mutation's violation names (see tests/policy/test_policies.py FIELDS): (field, value seen; None for a
 # missing field), or None where no field applies.
 FIELDS: dict[str, Expected] = {
+    "open the served model on a node port": ("spec.type", "NodePort"),
     "remove the storage metrics exporter": None,
     "stop reading Managed Lustre's metrics": ("values.stackdriver.metrics.typePrefixes",
                                               "storage.googleapis.com/api/request_count"),
@@ -323,7 +324,8 @@ def test_policies_accept_program_variants(variant: str) -> None:
         pool.update(machineType="a3-ultragpu-8g", capacity={"type": "spot"}, placement="auto",
                     diskType="hyperdisk-balanced")
     else:
-        pool["gpuDriver"] = "operator"
+        for gpu_pool in (pool, next(p for p in spec["gcp"]["nodePools"] if p["name"] == "l4")):
+            gpu_pool["gpuDriver"] = "operator"  # one owner of the drivers on every GPU pool
         # Ubuntu nodes cannot mount Managed Lustre (rule lustre-cos-only): the operator variant shares Filestore.
         spec["gcp"]["storage"] = {**spec["gcp"]["storage"], "filesystem": {
             "type": "filestore", "capacityGiB": 10240, "filestoreTier": "ZONAL", "mountPath": "/checkpoints"}}

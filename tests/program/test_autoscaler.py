@@ -261,7 +261,8 @@ def test_desired_size_is_ignored_only_where_something_else_sets_it() -> None:
                 for ng in graph.of_type("aws:eks/nodeGroup:NodeGroup")}
 
     assert ignoring(offline_run("dev-aws").graph) == {"system": True, "l4": True}  # both autoscaled (CA)
-    assert ignoring(offline_run("prod-aws").graph) == {"system": True, "h100": True, "cpu": False}  # CA; the block
+    assert ignoring(offline_run("prod-aws").graph) == {  # CA; the block; fixed groups
+        "system": True, "h100": True, "cpu": False, "l40s": False}
     assert ignoring(offline_run("byo-aws").graph) == {"system": True, "a100": False}  # an ODCR the stack sizes
     spec = raw_stack_config("dev-aws")["gpu-cluster:spec"]
     spec["aws"]["nodeGroups"][1].update(minSize=2, desiredSize=2, maxSize=2)  # fixed: nothing else sizes it

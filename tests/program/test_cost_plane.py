@@ -73,8 +73,10 @@ def test_teams_on_shared_nodes_are_watched_in_the_cluster() -> None:
     assert spend["research"]["annotations"]["prices"] == (
         f"h100: ec2_capacity_block.p5.48xlarge ${block.usd:g}/hour (stale, as of {block.as_of}) / 8 GPU units")
     (by_group,) = [r for r in rules if r.get("record") == "gpu_cluster:gpu_unit_hour_usd:by_node_group"]
+    l40s = prices_for("aws")["ec2_on_demand.g6e.xlarge"]  # the served model's group, on demand, 1 GPU
     assert by_group["expr"] == (f'label_replace(vector({block.usd / 8:.6g}), "label_gpu_cluster_node_group", '
-                                '"h100", "", "")')
+                                f'"h100", "", "") or label_replace(vector({l40s.usd:.6g}), '
+                                '"label_gpu_cluster_node_group", "l40s", "", "")')
     (cost,) = [r for r in rules if r.get("record") == "gpu_cluster:gpu_cost_usd_per_hour:sum_by_namespace"]
     assert 'kube_pod_container_resource_requests{resource="nvidia_com_gpu"}' in cost["expr"]
     assert 'kube_pod_status_phase{phase="Running"}' in cost["expr"]

@@ -265,9 +265,10 @@ def test_stateful_gcp_resources_are_protected_and_retained_with_deletion_protect
 def test_teams_reach_only_their_prefix_through_workload_identity() -> None:
     graph = offline_run("prod-gcp").graph
     folders = {r.name: r.inputs["name"] for r in graph.of_type("gcp:storage/managedFolder:ManagedFolder")}
-    # One per team, and the acceptance gate's records folder (written only by its recorder,
-    # tests/program/test_acceptance.py).
-    assert sorted(folders.values()) == ["acceptance/", "applied/", "pretraining/", "research/"]
+    # One per team, the acceptance gate's records folder (written only by its recorder,
+    # tests/program/test_acceptance.py) and the served model's weights (read only by its replicas, tests/inference).
+    assert sorted(folders.values()) == ["acceptance/", "applied/", "models/llama-3.1-8b-instruct/", "pretraining/",
+                                        "research/"]
     members = {r.name: r.inputs for r in graph.of_type("gcp:storage/managedFolderIamMember:ManagedFolderIamMember")}
     for team in ("applied", "pretraining", "research"):
         m = members[f"data-access-{team}-rw"]
@@ -418,8 +419,9 @@ def test_gcp_budgets_only_on_labels_something_billed_carries() -> None:
     assert cluster["budgetFilter"]["labels"] == {"cluster": "prod-train-gke"}
     assert [t.get("spendBasis", "CURRENT_SPEND") for t in cluster["thresholdRules"]][-1] == "FORECASTED_SPEND"
     from tests.conftest import raw_stack_config, run_spec
+    from tests.inference.specs import without_serving
 
-    spec = raw_stack_config("prod-gcp")["gpu-cluster:spec"]
+    spec = without_serving(raw_stack_config("prod-gcp")["gpu-cluster:spec"])  # applied's served model goes with it
     spec["gcp"]["nodePools"][1]["team"] = "pretraining"
     for team in spec["teams"]:
         team["quotas"] = [q for q in team["quotas"] if team["name"] == "pretraining"]
@@ -545,7 +547,8 @@ def test_a_pinned_pool_is_created_at_its_version_and_held_there(capsys: pytest.C
 
 def test_gpu_operator_managed_drivers_turn_gke_drivers_and_dcgm_off() -> None:
     spec = gcp_spec()
-    spec["gcp"]["nodePools"][1]["gpuDriver"] = "operator"
+    for gpu_pool in spec["gcp"]["nodePools"][1], next(p for p in spec["gcp"]["nodePools"] if p["name"] == "l4"):
+        gpu_pool["gpuDriver"] = "operator"  # one owner of the drivers on every GPU pool (rule gpu-driver-one-owner)
     # Ubuntu nodes cannot mount Managed Lustre (rule lustre-cos-only): the operator variant shares Filestore.
     spec["gcp"]["storage"]["filesystem"] = {"type": "filestore", "capacityGiB": 10240, "filestoreTier": "ZONAL",
                                             "mountPath": "/checkpoints"}

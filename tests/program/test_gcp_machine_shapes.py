@@ -51,7 +51,8 @@ def test_a_stack_with_the_toolkit_shapes_loads_and_prices_them() -> None:
                                      "desiredSize": 1, "maxSize": 1})
     parsed = parse_spec(spec, FILE, provider_region="us-central1")
     assert [p.machine_type for p in parsed.gcp_spec().node_pools] == ["e2-standard-16", "a3-megagpu-8g",
-                                                                       "n2-standard-16", "c2-standard-8"]
+                                                                       "n2-standard-16", "g2-standard-8",
+                                                                       "c2-standard-8"]
     report = price_graph(run_spec(spec, "prod-gcp").graph)
     hours = {r.name: r.components[0] for r in report.resources if r.name in ("nodepool-system-pool",
                                                                               "nodepool-slurm-ctl-pool")}

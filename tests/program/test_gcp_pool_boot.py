@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_spec
+from tests.inference.specs import without_serving
 from tests.program.test_gcp_pool_accounts import POOL, P, errors, h100, spec
 
 __all__ = ["spec"]  # the fixture
@@ -18,6 +19,7 @@ LUSTRE = "GKE 'About the Managed Lustre CSI driver', Limitations: only Container
 def test_ubuntu_nodes_cannot_mount_managed_lustre(spec: dict[str, Any]) -> None:
     """GKE's Managed Lustre CSI driver mounts on COS nodes only: an Ubuntu pool, asked for or following from the GPU
     Operator, is refused while the filesystem is Managed Lustre, and accepted beside Filestore."""
+    without_serving(spec)  # one GPU pool: the driver owner is the h100 pool's alone
     h100(spec)["imageType"] = "UBUNTU_CONTAINERD"
     assert errors(spec) == [
         f"{P}.gcp.nodePools[h100].imageType: pool 'h100' runs UBUNTU_CONTAINERD (imageType UBUNTU_CONTAINERD), but "

@@ -105,7 +105,7 @@ def test_the_gpu_operator_stays_an_explicit_option_with_its_known_issues_named()
 
     spec = copy.deepcopy(raw_stack_config("prod-gcp")["gpu-cluster:spec"])
     for pool in spec["gcp"]["nodePools"]:
-        if pool["name"] == "h100":
+        if pool["name"] in ("h100", "l4"):  # every GPU pool: one owner of the drivers
             pool["gpuDriver"] = "operator"
     # Ubuntu nodes cannot mount Managed Lustre (rule lustre-cos-only): the operator variant shares Filestore.
     spec["gcp"]["storage"]["filesystem"] = {"type": "filestore", "capacityGiB": 10240, "filestoreTier": "ZONAL",

@@ -270,9 +270,10 @@ def test_gke_admits_the_critical_pods_through_a_quota_in_their_namespaces(stack:
 def test_the_check_runs_nccl_where_one_pod_can_and_leaves_it_to_the_acceptance_job_on_gpudirect_pools() -> None:
     """On GKE's TCPXO pools NCCL needs the pod's GPU networks and a receive-datapath sidecar even on one node, which a
     DaemonSet pod would keep beside the teams' own: there the check runs DCGM only; on EKS it runs the NVLink sweep."""
-    def inits(stack: str) -> set[str]:
+    def inits(stack: str) -> set[str]:  # the h100 group's check (the served model's one-GPU group has its own)
         (ds,) = [r.inputs for r in offline_run(stack).graph.of_type(DAEMONSET)
-                 if r.inputs["metadata"].get("namespace") == nc.NODE_CHECK_NAMESPACE]
+                 if r.inputs["metadata"].get("namespace") == nc.NODE_CHECK_NAMESPACE
+                 and "h100" in r.inputs["metadata"]["name"]]
         return {c["name"] for c in ds["spec"]["template"]["spec"]["initContainers"]}
     assert "nvlink" in inits("prod-aws") and "dcgm" in inits("prod-aws")
     assert "nvlink" not in inits("prod-gcp") and "dcgm" in inits("prod-gcp")

@@ -380,6 +380,7 @@ def test_opencost_reads_the_cluster_prometheus() -> None:
 
 def test_platform_needs_no_teams_to_build(prod_spec: dict[str, Any]) -> None:
     prod_spec["teams"] = []
+    prod_spec.pop("inference")  # no team to serve for
     prod_spec["platform"]["monitoring"]["alerts"]["routes"] = [{"receiver": "platform-pager"}]  # no team to route
     graph = run_spec(prod_spec).graph
     queues = [q.inputs["metadata"]["name"] for q in graph.of_type(KUEUE + "ClusterQueue")]

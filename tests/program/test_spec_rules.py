@@ -64,6 +64,7 @@ def test_single_node_efa_group_may_span_zones(prod_spec: dict[str, Any]) -> None
     prod_spec["workload"]["peakGpus"] = 8
     for team in prod_spec["teams"]:
         team["quotas"] = [{"nodeGroup": "h100", "gpus": 2}]
+    prod_spec.pop("inference")  # the served model's team quota on l40s is gone with the others
     parse_spec(prod_spec, FILE, provider_region="us-east-1")
 
 
@@ -228,15 +229,17 @@ def test_raid0_needs_local_nvme(prod_spec: dict[str, Any]) -> None:
 def test_peak_gpus_must_fit_the_node_groups(prod_spec: dict[str, Any]) -> None:
     prod_spec["workload"]["peakGpus"] = 256
     assert errors(prod_spec) == [
-        f"{P}.workload.peakGpus: peakGpus (256) exceeds the 128 GPUs the node groups provide at maxSize "
+        f"{P}.workload.peakGpus: peakGpus (256) exceeds the 130 GPUs the node groups provide at maxSize "
         "[rule: peak-gpus-fit]"
     ]
 
 
 def test_a_system_node_group_is_required(prod_spec: dict[str, Any]) -> None:
     prod_spec["aws"]["nodeGroups"] = [group(prod_spec, "h100")]
+    prod_spec.pop("inference")  # on the l40s group, gone too
     for team in prod_spec["teams"]:
         team["cpuQuotas"] = []  # on the cpu group, gone too
+        team["quotas"] = [q for q in team["quotas"] if q["nodeGroup"] == "h100"]
     assert errors(prod_spec) == [
         f"{P}.aws.nodeGroups: a node group without GPUs is required for system pods (GPU nodes carry the "
         "nvidia.com/gpu=true:NoSchedule taint) [rule: system-node-group]"
@@ -305,6 +308,7 @@ def test_duplicate_names_are_rejected(prod_spec: dict[str, Any]) -> None:
 
 def test_every_team_needs_a_quota(prod_spec: dict[str, Any]) -> None:
     prod_spec["teams"][2]["quotas"] = []
+    prod_spec.pop("inference")  # applied's served model needs its quota too (rule inference-quota)
     assert errors(prod_spec) == [
         f"{P}.teams[applied].quotas: team 'applied' has no quota; every team needs a GPU quota on at least one node "
         "group [rule: team-quota-required]"
@@ -343,10 +347,10 @@ def test_quota_must_name_a_gpu_node_group(prod_spec: dict[str, Any]) -> None:
     prod_spec["teams"][0]["quotas"].append({"nodeGroup": "system", "gpus": 1})
     prod_spec["teams"][1]["quotas"][0]["nodeGroup"] = "a100"
     assert errors(prod_spec) == [
-        f"{P}.teams[research].quotas[1].nodeGroup: 'system' is not a GPU node group of this stack; known: h100 "
-        "[rule: quota-node-group-exists]",
-        f"{P}.teams[pretraining].quotas[0].nodeGroup: 'a100' is not a GPU node group of this stack; known: h100 "
-        "[rule: quota-node-group-exists]",
+        f"{P}.teams[research].quotas[1].nodeGroup: 'system' is not a GPU node group of this stack; known: h100, "
+        "l40s [rule: quota-node-group-exists]",
+        f"{P}.teams[pretraining].quotas[0].nodeGroup: 'a100' is not a GPU node group of this stack; known: h100, "
+        "l40s [rule: quota-node-group-exists]",
     ]
 
 
@@ -393,6 +397,7 @@ def test_platform_settings(prod_spec: dict[str, Any]) -> None:
     prod_spec["platform"]["gpuSharing"] = {"mode": "time-slicing", "replicas": 1}
     prod_spec["platform"]["allowedRegistries"] = ["docker.io"]
     prod_spec["acceptance"]["enabled"] = False  # its image would also leave the allowed registries
+    prod_spec.pop("inference")  # and so would the engine's
     assert errors(prod_spec) == [
         f"{P}.platform.gpuSharing.replicas: time-slicing needs replicas >= 2 (1 replica is whole-GPU allocation: "
         "use mode none) [rule: time-slicing-replicas]",
@@ -832,6 +837,7 @@ def test_a_trailing_newline_never_passes_a_pattern_and_is_shown_escaped(prod_spe
     characters (and the line separators str.splitlines knows) are escaped, so one issue stays one line."""
     prod_spec["platform"]["allowedRegistries"] = ["nvcr.io/nvidia/\n", "nvcr.io/\u2028x/"]
     prod_spec["acceptance"]["enabled"] = False
+    prod_spec.pop("inference")
     prod_spec["teams"][0]["roleArns"] = ["arn:aws:iam::111122223333:role/research-engineers\n"]
     assert errors(prod_spec) == [
         f"{P}.teams[research].roleArns[0]: 'arn:aws:iam::111122223333:role/research-engineers\\n' is not an IAM role "

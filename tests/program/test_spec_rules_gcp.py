@@ -424,7 +424,7 @@ def test_gcp_budget_recipients_fit_five_channels(spec: dict[str, Any]) -> None:
 def test_quota_names_a_gke_pool(spec: dict[str, Any]) -> None:
     spec["teams"][0]["quotas"][0]["nodeGroup"] = "a100"
     assert errors(spec) == [f"{P}.teams[research].quotas[0].nodeGroup: 'a100' is not a GPU node group of this stack; "
-                            "known: h100 [rule: quota-node-group-exists]"]
+                            "known: h100, l4 [rule: quota-node-group-exists]"]
 
 
 def test_gke_gpu_taint_stays_noschedule_and_labels_are_kubernetes_labels(spec: dict[str, Any]) -> None:

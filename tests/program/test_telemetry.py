@@ -386,7 +386,7 @@ def test_an_expected_figure_must_name_a_node_group(prod_spec: dict[str, Any]) ->
     prod_spec["acceptance"]["expected"] = [{"nodeGroup": "h200", "nodes": 1, "busbwGbps": 460.0, "source": "ours"}]
     assert errors(prod_spec) == [
         f"{P}.acceptance.expected[0]: no node group is named h200: the figure would stand for no acceptance run (node "
-        "groups: system, h100, cpu) [rule: acceptance-expected-run]"]
+        "groups: system, h100, cpu, l40s) [rule: acceptance-expected-run]"]
 
 
 def test_no_team_may_own_the_records_prefix(prod_spec: dict[str, Any]) -> None:

@@ -321,7 +321,7 @@ def test_the_readme_picture_shows_the_report_as_it_is() -> None:
     assert TEST_NOW == "2026-11-29T00:00:00Z"  # the Makefile's PICTURE_NOW
     committed = (ROOT / "docs" / "img" / "report-prod-aws.txt").read_text(encoding="utf-8")
     assert _picture_tool().drift(_page("prod-aws"), committed) == []
-    assert "a month at desired size\nat least $4,075.40\nat max size\nat least $5,258.94\n" in committed
+    assert "a month at desired size\nat least $6,824.46\nat max size\nat least $8,008.00\n" in committed
 
 
 def test_the_picture_check_fails_on_drift(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -331,9 +331,9 @@ def test_the_picture_check_fails_on_drift(tmp_path: Path, capsys: pytest.Capture
     text = tmp_path / "picture.txt"
     assert tool.main(["write", str(page), str(text)]) == 0
     assert tool.main(["check", str(page), str(text)]) == 0
-    text.write_text(text.read_text(encoding="utf-8").replace("at least $4,075.40", "$4,075.40"), encoding="utf-8")
+    text.write_text(text.read_text(encoding="utf-8").replace("at least $6,824.46", "$6,824.46"), encoding="utf-8")
     assert tool.main(["check", str(page), str(text)]) == 1
     err = capsys.readouterr().err
-    assert "-$4,075.40\n+at least $4,075.40" in err
+    assert "-$6,824.46\n+at least $6,824.46" in err
     assert "the README's picture is stale (the report it shows has changed): run `make screenshot`" in err
     assert tool.main(["check", str(page), str(tmp_path / "missing.txt")]) == 1

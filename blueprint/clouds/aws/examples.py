@@ -163,10 +163,14 @@ AWS_MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] =
     "delete a team's ResourceQuota": (
         lambda g: edit(g, k8s_type("ResourceQuota"), "resourcequota-research-gpu-quota", remove=True),
         "team-namespaces-require-queue-and-quotas"),
-    "set every nominal GPU quota to zero": (  # flavors[1]: h100, after the teams' CPU flavor (GPU quota 0 already)
-        lambda g: [g := edit(g, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", f"clusterqueue-{t}",
-                             _set(["spec", "resourceGroups", 0, "flavors", 1, "resources", 0, "nominalQuota"], "0"))
-                   for t in ("research", "pretraining", "applied")][-1],
+    "set every nominal GPU quota to zero": (  # flavors[1]: h100, after the teams' CPU flavor (GPU quota 0 already);
+        # applied's flavors[2]: l40s, its served model's group
+        lambda g: edit([g := edit(g, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", f"clusterqueue-{t}",
+                                  _set(["spec", "resourceGroups", 0, "flavors", 1, "resources", 0, "nominalQuota"],
+                                       "0"))
+                        for t in ("research", "pretraining", "applied")][-1],
+                       "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "clusterqueue-applied",
+                       _set(["spec", "resourceGroups", 0, "flavors", 2, "resources", 0, "nominalQuota"], "0")),
         "kueue-cluster-queue-requires-gpu-quota"),
     "let the GPU node group scale to 100 nodes": (
         lambda g: edit(g, "aws:eks/nodeGroup:NodeGroup", "nodegroup-h100-ng", _set(["scalingConfig", "maxSize"], 100)),
@@ -212,6 +216,9 @@ AWS_MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] =
         "kubernetes-team-namespaces-pod-security"),
     "run a privileged pod in a team namespace": (
         _privileged_pod, "kubernetes-privileged-pods-only-in-system-namespaces"),
+    "put the served model on an internet-facing load balancer": (
+        lambda g: edit(g, "kubernetes:core/v1:Service", "serving-llama-3-1-8b-instruct-service",
+                       _set(["spec", "type"], "LoadBalancer")), "inference-endpoint-private"),
     "drop an EFA interface": (
         lambda g: edit(g, LT, "nodegroup-h100-lt", lambda i: i["networkInterfaces"].pop()),
         "aws-efa-node-groups-wire-all-interfaces"),

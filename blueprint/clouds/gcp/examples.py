@@ -64,6 +64,10 @@ def _hierarchical_unversioned(days: int) -> Mutation:
 
 
 GCP_MUTATIONS: dict[str, tuple[str, Mutation, str]] = {
+    # inference: a NodePort opens the model on every node's address
+    "open the served model on a node port": (
+        "prod-gcp", lambda g: edit(g, "kubernetes:core/v1:Service", "serving-llama-3-1-8b-instruct-service",
+                                   _set(["spec", "type"], "NodePort")), "inference-endpoint-private"),
     # billing
     "drop cost-center from the GPU pool's resourceLabels (defaultLabels do not reach them)": (
         "prod-gcp", lambda g: edit(g, GKE_POOL, "nodepool-h100-pool", _delete(["nodeConfig", "resourceLabels",

@@ -47,11 +47,14 @@ def topology(levels: NetworkTopology) -> Manifest:
 
 
 def resource_flavor(pool: GpuPool, topology_name: str | None) -> Manifest:
-    """One flavor per GPU node group: its node label, the GPU toleration, topology where placed."""
+    """One flavor per GPU node group: its node label, the GPU toleration, topology where placed, the hosts topology
+    on a served model's group (``host_topology``) where the stack has topologies."""
     spec: Manifest = {"nodeLabels": {NODE_GROUP_LABEL: pool.name},
                       "tolerations": [GPU_TOLERATION, *([QUEUED_TOLERATION] if pool.queued else [])]}
     if pool.placed and topology_name is not None:
         spec["topologyName"] = topology_name
+    elif pool.host_topology and topology_name is not None:
+        spec["topologyName"] = HOST_TOPOLOGY.name
     return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": meta(pool.name), "spec": spec}
 
 

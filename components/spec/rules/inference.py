@@ -4,7 +4,7 @@ the concurrency its objectives are stated at."""
 
 from __future__ import annotations
 
-from components.sizing.inference import model_memory, replicas_for_peak
+from components.sizing.inference import host_memory_floor_gib, model_memory, replicas_for_peak
 from components.spec.decisions import cloud_node_groups, gpu_units_per_gpu, instance_catalog, slurm_node_groups
 from components.spec.errors import _Collector
 from components.spec.inference import ServedModelSpec
@@ -42,6 +42,21 @@ def _check_model(spec: ClusterSpec, model: ServedModelSpec, where: str, out: _Co
     if any(part in ("", ".", "..") for part in prefix[:-1].split("/")):
         out.add(f"{where}.weights.prefix", "inference-weights-prefix",
                 f"'{prefix}' has an empty, '.' or '..' segment: give the weights' directory in the bucket")
+    reserved = {f"{t.name}/" for t in spec.teams} | {"acceptance/"}
+    if prefix in reserved or prefix.startswith("acceptance/"):
+        owner = "the acceptance records" if prefix.startswith("acceptance/") else "a team's checkpoints"
+        out.add(f"{where}.weights.prefix", "inference-weights-prefix",
+                f"'{prefix}' is a prefix the stack already grants ({owner}): keep the weights "
+                "in a directory of their own (models/<name>/, or one inside a team's prefix)")
+    if not any(model.engine.image.startswith(p) for p in spec.platform.allowed_registries):
+        out.add(f"{where}.engine.image", "inference-image-registry",
+                "the engine's image is not under platform.allowedRegistries "
+                f"({', '.join(spec.platform.allowed_registries)}): the registry admission policy "
+                "would refuse every replica; mirror it into an allowed registry")
+    if not spec.platform.allow_https_egress:
+        out.add(f"{where}.weights", "inference-weights-egress",
+                "the engine streams its weights from the bucket over HTTPS, which platform.allowHttpsEgress false "
+                "forbids team pods")
     if (model.weights.read_mbps is None) != (model.weights.read_source is None):
         out.add(f"{where}.weights.readSource", "inference-figure-sourced",
                 "readMBps and readSource go together: a measured figure names its run")
@@ -68,6 +83,8 @@ def _check_model(spec: ClusterSpec, model: ServedModelSpec, where: str, out: _Co
         out.add(f"{where}.model.kvHeads", "inference-model-shape",
                 f"kvHeads ({shape.kv_heads}) must divide attentionHeads ({shape.attention_heads}): each key/value "
                 "head serves a whole group of query heads")
+    if (spec.aws if spec.cloud == "aws" else spec.gcp) is None:
+        return  # the cloud's settings are missing: rule cloud-settings-required says so
     groups = {g.name: g for g in cloud_node_groups(spec)}
     group = groups.get(model.node_group)
     key = "nodeGroups" if spec.cloud == "aws" else "nodePools"
@@ -108,10 +125,16 @@ def _check_model(spec: ClusterSpec, model: ServedModelSpec, where: str, out: _Co
         out.add(f"{where}.tensorParallel", "inference-parallel-sizes",
                 f"a replica's {width} GPUs (tensor x pipeline parallel) must divide the node's {gpus}, or "
                 f"{gpus % width} of every {group.instance_type} node's GPUs stay idle")
+    share = (facts.memory_gib.value or 0) * width * 3 // (4 * gpus)
+    if share < host_memory_floor_gib(width):
+        out.add(f"{where}.nodeGroup", "inference-host-memory",
+                f"a replica gets {share} GiB of a {group.instance_type} node's memory (three quarters of its GPUs' "
+                f"share) and needs at least {host_memory_floor_gib(width)} GiB (the weights streamer's buffer, the "
+                "engine's processes, /dev/shm): choose a node with more memory per GPU")
     memory = model_memory(model, facts.gpu_memory_gib_each)
     if not memory.fits:
         out.add(f"{where}.contextTokens", "inference-model-fits",
-                f"{model.name} does not fit {width} x {facts.gpu_memory_gib_each} GiB at gpuMemoryUtilization "
+                f"{model.name} does not fit {width} x {facts.gpu_memory_gib_each} GB at gpuMemoryUtilization "
                 f"{model.engine.gpu_memory_utilization:g}: weights {memory.weights_bytes / 2**30:,.1f} GiB and one "
                 f"sequence of {model.context_tokens:,} tokens' KV cache "
                 f"{memory.kv_bytes_per_token * model.context_tokens / 2**30:,.1f} GiB against "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from components.spec.decisions import instance_catalog
+from components.spec.decisions import instance_catalog, serving_node_groups
 from components.spec.errors import _Collector
 from components.spec.model import ClusterSpec
 
@@ -61,9 +61,10 @@ def _check_goodput(spec: ClusterSpec, out: _Collector) -> None:
                 f"checkpointPath {goodput.checkpoint_path} needs the shared filesystem (aws.storage.filesystem)")
     if goodput.checkpoint_path == "tiered":
         catalog = instance_catalog(spec)
+        serving = serving_node_groups(spec)  # a served model's group writes no checkpoint
         for i, group in enumerate(spec.aws.node_groups):
             facts = catalog.get(group.instance_type)
-            if facts is None or not facts.gpu_count:
+            if facts is None or not facts.gpu_count or group.name in serving:
                 continue
             if group.local_nvme == "none" or not facts.has_local_nvme:
                 out.add(f".aws.nodeGroups[{i}].localNvme", "tiered-checkpoint-needs-nvme",

@@ -1,0 +1,82 @@
+"""The served models on the cluster: one component per ``inference.models`` entry, holding its account, Deployment,
+Service and PodDisruptionBudget (components/kubernetes/objects/serving.py), each after its team's namespace, Kueue
+(whose webhook gates the Deployment's pods) and the cloud identity that reads its weights."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Optional
+
+import pulumi
+
+from components import provenance
+from components.kubernetes import objects as obj
+from components.kubernetes.apply import apply
+from components.kubernetes.inputs import PlatformInputs
+from components.kubernetes.objects.serving import (
+    STARTUP_PERIOD_S,
+    ServedModel,
+    replica_shape,
+    serving_objects,
+    startup_failure_threshold,
+)
+from components.provenance import from_spec, spec_path
+from components.sizing.inference import cold_start
+from components.spec import ClusterSpec
+from components.spec.decisions import cloud_node_groups, instance_catalog
+
+# How long Pulumi waits for a Deployment's replicas to be ready, past their startup probe's allowance: the node
+# autoscaler may first add the nodes, and the Cluster Autoscaler gives a node up to 15 minutes to register
+# (--max-node-provision-time, as objects/kueue.py PODS_READY_TIMEOUT_SCALE_UP counts it).
+NODE_PROVISION_S = 900
+
+
+class ServedModelComponent(pulumi.ComponentResource):
+    """One served model's objects in its team's namespace."""
+
+    def __init__(self, name: str, model: ServedModel, billing: Mapping[str, str], after: list[pulumi.Resource],
+                 nodes: Sequence[pulumi.Resource] = (), opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:compute:ServedModel", name, provenance.props(), opts)
+        first = pulumi.ResourceOptions(parent=self, depends_on=after)
+        account_manifest, deployment, service, budget = serving_objects(model, billing)
+        account = apply(f"{name}-account", account_manifest, first)
+        # pulumi-kubernetes waits for the rollout (10 minutes by default): a new node's boot, then each replica's load
+        # in turn (Kueue admits one at a time while an admitted one is not ready: waitForPodsReady.blockAdmission).
+        wait = model.spec.replicas.min * startup_failure_threshold(model.cold_start_s) * STARTUP_PERIOD_S \
+            + NODE_PROVISION_S
+        deployment["metadata"]["annotations"] = {"pulumi.com/timeoutSeconds": str(wait)}
+        # After the GPU nodes' group where the provider does not wait for it (GKE: inputs.gpu_node_dependencies).
+        apply(f"{name}-deployment", deployment,
+              pulumi.ResourceOptions(parent=self, depends_on=[account, *after, *model.ready, *nodes]))
+        apply(f"{name}-service", service, first)
+        apply(f"{name}-pdb", budget, first)
+        self.register_outputs({})
+
+
+def build_serving(inputs: PlatformInputs, kueue: pulumi.Resource, namespaces: Mapping[str, pulumi.Resource],
+                  opts: pulumi.ResourceOptions) -> None:
+    """A component per served model, traced to its ``inference.models`` entry."""
+    teams = {t.name: t for t in inputs.teams}
+    for i, model in enumerate(inputs.serving):
+        team = teams[model.namespace]
+        with from_spec(spec_path("inference", "models", i)):
+            ServedModelComponent(f"serving-{model.name}", model, obj.team_labels(team, inputs.labels),
+                                 [kueue, namespaces[team.name]], inputs.gpu_node_dependencies, opts=opts)
+
+
+def served_models(spec: ClusterSpec, *, bucket: object, scheme: str, env: tuple[tuple[str, str], ...] = (),
+                  ready: Mapping[str, tuple[pulumi.Resource, ...]] | None = None) -> tuple[ServedModel, ...]:
+    """The stack's served models as the cluster runs them (a validated spec: each group exists, with GPUs)."""
+    if spec.inference is None:
+        return ()
+    groups = {g.name: g for g in cloud_node_groups(spec)}
+    catalog = instance_catalog(spec)
+    teams = {t.name: t for t in spec.teams}
+    out = []
+    for model in spec.inference.models:
+        facts = catalog[groups[model.node_group].instance_type]
+        cpu, memory = replica_shape(model.gpus_per_replica, facts.gpu_count, facts.vcpu.value, facts.memory_gib.value)
+        out.append(ServedModel(spec=model, gid=teams[model.team].posix_gid, bucket=bucket, scheme=scheme, cpu=cpu,
+                               memory_gib=memory, cold_start_s=cold_start(model).seconds, env=env,
+                               ready=(ready or {}).get(model.name, ())))
+    return tuple(out)
