@@ -91,7 +91,8 @@ class Monitoring(pulumi.ComponentResource):
                                                      checkpoint_allowed_s=inputs.checkpoint_allowed_s,
                                                      not_visible=tel.not_visible,
                                                      team_groups={t.name: [q.node_group for q in t.quotas]
-                                                                  for t in inputs.teams}),
+                                                                  for t in inputs.teams},
+                                                     serving=inputs.serving),
               after_prometheus)
         # One AlertmanagerConfig per receiver: a receiver whose Secret is missing loses only its own alerts.
         notify = obj.budget_addresses(inputs.teams, inputs.platform_budget_notify)
@@ -99,7 +100,8 @@ class Monitoring(pulumi.ComponentResource):
             receiver = config["metadata"]["labels"][obj.RECEIVER_LABEL]
             apply(f"{name}-alert-routing-{receiver}", config, after_prometheus)
         apply(f"{name}-dashboard", obj.grafana_dashboard(), after_prometheus)
-        apply(f"{name}-jobs-dashboard", obj.jobs_dashboard(tel.fabric is not None), after_prometheus)
+        apply(f"{name}-jobs-dashboard", obj.jobs_dashboard(tel.fabric is not None, serving=bool(inputs.serving)),
+              after_prometheus)
         if inputs.checkpoint_metrics:
             # A Pushgateway per team, which only the team's pods may reach, its series labelled with the team's
             # namespace by the scrape (objects/jobs.py): no team can write another's checkpoint durations. The
@@ -583,7 +585,7 @@ def build_platform(inputs: PlatformInputs, opts: pulumi.ResourceOptions) -> None
     with from_spec(spec_path("platform")):
         controllers = Controllers("controllers", inputs, queues.kueue, opts=opts)
     if inputs.serving:
-        build_serving(inputs, queues.kueue, tenancy.namespaces, opts)
+        build_serving(inputs, queues.kueue, tenancy.namespaces, monitoring.prometheus, opts)
     if inputs.slurm is not None:
         with from_spec(spec_path("scheduler", "slurm"), teams):
             Slurm("slurm", inputs, monitoring.prometheus, opts=opts, dirs=dirs)

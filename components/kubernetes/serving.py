@@ -1,6 +1,7 @@
 """The served models on the cluster: one component per ``inference.models`` entry, holding its account, Deployment,
-Service and PodDisruptionBudget (components/kubernetes/objects/serving.py), each after its team's namespace, Kueue
-(whose webhook gates the Deployment's pods) and the cloud identity that reads its weights."""
+Service and PodDisruptionBudget (components/kubernetes/objects/serving.py) and its engine's scrape
+(objects/serving_telemetry.py), each after its team's namespace, Kueue (whose webhook gates the Deployment's pods),
+the cloud identity that reads its weights and, for the scrape, Prometheus's CRDs."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from components.kubernetes.objects.serving import (
     serving_objects,
     startup_failure_threshold,
 )
+from components.kubernetes.objects.serving_telemetry import objective_annotations, pod_monitor
 from components.provenance import from_spec, spec_path
 from components.sizing.inference import cold_start
 from components.spec import ClusterSpec
@@ -35,7 +37,8 @@ class ServedModelComponent(pulumi.ComponentResource):
     """One served model's objects in its team's namespace."""
 
     def __init__(self, name: str, model: ServedModel, billing: Mapping[str, str], after: list[pulumi.Resource],
-                 nodes: Sequence[pulumi.Resource] = (), opts: Optional[pulumi.ResourceOptions] = None) -> None:
+                 prometheus: pulumi.Resource, nodes: Sequence[pulumi.Resource] = (),
+                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:compute:ServedModel", name, provenance.props(), opts)
         first = pulumi.ResourceOptions(parent=self, depends_on=after)
         account_manifest, deployment, service, budget = serving_objects(model, billing)
@@ -44,24 +47,28 @@ class ServedModelComponent(pulumi.ComponentResource):
         # in turn (Kueue admits one at a time while an admitted one is not ready: waitForPodsReady.blockAdmission).
         wait = model.spec.replicas.min * startup_failure_threshold(model.cold_start_s) * STARTUP_PERIOD_S \
             + NODE_PROVISION_S
-        deployment["metadata"]["annotations"] = {"pulumi.com/timeoutSeconds": str(wait)}
+        # Its objectives, which the stack's alerts watch (the policy inference-objective-alerted checks they do).
+        deployment["metadata"]["annotations"] = {"pulumi.com/timeoutSeconds": str(wait),
+                                                 **objective_annotations(model)}
         # After the GPU nodes' group where the provider does not wait for it (GKE: inputs.gpu_node_dependencies).
         apply(f"{name}-deployment", deployment,
               pulumi.ResourceOptions(parent=self, depends_on=[account, *after, *model.ready, *nodes]))
         apply(f"{name}-service", service, first)
         apply(f"{name}-pdb", budget, first)
+        apply(f"{name}-metrics", pod_monitor(model, billing),
+              pulumi.ResourceOptions(parent=self, depends_on=[*after, prometheus]))
         self.register_outputs({})
 
 
 def build_serving(inputs: PlatformInputs, kueue: pulumi.Resource, namespaces: Mapping[str, pulumi.Resource],
-                  opts: pulumi.ResourceOptions) -> None:
+                  prometheus: pulumi.Resource, opts: pulumi.ResourceOptions) -> None:
     """A component per served model, traced to its ``inference.models`` entry."""
     teams = {t.name: t for t in inputs.teams}
     for i, model in enumerate(inputs.serving):
         team = teams[model.namespace]
         with from_spec(spec_path("inference", "models", i)):
             ServedModelComponent(f"serving-{model.name}", model, obj.team_labels(team, inputs.labels),
-                                 [kueue, namespaces[team.name]], inputs.gpu_node_dependencies, opts=opts)
+                                 [kueue, namespaces[team.name]], prometheus, inputs.gpu_node_dependencies, opts=opts)
 
 
 def served_models(spec: ClusterSpec, *, bucket: object, scheme: str, env: tuple[tuple[str, str], ...] = (),

@@ -1,8 +1,11 @@
-"""Served models (inference.models): reached privately only. A model server answers whoever reaches it, with the
-weights and the GPU-hours the stack pays for; in production nothing may put it on the internet."""
+"""Served models (inference.models): reached privately only, and watched at their objectives. A model server answers
+whoever reaches it, with the weights and the GPU-hours the stack pays for; in production nothing may put it on the
+internet. An objective nobody is alerted on is a number in a file: every objective a served model's Deployment states
+has an alert at its percentile and threshold, on metrics that are scraped."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,6 +15,8 @@ from gpu_policies.common import Reporter, get, k8s_name, k8s_namespace, of_type,
 from gpu_policies.slurm import INTERNAL
 
 SERVICE = "kubernetes:core/v1:Service"
+PROMETHEUS_RULE = "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
+MONITORS = ("kubernetes:monitoring.coreos.com/v1:PodMonitor", "kubernetes:monitoring.coreos.com/v1:ServiceMonitor")
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 # The pods of a served model carry this label (components/kubernetes/objects/serving.py MODEL_LABEL).
 MODEL_LABEL = "gpu-cluster/served-model"
@@ -61,4 +66,104 @@ inference_endpoint_private = stack_policy(
     Severity.CRITICAL, _public_endpoint, enforcement=EnforcementLevel.MANDATORY,  # it judges prod Services only
 )
 
-POLICIES = [inference_endpoint_private]
+# What a served model's Deployment states of its objectives (components/kubernetes/objects/serving_telemetry.py), and
+# the engine's histogram each is read from (vLLM v0.11: time to first token; inter-token latency, the time per output
+# token).
+PERCENTILE = "gpu-cluster/objective-percentile"
+OBJECTIVES = (("ttft", "gpu-cluster/objective-ttft-seconds", "vllm:time_to_first_token_seconds_bucket",
+               "time to first token"),
+              ("tpot", "gpu-cluster/objective-tpot-seconds", "vllm:inter_token_latency_seconds_bucket",
+               "time per output token"))
+SERVED_MODEL = "served_model"  # the scrape's label of the model (the PodMonitor copies the pod's MODEL_LABEL)
+_QUANTILE = re.compile(r"histogram_quantile\(\s*([0-9.eE+-]+)\s*,")
+_THRESHOLD = re.compile(r">\s*([0-9.eE+-]+)\s*$")
+
+
+def _number(text: Any) -> float | None:
+    try:
+        return float(str(text))
+    except ValueError:
+        return None
+
+
+def _watches(rule: Mapping[str, Any], metric: str, model: str, quantile: float, seconds: float) -> str | None:
+    """Why ``rule`` does not alert on ``model``'s ``metric`` at ``quantile`` above at most ``seconds`` (None: it
+    does)."""
+    expr = str(rule.get("expr", "")).strip()
+    if metric not in expr or f'{SERVED_MODEL}="{model}"' not in expr:
+        return f"its expression does not read {metric} of {SERVED_MODEL}=\"{model}\""
+    q = _QUANTILE.search(expr)
+    if q is None or _number(q.group(1)) is None or abs(float(q.group(1)) - quantile) > 1e-9:
+        return f"it does not take the {quantile:g} quantile"
+    t = _THRESHOLD.search(expr)
+    if t is None or _number(t.group(1)) is None or float(t.group(1)) > seconds * (1 + 1e-9):
+        return f"it does not fire above {seconds:g} s"
+    return None
+
+
+def _scraped(monitors: list[Any], namespace: str, pod_labels: Mapping[str, Any]) -> bool:
+    """A PodMonitor or ServiceMonitor of the pods' namespace (or naming it) selects them (matchLabels; a Service's
+    pods are the Service's selector's, which the program makes the model's label)."""
+    for m in monitors:
+        names = get(m.props, "spec", "namespaceSelector", "matchNames", default=None) or []
+        anywhere = get(m.props, "spec", "namespaceSelector", "any", default=False) is True
+        if k8s_namespace(m.props) != namespace and namespace not in names and not anywhere:
+            continue
+        wanted = get(m.props, "spec", "selector", "matchLabels", default=None) or {}
+        if isinstance(wanted, Mapping) and wanted and all(pod_labels.get(k) == v for k, v in wanted.items()):
+            return True
+    return False
+
+
+def _objective_alerted(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    resources = list(args.resources)
+    rules = [rule for r in of_type(resources, PROMETHEUS_RULE)
+             for g in get(r.props, "spec", "groups", default=[]) or [] if isinstance(g, Mapping)
+             for rule in g.get("rules") or [] if isinstance(rule, Mapping) and rule.get("alert")]
+    monitors = of_type(resources, *MONITORS)
+    rule_urn = [r.urn for r in of_type(resources, PROMETHEUS_RULE)][:1]
+    for d in of_type(resources, DEPLOYMENT):
+        labels = get(d.props, "spec", "template", "metadata", "labels", default={}) or {}
+        if not isinstance(labels, Mapping) or MODEL_LABEL not in labels:
+            continue
+        model, namespace = str(labels[MODEL_LABEL]), k8s_namespace(d.props)
+        annotations = get(d.props, "metadata", "annotations", default={}) or {}
+        stated = [o for o in OBJECTIVES if o[1] in annotations]
+        if not stated:
+            continue
+        percentile = _number(annotations.get(PERCENTILE))
+        if percentile is None:
+            report(f"Deployment {namespace}/{model} states objectives without the percentile they hold at.", d.urn,
+                   field=f"metadata.annotations[\"{PERCENTILE}\"]", value=seen(d.props, "metadata", "annotations"))
+            continue
+        for name, key, metric, what in stated:
+            seconds = _number(annotations[key])
+            if seconds is None:
+                report(f"Deployment {namespace}/{model}: {key} is not a number of seconds.", d.urn,
+                       field=f"metadata.annotations[\"{key}\"]", value=annotations[key])
+                continue
+            mine = [r for r in rules if get(r, "labels", SERVED_MODEL) == model
+                    and get(r, "labels", "namespace") == namespace and get(r, "labels", "objective") == name]
+            why = [w for r in mine if (w := _watches(r, metric, model, percentile / 100, seconds)) is not None]
+            if not mine or len(why) == len(mine):
+                reason = f" ({'; '.join(sorted(set(why)))})" if why else ""
+                report(f"Served model {namespace}/{model} states a p{percentile:g} {what} objective of {seconds:g} s "
+                       f"that no alert watches{reason}: a PrometheusRule alert labelled {SERVED_MODEL}={model}, "
+                       f"namespace={namespace}, objective={name} must fire when histogram_quantile("
+                       f"{percentile / 100:g}, ... {metric}{{{SERVED_MODEL}=\"{model}\"}} ...) exceeds it.",
+                       *rule_urn or [d.urn])
+        if not _scraped(monitors, namespace, labels):
+            report(f"Served model {namespace}/{model} states objectives but no PodMonitor or ServiceMonitor scrapes "
+                   "its pods: its alerts would never see a sample.", d.urn)
+
+
+inference_objective_alerted = stack_policy(
+    "inference-objective-alerted", "telemetry",
+    "Every latency objective a served model states (time to first token, time per output token, at a percentile) "
+    "has an alert at that percentile that fires above it, and the model's engine is scraped.",
+    "Keep the Monitoring component's serving rules (components/kubernetes/objects/serving_telemetry.py) and the "
+    "model's PodMonitor; change the objective in inference.models[].objectives, not the alert.",
+    Severity.HIGH, _objective_alerted, enforcement=EnforcementLevel.MANDATORY,
+)
+
+POLICIES = [inference_endpoint_private, inference_objective_alerted]

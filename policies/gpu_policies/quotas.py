@@ -39,7 +39,8 @@ def _gpu_quota(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any])
            of_type(args.resources, "kubernetes:slinky.slurm.net/v1beta1:NodeSet")):
         return
     first: tuple[Any, tuple[str | int, ...]] | None = None  # the first team queue that lists GPUs, at its quota
-    for cq in of_type(args.resources, KUEUE + "ClusterQueue"):
+    # By URN: the engine registers resources in the order their inputs resolve, which varies between runs.
+    for cq in sorted(of_type(args.resources, KUEUE + "ClusterQueue"), key=lambda r: str(r.urn)):
         if get(cq.props, "metadata", "labels", "gpu-cluster/acceptance") == "true":
             continue  # the acceptance gate's queue, not a team's
         for g, group in enumerate(get(cq.props, "spec", "resourceGroups", default=[]) or []):

@@ -127,6 +127,8 @@ FIELDS: dict[str, Expected] = {
     "make a team namespace privileged": ('metadata.labels["pod-security.kubernetes.io/enforce"]', "privileged"),
     "run a privileged pod in a team namespace": ("spec.containers[0].securityContext.privileged", True),
     "put the served model on an internet-facing load balancer": ("spec.type", "LoadBalancer"),
+    "drop the served model's latency alerts": None,
+    "stop scraping the served model": None,
     "drop an EFA interface": ("networkInterfaces[32]", None),  # the 32nd EFA interface, after the primary ENA one
     "force a placement group onto the capacity block": ("placement.groupName", "prod-train-h100"),
     "opt the Capacity Block group in to the Cluster Autoscaler": ("tag.value", "true"),

@@ -77,6 +77,7 @@ REASON = 'metadata.labels["gpu-cluster/pod-security-reason"]'
 # missing field), or None where no field applies.
 FIELDS: dict[str, Expected] = {
     "open the served model on a node port": ("spec.type", "NodePort"),
+    "alert on the served model's time to first token only past a minute": None,
     "remove the storage metrics exporter": None,
     "stop reading Managed Lustre's metrics": ("values.stackdriver.metrics.typePrefixes",
                                               "storage.googleapis.com/api/request_count"),

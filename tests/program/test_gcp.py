@@ -567,8 +567,8 @@ def test_gke_runs_its_own_gpu_stack_and_prometheus_scrapes_its_dcgm() -> None:
     which a PodMonitor brings into the platform's Prometheus for the GPU alerts."""
     graph = offline_run("prod-gcp").graph
     assert not [r for r in graph.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "gpu-operator"]
-    (monitor,) = [r.inputs for r in graph.resources if r.type.endswith(":PodMonitor")]
-    assert monitor["metadata"]["namespace"] == "monitoring"
+    (monitor,) = [r.inputs for r in graph.resources if r.type.endswith(":PodMonitor")
+                  and r.inputs["metadata"]["namespace"] == "monitoring"]
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["gke-managed-system"]}
     assert monitor["spec"]["selector"] == {"matchLabels": {"app.kubernetes.io/name": "gke-managed-dcgm-exporter"}}
     assert monitor["spec"]["podMetricsEndpoints"][0]["honorLabels"] is True

@@ -219,6 +219,14 @@ AWS_MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] =
     "put the served model on an internet-facing load balancer": (
         lambda g: edit(g, "kubernetes:core/v1:Service", "serving-llama-3-1-8b-instruct-service",
                        _set(["spec", "type"], "LoadBalancer")), "inference-endpoint-private"),
+    "drop the served model's latency alerts": (
+        lambda g: edit(g, "kubernetes:monitoring.coreos.com/v1:PrometheusRule", "monitoring-rules",
+                       lambda i: i["spec"].update(groups=[x for x in i["spec"]["groups"]
+                                                          if x["name"] != "gpu-cluster.serving"])),
+        "inference-objective-alerted"),
+    "stop scraping the served model": (
+        lambda g: edit(g, "kubernetes:monitoring.coreos.com/v1:PodMonitor", "serving-llama-3-1-8b-instruct-metrics",
+                       remove=True), "inference-objective-alerted"),
     "drop an EFA interface": (
         lambda g: edit(g, LT, "nodegroup-h100-lt", lambda i: i["networkInterfaces"].pop()),
         "aws-efa-node-groups-wire-all-interfaces"),

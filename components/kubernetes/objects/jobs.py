@@ -165,10 +165,43 @@ def _panel(panel_id: int, title: str, expr: str, legend: str, unit: str, x: int,
 JOBS_DASHBOARD = "gpu-cluster-jobs-dashboard"
 
 
-def jobs_dashboard(fabric_visible: bool) -> Manifest:
+def serving_panels(first_id: int, y: int) -> list[Manifest]:
+    """The serving view: a row, then each served model's latencies at its objective's percentile, output tokens per
+    second, requests waiting, KV-cache use and server-error share (the recording rules of objects/
+    serving_telemetry.py)."""
+    from components.kubernetes.objects.serving_telemetry import (
+        ERRORS_RECORD,
+        KV_RECORD,
+        TOKENS_RECORD,
+        TPOT_RECORD,
+        TTFT_RECORD,
+        WAITING_RECORD,
+    )
+
+    row: Manifest = {"id": first_id, "type": "row", "title": "Serving", "collapsed": False, "panels": [],
+                     "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}}
+    legend = "{{namespace}}/{{served_model}}"
+    specs = [
+        ("Time to first token at the objective's percentile", TTFT_RECORD, legend + " p{{quantile}}", "s",
+         "Alert ServedModelTtftOverObjective fires above the model's objective. Runbook: served-model-latency."),
+        ("Time per output token at the objective's percentile", TPOT_RECORD, legend + " p{{quantile}}", "s",
+         "vLLM's inter-token latency. Runbook: served-model-latency."),
+        ("Output tokens per second", TOKENS_RECORD, legend, "short", ""),
+        ("Requests waiting for a KV-cache slot", WAITING_RECORD, legend, "short",
+         "Sustained waiting means more demand than the replicas hold. Runbook: served-model-saturated."),
+        ("KV-cache use (fullest replica)", KV_RECORD, legend, "percentunit", ""),
+        ("Share of requests answered 5xx", ERRORS_RECORD, legend, "percentunit", "Runbook: served-model-errors."),
+    ]
+    return [row, *(_panel(first_id + 1 + i, title, expr, leg, unit, 12 * (i % 2), y + 1 + 8 * (i // 2),
+                          description=description)
+                   for i, (title, expr, leg, unit, description) in enumerate(specs))]
+
+
+def jobs_dashboard(fabric_visible: bool, serving: bool = False) -> Manifest:
     """A ConfigMap the Grafana sidecar loads: the two questions first, then each team's queue time, runtime,
     admissions, evictions, retries, exit reasons and checkpoint durations. ``fabric_visible``: the cloud exposes fabric
-    metrics (EFA); else the network panel says what cannot be seen."""
+    metrics (EFA); else the network panel says what cannot be seen. ``serving``: the stack serves models; a serving
+    view follows."""
     network_note = ("" if fabric_visible else
                     "Not visible on this cloud: GKE documents no metric of the GPUDirect NICs (README, 'Telemetry the "
                     "seed asks for'); the panel stays empty.")
@@ -202,6 +235,7 @@ def jobs_dashboard(fabric_visible: bool) -> Manifest:
                    "{{namespace}} {{reason}}", "short", 0, 32),
             _panel(10, "Checkpoint duration by team (latest push)",
                    "gpu_cluster:checkpoint_duration_seconds:max_by_namespace", "{{namespace}}", "s", 12, 32),
+            *(serving_panels(11, 40) if serving else []),
         ],
     }
     return {"apiVersion": "v1", "kind": "ConfigMap",

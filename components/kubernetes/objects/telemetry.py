@@ -18,6 +18,9 @@ from components.kubernetes.objects.common import (
     meta,
 )
 from components.kubernetes.objects.jobs import checkpoint_alert_expr, job_recording_rules, ksm_job_values
+from components.kubernetes.objects.serving import ServedModel
+from components.kubernetes.objects.serving_telemetry import RUNBOOK as SERVING_RUNBOOK
+from components.kubernetes.objects.serving_telemetry import serving_alerts, serving_recording_rules
 
 KUBE_STATE_METRICS_LABELS = [
     "namespaces=[team,cost-center,environment,owner]",
@@ -103,7 +106,7 @@ RUNBOOK_SECTIONS = {
     "FilesystemThroughputNearLimit": "storage-throughput-or-capacity",
     "FilesystemCapacityLow": "storage-throughput-or-capacity", "CheckpointBucketErrors": "checkpoint-bucket-errors",
     "CheckpointTooSlow": "checkpoint-too-slow", "LogsNotShipped": "logs-not-shipped",
-    "LogShipperUnavailable": "logs-not-shipped",
+    "LogShipperUnavailable": "logs-not-shipped", **SERVING_RUNBOOK,
 }
 HOURS_PER_MONTH = 730  # the hours in an average month, as cloud price pages and OpenCost's own examples use
 # A namespace's spend per hour from OpenCost's metrics (opencost.io "OpenCost Metrics": container_*_allocation by
@@ -312,7 +315,8 @@ def prometheus_rules(runbook_url: str = "docs/runbooks.md", team_budgets: Mappin
                      fabric: FabricSignals | None = None, storage: StorageSignals | None = None,
                      logs: LogSignals | None = None, checkpoint_allowed_s: float | None = None,
                      not_visible: Sequence[str] = (),
-                     team_groups: Mapping[str, Sequence[str]] | None = None) -> Manifest:
+                     team_groups: Mapping[str, Sequence[str]] | None = None,
+                     serving: Sequence[ServedModel] = ()) -> Manifest:
     """Recording rules and alerts for the seed's minimum telemetry: GPU utilization, errors (XID, ECC,
     row remapping, NVLink), temperature and power, nodes not ready; queue wait time and quota denials (evictions,
     preemptions, inadmissible workloads, exhausted quota); each team's GPU spend against its budget (``spend``).
@@ -320,7 +324,8 @@ def prometheus_rules(runbook_url: str = "docs/runbooks.md", team_budgets: Mappin
     The telemetry of issue 27: the fabric (``fabric``), the filesystem and bucket (``storage``), the log shipper
     (``logs``) and checkpoints slower than the goodput model allows (``checkpoint_allowed_s``), and each job's
     recording rules (objects/jobs.py); ``not_visible`` names what the cloud's telemetry cannot see. ``team_groups``
-    names each team's node groups (its quotas'): its spend alert names their prices, the rule every group's."""
+    names each team's node groups (its quotas'): its spend alert names their prices, the rule every group's. Each
+    served model in ``serving`` gets its recording rules and alerts (objects/serving_telemetry.py)."""
     recording = [
         {"record": "gpu_cluster:gpu_utilization:avg_by_namespace",
          "expr": "avg by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=\"\"})"},
@@ -398,6 +403,11 @@ def prometheus_rules(runbook_url: str = "docs/runbooks.md", team_budgets: Mappin
                             "a checkpoint of {{ $labels.exported_job }} in {{ $labels.namespace }} took {{ $value | "
                             f"humanizeDuration }}}}, more than the {checkpoint_allowed_s:.0f} s the goodput model "
                             "allows"))
+    serving_rules = []
+    for name, expr, minutes, severity, summary, labels in serving_alerts(serving):
+        rule = alert(name, expr, minutes, severity, summary)
+        rule["labels"].update(labels)
+        serving_rules.append(rule)
     budget_rules: list[Manifest] = []
     if spend is not None and spend.gpu_unit_hour_usd:
         recording += spend_recording_rules(spend)
@@ -439,6 +449,10 @@ def prometheus_rules(runbook_url: str = "docs/runbooks.md", team_budgets: Mappin
             {"name": "gpu-cluster.recording", "interval": f"{RECORDING_INTERVAL_MINUTES}m", "rules": recording},
             {"name": "gpu-cluster.jobs", "interval": f"{RECORDING_INTERVAL_MINUTES}m", "rules": job_recording_rules()},
             {"name": "gpu-cluster.alerts", "rules": alerts},
+            # Each served model's, at its objectives (objects/serving_telemetry.py).
+            *([{"name": "gpu-cluster.serving.recording", "interval": f"{RECORDING_INTERVAL_MINUTES}m",
+                "rules": serving_recording_rules(serving)},
+               {"name": "gpu-cluster.serving", "rules": serving_rules}] if serving else []),
             # A month of samples per team is read at each evaluation: every 5 minutes is enough for a budget.
             *([{"name": "gpu-cluster.budgets", "interval": "5m", "rules": budget_rules}] if budget_rules else []),
         ]},
