@@ -155,6 +155,12 @@ class ClusterView:
                     self.objects.append(obj)
                     self._index[(obj.kind, obj.namespace, obj.name)] = obj
 
+    def add(self, obj: K8sObject) -> None:
+        """An object applied with the workloads (a ConfigMap in the same file): their pods may use it."""
+        if (obj.kind, obj.namespace, obj.name) not in self._index:
+            self.objects.append(obj)
+            self._index[(obj.kind, obj.namespace, obj.name)] = obj
+
     # --- objects -------------------------------------------------------------------------------------------------
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> K8sObject | None:

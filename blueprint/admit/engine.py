@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import Any
 
 from blueprint.admit.cloud import cloud_admit, cluster_cloud, every_cloud, kubernetes_version, node_groups
 from blueprint.admit.cluster import NAMESPACE_NAME_LABEL, ClusterView, K8sObject, as_list, as_mapping
@@ -348,10 +349,26 @@ def admit_one(view: ClusterView, groups: list[NodeGroup], item: Submitted) -> Wo
     return result
 
 
-def admit_workloads(graph: ResourceGraph, items: Sequence[Submitted | SbatchJob]) -> AdmitReport:
-    """The verdict on every submitted object and sbatch script against the graph."""
+# Objects a workload file may carry beside its workloads, applied with them (kubectl apply -f): their pods use them,
+# and they are not judged as workloads (an inference-perf run's ConfigMap, examples/workloads).
+COMPANIONS = {("v1", "ConfigMap")}
 
+
+def admit_workloads(graph: ResourceGraph, items: Sequence[Submitted | SbatchJob]) -> AdmitReport:
+    """The verdict on every submitted object and sbatch script against the graph (ConfigMaps in the files are
+    applied with them: see COMPANIONS)."""
     view = ClusterView(graph)
+    workloads: list[Submitted | SbatchJob] = []
+    # Only beside a workload: a file of ConfigMaps alone is judged object by object (not a workload).
+    alone = all(isinstance(i, Submitted) and (i.api_version, i.kind) in COMPANIONS for i in items)
+    for item in items:
+        if not alone and isinstance(item, Submitted) and (item.api_version, item.kind) in COMPANIONS:
+            raw = item.manifest.get("metadata")
+            metadata: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            view.add(K8sObject(item.api_version, item.kind, str(metadata.get("name", "")),
+                               str(metadata.get("namespace") or "default"), item.manifest, item.source))
+        else:
+            workloads.append(item)
     groups = node_groups(view)
     return AdmitReport(graph.stack, [admit_sbatch(view, groups, item) if isinstance(item, SbatchJob)
-                                     else admit_one(view, groups, item) for item in items])
+                                     else admit_one(view, groups, item) for item in workloads])

@@ -34,6 +34,12 @@
                                          the per-node run of a group: each node's bandwidth, latency and
                                          versions, outliers against the median and the expected figure
     blueprint nccl compare A.json B.json what changed between two records (nodes, versions, bandwidth)
+    blueprint inference benchmark <stack> [--model M] [-o FILE]
+                                         the inference-perf ConfigMap and Job that measure a served model at its
+                                         objectives (the team submits them)
+    blueprint inference check RECORD --stack S [--model M] [--format table|json|markdown]
+                                         a run's record (or the Job's log) against the model's objectives; exit 1
+                                         when one is missed
     blueprint prices refresh [--cloud C] the price catalog from a cloud's price API
 
 ``<stack>`` is a stack name (``prod-aws`` reads ``stacks/Pulumi.prod-aws.yaml``) or a path to a stack
@@ -62,6 +68,7 @@ from blueprint.cli import (
     cost_diff,
     deployer_policy,
     graph,
+    inference,
     manifests,
     nccl,
     policy,
@@ -76,7 +83,7 @@ from blueprint.cli.common import EXIT_INTERNAL, EXIT_INVALID, common_parser, emi
 # The program's layers (the engine, the spec with pydantic, the components, the renderers) are imported by the
 # handlers that run a stack, not at start: `blueprint policy graph.json` needs none of them.
 COMMANDS: tuple[ModuleType, ...] = (preview, graph, manifests, policy, cost, cost_diff, sizing, report, checks, admit,
-                                    deployer_policy, nccl, schema, prices)  # in the order --help lists them
+                                    deployer_policy, nccl, inference, schema, prices)  # in the order --help lists them
 MAX_ERROR_CHARS = 20_000
 
 

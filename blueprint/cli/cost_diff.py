@@ -79,17 +79,27 @@ def run(args: argparse.Namespace) -> int:
         graph, _, spec = target_graph(target)
         base_graph, note = bases[target]
         usage, notes = usage_for(args.usage, target, (graph, base_graph))
-        diff = diff_reports(price_graph(base_graph, usage=usage), price_graph(graph, usage=usage, usage_notes=notes),
-                            [note] if note else [])
+        new_report = price_graph(graph, usage=usage, usage_notes=notes)
+        diff = diff_reports(price_graph(base_graph, usage=usage), new_report, [note] if note else [])
         allowed = {a.resource: a.reason for a in spec.upgrades.allow_replace} if spec is not None else {}
         changes = day_two(base_graph, graph, allowed)
         diffs.append(replace(diff, changes=graph_changes(base_graph, graph, replaced=changes.replaced_urns),
-                             day_two=changes))
+                             day_two=changes, serving=_serving_lines(spec, new_report)))
     if args.format == "json":
         write(render_diff_json(diffs), args.output)
     else:
         write(render_diff_markdown([diff_document(d) for d in diffs]), args.output)
     return _gate(diffs, args)
+
+
+def _serving_lines(spec: Any, report: Any) -> tuple[str, ...]:
+    """The served models' sizing lines (replicas, GPUs, money, cost per million tokens against the baseline) of the
+    new revision, for the PR comment; none for a graph without its spec or a stack that serves nothing."""
+    if spec is None or getattr(spec, "inference", None) is None:
+        return ()
+    from blueprint.sizing.inference import render_inference, served_sizing
+
+    return tuple(render_inference(served_sizing(spec, report)))
 
 
 def _gate(diffs: list[Any], args: argparse.Namespace) -> int:

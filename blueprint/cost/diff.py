@@ -111,6 +111,7 @@ class CostDiff:
     replaced: tuple[str, ...] = ()  # names of every resource the update replaces, priced or not (event logs)
     changes: tuple[GraphChange, ...] = ()  # every resource added, changed, replaced or removed (graph_changes)
     day_two: DayTwo = field(default_factory=DayTwo)  # node rolls, replacements, refused versions (two graphs)
+    serving: tuple[str, ...] = ()  # the new revision's served models as `blueprint sizing` gives them
 
     @property
     def diff_monthly_usd(self) -> float:
@@ -306,6 +307,7 @@ def diff_document(diff: CostDiff) -> dict[str, Any]:
         "stale_prices": diff.stale_prices,
         "unpriced": diff.unpriced,
         "notes": list(diff.notes),
+        "serving": list(diff.serving),
         "replaced": list(diff.replaced),
         **diff.day_two.document(),
     }
@@ -454,6 +456,8 @@ def _stack_section(doc: dict[str, Any]) -> list[str]:
     if doc.get("bounded"):
         out += ["", "Priced at an upper bound (the price was not read; the real figure is at most this):", "",
                 *(f"- {md_text(item)}" for item in doc["bounded"])]
+    if doc.get("serving"):  # each served model's replicas, GPUs, money and cost per million tokens after the change
+        out += ["", "Served models after this change (`blueprint sizing`):", "", "```text", *doc["serving"], "```"]
     if doc.get("notes"):
         out += ["", *(f"Note: {md_text(n)}" for n in doc["notes"])]  # a blank line first, or they join the table
     return [*out, "", "</details>", ""]

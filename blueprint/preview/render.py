@@ -225,10 +225,40 @@ def _seed_telemetry_lines(graph: ResourceGraph, rules: list[GraphResource], clou
     if "gpu-cluster.jobs" in groups:
         lines.append("jobs: Kueue Workloads through kube-state-metrics (queue time, runtime, admissions, evictions, "
                      "requeues, exit reasons by team); dashboard 'GPU cluster: jobs, failures and waits'")
+    lines += _serving_telemetry_lines(graph, rules)
     for r in rules:
         unseen = (r.inputs.get("metadata", {}).get("annotations") or {}).get("gpu-cluster/not-visible")
         if unseen:
             lines.append(f"not visible: {unseen}")
+    return lines
+
+
+def _serving_telemetry_lines(graph: ResourceGraph, rules: list[GraphResource]) -> list[str]:
+    """Each served model's objectives (its Deployment's annotations), the alerts that watch them, and how to measure
+    them (components/kubernetes/objects/serving_telemetry.py, inference_perf.py)."""
+    from components.kubernetes.objects.serving import MODEL_LABEL
+    from components.kubernetes.objects.serving_telemetry import (
+        OBJECTIVE_PERCENTILE,
+        OBJECTIVE_TPOT,
+        OBJECTIVE_TTFT,
+        SERVED_MODEL,
+    )
+
+    alerts: Counter[str] = Counter(str(rule.get("labels", {}).get(SERVED_MODEL)) for r in rules
+                                   for g in r.inputs.get("spec", {}).get("groups", []) for rule in g.get("rules", [])
+                                   if "alert" in rule and SERVED_MODEL in rule.get("labels", {}))
+    lines = []
+    for d in graph.of_type("kubernetes:apps/v1:Deployment"):
+        model = d.inputs.get("metadata", {}).get("labels", {}).get(MODEL_LABEL)
+        notes = d.inputs.get("metadata", {}).get("annotations") or {}
+        if not model or OBJECTIVE_TTFT not in notes:
+            continue
+        team = d.inputs["metadata"].get("namespace")
+        lines.append(f"served model {model} ({team}): p{notes.get(OBJECTIVE_PERCENTILE)} "
+                     f"time to first token within {float(notes[OBJECTIVE_TTFT]) * 1000:g} ms, per output token within "
+                     f"{float(notes.get(OBJECTIVE_TPOT, 0)) * 1000:g} ms; {alerts[model]} alerts watch it "
+                     "(ServedModel*), dashboard row 'Serving'; measure it: blueprint inference benchmark "
+                     f"{graph.stack}, then blueprint inference check")
     return lines
 
 

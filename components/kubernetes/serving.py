@@ -15,6 +15,7 @@ from components.kubernetes import objects as obj
 from components.kubernetes.apply import apply
 from components.kubernetes.inputs import PlatformInputs
 from components.kubernetes.objects.serving import (
+    NODE_PROVISION_S,
     STARTUP_PERIOD_S,
     ServedModel,
     replica_shape,
@@ -27,11 +28,6 @@ from components.sizing.inference import cold_start
 from components.spec import ClusterSpec
 from components.spec.decisions import cloud_node_groups, instance_catalog
 
-# How long Pulumi waits for a Deployment's replicas to be ready, past their startup probe's allowance: the node
-# autoscaler may first add the nodes, and the Cluster Autoscaler gives a node up to 15 minutes to register
-# (--max-node-provision-time, as objects/kueue.py PODS_READY_TIMEOUT_SCALE_UP counts it).
-NODE_PROVISION_S = 900
-
 
 class ServedModelComponent(pulumi.ComponentResource):
     """One served model's objects in its team's namespace."""
@@ -41,7 +37,7 @@ class ServedModelComponent(pulumi.ComponentResource):
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:compute:ServedModel", name, provenance.props(), opts)
         first = pulumi.ResourceOptions(parent=self, depends_on=after)
-        account_manifest, deployment, service, budget = serving_objects(model, billing)
+        account_manifest, deployment, service, budget, weights = serving_objects(model, billing)
         account = apply(f"{name}-account", account_manifest, first)
         # pulumi-kubernetes waits for the rollout (10 minutes by default): a new node's boot, then each replica's load
         # in turn (Kueue admits one at a time while an admitted one is not ready: waitForPodsReady.blockAdmission).
@@ -55,6 +51,7 @@ class ServedModelComponent(pulumi.ComponentResource):
               pulumi.ResourceOptions(parent=self, depends_on=[account, *after, *model.ready, *nodes]))
         apply(f"{name}-service", service, first)
         apply(f"{name}-pdb", budget, first)
+        apply(f"{name}-weights", weights, first)
         apply(f"{name}-metrics", pod_monitor(model, billing),
               pulumi.ResourceOptions(parent=self, depends_on=[*after, prometheus]))
         self.register_outputs({})

@@ -109,6 +109,14 @@ class ObjectivesSpec(_Model):
     peak_output_tokens_per_second: Optional[StrictFloat] = Field(
         default=None, gt=0, description="Generated tokens per second the model must serve at its peak; with "
         "throughput it sets the replicas the peak needs.", json_schema_extra=unit("tokens/s"))
+    # The request shape is the project's default for a chat-like request, not a measured traffic mix: state yours.
+    prompt_tokens: StrictInt = Field(
+        default=1024, ge=1, alias="promptTokens", description="Prompt length of the requests the objectives are "
+        "stated for (the acceptance run sends synthetic prompts of this mean length).",
+        json_schema_extra=unit("tokens"))
+    output_tokens: StrictInt = Field(
+        default=256, ge=1, alias="outputTokens", description="Tokens generated per request at which the objectives "
+        "hold (the acceptance run asks for this many).", json_schema_extra=unit("tokens"))
 
 
 class ThroughputSpec(_Model):
@@ -161,7 +169,24 @@ class ServedModelSpec(_Model):
         return self.tensor_parallel * self.pipeline_parallel
 
 
+class BenchmarkSpec(_Model):
+    """The acceptance run of a served model: inference-perf (kubernetes-sigs) from a client pod of the owning team to
+    the model's replicas, at the objectives' concurrency and request shape (``blueprint inference benchmark``)."""
+
+    image: str = Field(pattern=_IMAGE_DIGEST, description="inference-perf's image by digest (quay.io/inference-perf/"
+                       "inference-perf, mirrored into an allowed registry).")
+    version: str = Field(default="v0.6.1", pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$",
+                         description="The inference-perf release the image holds (its config and report format).")
+    requests_per_client: StrictInt = Field(
+        default=10, ge=1, le=1000, alias="requestsPerClient", description="Requests each of the concurrency's "
+        "clients sends (inference-perf concurrent load: num_requests = concurrency x this).",
+        json_schema_extra=unit("requests"))
+
+
 class InferenceSpec(_Model):
     """The models the stack serves privately."""
 
     models: list[ServedModelSpec] = Field(min_length=1, max_length=50, description="Served models.")
+    benchmark: Optional[BenchmarkSpec] = Field(
+        default=None, description="The acceptance run's tool (blueprint inference benchmark). Default: none, and "
+        "`blueprint inference benchmark` says what to set.")

@@ -133,6 +133,20 @@ def budget_notes(spec: ClusterSpec) -> list[str]:
             for i, team in enumerate(spec.teams) if team.budget is not None and team.name not in billed]
 
 
+def serving_route_notes(spec: ClusterSpec) -> list[str]:
+    """A served model whose team no alert route names: its alerts (labelled with the team's namespace) reach the
+    default receiver only (components/kubernetes/objects/alerting.py), not the team that can act on them."""
+    if spec.inference is None:
+        return []
+    alerts = spec.platform.monitoring.alerts
+    routed = {team for route in alerts.routes for team in route.teams}
+    return [f"note: {named_path(spec, f'.inference.models[{i}].team')}: no alert route names team '{m.team}', so "
+            f"the alerts of its served model {m.name} (latency over its objectives, queueing, errors) reach only "
+            f"the default receiver ({alerts.default_receiver or 'none'}); add a route with teams: [{m.team}] under "
+            f"{SPEC_KEY}.platform.monitoring.alerts.routes"
+            for i, m in enumerate(spec.inference.models) if m.team not in routed]
+
+
 LEGACY_NODE_ROLES = frozenset({"roles/logging.logWriter", "roles/monitoring.metricWriter"})
 
 
@@ -184,4 +198,4 @@ def zone_notes(spec: ClusterSpec) -> list[str]:
 def spec_notes(spec: ClusterSpec, now: datetime) -> list[str]:
     """Every load-time warning and note of the spec, in the order the preview shows them."""
     return (capacity_block_notes(spec, now) + team_notes(spec) + scaling_notes(spec) + odcr_placement_notes(spec)
-            + budget_notes(spec) + zone_notes(spec) + node_account_notes(spec))
+            + budget_notes(spec) + zone_notes(spec) + node_account_notes(spec) + serving_route_notes(spec))

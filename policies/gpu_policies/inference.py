@@ -101,16 +101,26 @@ def _watches(rule: Mapping[str, Any], metric: str, model: str, quantile: float, 
     return None
 
 
+def _labels_model(monitor: Any) -> bool:
+    """The monitor's endpoints set ``served_model``, the label the alerts select the model's series by."""
+    endpoints = [*(get(monitor.props, "spec", "podMetricsEndpoints", default=None) or []),
+                 *(get(monitor.props, "spec", "endpoints", default=None) or [])]
+    return any(isinstance(r, Mapping) and r.get("targetLabel") == SERVED_MODEL
+               for e in endpoints if isinstance(e, Mapping) for r in e.get("relabelings") or [])
+
+
 def _scraped(monitors: list[Any], namespace: str, pod_labels: Mapping[str, Any]) -> bool:
     """A PodMonitor or ServiceMonitor of the pods' namespace (or naming it) selects them (matchLabels; a Service's
-    pods are the Service's selector's, which the program makes the model's label)."""
+    pods are the Service's selector's, which the program makes the model's label) and labels their series with the
+    model (``served_model``)."""
     for m in monitors:
         names = get(m.props, "spec", "namespaceSelector", "matchNames", default=None) or []
         anywhere = get(m.props, "spec", "namespaceSelector", "any", default=False) is True
         if k8s_namespace(m.props) != namespace and namespace not in names and not anywhere:
             continue
         wanted = get(m.props, "spec", "selector", "matchLabels", default=None) or {}
-        if isinstance(wanted, Mapping) and wanted and all(pod_labels.get(k) == v for k, v in wanted.items()):
+        if isinstance(wanted, Mapping) and wanted and all(pod_labels.get(k) == v for k, v in wanted.items()) \
+                and _labels_model(m):
             return True
     return False
 
@@ -129,8 +139,14 @@ def _objective_alerted(args: StackValidationArgs, report: Reporter, cfg: dict[st
         model, namespace = str(labels[MODEL_LABEL]), k8s_namespace(d.props)
         annotations = get(d.props, "metadata", "annotations", default={}) or {}
         stated = [o for o in OBJECTIVES if o[1] in annotations]
-        if not stated:
-            continue
+        if len(stated) < len(OBJECTIVES):  # the spec requires both: a Deployment without them hides them
+            missing = [o[1] for o in OBJECTIVES if o[1] not in annotations]
+            report(f"Served model {namespace}/{model} does not state its objectives ({', '.join(missing)}): every "
+                   "served model has them (inference.models[].objectives), and without them nothing can check "
+                   "they are watched.", d.urn, field="metadata.annotations", value=seen(d.props, "metadata",
+                                                                                         "annotations"))
+            if not stated:
+                continue
         percentile = _number(annotations.get(PERCENTILE))
         if percentile is None:
             report(f"Deployment {namespace}/{model} states objectives without the percentile they hold at.", d.urn,
@@ -154,7 +170,7 @@ def _objective_alerted(args: StackValidationArgs, report: Reporter, cfg: dict[st
                        *rule_urn or [d.urn])
         if not _scraped(monitors, namespace, labels):
             report(f"Served model {namespace}/{model} states objectives but no PodMonitor or ServiceMonitor scrapes "
-                   "its pods: its alerts would never see a sample.", d.urn)
+                   f"its pods and labels their series {SERVED_MODEL}: its alerts would never see a sample.", d.urn)
 
 
 inference_objective_alerted = stack_policy(

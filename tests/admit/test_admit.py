@@ -88,7 +88,8 @@ def test_every_shipped_stack_has_its_examples() -> None:
     for stack in KUEUE_STACKS:
         prod = stack in ("prod-aws", "prod-gcp")
         assert sorted(p.name for p in (EXAMPLES / stack).glob("*.yaml")) == [
-            "finetune-single-node.yaml", *(["inference-client.yaml"] if prod else []), "train-multinode.yaml",
+            "finetune-single-node.yaml", *(["inference-benchmark.yaml", "inference-client.yaml"] if prod else []),
+            "train-multinode.yaml",
             *(["trainjob-finetune.yaml"] if prod else [])], stack
     assert (EXAMPLES / "README.md").is_file()
 

@@ -142,3 +142,19 @@ def test_a_stack_that_only_serves_is_sized(tmp_path: Path, capsys: pytest.Captur
     assert hour is not None
     assert (f"GPUs: {format_usd(2 * 2 * hour * 730)} a month at 2 replica(s), {format_usd(4 * 2 * hour * 730)} at 4 "
             f"(GPU-hour {format_usd(hour)}, from l4's instance-hour)") in out
+
+
+def test_the_pr_comment_shows_the_served_models_after_the_change(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    base = tmp_path / "base.json"
+    assert main(["graph", "dev-aws", "-o", str(base)]) == 0  # a base without the served model: prod-aws changes
+    capsys.readouterr()
+    main(["cost", "diff", "--base", str(base), "prod-aws"])
+    comment = capsys.readouterr().out
+    section = comment.split("Served models after this change (`blueprint sizing`):", 1)[1].split("</details>", 1)[0]
+    assert "served model llama-3-1-8b-instruct (team applied, 2 replicas x 1 GPU(s) on l40s)" in section
+    assert "GPUs: $2,717.06 a month" in section and "cost per million tokens: unknown" in section
+    out = tmp_path / "diff.json"
+    main(["cost", "diff", "--base", str(base), "prod-aws", "--format", "json", "-o", str(out)])
+    doc = json.loads(out.read_text())
+    assert any("cost per million tokens" in line for line in doc["serving"])

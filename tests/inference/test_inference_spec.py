@@ -73,6 +73,11 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
      "inference-image-registry", "inference.models[llama-8b].engine.image"),
     ("no HTTPS egress for the weights", lambda s: s["platform"].update(allowHttpsEgress=False),
      "inference-weights-egress", "inference.models[llama-8b].weights"),
+    ("requests longer than the context", lambda s: model(s)["objectives"].update(promptTokens=8000, outputTokens=400),
+     "inference-request-shape", "inference.models[llama-8b].objectives.outputTokens"),
+    ("a benchmark from a registry the stack refuses",
+     lambda s: s["inference"].update(benchmark={"image": "quay.io/inference-perf/inference-perf@sha256:" + "ab" * 32}),
+     "inference-image-registry", "inference.benchmark.image"),
     ("a model served twice", lambda s: s["inference"]["models"].append(dict(model(s))),
      "unique-names", "inference.models[1].name"),
 ]

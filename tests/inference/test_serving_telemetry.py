@@ -159,3 +159,28 @@ def test_the_policy_passes_the_shipped_stacks_and_names_what_an_alert_gets_wrong
     assert len(other) == 1 and "no alert watches:" in other[0]
     tighter = _verdict(_with_alert(lambda r: r.update(expr=r["expr"].rsplit(">", 1)[0] + "> 0.01")))
     assert tighter == []  # an alert that fires earlier than the objective still watches it
+
+
+def test_the_preview_says_what_watches_each_objective(capsys: pytest.CaptureFixture[str]) -> None:
+    from blueprint.cli import main
+
+    assert main(["preview", "prod-aws"]) == 0
+    out = capsys.readouterr().out
+    assert ("served model llama-3-1-8b-instruct (applied): p95 time to first token within 500 ms, per output token "
+            "within 40 ms; 7 alerts watch it (ServedModel*), dashboard row 'Serving'; measure it: blueprint inference "
+            "benchmark prod-aws") in out
+
+
+def test_the_policy_refuses_hidden_objectives_and_a_scrape_without_the_model_label() -> None:
+    graph = offline_run("prod-aws").graph
+    model = served("prod-aws").name
+
+    def strip(inputs: dict[str, Any]) -> None:
+        for key in (OBJECTIVE_TTFT, OBJECTIVE_TPOT):
+            inputs["metadata"]["annotations"].pop(key)
+
+    hidden = _verdict(edit(graph, "kubernetes:apps/v1:Deployment", f"serving-{model}-deployment", strip))
+    assert len(hidden) == 1 and "does not state its objectives" in hidden[0]
+    unlabelled = _verdict(edit(graph, POD_MONITOR, f"serving-{model}-metrics",
+                               lambda i: i["spec"]["podMetricsEndpoints"][0].pop("relabelings")))
+    assert len(unlabelled) == 1 and "labels their series served_model" in unlabelled[0]

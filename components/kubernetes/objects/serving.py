@@ -42,6 +42,10 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 SERVING_PRIORITY = "production"  # objects/common.py PRIORITY_CLASSES: "Production training and serving"
 MODEL_LABEL = "gpu-cluster/served-model"
+# How long a replica may wait for a node, past its startup probe's allowance: the node autoscaler may first add it, and
+# the Cluster Autoscaler gives a node up to 15 minutes to register (--max-node-provision-time, as objects/kueue.py
+# PODS_READY_TIMEOUT_SCALE_UP counts it). Pulumi's wait for the rollout and the ServedModelDown alert count it.
+NODE_PROVISION_S = 900
 # The startup probe's period, and the least it allows a replica to load (a model whose cold start is not known).
 STARTUP_PERIOD_S = 10
 MIN_STARTUP_S = 600
@@ -205,12 +209,27 @@ def serving_disruption_budget(model: ServedModel, billing: Mapping[str, str]) ->
             "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector(model)}}}
 
 
+def serving_weights_config(model: ServedModel, billing: Mapping[str, str]) -> Manifest:
+    """The weights' URI and the cloud's environment for reading it (AWS_REGION on EKS), for what else of the team reads
+    the model's files with its identity (the acceptance run's tokenizer copy, objects/inference_perf.py, takes them
+    as its environment): the bucket is known only once the stack has created it."""
+    from components.kubernetes.objects.inference_perf import weights_config_name
+
+    uri = f"{model.scheme}://{{}}/{model.spec.weights.prefix}"
+    bucket = model.bucket
+    value = bucket.apply(uri.format) if hasattr(bucket, "apply") else uri.format(bucket)
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": meta(weights_config_name(model.name), model.namespace, labels=serving_labels(model, billing)),
+            "data": {"WEIGHTS_URI": value, **dict(model.env)}}
+
+
 def serving_objects(model: ServedModel, billing: Mapping[str, str]) -> Sequence[Manifest]:
-    """Every object of one served model, the account first (what ``blueprint manifests`` and the tests read)."""
+    """Every object of one served model, the account first (what ``blueprint manifests`` and the tests read); its
+    scrape is objects/serving_telemetry.py's."""
     from components.kubernetes.objects.tenancy import service_account
 
     account = service_account(model.service_account, model.namespace, billing,
                               f"read {model.scheme}://<bucket>/{model.spec.weights.prefix} (the weights of "
                               f"{model.name}) and nothing else")
     return [account, serving_deployment(model, billing), serving_service(model, billing),
-            serving_disruption_budget(model, billing)]
+            serving_disruption_budget(model, billing), serving_weights_config(model, billing)]

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from components.kubernetes.objects.common import Manifest, meta
 from components.kubernetes.objects.serving import (
     MODEL_LABEL,
+    NODE_PROVISION_S,
     STARTUP_PERIOD_S,
     ServedModel,
     selector,
@@ -152,9 +153,9 @@ def serving_alerts(models: Sequence[ServedModel]) -> list[tuple[str, str, int, s
              f"status=\"5xx\"}}[{RATE_WINDOW}])) / sum by (namespace, {SERVED_MODEL}) (rate(http_requests_total"
              f"{{{_of(m)}}}[{RATE_WINDOW}])) > {ERROR_RATIO:g}", 10, "warning",
              f"{m.name} answers {{{{ $value | humanizePercentage }}}} of its requests with server errors", labels),
-            # Not before a replica has had its startup probe's allowance to load the weights.
+            # Not before a new node has joined and a replica has had its startup probe's allowance to load the weights.
             ("ServedModelDown", f"absent(vllm:num_requests_running{{{_of(m)}}})",
-             max(10, -(-startup_failure_threshold(m.cold_start_s) * STARTUP_PERIOD_S // 60)), "critical",
+             -(-(startup_failure_threshold(m.cold_start_s) * STARTUP_PERIOD_S + NODE_PROVISION_S) // 60), "critical",
              f"no replica of {m.name} is scraped: the model is down, still loading, or no longer scraped", labels),
             ("ServedModelReplicasUnavailable", f"max(kube_deployment_status_replicas_available{{namespace="
              f"\"{m.namespace}\", deployment=\"{m.name}\"}}) < {m.spec.replicas.min}", 15, "warning",
@@ -162,7 +163,7 @@ def serving_alerts(models: Sequence[ServedModel]) -> list[tuple[str, str, int, s
         ]
         if (peak := m.spec.objectives.peak_output_tokens_per_second) is not None:
             out.append(("ServedModelOverPeak", f"sum by (namespace, {SERVED_MODEL}) (rate(vllm:generation_tokens_total"
-                        f"{{{_of(m)}}}[{RATE_WINDOW}])) > {peak:g}", 30, "info",
+                        f"{{{_of(m)}}}[{RATE_WINDOW}])) > {peak:g}", 30, "warning",
                         f"{m.name} generates {{{{ $value | humanize }}}} tokens/s, over the {peak:g} it was sized for",
                         labels))
     return out

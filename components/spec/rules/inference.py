@@ -24,6 +24,12 @@ def _check_inference(spec: ClusterSpec, out: _Collector) -> None:
             out.add(f"{where}.name", "unique-names", f"'{model.name}' is served twice")
         seen.add(model.name)
         _check_model(spec, model, where, out)
+    bench = spec.inference.benchmark
+    if bench is not None and not any(bench.image.startswith(p) for p in spec.platform.allowed_registries):
+        out.add(".inference.benchmark.image", "inference-image-registry",
+                "the benchmark's image is not under platform.allowedRegistries "
+                f"({', '.join(spec.platform.allowed_registries)}): the registry admission policy would refuse its "
+                "pod; mirror it into an allowed registry")
 
 
 def _check_model(spec: ClusterSpec, model: ServedModelSpec, where: str, out: _Collector) -> None:
@@ -53,6 +59,11 @@ def _check_model(spec: ClusterSpec, model: ServedModelSpec, where: str, out: _Co
                 "the engine's image is not under platform.allowedRegistries "
                 f"({', '.join(spec.platform.allowed_registries)}): the registry admission policy "
                 "would refuse every replica; mirror it into an allowed registry")
+    objectives = model.objectives
+    if objectives.prompt_tokens + objectives.output_tokens > model.context_tokens:
+        out.add(f"{where}.objectives.outputTokens", "inference-request-shape",
+                f"a request of {objectives.prompt_tokens} prompt and {objectives.output_tokens} output tokens is "
+                f"longer than contextTokens ({model.context_tokens}): vLLM refuses it")
     if not spec.platform.allow_https_egress:
         out.add(f"{where}.weights", "inference-weights-egress",
                 "the engine streams its weights from the bucket over HTTPS, which platform.allowHttpsEgress false "
