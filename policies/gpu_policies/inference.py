@@ -182,4 +182,40 @@ inference_objective_alerted = stack_policy(
     Severity.HIGH, _objective_alerted, enforcement=EnforcementLevel.MANDATORY,
 )
 
-POLICIES = [inference_endpoint_private, inference_objective_alerted]
+FAILOVER = "gpu-cluster/objective-failover-seconds"
+COLD_START = "gpu-cluster/cold-start-seconds"
+
+
+def _failover(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
+    for d in of_type(args.resources, DEPLOYMENT):
+        labels = get(d.props, "spec", "template", "metadata", "labels", default={}) or {}
+        annotations = get(d.props, "metadata", "annotations", default={}) or {}
+        if not isinstance(labels, Mapping) or MODEL_LABEL not in labels or FAILOVER not in annotations:
+            continue
+        name = f"{k8s_namespace(d.props)}/{labels[MODEL_LABEL]}"
+        target, cold = _number(annotations[FAILOVER]), _number(annotations.get(COLD_START))
+        if target is None:
+            continue
+        if cold is None:
+            report(f"Served model {name} promises to serve again within {target:g} s of a lost replica, but its cold "
+                   "start is not known: measure one replica's read of its weights (inference.models[].weights."
+                   "readMBps) and the engine's start (engine.startSeconds).", d.urn,
+                   field=f"metadata.annotations[\"{FAILOVER}\"]", value=annotations[FAILOVER])
+        elif cold > target:
+            report(f"Served model {name} takes {cold:g} s to load a replica (its weights at the measured read rate "
+                   f"and the engine's start), more than its failover objective of {target:g} s: a lost replica "
+                   "leaves the others short for longer than promised.", d.urn,
+                   field=f"metadata.annotations[\"{COLD_START}\"]", value=annotations[COLD_START])
+
+
+inference_failover_within_objective = stack_policy(
+    "inference-failover-within-objective", "sizing",
+    "A served model's computed cold start (weights at the measured read rate plus the engine's start) is within its "
+    "failover objective, and is known when one is stated.",
+    "Give weights.readMBps and engine.startSeconds from a measurement; then load faster (a faster path or a smaller "
+    "model) or restate objectives.failoverSeconds; more replicas.min shortens nothing but leaves more serving "
+    "meanwhile.",
+    Severity.MEDIUM, _failover,
+)
+
+POLICIES = [inference_endpoint_private, inference_objective_alerted, inference_failover_within_objective]

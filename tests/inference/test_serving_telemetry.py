@@ -184,3 +184,25 @@ def test_the_policy_refuses_hidden_objectives_and_a_scrape_without_the_model_lab
     unlabelled = _verdict(edit(graph, POD_MONITOR, f"serving-{model}-metrics",
                                lambda i: i["spec"]["podMetricsEndpoints"][0].pop("relabelings")))
     assert len(unlabelled) == 1 and "labels their series served_model" in unlabelled[0]
+
+
+@pytest.mark.parametrize(("failover", "read_mbps", "expected"), [
+    (30.0, 500.0, "takes 32 s to load a replica"),  # 16.06 GB at 500 MB/s, no engine start given
+    (120.0, 500.0, None),
+    (120.0, None, "its cold start is not known"),
+])
+def test_the_failover_objective_is_judged_by_the_computed_cold_start(
+        prod_spec: dict[str, Any], failover: float, read_mbps: float | None, expected: str | None) -> None:
+    from blueprint.policy.runner import run_policies
+    from tests.conftest import run_spec
+
+    model = prod_spec["inference"]["models"][0]
+    model["objectives"]["failoverSeconds"] = failover
+    if read_mbps is not None:
+        model["weights"].update(readMBps=read_mbps, readSource="a test's figure")
+    found = [v for v in run_policies(run_spec(prod_spec, "prod-aws").graph).violations
+             if v.policy == "inference-failover-within-objective"]
+    if expected is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and expected in found[0].message and found[0].enforcement == "advisory"

@@ -129,6 +129,8 @@ FIELDS: dict[str, Expected] = {
     "put the served model on an internet-facing load balancer": ("spec.type", "LoadBalancer"),
     "drop the served model's latency alerts": None,
     "stop scraping the served model": None,
+    "promise a failover faster than the served model loads": ('metadata.annotations["gpu-cluster/cold-start-seconds"]',
+                                                              "600"),
     "drop an EFA interface": ("networkInterfaces[32]", None),  # the 32nd EFA interface, after the primary ENA one
     "force a placement group onto the capacity block": ("placement.groupName", "prod-train-h100"),
     "opt the Capacity Block group in to the Cluster Autoscaler": ("tag.value", "true"),

@@ -224,6 +224,11 @@ AWS_MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] =
                        lambda i: i["spec"].update(groups=[x for x in i["spec"]["groups"]
                                                           if x["name"] != "gpu-cluster.serving"])),
         "inference-objective-alerted"),
+    "promise a failover faster than the served model loads": (
+        lambda g: edit(g, "kubernetes:apps/v1:Deployment", "serving-llama-3-1-8b-instruct-deployment",
+                       lambda i: i["metadata"]["annotations"].update({
+                           "gpu-cluster/objective-failover-seconds": "60", "gpu-cluster/cold-start-seconds": "600"})),
+        "inference-failover-within-objective"),
     "stop scraping the served model": (
         lambda g: edit(g, "kubernetes:monitoring.coreos.com/v1:PodMonitor", "serving-llama-3-1-8b-instruct-metrics",
                        remove=True), "inference-objective-alerted"),

@@ -38,6 +38,10 @@ SERVED_MODEL = "served_model"  # the scrape's label of a series' model (the pod'
 OBJECTIVE_PERCENTILE = "gpu-cluster/objective-percentile"
 OBJECTIVE_TTFT = "gpu-cluster/objective-ttft-seconds"
 OBJECTIVE_TPOT = "gpu-cluster/objective-tpot-seconds"
+OBJECTIVE_FAILOVER = "gpu-cluster/objective-failover-seconds"  # when stated
+# The computed cold start (components/sizing/inference.py: the weights at the measured read rate plus the engine's
+# measured start), when known: the policy inference-failover-within-objective judges the failover objective by it.
+COLD_START = "gpu-cluster/cold-start-seconds"
 OBJECTIVE_LABEL = "objective"  # on each objective's alert: ttft or tpot
 TTFT_METRIC = "vllm:time_to_first_token_seconds_bucket"
 TPOT_METRIC = "vllm:inter_token_latency_seconds_bucket"
@@ -82,10 +86,14 @@ def objectives(model: ServedModel) -> tuple[Objective, Objective]:
 
 
 def objective_annotations(model: ServedModel) -> dict[str, str]:
-    """The Deployment's statement of its objectives (seconds, and the percentile they hold at)."""
+    """The Deployment's statement of its objectives (seconds, and the percentile they hold at), and of its computed
+    cold start when known."""
     ttft, tpot = objectives(model)
+    failover = model.spec.objectives.failover_seconds
     return {OBJECTIVE_PERCENTILE: str(model.spec.objectives.percentile), OBJECTIVE_TTFT: f"{ttft.seconds:g}",
-            OBJECTIVE_TPOT: f"{tpot.seconds:g}"}
+            OBJECTIVE_TPOT: f"{tpot.seconds:g}",
+            **({OBJECTIVE_FAILOVER: f"{failover:g}"} if failover is not None else {}),
+            **({COLD_START: f"{model.cold_start_s:.0f}"} if model.cold_start_s is not None else {})}
 
 
 def pod_monitor(model: ServedModel, billing: Mapping[str, str]) -> Manifest:
