@@ -131,6 +131,9 @@ def check_record(record: dict[str, Any], model: ServedModelSpec, stack: str | No
     if engine != model.engine.version:
         verdict.problems.append(f"the run measured engine {engine or 'unknown'}, the stack serves "
                                 f"{model.engine.version}: run it again on the release in service")
+    elif (image := (record.get("engine") or {}).get("image")) != model.engine.image:
+        verdict.problems.append(f"the run measured the image {image or 'unknown'}, the stack serves "
+                                f"{model.engine.image}: run it again on the image in service")
     tokens = _number(((report.get("successes") or {}).get("throughput") or {}).get("output_tokens_per_sec"))
     verdict.measured["output_tokens_per_second"] = tokens
     replicas = _number(record.get("replicas"))

@@ -30,7 +30,7 @@ import yaml
 
 from blueprint.admit.cluster import as_list, as_mapping, as_str_map, matches_selector, object_ref
 from blueprint.admit.sbatch import SbatchError, SbatchJob, is_sbatch_script, parse_sbatch
-from blueprint.files.input import InputTooLargeError, read_text_limited
+from blueprint.files.input import UnreadableInputError, read_input_text
 
 MAX_WORKLOAD_FILE_BYTES = 16 * 1024 * 1024
 MAX_INTEGER_DIGITS = 40  # as a graph's integers (blueprint/graph/model.py): more than any quantity has
@@ -268,13 +268,9 @@ def load_workloads(paths: Sequence[Path]) -> list[Submitted | SbatchJob]:
     for path in paths:
         shown = str(path)
         try:
-            text = read_text_limited(path, MAX_WORKLOAD_FILE_BYTES)
-        except InputTooLargeError as err:
-            raise WorkloadFileError(f"{shown}: {err}") from None
-        except OSError as err:
-            raise WorkloadFileError(f"{shown}: cannot be read: {err.strerror or err}") from None
-        except UnicodeDecodeError:
-            raise WorkloadFileError(f"{shown}: not UTF-8 text") from None
+            text = read_input_text(path, MAX_WORKLOAD_FILE_BYTES, shown)
+        except UnreadableInputError as err:
+            raise WorkloadFileError(str(err)) from None
         if text.startswith("#!"):
             if not is_sbatch_script(text):
                 raise WorkloadFileError(f"{shown}: a script without #SBATCH lines: admit reads sbatch scripts (a "

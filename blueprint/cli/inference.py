@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from blueprint.cli.common import EXIT_OK, EXIT_POLICY, STACK_HELP, CommandError, output_option, write
-from blueprint.files.input import InputTooLargeError, read_text_limited
+from blueprint.files.input import UnreadableInputError, read_input_text
 from blueprint.files.output import check_output_file
 
 if TYPE_CHECKING:
@@ -89,13 +89,9 @@ def run(args: argparse.Namespace) -> int:
     from components.kubernetes.objects.inference_perf import read_record
 
     try:
-        text = read_text_limited(args.record, MAX_RECORD_BYTES)
-    except InputTooLargeError as err:
-        raise CommandError(f"{args.record}: {err}") from None
-    except OSError as err:
-        raise CommandError(f"{args.record}: cannot be read: {err.strerror or err}") from None
-    except UnicodeDecodeError:
-        raise CommandError(f"{args.record}: not UTF-8 text: not a record") from None
+        text = read_input_text(args.record, MAX_RECORD_BYTES)
+    except UnreadableInputError as err:
+        raise CommandError(str(err)) from None
     try:
         record = read_record(text)
     except ValueError as err:
@@ -119,7 +115,7 @@ def _benchmark(args: argparse.Namespace, stack: StackFile) -> int:
     from components.kubernetes.objects.inference_perf import benchmark_objects, record_facts
     from components.kubernetes.objects.tenancy import team_labels
     from components.kubernetes.serving import served_models
-    from components.spec.decisions import cloud_node_groups, instance_catalog
+    from components.spec.decisions import served_group
 
     spec = stack.spec
     model = _model(stack, args.model)
@@ -130,8 +126,7 @@ def _benchmark(args: argparse.Namespace, stack: StackFile) -> int:
                            "[rule: inference-benchmark-image]")
     # The weights' URI and the cloud's variables come from the model's ConfigMap in the cluster (objects/serving.py).
     (served,) = [m for m in served_models(spec, bucket="", scheme="") if m.name == model.name]
-    group = {g.name: g for g in cloud_node_groups(spec)}[model.node_group]
-    facts = instance_catalog(spec)[group.instance_type]
+    group, facts = served_group(spec, model)
     team = next(t for t in spec.teams if t.name == model.team)
     record = record_facts(stack.name, model, bench, group.instance_type, str(facts.gpu_model or "unknown"))
     objects = benchmark_objects(served, bench, record, team_labels(team, spec.labels))

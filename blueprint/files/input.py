@@ -32,6 +32,24 @@ def read_text_limited(path: Path, limit: int) -> str:
     return read_limited(path, limit).decode("utf-8")
 
 
+class UnreadableInputError(ValueError):
+    """A file that cannot be read as text: too large, missing, not readable, or not UTF-8; the message names it."""
+
+
+def read_input_text(path: Path, limit: int, shown: str | None = None) -> str:
+    """:func:`read_text_limited`, every failure an :class:`UnreadableInputError` whose message starts with the file's
+    name (``shown``, or the path) and says why, as every command reports it."""
+    name = shown or str(path)
+    try:
+        return read_text_limited(path, limit)
+    except InputTooLargeError as err:
+        raise UnreadableInputError(f"{name}: {err}") from None
+    except OSError as err:
+        raise UnreadableInputError(f"{name}: cannot be read: {err.strerror or err}") from None
+    except UnicodeDecodeError:
+        raise UnreadableInputError(f"{name}: not UTF-8 text") from None
+
+
 class NotAFileError(ValueError):
     """Something other than a regular file where a file of a downloaded tree is expected: a link, a directory, a
     FIFO (which would block a read for ever), a device or a socket. The message says what it is."""

@@ -12,6 +12,7 @@ from typing import Any
 from blueprint.cost.lines import CostReport, ResourceCost
 from blueprint.cost.render import format_usd
 from components.sizing.inference import (
+    GIB,
     ColdStart,
     ModelMemory,
     cold_start,
@@ -23,7 +24,7 @@ from components.sizing.inference import (
 )
 from components.sizing.plan import HOURS_PER_MONTH
 from components.spec import ClusterSpec
-from components.spec.decisions import cloud_node_groups, instance_catalog, serving_node_groups
+from components.spec.decisions import served_group, serving_node_groups
 from components.spec.inference import ServedModelSpec
 
 
@@ -79,11 +80,9 @@ def served_sizing(spec: ClusterSpec, report: CostReport | None) -> list[ServedSi
     """Every served model's figures (an empty list when the stack serves none)."""
     if spec.inference is None:
         return []
-    groups = {g.name: g for g in cloud_node_groups(spec)}
-    catalog = instance_catalog(spec)
     out = []
     for model in spec.inference.models:
-        facts = catalog[groups[model.node_group].instance_type]  # validated: the group exists, with GPUs
+        _, facts = served_group(spec, model)
         hour = gpu_hour(report, spec.cloud, model.node_group, facts.gpu_count) if report is not None else None
         out.append(ServedSizing(model, model_memory(model, float(facts.gpu_memory_gib_each or 0)), cold_start(model),
                                 hour, replicas_for_peak(model)))
@@ -139,7 +138,7 @@ def render_inference(sized: list[ServedSizing]) -> list[str]:
             f"served model {m.name} (team {m.team}, {span} replicas x {m.gpus_per_replica} GPU(s) on {m.node_group})",
             f"  weights {s.memory.weights_bytes / 1e9:,.1f} GB ({m.weights.dtype}); KV cache "
             f"{kv_bytes_per_token(m) / 1024:,.0f} KiB per token ({m.engine.kv_cache_dtype}), "
-            f"{max(s.memory.kv_room_bytes, 0) / 2**30:,.1f} GiB per replica at most (activations not counted)",
+            f"{max(s.memory.kv_room_bytes, 0) / GIB:,.1f} GiB per replica at most (activations not counted)",
             f"  concurrency: {s.memory.max_concurrency} sequences of {m.context_tokens:,} tokens per replica at most; "
             f"the objective's {m.objectives.concurrency} in flight need "
             f"{-(-m.objectives.concurrency // max(s.memory.max_concurrency, 1))} replica(s)",

@@ -18,15 +18,14 @@ from components.kubernetes.objects.serving import (
     NODE_PROVISION_S,
     STARTUP_PERIOD_S,
     ServedModel,
-    replica_shape,
     serving_objects,
     startup_failure_threshold,
 )
 from components.kubernetes.objects.serving_telemetry import objective_annotations, pod_monitor
 from components.provenance import from_spec, spec_path
-from components.sizing.inference import cold_start
+from components.sizing.inference import cold_start, replica_shape
 from components.spec import ClusterSpec
-from components.spec.decisions import cloud_node_groups, instance_catalog
+from components.spec.decisions import served_group
 
 
 class ServedModelComponent(pulumi.ComponentResource):
@@ -73,12 +72,10 @@ def served_models(spec: ClusterSpec, *, bucket: object, scheme: str, env: tuple[
     """The stack's served models as the cluster runs them (a validated spec: each group exists, with GPUs)."""
     if spec.inference is None:
         return ()
-    groups = {g.name: g for g in cloud_node_groups(spec)}
-    catalog = instance_catalog(spec)
     teams = {t.name: t for t in spec.teams}
     out = []
     for model in spec.inference.models:
-        facts = catalog[groups[model.node_group].instance_type]
+        _, facts = served_group(spec, model)
         cpu, memory = replica_shape(model.gpus_per_replica, facts.gpu_count, facts.vcpu.value, facts.memory_gib.value)
         out.append(ServedModel(spec=model, gid=teams[model.team].posix_gid, bucket=bucket, scheme=scheme, cpu=cpu,
                                memory_gib=memory, cold_start_s=cold_start(model).seconds, env=env,

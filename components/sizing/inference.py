@@ -53,7 +53,19 @@ def shm_gib(gpus: int) -> int:
 
 def host_memory_floor_gib(gpus: int) -> int:
     """The least host memory a replica needs: the streamer's buffer, the engine's own processes and /dev/shm."""
-    return math.ceil(STREAMER_BUFFER_BYTES / 2**30) + ENGINE_HOST_GIB + shm_gib(gpus)
+    return math.ceil(STREAMER_BUFFER_BYTES / GIB) + ENGINE_HOST_GIB + shm_gib(gpus)
+
+
+def replica_shape(gpus: int, gpus_per_node: int, vcpu_per_node: int | None,
+                  memory_gib_per_node: int | None) -> tuple[int, int]:
+    """(cores, GiB) a replica requests: half of its GPUs' share of the node's vCPUs and three quarters of their share
+    of its memory (at least 1 core; the memory at least :func:`host_memory_floor_gib`, which the spec's rule
+    inference-host-memory checks the share against), leaving the rest to the node's agents and the kubelet's
+    reservations (a replica fits its team's Kueue flavor, which gives each GPU its whole share,
+    components/kubernetes/quotas.py)."""
+    cpu = max(1, (vcpu_per_node or 0) * gpus // (2 * gpus_per_node))
+    memory = (memory_gib_per_node or 0) * gpus * 3 // (4 * gpus_per_node)
+    return cpu, memory
 
 
 @dataclass(frozen=True)
@@ -65,10 +77,6 @@ class ModelMemory:
     engine_bytes: float  # what the engine may take on the replica's GPUs (gpuMemoryUtilization x their memory)
     kv_bytes_per_token: float  # over the replica's GPUs
     context_tokens: int
-
-    @property
-    def weights_per_gpu_bytes(self) -> float:
-        return self.weights_bytes / self.gpus
 
     @property
     def kv_room_bytes(self) -> float:

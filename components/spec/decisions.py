@@ -19,6 +19,7 @@ from components.catalog.gke_versions import VersionFloor, load_gke_versions
 from components.catalog.versions import NodeRelease, ami_family, load_node_releases
 from components.spec.aws import AwsSpec, NodeGroupSpec
 from components.spec.gcp import GcpNodePoolSpec, GcpSpec, GkeBlueGreenSpec
+from components.spec.inference import ServedModelSpec
 from components.spec.model import ClusterSpec
 from components.spec.platform import GpuSharingSpec
 from components.spec.slurm import SlurmPartitionSpec
@@ -477,3 +478,11 @@ def pool_image_type(pool: GcpNodePoolSpec, gpu: bool) -> str:
     """The image a pool's nodes run: its imageType, else Ubuntu where the GPU Operator builds the driver (a GPU pool
     with gpuDriver operator), else Container-Optimized OS, GKE's default."""
     return pool.image_type or ("UBUNTU_CONTAINERD" if gpu and pool.gpu_driver == "operator" else "COS_CONTAINERD")
+
+
+def served_group(spec: ClusterSpec, model: ServedModelSpec
+                 ) -> tuple[NodeGroupSpec | GcpNodePoolSpec, InstanceFacts | MachineFacts]:
+    """(the node group, its instance facts) a served model (inference.models[]) runs on, in a validated spec (the rule
+    inference-node-group has checked the group exists with GPUs)."""
+    group = next(g for g in cloud_node_groups(spec) if g.name == model.node_group)
+    return group, instance_catalog(spec)[group.instance_type]

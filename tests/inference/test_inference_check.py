@@ -153,6 +153,8 @@ def test_an_overloaded_run_fails_on_the_objective_it_misses(tmp_path: Path,
     (lambda r: r["report"]["successes"]["output_len"].update(mean=20.0),
      "the report's requests had 20 output len tokens on average, fewer than the objectives' 60"),
     (lambda r: r["engine"].update(version="v0.10.2"), "the run measured engine v0.10.2, the stack serves v0.11.0"),
+    (lambda r: r["engine"].update(image="vllm/vllm-openai@sha256:" + "0" * 64), "the run measured the image "
+     "vllm/vllm-openai@sha256:"),
     (lambda r: r["report"]["failures"].update(count=5) or r["load"].update(requests=65),
      "5 of 65 requests failed (7.7%, over 1%)"),
     (lambda r: r["load"].update(requests=320), "the report counts 60 of the 320 requests"),

@@ -138,7 +138,8 @@ def benchmark_objects(model: ServedModel, bench: BenchmarkSpec, facts: Mapping[s
     tokenizer = {"name": "tokenizer", "image": spec.engine.image, "command": ["python3", "-c", pull],
                  # WEIGHTS_URI and the cloud's variables (AWS_REGION), from the ConfigMap the stack creates.
                  "envFrom": [{"configMapRef": {"name": weights_config_name(spec.name)}}],
-                 "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}},
+                 # The streamer's Python package imports torch: more than a small script's memory.
+                 "resources": {"requests": {"cpu": "500m", "memory": "4Gi"}, "limits": {"memory": "4Gi"}},
                  "securityContext": dict(hardened),
                  "volumeMounts": [{"name": "tokenizer", "mountPath": TOKENIZER_DIR}]}
     run = (f"export STARTED_AT=$(date -u +%Y-%m-%dT%H:%M:%SZ) && python inference_perf/main.py --config_file "

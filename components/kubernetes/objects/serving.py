@@ -85,18 +85,6 @@ def serving_account_name(model: str) -> str:
     return f"serve-{model}"
 
 
-def replica_shape(gpus: int, gpus_per_node: int, vcpu_per_node: int | None,
-                  memory_gib_per_node: int | None) -> tuple[int, int]:
-    """(cores, GiB) a replica requests: half of its GPUs' share of the node's vCPUs and three quarters of their share
-    of its memory (at least 1 core; the memory at least components/sizing/inference.py ``host_memory_floor_gib``,
-    which the spec's rule inference-host-memory checks the share against), leaving the rest to the node's agents and
-    the kubelet's reservations (a replica fits its team's Kueue flavor, which gives each GPU its whole share,
-    components/kubernetes/quotas.py)."""
-    cpu = max(1, (vcpu_per_node or 0) * gpus // (2 * gpus_per_node))
-    memory = (memory_gib_per_node or 0) * gpus * 3 // (4 * gpus_per_node)
-    return cpu, memory
-
-
 def startup_failure_threshold(cold_start_s: float | None) -> int:
     """Startup probe failures allowed: twice the cold start, at least :data:`MIN_STARTUP_S`, in probe periods."""
     budget = max(MIN_STARTUP_S, 2 * cold_start_s) if cold_start_s is not None else MIN_STARTUP_S

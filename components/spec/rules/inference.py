@@ -4,7 +4,7 @@ the concurrency its objectives are stated at."""
 
 from __future__ import annotations
 
-from components.sizing.inference import host_memory_floor_gib, model_memory, replicas_for_peak
+from components.sizing.inference import GIB, host_memory_floor_gib, model_memory, replica_shape, replicas_for_peak
 from components.spec.decisions import cloud_node_groups, gpu_units_per_gpu, instance_catalog, slurm_node_groups
 from components.spec.errors import _Collector
 from components.spec.inference import ServedModelSpec
@@ -136,7 +136,7 @@ def _check_model(spec: ClusterSpec, model: ServedModelSpec, where: str, out: _Co
         out.add(f"{where}.tensorParallel", "inference-parallel-sizes",
                 f"a replica's {width} GPUs (tensor x pipeline parallel) must divide the node's {gpus}, or "
                 f"{gpus % width} of every {group.instance_type} node's GPUs stay idle")
-    share = (facts.memory_gib.value or 0) * width * 3 // (4 * gpus)
+    _, share = replica_shape(width, gpus, facts.vcpu.value, facts.memory_gib.value)  # what the pod will request
     if share < host_memory_floor_gib(width):
         out.add(f"{where}.nodeGroup", "inference-host-memory",
                 f"a replica gets {share} GiB of a {group.instance_type} node's memory (three quarters of its GPUs' "
@@ -146,10 +146,10 @@ def _check_model(spec: ClusterSpec, model: ServedModelSpec, where: str, out: _Co
     if not memory.fits:
         out.add(f"{where}.contextTokens", "inference-model-fits",
                 f"{model.name} does not fit {width} x {facts.gpu_memory_gib_each} GB at gpuMemoryUtilization "
-                f"{model.engine.gpu_memory_utilization:g}: weights {memory.weights_bytes / 2**30:,.1f} GiB and one "
+                f"{model.engine.gpu_memory_utilization:g}: weights {memory.weights_bytes / GIB:,.1f} GiB and one "
                 f"sequence of {model.context_tokens:,} tokens' KV cache "
-                f"{memory.kv_bytes_per_token * model.context_tokens / 2**30:,.1f} GiB against "
-                f"{memory.engine_bytes / 2**30:,.1f} GiB (vLLM refuses to start): raise the parallel sizes, lower "
+                f"{memory.kv_bytes_per_token * model.context_tokens / GIB:,.1f} GiB against "
+                f"{memory.engine_bytes / GIB:,.1f} GiB (vLLM refuses to start): raise the parallel sizes, lower "
                 "contextTokens, or quantize")
         return
     ceiling = model.replicas.max * memory.max_concurrency
