@@ -85,7 +85,9 @@ def test_each_objective_has_an_alert_at_its_percentile_and_threshold(name: str) 
 
 
 def test_the_alerts_are_routed_by_the_team_that_owns_the_model() -> None:
-    from policies.gpu_policies.guards import _receivers
+    # As the pack's own name (tests/conftest.py puts policies/ on the path): importing it as policies.gpu_policies
+    # would load every module twice and register each policy twice.
+    from gpu_policies.guards import _receivers
 
     graph = offline_run("prod-aws").graph
     model = served("prod-aws")
