@@ -24,7 +24,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CRD_ROOT = Path(__file__).resolve().parent.parent / "blueprint" / "schemas" / "crds"
 CRD_DIRS = tuple(CRD_ROOT / name for name in ("kueue", "mpi-operator", "jobset", "kubeflow-trainer", "slinky",
                                               "node-readiness-controller",
-                                              "prometheus-operator", "external-secrets"))
+                                              "prometheus-operator", "external-secrets", "keda"))
 BUILTIN_GROUPS = ("v1", "rbac.authorization.k8s.io/", "networking.k8s.io/", "storage.k8s.io/",
                   "admissionregistration.k8s.io/", "apps/", "batch/")
 

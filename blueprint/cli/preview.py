@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from blueprint.graph.stackfile import load_stack
     from blueprint.policy.runner import render_table, run_policies
     from blueprint.preview.render import render_preview
-    from blueprint.sizing.inference import serving_resources
+    from blueprint.sizing.inference import render_inference, served_sizing, serving_resources
 
     stack = load_stack(args.stack)
     program, previous = run_stack(stack, args.previous)
@@ -51,9 +51,11 @@ def run(args: argparse.Namespace) -> int:
     usage, notes = usage_for(None, args.stack, (program.graph,))
     cost = price_graph(program.graph, usage=usage, usage_notes=notes)
     goodput = modelled_goodput(stack.spec)
+    served = render_inference(served_sizing(stack.spec, cost))
     emit(sys.stdout, "\n" + render_cost_summary(cost)
          + render_unit_cost(unit_cost(cost, stack.spec.workload, goodput, serving_resources(stack.spec)),
-                            unit_reason(stack.spec, goodput)))
+                            unit_reason(stack.spec, goodput))
+         + "".join(f"{line}\n" for line in served))
     emit(sys.stdout, "\n" + render_table(report))
     # As `pulumi preview --policy-pack` fails on a mandatory violation (and `make preview` with it); and, after a
     # previous run, on a replacement of what holds data that the stack does not allow (as the PR check does).

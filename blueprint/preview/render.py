@@ -247,6 +247,8 @@ def _serving_telemetry_lines(graph: ResourceGraph, rules: list[GraphResource]) -
     alerts: Counter[str] = Counter(str(rule.get("labels", {}).get(SERVED_MODEL)) for r in rules
                                    for g in r.inputs.get("spec", {}).get("groups", []) for rule in g.get("rules", [])
                                    if "alert" in rule and SERVED_MODEL in rule.get("labels", {}))
+    scalers = {(str(r.inputs["metadata"].get("namespace")), str(r.inputs["spec"]["scaleTargetRef"]["name"])): r.inputs
+               for r in graph.of_type("kubernetes:keda.sh/v1alpha1:ScaledObject")}
     lines = []
     for d in graph.of_type("kubernetes:apps/v1:Deployment"):
         model = d.inputs.get("metadata", {}).get("labels", {}).get(MODEL_LABEL)
@@ -259,6 +261,21 @@ def _serving_telemetry_lines(graph: ResourceGraph, rules: list[GraphResource]) -
                      f"{float(notes.get(OBJECTIVE_TPOT, 0)) * 1000:g} ms; {alerts[model]} alerts watch it "
                      "(ServedModel*), dashboard row 'Serving'; measure it: blueprint inference benchmark "
                      f"{graph.stack}, then blueprint inference check")
+        scaler = scalers.get((str(team), str(d.inputs["metadata"].get("name"))))
+        if scaler is None:
+            lines.append(f"  replicas: {d.inputs['spec'].get('replicas')}, fixed (replicas.min = max)")
+            continue
+        from components.kubernetes.objects.autoscaling import REQUESTS_PER_REPLICA
+
+        spec = scaler["spec"]
+        trigger = spec["triggers"][0]["metadata"]
+        per = (scaler["metadata"].get("annotations") or {}).get(REQUESTS_PER_REPLICA, "?")
+        down = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]
+        lines.append(f"  replicas: {spec['minReplicaCount']} to {spec['maxReplicaCount']}, scaled by KEDA on the "
+                     f"requests in flight (running and waiting): more than {per} per replica adds one (HPA target "
+                     f"{trigger['threshold']}, inside its 10% tolerance); a replica "
+                     f"is released after {down['stabilizationWindowSeconds']} s of lower demand; the node autoscaler "
+                     "adds the nodes (GPUs and money at each end: below the cost)")
     return lines
 
 

@@ -24,6 +24,7 @@ from components.kubernetes import objects as obj
 from components.kubernetes.apply import apply, object_name, release
 from components.kubernetes.inputs import CloudRelease, CloudTelemetry, PlatformInputs
 from components.kubernetes.namespaces import egress_policies, system_namespace
+from components.kubernetes.objects.serving import serving_ready_allowance_s
 from components.kubernetes.quotas import (
     cpu_quota_room,
     lendable_by_pool,
@@ -273,7 +274,9 @@ class Queues(pulumi.ComponentResource):
         super().__init__("gpu-cluster:control-plane:Queues", name, provenance.props(), opts)
         charts = load_charts()
         ns = system_namespace(self, obj.KUEUE_NAMESPACE, inputs)
-        kueue = release("kueue", charts["kueue"], obj.KUEUE_NAMESPACE, obj.kueue_values(inputs.pools, inputs.cpu_pools),
+        serving_s = max((serving_ready_allowance_s(m) for m in inputs.serving), default=0)
+        kueue = release("kueue", charts["kueue"], obj.KUEUE_NAMESPACE,
+                        obj.kueue_values(inputs.pools, inputs.cpu_pools, serving_s),
                         pulumi.ResourceOptions(parent=self, depends_on=[ns, prometheus]))
         # Kueue's webhooks reject every queue object until its controller is ready ("failed calling
         # webhook mresourceflavor.kb.io", kueue#12008, #3794): the release waits for readiness, and

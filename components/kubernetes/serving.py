@@ -11,9 +11,12 @@ from typing import Optional
 import pulumi
 
 from components import provenance
+from components.catalog.charts import load_charts
 from components.kubernetes import objects as obj
-from components.kubernetes.apply import apply
+from components.kubernetes.apply import apply, release
 from components.kubernetes.inputs import PlatformInputs
+from components.kubernetes.namespaces import system_namespace
+from components.kubernetes.objects.autoscaling import KEDA_NAMESPACE, KEDA_RELEASE, keda_values, scaled_object
 from components.kubernetes.objects.serving import (
     NODE_PROVISION_S,
     STARTUP_PERIOD_S,
@@ -23,7 +26,7 @@ from components.kubernetes.objects.serving import (
 )
 from components.kubernetes.objects.serving_telemetry import objective_annotations, pod_monitor
 from components.provenance import from_spec, spec_path
-from components.sizing.inference import cold_start, replica_shape
+from components.sizing.inference import cold_start, model_memory, replica_shape
 from components.spec import ClusterSpec
 from components.spec.decisions import served_group
 
@@ -33,7 +36,7 @@ class ServedModelComponent(pulumi.ComponentResource):
 
     def __init__(self, name: str, model: ServedModel, billing: Mapping[str, str], after: list[pulumi.Resource],
                  prometheus: pulumi.Resource, nodes: Sequence[pulumi.Resource] = (),
-                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+                 autoscaler: pulumi.Resource | None = None, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:compute:ServedModel", name, provenance.props(), opts)
         first = pulumi.ResourceOptions(parent=self, depends_on=after)
         account_manifest, deployment, service, budget, weights = serving_objects(model, billing)
@@ -46,8 +49,14 @@ class ServedModelComponent(pulumi.ComponentResource):
         deployment["metadata"]["annotations"] = {"pulumi.com/timeoutSeconds": str(wait),
                                                  **objective_annotations(model)}
         # After the GPU nodes' group where the provider does not wait for it (GKE: inputs.gpu_node_dependencies).
-        apply(f"{name}-deployment", deployment,
-              pulumi.ResourceOptions(parent=self, depends_on=[account, *after, *model.ready, *nodes]))
+        made = apply(f"{name}-deployment", deployment,
+                     pulumi.ResourceOptions(parent=self, depends_on=[account, *after, *model.ready, *nodes]))
+        if model.autoscaled:
+            # After KEDA's CRDs and webhook, and after the Deployment it scales: the HPA KEDA makes needs its target's
+            # scale subresource.
+            assert autoscaler is not None, "an autoscaled model needs KEDA"
+            apply(f"{name}-scaler", scaled_object(model, billing),
+                  pulumi.ResourceOptions(parent=self, depends_on=[*after, autoscaler, made]))
         apply(f"{name}-service", service, first)
         apply(f"{name}-pdb", budget, first)
         apply(f"{name}-weights", weights, first)
@@ -56,15 +65,35 @@ class ServedModelComponent(pulumi.ComponentResource):
         self.register_outputs({})
 
 
+class ServingAutoscaler(pulumi.ComponentResource):
+    """KEDA, which scales the autoscaled served models (objects/autoscaling.py), in a namespace of its own."""
+
+    def __init__(self, name: str, inputs: PlatformInputs, prometheus: pulumi.Resource,
+                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("gpu-cluster:control-plane:ServingAutoscaler", name, provenance.props(), opts)
+        ns = system_namespace(self, KEDA_NAMESPACE, inputs)
+        # After Prometheus's CRDs (the operator's ServiceMonitor); the release waits for KEDA's webhook and metrics
+        # server, so the ScaledObjects after it are validated and served.
+        self.release = release(KEDA_RELEASE, load_charts()["keda"], KEDA_NAMESPACE, keda_values(),
+                               pulumi.ResourceOptions(parent=self, depends_on=[ns, prometheus]))
+        self.register_outputs({})
+
+
 def build_serving(inputs: PlatformInputs, kueue: pulumi.Resource, namespaces: Mapping[str, pulumi.Resource],
                   prometheus: pulumi.Resource, opts: pulumi.ResourceOptions) -> None:
-    """A component per served model, traced to its ``inference.models`` entry."""
+    """A component per served model, traced to its ``inference.models`` entry; KEDA first when one is autoscaled."""
     teams = {t.name: t for t in inputs.teams}
+    autoscaler = None
+    scaled = [i for i, m in enumerate(inputs.serving) if m.autoscaled]
+    if scaled:
+        with from_spec(spec_path("inference", "models", scaled[0], "replicas")):
+            autoscaler = ServingAutoscaler("serving-autoscaler", inputs, prometheus, opts=opts).release
     for i, model in enumerate(inputs.serving):
         team = teams[model.namespace]
         with from_spec(spec_path("inference", "models", i)):
             ServedModelComponent(f"serving-{model.name}", model, obj.team_labels(team, inputs.labels),
-                                 [kueue, namespaces[team.name]], prometheus, inputs.gpu_node_dependencies, opts=opts)
+                                 [kueue, namespaces[team.name]], prometheus, inputs.gpu_node_dependencies,
+                                 autoscaler, opts=opts)
 
 
 def served_models(spec: ClusterSpec, *, bucket: object, scheme: str, env: tuple[tuple[str, str], ...] = (),
@@ -77,7 +106,9 @@ def served_models(spec: ClusterSpec, *, bucket: object, scheme: str, env: tuple[
     for model in spec.inference.models:
         _, facts = served_group(spec, model)
         cpu, memory = replica_shape(model.gpus_per_replica, facts.gpu_count, facts.vcpu.value, facts.memory_gib.value)
+        per_replica = model.autoscaling.requests_per_replica or max(
+            1, model_memory(model, facts.gpu_memory_gib_each or 0).max_concurrency)
         out.append(ServedModel(spec=model, gid=teams[model.team].posix_gid, bucket=bucket, scheme=scheme, cpu=cpu,
                                memory_gib=memory, cold_start_s=cold_start(model).seconds, env=env,
-                               ready=(ready or {}).get(model.name, ())))
+                               ready=(ready or {}).get(model.name, ()), requests_per_replica=per_replica))
     return tuple(out)

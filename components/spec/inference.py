@@ -91,6 +91,19 @@ class ReplicasSpec(_Model):
     max: StrictInt = Field(ge=1, le=1000, description="Most replicas.", json_schema_extra=unit("replicas"))
 
 
+class AutoscalingSpec(_Model):
+    """How the replicas follow demand between ``replicas.min`` and ``replicas.max`` (KEDA on the engine's own queue and
+    batch: components/kubernetes/objects/autoscaling.py). Only a model with min < max is autoscaled."""
+
+    requests_per_replica: Optional[StrictInt] = Field(
+        default=None, ge=1, le=100_000,
+        description="Requests in flight (running and waiting) one replica is given before another is added. Default: "
+        "the sequences of contextTokens one replica's KV cache holds (`blueprint sizing`), so no replica is asked "
+        "for more than its cache is sure to hold; raise it from a measured run (`blueprint inference check`) whose "
+        "shorter requests met the objectives at a higher concurrency per replica.",
+        json_schema_extra=unit("requests"))
+
+
 class ObjectivesSpec(_Model):
     """The latency objectives at a stated concurrency, as the acceptance run measures them through the gateway."""
 
@@ -157,6 +170,8 @@ class ServedModelSpec(_Model):
                                          "split into (vLLM --pipeline-parallel-size).",
                                          json_schema_extra=unit("stages"))
     replicas: ReplicasSpec = Field(description="Replicas.")
+    autoscaling: AutoscalingSpec = Field(default_factory=AutoscalingSpec,
+                                         description="How replicas follow demand (when replicas.min < max).")
     objectives: ObjectivesSpec = Field(description="Latency objectives.")
     throughput: Optional[ThroughputSpec] = Field(
         default=None, description="One replica's measured generation rate: sets the replicas for the peak and the "

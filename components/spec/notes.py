@@ -14,6 +14,7 @@ from components.catalog.gcp_machines import load_gcp_catalog
 from components.spec.base import SPEC_KEY
 from components.spec.decisions import (
     cloud_node_groups,
+    gpu_units_per_gpu,
     instance_catalog,
     is_autoscaled,
     is_placed,
@@ -147,6 +148,27 @@ def serving_route_notes(spec: ClusterSpec) -> list[str]:
             for i, m in enumerate(spec.inference.models) if m.team not in routed]
 
 
+def serving_quota_notes(spec: ClusterSpec) -> list[str]:
+    """An autoscaled model whose ceiling is beyond its team's nominal quota on the group: Kueue admits the replicas past
+    the quota only while the cohort lends them (rule inference-quota already keeps the floor within it)."""
+    if spec.inference is None:
+        return []
+    teams = {t.name: t for t in spec.teams}
+    out = []
+    for i, m in enumerate(spec.inference.models):
+        team = teams.get(m.team)
+        if team is None or m.replicas.min == m.replicas.max:
+            continue
+        quota = sum(q.gpus for q in team.quotas if q.node_group == m.node_group)
+        ceiling = m.replicas.max * m.gpus_per_replica * gpu_units_per_gpu(spec.platform.gpu_sharing)
+        if quota < ceiling:
+            out.append(f"note: {named_path(spec, f'.inference.models[{i}].replicas.max')}: {m.replicas.max} replicas "
+                       f"of {m.name} take {ceiling} GPUs and team '{m.team}' has {quota} on '{m.node_group}': Kueue "
+                       "admits the replicas past its quota only while other teams' unused quota is lent, and holds "
+                       "them otherwise, however long the queue")
+    return out
+
+
 LEGACY_NODE_ROLES = frozenset({"roles/logging.logWriter", "roles/monitoring.metricWriter"})
 
 
@@ -198,4 +220,5 @@ def zone_notes(spec: ClusterSpec) -> list[str]:
 def spec_notes(spec: ClusterSpec, now: datetime) -> list[str]:
     """Every load-time warning and note of the spec, in the order the preview shows them."""
     return (capacity_block_notes(spec, now) + team_notes(spec) + scaling_notes(spec) + odcr_placement_notes(spec)
-            + budget_notes(spec) + zone_notes(spec) + node_account_notes(spec) + serving_route_notes(spec))
+            + budget_notes(spec) + zone_notes(spec) + node_account_notes(spec) + serving_route_notes(spec)
+            + serving_quota_notes(spec))

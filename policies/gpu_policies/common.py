@@ -43,7 +43,7 @@ NAMESPACE = "kubernetes:core/v1:Namespace"
 DEFAULT_SYSTEM_NAMESPACES = ["kube-system", "kube-public", "kube-node-lease", "default", "gpu-operator",
                              "kueue-system", "monitoring", "opencost", "mpi-operator", "gpu-acceptance",
                              "jobset-system", "kubeflow-system", "slurm", "logging", "slinky", "nrr-system",
-                             "gpu-node-check", "external-secrets"]
+                             "gpu-node-check", "external-secrets", "keda"]
 
 
 # The schema of a knob that lists names (tags, types, namespaces): strings, none empty, none twice.

@@ -62,11 +62,12 @@ def test_prod_passes_every_check_it_can_make() -> None:
         "offered in us-central1-a with nvidia-h100-mega-80gb (up to 8 per VM)")
     (a3,) = [c for c in by(checks, "catalog-matches-compute") if c.subject == "a3-megagpu-8g"]
     assert a3.detail == "208 vCPUs, 1872 GiB, GPUs 8 x nvidia-h100-mega-80gb, bundled Local SSDs 16"
-    # The reservation pool needs no quota of its own; the served model's on-demand l4 pool does.
+    # The reservation pool needs no quota of its own; the served model's on-demand l4 pool does, at the 4 nodes it may
+    # grow to with its replicas.
     assert by(checks, "gpu-quota") == [
-        Check("gpu-quota", "NVIDIA_L4_GPUS (us-central1)", "pass", "2 GPUs at max size (l4) against a limit of 8"),
+        Check("gpu-quota", "NVIDIA_L4_GPUS (us-central1)", "pass", "4 GPUs at max size (l4) against a limit of 8"),
         Check("gpu-quota", "GPUS_ALL_REGIONS (acme-ml-prod)", "pass",
-              "2 GPUs at max size (l4) against a limit of 128"),
+              "4 GPUs at max size (l4) against a limit of 128"),
         Check("gpu-quota", "h100", "cannot-check",
               "reservation pools run on the reservation's VMs, whose quota was taken when it was made; the "
               "reservation check covers them")]
@@ -173,18 +174,18 @@ def test_without_preemptible_quota_spot_counts_against_the_standard_one() -> Non
 
 def test_on_demand_h100_mega_quota_per_family() -> None:
     """prod's pool moved off its reservation to on-demand: 16 x 8 H100 Mega against NVIDIA_H100_MEGA_GPUS, and with
-    the served model's 2 L4s above the project's all-regions limit of 128."""
+    the served model's 4 L4s (at its pool's max size) above the project's all-regions limit of 128."""
     def on_demand(raw: dict[str, Any]) -> None:
         pool(raw, "h100")["capacity"] = {"type": "on-demand"}
     assert gpu_quota_needs(spec_of("prod-gcp", on_demand)) == {("NVIDIA_H100_MEGA_GPUS", False): (128, ["h100"]),
-                                                               ("NVIDIA_L4_GPUS", False): (2, ["l4"])}
+                                                               ("NVIDIA_L4_GPUS", False): (4, ["l4"])}
     checks = by(prod(change=on_demand), "gpu-quota")
     assert checks == [Check("gpu-quota", "NVIDIA_H100_MEGA_GPUS (us-central1)", "pass",
                             "128 GPUs at max size (h100) against a limit of 128"),
                       Check("gpu-quota", "NVIDIA_L4_GPUS (us-central1)", "pass",
-                            "2 GPUs at max size (l4) against a limit of 8"),
+                            "4 GPUs at max size (l4) against a limit of 8"),
                       Check("gpu-quota", "GPUS_ALL_REGIONS (acme-ml-prod)", "fail",
-                            "130 GPUs at max size (h100, l4) against a limit of 128: request an increase before "
+                            "132 GPUs at max size (h100, l4) against a limit of 128: request an increase before "
                             "pulumi up")]
     low = _quota(recorded(PROD), "NVIDIA_H100_MEGA_GPUS", 64)
     assert by(prod(low, on_demand), "gpu-quota")[0].status == "fail"

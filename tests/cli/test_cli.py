@@ -34,7 +34,7 @@ def test_preview_prints_the_production_stack_by_plane(capsys: pytest.CaptureFixt
     assert ("checkpoint of the 70B model: 0.98 TB, filesystem path: blocks 3.5 min, every 6.74 h of compute (Daly); "
             "fleet MTBF 396 h; goodput 98.24% (target 97.0%) (`blueprint sizing`)") in out
     assert "EKS prod-train 1.35: endpoint private; KMS-encrypted secrets" in out
-    assert "GPUs 2 desired / 130 at max size (128 on Capacity Blocks, running only in their window)" in out
+    assert "GPUs 2 desired / 132 at max size (128 on Capacity Blocks, running only in their window)" in out
     assert ("deployer: arn:aws:iam::111122223333:role/pulumi-deployer (the AWS provider and the kubeconfig assume "
             "it; cluster-admin access entry created before any Kubernetes resource) from inside the VPC: a "
             "self-hosted CI runner or Pulumi Deployments agent in 10.8.0.0/24") in out

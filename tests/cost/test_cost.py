@@ -29,7 +29,9 @@ M6I = usd("ec2_on_demand.m6i.2xlarge")  # the prod system nodes, on demand
 M6I_8X = usd("ec2_on_demand.m6i.8xlarge")  # the prod teams' cpu group (0 at desired size, 4 at max)
 G6 = usd("ec2_on_demand.g6.xlarge")
 G6E = usd("ec2_on_demand.g6e.xlarge")  # the prod served model's l40s group, on demand
-SERVING = 2 * 730 * G6E + 2 * 200 * GP3_ if (GP3_ := usd("ebs.gp3_storage")) else 0.0  # 2 fixed nodes, 200 GB roots
+# The served model's group, autoscaled 2..4 with its replicas (KEDA): 200 GB roots.
+SERVING = 2 * 730 * G6E + 2 * 200 * GP3_ if (GP3_ := usd("ebs.gp3_storage")) else 0.0
+SERVING_AT_MAX = 2 * SERVING
 GP3, EKS, NAT_HOUR, KMS = (usd("ebs.gp3_storage"), usd("eks.cluster_standard_support"), usd("vpc.nat_gateway_hour"),
                            usd("kms.customer_managed_key"))
 BLOCK = 16 * (14 * 24) * BLOCK_P5  # prod-aws: 16 p5 instances for the 14-day window of the stack file, prepaid
@@ -49,7 +51,7 @@ def test_prod_totals_match_a_hand_computation(prod_graph: ResourceGraph) -> None
     desired = system + cpu + SERVING + eks + nat + kms  # the block is one-time, kept out of the monthly totals
     # The block's nodes and their 500 GB volumes exist only in its 336-hour window: 336/730 of a month.
     at_max = 16 * 500 * GP3 * 336 / 730 + 6 * 730 * M6I + 6 * 200 * GP3 + eks + nat + kms \
-        + cpu + SERVING  # the teams' cpu group and the served model's group, fixed
+        + cpu + SERVING_AT_MAX  # the teams' cpu group (fixed), the served model's group at 4 nodes
     report = price_graph(prod_graph)
     assert report.total_monthly_usd == pytest.approx(desired)
     assert report.total_monthly_usd_at_max == pytest.approx(at_max)
@@ -231,9 +233,9 @@ def test_preview_shows_the_totals_and_their_caveats(capsys: pytest.CaptureFixtur
     usage = (12000 + 50) * 0.023 + (600 + 5) * 0.005 + (2000 + 20) * 0.0004 + (3000 + 500) * 0.045 \
         + (200 + 50) * 0.09 + (150 + 200 + 20) * 0.50 + (1500 + 2400 + 240) * 0.03
     cpu = 2 * 730 * M6I_8X + 2 * 200 * GP3  # the teams' cpu group, 2 nodes at a fixed size
-    common = 730 * EKS + 2 * 730 * NAT_HOUR + 3 * KMS + usage + cpu + SERVING
-    desired = 3 * 730 * M6I + 3 * 200 * GP3 + common
-    at_max = 6 * 730 * M6I + 6 * 200 * GP3 + 16 * 500 * GP3 * 336 / 730 + common
+    common = 730 * EKS + 2 * 730 * NAT_HOUR + 3 * KMS + usage + cpu
+    desired = 3 * 730 * M6I + 3 * 200 * GP3 + common + SERVING
+    at_max = 6 * 730 * M6I + 6 * 200 * GP3 + 16 * 500 * GP3 * 336 / 730 + common + SERVING_AT_MAX
     # FSx PERSISTENT_2_500 and the budgets have no price read: the totals are lower bounds and say so
     assert f"cost: at least ${desired:,.2f} a month at desired size, at least ${at_max:,.2f} at max size (USD; " \
         in out

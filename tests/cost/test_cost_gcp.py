@@ -73,17 +73,19 @@ def test_prod_gcp_totals_match_a_hand_computation(prod: ResourceGraph) -> None:
     h100 = 16 * H * A3_MEGA + 16 * 200 * PD_BALANCED + 16 * 16 * 375 * LOCAL_SSD
     system_now, system_max = 3 * H * N2_16 + 3 * 200 * PD_BALANCED, 6 * H * N2_16 + 6 * 200 * PD_BALANCED
     cpu = 2 * H * N2_16 + 2 * 200 * PD_BALANCED  # the teams' cpu pool, 2 nodes at a fixed size
-    serving = 2 * H * G2_8 + 2 * 200 * PD_BALANCED  # the served model's l4 pool, 2 nodes at a fixed size
+    # The served model's l4 pool, autoscaled 2..4 with its replicas (KEDA).
+    serving_now, serving_max = 2 * H * G2_8 + 2 * 200 * PD_BALANCED, 4 * H * G2_8 + 4 * 200 * PD_BALANCED
     fee = H * GKE_FEE  # regional cluster: no free-tier credit
     kms = 3 * KMS_VERSION  # data, disks, secrets: 1 active version each
-    # Cloud NAT: every node uses it: 16 + 3 + 2 + 2 = 23 VMs at desired, 16 + 6 + 2 + 2 = 26 at max (under 32: per
-    # VM-hour), one auto-allocated address (26 VMs x 1,024 min ports < 64,512 ports of one address).
-    nat_now, nat_max = 23 * H * NAT_VM_HOUR + H * NAT_IP_HOUR, 26 * H * NAT_VM_HOUR + H * NAT_IP_HOUR
+    # Cloud NAT: every node uses it: 16 + 3 + 2 + 2 = 23 VMs at desired, 16 + 6 + 2 + 4 = 28 at max (under 32: per
+    # VM-hour), one auto-allocated address (28 VMs x 1,024 min ports < 64,512 ports of one address).
+    nat_now, nat_max = 23 * H * NAT_VM_HOUR + H * NAT_IP_HOUR, 28 * H * NAT_VM_HOUR + H * NAT_IP_HOUR
     budgets = 4 * (H / 24) * 0.0  # cluster + 3 teams; budgets have no charge
     report = price_graph(prod)
-    assert report.total_monthly_usd == pytest.approx(h100 + system_now + cpu + serving + fee + kms + nat_now + budgets)
+    assert report.total_monthly_usd == pytest.approx(
+        h100 + system_now + cpu + serving_now + fee + kms + nat_now + budgets)
     assert report.total_monthly_usd_at_max == pytest.approx(
-        h100 + system_max + cpu + serving + fee + kms + nat_max + budgets)
+        h100 + system_max + cpu + serving_max + fee + kms + nat_max + budgets)
     assert report.region == "us-central1" and report.notes == ()
     assert report.unpriced == ["managed_lustre.tier-500"]
     assert report.stale_prices == ["compute_on_demand.a3-megagpu-8g"]

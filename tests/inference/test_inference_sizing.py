@@ -152,8 +152,10 @@ def test_the_pr_comment_shows_the_served_models_after_the_change(tmp_path: Path,
     main(["cost", "diff", "--base", str(base), "prod-aws"])
     comment = capsys.readouterr().out
     section = comment.split("Served models after this change (`blueprint sizing`):", 1)[1].split("</details>", 1)[0]
-    assert "served model llama-3-1-8b-instruct (team applied, 2 replicas x 1 GPU(s) on l40s)" in section
-    assert "GPUs: $2,717.06 a month" in section and "cost per million tokens: unknown" in section
+    assert "served model llama-3-1-8b-instruct (team applied, 2-4 replicas x 1 GPU(s) on l40s)" in section
+    # Money at each end of the autoscaled range: 2 and 4 g6e.xlarge (one L40S each) at $1.86 an hour.
+    assert "GPUs: $2,717.06 a month at 2 replica(s), $5,434.12 at 4" in section
+    assert "cost per million tokens: unknown" in section
     out = tmp_path / "diff.json"
     main(["cost", "diff", "--base", str(base), "prod-aws", "--format", "json", "-o", str(out)])
     doc = json.loads(out.read_text())

@@ -78,6 +78,9 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
     ("a benchmark from a registry the stack refuses",
      lambda s: s["inference"].update(benchmark={"image": "quay.io/inference-perf/inference-perf@sha256:" + "ab" * 32}),
      "inference-image-registry", "inference.benchmark.image"),
+    # g2-standard-24 holds one replica of two GPUs; the pool has at most 8 nodes.
+    ("more replicas than the group's nodes hold", lambda s: model(s)["replicas"].update(max=9),
+     "inference-group-capacity", "inference.models[llama-8b].replicas.max"),
     ("a model served twice", lambda s: s["inference"]["models"].append(dict(model(s))),
      "unique-names", "inference.models[1].name"),
 ]

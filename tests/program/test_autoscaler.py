@@ -19,6 +19,7 @@ from components.catalog import load_aws_catalog, load_charts
 from components.catalog.charts import cluster_autoscaler_image
 from components.spec import NodeGroupSpec, is_autoscaled
 from tests.conftest import offline_run, raw_stack_config, run_spec
+from tests.inference.specs import without_serving
 
 TAG = "aws:autoscaling/tag:Tag"
 TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
@@ -107,7 +108,8 @@ def test_its_role_scales_only_opted_in_groups_of_this_cluster() -> None:
 
 @pytest.mark.parametrize(("stack", "managed", "left"), [
     ("dev-aws", {"l4", "system"}, set()),
-    ("prod-aws", {"system"}, {"h100", "cpu"}),  # a Capacity Block group; the teams' cpu group at a fixed size
+    # the served model's group (2..4 with its replicas); left: a Capacity Block group, the teams' cpu group (fixed)
+    ("prod-aws", {"system", "l40s"}, {"h100", "cpu"}),
     ("byo-aws", {"system"}, {"a100"}),  # an ODCR group
 ])
 def test_only_open_capacity_groups_with_room_to_scale_are_opted_in(stack: str, managed: set[str],
@@ -234,9 +236,11 @@ def pods_ready_timeout(graph: ResourceGraph) -> str:
 @pytest.mark.parametrize(("stack", "timeout"), [
     ("dev-aws", "25m"),   # l4 0..2, autoscaled by CA: the pods wait for a node to launch and join
     ("dev-gcp", "25m"),   # the Spot GPU pool 0..2, autoscaled by GKE
-    ("prod-aws", "10m"),  # a Capacity Block, scaled by its schedule before jobs run; the teams' cpu group fixed
+    # A Capacity Block, scaled by its schedule before jobs run, and the teams' cpu group fixed; but the served model's
+    # group grows with its replicas: a node's boot (15), the image and GPU stack (10), the startup probe's 10 minutes.
+    ("prod-aws", "35m"),
     ("byo-aws", "10m"),   # an ODCR group at its size
-    ("prod-gcp", "10m"),  # a reservation pool at its size; the teams' cpu pool fixed
+    ("prod-gcp", "35m"),  # a reservation pool at its size, the teams' cpu pool fixed; the served model's as prod-aws's
 ])
 def test_pods_have_longer_to_get_ready_where_nodes_come_after_admission(stack: str, timeout: str) -> None:
     """Kueue evicts an admitted workload whose pods are not ready in time: where the autoscaler adds the nodes after
@@ -246,7 +250,8 @@ def test_pods_have_longer_to_get_ready_where_nodes_come_after_admission(stack: s
 
 def test_a_flex_start_pool_keeps_the_short_timeout() -> None:
     """Flex-start nodes are provisioned before admission (the ProvisioningRequest check), so the pods only pull."""
-    spec = raw_stack_config("prod-gcp")["gpu-cluster:spec"]
+    # The training cluster alone (the served model's replicas have their own allowance: tests/inference).
+    spec = without_serving(raw_stack_config("prod-gcp")["gpu-cluster:spec"])
     spec["gcp"]["nodePools"][1].update(minSize=0, desiredSize=0, capacity={"type": "flex-start", "maxRunHours": 72})
     assert pods_ready_timeout(run_spec(spec, "prod-gcp").graph) == "10m"
 
@@ -261,8 +266,8 @@ def test_desired_size_is_ignored_only_where_something_else_sets_it() -> None:
                 for ng in graph.of_type("aws:eks/nodeGroup:NodeGroup")}
 
     assert ignoring(offline_run("dev-aws").graph) == {"system": True, "l4": True}  # both autoscaled (CA)
-    assert ignoring(offline_run("prod-aws").graph) == {  # CA; the block; fixed groups
-        "system": True, "h100": True, "cpu": False, "l40s": False}
+    assert ignoring(offline_run("prod-aws").graph) == {  # CA (system, and l40s with its served model); the block
+        "system": True, "h100": True, "cpu": False, "l40s": True}
     assert ignoring(offline_run("byo-aws").graph) == {"system": True, "a100": False}  # an ODCR the stack sizes
     spec = raw_stack_config("dev-aws")["gpu-cluster:spec"]
     spec["aws"]["nodeGroups"][1].update(minSize=2, desiredSize=2, maxSize=2)  # fixed: nothing else sizes it

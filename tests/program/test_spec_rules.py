@@ -229,7 +229,7 @@ def test_raid0_needs_local_nvme(prod_spec: dict[str, Any]) -> None:
 def test_peak_gpus_must_fit_the_node_groups(prod_spec: dict[str, Any]) -> None:
     prod_spec["workload"]["peakGpus"] = 256
     assert errors(prod_spec) == [
-        f"{P}.workload.peakGpus: peakGpus (256) exceeds the 130 GPUs the node groups provide at maxSize "
+        f"{P}.workload.peakGpus: peakGpus (256) exceeds the 132 GPUs the node groups provide at maxSize "
         "[rule: peak-gpus-fit]"
     ]
 
@@ -540,6 +540,8 @@ def test_every_version_in_standard_support_loads_and_unsourced_addons_are_left_t
         if version == "1.37":
             group(prod_spec, "system").update(minSize=3, maxSize=3)  # a fixed size: nothing to autoscale
             group(prod_spec, "cpu").update(minSize=3, desiredSize=3, maxSize=3)
+            # the served model's group at its ceiling: KEDA scales the replicas within its four nodes
+            group(prod_spec, "l40s").update(minSize=4, desiredSize=4, maxSize=4)
         parse_spec(prod_spec, FILE, provider_region="us-east-1")
     assert [p.name for p in load_addon_pins("1.37").values() if p.pinned] == []
     assert load_addon_pins("1.36")["kube-proxy"].version == "v1.36.0-eksbuild.14"
@@ -555,18 +557,19 @@ def test_every_version_in_standard_support_loads_and_unsourced_addons_are_left_t
 
 def test_an_autoscaled_group_needs_a_cluster_autoscaler_release_for_the_kubernetes_version(
         prod_spec: dict[str, Any]) -> None:
-    """CA has no 1.37 release in the catalog: the system group (on-demand, 2..6) cannot be autoscaled there. The
-    Capacity Block group (0..16) is never autoscaled and the teams' cpu group is fixed, so neither is named, and
-    fixed-size groups load."""
+    """CA has no 1.37 release in the catalog: the system group (on-demand, 2..6) and the served model's (2..4) cannot
+    be autoscaled there. The Capacity Block group (0..16) is never autoscaled and the teams' cpu group is fixed, so
+    neither is named, and fixed-size groups load."""
     prod_spec["aws"]["controlPlane"]["kubernetesVersion"] = "1.37"
     assert errors(prod_spec) == [
         f"{P}.aws.controlPlane.kubernetesVersion: the Cluster Autoscaler has no release for Kubernetes 1.37 in "
         "components/catalog/charts.yaml (clusterAutoscaler; releases for 1.34, 1.35, 1.36), and it would manage node "
-        "group(s) system (on-demand or spot with minSize < maxSize); it runs the release of the cluster's minor, "
-        "so use kubernetesVersion 1.36, or give those groups minSize = maxSize until a 1.37 release is pinned "
+        "group(s) system, l40s (on-demand or spot with minSize < maxSize); it runs the release of the cluster's "
+        "minor, so use kubernetesVersion 1.36, or give those groups minSize = maxSize until a 1.37 release is pinned "
         "[rule: cluster-autoscaler-release]"
     ]
     group(prod_spec, "system").update(minSize=3, maxSize=3)
+    group(prod_spec, "l40s").update(minSize=4, desiredSize=4, maxSize=4)
     parse_spec(prod_spec, FILE, provider_region="us-east-1")
 
 

@@ -226,12 +226,17 @@ PODS_READY_TIMEOUT = "10m"
 PODS_READY_TIMEOUT_SCALE_UP = "25m"
 
 
-def pods_ready_timeout(pools: Sequence[GpuPool], cpu_pools: Sequence[CpuPool] = ()) -> str:
+def pods_ready_timeout(pools: Sequence[GpuPool], cpu_pools: Sequence[CpuPool] = (), serving_s: int = 0) -> str:
     """waitForPodsReady's timeout: :data:`PODS_READY_TIMEOUT_SCALE_UP` when a GPU or team CPU pool grows after
     admission (one a node autoscaler manages and no ProvisioningRequest provisions first), else
-    :data:`PODS_READY_TIMEOUT`. The setting is the controller's, one for every queue."""
+    :data:`PODS_READY_TIMEOUT`; and at least ``serving_s``, the longest a served model's replica may take from
+    admission to ready (objects/serving.py serving_ready_allowance_s): a replica still loading normally must not be
+    evicted, and after five evictions Kueue deactivates its Workload for good. The setting is the controller's, one for
+    every queue."""
     grows = any(p.grows_after_admission for p in pools) or any(p.grows_after_admission for p in cpu_pools)
-    return PODS_READY_TIMEOUT_SCALE_UP if grows else PODS_READY_TIMEOUT
+    base = PODS_READY_TIMEOUT_SCALE_UP if grows else PODS_READY_TIMEOUT
+    minutes = max(int(base.rstrip("m")), -(-serving_s // 60))
+    return f"{minutes}m"
 
 
 def kueue_manager_config(timeout: str = PODS_READY_TIMEOUT) -> str:
@@ -263,11 +268,12 @@ def kueue_manager_config(timeout: str = PODS_READY_TIMEOUT) -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def kueue_values(pools: Sequence[GpuPool] = (), cpu_pools: Sequence[CpuPool] = ()) -> Manifest:
-    """Helm values of the Kueue chart, for the stack's GPU pools and team CPU pools."""
+def kueue_values(pools: Sequence[GpuPool] = (), cpu_pools: Sequence[CpuPool] = (), serving_s: int = 0) -> Manifest:
+    """Helm values of the Kueue chart, for the stack's GPU pools, team CPU pools and served models."""
     return {
         "enablePrometheus": True,
-        "managerConfig": {"controllerManagerConfigYaml": kueue_manager_config(pods_ready_timeout(pools, cpu_pools))},
+        "managerConfig": {"controllerManagerConfigYaml": kueue_manager_config(
+            pods_ready_timeout(pools, cpu_pools, serving_s))},
         "metrics": {"prometheusNamespace": MONITORING_NAMESPACE},
         "controllerManager": {"replicas": 2, "podDisruptionBudget": {"enabled": True, "minAvailable": 1}},
     }

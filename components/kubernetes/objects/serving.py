@@ -66,6 +66,14 @@ class ServedModel:
     cold_start_s: float | None  # from components/sizing/inference.py (None: not known)
     env: tuple[tuple[str, str], ...] = ()  # the cloud's (AWS_REGION for the S3 client)
     ready: tuple[Any, ...] = field(default=())  # the cloud identity's binding the pods wait for
+    # Requests in flight per replica the autoscaler aims at (objects/autoscaling.py): the spec's, else the sequences
+    # of the full context one replica's KV cache holds.
+    requests_per_replica: int = 1
+
+    @property
+    def autoscaled(self) -> bool:
+        """Whether KEDA scales it (replicas.min < replicas.max); otherwise the Deployment holds replicas.min."""
+        return self.spec.replicas.min < self.spec.replicas.max
 
     @property
     def name(self) -> str:
@@ -89,6 +97,17 @@ def startup_failure_threshold(cold_start_s: float | None) -> int:
     """Startup probe failures allowed: twice the cold start, at least :data:`MIN_STARTUP_S`, in probe periods."""
     budget = max(MIN_STARTUP_S, 2 * cold_start_s) if cold_start_s is not None else MIN_STARTUP_S
     return math.ceil(budget / STARTUP_PERIOD_S)
+
+
+# From admission to the container's start: the image pull and the new node's GPU stack (as Kueue's base pods-ready
+# timeout counts them, objects/kueue.py PODS_READY_TIMEOUT).
+IMAGE_AND_STACK_S = 600
+
+
+def serving_ready_allowance_s(model: ServedModel) -> int:
+    """The longest a replica may take from Kueue's admission to ready: a node's boot (a replica past the floor, or on a
+    replaced node), the image and the GPU stack, then its startup probe's allowance."""
+    return NODE_PROVISION_S + IMAGE_AND_STACK_S + startup_failure_threshold(model.cold_start_s) * STARTUP_PERIOD_S
 
 
 def serving_labels(model: ServedModel, billing: Mapping[str, str]) -> dict[str, str]:
@@ -117,7 +136,10 @@ def engine_args(spec: ServedModelSpec) -> list[str]:
 
 
 def serving_deployment(model: ServedModel, billing: Mapping[str, str]) -> Manifest:
-    """The engine's Deployment: ``replicas.min`` replicas, one GPU set each, pinned to its node group."""
+    """The engine's Deployment: one GPU set per replica, pinned to its node group; ``replicas.min`` replicas, or, when
+    autoscaled, no replica count at all: the HPA KEDA makes owns it (Kubernetes, "Horizontal Pod Autoscaling",
+    migrating Deployments to autoscaling: a count in the applied object would reset the HPA's at every apply, and
+    under server-side apply conflict with its field manager)."""
     spec = model.spec
     labels = serving_labels(model, billing)
     # Kueue reads the queue and the WorkloadPriorityClass from each pod's labels (its pod integration, which manages
@@ -173,7 +195,7 @@ def serving_deployment(model: ServedModel, billing: Mapping[str, str]) -> Manife
         "metadata": meta(model.name, model.namespace, labels={**labels, QUEUE_LABEL: "default",
                                                                 PRIORITY_LABEL: SERVING_PRIORITY}),
         "spec": {
-            "replicas": spec.replicas.min,
+            **({} if model.autoscaled else {"replicas": spec.replicas.min}),
             "selector": {"matchLabels": selector(model)},
             # No surge: a new replica would need GPUs beyond the team's floor; one replica at a time is replaced.
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},

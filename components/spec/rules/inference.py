@@ -136,6 +136,18 @@ def _check_model(spec: ClusterSpec, model: ServedModelSpec, where: str, out: _Co
         out.add(f"{where}.tensorParallel", "inference-parallel-sizes",
                 f"a replica's {width} GPUs (tensor x pipeline parallel) must divide the node's {gpus}, or "
                 f"{gpus % width} of every {group.instance_type} node's GPUs stay idle")
+    # Every model served from the group at its ceiling (a replica's GPUs divide the node's, so they pack).
+    assert spec.inference is not None
+    sharing = [m for m in spec.inference.models if m.node_group == model.node_group]
+    wanted = sum(m.replicas.max * m.gpus_per_replica for m in sharing)
+    if wanted > group.max_size * gpus:
+        others = [m.name for m in sharing if m.name != model.name]
+        out.add(f"{where}.replicas.max", "inference-group-capacity",
+                f"{model.replicas.max} replica(s) of {width} GPU(s)"
+                + (f", with {', '.join(others)} at their ceilings," if others else "")
+                + f" need {wanted} GPUs and '{model.node_group}' has {group.max_size * gpus} at most ({group.max_size} "
+                f"x {group.instance_type}, maxSize): the replicas past them would never be scheduled; raise the "
+                "group's maxSize or lower replicas.max")
     _, share = replica_shape(width, gpus, facts.vcpu.value, facts.memory_gib.value)  # what the pod will request
     if share < host_memory_floor_gib(width):
         out.add(f"{where}.nodeGroup", "inference-host-memory",
