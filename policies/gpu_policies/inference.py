@@ -25,13 +25,23 @@ MODEL_LABEL = "gpu-cluster/served-model"
 OPEN_TYPES = ("LoadBalancer", "NodePort")
 
 
+def _served_deployments(resources: Any) -> list[tuple[Any, Mapping[str, Any], Mapping[str, Any]]]:
+    """(Deployment, its pod labels, its annotations) of every served model: a Deployment whose pods carry the model
+    label."""
+    out = []
+    for d in of_type(resources, DEPLOYMENT):
+        labels = get(d.props, "spec", "template", "metadata", "labels", default={}) or {}
+        if isinstance(labels, Mapping) and MODEL_LABEL in labels:
+            annotations = get(d.props, "metadata", "annotations", default={}) or {}
+            out.append((d, labels, annotations if isinstance(annotations, Mapping) else {}))
+    return out
+
+
 def _serving_pods(args: StackValidationArgs) -> dict[str, list[Mapping[str, Any]]]:
     """Per namespace, the pod labels of the served models' Deployments."""
     out: dict[str, list[Mapping[str, Any]]] = {}
-    for d in of_type(args.resources, DEPLOYMENT):
-        labels = get(d.props, "spec", "template", "metadata", "labels", default={}) or {}
-        if isinstance(labels, Mapping) and MODEL_LABEL in labels:
-            out.setdefault(k8s_namespace(d.props), []).append(labels)
+    for d, labels, _ in _served_deployments(args.resources):
+        out.setdefault(k8s_namespace(d.props), []).append(labels)
     return out
 
 
@@ -132,31 +142,27 @@ def _objective_alerted(args: StackValidationArgs, report: Reporter, cfg: dict[st
              for rule in g.get("rules") or [] if isinstance(rule, Mapping) and rule.get("alert")]
     monitors = of_type(resources, *MONITORS)
     rule_urn = [r.urn for r in of_type(resources, PROMETHEUS_RULE)][:1]
-    for d in of_type(resources, DEPLOYMENT):
-        labels = get(d.props, "spec", "template", "metadata", "labels", default={}) or {}
-        if not isinstance(labels, Mapping) or MODEL_LABEL not in labels:
-            continue
+    for d, labels, notes in _served_deployments(resources):
         model, namespace = str(labels[MODEL_LABEL]), k8s_namespace(d.props)
-        annotations = get(d.props, "metadata", "annotations", default={}) or {}
-        stated = [o for o in OBJECTIVES if o[1] in annotations]
+        stated = [o for o in OBJECTIVES if o[1] in notes]
         if len(stated) < len(OBJECTIVES):  # the spec requires both: a Deployment without them hides them
-            missing = [o[1] for o in OBJECTIVES if o[1] not in annotations]
+            missing = [o[1] for o in OBJECTIVES if o[1] not in notes]
             report(f"Served model {namespace}/{model} does not state its objectives ({', '.join(missing)}): every "
                    "served model has them (inference.models[].objectives), and without them nothing can check "
                    "they are watched.", d.urn, field="metadata.annotations", value=seen(d.props, "metadata",
                                                                                          "annotations"))
             if not stated:
                 continue
-        percentile = _number(annotations.get(PERCENTILE))
+        percentile = _number(notes.get(PERCENTILE))
         if percentile is None:
             report(f"Deployment {namespace}/{model} states objectives without the percentile they hold at.", d.urn,
                    field=f"metadata.annotations[\"{PERCENTILE}\"]", value=seen(d.props, "metadata", "annotations"))
             continue
         for name, key, metric, what in stated:
-            seconds = _number(annotations[key])
+            seconds = _number(notes[key])
             if seconds is None:
                 report(f"Deployment {namespace}/{model}: {key} is not a number of seconds.", d.urn,
-                       field=f"metadata.annotations[\"{key}\"]", value=annotations[key])
+                       field=f"metadata.annotations[\"{key}\"]", value=notes[key])
                 continue
             mine = [r for r in rules if get(r, "labels", SERVED_MODEL) == model
                     and get(r, "labels", "namespace") == namespace and get(r, "labels", "objective") == name]
@@ -187,25 +193,23 @@ COLD_START = "gpu-cluster/cold-start-seconds"
 
 
 def _failover(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
-    for d in of_type(args.resources, DEPLOYMENT):
-        labels = get(d.props, "spec", "template", "metadata", "labels", default={}) or {}
-        annotations = get(d.props, "metadata", "annotations", default={}) or {}
-        if not isinstance(labels, Mapping) or MODEL_LABEL not in labels or FAILOVER not in annotations:
+    for d, labels, notes in _served_deployments(args.resources):
+        if FAILOVER not in notes:
             continue
         name = f"{k8s_namespace(d.props)}/{labels[MODEL_LABEL]}"
-        target, cold = _number(annotations[FAILOVER]), _number(annotations.get(COLD_START))
+        target, cold = _number(notes[FAILOVER]), _number(notes.get(COLD_START))
         if target is None:
             continue
         if cold is None:
             report(f"Served model {name} promises to serve again within {target:g} s of a lost replica, but its cold "
                    "start is not known: measure one replica's read of its weights (inference.models[].weights."
                    "readMBps) and the engine's start (engine.startSeconds).", d.urn,
-                   field=f"metadata.annotations[\"{FAILOVER}\"]", value=annotations[FAILOVER])
+                   field=f"metadata.annotations[\"{FAILOVER}\"]", value=notes[FAILOVER])
         elif cold > target:
             report(f"Served model {name} takes {cold:g} s to load a replica (its weights at the measured read rate "
                    f"and the engine's start), more than its failover objective of {target:g} s: a lost replica "
                    "leaves the others short for longer than promised.", d.urn,
-                   field=f"metadata.annotations[\"{COLD_START}\"]", value=annotations[COLD_START])
+                   field=f"metadata.annotations[\"{COLD_START}\"]", value=notes[COLD_START])
 
 
 inference_failover_within_objective = stack_policy(

@@ -208,3 +208,19 @@ def test_the_failover_objective_is_judged_by_the_computed_cold_start(
         assert found == []
     else:
         assert len(found) == 1 and expected in found[0].message and found[0].enforcement == "advisory"
+
+
+def test_the_policy_pack_reads_the_names_the_program_writes() -> None:
+    """The pack cannot import the program (it runs in Pulumi's policy host): its copies of the label, annotation and
+    metric names must be the program's, or its policies would look for what no Deployment states."""
+    from gpu_policies import inference as pack
+
+    from components.kubernetes.objects import serving_telemetry as telemetry
+    from components.kubernetes.objects.serving import MODEL_LABEL
+
+    assert pack.MODEL_LABEL == MODEL_LABEL
+    assert pack.PERCENTILE == telemetry.OBJECTIVE_PERCENTILE
+    assert pack.FAILOVER == telemetry.OBJECTIVE_FAILOVER and pack.COLD_START == telemetry.COLD_START
+    assert [(name, key, metric) for name, key, metric, _ in pack.OBJECTIVES] == [
+        ("ttft", telemetry.OBJECTIVE_TTFT, telemetry.TTFT_METRIC), ("tpot", telemetry.OBJECTIVE_TPOT,
+                                                                    telemetry.TPOT_METRIC)]

@@ -118,22 +118,43 @@ def quantile_expr(model: ServedModel, metric: str) -> str:
             f"(rate({metric}{{{_of(model)}}}[{RATE_WINDOW}])))")
 
 
+_BY = f"sum by (namespace, {SERVED_MODEL})"
+
+
+def tokens_expr(model: ServedModel) -> str:
+    """Output tokens per second over the model's replicas."""
+    return f"{_BY} (rate(vllm:generation_tokens_total{{{_of(model)}}}[{RATE_WINDOW}]))"
+
+
+def waiting_expr(model: ServedModel) -> str:
+    """Requests waiting for a KV-cache slot over the model's replicas."""
+    return f"{_BY} (vllm:num_requests_waiting{{{_of(model)}}})"
+
+
+def kv_expr(model: ServedModel) -> str:
+    """The fullest replica's KV cache, 0 to 1."""
+    return f"max by (namespace, {SERVED_MODEL}) (vllm:kv_cache_usage_perc{{{_of(model)}}})"
+
+
+def errors_expr(model: ServedModel) -> str:
+    """The share of the API's requests answered 5xx."""
+    return (f"{_BY} (rate(http_requests_total{{{_of(model)}, status=\"5xx\"}}[{RATE_WINDOW}])) / "
+            f"{_BY} (rate(http_requests_total{{{_of(model)}}}[{RATE_WINDOW}]))")
+
+
 def serving_recording_rules(models: Sequence[ServedModel]) -> list[Manifest]:
     """Per model: its latencies at the objective's percentile, output tokens per second, requests waiting, the
-    fullest replica's KV cache and the API's 5xx share."""
+    fullest replica's KV cache and the API's 5xx share (the alerts compare the same expressions)."""
     out: list[Manifest] = []
     for m in models:
-        by = f"sum by (namespace, {SERVED_MODEL})"
         q = f"{m.spec.objectives.percentile / 100:g}"
         out += [
             *({"record": o.record, "expr": quantile_expr(m, o.metric), "labels": {"quantile": q}}
               for o in objectives(m)),
-            {"record": TOKENS_RECORD, "expr": f"{by} (rate(vllm:generation_tokens_total{{{_of(m)}}}[{RATE_WINDOW}]))"},
-            {"record": WAITING_RECORD, "expr": f"{by} (vllm:num_requests_waiting{{{_of(m)}}})"},
-            {"record": KV_RECORD, "expr": f"max by (namespace, {SERVED_MODEL}) (vllm:kv_cache_usage_perc{{{_of(m)}}})"},
-            {"record": ERRORS_RECORD,
-             "expr": f"{by} (rate(http_requests_total{{{_of(m)}, status=\"5xx\"}}[{RATE_WINDOW}])) / "
-                     f"{by} (rate(http_requests_total{{{_of(m)}}}[{RATE_WINDOW}]))"},
+            {"record": TOKENS_RECORD, "expr": tokens_expr(m)},
+            {"record": WAITING_RECORD, "expr": waiting_expr(m)},
+            {"record": KV_RECORD, "expr": kv_expr(m)},
+            {"record": ERRORS_RECORD, "expr": errors_expr(m)},
         ]
     return out
 
@@ -151,15 +172,13 @@ def serving_alerts(models: Sequence[ServedModel]) -> list[tuple[str, str, int, s
                         f"p{p} {o.what} of {m.name} is {{{{ $value | humanizeDuration }}}}, over its objective of "
                         f"{o.seconds * 1000:g} ms", {**labels, OBJECTIVE_LABEL: o.name}))
         out += [
-            ("ServedModelRequestsQueued", f"sum by (namespace, {SERVED_MODEL}) (vllm:num_requests_waiting"
-             f"{{{_of(m)}}}) > 0", 15, "warning", f"requests to {m.name} have waited for a free KV-cache slot for 15 "
-             "minutes: more than its replicas hold", labels),
-            ("ServedModelKvCacheFull", f"max by (namespace, {SERVED_MODEL}) (vllm:kv_cache_usage_perc{{{_of(m)}}}) "
-             f"> {KV_CACHE_FULL:g}", 15, "warning", f"a replica of {m.name} has used over {KV_CACHE_FULL:.0%} of its "
-             "KV cache for 15 minutes: requests queue or are preempted", labels),
-            ("ServedModelErrors", f"sum by (namespace, {SERVED_MODEL}) (rate(http_requests_total{{{_of(m)}, "
-             f"status=\"5xx\"}}[{RATE_WINDOW}])) / sum by (namespace, {SERVED_MODEL}) (rate(http_requests_total"
-             f"{{{_of(m)}}}[{RATE_WINDOW}])) > {ERROR_RATIO:g}", 10, "warning",
+            ("ServedModelRequestsQueued", f"{waiting_expr(m)} > 0", 15, "warning",
+             f"requests to {m.name} have waited for a free KV-cache slot for 15 minutes: more than its replicas hold",
+             labels),
+            ("ServedModelKvCacheFull", f"{kv_expr(m)} > {KV_CACHE_FULL:g}", 15, "warning",
+             f"a replica of {m.name} has used over {KV_CACHE_FULL:.0%} of its KV cache for 15 minutes: requests queue "
+             "or are preempted", labels),
+            ("ServedModelErrors", f"{errors_expr(m)} > {ERROR_RATIO:g}", 10, "warning",
              f"{m.name} answers {{{{ $value | humanizePercentage }}}} of its requests with server errors", labels),
             # Not before a new node has joined and a replica has had its startup probe's allowance to load the weights.
             ("ServedModelDown", f"absent(vllm:num_requests_running{{{_of(m)}}})",
@@ -170,8 +189,7 @@ def serving_alerts(models: Sequence[ServedModel]) -> list[tuple[str, str, int, s
              f"{m.name} has {{{{ $value }}}} replica(s) available, under its floor of {m.spec.replicas.min}", labels),
         ]
         if (peak := m.spec.objectives.peak_output_tokens_per_second) is not None:
-            out.append(("ServedModelOverPeak", f"sum by (namespace, {SERVED_MODEL}) (rate(vllm:generation_tokens_total"
-                        f"{{{_of(m)}}}[{RATE_WINDOW}])) > {peak:g}", 30, "warning",
+            out.append(("ServedModelOverPeak", f"{tokens_expr(m)} > {peak:g}", 30, "warning",
                         f"{m.name} generates {{{{ $value | humanize }}}} tokens/s, over the {peak:g} it was sized for",
                         labels))
     return out
