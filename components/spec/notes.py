@@ -169,6 +169,34 @@ def serving_quota_notes(spec: ClusterSpec) -> list[str]:
     return out
 
 
+# The Kubernetes minors KEDA 2.20 (components/catalog/charts.yaml keda) is tested on: keda.sh/docs/2.20/operate/cluster,
+# "Kubernetes Compatibility" (v2.20: v1.33 - v1.35), read 2026-12-03.
+KEDA_TESTED_MINORS = (33, 35)
+
+
+def serving_autoscaler_notes(spec: ClusterSpec) -> list[str]:
+    """An autoscaled served model on a Kubernetes minor outside the window KEDA's release is tested on (EKS: the
+    control plane's version; GKE: its minimum version when the stack sets one, otherwise the channel's, not known at
+    load)."""
+    if spec.inference is None or not any(m.replicas.min < m.replicas.max for m in spec.inference.models):
+        return []
+    if spec.aws is not None:
+        version, key = spec.aws.control_plane.kubernetes_version, ".aws.controlPlane.kubernetesVersion"
+    elif spec.gcp is not None and spec.gcp.cluster.min_master_version:
+        version, key = spec.gcp.cluster.min_master_version, ".gcp.cluster.minMasterVersion"
+    else:
+        return []
+    parts = version.split(".")
+    if len(parts) < 2 or not parts[1].isdigit():
+        return []
+    low, high = KEDA_TESTED_MINORS
+    if low <= int(parts[1]) <= high:
+        return []
+    return [f"note: {named_path(spec, key)}: KEDA 2.20, which scales the served models with replicas.min < max, is "
+            f"tested on Kubernetes 1.{low} to 1.{high} (keda.sh/docs/2.20/operate/cluster); on {version} it runs "
+            "untested: check its release notes, or pin a KEDA release tested there (components/catalog/charts.yaml)"]
+
+
 LEGACY_NODE_ROLES = frozenset({"roles/logging.logWriter", "roles/monitoring.metricWriter"})
 
 
@@ -221,4 +249,4 @@ def spec_notes(spec: ClusterSpec, now: datetime) -> list[str]:
     """Every load-time warning and note of the spec, in the order the preview shows them."""
     return (capacity_block_notes(spec, now) + team_notes(spec) + scaling_notes(spec) + odcr_placement_notes(spec)
             + budget_notes(spec) + zone_notes(spec) + node_account_notes(spec) + serving_route_notes(spec)
-            + serving_quota_notes(spec))
+            + serving_quota_notes(spec) + serving_autoscaler_notes(spec))

@@ -213,3 +213,19 @@ def test_two_models_on_one_group_are_sized_together() -> None:
         parse_spec(spec, "stacks/Pulumi.serve.yaml")
     assert ("inference-group-capacity", "gpu-cluster:spec.inference.models[llama-8b-b].replicas.max") in [
         (i.rule, i.path) for i in err.value.issues]
+
+
+def test_a_kubernetes_minor_keda_is_not_tested_on_is_noted() -> None:
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+
+    def noted(spec: dict[str, Any]) -> list[str]:
+        return [n for n in spec_notes(parse_spec(spec, "stacks/Pulumi.serve.yaml", now=now), now) if "KEDA" in n]
+
+    spec = aws_serving_spec()
+    assert noted(spec) == []  # 1.35: tested
+    spec["aws"]["controlPlane"]["kubernetesVersion"] = "1.36"
+    (note,) = noted(spec)
+    assert note.startswith("note: gpu-cluster:spec.aws.controlPlane.kubernetesVersion: KEDA 2.20")
+    assert "tested on Kubernetes 1.33 to 1.35" in note
+    spec["inference"]["models"][0]["replicas"] = {"min": 4, "max": 4}  # nothing autoscaled: nothing to say
+    assert noted(spec) == []
