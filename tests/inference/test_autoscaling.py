@@ -229,3 +229,22 @@ def test_a_kubernetes_minor_keda_is_not_tested_on_is_noted() -> None:
     assert "tested on Kubernetes 1.33 to 1.35" in note
     spec["inference"]["models"][0]["replicas"] = {"min": 4, "max": 4}  # nothing autoscaled: nothing to say
     assert noted(spec) == []
+
+
+@pytest.mark.parametrize("name", STACKS)
+def test_an_autoscaler_that_cannot_read_its_signal_is_alerted(name: str) -> None:
+    graph = offline_run(name).graph
+    model = served(name)
+    (rule,) = [r.inputs for r in graph.of_type("kubernetes:monitoring.coreos.com/v1:PrometheusRule")]
+    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]
+              if r.get("labels", {}).get("served_model") == model.name and "alert" in r}
+    alert = alerts["ServedModelAutoscalerFailing"]
+    promql_parser.parse(alert["expr"])
+    # KEDA's own counter for this ScaledObject, its namespace label as scraped from namespace keda.
+    assert f'keda_scaled_object_errors_total{{exported_namespace="{model.team}", scaledObject="{model.name}"}}' \
+        in alert["expr"]
+    assert alert["labels"]["namespace"] == model.team
+    assert alert["annotations"]["runbook_url"].endswith("#served-model-saturated")
+    # The chart's ServiceMonitor scrapes the operator (the values turn it on).
+    (keda,) = [r.inputs for r in graph.of_type(RELEASE) if r.inputs["name"] == "keda"]
+    assert keda["values"]["prometheus"]["operator"] == {"enabled": True, "serviceMonitor": {"enabled": True}}

@@ -365,7 +365,7 @@ def test_rules_cover_the_minimum_telemetry() -> None:
                            # issue 39: the served model's (tests/inference/test_serving_telemetry.py)
                            "ServedModelTtftOverObjective", "ServedModelTpotOverObjective", "ServedModelRequestsQueued",
                            "ServedModelKvCacheFull", "ServedModelErrors", "ServedModelDown",
-                           "ServedModelReplicasUnavailable"}
+                           "ServedModelReplicasUnavailable", "ServedModelAutoscalerFailing"}
     assert "DCGM_FI_DEV_XID_ERRORS" in alerts["GpuXidError"]
     assert "kueue_pending_workloads" in alerts["KueueInadmissibleWorkloads"]
     dashboards = {r.inputs["metadata"]["name"]: r.inputs["data"]

@@ -54,7 +54,13 @@ RUNBOOK = {"ServedModelTtftOverObjective": "served-model-latency", "ServedModelT
            "served-model-latency", "ServedModelRequestsQueued": "served-model-saturated",
            "ServedModelKvCacheFull": "served-model-saturated", "ServedModelOverPeak": "served-model-saturated",
            "ServedModelErrors": "served-model-errors", "ServedModelDown": "served-model-down",
-           "ServedModelReplicasUnavailable": "served-model-down"}
+           "ServedModelReplicasUnavailable": "served-model-down",
+           "ServedModelAutoscalerFailing": "served-model-saturated"}
+# KEDA's operator counts each failed read of a ScaledObject's triggers (keda_scaled_object_errors_total, labels
+# namespace and scaledObject: kedacore/keda v2.20.2 pkg/metricscollector/prommetrics.go). Scraped through the chart's
+# ServiceMonitor in namespace keda, its own namespace label becomes exported_namespace (Prometheus keeps the target's
+# namespace unless honor_labels, which the chart's ServiceMonitor does not set).
+KEDA_ERRORS = "keda_scaled_object_errors_total"
 # Recorded per model (labels namespace, served_model; the latency ones also quantile): what the dashboard reads.
 TTFT_RECORD = "gpu_cluster:serving_ttft_seconds:objective_quantile"
 TPOT_RECORD = "gpu_cluster:serving_tpot_seconds:objective_quantile"
@@ -162,7 +168,8 @@ def serving_recording_rules(models: Sequence[ServedModel]) -> list[Manifest]:
 def serving_alerts(models: Sequence[ServedModel]) -> list[tuple[str, str, int, str, str, dict[str, str]]]:
     """(name, expr, minutes, severity, summary, labels) of each model's alerts: each latency objective at its
     percentile (the alert the policy inference-objective-alerted looks for), requests queued, KV cache full, demand
-    over the design peak, 5xx answers, no replica scraped, fewer replicas available than the floor."""
+    over the design peak, 5xx answers, no replica scraped, fewer replicas available than the floor, and, when
+    autoscaled, KEDA failing to read its signal."""
     out: list[tuple[str, str, int, str, str, dict[str, str]]] = []
     for m in models:
         labels = {"namespace": m.namespace, SERVED_MODEL: m.name}
@@ -188,6 +195,12 @@ def serving_alerts(models: Sequence[ServedModel]) -> list[tuple[str, str, int, s
              f"\"{m.namespace}\", deployment=\"{m.name}\"}}) < {m.spec.replicas.min}", 15, "warning",
              f"{m.name} has {{{{ $value }}}} replica(s) available, under its floor of {m.spec.replicas.min}", labels),
         ]
+        if m.autoscaled:
+            # A query that fails leaves the replicas where they are: demand then grows unanswered.
+            out.append(("ServedModelAutoscalerFailing", f"sum(increase({KEDA_ERRORS}{{exported_namespace="
+                        f"\"{m.namespace}\", scaledObject=\"{m.name}\"}}[10m])) > 0", 10, "warning",
+                        f"KEDA cannot read the requests in flight of {m.name}: its replicas stay where they are "
+                        "whatever the demand", labels))
         if (peak := m.spec.objectives.peak_output_tokens_per_second) is not None:
             out.append(("ServedModelOverPeak", f"{tokens_expr(m)} > {peak:g}", 30, "warning",
                         f"{m.name} generates {{{{ $value | humanize }}}} tokens/s, over the {peak:g} it was sized for",
