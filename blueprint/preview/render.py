@@ -236,6 +236,7 @@ def _seed_telemetry_lines(graph: ResourceGraph, rules: list[GraphResource], clou
 def _serving_telemetry_lines(graph: ResourceGraph, rules: list[GraphResource]) -> list[str]:
     """Each served model's objectives (its Deployment's annotations), the alerts that watch them, and how to measure
     them (components/kubernetes/objects/serving_telemetry.py, inference_perf.py)."""
+    from components.kubernetes.objects.autoscaling import HPA_TOLERANCE, REQUESTS_PER_REPLICA
     from components.kubernetes.objects.serving import MODEL_LABEL
     from components.kubernetes.objects.serving_telemetry import (
         OBJECTIVE_PERCENTILE,
@@ -265,15 +266,13 @@ def _serving_telemetry_lines(graph: ResourceGraph, rules: list[GraphResource]) -
         if scaler is None:
             lines.append(f"  replicas: {d.inputs['spec'].get('replicas')}, fixed (replicas.min = max)")
             continue
-        from components.kubernetes.objects.autoscaling import REQUESTS_PER_REPLICA
-
         spec = scaler["spec"]
         trigger = spec["triggers"][0]["metadata"]
         per = (scaler["metadata"].get("annotations") or {}).get(REQUESTS_PER_REPLICA, "?")
         down = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]
         lines.append(f"  replicas: {spec['minReplicaCount']} to {spec['maxReplicaCount']}, scaled by KEDA on the "
                      f"requests in flight (running and waiting): more than {per} per replica adds one (HPA target "
-                     f"{trigger['threshold']}, inside its 10% tolerance); a replica "
+                     f"{trigger['threshold']}, inside its {HPA_TOLERANCE:.0%} tolerance); a replica "
                      f"is released after {down['stabilizationWindowSeconds']} s of lower demand; the node autoscaler "
                      "adds the nodes (GPUs and money at each end: below the cost)")
     return lines

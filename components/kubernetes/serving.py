@@ -19,10 +19,9 @@ from components.kubernetes.namespaces import system_namespace
 from components.kubernetes.objects.autoscaling import KEDA_NAMESPACE, KEDA_RELEASE, keda_values, scaled_object
 from components.kubernetes.objects.serving import (
     NODE_PROVISION_S,
-    STARTUP_PERIOD_S,
     ServedModel,
     serving_objects,
-    startup_failure_threshold,
+    startup_allowance_s,
 )
 from components.kubernetes.objects.serving_telemetry import objective_annotations, pod_monitor
 from components.provenance import from_spec, spec_path
@@ -43,8 +42,7 @@ class ServedModelComponent(pulumi.ComponentResource):
         account = apply(f"{name}-account", account_manifest, first)
         # pulumi-kubernetes waits for the rollout (10 minutes by default): a new node's boot, then each replica's load
         # in turn (Kueue admits one at a time while an admitted one is not ready: waitForPodsReady.blockAdmission).
-        wait = model.spec.replicas.min * startup_failure_threshold(model.cold_start_s) * STARTUP_PERIOD_S \
-            + NODE_PROVISION_S
+        wait = model.spec.replicas.min * startup_allowance_s(model.cold_start_s) + NODE_PROVISION_S
         # Its objectives, which the stack's alerts watch (the policy inference-objective-alerted checks they do).
         deployment["metadata"]["annotations"] = {"pulumi.com/timeoutSeconds": str(wait),
                                                  **objective_annotations(model)}

@@ -34,13 +34,8 @@ import math
 from collections.abc import Mapping
 
 from components.kubernetes.objects.common import MONITORING_NAMESPACE, PROMETHEUS_RELEASE, Manifest, meta
-from components.kubernetes.objects.serving import (
-    NODE_PROVISION_S,
-    STARTUP_PERIOD_S,
-    ServedModel,
-    startup_failure_threshold,
-)
-from components.kubernetes.objects.serving_telemetry import SERVED_MODEL
+from components.kubernetes.objects.serving import NODE_PROVISION_S, ServedModel, startup_allowance_s
+from components.kubernetes.objects.serving_telemetry import model_matchers
 
 KEDA_NAMESPACE = "keda"
 KEDA_RELEASE = "keda"
@@ -73,13 +68,12 @@ def keda_values() -> Manifest:
 def in_flight_query(model: ServedModel) -> str:
     """The model's requests in flight, running and waiting, over all its replicas."""
     names = "|".join(IN_FLIGHT_METRICS)
-    return f'sum({{__name__=~"{names}", namespace="{model.namespace}", {SERVED_MODEL}="{model.name}"}})'
+    return f'sum({{__name__=~"{names}", {model_matchers(model)}}})'
 
 
 def scale_down_window_s(model: ServedModel) -> int:
     """How long demand must stay lower before a replica is released: as long as one takes to serve again."""
-    back = NODE_PROVISION_S + (model.cold_start_s if model.cold_start_s is not None
-                               else startup_failure_threshold(None) * STARTUP_PERIOD_S)
+    back = NODE_PROVISION_S + (model.cold_start_s if model.cold_start_s is not None else startup_allowance_s(None))
     return min(SCALE_DOWN_MAX_S, max(SCALE_DOWN_DEFAULT_S, math.ceil(back)))
 
 

@@ -99,6 +99,11 @@ def startup_failure_threshold(cold_start_s: float | None) -> int:
     return math.ceil(budget / STARTUP_PERIOD_S)
 
 
+def startup_allowance_s(cold_start_s: float | None) -> int:
+    """Seconds the startup probe lets a replica load before it is restarted."""
+    return startup_failure_threshold(cold_start_s) * STARTUP_PERIOD_S
+
+
 # From admission to the container's start: the image pull and the new node's GPU stack (as Kueue's base pods-ready
 # timeout counts them, objects/kueue.py PODS_READY_TIMEOUT).
 IMAGE_AND_STACK_S = 600
@@ -107,7 +112,7 @@ IMAGE_AND_STACK_S = 600
 def serving_ready_allowance_s(model: ServedModel) -> int:
     """The longest a replica may take from Kueue's admission to ready: a node's boot (a replica past the floor, or on a
     replaced node), the image and the GPU stack, then its startup probe's allowance."""
-    return NODE_PROVISION_S + IMAGE_AND_STACK_S + startup_failure_threshold(model.cold_start_s) * STARTUP_PERIOD_S
+    return NODE_PROVISION_S + IMAGE_AND_STACK_S + startup_allowance_s(model.cold_start_s)
 
 
 def serving_labels(model: ServedModel, billing: Mapping[str, str]) -> dict[str, str]:

@@ -26,10 +26,9 @@ from components.kubernetes.objects.common import Manifest, meta
 from components.kubernetes.objects.serving import (
     MODEL_LABEL,
     NODE_PROVISION_S,
-    STARTUP_PERIOD_S,
     ServedModel,
     selector,
-    startup_failure_threshold,
+    startup_allowance_s,
 )
 
 SERVED_MODEL = "served_model"  # the scrape's label of a series' model (the pod's MODEL_LABEL)
@@ -113,7 +112,8 @@ def pod_monitor(model: ServedModel, billing: Mapping[str, str]) -> Manifest:
                                                                "action": "replace"}]}]}}
 
 
-def _of(model: ServedModel) -> str:
+def model_matchers(model: ServedModel) -> str:
+    """The label matchers of a model's series: its team's namespace and its served_model label."""
     return f'namespace="{model.namespace}", {SERVED_MODEL}="{model.name}"'
 
 
@@ -121,7 +121,7 @@ def quantile_expr(model: ServedModel, metric: str) -> str:
     """The model's latency at its objective's percentile, over :data:`RATE_WINDOW`, across its replicas."""
     q = model.spec.objectives.percentile / 100
     return (f"histogram_quantile({q:g}, sum by (le, namespace, {SERVED_MODEL}) "
-            f"(rate({metric}{{{_of(model)}}}[{RATE_WINDOW}])))")
+            f"(rate({metric}{{{model_matchers(model)}}}[{RATE_WINDOW}])))")
 
 
 _BY = f"sum by (namespace, {SERVED_MODEL})"
@@ -129,23 +129,23 @@ _BY = f"sum by (namespace, {SERVED_MODEL})"
 
 def tokens_expr(model: ServedModel) -> str:
     """Output tokens per second over the model's replicas."""
-    return f"{_BY} (rate(vllm:generation_tokens_total{{{_of(model)}}}[{RATE_WINDOW}]))"
+    return f"{_BY} (rate(vllm:generation_tokens_total{{{model_matchers(model)}}}[{RATE_WINDOW}]))"
 
 
 def waiting_expr(model: ServedModel) -> str:
     """Requests waiting for a KV-cache slot over the model's replicas."""
-    return f"{_BY} (vllm:num_requests_waiting{{{_of(model)}}})"
+    return f"{_BY} (vllm:num_requests_waiting{{{model_matchers(model)}}})"
 
 
 def kv_expr(model: ServedModel) -> str:
     """The fullest replica's KV cache, 0 to 1."""
-    return f"max by (namespace, {SERVED_MODEL}) (vllm:kv_cache_usage_perc{{{_of(model)}}})"
+    return f"max by (namespace, {SERVED_MODEL}) (vllm:kv_cache_usage_perc{{{model_matchers(model)}}})"
 
 
 def errors_expr(model: ServedModel) -> str:
     """The share of the API's requests answered 5xx."""
-    return (f"{_BY} (rate(http_requests_total{{{_of(model)}, status=\"5xx\"}}[{RATE_WINDOW}])) / "
-            f"{_BY} (rate(http_requests_total{{{_of(model)}}}[{RATE_WINDOW}]))")
+    return (f"{_BY} (rate(http_requests_total{{{model_matchers(model)}, status=\"5xx\"}}[{RATE_WINDOW}])) / "
+            f"{_BY} (rate(http_requests_total{{{model_matchers(model)}}}[{RATE_WINDOW}]))")
 
 
 def serving_recording_rules(models: Sequence[ServedModel]) -> list[Manifest]:
@@ -188,8 +188,8 @@ def serving_alerts(models: Sequence[ServedModel]) -> list[tuple[str, str, int, s
             ("ServedModelErrors", f"{errors_expr(m)} > {ERROR_RATIO:g}", 10, "warning",
              f"{m.name} answers {{{{ $value | humanizePercentage }}}} of its requests with server errors", labels),
             # Not before a new node has joined and a replica has had its startup probe's allowance to load the weights.
-            ("ServedModelDown", f"absent(vllm:num_requests_running{{{_of(m)}}})",
-             -(-(startup_failure_threshold(m.cold_start_s) * STARTUP_PERIOD_S + NODE_PROVISION_S) // 60), "critical",
+            ("ServedModelDown", f"absent(vllm:num_requests_running{{{model_matchers(m)}}})",
+             -(-(startup_allowance_s(m.cold_start_s) + NODE_PROVISION_S) // 60), "critical",
              f"no replica of {m.name} is scraped: the model is down, still loading, or no longer scraped", labels),
             ("ServedModelReplicasUnavailable", f"max(kube_deployment_status_replicas_available{{namespace="
              f"\"{m.namespace}\", deployment=\"{m.name}\"}}) < {m.spec.replicas.min}", 15, "warning",
