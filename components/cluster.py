@@ -23,6 +23,15 @@ def build_cluster(spec: ClusterSpec) -> ClusterOutputs:
     cloud = importlib.import_module(f"components.{spec.cloud}")
     planes: CloudPlanes = cloud.build(spec)
     # The storage acceptance check is cloud-neutral: it comes from the spec's goodput model, not from the cloud.
-    inputs = dataclasses.replace(planes.platform, storage_check=storage_check(spec))
+    inputs = dataclasses.replace(planes.platform, storage_check=storage_check(spec),
+                                 gateway_spec=spec.inference.gateway if spec.inference else None)
     build_platform(inputs, pulumi.ResourceOptions(providers={"kubernetes": planes.kubernetes_provider}))
     return planes.outputs
+
+
+def gateway_host(spec: ClusterSpec) -> str | None:
+    """Where a team's pods reach the stack's inference gateway (None without one), as its cloud makes it
+    (``components/<cloud>/serving_gateway.py``)."""
+    module = importlib.import_module(f"components.{spec.cloud}.serving_gateway")
+    host: str | None = module.gateway_host(spec)
+    return host

@@ -24,7 +24,9 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CRD_ROOT = Path(__file__).resolve().parent.parent / "blueprint" / "schemas" / "crds"
 CRD_DIRS = tuple(CRD_ROOT / name for name in ("kueue", "mpi-operator", "jobset", "kubeflow-trainer", "slinky",
                                               "node-readiness-controller",
-                                              "prometheus-operator", "external-secrets", "keda"))
+                                              "prometheus-operator", "external-secrets", "keda",
+                                              "gateway-api", "gateway-api-inference-extension", "agentgateway",
+                                              "gke-gateway"))
 BUILTIN_GROUPS = ("v1", "rbac.authorization.k8s.io/", "networking.k8s.io/", "storage.k8s.io/",
                   "admissionregistration.k8s.io/", "apps/", "batch/")
 
@@ -49,15 +51,23 @@ def _python_pattern(pattern: Any) -> bool:
     return True
 
 
-def _strict(schema: Any) -> Any:
+# Value-validation branches of a structural schema (Kubernetes "Extend the Kubernetes API with
+# CustomResourceDefinitions", structural schemas): they may constrain the fields the node's properties declare but
+# declare none of their own, so unknown fields are judged at the node, not in a branch (a Gateway address's oneOf
+# names "type" alone in a branch that must still admit "value").
+_BRANCHES = ("oneOf", "anyOf", "allOf", "not")
+
+
+def _strict(schema: Any, branch: bool = False) -> Any:
     if isinstance(schema, dict):
-        out = {k: _strict(v) for k, v in schema.items() if k != "pattern" or _python_pattern(v)}
-        if "properties" in out and "additionalProperties" not in out \
+        out = {k: _strict(v, branch or k in _BRANCHES) for k, v in schema.items()
+               if k != "pattern" or _python_pattern(v)}
+        if "properties" in out and "additionalProperties" not in out and not branch \
                 and not out.get("x-kubernetes-preserve-unknown-fields"):
             out["additionalProperties"] = False
         return out
     if isinstance(schema, list):
-        return [_strict(v) for v in schema]
+        return [_strict(v, branch) for v in schema]
     return schema
 
 

@@ -70,9 +70,11 @@ def _latency(report: dict[str, Any], metric: str, percentile: int) -> float | No
     return None
 
 
-def check_record(record: dict[str, Any], model: ServedModelSpec, stack: str | None = None) -> InferenceVerdict:
+def check_record(record: dict[str, Any], model: ServedModelSpec, stack: str | None = None,
+                 spec_has_gateway: bool = False) -> InferenceVerdict:
     """The record's run against ``model``'s objectives (see the module's docstring); ``stack``: the stack judged,
-    which the record must name."""
+    which the record must name; ``spec_has_gateway``: the stack serves through a gateway (a run through the Service
+    then missed part of the clients' path)."""
     o = model.objectives
     p = o.percentile
     report = record["report"]
@@ -145,7 +147,10 @@ def check_record(record: dict[str, Any], model: ServedModelSpec, stack: str | No
                                  f"inference.models[].throughput to it, with this record as its source, and "
                                  "`blueprint sizing` gives replicas for the peak and the cost per million tokens")
     if record.get("path") == "service":
-        verdict.notes.append("measured through the model's Service (the gateway is not built yet)")
+        verdict.notes.append("measured through the model's Service, not a gateway: the figures leave out the "
+                             "gateway's proxy and the endpoint picker's routing"
+                             + (" that this stack's clients go through: run it again from `blueprint inference "
+                                "benchmark`" if spec_has_gateway else ""))
     return verdict
 
 

@@ -78,6 +78,11 @@ class CloudAdmit(Protocol):
         """(what, requests) the cloud injects into the pod after admission (a sidecar), or ("", {})."""
 
 
+    def gateway_proxy_source(self, view: ClusterView) -> str | None:
+        """An address the cloud's managed gateway proxies send from to the pods (GKE: the proxy-only subnet's); None
+        where the proxies are pods of the cluster (agentgateway) or the cloud has none."""
+
+
 def cloud_admit(cloud: str) -> CloudAdmit:
     """The cloud's ``admit`` module."""
     return cast(CloudAdmit, clouds.part(cloud, "admit"))

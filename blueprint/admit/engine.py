@@ -28,6 +28,7 @@ from blueprint.admit.quantity import show
 from blueprint.admit.references import admission_problems, scheduling_problems
 from blueprint.admit.resources import PodResources, pod_resources, quota_problems, with_extra
 from blueprint.admit.results import STEPS, AdmitReport, WorkloadResult
+from blueprint.admit.routing import admit_routing, is_routing
 from blueprint.admit.sbatch import SbatchJob
 from blueprint.admit.scheduling import Placement, larger_than_any_node, schedule
 from blueprint.admit.schema import is_builtin, pod_spec_problems, schema_problems
@@ -289,8 +290,12 @@ def _identity_used(pod_sets: list[PodSet], bucket_users: set[str], volumes: list
     return uses_fuse or any(service_account(p) in bucket_users for p in pod_sets)
 
 
-def admit_one(view: ClusterView, groups: list[NodeGroup], item: Submitted) -> WorkloadResult:
-    """The verdict on one submitted object."""
+def admit_one(view: ClusterView, groups: list[NodeGroup], item: Submitted,
+              submitted: Sequence[Submitted] = ()) -> WorkloadResult:
+    """The verdict on one submitted object (``submitted``: the file's other objects, which a routing object may name:
+    its pool's Deployment and picker Service, its route's pool)."""
+    if is_routing(item):
+        return admit_routing(view, item, submitted, kubernetes_version(view), _namespace)
     result = WorkloadResult(item.ref, item.source, item.namespace,
                             KUEUE_FIRST if item.kind in SUSPENDED_KINDS else STEPS)
     pod_sets = _schema(view, item, result)
@@ -370,5 +375,6 @@ def admit_workloads(graph: ResourceGraph, items: Sequence[Submitted | SbatchJob]
         else:
             workloads.append(item)
     groups = node_groups(view)
+    files = [w for w in workloads if isinstance(w, Submitted)]
     return AdmitReport(graph.stack, [admit_sbatch(view, groups, item) if isinstance(item, SbatchJob)
-                                     else admit_one(view, groups, item) for item in workloads])
+                                     else admit_one(view, groups, item, files) for item in workloads])

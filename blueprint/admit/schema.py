@@ -38,20 +38,34 @@ _LABEL_LENGTH_NAMES = {"Job", "JobSet", "MPIJob", "TrainJob", "RayJob", "Statefu
 
 
 def is_builtin(api_version: str) -> bool:
-    """Whether the API group is one of Kubernetes' own (``v1``, ``apps/v1``, ``*.k8s.io`` but not ``x-k8s.io``)."""
+    """Whether the API group is one of Kubernetes' own (``v1``, ``apps/v1``, ``*.k8s.io`` but not ``x-k8s.io``, nor a
+    SIG project's group served by CRDs that ship here: the Gateway API's and its Inference Extension's)."""
     group = api_version.rpartition("/")[0]
-    return group == "" or "." not in group or (group.endswith(".k8s.io") and not group.endswith("x-k8s.io"))
+    return group == "" or "." not in group or (group.endswith(".k8s.io") and not group.endswith("x-k8s.io")
+                                                and not _crd_group(group))
 
 
-def _strict(schema: Any) -> Any:
+@cache
+def _crd_group(group: str) -> bool:
+    """Whether CRDs of the group ship in blueprint/schemas/crds."""
+    return any(CRD_ROOT.glob(f"*/{group}_*.yaml"))
+
+
+# Value-validation branches of a structural schema: they constrain the fields their node declares and declare none of
+# their own (Kubernetes, "Extend the Kubernetes API with CustomResourceDefinitions", structural schemas), so unknown
+# fields are judged at the node (a Gateway address's oneOf names "type" alone in a branch that must admit "value").
+_BRANCHES = ("oneOf", "anyOf", "allOf", "not")
+
+
+def _strict(schema: Any, branch: bool = False) -> Any:
     if isinstance(schema, dict):
-        out = {k: _strict(v) for k, v in schema.items()}
-        if "properties" in out and "additionalProperties" not in out \
+        out = {k: _strict(v, branch or k in _BRANCHES) for k, v in schema.items()}
+        if "properties" in out and "additionalProperties" not in out and not branch \
                 and not out.get("x-kubernetes-preserve-unknown-fields"):
             out["additionalProperties"] = False
         return out
     if isinstance(schema, list):
-        return [_strict(v) for v in schema]
+        return [_strict(v, branch) for v in schema]
     return schema
 
 

@@ -100,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
     if args.model is not None and recorded is not None and args.model != recorded:
         raise CommandError(f"{args.record}: the record is of model {recorded}, not {args.model}")
     model = _model(stack, args.model or recorded)
-    verdict = check_record(record, model, stack.name)
+    gateway = stack.spec.inference is not None and stack.spec.inference.gateway is not None
+    verdict = check_record(record, model, stack.name, gateway)
     if args.format == "json":
         out = json.dumps(verdict.to_dict(), indent=2, sort_keys=True) + "\n"
     elif args.format == "markdown":
@@ -112,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _benchmark(args: argparse.Namespace, stack: StackFile) -> int:
+    from components.cluster import gateway_host
     from components.kubernetes.objects.inference_perf import benchmark_objects, record_facts
     from components.kubernetes.objects.tenancy import team_labels
     from components.kubernetes.serving import served_models
@@ -128,8 +130,9 @@ def _benchmark(args: argparse.Namespace, stack: StackFile) -> int:
     (served,) = [m for m in served_models(spec, bucket="", scheme="") if m.name == model.name]
     group, facts = served_group(spec, model)
     team = next(t for t in spec.teams if t.name == model.team)
-    record = record_facts(stack.name, model, bench, group.instance_type, str(facts.gpu_model or "unknown"))
-    objects = benchmark_objects(served, bench, record, team_labels(team, spec.labels))
+    host = gateway_host(spec)
+    record = record_facts(stack.name, model, bench, group.instance_type, str(facts.gpu_model or "unknown"), host)
+    objects = benchmark_objects(served, bench, record, team_labels(team, spec.labels), host)
     header = (f"# The acceptance run of {model.name} on {stack.name} (blueprint inference benchmark {stack.name}):\n"
               f"# inference-perf {bench.version} at {model.objectives.concurrency} requests in flight, "
               f"{model.objectives.prompt_tokens} prompt and {model.objectives.output_tokens} output tokens each.\n"

@@ -38,6 +38,10 @@ class CloudPreview(Protocol):
         """Per node group (its ``gpu-cluster/node-group`` label), the taint keys its nodes register with."""
 
 
+    def named_address(self, graph: ResourceGraph, name: str) -> str | None:
+        """The IP of an address the stack reserves by name (a Gateway's ``NamedAddress``), None when not the cloud's."""
+
+
 def cloud_preview(cloud: str) -> CloudPreview:
     """The cloud's ``preview`` module."""
     return cast(CloudPreview, clouds.part(cloud, "preview"))

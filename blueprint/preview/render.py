@@ -225,7 +225,7 @@ def _seed_telemetry_lines(graph: ResourceGraph, rules: list[GraphResource], clou
     if "gpu-cluster.jobs" in groups:
         lines.append("jobs: Kueue Workloads through kube-state-metrics (queue time, runtime, admissions, evictions, "
                      "requeues, exit reasons by team); dashboard 'GPU cluster: jobs, failures and waits'")
-    lines += _serving_telemetry_lines(graph, rules)
+    lines += _serving_telemetry_lines(graph, rules, cloud)
     for r in rules:
         unseen = (r.inputs.get("metadata", {}).get("annotations") or {}).get("gpu-cluster/not-visible")
         if unseen:
@@ -233,7 +233,7 @@ def _seed_telemetry_lines(graph: ResourceGraph, rules: list[GraphResource], clou
     return lines
 
 
-def _serving_telemetry_lines(graph: ResourceGraph, rules: list[GraphResource]) -> list[str]:
+def _serving_telemetry_lines(graph: ResourceGraph, rules: list[GraphResource], cloud: CloudPreview) -> list[str]:
     """Each served model's objectives (its Deployment's annotations), the alerts that watch them, and how to measure
     them (components/kubernetes/objects/serving_telemetry.py, inference_perf.py)."""
     from components.kubernetes.objects.autoscaling import HPA_TOLERANCE, REQUESTS_PER_REPLICA
@@ -250,6 +250,7 @@ def _serving_telemetry_lines(graph: ResourceGraph, rules: list[GraphResource]) -
                                    if "alert" in rule and SERVED_MODEL in rule.get("labels", {}))
     scalers = {(str(r.inputs["metadata"].get("namespace")), str(r.inputs["spec"]["scaleTargetRef"]["name"])): r.inputs
                for r in graph.of_type("kubernetes:keda.sh/v1alpha1:ScaledObject")}
+    routes = _route_lines(graph, cloud)
     lines = []
     for d in graph.of_type("kubernetes:apps/v1:Deployment"):
         model = d.inputs.get("metadata", {}).get("labels", {}).get(MODEL_LABEL)
@@ -262,6 +263,9 @@ def _serving_telemetry_lines(graph: ResourceGraph, rules: list[GraphResource]) -
                      f"{float(notes.get(OBJECTIVE_TPOT, 0)) * 1000:g} ms; {alerts[model]} alerts watch it "
                      "(ServedModel*), dashboard row 'Serving'; measure it: blueprint inference benchmark "
                      f"{graph.stack}, then blueprint inference check")
+        route = routes.get((str(team), str(d.inputs["metadata"].get("name"))))
+        if route is not None:
+            lines.append(route)
         scaler = scalers.get((str(team), str(d.inputs["metadata"].get("name"))))
         if scaler is None:
             lines.append(f"  replicas: {d.inputs['spec'].get('replicas')}, fixed (replicas.min = max)")
@@ -276,6 +280,53 @@ def _serving_telemetry_lines(graph: ResourceGraph, rules: list[GraphResource]) -
                      f"is released after {down['stabilizationWindowSeconds']} s of lower demand; the node autoscaler "
                      "adds the nodes (GPUs and money at each end: below the cost)")
     return lines
+
+
+def _gateway_host(graph: ResourceGraph, gateway: GraphResource, cloud: CloudPreview) -> str:
+    """Where a Gateway is reached, as far as the graph says: its reserved address (a NamedAddress the cloud's graph
+    reserves), agentgateway's proxy Service (named after the Gateway), or its status once applied."""
+    meta = gateway.inputs.get("metadata", {})
+    for address in gateway.inputs.get("spec", {}).get("addresses") or []:
+        if address.get("type") == "NamedAddress":
+            found = cloud.named_address(graph, str(address.get("value")))
+            if found:
+                return found
+        elif address.get("value"):
+            return str(address["value"])
+    if gateway.inputs.get("spec", {}).get("gatewayClassName") == "agentgateway":
+        return f"{meta.get('name')}.{meta.get('namespace')}.svc"
+    return "<the Gateway's address once applied>"
+
+
+def _route_lines(graph: ResourceGraph, cloud: CloudPreview) -> dict[tuple[str, str], str]:
+    """Per served model (namespace, name), how clients reach it through the gateway: the route's URL, the Gateway's
+    class and the pool's endpoint picker (components/kubernetes/objects/gateway.py)."""
+    gateways = {(str(g.inputs.get("metadata", {}).get("namespace")), str(g.inputs.get("metadata", {}).get("name"))): g
+                for g in graph.of_type("kubernetes:gateway.networking.k8s.io/v1:Gateway")}
+    pools = {(str(p.inputs["metadata"].get("namespace")), str(p.inputs["metadata"].get("name"))): p.inputs
+             for p in graph.of_type("kubernetes:inference.networking.k8s.io/v1:InferencePool")}
+    out: dict[tuple[str, str], str] = {}
+    for r in graph.of_type("kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"):
+        ns = str(r.inputs.get("metadata", {}).get("namespace"))
+        for rule in r.inputs.get("spec", {}).get("rules", []):
+            for backend in rule.get("backendRefs", []):
+                pool = pools.get((ns, str(backend.get("name"))))
+                if backend.get("kind") != "InferencePool" or pool is None:
+                    continue
+                for parent in r.inputs["spec"].get("parentRefs", []):
+                    gateway = gateways.get((str(parent.get("namespace") or ns), str(parent.get("name"))))
+                    if gateway is None:
+                        continue
+                    prefix = rule.get("matches", [{}])[0].get("path", {}).get("value", "/")
+                    picker = pool["spec"].get("endpointPickerRef", {}).get("name")
+                    model = pool["spec"].get("selector", {}).get("matchLabels", {})
+                    key = (ns, next(iter(model.values()), str(pool["metadata"].get("name"))))
+                    out[key] = (f"  reached at http://{_gateway_host(graph, gateway, cloud)}{prefix} (Gateway "
+                                f"{gateway.inputs['metadata'].get('namespace')}/{gateway.inputs['metadata'].get('name')}"
+                                f", class {gateway.inputs['spec'].get('gatewayClassName')}), each request sent by "
+                                f"its endpoint picker {picker} to the replica with the shortest queue and the most "
+                                "free KV cache")
+    return out
 
 
 def _alert_lines(graph: ResourceGraph, rules: list[GraphResource]) -> list[str]:

@@ -26,6 +26,7 @@ from components.aws.kubeconfig import kubeconfig, update_kubeconfig_command
 from components.aws.network import AwsNetwork, DeployerPath
 from components.aws.platform import AWS_TOPOLOGY, EBS_GP3, POD_IDENTITY_EGRESS, POD_IDENTITY_EGRESS_IPV6, efa_fabric
 from components.aws.serving import AwsServingAccess
+from components.aws.serving_gateway import eks_serving_gateway
 from components.aws.slurm_db import SlurmAccountingDb
 from components.aws.slurm_secrets import AwsSecretReaderIdentity
 from components.aws.storage import AwsStorage
@@ -283,6 +284,7 @@ def platform_inputs(spec: ClusterSpec, shared_filesystem: SharedFilesystem | Non
         # The weights streamed from the checkpoint bucket by each model's own Pod Identity; the S3 client's region.
         serving=served_models(spec, bucket=records_bucket, scheme="s3", env=(("AWS_REGION", aws_spec.region),),
                               ready=serving_ready),
+        serving_gateway=eks_serving_gateway(spec),
     )
 
 

@@ -93,6 +93,7 @@ class GkeVersions:
     gpudirect_floors: dict[str, VersionFloor]  # by accelerator type
     lustre_port: int
     lustre_floor: VersionFloor
+    inference_pool_floor: VersionFloor  # the InferencePool CRD GKE installs (inference.gateway)
     node_skew_minors: int  # how many minor versions a node pool may trail the control plane
     node_skew_source: str
     end_of_standard_support: dict[str, tuple[str, str]]  # minor -> (date, status)
@@ -121,6 +122,7 @@ def load_gke_versions() -> GkeVersions:
         gpudirect_floors={str(acc): _floor(raw) for acc, raw in floors["gpudirect"].items()},
         lustre_port=int(floors["managed_lustre"]["port"]),
         lustre_floor=_floor(floors["managed_lustre"]),
+        inference_pool_floor=_floor(floors["inference_pool"]),
         node_skew_minors=int(data["node_skew"]["max_minor_versions_older"]),
         node_skew_source=f"{data['node_skew']['source']} (read {data['node_skew']['as_of']})",
         end_of_standard_support={str(minor): (str(raw["date"]), str(raw["status"]))

@@ -51,6 +51,7 @@ from components.gcp.security import (
     wif_principal,
 )
 from components.gcp.serving import GcpServingAccess
+from components.gcp.serving_gateway import gateway_ip, gateway_wanted, gke_serving_gateway
 from components.gcp.slurm_db import SQL_SERVICE, SlurmAccountingDb
 from components.gcp.storage import GcpStorage, checkpoint_bucket_name
 from components.gcp.telemetry import NOT_VISIBLE, STACKDRIVER_RELEASE, GcpTelemetry, stackdriver_values
@@ -70,6 +71,7 @@ from components.kubernetes.objects import (
     StorageSignals,
     slurm_cluster,
 )
+from components.kubernetes.objects.gateway import ServingGateway
 from components.kubernetes.objects.node_check import NODE_CHECK_NAMESPACE, per_node_expected
 from components.kubernetes.objects.node_check import SERVICE_ACCOUNT as NODE_CHECK_ACCOUNT
 from components.kubernetes.objects.slurm_secrets import ESO_NAMESPACE, ESO_SERVICE_ACCOUNT
@@ -325,11 +327,13 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
                     records_ready: tuple[pulumi.Resource, ...] = (),
                     storage_check_ready: tuple[pulumi.Resource, ...] = (),
                     slurm_secret_ready: tuple[pulumi.Resource, ...] = (),
-                    serving_ready: Mapping[str, tuple[pulumi.Resource, ...]] | None = None) -> PlatformInputs:
+                    serving_ready: Mapping[str, tuple[pulumi.Resource, ...]] | None = None,
+                    serving_gateway: ServingGateway | None = None) -> PlatformInputs:
     """The cloud-neutral description of the cluster the Kubernetes platform is built from; ``slurm_db`` is Slurm's
     accounting database (host, password) when the stack created one; ``metrics_ready``, ``records_ready`` and
     ``storage_check_ready`` the Workload Identity grants the storage exporter, the acceptance recorder and the
-    storage check's bucket leg wait for."""
+    storage check's bucket leg wait for; ``serving_gateway`` how GKE fronts the served models (with
+    inference.gateway: components/gcp/serving_gateway.py)."""
     gcp_spec = spec.gcp_spec()
     catalog = load_gcp_catalog()
     units = gpu_units_per_gpu(spec.platform.gpu_sharing)
@@ -449,6 +453,7 @@ def platform_inputs(spec: ClusterSpec, *, bucket: str, disk_key: str | None,
         storage_check_ready=storage_check_ready,
         # The weights streamed from the checkpoint bucket by each model's own Workload Identity principal.
         serving=served_models(spec, bucket=bucket, scheme="gs", ready=serving_ready),
+        serving_gateway=serving_gateway,
     )
 
 
@@ -514,7 +519,7 @@ def build(spec: ClusterSpec) -> CloudPlanes:
         network = GcpNetwork("network", spec=g, prefix=spec.name, labels=labels, gpu_plan=plan,
                              private_service_access=fs is not None or slurm_accounting(spec),
                              lustre_port=gcp_storage_limits().lustre_port if lustre else None,
-                             after=services, opts=opts)
+                             serving_gateway=gateway_wanted(spec), after=services, opts=opts)
     with from_spec(spec_path("gcp", "storage")):
         storage = GcpStorage("storage", spec=g.storage, project=g.project, region=g.region, zone=g.gpu_zone,
                              prefix=spec.name, labels=labels, protect=protect, data_key=keys.data_key,
@@ -535,7 +540,8 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                              multi_networking=bool(network.gpu_networks), secrets_key=keys.secrets_key,
                              disk_key=keys.disk_key, key_grants=keys.grants,
                              node_account=identities.node_service_account, dcgm=gke_manages_drivers(spec),
-                             filesystem=fs.type if fs is not None else None, after=services, opts=opts)
+                             filesystem=fs.type if fs is not None else None, gateway_api=gateway_wanted(spec),
+                             after=services, opts=opts)
     with from_spec(spec_path("teams"), team_items([t.name for t in spec.teams])):
         data_access = GcpDataAccess(
             "data-access", project=g.project, project_number=number, bucket=storage.bucket_name,
@@ -632,7 +638,15 @@ def build(spec: ClusterSpec) -> CloudPlanes:
                              gpu_pools=gpu_pools, shared_filesystem=lustre_volume(spec, storage.filesystem_address),
                              slurm_db=slurm_db, metrics_ready=metrics_ready, records_ready=tuple(data_access.recorder),
                              storage_check_ready=(data_access.storage_check,) if data_access.storage_check else (),
-                             slurm_secret_ready=secret_ready, serving_ready=serving_ready)
+                             slurm_secret_ready=secret_ready, serving_ready=serving_ready,
+                             serving_gateway=gke_serving_gateway(
+                                 address_name=network.gateway_address, address_ip=gateway_ip(g.network.node_cidr),
+                                 proxy_only_cidr=g.network.proxy_only_cidr,
+                                 # and the cluster: its Gateway API (turned on in place on an existing cluster)
+                                 # installs the Gateway and InferencePool CRDs
+                                 ready=(*network.gateway_ready, cluster.cluster))
+                             if network.gateway_address is not None and g.network.proxy_only_cidr is not None
+                             else None)
     outputs = ClusterOutputs(
         cluster_name=cluster.name,
         endpoint=cluster.endpoint,

@@ -19,6 +19,7 @@ import pulumi_gcp as gcp
 from components import provenance
 from components.catalog.gcp_machines import MachineFacts
 from components.gcp.platform import GpuNetwork
+from components.gcp.serving_gateway import GATEWAY_API_CHANNEL
 from components.kubernetes.objects import NODE_GROUP_LABEL
 from components.kubernetes.objects.node_check import registers_with_taint
 from components.spec import GPU_TAINT_KEY, READINESS_TAINT_KEY, TEAM_CPU_TAINT_KEY, GpuSharingSpec
@@ -66,8 +67,8 @@ class GkeCluster(pulumi.ComponentResource):
                  network: pulumi.Input[str], subnet: pulumi.Input[str], multi_networking: bool,
                  secrets_key: pulumi.Input[str], disk_key: pulumi.Input[str], key_grants: Sequence[pulumi.Resource],
                  node_account: pulumi.Input[str],
-                 dcgm: bool, filesystem: str | None, after: Sequence[pulumi.Resource] = (),
-                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+                 dcgm: bool, filesystem: str | None, gateway_api: bool = False,
+                 after: Sequence[pulumi.Resource] = (), opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:control-plane:GkeCluster", name, provenance.props(), opts)
         gke = spec.cluster
         deployer = gke.deployer
@@ -156,6 +157,11 @@ class GkeCluster(pulumi.ComponentResource):
                 parallelstore_csi_driver_config=gcp.container.ClusterAddonsConfigParallelstoreCsiDriverConfigArgs(
                     enabled=True) if filesystem == "parallelstore" else None,
             ),
+            # The GKE Gateway controller and the Gateway API's CRDs, for the served models' private gateway only
+            # (components/gcp/serving_gateway.py): other stacks' clusters stay as they were. Its load balancers need the
+            # HttpLoadBalancing add-on, on by default and left so above (GKE "Deploying Gateways", requirements).
+            gateway_api_config=gcp.container.ClusterGatewayApiConfigArgs(channel=GATEWAY_API_CHANNEL)
+            if gateway_api else None,
             # GKE cost allocation: namespace and label costs in the Cloud Billing export (per team, per job).
             cost_management_config=gcp.container.ClusterCostManagementConfigArgs(enabled=True),
             maintenance_policy=gcp.container.ClusterMaintenancePolicyArgs(

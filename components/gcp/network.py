@@ -1,7 +1,7 @@
 """The GCP network plane: the cluster VPC (nodes, pods and services ranges, Private Google Access, flow logs),
 Cloud NAT for private nodes, the firewall, private service access for Managed Lustre and Cloud SQL (Slurm's
-accounting database), and the extra GPU
-networks a GPUDirect machine type needs.
+accounting database), the extra GPU networks a GPUDirect machine type needs, and, with inference.gateway, what GKE's
+internal Application Load Balancer needs in the VPC (proxy-only subnet, reserved address, firewall rules).
 
 GPU networks, per flavour (cluster-toolkit examples gke-a3-highgpu, gke-a3-megagpu, gke-a3-ultragpu; GKE
 "Maximize GPU network bandwidth with GPUDirect and multi-networking"):
@@ -24,6 +24,13 @@ import pulumi_gcp as gcp
 
 from components import provenance
 from components.gcp.platform import GpuNetwork
+from components.gcp.serving_gateway import (
+    HEALTH_CHECK_PORTS,
+    HEALTH_CHECK_RANGES,
+    PROXY_PORTS,
+    gateway_address_name,
+    gateway_ip,
+)
 from components.spec.decisions import DEFAULT_GPU_SUBNET_PREFIX, gpu_network_count, gpu_subnet_layout
 from components.spec.gcp import GcpSpec
 
@@ -58,6 +65,8 @@ class GcpNetwork(pulumi.ComponentResource):
         gpu_networks: the GPU networks as node pools wire them and pods name them.
         psa_connection: the private service access peering Managed Lustre and Cloud SQL need (None without it).
         psa_range_name: the peering's allocated range (Cloud SQL takes its private IP from it; None without it).
+        gateway_address: the served models' gateway's reserved address name (None without a gateway).
+        gateway_ready: the gateway's proxy-only subnet, address and firewall rules (empty without a gateway).
     """
 
     network_self_link: pulumi.Output[str]
@@ -67,10 +76,12 @@ class GcpNetwork(pulumi.ComponentResource):
     gpu_networks: list[tuple[GpuNetwork, pulumi.Output[str], pulumi.Output[str]]]
     psa_connection: Optional[pulumi.Resource]
     psa_range_name: Optional[pulumi.Output[str]]
+    gateway_address: Optional[str]
+    gateway_ready: tuple[pulumi.Resource, ...]
 
     def __init__(self, name: str, *, spec: GcpSpec, prefix: str, labels: Mapping[str, str],
                  gpu_plan: GpuNetworkPlan | None, private_service_access: bool,
-                 lustre_port: int | None, after: Sequence[pulumi.Resource] = (),
+                 lustre_port: int | None, serving_gateway: bool = False, after: Sequence[pulumi.Resource] = (),
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("gpu-cluster:network:GcpNetwork", name, provenance.props(), opts)
         child = pulumi.ResourceOptions(parent=self, depends_on=list(after))
@@ -112,15 +123,25 @@ class GcpNetwork(pulumi.ComponentResource):
                     gcp.compute.FirewallAllowArgs(protocol="icmp")],
             log_config=gcp.compute.FirewallLogConfigArgs(metadata="INCLUDE_ALL_METADATA"), opts=child)
 
+        self.gateway_address = None
+        self.gateway_ready = ()
+        if serving_gateway:
+            assert net.proxy_only_cidr is not None  # the rule gke-gateway-proxy-only-subnet requires it
+            self.gateway_address = gateway_address_name(prefix)
+            self.gateway_ready = self._gateway(name, spec, prefix, net.proxy_only_cidr, vpc, subnet, child)
+
         self.psa_connection = None
         self.psa_range_name = None
         psa_range: pulumi.Output[str] | None = None
         if private_service_access:
             # Managed Lustre and Cloud SQL's private IP are reached over private service access (Managed Lustre
             # "Configure a VPC network"; Cloud SQL "Private IP"): one allocated range and one peering for both.
+            # GCP picks the range from the VPC's free space: after the proxy-only subnet, so it never takes that.
             psa = gcp.compute.GlobalAddress(
                 f"{name}-psa-range", name=f"{prefix}-psa", project=spec.project, purpose="VPC_PEERING",
-                address_type="INTERNAL", prefix_length=20, network=vpc.id, opts=child)
+                address_type="INTERNAL", prefix_length=20, network=vpc.id,
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.gateway_ready[0]]))
+                if self.gateway_ready else child)
             # ABANDON: removing the peering while a retained filesystem still uses it fails; leave it to the VPC.
             self.psa_connection = gcp.servicenetworking.Connection(
                 f"{name}-psa", network=vpc.id, service="servicenetworking.googleapis.com",
@@ -143,6 +164,43 @@ class GcpNetwork(pulumi.ComponentResource):
         self.network_id = vpc.id
         self.subnet_self_link = subnet.self_link
         self.register_outputs({"network": vpc.self_link, "subnet": subnet.self_link})
+
+    @staticmethod
+    def _gateway(name: str, spec: GcpSpec, prefix: str, cidr: str, vpc: gcp.compute.Network,
+                 subnet: gcp.compute.Subnetwork, child: pulumi.ResourceOptions) -> tuple[pulumi.Resource, ...]:
+        """What GKE's regional internal Application Load Balancer (the gke-l7-rilb Gateway) needs in the VPC: the
+        proxy-only subnet its Envoy proxies run in, the internal address it listens on, and the firewall rules that let
+        its proxies and Google's health checks reach the pods (components/gcp/serving_gateway.py for the values)."""
+        # Cloud Load Balancing, "Proxy-only subnets for Envoy-based load balancers": purpose REGIONAL_MANAGED_PROXY,
+        # role ACTIVE, in the load balancer's region and VPC; only one active one per region and VPC, and this VPC is
+        # the stack's own, so the stack's is that one (GKE "Deploying Gateways": internal GatewayClasses need it;
+        # accelerated-platforms core/networking compute_network.tf region_proxy, the same settings).
+        proxy_only = gcp.compute.Subnetwork(
+            f"{name}-proxy-only", name=f"{prefix}-proxy-only", project=spec.project, region=spec.region,
+            network=vpc.id, ip_cidr_range=cidr, purpose="REGIONAL_MANAGED_PROXY", role="ACTIVE", opts=child)
+        # The Gateway's address: a regional internal address of the node subnet (GKE "Deploying Gateways", a static
+        # address for an internal Gateway). SHARED_LOADBALANCER_VIP lets more than one forwarding rule take it (one
+        # per listener port and protocol, should the Gateway gain an HTTPS listener); GCE_ENDPOINT holds one only
+        # (Compute Engine addresses API, purpose; accelerated-platforms' single-listener llm-d example uses that).
+        address = gcp.compute.Address(
+            f"{name}-gateway-address", name=gateway_address_name(prefix), project=spec.project, region=spec.region,
+            subnetwork=subnet.id, address_type="INTERNAL", purpose="SHARED_LOADBALANCER_VIP",
+            address=gateway_ip(spec.network.node_cidr), opts=child)
+        # Cloud Load Balancing, "Firewall rules" (regional internal Application Load Balancer: the proxy-only subnet
+        # and the health-check ranges) and "Configure firewall rules for proxy-only subnet"; each source on the ports it
+        # uses. No target tags: like the rules above, they cover the VPC's instances, which are this cluster's nodes
+        # (the rules reach the pods' alias addresses on them).
+        proxies = gcp.compute.Firewall(
+            f"{name}-gateway-proxies", name=f"{prefix}-allow-gateway-proxies", project=spec.project, network=vpc.id,
+            direction="INGRESS", priority=1000, source_ranges=[cidr],
+            allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(p) for p in PROXY_PORTS])],
+            log_config=gcp.compute.FirewallLogConfigArgs(metadata="INCLUDE_ALL_METADATA"), opts=child)
+        probes = gcp.compute.Firewall(
+            f"{name}-gateway-health-checks", name=f"{prefix}-allow-gateway-health-checks", project=spec.project,
+            network=vpc.id, direction="INGRESS", priority=1000, source_ranges=list(HEALTH_CHECK_RANGES),
+            allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(p) for p in HEALTH_CHECK_PORTS])],
+            log_config=gcp.compute.FirewallLogConfigArgs(metadata="INCLUDE_ALL_METADATA"), opts=child)
+        return (proxy_only, address, proxies, probes)
 
     @staticmethod
     def _gpu_networks(name: str, spec: GcpSpec, prefix: str, plan: GpuNetworkPlan,

@@ -17,10 +17,12 @@ from components.kubernetes.objects import (
     NetworkTopology,
     SharedFilesystem,
 )
+from components.kubernetes.objects.gateway import ServingGateway
 from components.kubernetes.objects.serving import ServedModel
 from components.kubernetes.objects.storage_check import StorageCheck
 from components.kubernetes.quotas import CpuPool, GpuPool
 from components.spec import PlatformSpec, TeamSpec
+from components.spec.inference import GatewaySpec
 
 STORAGE_CLASS = "gp3-encrypted"
 
@@ -48,6 +50,9 @@ class CloudRelease:
     values: Manifest
     ready: tuple[pulumi.Resource, ...] = ()
     spec_path: str = ""
+    # Left installed when the stack drops it (retain_on_delete): a chart of CRDs, whose uninstall would delete every
+    # object of its kinds in the cluster.
+    keep: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,6 +156,11 @@ class PlatformInputs:
     cloud_objects_spec_path: str = ""
     # The served models (inference.models), with what the cloud decides for each (bucket, scheme, identity).
     serving: tuple[ServedModel, ...] = ()
+    # How the cloud fronts them privately (objects/gateway.py): its Gateway class, address, controller and the network
+    # paths from its proxies; None without served models.
+    serving_gateway: ServingGateway | None = None
+    # inference.gateway (the endpoint picker's image): filled in by components/cluster.py for every cloud.
+    gateway_spec: GatewaySpec | None = None
 
     @property
     def pools_by_name(self) -> dict[str, GpuPool]:

@@ -44,6 +44,14 @@ ENGINE_HOST_GIB = 8
 # Bytes per element of each data type (int4: two weights a byte; quantization scales are not counted).
 DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 
+# What one model's endpoint picker (llm-d-router, objects/gateway.py) requests, on its team's CPU quota. The chart's
+# default (llm-d-router v0.10.0 routerlib values.yaml: 8 cores, 8 GiB, 16 GiB limit; the Inference Extension's v1.5.0
+# chart: 4 cores, 8 GiB) is sized for large pools and high request rates; a pool of a few replicas is routed from far
+# less, and the limit leaves it room to grow. A measured figure replaces these (docs/inference.md).
+PICKER_CPU = 2
+PICKER_MEMORY_GIB = 4
+PICKER_MEMORY_LIMIT_GIB = 8
+
 
 def shm_gib(gpus: int) -> int:
     """The replica's memory-backed /dev/shm (tensor-parallel workers exchange through it): an allowance of 2 GiB per

@@ -23,7 +23,7 @@ from components.spec.inference import ServedModelSpec
 from components.spec.model import ClusterSpec
 from components.spec.platform import GpuSharingSpec
 from components.spec.slurm import SlurmPartitionSpec
-from components.spec.teams import TeamSpec
+from components.spec.teams import CpuQuotaSpec, TeamSpec
 
 _PREFIX_NOTATION = re.compile(r"^[0-9A-Fa-f.:]+/\d{1,3}$")
 
@@ -486,3 +486,9 @@ def served_group(spec: ClusterSpec, model: ServedModelSpec
     inference-node-group has checked the group exists with GPUs)."""
     group = next(g for g in cloud_node_groups(spec) if g.name == model.node_group)
     return group, instance_catalog(spec)[group.instance_type]
+
+
+def picker_quota(team: TeamSpec) -> CpuQuotaSpec | None:
+    """The CPU quota a team's endpoint pickers run on (inference.gateway; components/kubernetes/objects/gateway.py):
+    its largest by cores (the first of equals), None without one."""
+    return max(team.cpu_quotas, key=lambda q: q.cpu) if team.cpu_quotas else None

@@ -63,6 +63,15 @@ class GcpNetworkSpec(_Model):
         "a change moves the subnets, which replaces them and the GPU pools wired to them.",
         json_schema_extra=unit("bits"),
     )
+    proxy_only_cidr: str | None = Field(
+        default=None,
+        description="The proxy-only subnet (purpose REGIONAL_MANAGED_PROXY) of the served models' private gateway: "
+        "GKE's internal Application Load Balancer (GatewayClass gke-l7-rilb) runs its Envoy proxies on these "
+        "addresses, and they reach the replicas from them. Required with inference.gateway. At least a /26 ('64 or "
+        "more IP addresses', Cloud Load Balancing, 'Proxy-only subnets'); a /23 leaves the proxies room to scale; "
+        "it must not overlap the other ranges. Only one active proxy-only subnet may exist per region and VPC: the "
+        "stack's VPC is its own, so this is it.",
+    )
     nat_log: Literal["ERRORS_ONLY", "TRANSLATIONS_ONLY", "ALL", "OFF"] = Field(
         default="ERRORS_ONLY", description="Cloud NAT logging filter (OFF: no logging).")
 

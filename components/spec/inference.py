@@ -198,6 +198,20 @@ class BenchmarkSpec(_Model):
         json_schema_extra=unit("requests"))
 
 
+class GatewaySpec(_Model):
+    """The private gateway in front of the served models: a Gateway API Gateway of the cloud's class (GKE's internal
+    Application Load Balancer, agentgateway on EKS) and, per model, an InferencePool whose endpoint picker
+    (llm-d-router) sends each request to the replica with the shortest queue and the most free KV cache
+    (docs/inference.md)."""
+
+    picker_image: str = Field(
+        pattern=_IMAGE_DIGEST, description="The endpoint picker's image by digest (ghcr.io/llm-d/"
+        "llm-d-router-endpoint-picker at pickerVersion, mirrored into an allowed registry).")
+    picker_version: str = Field(
+        default="v0.10.0", pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$",
+        description="The llm-d-router release the image holds (its flags and EndpointPickerConfig).")
+
+
 class InferenceSpec(_Model):
     """The models the stack serves privately."""
 
@@ -205,3 +219,6 @@ class InferenceSpec(_Model):
     benchmark: Optional[BenchmarkSpec] = Field(
         default=None, description="The acceptance run's tool (blueprint inference benchmark). Default: none, and "
         "`blueprint inference benchmark` says what to set.")
+    gateway: Optional[GatewaySpec] = Field(
+        default=None, description="The private gateway with queue- and KV-cache-aware routing. Default: none, and each "
+        "model is reached through its Service, balanced without regard to the replicas' load.")

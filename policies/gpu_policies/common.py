@@ -43,7 +43,8 @@ NAMESPACE = "kubernetes:core/v1:Namespace"
 DEFAULT_SYSTEM_NAMESPACES = ["kube-system", "kube-public", "kube-node-lease", "default", "gpu-operator",
                              "kueue-system", "monitoring", "opencost", "mpi-operator", "gpu-acceptance",
                              "jobset-system", "kubeflow-system", "slurm", "logging", "slinky", "nrr-system",
-                             "gpu-node-check", "external-secrets", "keda"]
+                             "gpu-node-check", "external-secrets", "keda", "agentgateway-system",
+                             "inference-gateway"]
 
 
 # The schema of a knob that lists names (tags, types, namespaces): strings, none empty, none twice.
@@ -374,6 +375,7 @@ GCP_LABEL_FIELDS: dict[str, tuple[tuple[str, ...], bool]] = {
     GKE_NODE_POOL: (("nodeConfig", "resourceLabels"), False),
     GCS_BUCKET: (("labels",), True),
     "gcp:compute/globalAddress:GlobalAddress": (("labels",), True),
+    "gcp:compute/address:Address": (("labels",), True),
     "gcp:kms/cryptoKey:CryptoKey": (("labels",), True),
     "gcp:lustre/instance:Instance": (("labels",), True),
     "gcp:monitoring/notificationChannel:NotificationChannel": (("userLabels",), False),

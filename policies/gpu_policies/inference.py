@@ -20,6 +20,13 @@ MONITORS = ("kubernetes:monitoring.coreos.com/v1:PodMonitor", "kubernetes:monito
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 # The pods of a served model carry this label (components/kubernetes/objects/serving.py MODEL_LABEL).
 MODEL_LABEL = "gpu-cluster/served-model"
+GATEWAY = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
+HTTP_ROUTE = "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"
+AGENTGATEWAY_PARAMETERS = "kubernetes:agentgateway.dev/v1alpha1:AgentgatewayParameters"
+# Gateway classes whose addresses are internal by construction: GKE's regional internal Application Load Balancer
+# (single- and multi-cluster; GKE "GatewayClass capabilities": gke-l7-rilb, gke-l7-rilb-mc). Every other GKE class
+# named gke-l7-* is external. agentgateway's exposure is its proxy Service's, set by its AgentgatewayParameters.
+INTERNAL_GATEWAY_CLASSES = ("gke-l7-rilb", "gke-l7-rilb-mc")
 # Service types that open a port outside the cluster: a load balancer (internet-facing unless made internal) and a
 # node port (every node's address) (Kubernetes "Service", Type values).
 OPEN_TYPES = ("LoadBalancer", "NodePort")
@@ -65,14 +72,90 @@ def _public_endpoint(args: StackValidationArgs, report: Reporter, cfg: dict[str,
         if get(svc.props, "spec", "externalIPs"):
             report(f"Service {name} gives a served model external IPs: it must have none.", svc.urn,
                    field="spec.externalIPs", value=seen(svc.props, "spec", "externalIPs"))
+    _public_gateway(args, report)
+
+
+def _model_gateways(resources: list[Any], pods: Mapping[str, list[Mapping[str, Any]]]) -> set[tuple[str, str]]:
+    """(namespace, name) of every Gateway an HTTPRoute to a served model attaches to: to an InferencePool (a served
+    model's pool), or to a Service of the route's namespace that selects a served model's pods."""
+    services = {(k8s_namespace(s.props), k8s_name(s.props)): get(s.props, "spec", "selector", default={}) or {}
+                for s in of_type(resources, SERVICE)}
+
+    def serves(ns: str, backend: Mapping[str, Any]) -> bool:
+        if backend.get("kind") == "InferencePool":
+            return True
+        if backend.get("kind", "Service") != "Service" or backend.get("group", "") not in ("", "core"):
+            return False
+        selector = services.get((str(backend.get("namespace") or ns), str(backend.get("name"))))
+        return isinstance(selector, Mapping) and bool(selector) and any(
+            all(labels.get(k) == v for k, v in selector.items()) for labels in pods.get(ns, []))
+
+    out: set[tuple[str, str]] = set()
+    for route in of_type(resources, HTTP_ROUTE):
+        ns = k8s_namespace(route.props)
+        rules = get(route.props, "spec", "rules", default=[]) or []
+        if not any(isinstance(b, Mapping) and serves(ns, b)
+                   for r in rules if isinstance(r, Mapping) for b in r.get("backendRefs") or []):
+            continue
+        for parent in get(route.props, "spec", "parentRefs", default=[]) or []:
+            if isinstance(parent, Mapping) and parent.get("kind", "Gateway") == "Gateway":
+                out.add((str(parent.get("namespace") or ns), str(parent.get("name"))))
+    return out
+
+
+def _gateway_exposure(gateway: Any, resources: list[Any]) -> tuple[str, Any, str, Any] | None:
+    """Why the Gateway may be reached from outside the VPC, and the resource, field and value that make it so (None:
+    it may not)."""
+    cls = get(gateway.props, "spec", "gatewayClassName", default="")
+    if cls in INTERNAL_GATEWAY_CLASSES:
+        return None
+    if cls != "agentgateway":
+        return (f"its class {cls} is not one this pack knows to be internal ({', '.join(INTERNAL_GATEWAY_CLASSES)}, "
+                "or agentgateway behind a ClusterIP Service)", gateway, "spec.gatewayClassName",
+                seen(gateway.props, "spec", "gatewayClassName"))
+    ref = get(gateway.props, "spec", "infrastructure", "parametersRef", default=None)
+    if not isinstance(ref, Mapping) or ref.get("kind") != "AgentgatewayParameters":
+        return ("agentgateway puts its proxy behind a LoadBalancer Service unless its AgentgatewayParameters say "
+                "otherwise, and it names none", gateway, "spec.infrastructure.parametersRef",
+                seen(gateway.props, "spec", "infrastructure", "parametersRef"))
+    params = [p for p in of_type(resources, AGENTGATEWAY_PARAMETERS)
+              if k8s_name(p.props) == ref.get("name") and k8s_namespace(p.props) == k8s_namespace(gateway.props)]
+    if not params:
+        return (f"its AgentgatewayParameters {ref.get('name')} is not in the stack", gateway,
+                "spec.infrastructure.parametersRef", seen(gateway.props, "spec", "infrastructure", "parametersRef"))
+    if get(params[0].props, "spec", "service", "spec", "externalIPs"):
+        return ("its proxy's Service has external IPs", params[0], "spec.service.spec.externalIPs",
+                seen(params[0].props, "spec", "service", "spec", "externalIPs"))
+    kind = get(params[0].props, "spec", "service", "spec", "type", default="LoadBalancer")
+    annotations = get(params[0].props, "spec", "service", "metadata", "annotations", default={}) or {}
+    if kind == "ClusterIP" or (kind == "LoadBalancer" and any(annotations.get(k) == v for k, v in INTERNAL.items())):
+        return None
+    return (f"its proxy's Service is {kind}" + (" without an internal annotation" if kind == "LoadBalancer" else ""),
+            params[0], "spec.service.spec.type", seen(params[0].props, "spec", "service", "spec", "type"))
+
+
+def _public_gateway(args: StackValidationArgs, report: Reporter) -> None:
+    resources = list(args.resources)
+    wanted = _model_gateways(resources, _serving_pods(args))
+    for gw in of_type(resources, GATEWAY):
+        if (k8s_namespace(gw.props), k8s_name(gw.props)) not in wanted:
+            continue
+        if get(gw.props, "metadata", "labels", "environment") != "prod":
+            continue
+        found = _gateway_exposure(gw, resources)
+        if found is not None:
+            why, where, field, value = found
+            report(f"Gateway {k8s_namespace(gw.props)}/{k8s_name(gw.props)} routes to served models and may be "
+                   f"reached from outside the VPC: {why}.", where.urn, field=field, value=value)
 
 
 inference_endpoint_private = stack_policy(
     "inference-endpoint-private", "security",
     "In production a served model is reached privately: no internet-facing load balancer, node port or external IP "
-    "in front of its pods.",
-    "Keep the model's Service ClusterIP (the program's) or behind an internal load balancer; serve the public "
-    "through your own authenticated front door, outside this stack.",
+    "in front of its pods, and no Gateway routing to it that is reachable from outside the VPC.",
+    "Keep the model's Service ClusterIP (the program's) or behind an internal load balancer, and its Gateway of an "
+    "internal class (gke-l7-rilb) or agentgateway behind a ClusterIP Service; serve the public through your own "
+    "authenticated front door, outside this stack.",
     Severity.CRITICAL, _public_endpoint, enforcement=EnforcementLevel.MANDATORY,  # it judges prod Services only
 )
 

@@ -52,7 +52,7 @@ def test_preview_prints_the_production_stack_by_plane(capsys: pytest.CaptureFixt
     assert ("team research: cpu-47400688 16 CPUs, 56Gi memory for CPU-only work, h100 64 GPUs (+32 borrowable); "
             "LocalQueue yes; namespace GPU ceiling 96") in out
     assert ("Prometheus: kube-prometheus-stack 81.4.3; DCGM exporter on; Kueue metrics on; 26 recording rules, "
-            "36 alerts") in out
+            "37 alerts") in out
     assert "fabric: EFA node exporter (efa-node-exporter 4.56.1, image by digest) on h100" in out
     assert "== telemetry & cost" in out
 

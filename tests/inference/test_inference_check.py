@@ -14,7 +14,7 @@ import yaml
 
 from blueprint.cli import main
 from components.kubernetes.objects.inference_perf import RECORD_BEGIN, RECORD_END, RECORD_SCRIPT, read_record
-from tests.conftest import kubernetes_version
+from tests.conftest import kubernetes_version, offline_run
 from tests.inference.test_serving_objects import STACKS, served
 from tests.k8s_checks import validate_builtin
 
@@ -62,8 +62,27 @@ def _log(record: dict[str, Any], path: Path) -> Path:
     return path
 
 
+def _gateway_url(name: str, model: str) -> str:
+    """Where a client reaches the model through the stack's gateway, as the graph makes it: the host its Gateway is
+    reached at (EKS: the proxy's Service, named after the Gateway; GKE: the reserved internal address) and the prefix
+    of the model's HTTPRoute."""
+    graph = offline_run(name).graph
+    (gateway,) = graph.of_type("kubernetes:gateway.networking.k8s.io/v1:Gateway")
+    (route,) = [r.inputs for r in graph.of_type("kubernetes:gateway.networking.k8s.io/v1:HTTPRoute")
+                if r.inputs["metadata"]["name"] == model]
+    prefix = route["spec"]["rules"][0]["matches"][0]["path"]["value"]
+    if name == "prod-aws":
+        host = f"{gateway.inputs['metadata']['name']}.{gateway.inputs['metadata']['namespace']}.svc"
+    else:
+        (address,) = gateway.inputs["spec"]["addresses"]
+        (reserved,) = [r.inputs for r in graph.of_type("gcp:compute/address:Address")
+                       if r.inputs["name"] == address["value"]]
+        host = reserved["address"]
+    return f"http://{host}{prefix}"
+
+
 @pytest.mark.parametrize("name", STACKS)
-def test_the_benchmark_runs_at_the_objectives_against_the_models_service(name: str, tmp_path: Path) -> None:
+def test_the_benchmark_runs_at_the_objectives_through_the_gateway(name: str, tmp_path: Path) -> None:
     model = served(name)
     config, job = _manifests(name, tmp_path)
     for manifest in (config, job):
@@ -75,7 +94,7 @@ def test_the_benchmark_runs_at_the_objectives_against_the_models_service(name: s
     assert perf["data"]["input_distribution"]["mean"] == model.objectives.prompt_tokens
     assert perf["data"]["output_distribution"]["mean"] == model.objectives.output_tokens
     assert perf["server"] == {"type": "vllm", "model_name": model.name, "ignore_eos": True,
-                              "base_url": f"http://{model.name}.{model.team}.svc:8000"}
+                              "base_url": _gateway_url(name, model.name)}
     assert perf["api"] == {"type": "completion", "streaming": True}
     assert model.objectives.percentile in perf["report"]["request_lifecycle"]["percentiles"]
     pod = job["spec"]["template"]["spec"]
@@ -90,6 +109,7 @@ def test_the_benchmark_runs_at_the_objectives_against_the_models_service(name: s
     assert "python inference_perf/main.py --config_file /config/config.yml" in client["command"][-1]
     # The record's facts are the stack's.
     facts = json.loads(config["data"]["record.json"])
+    assert (facts["path"], facts["target"]) == ("gateway", _gateway_url(name, model.name))
     assert facts["engine"]["version"] == model.engine.version and facts["load"]["concurrency"] == \
         model.objectives.concurrency
 

@@ -169,7 +169,7 @@ def test_the_preview_says_what_watches_each_objective(capsys: pytest.CaptureFixt
     assert main(["preview", "prod-aws"]) == 0
     out = capsys.readouterr().out
     assert ("served model llama-3-1-8b-instruct (applied): p95 time to first token within 500 ms, per output token "
-            "within 40 ms; 8 alerts watch it (ServedModel*), dashboard row 'Serving'; measure it: blueprint inference "
+            "within 40 ms; 9 alerts watch it (ServedModel*), dashboard row 'Serving'; measure it: blueprint inference "
             "benchmark prod-aws") in out
 
 

@@ -176,7 +176,7 @@ def test_kueue_admits_it_by_its_queues_rules() -> None:
 
 def test_the_operator_is_pinned_and_off_by_default(dev_spec: dict[str, Any]) -> None:
     graph = offline_run("prod-aws").graph
-    (operator,) = graph.of_type("kubernetes:yaml/v2:ConfigFile")
+    (operator,) = [r for r in graph.of_type("kubernetes:yaml/v2:ConfigFile") if "mpi-operator" in r.name]
     assert operator.inputs["file"] == ("https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.8.0/deploy/"
                                        "v2beta1/mpi-operator.yaml")
     for job in graph.of_type(MPIJOB):

@@ -112,6 +112,7 @@ def test_a_dedicated_cpu_group_takes_only_its_teams_quota() -> None:
     ]
     for t in raw["teams"]:
         t["cpuQuotas"] = []
+    del raw["inference"]["gateway"]  # its endpoint pickers would need a CPU quota (rule inference-picker-quota)
     assert errors(raw) == [
         f"{AWS}: gpu-cluster:spec.aws.nodeGroups[cpu].team: node group 'cpu' is dedicated to 'research', which has no "
         "CPU quota on it: give the team one there (teams[].cpuQuotas) [rule: dedicated-group-team]"]

@@ -308,7 +308,10 @@ def test_network_policies_default_deny_with_training_allowances() -> None:
                 for r in graph.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
                 if r.inputs["metadata"]["namespace"] == "applied"}
     assert set(policies) == {"default-deny", "allow-same-namespace", "allow-dns", "allow-metrics-scrape",
-                             "allow-pod-identity-agent", "allow-https-egress", "allow-metrics-push"}
+                             "allow-pod-identity-agent", "allow-https-egress", "allow-metrics-push",
+                             # issue 39: the gateway's paths (tests/inference/test_gateway.py)
+                             "allow-inference-gateway-egress", "allow-inference-gateway-replicas",
+                             "allow-inference-gateway-pickers"}
     assert policies["default-deny"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
     # Jobs push checkpoint durations to the team's own Pushgateway, and only there in the monitoring namespace.
     (push,) = policies["allow-metrics-push"]["egress"]
@@ -365,7 +368,8 @@ def test_rules_cover_the_minimum_telemetry() -> None:
                            # issue 39: the served model's (tests/inference/test_serving_telemetry.py)
                            "ServedModelTtftOverObjective", "ServedModelTpotOverObjective", "ServedModelRequestsQueued",
                            "ServedModelKvCacheFull", "ServedModelErrors", "ServedModelDown",
-                           "ServedModelReplicasUnavailable", "ServedModelAutoscalerFailing"}
+                           "ServedModelReplicasUnavailable", "ServedModelAutoscalerFailing",
+                           "ServedModelPickerUnavailable"}
     assert "DCGM_FI_DEV_XID_ERRORS" in alerts["GpuXidError"]
     assert "kueue_pending_workloads" in alerts["KueueInadmissibleWorkloads"]
     dashboards = {r.inputs["metadata"]["name"]: r.inputs["data"]

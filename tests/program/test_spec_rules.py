@@ -300,6 +300,7 @@ def test_duplicate_names_are_rejected(prod_spec: dict[str, Any]) -> None:
     group(prod_spec, "system")["name"] = "h100"
     for team in prod_spec["teams"]:
         team["cpuQuotas"] = []  # or the cpu group would be the only group without GPUs left, and carry team quota
+    del prod_spec["inference"]["gateway"]  # its endpoint pickers need a CPU quota (rule inference-picker-quota)
     assert errors(prod_spec) == [
         f"{P}.teams[1].name: team name 'research' is used twice [rule: unique-names]",
         f"{P}.aws.nodeGroups[1].name: node group name 'h100' is used twice [rule: unique-names]",

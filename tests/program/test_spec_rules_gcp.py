@@ -25,6 +25,11 @@ def spec() -> dict[str, Any]:
     return copy.deepcopy(raw_stack_config("prod-gcp")["gpu-cluster:spec"])
 
 
+def without_gateway(spec: dict[str, Any]) -> None:
+    """The stack without its inference gateway, whose InferencePool floor would add to a version floor's errors."""
+    spec["inference"].pop("gateway", None)
+
+
 def errors(value: Any, region: str | None = "us-central1") -> list[str]:
     with pytest.raises(SpecError) as info:
         parse_spec(value, FILE, provider_region=region)
@@ -404,7 +409,8 @@ def test_ranges_are_valid_private_and_disjoint(spec: dict[str, Any]) -> None:
         f"{P}.gcp.network.podsCidr: '10.40.0.0/14' overlaps nodeCidr '10.40.0.0/20' [rule: cidr-no-overlap]",
         f"{P}.gcp.network.servicesCidr: '10.40.32.0/20' overlaps podsCidr '10.40.0.0/14' [rule: cidr-no-overlap]",
         f"{P}.gcp.network.controlPlaneCidr: GKE takes a /28 for the private control plane (master_ipv4_cidr_block); "
-        "got /27 [rule: control-plane-cidr-28]"]
+        "got /27 [rule: control-plane-cidr-28]",
+        f"{P}.gcp.network.proxyOnlyCidr: '10.40.48.0/23' overlaps podsCidr '10.40.0.0/14' [rule: cidr-no-overlap]"]
 
 
 def test_teams_on_gke_use_groups_not_iam_role_arns(spec: dict[str, Any]) -> None:
@@ -460,6 +466,7 @@ def without_lustre(spec: dict[str, Any]) -> None:
 
 
 def test_min_master_version_below_the_gpudirect_and_lustre_floors_is_refused(spec: dict[str, Any]) -> None:
+    without_gateway(spec)  # its own version floor (tests/program/test_gcp_serving_gateway.py)
     key = f"{P}.gcp.cluster.minMasterVersion"
     spec["gcp"]["cluster"]["minMasterVersion"] = "1.32.9-gke.1000"
     assert errors(spec) == [
@@ -493,6 +500,7 @@ def test_min_master_version_meeting_every_floor_loads_and_reaches_the_cluster(sp
 
 
 def test_rdma_floors_are_per_machine_family(spec: dict[str, Any]) -> None:
+    without_gateway(spec)  # its own version floor (tests/program/test_gcp_serving_gateway.py)
     key = f"{P}.gcp.cluster.minMasterVersion"
     without_lustre(spec)
     h100(spec).update(machineType="a3-ultragpu-8g", diskType="hyperdisk-balanced")
@@ -511,6 +519,7 @@ def test_without_min_master_version_the_channel_default_is_checked(spec: dict[st
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A release channel alone is checked at its default version as the catalog's dated release note gives it
     (the shipped defaults all meet the floors, so an older default is put in the catalog for the test)."""
+    without_gateway(spec)  # its own version floor (tests/program/test_gcp_serving_gateway.py)
     assert "minMasterVersion" not in spec["gcp"]["cluster"]
     parse_spec(spec, FILE, provider_region="us-central1")
     real = load_gke_versions()
@@ -563,6 +572,7 @@ def test_a_pinned_pool_runs_no_newer_than_the_control_plane_and_within_its_skew(
 
 def test_a_pinned_gpudirect_pool_meets_its_floor_on_the_nodes(spec: dict[str, Any]) -> None:
     """The GPUDirect floor is a node requirement: a pin below it is refused even when minMasterVersion meets it."""
+    without_gateway(spec)  # its own version floor (tests/program/test_gcp_serving_gateway.py)
     spec["gcp"]["cluster"]["minMasterVersion"] = "1.33.2-gke.4780000"
     h100(spec)["version"] = "1.32.9-gke.1000"
     assert errors(spec) == [

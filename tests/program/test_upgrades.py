@@ -277,5 +277,6 @@ def test_gke_says_when_the_minor_has_left_standard_support() -> None:
     """GKE does not refuse a minor past its end (it upgrades the control plane itself): the preview says so."""
     spec = _spec("prod-gcp")
     spec["gcp"]["cluster"]["minMasterVersion"] = "1.33"  # ended 2026-08-03 (secondary)
+    del spec["inference"]["gateway"]  # its InferencePool needs 1.34 (rule gke-version-floor)
     notes = gke_support_notes(parse_spec(spec, FILE, provider_region="us-central1"), datetime(2026, 12, 1, tzinfo=UTC))
     assert len(notes) == 1 and "Kubernetes 1.33 left GKE standard support on 2026-08-03" in notes[0]

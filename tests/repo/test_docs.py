@@ -87,7 +87,8 @@ def test_the_readme_map_points_at_pages_that_exist() -> None:
 # The rules blueprint admit gained in issues 35 and 36, which docs/cli.md must list.
 ADMIT_RULES = ("count-validation", "larger-than-any-node", "gpudirect-sidecar", "priority-class-exists",
                "priority-class-quota", "runtime-class-exists", "scheduler-name", "resource-claim", "dra-not-set-up",
-               "resources")
+               "resources", "gateway-installed", "pool-selects-pods", "pool-target-port", "pool-picker",
+               "route-parent", "route-not-allowed", "route-backend")
 
 
 def test_cli_md_lists_the_rules_admit_names_and_no_other() -> None:

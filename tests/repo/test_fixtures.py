@@ -34,7 +34,7 @@ def test_the_schema_checks_know_every_custom_kind_the_project_uses_or_will() -> 
                       ("external-secrets.io/v1", "ExternalSecret"), ("external-secrets.io/v1", "SecretStore"),
                       ("keda.sh/v1alpha1", "ScaledObject")):
         assert (api, kind) in schemas, (api, kind)
-    assert len(CRD_DIRS) == 9 and all(d.is_dir() for d in CRD_DIRS)
+    assert len(CRD_DIRS) == 13 and all(d.is_dir() for d in CRD_DIRS)
 
 
 def test_a_missing_crd_fixture_fails_instead_of_skipping(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

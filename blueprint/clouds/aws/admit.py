@@ -316,3 +316,8 @@ def pod_network_problems(view: ClusterView, pod_set: PodSet) -> list[Problem]:
 def injected_requests(pod: dict[str, Any]) -> tuple[str, Amounts]:
     """Nothing is injected into pods after admission on EKS."""
     return "", {}
+
+
+def gateway_proxy_source(view: ClusterView) -> str | None:
+    """EKS's gateway (agentgateway) proxies are pods of the cluster: no address of the cloud's."""
+    return None

@@ -219,6 +219,13 @@ AWS_MUTATIONS: dict[str, tuple[Callable[[ResourceGraph], ResourceGraph], str]] =
     "put the served model on an internet-facing load balancer": (
         lambda g: edit(g, "kubernetes:core/v1:Service", "serving-llama-3-1-8b-instruct-service",
                        _set(["spec", "type"], "LoadBalancer")), "inference-endpoint-private"),
+    "put the inference gateway's proxy on an internet-facing load balancer": (
+        lambda g: edit(g, "kubernetes:agentgateway.dev/v1alpha1:AgentgatewayParameters", "inference-gateway-parameters",
+                       _set(["spec", "service", "spec", "type"], "LoadBalancer")), "inference-endpoint-private"),
+    "serve the models through an external gateway class": (
+        lambda g: edit(g, "kubernetes:gateway.networking.k8s.io/v1:Gateway", "inference-gateway-gateway",
+                       _set(["spec", "gatewayClassName"], "gke-l7-regional-external-managed")),
+        "inference-endpoint-private"),
     "drop the served model's latency alerts": (
         lambda g: edit(g, "kubernetes:monitoring.coreos.com/v1:PrometheusRule", "monitoring-rules",
                        lambda i: i["spec"].update(groups=[x for x in i["spec"]["groups"]

@@ -81,3 +81,8 @@ def registration_taints(graph: ResourceGraph) -> dict[str, set[str]]:
         group = str((r.inputs.get("labels") or {}).get("gpu-cluster/node-group", ""))
         out[group] = {str(t.get("key")) for t in r.inputs.get("taints") or []}
     return out
+
+
+def named_address(graph: ResourceGraph, name: str) -> str | None:
+    """EKS's gateway is a ClusterIP Service: no address reserved by name."""
+    return None

@@ -5,6 +5,7 @@ GKE multi-networking."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Mapping
 from fractions import Fraction
@@ -322,3 +323,12 @@ def injected_requests(pod: dict[str, Any]) -> tuple[str, Amounts]:
     """GKE's GCS FUSE sidecar, on pods annotated for it."""
     extra = _injected_sidecar(pod)
     return ("GKE's GCS FUSE sidecar", extra) if extra else ("", {})
+
+
+def gateway_proxy_source(view: ClusterView) -> str | None:
+    """The first address of the stack's proxy-only subnet: GKE's internal Application Load Balancer's proxies send to
+    the backends from it (Cloud Load Balancing, "Proxy-only subnets")."""
+    for subnet in view.resources_of("gcp:compute/subnetwork:Subnetwork"):
+        if subnet.inputs.get("purpose") == "REGIONAL_MANAGED_PROXY" and subnet.inputs.get("ipCidrRange"):
+            return str(next(ipaddress.ip_network(str(subnet.inputs["ipCidrRange"])).hosts()))
+    return None

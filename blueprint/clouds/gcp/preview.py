@@ -68,3 +68,10 @@ def registration_taints(graph: ResourceGraph) -> dict[str, set[str]]:
         group = str((config.get("labels") or {}).get("gpu-cluster/node-group", ""))
         out[group] = {str(t.get("key")) for t in config.get("taints") or []}
     return out
+
+
+def named_address(graph: ResourceGraph, name: str) -> str | None:
+    """A reserved regional address of the stack by its name (the gke-l7-rilb Gateway's NamedAddress), when fixed."""
+    found = [r.inputs.get("address") for r in graph.of_type("gcp:compute/address:Address")
+             if r.inputs.get("name") == name and r.inputs.get("address")]
+    return str(found[0]) if found else None

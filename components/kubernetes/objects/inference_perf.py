@@ -18,7 +18,9 @@ inference_perf/config/common.py ``Distribution``, its Dockerfile's ``python infe
   prefix with the engine's image and the same read-only identity the replicas use (service account serve-<model>),
   through the Run:ai streamer's ``pull_files`` (the call vLLM makes for a model's config and tokenizer,
   vllm/transformers_utils/runai_utils.py ``ObjectStorageModel.pull_files``), the weights themselves left out;
-- the target is the model's ClusterIP Service (the team's own namespace: its allow-same-namespace NetworkPolicy);
+- the target is the real path of a client's request: the gateway's route (``http://<gateway>/<team>/<model>``, through
+  the proxy and the model's endpoint picker: the team's allow-inference-gateway-egress NetworkPolicy) where the stack
+  has one, else the model's ClusterIP Service (the team's own namespace: its allow-same-namespace NetworkPolicy);
 - the record: the summary report, the stack, model, engine release and image, group, instance type and GPU, the load
   and the start and end times, printed between two marker lines in the pod's log.
 """
@@ -32,6 +34,7 @@ from typing import Any
 import yaml
 
 from components.kubernetes.objects.common import Manifest, meta
+from components.kubernetes.objects.gateway import route_path
 from components.kubernetes.objects.serving import (
     PRIORITY_LABEL,
     QUEUE_LABEL,
@@ -70,7 +73,15 @@ def service_url(spec: ServedModelSpec) -> str:
     return f"http://{spec.name}.{spec.team}.svc:{SERVING_PORT}"
 
 
-def inference_perf_config(spec: ServedModelSpec, bench: BenchmarkSpec) -> Manifest:
+def client_url(spec: ServedModelSpec, gateway_host: str | None) -> str:
+    """Where a client of the model sends its requests: the gateway's route (``http://<gateway>/<team>/<model>``)
+    where the stack has one, else the model's Service."""
+    if gateway_host is None:
+        return service_url(spec)
+    return f"http://{gateway_host}{route_path(spec.team, spec.name)}"
+
+
+def inference_perf_config(spec: ServedModelSpec, bench: BenchmarkSpec, gateway_host: str | None = None) -> Manifest:
     """inference-perf's configuration for one run against ``spec`` at its objectives."""
     o = spec.objectives
 
@@ -79,7 +90,8 @@ def inference_perf_config(spec: ServedModelSpec, bench: BenchmarkSpec) -> Manife
 
     return {
         "api": {"type": "completion", "streaming": True},
-        "server": {"type": "vllm", "model_name": spec.name, "base_url": service_url(spec), "ignore_eos": True},
+        "server": {"type": "vllm", "model_name": spec.name, "base_url": client_url(spec, gateway_host),
+                   "ignore_eos": True},
         "tokenizer": {"pretrained_model_name_or_path": TOKENIZER_DIR},
         "data": {"type": "random", "input_distribution": fixed(o.prompt_tokens),
                  "output_distribution": fixed(o.output_tokens)},
@@ -104,7 +116,8 @@ print("{RECORD_END}")
 """
 
 
-def record_facts(stack: str, spec: ServedModelSpec, bench: BenchmarkSpec, instance_type: str, gpu: str) -> Manifest:
+def record_facts(stack: str, spec: ServedModelSpec, bench: BenchmarkSpec, instance_type: str, gpu: str,
+                 gateway_host: str | None = None) -> Manifest:
     """What the record says beside the report: what was measured, on what, under which load."""
     o = spec.objectives
     return {"kind": RECORD_KIND, "version": 1, "stack": stack, "model": spec.name, "team": spec.team,
@@ -112,7 +125,7 @@ def record_facts(stack: str, spec: ServedModelSpec, bench: BenchmarkSpec, instan
             "replicas": spec.replicas.min,
             "engine": {"name": spec.engine.name, "version": spec.engine.version, "image": spec.engine.image},
             "tool": {"name": "inference-perf", "version": bench.version, "image": bench.image},
-            "path": "service", "target": service_url(spec),
+            "path": "service" if gateway_host is None else "gateway", "target": client_url(spec, gateway_host),
             "load": {"type": "concurrent", "concurrency": o.concurrency,
                      "requests": o.concurrency * bench.requests_per_client, "promptTokens": o.prompt_tokens,
                      "outputTokens": o.output_tokens},
@@ -121,14 +134,15 @@ def record_facts(stack: str, spec: ServedModelSpec, bench: BenchmarkSpec, instan
 
 
 def benchmark_objects(model: ServedModel, bench: BenchmarkSpec, facts: Mapping[str, Any],
-                      billing: Mapping[str, str]) -> Sequence[Manifest]:
+                      billing: Mapping[str, str], gateway_host: str | None = None) -> Sequence[Manifest]:
     """The run's ConfigMap (inference-perf's config, the record's facts and script) and its Job, in the team's
     namespace, queued in its LocalQueue at the standard priority."""
     spec = model.spec
     name = benchmark_name(spec.name)
     labels = {**billing, "app.kubernetes.io/name": "inference-perf", "app.kubernetes.io/instance": spec.name}
     config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(name, model.namespace, labels=labels),
-              "data": {"config.yml": yaml.safe_dump(inference_perf_config(spec, bench), sort_keys=False),
+              "data": {"config.yml": yaml.safe_dump(inference_perf_config(spec, bench, gateway_host),
+                                                    sort_keys=False),
                        "record.json": json.dumps(dict(facts), indent=1, sort_keys=True) + "\n",
                        "record.py": RECORD_SCRIPT}}
     hardened = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},

@@ -69,6 +69,11 @@ class ServedModel:
     # Requests in flight per replica the autoscaler aims at (objects/autoscaling.py): the spec's, else the sequences
     # of the full context one replica's KV cache holds.
     requests_per_replica: int = 1
+    # Behind the stack's gateway (inference.gateway): its InferencePool, endpoint picker and route
+    # (objects/gateway.py).
+    routed: bool = False
+    # The node group of the team's CPU quota its endpoint picker runs on (components/spec/decisions.py picker_quota).
+    picker_group: str | None = None
 
     @property
     def autoscaled(self) -> bool:

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from components.kubernetes.objects.common import Manifest, meta
+from components.kubernetes.objects.gateway import picker_name
 from components.kubernetes.objects.serving import (
     MODEL_LABEL,
     NODE_PROVISION_S,
@@ -54,7 +55,8 @@ RUNBOOK = {"ServedModelTtftOverObjective": "served-model-latency", "ServedModelT
            "ServedModelKvCacheFull": "served-model-saturated", "ServedModelOverPeak": "served-model-saturated",
            "ServedModelErrors": "served-model-errors", "ServedModelDown": "served-model-down",
            "ServedModelReplicasUnavailable": "served-model-down",
-           "ServedModelAutoscalerFailing": "served-model-saturated"}
+           "ServedModelAutoscalerFailing": "served-model-saturated",
+           "ServedModelPickerUnavailable": "served-model-saturated"}
 # KEDA's operator counts each failed read of a ScaledObject's triggers (keda_scaled_object_errors_total, labels
 # namespace and scaledObject: kedacore/keda v2.20.2 pkg/metricscollector/prommetrics.go). Scraped through the chart's
 # ServiceMonitor in namespace keda, its own namespace label becomes exported_namespace (Prometheus keeps the target's
@@ -195,6 +197,12 @@ def serving_alerts(models: Sequence[ServedModel]) -> list[tuple[str, str, int, s
              f"\"{m.namespace}\", deployment=\"{m.name}\"}}) < {m.spec.replicas.min}", 15, "warning",
              f"{m.name} has {{{{ $value }}}} replica(s) available, under its floor of {m.spec.replicas.min}", labels),
         ]
+        if m.routed:
+            # The picker fails open: requests still flow, balanced without regard to the replicas' queues.
+            out.append(("ServedModelPickerUnavailable", f"max(kube_deployment_status_replicas_available{{namespace="
+                        f"\"{m.namespace}\", deployment=\"{picker_name(m.name)}\"}}) < 1", 10, "warning",
+                        f"the endpoint picker of {m.name} is not available: the gateway sends its requests to any "
+                        "replica, whatever its queue and KV cache", labels))
         if m.autoscaled:
             # A query that fails leaves the replicas where they are: demand then grows unanswered.
             out.append(("ServedModelAutoscalerFailing", f"sum(increase({KEDA_ERRORS}{{exported_namespace="

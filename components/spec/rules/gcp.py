@@ -10,9 +10,10 @@ import difflib
 import ipaddress
 import json
 import re
+from collections.abc import Sequence
 
 from components.catalog.gcp_machines import MachineFacts, gcp_storage_limits, load_gcp_catalog
-from components.catalog.gke_versions import load_gke_versions, parse_gke_version
+from components.catalog.gke_versions import VersionFloor, load_gke_versions, parse_gke_version
 from components.catalog.regions import known_gcp_regions
 from components.spec.base import GPU_TAINT_KEY
 from components.spec.decisions import (
@@ -28,6 +29,7 @@ from components.spec.decisions import (
 from components.spec.errors import _Collector
 from components.spec.gcp import GcpNodePoolSpec, GcpSpec
 from components.spec.model import ClusterSpec
+from components.spec.rules.gcp_gateway import check_serving_gateway, gateway_version_floors
 from components.spec.rules.gcp_lustre import check_existing_lustre
 from components.spec.rules.gcp_networks import check_gpu_networks
 from components.spec.rules.gcp_pools import check_lustre_images, check_pool_accounts, check_pool_images
@@ -66,9 +68,10 @@ def check_gcp(spec: ClusterSpec, gcp: GcpSpec, out: _Collector) -> None:
     check_existing_lustre(gcp, out)
     _check_buckets(spec, gcp, out)
     _check_cluster(spec, gcp, out)
-    _check_gke_version(gcp, out)
+    _check_gke_version(gcp, out, gateway_version_floors(spec))
     _check_node_versions(gcp, out)
     check_rxdm(spec, gcp, out)
+    check_serving_gateway(spec, gcp, out)
     for i, team in enumerate(spec.teams):
         if team.role_arns:
             out.add(f".teams[{i}].roleArns", "team-access-per-cloud",
@@ -104,7 +107,7 @@ _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 def _check_ranges(gcp: GcpSpec, out: _Collector) -> None:
     net = gcp.network
     ranges: list[tuple[str, ipaddress.IPv4Network]] = []
-    for key in ("nodeCidr", "podsCidr", "servicesCidr", "controlPlaneCidr", "gpuNetworksCidr"):
+    for key in ("nodeCidr", "podsCidr", "servicesCidr", "controlPlaneCidr", "gpuNetworksCidr", "proxyOnlyCidr"):
         attr = re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
         value = getattr(net, attr)
         if value is None:
@@ -331,7 +334,8 @@ def _check_storage(gcp: GcpSpec, out: _Collector) -> None:
         out.add(f"{where}.filestoreTier", "filestore-tier", f"filestoreTier only applies to filestore, not {fs.type}")
 
 
-def _check_gke_version(gcp: GcpSpec, out: _Collector) -> None:
+def _check_gke_version(gcp: GcpSpec, out: _Collector,
+                       extra: Sequence[tuple[VersionFloor, list[str]]] = ()) -> None:
     """The GKE version what the stack builds needs: GPUDirect per machine family and Managed Lustre on the port its
     instances serve (components/catalog/gke_versions.yaml, each floor with its source). Checked against
     cluster.minMasterVersion; without it, against the release channel's default version as a dated GKE release note
@@ -344,7 +348,7 @@ def _check_gke_version(gcp: GcpSpec, out: _Collector) -> None:
             out.add(f".gcp.nodePools[{i}].machineType", "gke-version-floor",
                     f"{pool.machine_type} uses GPUDirect-{facts.gpudirect}, and components/catalog/gke_versions.yaml "
                     f"has no GKE version floor for {facts.accelerator}: add the version GKE documents for it")
-    needs = gke_version_floors(gcp)
+    needs = [*gke_version_floors(gcp), *extra]
     if not needs:
         return
     checked = gke_checked_version(gcp)

@@ -74,7 +74,8 @@ def _check_ip(gcp: GcpSpec, ip: str, out: _Collector) -> None:
         return
     net = gcp.network
     for name, value in (("nodeCidr", net.node_cidr), ("podsCidr", net.pods_cidr), ("servicesCidr", net.services_cidr),
-                        ("controlPlaneCidr", net.control_plane_cidr), ("gpuNetworksCidr", net.gpu_networks_cidr)):
+                        ("controlPlaneCidr", net.control_plane_cidr), ("gpuNetworksCidr", net.gpu_networks_cidr),
+                        ("proxyOnlyCidr", net.proxy_only_cidr)):
         cidr = parse_cidr(value) if value is not None else None
         if isinstance(cidr, ipaddress.IPv4Network) and address in cidr:
             out.add(key, "lustre-existing-ip",

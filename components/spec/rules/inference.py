@@ -4,8 +4,22 @@ the concurrency its objectives are stated at."""
 
 from __future__ import annotations
 
-from components.sizing.inference import GIB, host_memory_floor_gib, model_memory, replica_shape, replicas_for_peak
-from components.spec.decisions import cloud_node_groups, gpu_units_per_gpu, instance_catalog, slurm_node_groups
+from components.sizing.inference import (
+    GIB,
+    PICKER_CPU,
+    PICKER_MEMORY_GIB,
+    host_memory_floor_gib,
+    model_memory,
+    replica_shape,
+    replicas_for_peak,
+)
+from components.spec.decisions import (
+    cloud_node_groups,
+    gpu_units_per_gpu,
+    instance_catalog,
+    picker_quota,
+    slurm_node_groups,
+)
 from components.spec.errors import _Collector
 from components.spec.inference import ServedModelSpec
 from components.spec.model import ClusterSpec
@@ -24,12 +38,41 @@ def _check_inference(spec: ClusterSpec, out: _Collector) -> None:
             out.add(f"{where}.name", "unique-names", f"'{model.name}' is served twice")
         seen.add(model.name)
         _check_model(spec, model, where, out)
-    bench = spec.inference.benchmark
-    if bench is not None and not any(bench.image.startswith(p) for p in spec.platform.allowed_registries):
-        out.add(".inference.benchmark.image", "inference-image-registry",
-                "the benchmark's image is not under platform.allowedRegistries "
-                f"({', '.join(spec.platform.allowed_registries)}): the registry admission policy would refuse its "
-                "pod; mirror it into an allowed registry")
+    bench, gateway = spec.inference.benchmark, spec.inference.gateway
+    images = [*([(".inference.benchmark.image", "the benchmark's", bench.image)] if bench else []),
+              *([(".inference.gateway.pickerImage", "the endpoint picker's", gateway.picker_image)] if gateway else [])]
+    for key, whose, image in images:
+        if not any(image.startswith(p) for p in spec.platform.allowed_registries):
+            out.add(key, "inference-image-registry",
+                    f"{whose} image is not under platform.allowedRegistries "
+                    f"({', '.join(spec.platform.allowed_registries)}): the registry admission policy would refuse its "
+                    "pods; mirror it into an allowed registry")
+    if gateway is not None:
+        _check_picker_quota(spec, out)
+
+
+def _check_picker_quota(spec: ClusterSpec, out: _Collector) -> None:
+    """Each model's endpoint picker runs in its team's namespace on the team's CPU quota (objects/gateway.py): without
+    room there Kueue would admit it to a GPU flavor, on a GPU node, or not at all."""
+    assert spec.inference is not None
+    teams = {t.name: t for t in spec.teams}
+    per_team: dict[str, list[int]] = {}
+    for i, model in enumerate(spec.inference.models):
+        per_team.setdefault(model.team, []).append(i)
+    for name, models in per_team.items():
+        team = teams.get(name)
+        if team is None:
+            continue  # inference-team says it
+        quota = picker_quota(team)
+        cpu, memory = (quota.cpu, quota.memory_gib) if quota is not None else (0, 0)
+        need_cpu, need_memory = len(models) * PICKER_CPU, len(models) * PICKER_MEMORY_GIB
+        if cpu < need_cpu or memory < need_memory:
+            where = f"CPU quota on {quota.node_group}" if quota is not None else "CPU quota"
+            out.add(f"{WHERE}[{models[0]}].team", "inference-picker-quota",
+                    f"team '{name}' has {cpu} cores and {memory} GiB of {where} (teams[].cpuQuotas, the largest: "
+                    f"the pickers run there); its {len(models)} served model(s) behind the gateway need {need_cpu} "
+                    f"cores and {need_memory} GiB for their endpoint pickers ({PICKER_CPU} cores, {PICKER_MEMORY_GIB} "
+                    "GiB each): give the team a CPU quota that holds them")
 
 
 def _check_model(spec: ClusterSpec, model: ServedModelSpec, where: str, out: _Collector) -> None:
