@@ -126,10 +126,10 @@ class InferenceGateway(pulumi.ComponentResource):
         # with its Gateway API on, which installs the CRDs; the network).
         self.crds = [*after, *gateway.ready]
         ns = system_namespace(self, GATEWAY_NAMESPACE, inputs)
-        first = pulumi.ResourceOptions(parent=self, depends_on=[ns, *after, *gateway.ready])
-        waits: list[pulumi.Resource] = [ns, *after, *gateway.ready]
+        waits: list[pulumi.Resource] = [ns, *self.crds]
         if gateway.parameters is not None:
-            waits.append(apply(f"{name}-parameters", gateway.parameters, first))
+            waits.append(apply(f"{name}-parameters", gateway.parameters,
+                               pulumi.ResourceOptions(parent=self, depends_on=list(waits))))
         self.gateway = apply(f"{name}-gateway", gateway_object(gateway, inputs.labels),
                              pulumi.ResourceOptions(parent=self, depends_on=waits))
         # Each team namespace's paths: every team may call the gateway; a serving team's replicas and pickers admit it.

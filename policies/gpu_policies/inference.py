@@ -52,12 +52,16 @@ def _serving_pods(args: StackValidationArgs) -> dict[str, list[Mapping[str, Any]
     return out
 
 
+def _selects_served(selector: Any, pods: list[Mapping[str, Any]]) -> bool:
+    """A Service's selector picks the pods of a served model (the pod labels of its namespace's served models)."""
+    return isinstance(selector, Mapping) and bool(selector) and any(
+        all(labels.get(k) == v for k, v in selector.items()) for labels in pods)
+
+
 def _public_endpoint(args: StackValidationArgs, report: Reporter, cfg: dict[str, Any]) -> None:
     pods = _serving_pods(args)
     for svc in of_type(args.resources, SERVICE):
-        selector = get(svc.props, "spec", "selector", default={}) or {}
-        served = isinstance(selector, Mapping) and selector and any(
-            all(labels.get(k) == v for k, v in selector.items()) for labels in pods.get(k8s_namespace(svc.props), []))
+        served = _selects_served(get(svc.props, "spec", "selector", default={}), pods.get(k8s_namespace(svc.props), []))
         if not served or get(svc.props, "metadata", "labels", "environment") != "prod":
             continue
         kind = get(svc.props, "spec", "type", default="ClusterIP")
@@ -86,9 +90,8 @@ def _model_gateways(resources: list[Any], pods: Mapping[str, list[Mapping[str, A
             return True
         if backend.get("kind", "Service") != "Service" or backend.get("group", "") not in ("", "core"):
             return False
-        selector = services.get((str(backend.get("namespace") or ns), str(backend.get("name"))))
-        return isinstance(selector, Mapping) and bool(selector) and any(
-            all(labels.get(k) == v for k, v in selector.items()) for labels in pods.get(ns, []))
+        return _selects_served(services.get((str(backend.get("namespace") or ns), str(backend.get("name")))),
+                               pods.get(ns, []))
 
     out: set[tuple[str, str]] = set()
     for route in of_type(resources, HTTP_ROUTE):

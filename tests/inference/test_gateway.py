@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
+from blueprint.admit.cluster import ClusterView
+from blueprint.admit.network import Peer, allowed
 from blueprint.graph.model import GraphResource, ResourceGraph
 from components.catalog.charts import load_charts
 from components.kubernetes.objects.gateway import (
@@ -188,56 +190,34 @@ def test_the_route_serves_the_model_on_its_team_path_from_the_gateway(name: str)
                                     "name": _pool(graph, model.name).inputs["metadata"]["name"]}]
 
 
-def _admits(policy: dict[str, Any], pod_labels: dict[str, str], port: int, *,
-            namespace: dict[str, str] | None = None, ip: str | None = None) -> bool:
-    """Whether an ingress policy lets a source reach ``port`` of a pod with ``pod_labels``: any pod of a namespace with
-    ``namespace`` labels, or the address ``ip`` (namespace selectors, ipBlocks and matchExpressions Exists only, as the
-    program writes them)."""
-    selector = policy["spec"]["podSelector"]
-    if not _matches(selector.get("matchLabels", {}), pod_labels):
-        return False
-    if not all(e["operator"] == "Exists" and e["key"] in pod_labels for e in selector.get("matchExpressions", [])):
-        return False
-    for rule in policy["spec"].get("ingress", []):
-        if not any(p.get("port") == port for p in rule.get("ports", [{"port": port}])):
-            continue
-        for peer in rule["from"]:
-            ns = peer.get("namespaceSelector")
-            if namespace is not None and ns is not None and "podSelector" not in peer \
-                    and _matches(ns.get("matchLabels", {}), namespace):
-                return True
-            block = peer.get("ipBlock")
-            if ip is not None and block is not None and ipaddress.ip_address(ip) in ipaddress.ip_network(
-                    block["cidr"]) and not any(ipaddress.ip_address(ip) in ipaddress.ip_network(e)
-                                               for e in block.get("except", [])):
-                return True
-    return False
-
-
-def _proxy(name: str) -> dict[str, Any]:
-    """Where the gateway's proxies come from: EKS, agentgateway's proxy pods in the gateway's namespace; GKE, an
-    address of the proxy-only subnet (Cloud Load Balancing: the proxies' packets to the backends carry one)."""
+def _proxy(name: str, port: int) -> Peer:
+    """The gateway's proxies as the team's NetworkPolicies meet them: EKS, agentgateway's proxy pods in the gateway's
+    namespace; GKE, an address of the proxy-only subnet (Cloud Load Balancing: the proxies' packets to the backends
+    carry one)."""
     if name == "prod-aws":
-        return {"namespace": {"kubernetes.io/metadata.name": GATEWAY_NAMESPACE}}
+        return Peer("proxy", port=port, namespace=GATEWAY_NAMESPACE,
+                    namespace_labels={"kubernetes.io/metadata.name": GATEWAY_NAMESPACE},
+                    pod_labels={"gateway.networking.k8s.io/gateway-name": GATEWAY_NAME})
     cidr = stack(name).spec.gcp_spec().network.proxy_only_cidr
     assert cidr is not None
-    return {"ip": str(next(ipaddress.ip_network(cidr).hosts()))}
+    return Peer("proxy", port=port, ip=str(next(ipaddress.ip_network(cidr).hosts())))
 
 
 @pytest.mark.parametrize("name", STACKS)
 def test_the_gateways_proxies_reach_the_replicas_and_the_picker_through_the_team_policies(name: str) -> None:
     graph = offline_run(name).graph
     model = served(name)
-    policies = [p.inputs for p in graph.of_type(POLICY) if p.inputs["metadata"]["namespace"] == model.team]
     replica = _one(graph, DEPLOYMENT, f"serving-{model.name}-deployment").inputs["spec"]["template"]["metadata"][
         "labels"]
     picker = _picker(graph, model.name, "Deployment")["spec"]["template"]["metadata"]["labels"]
-    proxy = _proxy(name)
-    assert any(_admits(p, replica, SERVING_PORT, **proxy) for p in policies)
-    assert any(_admits(p, picker, PICKER_GRPC_PORT, **proxy) for p in policies)
-    # Nothing else of the team is opened to the gateway: a training pod's port is not.
-    assert not any(_admits(p, {"team": model.team}, SERVING_PORT, **proxy) for p in policies)
-    assert not any(_admits(p, replica, 22, **proxy) for p in policies)
+    view = ClusterView(graph)  # admit's NetworkPolicy semantics (blueprint/admit/network.py)
+
+    def reaches(labels: dict[str, str], port: int) -> bool:
+        return allowed(view, model.team, labels, _proxy(name, port), "Ingress")[0]
+
+    assert reaches(replica, SERVING_PORT) and reaches(picker, PICKER_GRPC_PORT)
+    # Nothing else of the team is opened to the gateway: a training pod's port is not, nor another port.
+    assert not reaches({"team": model.team}, SERVING_PORT) and not reaches(replica, 22)
     # Every team may call the gateway, on what the Gateway listens at.
     listener = _gateway(graph).inputs["spec"]["listeners"][0]["port"]
     for team in stack(name).spec.teams:
